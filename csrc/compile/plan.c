@@ -7,10 +7,12 @@
  *     shape (-1 matches any size);
  *  3. infer: run each needed op's shape inference again with the feeds' concrete shapes, so
  *     every value has a known shape and a wrong combination fails now, naming the node;
- *  4. lay out: one slot per value, constants bound once, scratch sized for the largest step.
+ *  4. lay out: one slot per value, constants bound once, scratch sized for the largest step;
+ *  5. passes: fusion, precision, implementation modes, memory (compile/passes.h).
  */
 #include <string.h>
 
+#include "compile/passes.h"
 #include "compile/precision.h"
 #include "exec/exec.h"
 
@@ -43,7 +45,11 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
   if (p->slots && p->owned)
     for (int v = 0; v < p->n_values; v++)
       if (p->owned[v]) npu_tensor_release(p->slots[v]);
-  for (int i = 0; i < p->n_steps; i++) npuC_free(ctx, p->steps[i].in);
+  for (int i = 0; i < p->n_steps; i++) {
+    npuC_free(ctx, p->steps[i].in);
+    npuC_free(ctx, p->steps[i].owned_params);
+    npuC_free(ctx, p->steps[i].absorbed);
+  }
   npuC_free(ctx, p->steps);
   npuC_free(ctx, p->feeds);
   npuC_free(ctx, p->fetches);
@@ -121,7 +127,7 @@ static npu_status plan_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
     ptr[i] = &meta[i];
   }
   npuX_call call = {.ctx = ctx, .n_threads = reference ? 1 : p->n_threads, .node = node,
-                    .params = node->params.bytes, .n_inputs = step->n_in, .in = ptr,
+                    .params = step->params, .n_inputs = step->n_in, .in = ptr,
                     .n_outputs = step->n_out, .out = ptr + step->n_in};
   step->scratch_size = step->def->scratch_size(&call);
   if (step->scratch_size > p->scratch_size) p->scratch_size = step->scratch_size;
@@ -258,6 +264,7 @@ static npu_status emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *c
   npuE_step *step = &p->steps[p->n_steps++];
   step->node = id;
   step->def = def;
+  step->params = node->params.bytes;
   step->reads_variable = read;
   step->round_in = step->round_out = -1;
   if (!cfg->reference)
@@ -466,6 +473,13 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     if (s) goto fail;
   }
   if (loop && (s = check_loop(ctx, p, cfg, loop))) goto fail;
+  /* 5. passes (compile/passes.h) */
+  {
+    npuP_build b = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .known = known, .need = need};
+    if ((s = npuP_fuse(&b)) || (s = npuP_assign_precision(&b)) || (s = npuP_select_impl(&b)) ||
+        (s = npuP_plan_memory(&b)))
+      goto fail;
+  }
   p->in_buf = npuC_alloc(ctx, (size_t)(p->max_in ? p->max_in : 1) * sizeof *p->in_buf);
   if (!p->in_buf) {
     s = NPU_ERR_NOMEM;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "compile/precision.h"
+#include "compile/passes.h"
 #include "options/options_int.h"
 
 static const struct {
@@ -67,3 +68,6 @@ void npuP_rounding(npuP_precision mode, const npu_op_def *def, int *round_in, in
   default: break;
   }
 }
+
+/* The precision pass: for now the rounding chosen per step in emit_step stands. */
+npu_status npuP_assign_precision(npuP_build *b) { (void)b; return NPU_OK; }

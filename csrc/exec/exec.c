@@ -131,7 +131,7 @@ again:
       }
       if (!s) {
         npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
-                          .params = node->params.bytes, .n_inputs = step->n_in, .in = in,
+                          .params = step->params, .n_inputs = step->n_in, .in = in,
                           .n_outputs = step->n_out, .out = out_stack, .scratch = p->scratch,
                           .step = st->n_iterations};
         npu_status (*fn)(const npuX_call *) =

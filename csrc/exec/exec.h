@@ -17,6 +17,11 @@
 typedef struct npuE_step {
   int node;
   const npu_op_def *def;
+  const void *params;  /* the op's params: the node's, or a pass's (owned_params) */
+  void *owned_params;  /* params a pass built for this step (freed with the plan), or NULL */
+  const char *pass;    /* the pass that made this step (fusion), NULL for a node's own step */
+  int *absorbed;       /* node ids a pass folded into this step (owned), n_absorbed of them */
+  int n_absorbed;
   int n_in, n_out;
   int *in;  /* value ids */
   int *out; /* value ids */

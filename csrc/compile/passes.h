@@ -1,0 +1,32 @@
+/*
+ * passes.h — the compiler's passes after the steps are laid out (compile/plan.c).
+ *
+ * npuP_compile prunes, checks the feeds, infers concrete shapes, folds constants and emits one
+ * step per remaining node; then, in this order:
+ *
+ *   npuP_fuse             compile/fusion.c     fusion passes (passes.def), each switchable
+ *   npuP_assign_precision compile/precision.c  dtypes per step by precision mode and lists
+ *   npuP_select_impl      compile/implmode.c   high_precision / high_performance kernels
+ *   npuP_plan_memory      compile/memory.c     intermediate values share one arena
+ *
+ * Each pass sees the whole build and may rewrite p->steps; a step a pass removes is freed by
+ * the pass.  A failing pass leaves the plan to npuP_free (the caller frees it).
+ */
+#ifndef NPU_PASSES_H
+#define NPU_PASSES_H
+#include "exec/exec.h"
+
+typedef struct npuP_build {
+  npu_context *ctx;
+  const npu_graph *graph;
+  npuE_plan *plan;
+  const npuP_config *cfg;
+  npu_tensor **known; /* by value id: the value when fixed at compile time, else NULL */
+  const uint8_t *need; /* by node id: bit 0 the node runs, bit 1 its value is read */
+} npuP_build;
+
+npu_status npuP_fuse(npuP_build *b);
+npu_status npuP_assign_precision(npuP_build *b);
+npu_status npuP_select_impl(npuP_build *b);
+npu_status npuP_plan_memory(npuP_build *b);
+#endif
