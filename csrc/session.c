@@ -63,10 +63,14 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   sess->options = o;
   sess->state.ctx = ctx;
   sess->state.graph = npu_graph_retain(g);
-  sess->compile.reference = !npuO_bool(o, NPUO_use_off_line);
-  sess->compile.precision = (int)npuP_precision_mode(o);
-  sess->compile.fold = npuO_bool(o, NPUO_oo_constant_folding);
-  sess->compile.training = npuO_training(o);
+  s = npuP_config_init(ctx, o, &sess->compile);
+  if (s) {
+    npu_graph_release(sess->state.graph);
+    npuC_free(ctx, sess);
+    npu_options_release(o);
+    npu_context_release(ctx);
+    return s;
+  }
   const char *accel = npuO_is_set(o, NPUO_accelerate_train_mode)
                           ? npuO_string(o, NPUO_accelerate_train_mode)
                           : npuO_string(o, NPUO_experimental_accelerate_train_mode);
@@ -77,7 +81,6 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
     sess->accel.ratio = strtod(strrchr(accel, '|') + 1, NULL);
     sess->accel.original = sess->compile.precision;
   }
-  sess->compile.iterations_per_loop = npuO_int(o, NPUO_iterations_per_loop);
   sess->device_id = npuO_device_id(o);
   *out = sess;
   return NPU_OK;
@@ -108,6 +111,7 @@ void npu_session_release(npu_session *s) {
   npu_context *ctx = s->ctx;
   npu_session_close(s);
   npu_graph_release(s->state.graph);
+  npuP_config_free(ctx, &s->compile);
   npu_options_release(s->options);
   npuC_free(ctx, s);
   npu_context_release(ctx);

@@ -71,3 +71,11 @@ void npuP_rounding(npuP_precision mode, const npu_op_def *def, int *round_in, in
 
 /* The precision pass: for now the rounding chosen per step in emit_step stands. */
 npu_status npuP_assign_precision(npuP_build *b) { (void)b; return NPU_OK; }
+
+npu_status npuP_mix_config_new(npu_context *ctx, const npu_options *o,
+                               struct npuP_mix_config **out) {
+  (void)ctx, (void)o;
+  *out = NULL;
+  return NPU_OK;
+}
+void npuP_mix_config_free(npu_context *ctx, struct npuP_mix_config *c) { (void)ctx, (void)c; }

@@ -73,14 +73,38 @@ typedef struct npuE_state {
 } npuE_state;
 
 /* compile/plan.c */
-/* How a plan is built: the host reference path, or the device with a precision mode. */
+/* How a plan is built: the host reference path, or the device with a precision mode.  Made
+   from a checked set of options by npuP_config_init (compile/config.c); the parsed files
+   (fusion switches, mix lists, implementation modes) live behind the pointers, owned. */
+struct npuP_fusion_config; /* compile/fusion.c */
+struct npuP_mix_config;    /* compile/precision.c */
+struct npuP_impl_config;   /* compile/implmode.c */
 typedef struct npuP_config {
   bool reference; /* use_off_line = false: reference kernels, serial, no precision changes */
   bool fold;      /* oo_constant_folding: evaluate constant subgraphs at compile time */
   bool training;  /* graph_run_mode 1 */
   int64_t iterations_per_loop; /* the session option, checked against loop nodes */
   int precision;  /* npuP_precision */
+  const npu_options *options; /* borrowed: what the config was made from */
+  struct npuP_fusion_config *fusion;
+  struct npuP_mix_config *mix;
+  struct npuP_impl_config *impl;
 } npuP_config;
+
+/* Reads everything compilation needs from checked options o (borrowed for the config's life);
+   files named by options are parsed here, so a bad file fails the session's creation. */
+npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config *cfg);
+void npuP_config_free(npu_context *ctx, npuP_config *cfg);
+/* Each pass's part of the config (NULL out when the options ask nothing of it). */
+npu_status npuP_fusion_config_new(npu_context *ctx, const npu_options *o,
+                                  struct npuP_fusion_config **out);
+void npuP_fusion_config_free(npu_context *ctx, struct npuP_fusion_config *c);
+npu_status npuP_mix_config_new(npu_context *ctx, const npu_options *o,
+                               struct npuP_mix_config **out);
+void npuP_mix_config_free(npu_context *ctx, struct npuP_mix_config *c);
+npu_status npuP_impl_config_new(npu_context *ctx, const npu_options *o,
+                                struct npuP_impl_config **out);
+void npuP_impl_config_free(npu_context *ctx, struct npuP_impl_config *c);
 
 npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
                         npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
