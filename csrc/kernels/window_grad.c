@@ -6,6 +6,7 @@
  * vectorised over the innermost (channel) dimension where the layout allows.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/kgrad.h"
@@ -13,7 +14,8 @@
 
 typedef struct wg_job {
   const npuK_window2d *w;
-  int64_t out_c; /* conv2d: output channels; depthwise: the multiplier */
+  int64_t out_c;  /* conv2d: output channels; depthwise: the multiplier */
+  bool depthwise; /* dy rows hold c * multiplier values, channel ci's from ci * multiplier */
   const float *a, *b;
   float *out;
 } wg_job;
@@ -102,13 +104,22 @@ void npuK_avg_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const
   npuK_parallel_for(pool, w->n * w->c, 1, avg_pool_grad_range, &j);
 }
 
-/* ---- convolutions ---- */
+/* ---- convolutions ----
+   conv2d and depthwise_conv2d share the loops: a filter row (kh, kw, ci) holds out_c values
+   in both layouts ([k_h, k_w, c, out_c] and [k_h, k_w, c, multiplier]); what differs is the
+   slice of a dy row it meets: the whole row (out_c values) for conv2d, the channel's
+   `multiplier` values starting at ci * multiplier for depthwise.  dy_ci_step says which. */
 
-/* conv2d filter gradient, items (kh, kw): a (c, out_c) block of rank-1 updates. */
-static void conv_filter_range(void *arg, int64_t begin, int64_t end) {
+static inline int64_t dy_row_size(const wg_job *j) {
+  return j->depthwise ? j->w->c * j->out_c : j->out_c;
+}
+
+/* Filter gradient, items (kh, kw): a (c, out_c) block of rank-1 updates. */
+static void filter_grad_range(void *arg, int64_t begin, int64_t end) {
   const wg_job *j = arg;
   const npuK_window2d *w = j->w;
-  const int64_t c = w->c, oc = j->out_c;
+  const int64_t c = w->c, oc = j->out_c, dy_row = dy_row_size(j);
+  const int64_t dy_ci_step = j->depthwise ? oc : 0;
   for (int64_t item = begin; item < end; item++) {
     int64_t kh = item / w->k_w, kw = item % w->k_w;
     float *df = j->out + item * c * oc;
@@ -121,34 +132,30 @@ static void conv_filter_range(void *arg, int64_t begin, int64_t end) {
           int64_t iw = in_col(w, ow, kw);
           if (iw < 0 || iw >= w->in_w) continue;
           const float *xr = j->a + ((n * w->in_h + ih) * w->in_w + iw) * c;
-          const float *dyr = j->b + ((n * w->out_h + oh) * w->out_w + ow) * oc;
+          const float *dyr = j->b + ((n * w->out_h + oh) * w->out_w + ow) * dy_row;
           for (int64_t ci = 0; ci < c; ci++) {
             const float xv = xr[ci];
+            const float *dyc = dyr + ci * dy_ci_step;
             float *row = df + ci * oc;
-            for (int64_t co = 0; co < oc; co++) row[co] += xv * dyr[co];
+            for (int64_t co = 0; co < oc; co++) row[co] += xv * dyc[co];
           }
         }
       }
   }
 }
 
-void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
-                                     int64_t out_c, const float *x, const float *dy, float *df) {
-  wg_job j = {.w = w, .out_c = out_c, .a = x, .b = dy, .out = df};
-  npuK_parallel_for(pool, w->k_h * w->k_w, 1, conv_filter_range, &j);
-}
-
-/* conv2d input gradient, items: the batch. */
-static void conv_input_range(void *arg, int64_t begin, int64_t end) {
+/* Input gradient, items: the batch. */
+static void input_grad_range(void *arg, int64_t begin, int64_t end) {
   const wg_job *j = arg;
   const npuK_window2d *w = j->w;
-  const int64_t c = w->c, oc = j->out_c;
+  const int64_t c = w->c, oc = j->out_c, dy_row = dy_row_size(j);
+  const int64_t dy_ci_step = j->depthwise ? oc : 0;
   for (int64_t n = begin; n < end; n++) {
     float *dx = j->out + n * w->in_h * w->in_w * c;
     memset(dx, 0, (size_t)(w->in_h * w->in_w * c) * sizeof *dx);
     for (int64_t oh = 0; oh < w->out_h; oh++)
       for (int64_t ow = 0; ow < w->out_w; ow++) {
-        const float *dyr = j->a + ((n * w->out_h + oh) * w->out_w + ow) * oc;
+        const float *dyr = j->a + ((n * w->out_h + oh) * w->out_w + ow) * dy_row;
         for (int64_t kh = 0; kh < w->k_h; kh++) {
           int64_t ih = in_row(w, oh, kh);
           if (ih < 0 || ih >= w->in_h) continue;
@@ -158,87 +165,40 @@ static void conv_input_range(void *arg, int64_t begin, int64_t end) {
             float *dxr = dx + (ih * w->in_w + iw) * c;
             const float *f = j->b + (kh * w->k_w + kw) * c * oc;
             for (int64_t ci = 0; ci < c; ci++) {
-              const float *fr = f + ci * oc;
+              const float *fr = f + ci * oc, *dyc = dyr + ci * dy_ci_step;
               float s = 0;
-              for (int64_t co = 0; co < oc; co++) s += dyr[co] * fr[co];
+              for (int64_t co = 0; co < oc; co++) s += dyc[co] * fr[co];
               dxr[ci] += s;
             }
           }
         }
       }
   }
+}
+
+void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const float *x, const float *dy, float *df) {
+  wg_job j = {.w = w, .out_c = out_c, .a = x, .b = dy, .out = df};
+  npuK_parallel_for(pool, w->k_h * w->k_w, 1, filter_grad_range, &j);
 }
 
 void npuK_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_window2d *w,
                                     int64_t out_c, const float *dy, const float *filter,
                                     float *dx) {
   wg_job j = {.w = w, .out_c = out_c, .a = dy, .b = filter, .out = dx};
-  npuK_parallel_for(pool, w->n, 1, conv_input_range, &j);
-}
-
-static void dw_input_range(void *arg, int64_t begin, int64_t end) {
-  const wg_job *j = arg;
-  const npuK_window2d *w = j->w;
-  const int64_t c = w->c, m = j->out_c;
-  for (int64_t n = begin; n < end; n++) {
-    float *dx = j->out + n * w->in_h * w->in_w * c;
-    memset(dx, 0, (size_t)(w->in_h * w->in_w * c) * sizeof *dx);
-    for (int64_t oh = 0; oh < w->out_h; oh++)
-      for (int64_t ow = 0; ow < w->out_w; ow++) {
-        const float *dyr = j->a + ((n * w->out_h + oh) * w->out_w + ow) * c * m;
-        for (int64_t kh = 0; kh < w->k_h; kh++) {
-          int64_t ih = in_row(w, oh, kh);
-          if (ih < 0 || ih >= w->in_h) continue;
-          for (int64_t kw = 0; kw < w->k_w; kw++) {
-            int64_t iw = in_col(w, ow, kw);
-            if (iw < 0 || iw >= w->in_w) continue;
-            float *dxr = dx + (ih * w->in_w + iw) * c;
-            const float *f = j->b + (kh * w->k_w + kw) * c * m;
-            for (int64_t ci = 0; ci < c; ci++) {
-              float s = 0;
-              for (int64_t q = 0; q < m; q++) s += dyr[ci * m + q] * f[ci * m + q];
-              dxr[ci] += s;
-            }
-          }
-        }
-      }
-  }
+  npuK_parallel_for(pool, w->n, 1, input_grad_range, &j);
 }
 
 void npuK_depthwise_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_window2d *w,
                                               int64_t multiplier, const float *dy,
                                               const float *filter, float *dx) {
-  wg_job j = {.w = w, .out_c = multiplier, .a = dy, .b = filter, .out = dx};
-  npuK_parallel_for(pool, w->n, 1, dw_input_range, &j);
-}
-
-static void dw_filter_range(void *arg, int64_t begin, int64_t end) {
-  const wg_job *j = arg;
-  const npuK_window2d *w = j->w;
-  const int64_t c = w->c, m = j->out_c;
-  for (int64_t item = begin; item < end; item++) {
-    int64_t kh = item / w->k_w, kw = item % w->k_w;
-    float *df = j->out + item * c * m;
-    memset(df, 0, (size_t)(c * m) * sizeof *df);
-    for (int64_t n = 0; n < w->n; n++)
-      for (int64_t oh = 0; oh < w->out_h; oh++) {
-        int64_t ih = in_row(w, oh, kh);
-        if (ih < 0 || ih >= w->in_h) continue;
-        for (int64_t ow = 0; ow < w->out_w; ow++) {
-          int64_t iw = in_col(w, ow, kw);
-          if (iw < 0 || iw >= w->in_w) continue;
-          const float *xr = j->a + ((n * w->in_h + ih) * w->in_w + iw) * c;
-          const float *dyr = j->b + ((n * w->out_h + oh) * w->out_w + ow) * c * m;
-          for (int64_t ci = 0; ci < c; ci++)
-            for (int64_t q = 0; q < m; q++) df[ci * m + q] += xr[ci] * dyr[ci * m + q];
-        }
-      }
-  }
+  wg_job j = {.w = w, .out_c = multiplier, .depthwise = true, .a = dy, .b = filter, .out = dx};
+  npuK_parallel_for(pool, w->n, 1, input_grad_range, &j);
 }
 
 void npuK_depthwise_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
                                                int64_t multiplier, const float *x,
                                                const float *dy, float *df) {
-  wg_job j = {.w = w, .out_c = multiplier, .a = x, .b = dy, .out = df};
-  npuK_parallel_for(pool, w->k_h * w->k_w, 1, dw_filter_range, &j);
+  wg_job j = {.w = w, .out_c = multiplier, .depthwise = true, .a = x, .b = dy, .out = df};
+  npuK_parallel_for(pool, w->k_h * w->k_w, 1, filter_grad_range, &j);
 }
