@@ -71,46 +71,36 @@ static int l_options_copy(lua_State *L) {
 
 /* ---- setters */
 
-static int l_set_int(lua_State *L) {
+/* o:set_<type>(name, v) and o:set(name, v): value 3 checked as the type wants it, then the
+   core's setter of that type (which checks the option's own type and range). */
+static int set_as(lua_State *L, npu_option_type type, const char *who) {
   npu_options *o = check_options(L, 1);
   const char *name = luaL_checkstring(L, 2);
-  lua_Integer v = luaL_checkinteger(L, 3);
-  npu_status st = npu_options_set_int(o, name, (int64_t)v);
-  if (st) return npuB_raise(L, "npu.Options:set_int", st);
+  npu_status st;
+  switch (type) {
+  case NPU_OPTION_INT: st = npu_options_set_int(o, name, (int64_t)luaL_checkinteger(L, 3)); break;
+  case NPU_OPTION_STRING:
+    luaL_checktype(L, 3, LUA_TSTRING); /* no number-to-string coercion: .s takes bytes */
+    st = npu_options_set_string(o, name, lua_tostring(L, 3));
+    break;
+  case NPU_OPTION_BOOL:
+    luaL_checktype(L, 3, LUA_TBOOLEAN);
+    st = npu_options_set_bool(o, name, lua_toboolean(L, 3));
+    break;
+  default: st = npu_options_set_float(o, name, (double)luaL_checknumber(L, 3)); break;
+  }
+  if (st) return npuB_raise(L, who, st);
   lua_settop(L, 1);
   return 1;
 }
 
+static int l_set_int(lua_State *L) { return set_as(L, NPU_OPTION_INT, "npu.Options:set_int"); }
 static int l_set_string(lua_State *L) {
-  npu_options *o = check_options(L, 1);
-  const char *name = luaL_checkstring(L, 2);
-  npu_status st;
-  luaL_checktype(L, 3, LUA_TSTRING); /* no number-to-string coercion: .s takes bytes */
-  st = npu_options_set_string(o, name, lua_tostring(L, 3));
-  if (st) return npuB_raise(L, "npu.Options:set_string", st);
-  lua_settop(L, 1);
-  return 1;
+  return set_as(L, NPU_OPTION_STRING, "npu.Options:set_string");
 }
-
-static int l_set_bool(lua_State *L) {
-  npu_options *o = check_options(L, 1);
-  const char *name = luaL_checkstring(L, 2);
-  npu_status st;
-  luaL_checktype(L, 3, LUA_TBOOLEAN);
-  st = npu_options_set_bool(o, name, lua_toboolean(L, 3));
-  if (st) return npuB_raise(L, "npu.Options:set_bool", st);
-  lua_settop(L, 1);
-  return 1;
-}
-
+static int l_set_bool(lua_State *L) { return set_as(L, NPU_OPTION_BOOL, "npu.Options:set_bool"); }
 static int l_set_float(lua_State *L) {
-  npu_options *o = check_options(L, 1);
-  const char *name = luaL_checkstring(L, 2);
-  lua_Number v = luaL_checknumber(L, 3);
-  npu_status st = npu_options_set_float(o, name, (double)v);
-  if (st) return npuB_raise(L, "npu.Options:set_float", st);
-  lua_settop(L, 1);
-  return 1;
+  return set_as(L, NPU_OPTION_FLOAT, "npu.Options:set_float");
 }
 
 /* o:set(name, v): by the option's declared type; the Lua type must match it. */
@@ -139,15 +129,7 @@ static int l_set(lua_State *L) {
   if (!ok)
     return luaL_error(L, "npu.Options:set: NPU_ERR_OPTION: option '%s' takes %s, got %s", name,
                       type_noun(info->type), luaL_typename(L, 3));
-  switch (info->type) {
-  case NPU_OPTION_INT: st = npu_options_set_int(o, name, (int64_t)lua_tointeger(L, 3)); break;
-  case NPU_OPTION_STRING: st = npu_options_set_string(o, name, lua_tostring(L, 3)); break;
-  case NPU_OPTION_BOOL: st = npu_options_set_bool(o, name, lua_toboolean(L, 3)); break;
-  default: st = npu_options_set_float(o, name, (double)lua_tonumber(L, 3)); break;
-  }
-  if (st) return npuB_raise(L, "npu.Options:set", st);
-  lua_settop(L, 1);
-  return 1;
+  return set_as(L, info->type, "npu.Options:set"); /* the value's type is checked above */
 }
 
 /* ---- getters */
