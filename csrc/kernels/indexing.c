@@ -12,60 +12,12 @@
 
 #include "kernels/kutil.h"
 
-/* dst[i * so] = src[i * si] for i < n (strides in elements, si may be negative or 0). */
-static void copy_strided(char *dst, int64_t so, const char *src, int64_t si, int64_t n,
-                         size_t es) {
-  if (si == 1 && so == 1) {
-    memcpy(dst, src, (size_t)n * es);
-    return;
-  }
-#define COPY_T(T)                                                                              \
-  {                                                                                            \
-    T *d = (T *)(void *)dst;                                                                   \
-    const T *s = (const T *)(const void *)src;                                                 \
-    for (int64_t i = 0; i < n; i++) d[i * so] = s[i * si];                                     \
-    return;                                                                                    \
-  }
-  switch (es) {
-  case 1: COPY_T(uint8_t)
-  case 2: COPY_T(uint16_t)
-  case 4: COPY_T(uint32_t)
-  case 8: COPY_T(uint64_t)
-  default:
-    for (int64_t i = 0; i < n; i++)
-      memcpy(dst + i * so * (int64_t)es, src + i * si * (int64_t)es, es);
-  }
-#undef COPY_T
-}
-
 /* Grain in rows of `inner` elements. */
 static int64_t row_grain(int64_t inner) {
   return inner >= K_GRAIN_ELEMS ? 1 : K_GRAIN_ELEMS / (inner > 0 ? inner : 1);
 }
 
 /* ---- strided_slice ------------------------------------------------------------------------ */
-
-typedef struct ss_job {
-  k_geom g; /* op 0: input strides (may be negative), op 1: output strides */
-  const char *x; /* at the element of the first output */
-  char *y;
-  size_t es;
-} ss_job;
-
-static void ss_range(void *arg, int64_t begin, int64_t end) {
-  const ss_job *j = arg;
-  int64_t coord[K_GEOM_MAX_DIMS], off[K_MAX_OPS];
-  int last = j->g.ndim - 1;
-  int64_t es = (int64_t)j->es;
-  k_geom_seek(&j->g, begin, coord, off);
-  for (int64_t i = begin; i < end;) {
-    int64_t run = k_geom_run(&j->g, coord, end - i);
-    copy_strided(j->y + off[1] * es, j->g.s[1][last], j->x + off[0] * es, j->g.s[0][last], run,
-                 j->es);
-    i += run;
-    k_geom_advance(&j->g, coord, off, run);
-  }
-}
 
 void npuK_strided_slice(const npuK_pool *pool, size_t elem_size, int ndim,
                         const int64_t *in_dims, const int64_t *begin, const int64_t *strides,
@@ -79,13 +31,8 @@ void npuK_strided_slice(const npuK_pool *pool, size_t elem_size, int ndim,
     base += begin[d] * xs[d];
   }
   if (k_prod(ndim, out_dims) == 0) return;
-  ss_job j;
-  const int64_t *st[2] = {is, os};
-  int64_t total = k_geom_init(&j.g, ndim, out_dims, 2, st);
-  j.x = (const char *)x + base * (int64_t)elem_size;
-  j.y = y;
-  j.es = elem_size;
-  npuK_parallel_for(pool, total, K_GRAIN_ELEMS, ss_range, &j);
+  k_copy_nd(pool, elem_size, ndim, out_dims, is, (const char *)x + base * (int64_t)elem_size,
+            os, y);
 }
 
 void npuK_strided_slice_ref(const npuK_pool *pool, size_t elem_size, int ndim,

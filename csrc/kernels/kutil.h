@@ -98,6 +98,14 @@ static inline int64_t k_prod(int ndim, const int64_t *dims) {
   return p;
 }
 
+/* Strided copies of elements of es bytes (movement.c): dst[i*so] = src[i*si] for i < n
+   (strides in elements, si may be negative or 0); and the same over an nd index space,
+   y[out_off(c)] = x[in_off(c)] for every coordinate c of dims, split over the pool
+   (out_strides NULL = dense). */
+void k_copy_run(char *dst, int64_t so, const char *src, int64_t si, int64_t n, size_t es);
+void k_copy_nd(const npuK_pool *pool, size_t es, int ndim, const int64_t *dims,
+               const int64_t *in_strides, const void *x, const int64_t *out_strides, void *y);
+
 /* Grain for element-wise work: enough items that a chunk is worth a thread hand-off. */
 #define K_GRAIN_ELEMS 16384
 

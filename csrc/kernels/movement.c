@@ -11,8 +11,8 @@
 
 /* ---- typed helpers ------------------------------------------------------------------------ */
 
-/* dst[i*so] = src[i*si] for i < n. */
-static void copy_run(char *dst, int64_t so, const char *src, int64_t si, int64_t n, size_t es) {
+/* dst[i*so] = src[i*si] for i < n (kutil.h). */
+void k_copy_run(char *dst, int64_t so, const char *src, int64_t si, int64_t n, size_t es) {
   if (si == 1 && so == 1) {
     memcpy(dst, src, (size_t)n * es);
     return;
@@ -44,7 +44,7 @@ static void copy_run(char *dst, int64_t so, const char *src, int64_t si, int64_t
 /* n copies of the element at val (NULL: zero bytes) into dense dst. */
 static void fill_elems(char *dst, const void *val, int64_t n, size_t es) {
   if (val == NULL) memset(dst, 0, (size_t)n * es);
-  else copy_run(dst, 1, val, 0, n, es);
+  else k_copy_run(dst, 1, val, 0, n, es);
 }
 
 /* ---- copy_nd: y[out_off(c)] = x[in_off(c)] over dims -------------------------------------- */
@@ -64,15 +64,15 @@ static void copy_range(void *arg, int64_t begin, int64_t end) {
   k_geom_seek(&j->g, begin, coord, off);
   for (int64_t i = begin; i < end;) {
     int64_t run = k_geom_run(&j->g, coord, end - i);
-    copy_run(j->y + off[1] * es, j->g.s[1][last], j->x + off[0] * es, j->g.s[0][last], run,
+    k_copy_run(j->y + off[1] * es, j->g.s[1][last], j->x + off[0] * es, j->g.s[0][last], run,
              j->es);
     i += run;
     k_geom_advance(&j->g, coord, off, run);
   }
 }
 
-/* out_strides NULL = dense. */
-static void copy_nd(const npuK_pool *pool, size_t es, int ndim, const int64_t *dims,
+/* out_strides NULL = dense (kutil.h). */
+void k_copy_nd(const npuK_pool *pool, size_t es, int ndim, const int64_t *dims,
                     const int64_t *in_strides, const void *x, const int64_t *out_strides,
                     void *y) {
   int64_t dense[K_GEOM_MAX_DIMS];
@@ -160,7 +160,7 @@ void npuK_transpose(const npuK_pool *pool, size_t elem_size, int ndim, const int
   for (int d = 0; d < last; d++)
     if (g.s[0][d] == 1) p = d;
   if (g.s[0][last] == 1 || p < 0 || g.dims[last] < 4) {
-    copy_nd(pool, elem_size, g.ndim, g.dims, g.s[0], x, g.s[1], y);
+    k_copy_nd(pool, elem_size, g.ndim, g.dims, g.s[0], x, g.s[1], y);
     return;
   }
   tr_job j;
@@ -245,7 +245,7 @@ void npuK_slice(const npuK_pool *pool, size_t elem_size, int ndim, const int64_t
   k_dense_strides(ndim, in_dims, s);
   for (int d = 0; d < ndim; d++) off += begin[d] * s[d];
   if (k_prod(ndim, size) == 0) return;
-  copy_nd(pool, elem_size, ndim, size, s, (const char *)x + off * (int64_t)elem_size, NULL, y);
+  k_copy_nd(pool, elem_size, ndim, size, s, (const char *)x + off * (int64_t)elem_size, NULL, y);
 }
 
 void npuK_tile(const npuK_pool *pool, size_t elem_size, int ndim, const int64_t *in_dims,
@@ -259,12 +259,12 @@ void npuK_tile(const npuK_pool *pool, size_t elem_size, int ndim, const int64_t 
     dims[2 * d + 1] = in_dims[d];
     is[2 * d + 1] = s[d];
   }
-  copy_nd(pool, elem_size, 2 * ndim, dims, is, x, NULL, y);
+  k_copy_nd(pool, elem_size, 2 * ndim, dims, is, x, NULL, y);
 }
 
 void npuK_broadcast_to(const npuK_pool *pool, size_t elem_size, int ndim, const int64_t *out_dims,
                        const int64_t *in_strides, const void *x, void *y) {
-  copy_nd(pool, elem_size, ndim, out_dims, in_strides, x, NULL, y);
+  k_copy_nd(pool, elem_size, ndim, out_dims, in_strides, x, NULL, y);
 }
 
 /* ---- pad ---------------------------------------------------------------------------------- */
