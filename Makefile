@@ -90,6 +90,9 @@ $(EMBED): examples/embed.c $(LIB_A) $(BIND_OBJ)
 $(BUILD)/gen_options_doc: tools/gen_options_doc.c $(LIB_A)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
 
+# The plan verifier (compile/verify.c) checks every pass's output while testing.
+test sanitize: export NPU_VERIFY_PLANS = 1
+
 test: deps
 	$(MAKE) all $(C_TESTS) $(EMBED) $(BUILD)/gen_options_doc
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done

@@ -3,9 +3,19 @@
  * graph with set_graph_exec_config).  Files the options name are parsed here by the pass that
  * uses them, so a malformed file fails npu_session_new with a message naming file and line.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "compile/precision.h"
 #include "exec/exec.h"
 #include "options/options_int.h"
+
+/* NPU_VERIFY_PLANS=1: a developer's switch (make test sets it), not an option of the
+   reference: the verifier checks our compiler, not the user's graph. */
+static bool verify_plans(void) {
+  const char *v = getenv("NPU_VERIFY_PLANS");
+  return v && strcmp(v, "1") == 0;
+}
 
 npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config *cfg) {
   *cfg = (npuP_config){
@@ -15,6 +25,7 @@ npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config 
       .iterations_per_loop = npuO_int(o, NPUO_iterations_per_loop),
       .precision = (int)npuP_precision_mode(o),
       .options = o,
+      .verify = verify_plans(),
   };
   npu_status s = npuP_fusion_config_new(ctx, o, &cfg->fusion);
   if (!s) s = npuP_mix_config_new(ctx, o, &cfg->mix);

@@ -29,4 +29,7 @@ npu_status npuP_fuse(npuP_build *b);
 npu_status npuP_assign_precision(npuP_build *b);
 npu_status npuP_select_impl(npuP_build *b);
 npu_status npuP_plan_memory(npuP_build *b);
+/* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
+   (run after each pass when cfg->verify). */
+npu_status npuP_verify(npuP_build *b, const char *after);
 #endif

@@ -476,9 +476,17 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   /* 5. passes (compile/passes.h) */
   {
     npuP_build b = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .known = known, .need = need};
-    if ((s = npuP_fuse(&b)) || (s = npuP_assign_precision(&b)) || (s = npuP_select_impl(&b)) ||
-        (s = npuP_plan_memory(&b)))
-      goto fail;
+    static const struct {
+      const char *name;
+      npu_status (*run)(npuP_build *);
+    } passes[] = {{"fusion", npuP_fuse},
+                  {"precision assignment", npuP_assign_precision},
+                  {"implementation selection", npuP_select_impl},
+                  {"memory planning", npuP_plan_memory}};
+    if (cfg->verify && (s = npuP_verify(&b, "layout"))) goto fail;
+    for (size_t i = 0; i < npu_countof(passes); i++)
+      if ((s = passes[i].run(&b)) || (cfg->verify && (s = npuP_verify(&b, passes[i].name))))
+        goto fail;
   }
   p->in_buf = npuC_alloc(ctx, (size_t)(p->max_in ? p->max_in : 1) * sizeof *p->in_buf);
   if (!p->in_buf) {

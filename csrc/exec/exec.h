@@ -85,6 +85,7 @@ typedef struct npuP_config {
   bool training;  /* graph_run_mode 1 */
   int64_t iterations_per_loop; /* the session option, checked against loop nodes */
   int precision;  /* npuP_precision */
+  bool verify;    /* check the plan after each pass (NPU_VERIFY_PLANS=1; make test sets it) */
   const npu_options *options; /* borrowed: what the config was made from */
   struct npuP_fusion_config *fusion;
   struct npuP_mix_config *mix;
