@@ -93,6 +93,10 @@ $(BUILD)/gen_options_doc: tools/gen_options_doc.c $(LIB_A)
 # The plan verifier (compile/verify.c) checks every pass's output while testing.
 test sanitize: export NPU_VERIFY_PLANS = 1
 
+# export_compile_stat (default 1) writes fusion_result.json when a session closes: under
+# $ASCEND_WORK_PATH/FE/<pid>/ when that is set, else in the working directory.  The suite's
+# sessions put theirs in the build tree.
+test sanitize: export ASCEND_WORK_PATH ?= $(abspath $(BUILD))/ascend_work
 test: deps
 	$(MAKE) all $(C_TESTS) $(EMBED) $(BUILD)/gen_options_doc
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
@@ -121,6 +125,8 @@ $(BENCH_BIN): bench/bench_matmul.c $(LIB_A)
 bench: all $(BENCH_BIN)
 	$(BENCH_BIN)
 	$(LUA) bench/run_overhead.lua
+	$(LUA) bench/fusion.lua
+	$(LUA) bench/implmode.lua
 
 docs: $(BUILD)/gen_options_doc
 	$(BUILD)/gen_options_doc > docs/options.md

@@ -5,23 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile/exec_config.h"
 #include "compile/precision.h"
 #include "exec/exec.h"
 #include "options/options_int.h"
 
 #define MAX_PLANS 64 /* beyond this the least recently compiled plan is dropped */
 
-/* accelerate_train_mode (004; experimental_accelerate_train_mode in 000): "fast|step|0.9" runs
-   the steps before 90 % of the total in reduced precision (fast: float16, fast1: bfloat16, for
-   the trust-list ops as allow_mix_precision does) and the rest in the session's own precision;
-   "fast|loss|1.05" stays reduced while the loss is above 1.05 x the target.  The progress comes
-   from npu_session_set_progress (the Lua hook) or else from the environment variables 000
-   names: STEP_NOW and TOTAL_STEP, LOSS_NOW and TARGET_LOSS, read at each run. */
+/* accelerate_train_mode (004; experimental_accelerate_train_mode in 000): each compile config
+   (the session's, and a graph's from set_graph_exec_config) says how it reduces precision
+   (npuP_config.accel, compile/config.c); the session holds the training progress, from
+   npu_session_set_progress (the Lua hook) or else from the environment variables 000 names:
+   STEP_NOW and TOTAL_STEP, LOSS_NOW and TARGET_LOSS, read at each run. */
 typedef struct accelerate {
-  bool on, by_loss, has_progress;
-  int reduced;       /* npuP_precision while reduced */
-  int original;      /* the session's own */
-  double ratio;
+  bool has_progress;
   double now, total; /* from the hook, when has_progress */
 } accelerate;
 
@@ -37,6 +34,8 @@ struct npu_session {
   int n_plans;
   int last_plan; /* index tried first: a loop runs the same signature */
   accelerate accel;
+  npuP_graph_configs graph_configs; /* set_graph_exec_config (compile/exec_config.c) */
+  npu_tensor *arena; /* static_memory_policy 2/4: the arena all plans share (compile/memory.c) */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -71,16 +70,7 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
     npu_context_release(ctx);
     return s;
   }
-  const char *accel = npuO_is_set(o, NPUO_accelerate_train_mode)
-                          ? npuO_string(o, NPUO_accelerate_train_mode)
-                          : npuO_string(o, NPUO_experimental_accelerate_train_mode);
-  if (*accel) { /* validated by the option table: "fast|step|0.9" */
-    sess->accel.on = true;
-    sess->accel.reduced = strncmp(accel, "fast1|", 6) == 0 ? NPUP_MIX_BF16 : NPUP_MIX_FP16;
-    sess->accel.by_loss = strstr(accel, "|loss|") != NULL;
-    sess->accel.ratio = strtod(strrchr(accel, '|') + 1, NULL);
-    sess->accel.original = sess->compile.precision;
-  }
+  sess->graph_configs.epoch = g->exec_config_epoch;
   sess->device_id = npuO_device_id(o);
   *out = sess;
   return NPU_OK;
@@ -91,11 +81,14 @@ void npu_session_close(npu_session *s) {
   npu_context *ctx = s->ctx;
   for (int i = 0; i < s->n_plans; i++) npuP_free(ctx, s->plans[i]);
   s->n_plans = 0;
+  npu_tensor_release(s->arena);
+  s->arena = NULL;
   npuE_iterators_free(ctx, &s->state.iterators);
   for (int i = 0; i < s->state.n_variables; i++) npu_tensor_release(s->state.variables[i]);
   npuC_free(ctx, s->state.variables);
   s->state.variables = NULL;
   s->state.n_variables = 0;
+  npuP_fusion_session_end(ctx, s->compile.fusion); /* export_compile_stat 1: fusion_result.json */
   s->closed = true;
 }
 
@@ -112,6 +105,7 @@ void npu_session_release(npu_session *s) {
   npu_session_close(s);
   npu_graph_release(s->state.graph);
   npuP_config_free(ctx, &s->compile);
+  npuP_graph_configs_free(ctx, &s->graph_configs, NULL);
   npu_options_release(s->options);
   npuC_free(ctx, s);
   npu_context_release(ctx);
@@ -132,30 +126,48 @@ static npu_status reserve_variables(npu_session *s) {
   return NPU_OK;
 }
 
-/* Picks the precision of this run from the training progress; a change recompiles (once). */
-static void update_accelerate(npu_session *s) {
-  accelerate *a = &s->accel;
-  double now = a->now, total = a->total;
-  if (!a->has_progress) {
-    const char *vn = getenv(a->by_loss ? "LOSS_NOW" : "STEP_NOW");
-    const char *vt = getenv(a->by_loss ? "TARGET_LOSS" : "TOTAL_STEP");
-    if (!vn || !vt) return; /* no progress known: the session's own precision */
-    now = strtod(vn, NULL);
-    total = strtod(vt, NULL);
-  }
-  bool reduced = a->by_loss ? now > a->ratio * total : now < a->ratio * total;
-  int want = reduced ? a->reduced : a->original;
-  if (want == s->compile.precision) return;
-  s->compile.precision = want;
+static void drop_plans(npu_session *s) {
   for (int i = 0; i < s->n_plans; i++) npuP_free(s->ctx, s->plans[i]);
   s->n_plans = 0;
   s->last_plan = 0;
 }
 
+/* The precision cfg should compile with now, from the training progress; cfg->precision when
+   none is known. */
+static int accelerate_precision(const npu_session *s, const npuP_config *cfg) {
+  const accelerate *a = &s->accel;
+  double now = a->now, total = a->total;
+  if (!a->has_progress) {
+    const char *vn = getenv(cfg->accel.by_loss ? "LOSS_NOW" : "STEP_NOW");
+    const char *vt = getenv(cfg->accel.by_loss ? "TARGET_LOSS" : "TOTAL_STEP");
+    if (!vn || !vt) return cfg->precision; /* no progress known: as compiled */
+    now = strtod(vn, NULL);
+    total = strtod(vt, NULL);
+  }
+  double at = cfg->accel.ratio * total;
+  bool reduced = cfg->accel.by_loss ? now > at : now < at;
+  return reduced ? cfg->accel.reduced : cfg->accel.original;
+}
+
+/* Picks the precision of this run for every config that accelerates; a change recompiles
+   (once). */
+static void update_accelerate(npu_session *s) {
+  bool changed = false;
+  for (int i = -1; i < s->graph_configs.n; i++) {
+    npuP_config *cfg = i < 0 ? &s->compile : &s->graph_configs.items[i]->compile;
+    if (!cfg->accel.on) continue;
+    int want = accelerate_precision(s, cfg);
+    changed |= want != cfg->precision;
+    cfg->precision = want;
+  }
+  if (changed) drop_plans(s);
+}
+
 npu_status npu_session_set_progress(npu_session *s, double now, double total) {
-  if (!s->accel.on)
+  if (!s->compile.accel.on && !npuP_graph_configs_accelerate(&s->graph_configs, s->state.graph))
     return npuC_error(s->ctx, NPU_ERR_STATE,
-                      "npu_session_set_progress: accelerate_train_mode is not set on this session");
+                      "npu_session_set_progress: accelerate_train_mode is not set on this session "
+                      "nor on a graph-level config of its graph");
   s->accel.has_progress = true;
   s->accel.now = now;
   s->accel.total = total;
@@ -163,26 +175,51 @@ npu_status npu_session_set_progress(npu_session *s, double now, double total) {
 }
 
 int npu_session_reduced_precision(const npu_session *s) {
-  return s->accel.on && s->compile.precision != s->accel.original;
+  for (int i = -1; i < s->graph_configs.n; i++) {
+    const npuP_config *cfg = i < 0 ? &s->compile : &s->graph_configs.items[i]->compile;
+    if (cfg->accel.on && cfg->precision != cfg->accel.original) return 1;
+  }
+  return 0;
 }
 
-npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
-                           npu_tensor *const *feed_tensors, int n_fetches,
-                           const int *fetch_values, npu_tensor **fetch_out, int n_targets,
-                           const int *target_nodes) {
-  if (!s) return NPU_ERR_ARG;
+/* static_memory_policy 2/4: a new plan takes its place in the session's arena, which grows to
+   the largest plan's need (every plan re-pointed, the old arena freed with its last view). */
+static npu_status share_arena(npu_session *s, npuE_plan *plan) {
+  if (!plan->memory.shared || !plan->memory.arena_bytes) return NPU_OK;
+  if (plan->memory.arena_bytes > npuP_memory_arena_size(s->arena)) {
+    npu_tensor *grown;
+    npu_status st = npuP_memory_arena_new(s->ctx, plan->memory.arena_bytes, &grown);
+    if (st) return st;
+    for (int i = 0; i < s->n_plans; i++) npuP_memory_bind(s->plans[i], grown);
+    npu_tensor_release(s->arena);
+    s->arena = grown;
+  }
+  npuP_memory_bind(plan, s->arena);
+  return NPU_OK;
+}
+
+/* The plan for this signature: the cached one, else compiled now and cached.  Run and explain
+   share it, so explain describes exactly what a run would execute. */
+static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const int *feed_values,
+                            npu_tensor *const *feed_tensors, int n_fetches,
+                            const int *fetch_values, int n_targets, const int *target_nodes,
+                            npuE_plan **out) {
   npu_context *ctx = s->ctx;
-  for (int i = 0; i < n_fetches; i++) fetch_out[i] = NULL;
+  *out = NULL;
   if (s->closed)
     return npuC_error(ctx, NPU_ERR_STATE, "the session is closed");
   if (n_feeds < 0 || n_fetches < 0 || n_targets < 0 || (n_feeds && (!feed_values || !feed_tensors)) ||
-      (n_fetches && (!fetch_values || !fetch_out)) || (n_targets && !target_nodes))
-    return npuC_error(ctx, NPU_ERR_ARG, "npu_session_run: bad argument arrays");
+      (n_fetches && !fetch_values) || (n_targets && !target_nodes))
+    return npuC_error(ctx, NPU_ERR_ARG, "%s: bad argument arrays", fn);
   for (int i = 0; i < n_feeds; i++)
     if (!feed_tensors[i]) return npuC_error(ctx, NPU_ERR_ARG, "feed %d is NULL", i + 1);
   npu_status st = reserve_variables(s);
   if (st) return st;
-  if (s->accel.on) update_accelerate(s);
+  if (npuP_graph_configs_stale(&s->graph_configs, s->state.graph)) {
+    drop_plans(s); /* a node's graph-level config changed: plans borrow the old configs */
+    npuP_graph_configs_free(ctx, &s->graph_configs, s->state.graph);
+  }
+  if (s->compile.accel.on || s->graph_configs.n) update_accelerate(s);
 
   npuE_plan *plan = NULL;
   if (s->n_plans && npuP_matches(s->plans[s->last_plan], n_feeds, feed_values, feed_tensors,
@@ -197,9 +234,21 @@ npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
       }
   }
   if (!plan) {
-    st = npuP_compile(&s->state, n_feeds, feed_values, feed_tensors, n_fetches, fetch_values,
-                      n_targets, target_nodes, &s->compile, &plan);
+    /* the session's config, or a graph-level one (set_graph_exec_config) the run reaches */
+    npuP_config *cfg;
+    bool made;
+    st = npuP_config_for_run(&s->graph_configs, ctx, s->state.graph, s->options, &s->compile,
+                             n_feeds, feed_values, feed_tensors, n_fetches, fetch_values,
+                             n_targets, target_nodes, &cfg, &made);
     if (st) return st;
+    if (made && cfg->accel.on) cfg->precision = accelerate_precision(s, cfg);
+    st = npuP_compile(&s->state, n_feeds, feed_values, feed_tensors, n_fetches, fetch_values,
+                      n_targets, target_nodes, cfg, &plan);
+    if (!st) st = share_arena(s, plan);
+    if (st) {
+      npuP_free(ctx, plan);
+      return st;
+    }
     if (s->n_plans == MAX_PLANS) {
       npuP_free(ctx, s->plans[0]);
       memmove(s->plans, s->plans + 1, (MAX_PLANS - 1) * sizeof s->plans[0]);
@@ -208,7 +257,37 @@ npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
     s->plans[s->n_plans] = plan;
     s->last_plan = s->n_plans++;
   }
+  *out = plan;
+  return NPU_OK;
+}
+
+npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
+                           npu_tensor *const *feed_tensors, int n_fetches,
+                           const int *fetch_values, npu_tensor **fetch_out, int n_targets,
+                           const int *target_nodes) {
+  if (!s) return NPU_ERR_ARG;
+  for (int i = 0; fetch_out && i < n_fetches; i++) fetch_out[i] = NULL;
+  if (n_fetches > 0 && !fetch_out)
+    return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_run: bad argument arrays");
+  npuE_plan *plan;
+  npu_status st = find_plan(s, "npu_session_run", n_feeds, feed_values, feed_tensors, n_fetches,
+                            fetch_values, n_targets, target_nodes, &plan);
+  if (st) return st;
   return npuE_run(&s->state, plan, feed_tensors, fetch_out);
+}
+
+npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_values,
+                               npu_tensor *const *feed_tensors, int n_fetches,
+                               const int *fetch_values, int n_targets, const int *target_nodes,
+                               char **json_out) {
+  if (!s) return NPU_ERR_ARG;
+  if (!json_out) return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_explain: json_out is NULL");
+  *json_out = NULL;
+  npuE_plan *plan;
+  npu_status st = find_plan(s, "npu_session_explain", n_feeds, feed_values, feed_tensors,
+                            n_fetches, fetch_values, n_targets, target_nodes, &plan);
+  if (st) return st;
+  return npuP_explain(s->ctx, s->state.graph, plan->config, plan, json_out);
 }
 
 npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int *n_folded) {

@@ -131,6 +131,8 @@ local cases = {
   { name = "relu6", inputs = { { { 3, 4 } } }, f = function(a) return npu.relu6(a * 4) end },
   { name = "sigmoid", inputs = { { { 2, 3 } } }, f = function(a) return npu.sigmoid(a) end },
   { name = "tanh", inputs = { { { 2, 3 } } }, f = function(a) return npu.tanh(a) end },
+  { name = "gelu", inputs = { { { 2, 3 } } }, f = function(a) return npu.gelu(a) end },
+  { name = "gelu_tanh", inputs = { { { 2, 3 } } }, f = function(a) return npu.gelu(a, true) end },
   { name = "exp", inputs = { { { 2, 3 } } }, f = function(a) return npu.exp(a) end },
   { name = "log", inputs = { { { 2, 3 }, "pos" } }, f = function(a) return npu.log(a) end },
   { name = "sqrt", inputs = { { { 2, 3 }, "pos" } }, f = function(a) return npu.sqrt(a) end },

@@ -412,22 +412,9 @@ function TestGraphDef:test_order_control_inputs_and_quantized_weights()
   rmdir(tmp)
 end
 
--- A tiny protobuf encoder, to feed the reader fields our exporter never writes (typed value
--- lists, packed and unpacked, a splat).
-local function varint(n)
-  local b = {}
-  repeat
-    local byte = n & 0x7f
-    n = n >> 7
-    b[#b + 1] = string.char(n ~= 0 and (byte | 0x80) or byte)
-  until n == 0
-  return table.concat(b)
-end
-local function field(num, wire, payload)
-  if wire == 0 then return varint(num << 3) .. varint(payload) end
-  if wire == 5 then return varint(num << 3 | 5) .. payload end
-  return varint(num << 3 | 2) .. varint(#payload) .. payload
-end
+-- Fields our exporter never writes (typed value lists, packed and unpacked, a splat), with
+-- support.lua's protobuf encoder.
+local field = S.pb_field
 local function shape_pb(dims)
   local s = ""
   for _, d in ipairs(dims) do s = s .. field(2, 2, field(1, 0, d)) end

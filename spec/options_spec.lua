@@ -149,9 +149,12 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     if info.effect:match("^real: ") then real[#real + 1] = info.name end
   end
   table.sort(real)
-  lu.assertEquals(real, { "accelerate_train_mode", "deterministic", "experimental_accelerate_train_mode",
-    "graph_run_mode", "iterations_per_loop", "oo_constant_folding", "precision_mode", "precision_mode_v2",
-    "session_device_id", "use_off_line" })
+  lu.assertEquals(real, { "accelerate_train_mode", "customize_dtypes", "deterministic", "dynamic_input",
+    "dynamic_inputs_shape_range", "experimental_accelerate_train_mode", "export_compile_stat",
+    "fusion_switch_file", "graph_run_mode", "iterations_per_loop", "modify_mixlist",
+    "oo_constant_folding", "op_precision_mode", "op_select_implmode",
+    "optypelist_for_implmode", "precision_mode", "precision_mode_v2",
+    "session_device_id", "static_memory_policy", "use_off_line" })
 end
 
 function TestOptionsTable:test_hardware_options_say_no_effect_on_the_cpu()

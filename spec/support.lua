@@ -100,7 +100,61 @@ local function write(path, bytes)
   f:close()
 end
 
+-- Protobuf wire format, for specs that write or read GraphDef bytes by hand (no schema):
+-- pb_varint(n); pb_field(number, wire, payload) with wire 0 (payload an integer), 2 (bytes)
+-- or 5 (4 raw bytes); pb_fields(bytes) -> the message's fields in order, each
+-- {number =, wire =, value =} (an integer for wire 0, the raw bytes otherwise).
+local function pb_varint(n)
+  local b = {}
+  repeat
+    local byte = n & 0x7f
+    n = n >> 7
+    b[#b + 1] = string.char(n ~= 0 and (byte | 0x80) or byte)
+  until n == 0
+  return table.concat(b)
+end
+
+local function pb_field(num, wire, payload)
+  if wire == 0 then return pb_varint(num << 3) .. pb_varint(payload) end
+  if wire == 5 then return pb_varint(num << 3 | 5) .. payload end
+  return pb_varint(num << 3 | 2) .. pb_varint(#payload) .. payload
+end
+
+local function pb_fields(bytes)
+  local pos, out = 1, {}
+  local function varint()
+    local v, shift = 0, 0
+    repeat
+      local b = assert(bytes:byte(pos), "truncated varint")
+      pos = pos + 1
+      v = v | ((b & 0x7f) << shift)
+      shift = shift + 7
+    until b < 0x80
+    return v
+  end
+  while pos <= #bytes do
+    local tag = varint()
+    local f = { number = tag >> 3, wire = tag & 7 }
+    if f.wire == 0 then
+      f.value = varint()
+    elseif f.wire == 2 then
+      local len = varint()
+      f.value = bytes:sub(pos, pos + len - 1)
+      pos = pos + len
+    else
+      local n = f.wire == 1 and 8 or 4
+      f.value = bytes:sub(pos, pos + n - 1)
+      pos = pos + n
+    end
+    out[#out + 1] = f
+  end
+  return out
+end
+
 return {
+  pb_varint = pb_varint,
+  pb_field = pb_field,
+  pb_fields = pb_fields,
   lcg = lcg,
   numel = numel,
   nest = nest,

@@ -46,6 +46,8 @@ static void test_verifier_names_the_break(void) {
   npuP_config cfg;
   CHECK(npuP_config_init(ctx, o, &cfg) == NPU_OK);
   cfg.verify = true;
+  npuP_fusion_config_free(ctx, cfg.fusion); /* fusion off: the breaks below need both steps */
+  cfg.fusion = NULL;
   int64_t shape[] = {2};
   const float xd[] = {-1, 2};
   npu_tensor *xt;

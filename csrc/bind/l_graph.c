@@ -218,6 +218,21 @@ static int l_graph_get_operation_by_name(lua_State *L) {
   return 1;
 }
 
+/* g:keep_dtype(value id): the producing node keeps its graph dtypes under every precision
+   mode (npu.util.keep_tensors_dtypes resolves names and Outputs); g:keeps_dtype(node). */
+static int l_graph_keep_dtype(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  npu_status st = npu_graph_keep_dtype(g, (int)luaL_checkinteger(L, 2));
+  if (st) return npuB_raise(L, "npu.Graph:keep_dtype", st);
+  return 0;
+}
+
+static int l_graph_keeps_dtype(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  lua_pushboolean(L, npu_graph_keeps_dtype(g, (int)luaL_checkinteger(L, 2)));
+  return 1;
+}
+
 static int l_graph_n_nodes(lua_State *L) {
   lua_pushinteger(L, npu_graph_n_nodes(npuB_check_graph(L, 1)));
   return 1;
@@ -228,6 +243,35 @@ static int l_graph_add_control(lua_State *L) {
   npu_status st = npu_graph_add_control(g, (int)luaL_checkinteger(L, 2), (int)luaL_checkinteger(L, 3));
   if (st) return npuB_raise(L, "npu.Graph:add_control", st);
   return 0;
+}
+
+/* g:set_exec_config(node, options or nil): the node's graph-level options (the facade's
+   npu.util.set_graph_exec_config builds the npu.Options). */
+static int l_graph_set_exec_config(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  int node = (int)luaL_checkinteger(L, 2);
+  const npu_options *overlay = NULL;
+  if (!lua_isnoneornil(L, 3)) {
+    npu_options **box = luaL_checkudata(L, 3, NPUB_OPTIONS);
+    if (!*box) return luaL_argerror(L, 3, "options not initialised");
+    overlay = *box;
+  }
+  npu_status st = npu_graph_set_exec_config(g, node, overlay);
+  if (st) return npuB_raise(L, "npu.Graph:set_exec_config", st);
+  return 0;
+}
+
+/* g:exec_config(node) -> a new npu.Options, or nil when the node carries none */
+static int l_graph_exec_config(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  int node = (int)luaL_checkinteger(L, 2);
+  npu_options **box = lua_newuserdatauv(L, sizeof *box, 0);
+  *box = NULL;
+  luaL_setmetatable(L, NPUB_OPTIONS);
+  npu_status st = npu_graph_get_exec_config(g, node, box);
+  if (st) return npuB_raise(L, "npu.Graph:exec_config", st);
+  if (!*box) lua_pushnil(L);
+  return 1;
 }
 
 static int l_graph_tostring(lua_State *L) {
@@ -433,7 +477,11 @@ void npuB_open_graph(lua_State *L) {
       {"get_tensor_by_name", l_graph_get_tensor_by_name},
       {"get_operation_by_name", l_graph_get_operation_by_name},
       {"n_nodes", l_graph_n_nodes},
+      {"keep_dtype", l_graph_keep_dtype},
+      {"keeps_dtype", l_graph_keeps_dtype},
       {"add_control", l_graph_add_control},
+      {"set_exec_config", l_graph_set_exec_config},
+      {"exec_config", l_graph_exec_config},
       {NULL, NULL}};
   static const luaL_Reg output_methods[] = {
       {"name", l_output_name}, {"dtype", l_output_dtype}, {"shape", l_output_shape},

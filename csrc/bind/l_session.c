@@ -1,5 +1,6 @@
 /*
- * l_session.c — npu.Session for Lua: creation from a graph and an npu.Options, run, close.
+ * l_session.c — npu.Session for Lua: creation from a graph and an npu.Options, run, explain,
+ * close.
  *
  * sess:run(fetches, feeds) follows TensorFlow: fetches is an npu.Output, an npu.Operation, a
  * tensor name ("y:0"), or a table of those nested in any way (lists and string-keyed maps);
@@ -11,6 +12,8 @@
  * boxes are created before the run so a Lua memory error can never strand a C reference.
  */
 #include <string.h>
+
+#include <cjson/cJSON.h>
 
 #include "bind/bind.h"
 
@@ -81,13 +84,14 @@ typedef struct fetch_set {
   int cap;
 } fetch_set;
 
-/* Resolves one fetch item at idx to a value (>= 0) or a target node (via *is_target). */
-static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target) {
+/* Resolves one fetch item at idx to a value (>= 0) or a target node (via *is_target); errors
+   start with `where` ("npu.Session:run"). */
+static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, const char *where) {
   *is_target = false;
   npuB_ref *r = npuB_test_output(L, idx);
   if (r) {
     if (r->g != g)
-      luaL_error(L, "npu.Session:run: NPU_ERR_STATE: fetch '%s:%d' belongs to another graph",
+      luaL_error(L, "%s: NPU_ERR_STATE: fetch '%s:%d' belongs to another graph", where,
                  npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)),
                  npu_graph_value_index(r->g, r->id));
     return r->id;
@@ -95,7 +99,7 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target) {
   r = npuB_test_operation(L, idx);
   if (r) {
     if (r->g != g)
-      luaL_error(L, "npu.Session:run: NPU_ERR_STATE: operation '%s' belongs to another graph",
+      luaL_error(L, "%s: NPU_ERR_STATE: operation '%s' belongs to another graph", where,
                  npu_graph_node_name(r->g, r->id));
     *is_target = true;
     return r->id;
@@ -105,33 +109,34 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target) {
     int v;
     if (!strchr(name, ':')) { /* a bare node name is the operation, as in TensorFlow */
       int node = npu_graph_find_node(g, name);
-      if (node < 0) luaL_error(L, "npu.Session:run: NPU_ERR_NOT_FOUND: no node named '%s'", name);
+      if (node < 0) luaL_error(L, "%s: NPU_ERR_NOT_FOUND: no node named '%s'", where, name);
       *is_target = true;
       return node;
     }
     npu_status st = npu_graph_find_value(g, name, &v);
-    if (st) npuB_raise(L, "npu.Session:run", st);
+    if (st) npuB_raise(L, where, st);
     return v;
   }
-  return luaL_error(L, "npu.Session:run: cannot fetch a %s (expected npu.Output, npu.Operation, "
-                    "a tensor name or a table of them)", luaL_typename(L, idx));
+  return luaL_error(L, "%s: cannot fetch a %s (expected npu.Output, npu.Operation, "
+                    "a tensor name or a table of them)", where, luaL_typename(L, idx));
 }
 
 /* Pass 1 (set->values NULL): count.  Pass 2: record. */
-static void collect(lua_State *L, int idx, npu_graph *g, fetch_set *set, int depth) {
-  if (depth > 32) luaL_error(L, "npu.Session:run: fetches nested too deeply");
+static void collect(lua_State *L, int idx, npu_graph *g, fetch_set *set, int depth,
+                    const char *where) {
+  if (depth > 32) luaL_error(L, "%s: fetches nested too deeply", where);
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) {
     luaL_checkstack(L, 3, "fetches");
     lua_pushnil(L);
     while (lua_next(L, idx)) {
-      collect(L, -1, g, set, depth + 1);
+      collect(L, -1, g, set, depth + 1, where);
       lua_pop(L, 1);
     }
     return;
   }
   bool is_target;
-  int id = resolve_item(L, idx, g, &is_target);
+  int id = resolve_item(L, idx, g, &is_target, where);
   if (set->values) {
     if (is_target) set->targets[set->n_targets] = id;
     else set->values[set->n_values] = id;
@@ -185,7 +190,8 @@ static int count_feeds(lua_State *L, int idx) {
 }
 
 /* Resolves and converts every feed; the converted tensors are kept in the list at keep_idx. */
-static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int keep_idx) {
+static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int keep_idx,
+                          const char *where) {
   if (lua_isnoneornil(L, idx)) return;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
@@ -193,22 +199,22 @@ static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int
     npuB_ref *r = npuB_test_output(L, -2);
     if (r) {
       if (r->g != g)
-        luaL_error(L, "npu.Session:run: NPU_ERR_STATE: feed '%s:%d' belongs to another graph",
+        luaL_error(L, "%s: NPU_ERR_STATE: feed '%s:%d' belongs to another graph", where,
                    npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)),
                    npu_graph_value_index(r->g, r->id));
       v = r->id;
     } else if (lua_type(L, -2) == LUA_TSTRING) {
       npu_status st = npu_graph_find_value(g, lua_tostring(L, -2), &v);
-      if (st) npuB_raise(L, "npu.Session:run: feed", st);
+      if (st) npuB_raise(L, lua_pushfstring(L, "%s: feed", where), st);
     } else {
-      luaL_error(L, "npu.Session:run: feed keys must be npu.Output or tensor names, got %s",
+      luaL_error(L, "%s: feed keys must be npu.Output or tensor names, got %s", where,
                  luaL_typename(L, -2));
     }
     for (int i = 0; i < fs->n; i++)
-      if (fs->values[i] == v) luaL_error(L, "npu.Session:run: value %d is fed twice", v);
+      if (fs->values[i] == v) luaL_error(L, "%s: value %d is fed twice", where, v);
     char what[160];
     int node = npu_graph_value_node(g, v);
-    snprintf(what, sizeof what, "npu.Session:run: feed for '%s:%d'", npu_graph_node_name(g, node),
+    snprintf(what, sizeof what, "%s: feed for '%s:%d'", where, npu_graph_node_name(g, node),
              npu_graph_value_index(g, v));
     /* Lua data converts to the fed value's dtype; an npu.Tensor is fed as it is, so a wrong
        dtype is reported (naming the placeholder) rather than silently cast. */
@@ -224,8 +230,19 @@ static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int
 
 static void *scratch(lua_State *L, size_t n) { return lua_newuserdatauv(L, n ? n : 1, 0); }
 
-static int l_session_run(lua_State *L) {
-  npu_session *s = check_open(L, "npu.Session:run");
+/* The arguments of sess:run and sess:explain: fetches at index 2, feeds at index 3.  Lists
+   longer than the stack arrays go to scratch userdata; converted feed tensors are kept alive
+   by a table left on the stack. */
+typedef struct run_args {
+  feed_set fs;
+  fetch_set set;
+  bool single; /* fetches is one item, not a table */
+  int feed_stack_v[MAX_STACK_ITEMS];
+  npu_tensor *feed_stack_t[MAX_STACK_ITEMS];
+  int stack_v[MAX_STACK_ITEMS], stack_t[MAX_STACK_ITEMS];
+} run_args;
+
+static void parse_run_args(lua_State *L, run_args *a, const char *where) {
   lua_getiuservalue(L, 1, 1);
   npu_graph *g = npuB_check_graph(L, -1);
   lua_pop(L, 1);
@@ -233,27 +250,36 @@ static int l_session_run(lua_State *L) {
 
   /* feeds */
   int n_feeds = count_feeds(L, 3);
-  int feed_stack_v[MAX_STACK_ITEMS];
-  npu_tensor *feed_stack_t[MAX_STACK_ITEMS];
-  feed_set fs = {0, feed_stack_v, feed_stack_t};
+  a->fs = (feed_set){0, a->feed_stack_v, a->feed_stack_t};
   if (n_feeds > MAX_STACK_ITEMS) {
-    fs.values = scratch(L, (size_t)n_feeds * sizeof(int));
-    fs.tensors = scratch(L, (size_t)n_feeds * sizeof(npu_tensor *));
+    a->fs.values = scratch(L, (size_t)n_feeds * sizeof(int));
+    a->fs.tensors = scratch(L, (size_t)n_feeds * sizeof(npu_tensor *));
   }
   lua_createtable(L, n_feeds, 0);
   int keep_idx = lua_gettop(L);
-  collect_feeds(L, 3, g, &fs, keep_idx);
+  collect_feeds(L, 3, g, &a->fs, keep_idx, where);
 
-  /* fetches */
-  bool single = lua_type(L, 2) != LUA_TTABLE;
-  fetch_set set = {0};
-  if (!lua_isnil(L, 2)) collect(L, 2, g, &set, 0);
-  int stack_v[MAX_STACK_ITEMS], stack_t[MAX_STACK_ITEMS];
+  /* fetches: counted, then recorded */
+  a->single = lua_type(L, 2) != LUA_TTABLE;
+  fetch_set *set = &a->set;
+  *set = (fetch_set){0};
+  if (!lua_isnil(L, 2)) collect(L, 2, g, set, 0, where);
+  int n_values = set->n_values, n_targets = set->n_targets;
+  set->values = n_values > MAX_STACK_ITEMS ? scratch(L, (size_t)n_values * sizeof(int)) : a->stack_v;
+  set->targets =
+      n_targets > MAX_STACK_ITEMS ? scratch(L, (size_t)n_targets * sizeof(int)) : a->stack_t;
+  set->n_values = set->n_targets = 0;
+  if (!lua_isnil(L, 2)) collect(L, 2, g, set, 0, where);
+}
+
+static int l_session_run(lua_State *L) {
+  npu_session *s = check_open(L, "npu.Session:run");
+  run_args a;
+  parse_run_args(L, &a, "npu.Session:run");
+  feed_set fs = a.fs;
+  fetch_set set = a.set;
+  bool single = a.single;
   int n_values = set.n_values, n_targets = set.n_targets;
-  set.values = n_values > MAX_STACK_ITEMS ? scratch(L, (size_t)n_values * sizeof(int)) : stack_v;
-  set.targets = n_targets > MAX_STACK_ITEMS ? scratch(L, (size_t)n_targets * sizeof(int)) : stack_t;
-  set.n_values = set.n_targets = 0;
-  if (!lua_isnil(L, 2)) collect(L, 2, g, &set, 0);
 
   /* result boxes first, then the run */
   npu_tensor *out_stack[MAX_STACK_ITEMS];
@@ -297,6 +323,71 @@ static int l_session_last_plan(lua_State *L) {
   return 1;
 }
 
+/* ---- explain ---- */
+
+#define NPUB_EXPLAIN "npu.Explain"
+
+/* The decoded description: objects become string-keyed tables, arrays lists, null an absent
+   field; integral numbers become integers. */
+static void push_json(lua_State *L, const cJSON *j) {
+  luaL_checkstack(L, 3, "npu.Session:explain");
+  if (cJSON_IsObject(j) || cJSON_IsArray(j)) {
+    bool object = cJSON_IsObject(j);
+    lua_createtable(L, object ? 0 : cJSON_GetArraySize(j), object ? cJSON_GetArraySize(j) : 0);
+    lua_Integer i = 0;
+    for (const cJSON *c = j->child; c; c = c->next) {
+      push_json(L, c);
+      if (object) lua_setfield(L, -2, c->string);
+      else lua_rawseti(L, -2, ++i);
+    }
+  } else if (cJSON_IsString(j)) {
+    lua_pushstring(L, j->valuestring);
+  } else if (cJSON_IsNumber(j)) {
+    double d = j->valuedouble;
+    lua_Integer n;
+    if (lua_numbertointeger(d, &n) && (double)n == d) lua_pushinteger(L, n);
+    else lua_pushnumber(L, d);
+  } else if (cJSON_IsBool(j)) {
+    lua_pushboolean(L, cJSON_IsTrue(j));
+  } else {
+    lua_pushnil(L);
+  }
+}
+
+/* Runs under lua_pcall so that a Lua memory error cannot strand the cJSON tree. */
+static int push_json_protected(lua_State *L) {
+  push_json(L, lua_touserdata(L, 1));
+  return 1;
+}
+
+/* sess:explain(fetches [, feeds]) -> the plan sess:run(fetches, feeds) would run (compiled
+   now if it is not cached), as a table {precision_mode, reference, n_steps, folded,
+   iterations, feeds, fetches, steps = {...}, memory = {...}} (the layout of
+   npu_session_explain in npu.h) whose tostring is a listing, one line per step. */
+static int l_session_explain(lua_State *L) {
+  npu_session *s = check_open(L, "npu.Session:explain");
+  npu_context *ctx = npuB_context(L);
+  run_args a;
+  parse_run_args(L, &a, "npu.Session:explain");
+  luaL_checkstack(L, 4, "npu.Session:explain");
+  char *json = NULL;
+  npu_status st = npu_session_explain(s, a.fs.n, a.fs.values, a.fs.tensors, a.set.n_values,
+                                      a.set.values, a.set.n_targets, a.set.targets, &json);
+  if (st) return npuB_raise(L, "npu.Session:explain", st);
+  cJSON *root = cJSON_Parse(json);
+  npu_free(ctx, json);
+  if (!root)
+    return luaL_error(L, "npu.Session:explain: NPU_ERR_NOMEM: out of memory decoding the plan's "
+                      "description");
+  lua_pushcfunction(L, push_json_protected);
+  lua_pushlightuserdata(L, root);
+  int rc = lua_pcall(L, 1, 1, 0);
+  cJSON_Delete(root);
+  if (rc != LUA_OK) return lua_error(L);
+  luaL_setmetatable(L, NPUB_EXPLAIN);
+  return 1;
+}
+
 /* sess:set_progress(now, total): accelerate_train_mode's step (or loss) and total (or target). */
 static int l_session_set_progress(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:set_progress");
@@ -335,6 +426,7 @@ void npuB_open_session(lua_State *L) {
                                      {"options", l_session_options}, {"last_plan", l_session_last_plan},
                                      {"set_progress", l_session_set_progress},
                                      {"reduced_precision", l_session_reduced_precision},
+                                     {"explain", l_session_explain},
                                      {NULL, NULL}};
   luaL_newmetatable(L, NPUB_SESSION);
   lua_pushcfunction(L, l_session_gc);
@@ -346,6 +438,9 @@ void npuB_open_session(lua_State *L) {
   luaL_newlib(L, methods);
   lua_setfield(L, -2, "__index");
   lua_setfield(L, -2, "Session_mt");
+  /* explain's results; the facade (lua/npu/explain.lua) gives it its __tostring */
+  luaL_newmetatable(L, NPUB_EXPLAIN);
+  lua_setfield(L, -2, "Explain_mt");
   lua_pushcfunction(L, l_session_new);
   lua_setfield(L, -2, "session_new");
 }

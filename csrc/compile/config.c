@@ -5,10 +5,30 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "compile/precision.h"
 #include "exec/exec.h"
 #include "options/options_int.h"
+
+/* accelerate_train_mode, validated by the option table: "fast|step|0.9" runs the steps before
+   90 % of the total with the trust-list ops in float16 (fast1: bfloat16), as allow_mix_precision
+   does, the rest in the mode's own precision; "fast|loss|1.05" stays reduced while the loss is
+   above 1.05 x the target.  The session (session.c) reads the progress and switches. */
+static void read_accelerate(const npu_options *o, npuP_config *cfg) {
+  const char *accel = npuO_is_set(o, NPUO_accelerate_train_mode)
+                          ? npuO_string(o, NPUO_accelerate_train_mode)
+                          : npuO_string(o, NPUO_experimental_accelerate_train_mode);
+  if (!*accel) return;
+  cfg->accel.on = true;
+  cfg->accel.reduced = strncmp(accel, "fast1|", 6) == 0 ? NPUP_MIX_BF16 : NPUP_MIX_FP16;
+  cfg->accel.by_loss = strstr(accel, "|loss|") != NULL;
+  cfg->accel.ratio = strtod(strrchr(accel, '|') + 1, NULL);
+  cfg->accel.original = cfg->precision;
+}
 
 /* NPU_VERIFY_PLANS=1: a developer's switch (make test sets it), not an option of the
    reference: the verifier checks our compiler, not the user's graph. */
@@ -18,6 +38,15 @@ static bool verify_plans(void) {
 }
 
 npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config *cfg) {
+  /* 004: "the configured cache directory must exist. Otherwise, the compilation fails." */
+  const char *cache_dir = npuO_string(o, NPUO_graph_compiler_cache_dir);
+  struct stat sb;
+  if (*cache_dir && (stat(cache_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+    *cfg = (npuP_config){0};
+    return npuC_error(ctx, NPU_ERR_IO,
+                      "graph_compiler_cache_dir '%s' is not an existing directory (004: the "
+                      "cache directory must exist)", cache_dir);
+  }
   *cfg = (npuP_config){
       .reference = !npuO_bool(o, NPUO_use_off_line),
       .fold = npuO_bool(o, NPUO_oo_constant_folding),
@@ -27,6 +56,7 @@ npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config 
       .options = o,
       .verify = verify_plans(),
   };
+  read_accelerate(o, cfg);
   npu_status s = npuP_fusion_config_new(ctx, o, &cfg->fusion);
   if (!s) s = npuP_mix_config_new(ctx, o, &cfg->mix);
   if (!s) s = npuP_impl_config_new(ctx, o, &cfg->impl);

@@ -1,12 +1,342 @@
-/* implmode.c — operator implementation modes.  Not yet written: high_precision everywhere. */
-#include "compile/passes.h"
+/*
+ * implmode.c — operator implementation modes: which of an op's two implementations a step runs
+ * (kernels/kfast.h): high_precision (libm-based, the default) or high_performance (vectorised
+ * float32 approximations with the errors kfast.h states).  The ops that have both are those
+ * of `dual` below; for every other op the modes are accepted and change nothing.
+ *
+ * What chooses (000; the first that is set wins):
+ *   op_precision_mode        an .ini file: [ByOpType] type=mode and [ByNodeName] node=mode, the
+ *                            node's entry winning over its type's; modes high_precision,
+ *                            high_performance, super_performance (= high_performance here: one
+ *                            fast implementation), and enable_float_32_execution,
+ *                            enable_hi_float_32_execution, keep_fp16, support_out_of_bound_index,
+ *                            which choose no implementation on this device (it has no HF32, no
+ *                            float16 arithmetic, and gathers always check their indices): a node
+ *                            or type given one of these runs high_precision.  Ops the file does
+ *                            not name run high_precision.
+ *   op_select_implmode       the mode of every op, or, with optypelist_for_implmode, of the
+ *                            listed types only (the others high_precision).
+ *   (nothing)                high_precision everywhere.  The reference's default is
+ *                            high_performance; ours keeps results equal to the reference path.
+ * Op types are our op names, TensorFlow types (Exp, Softmax) or the Ascend names the reference
+ * lists: SoftmaxV2 (softmax), LogSoftmaxV2, Pooling (max_pool and avg_pool: one implementation
+ * each), LRN and ROIAlign (no such ops here: accepted, no effect).
+ *
+ * The reference path (use_off_line=false) ignores all of it: its kernels are the oracle.
+ * The file is parsed when the session is made, so a bad one fails npu_session_new naming file
+ * and line; node names are matched when a graph is compiled (a name no node has does nothing).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
 
-npu_status npuP_select_impl(npuP_build *b) { (void)b; return NPU_OK; }
+#include "compile/passes.h"
+#include "options/options_int.h"
+
+/* Ops with a high_performance implementation (their kernels take npuX_call.impl). */
+static const char *const dual[] = {"exp", "log", "tanh", "sigmoid", "softmax", "log_softmax",
+                                   "gelu"};
+
+/* Ascend IR type names (000's list for optypelist_for_implmode, and the V2 names the ini files
+   of the reference use) that are not one of our op or TensorFlow type names.  op NULL: no
+   such op here. */
+static const struct {
+  const char *name, *op, *op2;
+} ascend[] = {
+    {"SoftmaxV2", "softmax", NULL},     {"LogSoftmaxV2", "log_softmax", NULL},
+    {"Pooling", "max_pool", "avg_pool"}, {"LRN", NULL, NULL},
+    {"ROIAlign", NULL, NULL},
+};
+
+enum { MODE_PRECISION = 0, MODE_PERFORMANCE = 1 };
+
+static const struct {
+  const char *name;
+  int mode;
+} modes[] = {
+    {"high_precision", MODE_PRECISION},
+    {"high_performance", MODE_PERFORMANCE},
+    {"super_performance", MODE_PERFORMANCE},
+    {"enable_float_32_execution", MODE_PRECISION},
+    {"enable_hi_float_32_execution", MODE_PRECISION},
+    {"keep_fp16", MODE_PRECISION},
+    {"support_out_of_bound_index", MODE_PRECISION},
+};
+
+typedef struct node_mode {
+  char *name;
+  int mode;
+} node_mode;
+
+struct npuP_impl_config {
+  int fallback;                /* mode of the ops nothing names */
+  int8_t by_op[NPUX_OP_COUNT]; /* mode by op id, -1: not named */
+  node_mode *nodes;            /* [ByNodeName] entries (names owned) */
+  int n_nodes, cap_nodes;
+};
+
+static bool is_dual(const npu_op_def *def) {
+  for (size_t i = 0; i < npu_countof(dual); i++)
+    if (strcmp(def->name, dual[i]) == 0) return true;
+  return false;
+}
+
+/* Op ids named by type name `name` into ids[0..2); returns their count (0: a known name with
+   no op here), or -1 when the name is unknown. */
+static int resolve_type(const char *name, int ids[2]) {
+  for (size_t i = 0; i < npu_countof(ascend); i++)
+    if (strcmp(name, ascend[i].name) == 0) {
+      int n = 0;
+      if (ascend[i].op) ids[n++] = npuX_find(ascend[i].op);
+      if (ascend[i].op2) ids[n++] = npuX_find(ascend[i].op2);
+      return n;
+    }
+  int id = npuX_find(name);
+  if (id < 0) id = npuX_find_tf(name);
+  if (id < 0) return -1;
+  ids[0] = id;
+  return 1;
+}
+
+/* The known type name nearest to an unknown one (for "did you mean"), or NULL. */
+static const char *nearest_type(const char *name) {
+  const char *best = NULL;
+  int best_d = 4;
+  for (size_t i = 0; i < npu_countof(ascend); i++) {
+    int d = npuC_edit_distance(name, ascend[i].name);
+    if (d < best_d) best_d = d, best = ascend[i].name;
+  }
+  for (int i = 0; i < NPUX_OP_COUNT; i++) {
+    const npu_op_def *def = npuX_op(i);
+    const char *cand[2] = {def->name, def->tf_type};
+    for (int k = 0; k < 2; k++) {
+      int d = cand[k] ? npuC_edit_distance(name, cand[k]) : best_d;
+      if (d < best_d) best_d = d, best = cand[k];
+    }
+  }
+  return best;
+}
+
+static int find_mode(const char *name) {
+  for (size_t i = 0; i < npu_countof(modes); i++)
+    if (strcmp(name, modes[i].name) == 0) return modes[i].mode;
+  return -1;
+}
+
+static const char *nearest_mode(const char *name) {
+  const char *best = NULL;
+  int best_d = 6;
+  for (size_t i = 0; i < npu_countof(modes); i++) {
+    int d = npuC_edit_distance(name, modes[i].name);
+    if (d < best_d) best_d = d, best = modes[i].name;
+  }
+  return best;
+}
+
+/* ", did you mean 'x'?" or "" into buf. */
+static const char *suggest(char *buf, size_t size, const char *best) {
+  if (best) snprintf(buf, size, " (did you mean '%s'?)", best);
+  else buf[0] = 0;
+  return buf;
+}
+
+/* ---- optypelist_for_implmode ----------------------------------------------------------- */
+
+static npu_status apply_type_list(npu_context *ctx, struct npuP_impl_config *c, const char *list,
+                                  int mode) {
+  const char *p = list;
+  while (*p) {
+    while (*p == ' ' || *p == ',') p++;
+    size_t len = strcspn(p, ", ");
+    if (!len) break;
+    char name[128], hint[160];
+    if (len >= sizeof name)
+      return npuC_error(ctx, NPU_ERR_OPTION, "optypelist_for_implmode: operator type '%.40s...' "
+                        "is too long", p);
+    memcpy(name, p, len);
+    name[len] = 0;
+    int ids[2], n = resolve_type(name, ids);
+    if (n < 0)
+      return npuC_error(ctx, NPU_ERR_OPTION, "optypelist_for_implmode: unknown operator type "
+                        "'%s'%s", name, suggest(hint, sizeof hint, nearest_type(name)));
+    for (int i = 0; i < n; i++) c->by_op[ids[i]] = (int8_t)mode;
+    p += len;
+  }
+  return NPU_OK;
+}
+
+/* ---- op_precision_mode (.ini) ---------------------------------------------------------- */
+
+static npu_status read_file(npu_context *ctx, const char *path, char **out) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return npuC_error(ctx, NPU_ERR_IO, "op_precision_mode: cannot open '%s': %s", path,
+                      strerror(errno));
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  npu_status s = NPU_OK;
+  for (;;) {
+    if (len + 1 >= cap) {
+      char *t = npuC_realloc(ctx, text, cap ? cap * 2 : 4096);
+      if (!t) {
+        s = NPU_ERR_NOMEM;
+        break;
+      }
+      text = t, cap = cap ? cap * 2 : 4096;
+    }
+    size_t got = fread(text + len, 1, cap - len - 1, f);
+    len += got;
+    if (got == 0) {
+      if (ferror(f)) s = npuC_error(ctx, NPU_ERR_IO, "op_precision_mode: cannot read '%s'", path);
+      break;
+    }
+  }
+  fclose(f);
+  if (s) {
+    npuC_free(ctx, text);
+    return s;
+  }
+  text[len] = 0;
+  *out = text;
+  return NPU_OK;
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t') s++;
+  size_t n = strlen(s);
+  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) s[--n] = 0;
+  return s;
+}
+
+static npu_status add_node(npu_context *ctx, struct npuP_impl_config *c, const char *name,
+                           int mode) {
+  for (int i = 0; i < c->n_nodes; i++)
+    if (strcmp(c->nodes[i].name, name) == 0) { /* a later line wins, as in an ini file */
+      c->nodes[i].mode = mode;
+      return NPU_OK;
+    }
+  if (c->n_nodes == c->cap_nodes) {
+    int cap = c->cap_nodes ? 2 * c->cap_nodes : 8;
+    node_mode *t = npuC_realloc(ctx, c->nodes, (size_t)cap * sizeof *t);
+    if (!t) return NPU_ERR_NOMEM;
+    c->nodes = t, c->cap_nodes = cap;
+  }
+  char *copy = npuC_strdup(ctx, name);
+  if (!copy) return NPU_ERR_NOMEM;
+  c->nodes[c->n_nodes++] = (node_mode){copy, mode};
+  return NPU_OK;
+}
+
+enum { SEC_NONE, SEC_TYPE, SEC_NODE };
+
+/* One line (NUL-terminated, no newline) of the file; *section is the current section. */
+static npu_status parse_line(npu_context *ctx, struct npuP_impl_config *c, const char *path,
+                             int lineno, char *line, int *section) {
+  char hint[160];
+  line = trim(line);
+  if (!*line || *line == ';' || *line == '#') return NPU_OK;
+  if (*line == '[') {
+    static const char *const names[] = {"[ByOpType]", "[ByNodeName]"};
+    for (int k = 0; k < 2; k++)
+      if (strcmp(line, names[k]) == 0) return *section = k ? SEC_NODE : SEC_TYPE, NPU_OK;
+    return npuC_error(ctx, NPU_ERR_FORMAT, "op_precision_mode '%s', line %d: unknown section "
+                      "'%s' (the sections are [ByOpType] and [ByNodeName])", path, lineno, line);
+  }
+  char *eq = strchr(line, '=');
+  if (!eq)
+    return npuC_error(ctx, NPU_ERR_FORMAT, "op_precision_mode '%s', line %d: missing '=' in "
+                      "'%s' (an entry is name=mode)", path, lineno, line);
+  *eq = 0;
+  const char *key = trim(line), *value = trim(eq + 1);
+  if (*section == SEC_NONE)
+    return npuC_error(ctx, NPU_ERR_FORMAT, "op_precision_mode '%s', line %d: entry '%s' before "
+                      "any section ([ByOpType] or [ByNodeName])", path, lineno, key);
+  if (!*key)
+    return npuC_error(ctx, NPU_ERR_FORMAT, "op_precision_mode '%s', line %d: empty %s before "
+                      "'='", path, lineno, *section == SEC_TYPE ? "operator type" : "node name");
+  int mode = find_mode(value);
+  if (mode < 0)
+    return npuC_error(ctx, NPU_ERR_FORMAT, "op_precision_mode '%s', line %d: unknown mode '%s' "
+                      "for '%s'%s", path, lineno, value, key,
+                      suggest(hint, sizeof hint, nearest_mode(value)));
+  if (*section == SEC_NODE) return add_node(ctx, c, key, mode);
+  int ids[2], n = resolve_type(key, ids);
+  if (n < 0)
+    return npuC_error(ctx, NPU_ERR_FORMAT, "op_precision_mode '%s', line %d: unknown operator "
+                      "type '%s'%s", path, lineno, key, suggest(hint, sizeof hint,
+                                                                 nearest_type(key)));
+  for (int i = 0; i < n; i++) c->by_op[ids[i]] = (int8_t)mode;
+  return NPU_OK;
+}
+
+static npu_status load_ini(npu_context *ctx, struct npuP_impl_config *c, const char *path) {
+  char *text;
+  npu_status s = read_file(ctx, path, &text);
+  if (s) return s;
+  int section = SEC_NONE, lineno = 0;
+  for (char *line = text; line && !s;) {
+    char *next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    s = parse_line(ctx, c, path, ++lineno, line, &section);
+    line = next;
+  }
+  npuC_free(ctx, text);
+  return s;
+}
+
+/* ---- the config and the pass ----------------------------------------------------------- */
+
+void npuP_impl_config_free(npu_context *ctx, struct npuP_impl_config *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n_nodes; i++) npuC_free(ctx, c->nodes[i].name);
+  npuC_free(ctx, c->nodes);
+  npuC_free(ctx, c);
+}
 
 npu_status npuP_impl_config_new(npu_context *ctx, const npu_options *o,
                                 struct npuP_impl_config **out) {
-  (void)ctx, (void)o;
   *out = NULL;
+  bool by_file = npuO_is_set(o, NPUO_op_precision_mode);
+  if (!by_file && !npuO_is_set(o, NPUO_op_select_implmode)) return NPU_OK; /* all defaults */
+  struct npuP_impl_config *c = npuC_calloc(ctx, 1, sizeof *c);
+  if (!c) return NPU_ERR_NOMEM;
+  memset(c->by_op, -1, sizeof c->by_op);
+  npu_status s = NPU_OK;
+  if (by_file) { /* wins over the other two (000) */
+    s = load_ini(ctx, c, npuO_string(o, NPUO_op_precision_mode));
+  } else {
+    int mode = find_mode(npuO_string(o, NPUO_op_select_implmode)); /* ENUM-checked */
+    if (mode < 0) mode = MODE_PRECISION;
+    if (npuO_is_set(o, NPUO_optypelist_for_implmode))
+      s = apply_type_list(ctx, c, npuO_string(o, NPUO_optypelist_for_implmode), mode);
+    else
+      c->fallback = mode;
+  }
+  if (s) {
+    npuP_impl_config_free(ctx, c);
+    return s;
+  }
+  *out = c;
   return NPU_OK;
 }
-void npuP_impl_config_free(npu_context *ctx, struct npuP_impl_config *c) { (void)ctx, (void)c; }
+
+static int step_mode(const struct npuP_impl_config *c, const npuE_step *step, const char *node) {
+  for (int i = 0; i < c->n_nodes; i++)
+    if (strcmp(c->nodes[i].name, node) == 0) return c->nodes[i].mode;
+  int id = npuX_find(step->def->name);
+  return id >= 0 && c->by_op[id] >= 0 ? c->by_op[id] : c->fallback;
+}
+
+npu_status npuP_select_impl(npuP_build *b) {
+  const struct npuP_impl_config *c = b->cfg->impl;
+  npuE_plan *p = b->plan;
+  if (!c || b->cfg->reference) return NPU_OK;
+  for (int k = 0; k < p->n_steps; k++) {
+    npuE_step *step = &p->steps[k];
+    if (step->def->kind != NPUX_KIND_KERNEL || !is_dual(step->def)) continue;
+    const char *node = step->node >= 0 ? b->graph->nodes[step->node].name : "";
+    step->impl = (uint8_t)step_mode(c, step, node);
+  }
+  return NPU_OK;
+}

@@ -21,7 +21,8 @@ typedef struct npuP_build {
   const npu_graph *graph;
   npuE_plan *plan;
   const npuP_config *cfg;
-  npu_tensor **known; /* by value id: the value when fixed at compile time, else NULL */
+  npu_tensor **known; /* by value id: the value when fixed at compile time, else NULL; a pass
+                         that adds values grows it (it may move) */
   const uint8_t *need; /* by node id: bit 0 the node runs, bit 1 its value is read */
 } npuP_build;
 

@@ -49,6 +49,7 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
     npuC_free(ctx, p->steps[i].in);
     npuC_free(ctx, p->steps[i].owned_params);
     npuC_free(ctx, p->steps[i].absorbed);
+    npuC_free(ctx, p->steps[i].widen);
   }
   npuC_free(ctx, p->steps);
   npuC_free(ctx, p->feeds);
@@ -65,6 +66,9 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
   npuC_free(ctx, p->round_buf);
   npuC_free(ctx, p->in_buf);
   npuC_free(ctx, p->round_meta);
+  npu_tensor_release(p->memory.arena); /* after the views in the slots: they retain it too */
+  npuC_free(ctx, p->memory.offset);
+  npuC_free(ctx, p->memory.step_offset);
   npuC_free(ctx, p);
 }
 
@@ -266,9 +270,7 @@ static npu_status emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *c
   step->def = def;
   step->params = node->params.bytes;
   step->reads_variable = read;
-  step->round_in = step->round_out = -1;
-  if (!cfg->reference)
-    npuP_rounding((npuP_precision)cfg->precision, def, &step->round_in, &step->round_out);
+  step->round_in = step->round_out = -1; /* the precision pass sets them */
   step->n_in = node->n_inputs;
   step->n_out = node->n_outputs;
   if (step->n_in > p->max_in) p->max_in = step->n_in;
@@ -282,15 +284,6 @@ static npu_status emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *c
     if (def->kind == NPUX_KIND_VARIABLE || def->kind == NPUX_KIND_ASSIGN ||
         def->kind == NPUX_KIND_IDENTITY)
       p->borrowed[p->n_borrowed++] = v;
-  }
-  if (step->round_in >= 0) {
-    size_t bytes = 0;
-    for (int i = 0; i < step->n_in; i++) {
-      const npuG_value *v = &p->values[step->in[i]];
-      if (v->dtype == NPU_DTYPE_F32) bytes += (size_t)npuT_numel(v->ndim, v->shape) * sizeof(float);
-    }
-    if (bytes > p->round_size) p->round_size = bytes;
-    if (step->n_in > p->n_round_meta) p->n_round_meta = step->n_in;
   }
   if (def->kind == NPUX_KIND_KERNEL && def->scratch_size)
     return plan_scratch(ctx, p, step, node, cfg->reference);
@@ -359,6 +352,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   npu_tensor **known = NULL;
   p->reference = reference;
   p->fold = cfg->fold;
+  p->config = cfg;
   p->iterations = 1;
   const npuG_node *loop = NULL;
   p->n_threads = npu_context_n_threads(ctx);
@@ -484,24 +478,25 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
                   {"implementation selection", npuP_select_impl},
                   {"memory planning", npuP_plan_memory}};
     if (cfg->verify && (s = npuP_verify(&b, "layout"))) goto fail;
-    for (size_t i = 0; i < npu_countof(passes); i++)
-      if ((s = passes[i].run(&b)) || (cfg->verify && (s = npuP_verify(&b, passes[i].name))))
-        goto fail;
+    for (size_t i = 0; i < npu_countof(passes) && !s; i++)
+      if (!(s = passes[i].run(&b)) && cfg->verify) s = npuP_verify(&b, passes[i].name);
+    known = b.known; /* a pass that adds values (precision: casts) grows it */
+    if (s) goto fail;
   }
   p->in_buf = npuC_alloc(ctx, (size_t)(p->max_in ? p->max_in : 1) * sizeof *p->in_buf);
   if (!p->in_buf) {
     s = NPU_ERR_NOMEM;
     goto fail;
   }
-  if (p->round_size) {
-    p->round_buf = npuC_alloc(ctx, p->round_size);
+  if (p->round_size) { /* (memory planning may have put the buffers in its arena) */
+    if (!p->memory.buffers) p->round_buf = npuC_alloc(ctx, p->round_size);
     p->round_meta = npuC_alloc(ctx, (size_t)p->n_round_meta * sizeof *p->round_meta);
-    if (!p->round_buf || !p->round_meta) {
+    if ((!p->round_buf && !p->memory.buffers) || !p->round_meta) {
       s = NPU_ERR_NOMEM;
       goto fail;
     }
   }
-  if (p->scratch_size) {
+  if (p->scratch_size && !p->memory.buffers) {
     p->scratch = npuC_alloc(ctx, p->scratch_size);
     if (!p->scratch) {
       s = NPU_ERR_NOMEM;

@@ -1,29 +1,63 @@
 /*
- * precision.c — what the precision modes (precision_mode / precision_mode_v2) do to a plan.
+ * precision.c — the precision pass: the dtype each step computes in, by precision mode
+ * (precision_mode / precision_mode_v2), the precision lists, modify_mixlist, customize_dtypes
+ * and keep_tensors_dtypes; then half-size storage and the Cast steps it needs.
  *
- * The device computes in float32 or float64.  A mode that puts an op in float16 (or bfloat16)
- * is carried out by rounding: the op's float32 inputs are rounded to float16 before the kernel
- * reads them, and its float32 outputs are rounded after it writes them.  That is exactly what a
- * float16 tensor would hold; the arithmetic inside the kernel stays float32 (the accumulation a
- * cube unit does in float32 anyway).  Which ops are rounded follows 000:
+ * What each mode does to a kernel step's graph-float32 operands (000):
  *
- *   must_keep_origin_dtype, origin,     nothing changes
- *   allow_fp32_to_bf16                  (every op here supports float32)
- *   force_fp16, fp16                    every op: float16 in, float16 out
- *   allow_fp32_to_fp16                  matrix (cube, trust-list) ops: float16 in and out;
- *                                       vector ops keep float32
- *   force_fp32, cube_fp16in_fp32out     cube ops: float16 in, float32 out
- *   allow_mix_precision(_fp16),         trust-list ops: float16 (bfloat16) in and out; block
- *   mixed_float16 / _bf16, mixed_bfloat16   and gray ops keep float32 (gray ops following their
- *                                       upstream is part of the full precision pass, not here)
+ *   must_keep_origin_dtype, origin      nothing; customize_dtypes and keep marks ignored
+ *   allow_fp32_to_bf16                  nothing (every op here supports float32), but
+ *                                       customize_dtypes applies
+ *   force_fp16, fp16                    every op float16 in and out, block-list ops included:
+ *                                       000 forces float16 on every op that supports it, and
+ *                                       every op here does (through float32 kernels)
+ *   allow_fp32_to_fp16                  cube ops (the built-in trust list: matmul, conv, ...)
+ *                                       float16 in and out; vector ops keep float32
+ *   force_fp32, cube_fp16in_fp32out     cube ops float16 in, float32 out
+ *   allow_mix_precision(_fp16),         trust-list ops float16 (bfloat16) in and out,
+ *   mixed_float16, _bf16, mixed_bfloat16   block-list ops float32, gray-list ops follow their
+ *                                       upstream; the lists are modify_mixlist's (mixlist.c)
  *
- * The defaults depend on graph_run_mode: force_fp16 for online inference (0), and
- * must_keep_origin_dtype for training (1), as 000 gives them for current devices.
+ * Gray ops follow upstream (002 §5.1), by what each float32 value is: "reduced" (a step wrote it
+ * in float16/bfloat16), "kept" (written by a block-list op, a kept or customised-float32 op, or a
+ * gray op downstream of one) or "neutral" (feeds, constants, variables, dataset elements, gray
+ * ops fed only by those).  A gray op with any kept float input stays float32 (and its outputs
+ * are kept); otherwise, with any reduced float input, it computes in that input's reduced dtype
+ * (its other float inputs are cast down); otherwise float32.  So with mixed inputs float32 wins:
+ * a block-list op's choice is never undone downstream.  Identity passes its input's state on.
+ *
+ * Overrides, in every mode but origin: a node marked by keep_tensors_dtypes (npu_graph_keep_dtype)
+ * keeps its graph dtypes, and so does a step whose output an assign writes into a variable (a
+ * training update: weights stay float32 and their updates are not rounded), customize_dtypes
+ * or not; otherwise customize_dtypes (the node's line, else its op type's line) sets the dtypes
+ * of the operands it lists and the mode decides the rest.  Cast nodes of the graph never
+ * change: the conversion they make is their point.  A fused step (fusion.c) is treated as its
+ * base op (the node it keeps, whose name and type customize_dtypes and the lists match), except
+ * that one that absorbed a block-list op counts as block-listed: fusing never lowers precision.
+ *
+ * Storage: a graph value v written in a reduced dtype lives in a new plan value (a "shadow":
+ * same shape, float16 or bfloat16, 2 bytes an element) and the step writes that; v itself is
+ * written only if something needs it in float32 — a float32 consumer, a non-kernel step
+ * (identity, assign: variables keep their dtype), or a fetch (users get the graph's dtype).
+ * Where a consumer wants another dtype than the one stored, a Cast step (op cast, pass
+ * "precision") is inserted before the first consumer that needs it, once per value and dtype;
+ * a constant (or folded) value is cast now, at compile time.  Kernels compute in float32: the
+ * executor widens a step's reduced inputs into a float32 buffer (p->round_buf, or the step's
+ * place in the memory arena), lets the kernel write its reduced outputs there, and narrows them
+ * into their slots (exec.c; npuE_step.widen says which).  So a float16 value is exactly what
+ * rounding to float16 gives, and results equal rounding float32 values at the same points bit
+ * for bit.  A constant whose elements all are float16 (bfloat16) values already — weights saved
+ * in float16 — is read as it is, with nothing copied or widened.
+ *
+ * The pass runs after fusion and before implementation selection and memory planning
+ * (passes.h); the reference path (use_off_line = false) keeps every dtype.
  */
+#include <stdio.h>
 #include <string.h>
 
-#include "compile/precision.h"
 #include "compile/passes.h"
+#include "compile/precision.h"
+#include "core/half.h"
 #include "options/options_int.h"
 
 static const struct {
@@ -31,7 +65,7 @@ static const struct {
   npuP_precision mode;
 } names[] = {
     {"must_keep_origin_dtype", NPUP_ORIGIN},     {"origin", NPUP_ORIGIN},
-    {"allow_fp32_to_bf16", NPUP_ORIGIN},         {"force_fp16", NPUP_FORCE_FP16},
+    {"allow_fp32_to_bf16", NPUP_FP32_TO_BF16},   {"force_fp16", NPUP_FORCE_FP16},
     {"fp16", NPUP_FORCE_FP16},                   {"allow_fp32_to_fp16", NPUP_FP32_TO_FP16},
     {"force_fp32", NPUP_CUBE_FP16_IN},           {"cube_fp16in_fp32out", NPUP_CUBE_FP16_IN},
     {"allow_mix_precision", NPUP_MIX_FP16},      {"allow_mix_precision_fp16", NPUP_MIX_FP16},
@@ -49,33 +83,379 @@ npuP_precision npuP_precision_mode(const npu_options *o) {
   return NPUP_ORIGIN;
 }
 
-void npuP_rounding(npuP_precision mode, const npu_op_def *def, int *round_in, int *round_out) {
-  *round_in = *round_out = -1;
-  if (def->kind != NPUX_KIND_KERNEL) return;
-  bool cube = def->prec == NPUX_PREC_TRUST;
-  switch (mode) {
-  case NPUP_FORCE_FP16: *round_in = *round_out = NPUK_F16; break;
-  case NPUP_FP32_TO_FP16:
-  case NPUP_MIX_FP16:
-    if (cube) *round_in = *round_out = NPUK_F16;
-    break;
-  case NPUP_MIX_BF16:
-    if (cube) *round_in = *round_out = NPUK_BF16;
-    break;
-  case NPUP_CUBE_FP16_IN:
-    if (cube) *round_in = NPUK_F16;
-    break;
-  default: break;
+/* What a mode does to a step by the op's list: its reduced dtype for float32 inputs and for
+   float32 outputs (NPU_DTYPE_COUNT: unchanged), or `follow` for gray ops in mixed modes. */
+typedef struct mode_rule {
+  npu_dtype reduced;
+  bool cube_only;  /* only built-in trust-list (cube) ops change */
+  bool inputs_only; /* outputs stay float32 */
+  bool mixed;      /* by the (modified) lists: trust reduced, block kept, gray follows */
+} mode_rule;
+
+static const mode_rule mode_rules[] = {
+    [NPUP_ORIGIN] = {NPU_DTYPE_COUNT, false, false, false},
+    [NPUP_FORCE_FP16] = {NPU_DTYPE_F16, false, false, false},
+    [NPUP_FP32_TO_FP16] = {NPU_DTYPE_F16, true, false, false},
+    [NPUP_CUBE_FP16_IN] = {NPU_DTYPE_F16, true, true, false},
+    [NPUP_MIX_FP16] = {NPU_DTYPE_F16, false, false, true},
+    [NPUP_MIX_BF16] = {NPU_DTYPE_BF16, false, false, true},
+    [NPUP_FP32_TO_BF16] = {NPU_DTYPE_COUNT, false, false, false},
+};
+
+/* ---- the pass ----------------------------------------------------------------------------- */
+
+/* What a graph float32 value is, for the gray ops it feeds (see the head comment). */
+enum { ST_NEUTRAL = 0, ST_KEPT, ST_F16, ST_BF16 };
+
+typedef struct pr {
+  npuP_build *b;
+  npu_context *ctx;
+  npuE_plan *p;
+  const npu_graph *g;
+  npuP_precision mode;
+  const struct npuP_mix_config *mix;
+  int n0;          /* the plan's values before this pass: graph value ids */
+  uint8_t *state;  /* by graph value id: ST_* */
+  uint8_t *assigned; /* by graph value id: an assign writes it into a variable */
+  int *rep;        /* by graph value id x 3: the plan value holding it in its graph dtype,
+                      float16, bfloat16; -1 = not (yet) written */
+  npuE_step *steps; /* the new step list */
+  int n_steps;
+} pr;
+
+static int rep_index(npu_dtype stored, npu_dtype graph) {
+  return stored == graph ? 0 : stored == NPU_DTYPE_F16 ? 1 : 2;
+}
+
+/* A new plan value: v's descriptor in dtype dt. Capacity was reserved by the caller. */
+static int new_value(pr *r, int v, npu_dtype dt) {
+  npuE_plan *p = r->p;
+  int n = p->n_values++;
+  p->values[n] = p->values[v];
+  p->values[n].dtype = dt;
+  p->slots[n] = NULL;
+  p->owned[n] = 0;
+  r->b->known[n] = NULL;
+  return n;
+}
+
+/* Whether every element of float32 tensor t is a value of dt (float16 or bfloat16). */
+static bool exact_in(const npu_tensor *t, npu_dtype dt) {
+  if (t->dtype != NPU_DTYPE_F32) return false;
+  const float *x = t->data;
+  for (int64_t i = 0; i < t->numel; i++) {
+    float back = dt == NPU_DTYPE_F16 ? npu_f16_to_f32(npu_f32_to_f16(x[i]))
+                                     : npu_bf16_to_f32(npu_f32_to_bf16(x[i]));
+    if (npu_f32_bits(back) != npu_f32_bits(x[i])) return false;
+  }
+  return true;
+}
+
+/* The plan value holding graph value v stored as dt, made now if missing: cast at compile
+   time from a known value, else by a Cast step appended to the new list (so it runs before
+   the step that asked, placed next). */
+static npu_status need_rep(pr *r, int v, npu_dtype dt, int *out) {
+  npuE_plan *p = r->p;
+  npu_dtype gdt = p->values[v].dtype;
+  int *rep = &r->rep[3 * v];
+  int idx = rep_index(dt, gdt);
+  *out = rep[idx];
+  if (*out >= 0) return NPU_OK;
+  int src = rep[0] >= 0 ? rep[0] : rep[1] >= 0 ? rep[1] : rep[2];
+  if (src < 0) { /* nothing writes v: leave it for the verifier to name */
+    *out = v;
+    return NPU_OK;
+  }
+  npu_tensor *known = r->b->known[src];
+  if (known && idx != 0 && src == v && exact_in(known, dt)) {
+    /* a constant whose values all are float16 (bfloat16) values already, as weights saved in
+       float16 are: the kernel reads it as it is, nothing to copy or widen */
+    rep[idx] = *out = v;
+    return NPU_OK;
+  }
+  int dst = idx == 0 ? v : new_value(r, v, dt);
+  if (known) {
+    const npuG_value *d = &p->values[dst];
+    npu_tensor *t;
+    npu_status s = npu_tensor_new(r->ctx, dt, d->ndim, d->shape, &t);
+    if (s) return s;
+    npuK_cast(NULL, t->numel, (npuK_dtype)known->dtype, known->data, (npuK_dtype)dt, t->data);
+    p->slots[dst] = r->b->known[dst] = t;
+    p->owned[dst] = 1;
+  } else {
+    npuE_step *c = &r->steps[r->n_steps];
+    *c = (npuE_step){.node = p->values[v].node, .def = &npuX_op_cast, .pass = "precision",
+                     .n_in = 1, .n_out = 1, .round_in = -1, .round_out = -1};
+    if (!(c->in = npuC_alloc(r->ctx, 3 * sizeof *c->in))) return NPU_ERR_NOMEM;
+    c->out = c->in + 1;
+    c->in[0] = src;
+    c->out[0] = dst;
+    r->n_steps++;
+  }
+  rep[idx] = dst;
+  *out = dst;
+  return NPU_OK;
+}
+
+static npu_status rule_error(pr *r, const npuP_dtype_rule *rule, const npuG_node *node,
+                             npu_status st, const char *what) {
+  return npuC_error(r->ctx, st, "customize_dtypes '%s' line %d: node '%s' (%s): %s",
+                    r->mix->dtypes_path, rule->line, node->name, npuX_op(node->op)->name, what);
+}
+
+/* The customize_dtypes line's dtypes over want[] (inputs then outputs), checked against the
+   step: as many operands as the line gives, and dtypes each operand can take here — a float32
+   value may be computed as float32, float16 or bfloat16, any other keeps its dtype. */
+static npu_status apply_rule(pr *r, const npuE_step *st, const npuP_dtype_rule *rule,
+                             npu_dtype *want) {
+  const npuG_node *node = &r->g->nodes[st->node];
+  char what[200];
+  if (rule->n_in > st->n_in || rule->n_out > st->n_out) {
+    bool in = rule->n_in > st->n_in;
+    snprintf(what, sizeof what, "the line gives %d %s dtype(s), the node has %d",
+             in ? rule->n_in : rule->n_out, in ? "input" : "output", in ? st->n_in : st->n_out);
+    return rule_error(r, rule, node, NPU_ERR_FORMAT, what);
+  }
+  for (int k = 0; k < rule->n_in + rule->n_out; k++) {
+    bool in = k < rule->n_in;
+    int i = in ? k : st->n_in + (k - rule->n_in);
+    int v = in ? st->in[i] : st->out[i - st->n_in];
+    npu_dtype gdt = r->p->values[v].dtype, dt = rule->dtypes[k];
+    bool ok = dt == gdt || (gdt == NPU_DTYPE_F32 && (dt == NPU_DTYPE_F16 || dt == NPU_DTYPE_BF16));
+    if (!ok) {
+      snprintf(what, sizeof what, "%s %d is %s and cannot be computed as %s (float32 values may be "
+               "float16 or bfloat16; other dtypes stay)", in ? "input" : "output",
+               in ? i : i - st->n_in, npu_dtype_name(gdt), npu_dtype_name(dt));
+      return rule_error(r, rule, node, NPU_ERR_DTYPE, what);
+    }
+    want[i] = dt;
+  }
+  return NPU_OK;
+}
+
+/* want[]: the dtype each operand of st (inputs, then outputs) is stored in. *kept: the step
+   keeps float32 on purpose (its outputs' state). */
+static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept) {
+  const npuE_plan *p = r->p;
+  int n = st->n_in + st->n_out;
+  for (int i = 0; i < n; i++)
+    want[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype;
+  *kept = false;
+  if (st->def->kind != NPUX_KIND_KERNEL) return NPU_OK;
+  /* a fused step is its base op's: the node it was made from (fusion keeps it in st->node) */
+  const npuG_node *node = &r->g->nodes[st->node];
+  int op = node->op;
+  const npu_op_def *base = npuX_op(op);
+  const mode_rule *m = &mode_rules[r->mode];
+  /* kept: marked by keep_tensors_dtypes, or computing a variable's new value (training's
+     updates stay float32, as the master weights do under mixed precision) */
+  bool mark = node->keep_dtype;
+  for (int i = 0; i < st->n_absorbed; i++) mark |= r->g->nodes[st->absorbed[i]].keep_dtype;
+  for (int j = 0; j < st->n_out; j++) mark |= r->assigned[st->out[j]] != 0;
+  if (mark) {
+    *kept = true;
+    return NPU_OK;
+  }
+  npuX_prec list = m->mixed ? npuP_mix_list(r->mix, op) : base->prec;
+  /* a fused step is its base op, unless it absorbed a block-list op: then it is kept */
+  for (int i = 0; m->mixed && i < st->n_absorbed; i++)
+    if (npuP_mix_list(r->mix, r->g->nodes[st->absorbed[i]].op) == NPUX_PREC_BLOCK)
+      list = NPUX_PREC_BLOCK;
+  if (st->def == &npuX_op_cast) {
+    /* the graph's own conversion: never moved, but a block-listed Cast keeps what follows */
+    *kept = m->mixed && list == NPUX_PREC_BLOCK;
+    return NPU_OK;
+  }
+  npu_dtype in_dt = NPU_DTYPE_COUNT, out_dt = NPU_DTYPE_COUNT;
+  if (m->reduced != NPU_DTYPE_COUNT) {
+    if (m->mixed) {
+      if (list == NPUX_PREC_TRUST) {
+        in_dt = out_dt = m->reduced;
+      } else if (list == NPUX_PREC_GRAY) {
+        npu_dtype up = NPU_DTYPE_COUNT;
+        bool any_kept = false;
+        for (int i = 0; i < st->n_in; i++) {
+          int v = st->in[i];
+          if (p->values[v].dtype != NPU_DTYPE_F32) continue;
+          any_kept |= r->state[v] == ST_KEPT;
+          if (up == NPU_DTYPE_COUNT && r->state[v] >= ST_F16)
+            up = r->state[v] == ST_F16 ? NPU_DTYPE_F16 : NPU_DTYPE_BF16;
+        }
+        if (!any_kept) in_dt = out_dt = up;
+      } else {
+        *kept = true;
+      }
+    } else if (!m->cube_only || base->prec == NPUX_PREC_TRUST) {
+      in_dt = m->reduced;
+      out_dt = m->inputs_only ? NPU_DTYPE_COUNT : m->reduced;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    npu_dtype dt = i < st->n_in ? in_dt : out_dt;
+    if (want[i] == NPU_DTYPE_F32 && dt != NPU_DTYPE_COUNT) want[i] = dt;
+  }
+  const npuP_dtype_rule *rule =
+      r->mode != NPUP_ORIGIN ? npuP_mix_rule(r->mix, node->name, op) : NULL;
+  if (rule) {
+    *kept = true; /* unless an output ends up reduced: see update_states */
+    return apply_rule(r, st, rule, want);
+  }
+  return NPU_OK;
+}
+
+/* What the step's inputs pass on to its outputs' state, read before the inputs are rewritten:
+   identity passes its input's on; a kernel step with a kept float32 input passes "kept" on. */
+static uint8_t inherited_state(const pr *r, const npuE_step *st) {
+  if (st->def->kind == NPUX_KIND_IDENTITY) return st->n_in > 0 ? r->state[st->in[0]] : ST_NEUTRAL;
+  if (st->def->kind != NPUX_KIND_KERNEL) return ST_NEUTRAL;
+  for (int i = 0; i < st->n_in; i++)
+    if (r->p->values[st->in[i]].dtype == NPU_DTYPE_F32 && r->state[st->in[i]] == ST_KEPT)
+      return ST_KEPT;
+  return ST_NEUTRAL;
+}
+
+/* The state of the step's graph outputs, for the gray ops downstream. */
+static void update_states(pr *r, const npuE_step *st, const int *graph_out, const npu_dtype *want,
+                          bool kept, uint8_t inherited) {
+  for (int j = 0; j < st->n_out; j++) {
+    int v = graph_out[j];
+    npu_dtype stored = want[st->n_in + j];
+    if (stored != r->p->values[v].dtype) r->state[v] = stored == NPU_DTYPE_F16 ? ST_F16 : ST_BF16;
+    else if (kept && st->def->kind == NPUX_KIND_KERNEL) r->state[v] = ST_KEPT;
+    else r->state[v] = inherited;
   }
 }
 
-/* The precision pass: for now the rounding chosen per step in emit_step stands. */
-npu_status npuP_assign_precision(npuP_build *b) { (void)b; return NPU_OK; }
-
-npu_status npuP_mix_config_new(npu_context *ctx, const npu_options *o,
-                               struct npuP_mix_config **out) {
-  (void)ctx, (void)o;
-  *out = NULL;
+/* Rewrites step st (a copy, appended to the new list by the caller) to the dtypes decided.
+   orig: room for its operands' graph value ids. */
+static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
+  npuE_plan *p = r->p;
+  bool kept;
+  npu_status s = decide(r, st, want, &kept);
+  if (s) return s;
+  int n = st->n_in + st->n_out;
+  for (int i = 0; i < n; i++) orig[i] = i < st->n_in ? st->in[i] : st->out[i - st->n_in];
+  uint8_t inherited = inherited_state(r, st);
+  for (int i = 0; i < st->n_in && !s; i++) s = need_rep(r, orig[i], want[i], &st->in[i]);
+  if (s) return s;
+  update_states(r, st, orig + st->n_in, want, kept, inherited);
+  for (int j = 0; j < st->n_out; j++) {
+    int v = orig[st->n_in + j];
+    npu_dtype dt = want[st->n_in + j];
+    if (dt == p->values[v].dtype) continue;
+    int *rep = &r->rep[3 * v];
+    rep[0] = -1;
+    st->out[j] = rep[rep_index(dt, p->values[v].dtype)] = new_value(r, v, dt);
+  }
+  /* the operands stored in another dtype than the kernel computes in (the graph's) */
+  int n_widen = 0;
+  size_t bytes = 0;
+  for (int i = 0; i < n; i++) {
+    const npuG_value *d = &p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]];
+    if (d->dtype == p->values[orig[i]].dtype) continue;
+    n_widen++;
+    bytes += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);
+  }
+  if (!n_widen) return NPU_OK;
+  if (!(st->widen = npuC_calloc(r->ctx, (size_t)n, 1))) return NPU_ERR_NOMEM;
+  for (int i = 0; i < n; i++) {
+    npu_dtype stored = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype;
+    if (stored == p->values[orig[i]].dtype) continue;
+    st->widen[i] = 1;
+    int *first = i < st->n_in ? &st->round_in : &st->round_out;
+    if (*first < 0) *first = (int)stored;
+  }
+  if (bytes > p->round_size) p->round_size = bytes;
+  if (n_widen > p->n_round_meta) p->n_round_meta = n_widen;
   return NPU_OK;
 }
-void npuP_mix_config_free(npu_context *ctx, struct npuP_mix_config *c) { (void)ctx, (void)c; }
+
+/* Grows the plan's value arrays (and the build's known[]) to hold n values. */
+static npu_status reserve_values(npuP_build *b, int n) {
+  npuE_plan *p = b->plan;
+  size_t cap = (size_t)(n ? n : 1);
+  npuG_value *values = npuC_realloc(b->ctx, p->values, cap * sizeof *values);
+  if (!values) return NPU_ERR_NOMEM;
+  p->values = values;
+  npu_tensor **slots = npuC_realloc(b->ctx, p->slots, cap * sizeof *slots);
+  if (!slots) return NPU_ERR_NOMEM;
+  p->slots = slots;
+  uint8_t *owned = npuC_realloc(b->ctx, p->owned, cap);
+  if (!owned) return NPU_ERR_NOMEM;
+  p->owned = owned;
+  npu_tensor **known = npuC_realloc(b->ctx, b->known, cap * sizeof *known);
+  if (!known) return NPU_ERR_NOMEM;
+  b->known = known;
+  return NPU_OK;
+}
+
+static bool needs_pass(const npuP_build *b) {
+  npuP_precision mode = (npuP_precision)b->cfg->precision;
+  if (b->cfg->reference || mode == NPUP_ORIGIN) return false;
+  if (mode == NPUP_FP32_TO_BF16) return b->cfg->mix && b->cfg->mix->n_rules > 0;
+  return true;
+}
+
+npu_status npuP_assign_precision(npuP_build *b) {
+  if (!needs_pass(b)) return NPU_OK;
+  npuE_plan *p = b->plan;
+  npu_context *ctx = b->ctx;
+  int n0 = p->n_values, n_old = p->n_steps, sum_in = 0, sum_out = 0, widest = 1;
+  for (int k = 0; k < n_old; k++) {
+    sum_in += p->steps[k].n_in;
+    sum_out += p->steps[k].n_out;
+    int n = p->steps[k].n_in + p->steps[k].n_out;
+    if (n > widest) widest = n;
+  }
+  /* At most one new value per operand, one Cast step per input and per fetch. */
+  npu_status s = reserve_values(b, n0 + sum_in + sum_out);
+  if (s) return s;
+  pr r = {.b = b, .ctx = ctx, .p = p, .g = b->graph, .mode = (npuP_precision)b->cfg->precision,
+          .mix = b->cfg->mix, .n0 = n0};
+  size_t cap_steps = (size_t)n_old + (size_t)sum_in + (size_t)p->n_fetches;
+  r.state = npuC_calloc(ctx, 2 * (size_t)(n0 ? n0 : 1), 1);
+  r.rep = npuC_alloc(ctx, (size_t)(n0 ? n0 : 1) * 3 * sizeof *r.rep);
+  r.steps = npuC_calloc(ctx, cap_steps ? cap_steps : 1, sizeof *r.steps);
+  npu_dtype *want = npuC_alloc(ctx, (size_t)widest * sizeof *want);
+  int *orig = npuC_alloc(ctx, (size_t)widest * sizeof *orig);
+  if (!r.state || !r.rep || !r.steps || !want || !orig) {
+    npuC_free(ctx, r.state);
+    npuC_free(ctx, r.rep);
+    npuC_free(ctx, r.steps);
+    npuC_free(ctx, want);
+    npuC_free(ctx, orig);
+    return NPU_ERR_NOMEM;
+  }
+  r.assigned = r.state + (n0 ? n0 : 1);
+  for (int v = 0; v < n0; v++) {
+    r.rep[3 * v] = v;
+    r.rep[3 * v + 1] = r.rep[3 * v + 2] = -1;
+  }
+  for (int k = 0; k < n_old; k++)
+    if (p->steps[k].def->kind == NPUX_KIND_ASSIGN && p->steps[k].n_in > 1)
+      r.assigned[p->steps[k].in[1]] = 1;
+  /* Each old step moves to the new list (its buffers with it), after the casts it needs.  On
+     failure the steps not yet placed move over unchanged, so the plan stays whole for
+     npuP_free. */
+  int k = 0;
+  for (; k < n_old && !s; k++) {
+    npuE_step st = p->steps[k];
+    p->steps[k] = (npuE_step){0};
+    s = place_step(&r, &st, want, orig);
+    r.steps[r.n_steps++] = st;
+  }
+  /* fetches are read in the graph's dtype */
+  for (int i = 0; i < p->n_fetches && !s; i++) {
+    int dummy;
+    s = need_rep(&r, p->fetches[i], p->values[p->fetches[i]].dtype, &dummy);
+  }
+  for (; k < n_old; k++) r.steps[r.n_steps++] = p->steps[k];
+  npuC_free(ctx, p->steps);
+  p->steps = r.steps;
+  p->n_steps = r.n_steps;
+  npuC_free(ctx, r.state);
+  npuC_free(ctx, r.rep);
+  npuC_free(ctx, want);
+  npuC_free(ctx, orig);
+  return s;
+}

@@ -43,8 +43,9 @@ npu_status npuP_verify(npuP_build *b, const char *after) {
   if (!state) return NPU_ERR_NOMEM;
   npu_status s = NPU_OK;
   for (int i = 0; i < p->n_feeds; i++) state[p->feeds[i]] = 1;
-  for (int v = 0; v < p->n_values; v++)
-    if (p->slots[v]) state[v] = 1; /* constants and folded values (and pre-bound views) */
+  for (int v = 0; v < p->n_values; v++) /* constants and folded values; an arena view (memory
+                                           planning) is bound early but written by its step */
+    if (p->slots[v] && !(p->memory.offset && p->memory.offset[v] >= 0)) state[v] = 1;
   for (int k = 0; k < p->n_steps && !s; k++) {
     const npuE_step *st = &p->steps[k];
     if (st->n_in > p->max_in) s = broken(b, after, k, "has more inputs than the plan's widest step", -1);

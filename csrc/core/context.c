@@ -195,6 +195,10 @@ void npuC_free(npu_context *ctx, void *p) {
   free(h);
 }
 
+void npu_free(npu_context *ctx, void *p) {
+  if (ctx) npuC_free(ctx, p);
+}
+
 char *npuC_strdup(npu_context *ctx, const char *s) {
   size_t n = strlen(s) + 1;
   char *d = npuC_alloc(ctx, n);

@@ -213,6 +213,18 @@ const char *npu_graph_node_name(const npu_graph *g, int node) {
 }
 int npu_graph_find_node(const npu_graph *g, const char *name) { return npuG_find_node(g, name); }
 
+npu_status npu_graph_keep_dtype(npu_graph *g, int value) {
+  if (!g) return NPU_ERR_ARG;
+  if (!valid_value(g, value))
+    return npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_keep_dtype: %d is not a value of this graph",
+                      value);
+  g->nodes[g->values[value].node].keep_dtype = true;
+  return NPU_OK;
+}
+int npu_graph_keeps_dtype(const npu_graph *g, int node) {
+  return valid_node(g, node) && g->nodes[node].keep_dtype;
+}
+
 npu_status npu_graph_find_value(const npu_graph *g, const char *tensor_name, int *value) {
   *value = -1;
   if (!tensor_name)

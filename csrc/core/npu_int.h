@@ -42,6 +42,7 @@ struct npu_context {
   npu_log_fn log_fn;
   void *log_ud;
   npuC_pool *pool;
+  int n_fusion_sessions; /* compile/fusion.c: sessions made so far, their ids in fusion_result.json */
   char errmsg[NPU_ERRMSG_SIZE];
 };
 
@@ -130,6 +131,7 @@ typedef struct npuG_node {
   int n_attrs;
   npuG_attr *attrs;
   npuG_params params;
+  bool keep_dtype; /* npu_graph_keep_dtype: precision modes leave the node in its graph dtypes */
 } npuG_node;
 
 /* Node ids are a topological order: inputs and control dependencies always name earlier
@@ -150,6 +152,11 @@ struct npu_graph {
   void **datasets;
   int n_datasets;
   void (*dataset_release)(void *dataset);
+  /* set_graph_exec_config (compile/exec_config.c): how many nodes carry a graph-level config
+     (0 lets a compile skip looking), and a count of changes, so a session sees its plans and
+     configs are stale with one comparison per run. */
+  int n_exec_configs;
+  unsigned exec_config_epoch;
 };
 
 int npuG_find_node(const npu_graph *g, const char *name);

@@ -77,6 +77,40 @@ static npu_status run_get_next(npuE_state *st, npuE_plan *p, const npuE_step *st
   return s;
 }
 
+/* Precision (compile/precision.c): a step whose operands are stored in float16 or bfloat16
+   still computes in float32.  Its flagged inputs are widened into p->round_buf and the kernel
+   reads those copies; its flagged outputs are written there by the kernel, then narrowed into
+   their slots (narrow_outputs).  The buffer and the stand-in tensors were sized at compile
+   time for the widest step, so nothing is allocated here. */
+static void widen_operands(const npuK_pool *pool, npuE_plan *p, const npuE_step *step,
+                           npu_tensor **in, npu_tensor **out) {
+  float *buf = step->round_at ? step->round_at : p->round_buf;
+  npu_tensor *meta = p->round_meta;
+  for (int i = 0; i < step->n_in + step->n_out; i++) {
+    if (!step->widen[i]) continue;
+    npu_tensor **t = i < step->n_in ? &in[i] : &out[i - step->n_in];
+    const npu_tensor *stored = *t;
+    *meta = *stored;
+    meta->dtype = NPU_DTYPE_F32;
+    meta->nbytes = (size_t)stored->numel * sizeof(float);
+    meta->data = buf;
+    if (i < step->n_in)
+      npuK_cast(pool, stored->numel, (npuK_dtype)stored->dtype, stored->data, NPUK_F32, buf);
+    buf += stored->numel;
+    *t = meta++;
+  }
+}
+
+static void narrow_outputs(const npuK_pool *pool, npuE_plan *p, const npuE_step *step,
+                           npu_tensor **out) {
+  for (int i = 0; i < step->n_out; i++) {
+    if (!step->widen[step->n_in + i]) continue;
+    const npu_tensor *stored = p->slots[step->out[i]];
+    npuK_cast(pool, stored->numel, NPUK_F32, out[i]->data, (npuK_dtype)stored->dtype,
+              stored->data);
+  }
+}
+
 npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,
                     npu_tensor **fetch_out) {
   npu_context *ctx = st->ctx;
@@ -112,37 +146,23 @@ again:
       npu_tensor *out_stack[NPUX_MAX_OUTPUTS];
       npu_tensor **in = p->in_buf; /* sized at compile for the widest step: no allocation */
       for (int i = 0; i < step->n_in; i++) in[i] = p->slots[step->in[i]];
-      /* Precision modes: the kernel reads float16-rounded copies of float32 inputs. */
-      if (step->round_in >= 0) {
-        float *buf = p->round_buf;
-        npu_tensor *rounded = p->round_meta;
-        for (int i = 0, r = 0; i < step->n_in; i++) {
-          if (in[i]->dtype != NPU_DTYPE_F32) continue;
-          rounded[r] = *in[i];
-          rounded[r].data = buf;
-          npuK_round_f32(pool, in[i]->numel, (npuK_dtype)step->round_in, in[i]->data, buf);
-          buf += in[i]->numel;
-          in[i] = &rounded[r++];
-        }
-      }
       for (int i = 0; i < step->n_out && !s; i++) {
         s = prepare_output(ctx, p, step->out[i]);
         out_stack[i] = p->slots[step->out[i]];
       }
+      if (!s && step->widen) widen_operands(pool, p, step, in, out_stack);
       if (!s) {
         npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
-                          .params = step->params, .n_inputs = step->n_in, .in = in,
-                          .n_outputs = step->n_out, .out = out_stack, .scratch = p->scratch,
-                          .step = st->n_iterations};
+                          .params = npuE_step_params(step, node), .n_inputs = step->n_in,
+                          .in = in, .n_outputs = step->n_out, .out = out_stack,
+                          .scratch = step->scratch_at ? step->scratch_at : p->scratch,
+                          .step = st->n_iterations, .impl = step->impl};
         npu_status (*fn)(const npuX_call *) =
             p->reference && step->def->run_ref ? step->def->run_ref : step->def->run;
         s = fn ? fn(&call)
                : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
                             node->name);
-        for (int i = 0; i < step->n_out && !s && step->round_out >= 0; i++)
-          if (out_stack[i]->dtype == NPU_DTYPE_F32)
-            npuK_round_f32(pool, out_stack[i]->numel, (npuK_dtype)step->round_out,
-                           out_stack[i]->data, out_stack[i]->data);
+        if (!s && step->widen) narrow_outputs(pool, p, step, out_stack);
       }
       break;
     }

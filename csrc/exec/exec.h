@@ -17,7 +17,10 @@
 typedef struct npuE_step {
   int node;
   const npu_op_def *def;
-  const void *params;  /* the op's params: the node's, or a pass's (owned_params) */
+  /* The op's params: the node's, or a pass's (owned_params).  Only for use while compiling:
+     the graph may grow after (training adds nodes), moving its node array and the params
+     inside it, so at run time npuE_step_params reads them afresh. */
+  const void *params;
   void *owned_params;  /* params a pass built for this step (freed with the plan), or NULL */
   const char *pass;    /* the pass that made this step (fusion), NULL for a node's own step */
   int *absorbed;       /* node ids a pass folded into this step (owned), n_absorbed of them */
@@ -27,8 +30,40 @@ typedef struct npuE_step {
   int *out; /* value ids */
   size_t scratch_size;
   bool reads_variable; /* a VARIABLE step whose value something reads (not only assigns) */
-  int round_in, round_out; /* npuK dtype float32 inputs/outputs are rounded to, or -1 */
+  /* Precision (compile/precision.c): the reduced dtype (float16, bfloat16) this step's graph
+     float32 inputs / outputs are stored in, or -1; the kernel still computes in float32. */
+  int round_in, round_out;
+  /* n_in + n_out flags (inputs, then outputs; owned), NULL when none is set: the operand is
+     stored reduced and the kernel reads / writes it as float32 through p->round_buf. */
+  uint8_t *widen;
+  /* Memory planning: this step's scratch and widening buffer inside the plan's arena (live for
+     this step only), or NULL: the plan's own p->scratch / p->round_buf. */
+  void *scratch_at;
+  float *round_at;
+  /* Implementation mode (compile/implmode.c): 0 high_precision, 1 high_performance (npuX_call
+     .impl); always 0 on the reference path. */
+  uint8_t impl;
 } npuE_step;
+
+/* Memory planning (compile/memory.c): the outputs of kernel steps that nothing reads after
+   the run share one arena, placed by their lifetimes within one iteration. */
+typedef struct npuE_memory {
+  npu_tensor *arena;      /* the block planned values are views into (retained), or NULL */
+  size_t arena_bytes;     /* its usable size */
+  size_t planned_bytes;   /* the planned values' sizes summed: their cost without planning */
+  size_t live_peak_bytes; /* the most planned bytes live at one step: no arena can be smaller */
+  int n_planned;
+  int64_t *offset;        /* by value id: byte offset in the arena, -1 = a buffer of its own */
+  bool enabled;           /* false: every value has its own buffer (NPU_MEMORY_PLAN=0) */
+  bool shared;            /* static_memory_policy 2/4: the arena is the session's, for all plans */
+  bool buffers;           /* the steps' scratch and widening buffers are in the arena too */
+  int64_t *step_offset;   /* 2 per step: scratch, widening buffer offsets (-1 = none) */
+} npuE_memory;
+
+/* A step's params at run time (see npuE_step.params). */
+static inline const void *npuE_step_params(const npuE_step *step, const npuG_node *node) {
+  return step->owned_params ? step->owned_params : node->params.bytes;
+}
 
 typedef struct npuE_plan {
   /* the signature this plan was compiled for */
@@ -38,7 +73,7 @@ typedef struct npuE_plan {
   int *feed_ndims;
   int64_t *feed_shapes; /* n_feeds x NPU_MAX_DIMS */
   /* the program */
-  int n_values;         /* graph values when compiled */
+  int n_values;         /* the graph's values when compiled, then those passes add (casts) */
   npuG_value *values;   /* concrete descriptors */
   npu_tensor **slots;   /* n_values */
   uint8_t *owned;       /* slot holds a reference of the plan's */
@@ -50,15 +85,17 @@ typedef struct npuE_plan {
   int n_borrowed;
   void *scratch;
   size_t scratch_size;
-  float *round_buf;     /* rounded copies of a step's float32 inputs (precision modes) */
+  float *round_buf;     /* float32 copies of a step's widened operands (npuE_step.widen) */
   size_t round_size;
-  npu_tensor *round_meta; /* stand-ins describing them, one per input of the widest step */
+  npu_tensor *round_meta; /* stand-ins describing them, one per widened operand */
   int n_round_meta;
   bool reference;       /* host reference kernels, serial */
   int n_threads;        /* threads the scratch was sized for (scratch slots per thread) */
   bool fold;            /* compiled with constant folding */
   int n_folded;         /* nodes evaluated at compile time */
   int64_t iterations;   /* times the steps run per call (a loop target), 1 otherwise */
+  npuE_memory memory;   /* compile/memory.c */
+  const struct npuP_config *config; /* compiled with (borrowed: outlives the plan) */
   unsigned long uses;
 } npuE_plan;
 
@@ -90,6 +127,10 @@ typedef struct npuP_config {
   struct npuP_fusion_config *fusion;
   struct npuP_mix_config *mix;
   struct npuP_impl_config *impl;
+  /* accelerate_train_mode (004; experimental_accelerate_train_mode in 000), "fast|step|0.9":
+     the session switches precision between reduced (while the progress says so) and
+     original (the mode's own) and recompiles; on = false when the option is not set. */
+  struct { bool on, by_loss; int reduced, original; double ratio; } accel;
 } npuP_config;
 
 /* Reads everything compilation needs from checked options o (borrowed for the config's life);
@@ -100,6 +141,10 @@ void npuP_config_free(npu_context *ctx, npuP_config *cfg);
 npu_status npuP_fusion_config_new(npu_context *ctx, const npu_options *o,
                                   struct npuP_fusion_config **out);
 void npuP_fusion_config_free(npu_context *ctx, struct npuP_fusion_config *c);
+/* export_compile_stat 1: writes the fusion statistics not yet written (fusion_result.json) when
+   some pass matched; called when the session closes (and by npuP_fusion_config_free).  Cannot
+   fail: a file that cannot be written is reported through the context's log hook. */
+void npuP_fusion_session_end(npu_context *ctx, struct npuP_fusion_config *c);
 npu_status npuP_mix_config_new(npu_context *ctx, const npu_options *o,
                                struct npuP_mix_config **out);
 void npuP_mix_config_free(npu_context *ctx, struct npuP_mix_config *c);
@@ -116,6 +161,17 @@ bool npuP_matches(const npuE_plan *p, int n_feeds, const int *feeds,
                   npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
                   int n_targets, const int *targets);
 void npuP_free(npu_context *ctx, npuE_plan *p);
+/* compile/memory.c: static_memory_policy 2/4 — a session's plans share one arena.  Such a
+   plan compiles with views but no arena; bind it (and rebind every plan when the session's
+   arena grows) before it runs.  Binding allocates nothing and cannot fail. */
+bool npuP_memory_shared(const npu_options *o);
+npu_status npuP_memory_arena_new(npu_context *ctx, size_t bytes, npu_tensor **out);
+size_t npuP_memory_arena_size(const npu_tensor *arena); /* usable bytes; 0 for NULL */
+void npuP_memory_bind(npuE_plan *p, npu_tensor *arena);
+/* compile/explain.c: plan p (compiled with cfg) described as JSON text, allocated from ctx
+   (npu_free); *out NULL on failure. */
+npu_status npuP_explain(npu_context *ctx, const npu_graph *g, const npuP_config *cfg,
+                        const npuE_plan *p, char **out);
 
 /* exec/exec.c: runs the plan; fetch_out[i] receives new references. */
 npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,

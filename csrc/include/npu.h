@@ -117,6 +117,9 @@ NPU_API int npu_context_n_devices(const npu_context *ctx);
 NPU_API void npu_context_set_log(npu_context *ctx, npu_log_fn fn, void *ud);
 /* Test hook: make the n-th allocation from now fail (1 = the next one); 0 disables. */
 NPU_API void npu_context_fail_after(npu_context *ctx, long n);
+/* Frees memory the library handed to the caller (npu_session_explain's text) on ctx, the
+   context it came from; p NULL is a no-op. */
+NPU_API void npu_free(npu_context *ctx, void *p);
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -300,6 +303,33 @@ NPU_API npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *na
                                     const npu_attr *attrs, int *node_out);
 /* Makes `node` run after `dep` (a control dependency, TensorFlow's ^dep). */
 NPU_API npu_status npu_graph_add_control(npu_graph *g, int node, int dep);
+
+/* Graph-level options (set_graph_exec_config, 002 §7.3; ExperimentalConfig, 004): node carries
+   the options set in overlay (those set by a setter; NULL clears), replacing what it carried.
+   A session run whose nodes (fetches, targets and what they depend on, up to the feeds)
+   include it compiles with the session's options with these on top (graph level wins),
+   checked by npu_options_check's rules when that run is first compiled; two nodes of one run
+   with different configs fail that run with NPU_ERR_CONFLICT naming both.  Only these options
+   may be set per graph: graph_run_mode (is_train_graph: 1 training, 0 inference),
+   dynamic_input, dynamic_graph_execute_mode, dynamic_inputs_shape_range,
+   graph_compiler_cache_dir, accelerate_train_mode; another is NPU_ERR_OPTION naming it.  They
+   are kept as node attributes "_is_train_graph" (bool) and "_graph_<option>", which
+   npu_graph_export_graphdef writes and the importer reads back.  Sessions over g recompile
+   after a change.  Errors: NPU_ERR_ARG (no such node), NPU_ERR_OPTION, NPU_ERR_NOMEM (g
+   unchanged).  overlay is only read. */
+NPU_API npu_status npu_graph_set_exec_config(npu_graph *g, int node, const npu_options *overlay);
+/* A new set of options (owned by the caller) holding node's graph-level options, or *out NULL
+   when it carries none.  Errors: NPU_ERR_ARG, NPU_ERR_NOMEM. */
+NPU_API npu_status npu_graph_get_exec_config(const npu_graph *g, int node, npu_options **out);
+
+/* keep_tensors_dtypes (002 §7.2): the node producing `value` keeps the dtypes of the graph
+   under every precision mode (it computes as under must_keep_origin_dtype; gray-list ops fed
+   by it in the mixed modes stay float32 too, as after a block-list op).  Mark before the first
+   run: a plan a session compiled earlier keeps its dtypes.  Marking twice is harmless.
+   Errors: NPU_ERR_ARG (NULL graph, value not in g). */
+NPU_API npu_status npu_graph_keep_dtype(npu_graph *g, int value);
+/* 1 when the node was marked by npu_graph_keep_dtype, 0 otherwise (or no such node). */
+NPU_API int npu_graph_keeps_dtype(const npu_graph *g, int node);
 
 NPU_API int npu_graph_n_nodes(const npu_graph *g);
 NPU_API int npu_graph_n_values(const npu_graph *g);
@@ -563,9 +593,41 @@ NPU_API int npu_session_n_plans(const npu_session *s);
 NPU_API npu_status npu_session_set_progress(npu_session *s, double now, double total);
 /* 1 while accelerate_train_mode runs the session in reduced precision. */
 NPU_API int npu_session_reduced_precision(const npu_session *s);
-/* The plan the last run used: steps run per call and nodes folded to constants at compile
-   time.  NPU_ERR_STATE when nothing has run yet. */
+/* The plan the last run (or explain) used: steps run per call and nodes folded to constants
+   at compile time.  NPU_ERR_STATE when nothing has run yet. */
 NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int *n_folded);
+/* Describes the plan npu_session_run would execute for this signature (same arguments, less
+   fetch_out), without running it: the cached plan, or one compiled and cached now exactly as a
+   run would.  *json_out receives JSON text owned by the caller, freed with npu_free on the
+   session's context; NULL on failure (the errors of npu_session_run's compilation, plus
+   NPU_ERR_STATE on a closed session and NPU_ERR_NOMEM).  Layout:
+     {"precision_mode": "force_fp16", "reference": false, "n_steps": 3, "folded": 1,
+      "iterations": 1, "feeds": [V...], "fetches": [V...],
+      "steps": [{"op": "matmul", "node": "MatMul", "pass": null or "...FusionPass",
+                 "absorbed": ["node", ...], "inputs": [V...], "outputs": [V...],
+                 "round_in": null or "float16", "round_out": ..., "scratch_bytes": 0,
+                 "impl": "high_precision" or "high_performance"}, ...],
+      "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
+                 "planned_values": n, "planned_bytes": n, "live_peak_bytes": n, "own_bytes": n,
+                 "fetched_bytes": n, "constant_bytes": n, "variable_bytes": n,
+                 "scratch_bytes": n, "round_bytes": n, "buffers_in_arena": true,
+                 "total_bytes": n}}
+   where V = {"name": "MatMul:0", "dtype": "float32", "shape": [2, 3], "bytes": 24,
+              "memory": "arena" | "own" | "feed" | "constant" | "variable" | "alias" |
+                        "iterator" | "none", "offset": n (arena only)}.
+   memory: the arena holds the planned values (kernel outputs nothing keeps past the run) and,
+   with buffers_in_arena, the steps' scratch and float32 widening buffers, each live only
+   during its step; planned_bytes is what those values take without planning, live_peak_bytes
+   the most bytes live at one step (no arena can be smaller); own_bytes are kernel outputs with
+   buffers of their own (fetched, or OP_NO_REUSE_MEM); total_bytes = arena + own + the
+   constants the steps read + scratch and widening buffers when not in the arena.
+   arena_shared: static_memory_policy 2/4, the arena is the session's (arena_bytes is this
+   plan's need).  NPU_MEMORY_PLAN=0 turns planning off (planning false, arena 0).
+   Passes may add fields; none is removed.  Same thread rules as npu_session_run. */
+NPU_API npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_values,
+                                       npu_tensor *const *feed_tensors, int n_fetches,
+                                       const int *fetch_values, int n_targets,
+                                       const int *target_nodes, char **json_out);
 
 #ifdef __cplusplus
 }

@@ -7,14 +7,16 @@
  * names, attributes, and for Const nodes the value as an npu_tensor), all of it in an arena
  * freed at the end.  Then:
  *   1. every op type is checked against the op table (npuX_find_tf) plus the alias table
- *      below; all unsupported types are reported in ONE error, each with a node using it;
+ *      below (other versions of an op, converter ops); all unsupported types are reported in
+ *      ONE error, each with a node using it;
  *   2. nodes are sorted topologically (a GraphDef's order is arbitrary; ours must list inputs
  *      first), "^name" inputs being control dependencies and "name:i" output i;
- *   3. each node becomes one npu node, or several for converter-fused ops (_FusedConv2D,
- *      FusedDepthwiseConv2dNative, _FusedMatMul: the conv/matmul then each of fused_ops in
- *      order), the last one carrying the TensorFlow name so "name:0" still finds the result;
- *      inputs TensorFlow passes as trailing constants (op table .tf_const_inputs) become
- *      attributes;
+ *   3. each node becomes one npu node, or several where the alias table names a converter:
+ *      converter-fused ops (_FusedConv2D, FusedDepthwiseConv2dNative, _FusedMatMul: the
+ *      conv/matmul then each of fused_ops in order), NonMaxSuppressionV5 (its scores output),
+ *      ResizeBilinear of a non-float32 image (a cast first); the last node carries the
+ *      TensorFlow name so "name:i" still finds the result; inputs TensorFlow passes as
+ *      constants (op table .tf_const_inputs, the single list of them) become attributes;
  *   4. the signature (TensorFlow.js: userDefinedMetadata.signature, else signature; .pb: the
  *      Placeholders and the unconsumed outputs) becomes an npu_model_info.
  *
@@ -31,6 +33,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/half.h"
+#include "compile/exec_config.h"
 #include "io/graphdef.h"
 #include "io/protobuf.h"
 
@@ -78,23 +81,6 @@ const char *npuI_tf_dtype_name(int tf_dtype, char buf[16]) {
     if (tf_types[i].tf == tf_dtype) return tf_types[i].name;
   snprintf(buf, 16, "DT_<%d>", tf_dtype);
   return buf;
-}
-
-/* Until every op file declares .tf_const_inputs, the ops known to take them.  An op's own
-   field always wins. */
-static const struct {
-  const char *op, *names;
-} const_inputs_fallback[] = {
-    {"reshape", "shape"},        {"concat", "axis"},       {"reduce_sum", "axis"},
-    {"reduce_mean", "axis"},     {"reduce_max", "axis"},   {"pad", "paddings,constant_values"},
-    {"transpose", "perm"},       {"slice", "begin,size"},  {"argmax", "axis"},
-};
-
-const char *npuI_tf_const_inputs(const npu_op_def *def) {
-  if (def->tf_const_inputs) return def->tf_const_inputs;
-  for (size_t i = 0; i < npu_countof(const_inputs_fallback); i++)
-    if (strcmp(const_inputs_fallback[i].op, def->name) == 0) return const_inputs_fallback[i].names;
-  return NULL;
 }
 
 const char *npuI_list_item(const char *list, int i, char *buf, size_t size) {
@@ -336,8 +322,8 @@ static npu_status build_tensor(importer *im, const char *node, int tf_dtype, con
                                const uint8_t *content, size_t content_len, const tf_vals *vals,
                                npu_tensor **out) {
   *out = NULL;
-  npu_dtype dt;
-  int64_t numel;
+  npu_dtype dt = NPU_DTYPE_F32;
+  int64_t numel = 0;
   npu_status st = check_dtype(im, node, "constant dtype", tf_dtype, &dt);
   if (!st) st = shape_numel(im, node, shape, &numel);
   if (st) return st;
@@ -1135,7 +1121,12 @@ static npu_status decode_weight(importer *im, const weight_group *wg, size_t *of
   /* the Const's declared dtype and shape must agree with the manifest */
   const tf_attr *va = node_attr(node, "value"), *da = node_attr(node, "dtype");
   npu_dtype dt = weight_dtypes[di].dtype;
-  if (da && da->kind == TA_TYPE && npuI_tf_to_dtype((int)da->i) != (int)dt) {
+  /* TensorFlow.js has no 64-bit dtypes: its converter stores a DT_DOUBLE Const as float32 and
+     a DT_INT64 one as int32, and TensorFlow.js computes with those; so do we. */
+  bool narrowed = da && da->kind == TA_TYPE &&
+                  ((da->i == NPUI_TF_DOUBLE && dt == NPU_DTYPE_F32) ||
+                   (da->i == NPUI_TF_INT64 && dt == NPU_DTYPE_I32));
+  if (da && da->kind == TA_TYPE && !narrowed && npuI_tf_to_dtype((int)da->i) != (int)dt) {
     char tb[16];
     return npuC_error(im->ctx, NPU_ERR_FORMAT,
                       "%s: weight '%s' is %s but its Const node declares %s", im->source, name,
@@ -1192,31 +1183,50 @@ static npu_status load_weights(importer *im, const cJSON *manifest, const char *
 
 /* ---- op mapping ------------------------------------------------------------------------ */
 
-/* TensorFlow types that are not an op's .tf_type: other versions of the same op, converter
-   ops, and the converter-fused ops (expanded into the base op and their fused_ops). */
+/* How a TensorFlow node becomes ours when it is not one node of one op (convert_node): the
+   node, its data inputs' values and its converted attributes (room for 4 more). */
+typedef npu_status (*convert_fn)(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                 int n_data, npu_attr *attrs, int n_attrs);
+static npu_status convert_fused(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                int n_data, npu_attr *attrs, int n_attrs);
+static npu_status convert_nms(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                              int n_data, npu_attr *attrs, int n_attrs);
+static npu_status convert_resize(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                 int n_data, npu_attr *attrs, int n_attrs);
+
+/* TensorFlow types that are not an op's .tf_type (other versions of the same op, converter
+   ops) or that need more than one node.  Everything else is the op table's .tf_type: an
+   entry here never repeats one. */
 static const struct {
   const char *tf, *op;
-  bool fused;
+  convert_fn convert; /* NULL: one node of op, const inputs as attributes */
 } aliases[] = {
-    {"AddV2", "add", false},           {"BiasAddV1", "bias_add", false},
-    {"Div", "div", false},             {"StopGradient", "identity", false},
-    {"Snapshot", "identity", false},   {"PreventGradient", "identity", false},
-    {"PadV2", "pad", false},           {"MirrorPad", "pad", false},
-    {"Prelu", "prelu", false},         {"LeakyRelu", "leaky_relu", false},
-    {"Elu", "elu", false},
-    {"_FusedConv2D", "conv2d", true},  {"FusedDepthwiseConv2dNative", "depthwise_conv2d", true},
-    {"_FusedDepthwiseConv2dNative", "depthwise_conv2d", true},
-    {"_FusedMatMul", "matmul", true},
+    {"AddV2", "add", NULL},
+    {"BiasAddV1", "bias_add", NULL},
+    {"Div", "div", NULL},
+    {"Snapshot", "identity", NULL},
+    {"PreventGradient", "identity", NULL},
+    {"PadV2", "pad", NULL},      /* constant_values: the op's second const input */
+    {"MirrorPad", "pad", NULL},  /* mode REFLECT / SYMMETRIC: an attribute of both */
+    {"Inv", "reciprocal", NULL}, /* the old name of Reciprocal */
+    {"BatchMatMul", "batch_matmul", NULL},   /* V1: no broadcasting, a special case of V2 */
+    {"BatchMatMulV3", "batch_matmul", NULL}, /* V3: Ta, Tb, Tout; one dtype here */
+    {"NonMaxSuppressionV4", "non_max_suppression", convert_nms},
+    {"NonMaxSuppressionV5", "non_max_suppression", convert_nms},
+    {"ResizeBilinear", "resize_bilinear", convert_resize},
+    {"_FusedConv2D", "conv2d", convert_fused},
+    {"FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},
+    {"_FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},
+    {"_FusedMatMul", "matmul", convert_fused},
 };
 
-/* Our op id for a TensorFlow type, or -1. */
-static int map_op(const char *tf_type, bool *fused) {
-  *fused = false;
+/* Our op id for a TensorFlow type (-1: none) and its converter (NULL: one plain node). */
+static int map_op(const char *tf_type, convert_fn *convert) {
+  *convert = NULL;
   for (size_t i = 0; i < npu_countof(aliases); i++)
     if (strcmp(aliases[i].tf, tf_type) == 0) {
-      *fused = aliases[i].fused;
-      int id = npuX_find(aliases[i].op);
-      if (id >= 0 || aliases[i].fused) return id;
+      *convert = aliases[i].convert;
+      return npuX_find(aliases[i].op);
     }
   return npuX_find_tf(tf_type);
 }
@@ -1228,9 +1238,9 @@ static int fused_step(const char *tf_type, int *n_args) {
       strcmp(tf_type, "AddV2") == 0 || strcmp(tf_type, "Prelu") == 0)
     *n_args = 1;
   if (strcmp(tf_type, "FusedBatchNorm") == 0) return -1;
-  bool fused;
-  int id = map_op(tf_type, &fused);
-  return fused ? -1 : id;
+  convert_fn convert;
+  int id = map_op(tf_type, &convert);
+  return convert ? -1 : id; /* a fused step is one plain node */
 }
 
 static const tf_attr *fused_ops_of(const tf_node *n) {
@@ -1246,11 +1256,11 @@ static npu_status check_supported(importer *im) {
   int n_bad = 0, n_more = 0;
   for (int k = 0; k < im->n_nodes; k++) {
     const tf_node *n = &im->nodes[k];
-    bool fused;
+    convert_fn convert;
     const char *types[65], *in = NULL;
     int n_types = 0;
-    if (map_op(n->op, &fused) < 0) types[n_types++] = n->op;
-    else if (fused) {
+    if (map_op(n->op, &convert) < 0) types[n_types++] = n->op;
+    else if (convert == convert_fused) {
       const tf_attr *f = fused_ops_of(n);
       for (int s = 0; f && s < f->n && n_types < 64; s++) {
         int n_args;
@@ -1363,6 +1373,26 @@ static npu_status sort_nodes(importer *im, int **order_out) {
 
 /* ---- conversion ------------------------------------------------------------------------ */
 
+/* Graph-level options (set_graph_exec_config) the exporter wrote as "_is_train_graph" and
+   "_graph_<option>" attributes go back onto the node (compile/exec_config.c). */
+static npu_status import_exec_config(importer *im, const tf_node *n, int node) {
+  npu_attr cfg[16];
+  int k = 0;
+  for (int i = 0; i < n->n_attrs && k < 16; i++) {
+    const tf_attr *a = &n->attrs[i];
+    if (!npuP_is_exec_config_attr(a->name)) continue;
+    if (a->kind == TA_B) cfg[k++] = (npu_attr){.name = a->name, .type = NPU_ATTR_BOOL, .u.i = a->i};
+    else if (a->kind == TA_S && strlen(a->s) == a->s_len)
+      cfg[k++] = (npu_attr){.name = a->name, .type = NPU_ATTR_STRING, .u.s = a->s};
+    else
+      cfg[k++] = (npu_attr){.name = a->name, .type = NPU_ATTR_INT}; /* refused, named */
+  }
+  npu_status st = k ? npuP_exec_config_import(im->g, node, k, cfg) : NPU_OK;
+  if (st == NPU_ERR_NOMEM) return oom(im);
+  return st ? npuC_error_prefix(im->ctx, NPU_ERR_FORMAT, "%s: node '%s'", im->source, n->name)
+            : NPU_OK;
+}
+
 static npu_status emit(importer *im, tf_node *n, const char *op, const char *name, int n_in,
                        const int *in, int n_attrs, const npu_attr *attrs) {
   int node;
@@ -1371,6 +1401,7 @@ static npu_status emit(importer *im, tf_node *n, const char *op, const char *nam
     if (st == NPU_ERR_NOMEM) return oom(im);
     return npuC_error_prefix(im->ctx, st, "%s: node '%s' (%s)", im->source, n->name, n->op);
   }
+  if ((st = import_exec_config(im, n, node))) return st;
   if (n->first_node < 0) n->first_node = node;
   n->last_node = node;
   return NPU_OK;
@@ -1452,7 +1483,8 @@ static int convert_attr(importer *im, const tf_node *n, const tf_attr *a, npu_at
                         npu_status *st) {
   *st = NPU_OK;
   const char *name = a->name;
-  if (name[0] == '_') return 0; /* _output_shapes, _class, _cloned: bookkeeping */
+  if (name[0] == '_') return 0; /* _output_shapes, _class, _cloned: bookkeeping (the graph-level
+                                   exec config ones are read by import_exec_config) */
   if (strcmp(name, "keep_dims") == 0) name = "keepdims";
   if (strcmp(name, "DstT") == 0) name = "dtype";
   out->name = name;
@@ -1506,59 +1538,48 @@ static npu_status convert_const(importer *im, tf_node *n) {
   return emit(im, n, "const", n->name, 0, NULL, 1, &a);
 }
 
-static npu_status convert_node(importer *im, tf_node *n) {
-  bool fused;
-  int op = map_op(n->op, &fused);
-  const npu_op_def *def = npuX_op(op);
-  if (def->kind == NPUX_KIND_CONST) return convert_const(im, n);
-  npu_status st;
-  /* data inputs */
-  int n_data = 0;
-  while (n_data < n->n_inputs && n->in_index[n_data] >= 0) n_data++;
-  int *in = arena_calloc(&im->ar, (size_t)n_data + 1, sizeof *in);
-  npu_attr *attrs = arena_calloc(&im->ar, (size_t)n->n_attrs + 8, sizeof *attrs);
-  if (!in || !attrs) return oom(im);
-  for (int i = 0; i < n_data; i++)
-    if ((st = input_value(im, n, i, &in[i]))) return st;
-  int n_attrs = 0;
-  for (int i = 0; i < n->n_attrs; i++) {
-    if (fused && fused_only(n->attrs[i].name)) continue;
-    n_attrs += convert_attr(im, n, &n->attrs[i], &attrs[n_attrs], &st);
-    if (st) return st;
-  }
-  if (!fused) {
-    /* constant inputs -> attributes: for a fixed-arity op they follow its min_inputs data
-       inputs in .tf_const_inputs order (Pad: x, paddings); for a variadic op they are the
-       last ones (ConcatV2: values..., axis).  Inputs past the list stay inputs. */
-    const char *names = npuI_tf_const_inputs(def);
-    int n_names = names ? list_count(names) : 0;
-    int first = def->max_inputs >= 0 ? def->min_inputs : n_data - n_names;
-    if (first < def->min_inputs) first = def->min_inputs;
-    if (first > n_data) first = n_data;
-    int n_const = n_data - first < n_names ? n_data - first : n_names;
-    int n_in = first;
-    for (int c = 0; c < n_const; c++) {
-      int k = first + c;
-      char buf[64];
-      const char *attr = npuI_list_item(names, c, buf, sizeof buf);
-      const npu_tensor *t = const_value(im->g, in[k]);
-      if (t) {
-        char *aname = arena_strndup(&im->ar, attr, strlen(attr));
-        if (!aname) return oom(im);
-        if ((st = tensor_attr(im, t, aname, &attrs[n_attrs++]))) return st;
-      } else if (def->max_inputs < 0 || n_in < def->max_inputs) {
-        in[n_in++] = in[k]; /* the op takes it at run time */
-      } else {
-        return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED,
-                          "%s: node '%s' (%s): input %d ('%s', the %s) is not a constant; %s "
-                          "needs it when the graph is built",
-                          im->source, n->name, n->op, k + 1, n->inputs[k], attr, def->name);
-      }
+/* One plain node named `name`: TensorFlow's constant inputs as attributes.  For a
+   fixed-arity op they follow its min_inputs data inputs in .tf_const_inputs order (Pad: x,
+   paddings; Split, whose min_inputs is 0: split_dim, then x); for a variadic op they are the
+   last ones (ConcatV2: values..., axis).  A const input that is not a constant stays an input
+   when the op takes one there; inputs past the list stay inputs. */
+static npu_status emit_plain(importer *im, tf_node *n, const npu_op_def *def, const char *name,
+                             int *in, int n_data, npu_attr *attrs, int n_attrs) {
+  const char *names = def->tf_const_inputs;
+  int n_names = names ? list_count(names) : 0;
+  int first = def->max_inputs >= 0 ? def->min_inputs : n_data - n_names;
+  if (first < def->min_inputs) first = def->min_inputs;
+  if (first > n_data) first = n_data;
+  int n_const = n_data - first < n_names ? n_data - first : n_names;
+  int n_in = first;
+  for (int c = 0; c < n_const; c++) {
+    int k = first + c;
+    char buf[64];
+    const char *attr = npuI_list_item(names, c, buf, sizeof buf);
+    const npu_tensor *t = const_value(im->g, in[k]);
+    if (t) {
+      char *aname = arena_strndup(&im->ar, attr, strlen(attr));
+      if (!aname) return oom(im);
+      npu_status st = tensor_attr(im, t, aname, &attrs[n_attrs++]);
+      if (st) return st;
+    } else if (def->max_inputs < 0 || n_in < def->max_inputs) {
+      in[n_in++] = in[k]; /* the op takes it at run time */
+    } else {
+      return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED,
+                        "%s: node '%s' (%s): input %d ('%s', the %s) is not a constant; %s "
+                        "needs it when the graph is built",
+                        im->source, n->name, n->op, k + 1, n->inputs[k], attr, def->name);
     }
-    for (int k = first + n_const; k < n_data; k++) in[n_in++] = in[k];
-    return emit(im, n, def->name, n->name, n_in, in, n_attrs, attrs);
   }
-  /* converter-fused: the base op on the first two inputs, then each fused op in order */
+  for (int k = first + n_const; k < n_data; k++) in[n_in++] = in[k];
+  return emit(im, n, def->name, name, n_in, in, n_attrs, attrs);
+}
+
+/* Converter-fused (_FusedConv2D, FusedDepthwiseConv2dNative, _FusedMatMul): the base op on
+   the first two inputs, then each of fused_ops in order, the extra inputs consumed in order;
+   the last node carries the TensorFlow name. */
+static npu_status convert_fused(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                int n_data, npu_attr *attrs, int n_attrs) {
   const tf_attr *steps = fused_ops_of(n);
   int n_steps = steps ? steps->n : 0;
   if (n_data < 2)
@@ -1566,7 +1587,8 @@ static npu_status convert_node(importer *im, tf_node *n) {
                       im->source, n->name, n->op, n_data);
   const char *name = n_steps ? fresh_name(im, n->name, def->name) : n->name;
   if (!name) return oom(im);
-  if ((st = emit(im, n, def->name, name, 2, in, n_attrs, attrs))) return st;
+  npu_status st = emit(im, n, def->name, name, 2, in, n_attrs, attrs);
+  if (st) return st;
   int arg = 2;
   for (int s = 0; s < n_steps; s++) {
     int n_args;
@@ -1592,6 +1614,122 @@ static npu_status convert_node(importer *im, tf_node *n) {
                       "%s: node '%s' (%s): %d extra input(s) but fused_ops use %d", im->source,
                       n->name, n->op, n_data - 2, arg - 2);
   return NPU_OK;
+}
+
+/* Removes attribute `name` from attrs; its bool value (false when absent). */
+static bool take_bool_attr(npu_attr *attrs, int *n_attrs, const char *name) {
+  for (int i = 0; i < *n_attrs; i++) {
+    if (strcmp(attrs[i].name, name) != 0) continue;
+    bool v = attrs[i].type == NPU_ATTR_BOOL && attrs[i].u.i;
+    attrs[i] = attrs[--*n_attrs];
+    return v;
+  }
+  return false;
+}
+
+/* NonMaxSuppressionV4 (outputs selected_indices, valid_outputs: ours) and V5 (+ soft_nms_sigma
+   input, which must be 0; outputs selected_indices, selected_scores, valid_outputs).  Our op
+   always pads to max_output_size (op_non_max_suppression.c); TensorFlow pads with 0 when
+   pad_to_max_output_size is set, so pad_value is 0 then.  V5 pads with 0 always, since its
+   scores are scores[selected_indices] (zeroed past valid_outputs, as TensorFlow's padding);
+   the three outputs are gathered by an identity_n carrying the TensorFlow name, so "name:1"
+   is the scores as in TensorFlow. */
+static npu_status convert_nms(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                              int n_data, npu_attr *attrs, int n_attrs) {
+  bool v5 = strcmp(n->op, "NonMaxSuppressionV5") == 0;
+  bool pad = take_bool_attr(attrs, &n_attrs, "pad_to_max_output_size");
+  if (n_data != (v5 ? 6 : 5))
+    return npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: node '%s' (%s) has %d input(s), needs %d",
+                      im->source, n->name, n->op, n_data, v5 ? 6 : 5);
+  if (v5) {
+    const npu_tensor *sigma = const_value(im->g, in[5]);
+    if (!sigma || sigma->numel != 1 || npu_tensor_get(sigma, 0) != 0)
+      return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED,
+                        "%s: node '%s' (%s): soft_nms_sigma (input 6, '%s') must be a constant "
+                        "0: soft non-max suppression is not supported",
+                        im->source, n->name, n->op, n->inputs[5]);
+    n_data = 5;
+  }
+  attrs[n_attrs++] = (npu_attr){.name = "pad_value", .type = NPU_ATTR_INT, .u.i = v5 || pad ? 0 : -1};
+  if (!v5) return emit_plain(im, n, def, n->name, in, n_data, attrs, n_attrs);
+  int scores = in[1];
+  const char *name = fresh_name(im, n->name, def->name);
+  if (!name) return oom(im);
+  npu_status st = emit_plain(im, n, def, name, in, n_data, attrs, n_attrs);
+  if (st) return st;
+  int nms = n->last_node;
+  int idx = npu_graph_output(im->g, nms, 0), count = npu_graph_output(im->g, nms, 1);
+  int64_t m = npu_graph_value_shape(im->g, idx)[0];
+  if (m < 0)
+    return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED,
+                      "%s: node '%s' (%s): max_output_size ('%s') must be a constant",
+                      im->source, n->name, n->op, n->inputs[2]);
+  /* scores[indices] * (iota < count) */
+  npu_tensor *iota;
+  if ((st = npu_tensor_new(im->ctx, NPU_DTYPE_I32, 1, &m, &iota)))
+    return st == NPU_ERR_NOMEM ? oom(im) : st;
+  for (int64_t k = 0; k < m; k++) ((int32_t *)iota->data)[k] = (int32_t)k;
+  static const char *const parts[] = {"gather", "iota", "valid", "mask", "scores"};
+  const char *names[5];
+  for (int i = 0; i < 5; i++)
+    if (!(names[i] = fresh_name(im, n->name, parts[i]))) {
+      npu_tensor_release(iota);
+      return oom(im);
+    }
+  npu_attr a_axis = {.name = "axis", .type = NPU_ATTR_INT, .u.i = 0};
+  npu_attr a_iota = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = iota};
+  npu_attr a_f32 = {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32};
+  int v[3];
+  st = emit(im, n, "gather", names[0], 2, (int[]){scores, idx}, 1, &a_axis);
+  if (!st) v[0] = npu_graph_output(im->g, n->last_node, 0);
+  if (!st) st = emit(im, n, "const", names[1], 0, NULL, 1, &a_iota);
+  npu_tensor_release(iota);
+  if (!st) st = emit(im, n, "less", names[2], 2, (int[]){npu_graph_output(im->g, n->last_node, 0), count}, 0, NULL);
+  if (!st) st = emit(im, n, "cast", names[3], 1, (int[]){npu_graph_output(im->g, n->last_node, 0)}, 1, &a_f32);
+  if (!st) v[1] = npu_graph_output(im->g, n->last_node, 0);
+  if (!st) st = emit(im, n, "mul", names[4], 2, v, 0, NULL);
+  if (st) return st;
+  int outs[3] = {idx, npu_graph_output(im->g, n->last_node, 0), count};
+  return emit(im, n, "identity_n", n->name, 3, outs, 0, NULL);
+}
+
+/* ResizeBilinear: TensorFlow takes integer (and half, double) images and always returns
+   float32; our op computes in float32, so another dtype is cast to float32 first. */
+static npu_status convert_resize(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                 int n_data, npu_attr *attrs, int n_attrs) {
+  if (n_data >= 1 && npu_graph_value_dtype(im->g, in[0]) != NPU_DTYPE_F32) {
+    const char *name = fresh_name(im, n->name, "cast");
+    if (!name) return oom(im);
+    npu_attr a = {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32};
+    npu_status st = emit(im, n, "cast", name, 1, in, 1, &a);
+    if (st) return st;
+    in[0] = npu_graph_output(im->g, n->last_node, 0);
+  }
+  return emit_plain(im, n, def, n->name, in, n_data, attrs, n_attrs);
+}
+
+static npu_status convert_node(importer *im, tf_node *n) {
+  convert_fn convert;
+  int op = map_op(n->op, &convert);
+  const npu_op_def *def = npuX_op(op);
+  if (def->kind == NPUX_KIND_CONST) return convert_const(im, n);
+  npu_status st;
+  /* data inputs */
+  int n_data = 0;
+  while (n_data < n->n_inputs && n->in_index[n_data] >= 0) n_data++;
+  int *in = arena_calloc(&im->ar, (size_t)n_data + 1, sizeof *in);
+  npu_attr *attrs = arena_calloc(&im->ar, (size_t)n->n_attrs + 8, sizeof *attrs);
+  if (!in || !attrs) return oom(im);
+  for (int i = 0; i < n_data; i++)
+    if ((st = input_value(im, n, i, &in[i]))) return st;
+  int n_attrs = 0;
+  for (int i = 0; i < n->n_attrs; i++) {
+    if (convert == convert_fused && fused_only(n->attrs[i].name)) continue;
+    n_attrs += convert_attr(im, n, &n->attrs[i], &attrs[n_attrs], &st);
+    if (st) return st;
+  }
+  if (convert) return convert(im, n, def, in, n_data, attrs, n_attrs);
+  return emit_plain(im, n, def, n->name, in, n_data, attrs, n_attrs);
 }
 
 static npu_status build_graph(importer *im) {
@@ -1650,7 +1788,9 @@ const char *npu_model_info_signature_source(const npu_model_info *info) {
   return info ? info->signature_source : NULL;
 }
 
-/* Fills entry e from the graph's value for tensor name. */
+/* Fills entry e from the graph's value for tensor name.  A name without ":i" (signatures
+   have some: "global_pooling/Mean") is output 0, and the entry says so ("...:0"), since a
+   fetch without an index would ask for the operation, not its value. */
 static npu_status set_io(importer *im, npu_model_io *e, const char *key, const char *name,
                          const char *what) {
   int v;
@@ -1658,8 +1798,13 @@ static npu_status set_io(importer *im, npu_model_io *e, const char *key, const c
     return npuC_error(im->ctx, NPU_ERR_FORMAT,
                       "%s: signature %s '%s' names tensor '%s', which the graph does not have",
                       im->source, what, key, name);
+  const char *colon = strrchr(name, ':');
+  bool indexed = colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1);
   e->key = npuC_strdup(im->ctx, key);
-  e->name = npuC_strdup(im->ctx, name);
+  size_t len = strlen(name);
+  char *full = npuC_alloc(im->ctx, len + 3);
+  if (full) snprintf(full, len + 3, "%s%s", name, indexed ? "" : ":0");
+  e->name = full;
   if (!e->key || !e->name) return oom(im);
   e->dtype = npu_graph_value_dtype(im->g, v);
   e->ndim = npu_graph_value_ndim(im->g, v);
@@ -1679,59 +1824,54 @@ static npu_status build_info(importer *im, const cJSON *signature, const char *s
   info->ctx = npu_context_retain(im->ctx);
   info->format = signature || source ? "tfjs" : "graphdef";
   info->signature_source = signature ? source : "graph";
+  /* each side from the signature when it lists some (faceres-deep's lists outputs only),
+     else from the graph: the Placeholders, the outputs nothing consumes */
   const cJSON *ins = signature ? cJSON_GetObjectItemCaseSensitive(signature, "inputs") : NULL;
   const cJSON *outs = signature ? cJSON_GetObjectItemCaseSensitive(signature, "outputs") : NULL;
-  int n_in = 0, n_out = 0;
-  if (ins || outs) {
-    n_in = cJSON_GetArraySize(ins);
-    n_out = cJSON_GetArraySize(outs);
-  } else {
-    for (int k = 0; k < im->n_nodes; k++) {
-      const tf_node *n = &im->nodes[k];
-      if (strcmp(n->op, "Placeholder") == 0) n_in++;
-      else if (!n->consumed && is_sink_candidate(n))
-        n_out += npu_graph_n_outputs(im->g, n->last_node);
-    }
+  if (cJSON_GetArraySize(ins) == 0) ins = NULL;
+  if (cJSON_GetArraySize(outs) == 0) outs = NULL;
+  if (!ins && !outs) info->signature_source = "graph";
+  int n_in = cJSON_GetArraySize(ins), n_out = cJSON_GetArraySize(outs);
+  for (int k = 0; k < im->n_nodes; k++) {
+    const tf_node *n = &im->nodes[k];
+    if (strcmp(n->op, "Placeholder") == 0) n_in += !ins;
+    else if (!n->consumed && is_sink_candidate(n) && !outs)
+      n_out += npu_graph_n_outputs(im->g, n->last_node);
   }
   npu_status st = NPU_OK;
   info->io = npuC_calloc(im->ctx, (size_t)(n_in + n_out) + 1, sizeof *info->io);
   if (!info->io) st = oom(im);
   else info->n_io = n_in + n_out + 1;
-  if (!st && (ins || outs)) {
-    const cJSON *lists[2] = {ins, outs}, *e;
-    for (int l = 0; l < 2 && !st; l++) {
-      cJSON_ArrayForEach(e, lists[l]) {
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
-        const char *what = l ? "output" : "input";
-        if (!cJSON_IsString(nm)) {
-          st = npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: signature %s '%s' has no tensor name",
-                          im->source, what, e->string ? e->string : "?");
-          break;
-        }
-        int idx = l ? info->n_inputs + info->n_outputs : info->n_inputs;
-        if ((st = set_io(im, &info->io[idx], e->string ? e->string : nm->valuestring,
-                         nm->valuestring, what)))
-          break;
-        if (l) info->n_outputs++;
-        else info->n_inputs++;
+  /* inputs first, then outputs: the entries are in that order */
+  char name[1100];
+  const cJSON *lists[2] = {ins, outs}, *e;
+  for (int l = 0; l < 2 && !st; l++) {
+    const char *what = l ? "output" : "input";
+    cJSON_ArrayForEach(e, lists[l]) { /* the signature's */
+      const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
+      if (!cJSON_IsString(nm)) {
+        st = npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: signature %s '%s' has no tensor name",
+                        im->source, what, e->string ? e->string : "?");
+        break;
       }
+      int idx = info->n_inputs + info->n_outputs;
+      if ((st = set_io(im, &info->io[idx], e->string ? e->string : nm->valuestring,
+                       nm->valuestring, what)))
+        break;
+      if (l) info->n_outputs++;
+      else info->n_inputs++;
     }
-  } else if (!st) {
-    char name[1100];
-    for (int k = 0; k < im->n_nodes && !st; k++) {
+    for (int k = 0; k < im->n_nodes && !st && !lists[l]; k++) { /* the graph's */
       const tf_node *n = &im->nodes[k];
-      if (strcmp(n->op, "Placeholder") != 0) continue;
-      snprintf(name, sizeof name, "%.1000s:0", n->name);
-      if (!(st = set_io(im, &info->io[info->n_inputs], n->name, name, "input"))) info->n_inputs++;
-    }
-    for (int k = 0; k < im->n_nodes && !st; k++) {
-      const tf_node *n = &im->nodes[k];
-      if (n->consumed || !is_sink_candidate(n)) continue;
-      int m = npu_graph_n_outputs(im->g, n->last_node);
+      bool placeholder = strcmp(n->op, "Placeholder") == 0;
+      if (l ? n->consumed || !is_sink_candidate(n) : !placeholder) continue;
+      int m = l ? npu_graph_n_outputs(im->g, n->last_node) : 1;
       for (int i = 0; i < m && !st; i++) {
         snprintf(name, sizeof name, "%.1000s:%d", n->name, i);
-        npu_model_io *e = &info->io[info->n_inputs + info->n_outputs];
-        if (!(st = set_io(im, e, m == 1 ? n->name : name, name, "output"))) info->n_outputs++;
+        npu_model_io *entry = &info->io[info->n_inputs + info->n_outputs];
+        if ((st = set_io(im, entry, m == 1 ? n->name : name, name, what))) break;
+        if (l) info->n_outputs++;
+        else info->n_inputs++;
       }
     }
   }

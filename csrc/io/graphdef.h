@@ -1,7 +1,7 @@
 /*
  * graphdef.h — what the GraphDef importer (graphdef.c) and exporter (graphdef_export.c)
- * share: TensorFlow's DataType enum against ours, and the op table's list of attributes that
- * TensorFlow passes as trailing constant inputs.
+ * share: TensorFlow's DataType enum against ours, and reading the op table's lists of the
+ * attributes that TensorFlow passes as constant inputs (.tf_const_inputs).
  */
 #ifndef NPU_IO_GRAPHDEF_H
 #define NPU_IO_GRAPHDEF_H
@@ -23,9 +23,6 @@ int npuI_tf_dtype_from_name(const char *name);
 /* "DT_FLOAT" for messages; "DT_<n>" for values without a name (buf of 16 bytes). */
 const char *npuI_tf_dtype_name(int tf_dtype, char buf[16]);
 
-/* The attribute names op `def` receives as trailing constant inputs in TensorFlow (its
-   .tf_const_inputs); NULL when none. */
-const char *npuI_tf_const_inputs(const npu_op_def *def);
 /* The i-th comma-separated entry of list (copied into buf), or NULL past the end. */
 const char *npuI_list_item(const char *list, int i, char *buf, size_t size);
 

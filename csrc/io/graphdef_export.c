@@ -1,17 +1,35 @@
 /*
  * graphdef_export.c — an npu_graph out as a binary GraphDef (.pb), the inverse of the
- * importer (graphdef.c): each node is a NodeDef of its op's TensorFlow type; attributes the op
- * table lists in .tf_const_inputs go back to being trailing Const inputs (named
- * "<node>/<attribute>"); constants are TensorProtos with tensor_content; "T" (the dtype of
- * input 0) is added because TensorFlow requires it.  Node order is ours, already topological.
+ * importer (graphdef.c), written so that TensorFlow reads it and the bytes of a node are those
+ * TensorFlow writes for the same node (its Python op wrappers, then deterministic
+ * serialization):
+ *   - each node is a NodeDef (name, op, inputs, attrs) of its op's TensorFlow type; pad picks
+ *     Pad, PadV2 (constant_values) or MirrorPad (mode);
+ *   - the attributes the op table lists in .tf_const_inputs go back to being Const inputs,
+ *     named "<node>/<TensorFlow input name>", placed where TensorFlow expects them: after the
+ *     data inputs, or before them for the ops flagged .tf_const_inputs_first (Split's
+ *     split_dim, Fill's dims and value, Conv2DBackpropInput's input_sizes); those given to our
+ *     node as inputs stay inputs in the same slots; those left at their defaults are written
+ *     with the default's value (a reduction over every axis, Split along axis 0, ...), since
+ *     TensorFlow has no optional inputs;
+ *   - attributes TensorFlow requires or its wrappers always write (T, N, index types, window
+ *     attributes as {1, h, w, 1}, data_format, ...) are added from the tables below; ours that
+ *     TensorFlow does not have are left out; a NodeDef's attrs are written sorted by name (a
+ *     protobuf map serialized deterministically);
+ *   - constants are TensorProtos as TensorFlow makes them: one element in the typed value
+ *     field (float_val, int_val, ...), more in tensor_content; the shape always present.
+ * Node order is ours, already topological.
  *
  * Invariants: the graph is only read; the output is written in full or not at all (a failed
  * write removes the file); every message names the node or the file.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "io/graphdef.h"
 #include "io/protobuf.h"
 
@@ -20,7 +38,209 @@ enum { GRAPH_NODE = 1 };
 enum { NODE_NAME = 1, NODE_OP = 2, NODE_INPUT = 3, NODE_ATTR = 5 };
 enum { ATTR_LIST = 1, ATTR_S = 2, ATTR_I = 3, ATTR_F = 4, ATTR_B = 5, ATTR_TYPE = 6,
        ATTR_SHAPE = 7, ATTR_TENSOR = 8 };
-enum { TENSOR_DTYPE = 1, TENSOR_SHAPE = 2, TENSOR_CONTENT = 4 };
+enum { TENSOR_DTYPE = 1, TENSOR_SHAPE = 2, TENSOR_CONTENT = 4, TENSOR_FLOAT_VAL = 5,
+       TENSOR_DOUBLE_VAL = 6, TENSOR_INT_VAL = 7, TENSOR_INT64_VAL = 10, TENSOR_BOOL_VAL = 11,
+       TENSOR_HALF_VAL = 13 };
+
+#define MAX_OPERANDS 8
+
+/* ---- per-op rules: what TensorFlow's OpDefs say that our nodes do not ------------------ */
+
+/* Where a dtype comes from: the node's first or second data input, its output 0, the dtype
+   its operand 0 or 1 has. */
+typedef enum { SRC_DATA0, SRC_DATA1, SRC_OUT0, SRC_OPERAND0, SRC_OPERAND1 } dtype_source;
+
+/* Operands (our attributes that are TensorFlow inputs) that need more than the defaults: an
+   int32 (int64 when a value needs it) Const named after the attribute, given only when set. */
+typedef enum { DEF_NONE = 0, DEF_SCALAR, DEF_ALL_AXES, DEF_REVERSE_AXES, DEF_ONES_LIKE_BEGIN } operand_default;
+typedef enum { OPD_INDEX = 0, OPD_VALUE, OPD_FLOAT32 } operand_kind;
+
+static const struct operand_rule {
+  const char *op, *attr;
+  const char *tf_arg;   /* TensorFlow's name of the input (names the Const); NULL: attr */
+  operand_kind kind;    /* INDEX: int32/int64; VALUE: the node's value dtype (`src`) */
+  dtype_source src;
+  operand_default def;  /* what an absent attribute means */
+  double value;         /* DEF_SCALAR */
+} operand_rules[] = {
+    {"split", "axis", "split_dim", OPD_INDEX, 0, DEF_SCALAR, 0},
+    {"split_v", "axis", "split_dim", OPD_INDEX, 0, DEF_NONE, 0},
+    {"fill", "value", NULL, OPD_VALUE, SRC_OUT0, DEF_NONE, 0},
+    {"pad", "constant_values", NULL, OPD_VALUE, SRC_DATA0, DEF_SCALAR, 0},
+    {"reduce_sum", "axis", "reduction_indices", OPD_INDEX, 0, DEF_ALL_AXES, 0},
+    {"reduce_mean", "axis", "reduction_indices", OPD_INDEX, 0, DEF_ALL_AXES, 0},
+    {"reduce_max", "axis", "reduction_indices", OPD_INDEX, 0, DEF_ALL_AXES, 0},
+    {"reduce_min", "axis", "reduction_indices", OPD_INDEX, 0, DEF_ALL_AXES, 0},
+    {"reduce_prod", "axis", "reduction_indices", OPD_INDEX, 0, DEF_ALL_AXES, 0},
+    {"reduce_all", "axis", "reduction_indices", OPD_INDEX, 0, DEF_ALL_AXES, 0},
+    {"reduce_any", "axis", "reduction_indices", OPD_INDEX, 0, DEF_ALL_AXES, 0},
+    {"transpose", "perm", NULL, OPD_INDEX, 0, DEF_REVERSE_AXES, 0},
+    {"argmax", "axis", "dimension", OPD_INDEX, 0, DEF_SCALAR, 0},
+    {"argmin", "axis", "dimension", OPD_INDEX, 0, DEF_SCALAR, 0},
+    {"expand_dims", "axis", "dim", OPD_INDEX, 0, DEF_NONE, 0},
+    {"gather", "axis", NULL, OPD_INDEX, 0, DEF_SCALAR, 0},
+    {"strided_slice", "strides", NULL, OPD_INDEX, 0, DEF_ONES_LIKE_BEGIN, 0},
+    {"one_hot", "on_value", NULL, OPD_VALUE, SRC_OUT0, DEF_SCALAR, 1},
+    {"one_hot", "off_value", NULL, OPD_VALUE, SRC_OUT0, DEF_SCALAR, 0},
+    {"non_max_suppression", "iou_threshold", NULL, OPD_FLOAT32, 0, DEF_SCALAR, 0.5},
+    {"non_max_suppression", "score_threshold", NULL, OPD_FLOAT32, 0, DEF_SCALAR, -INFINITY},
+};
+
+static const struct operand_rule *operand_rule(const char *op, const char *attr) {
+  for (size_t i = 0; i < npu_countof(operand_rules); i++)
+    if (strcmp(operand_rules[i].op, op) == 0 && strcmp(operand_rules[i].attr, attr) == 0)
+      return &operand_rules[i];
+  return NULL;
+}
+
+/* Attributes by TensorFlow type: those its OpDef has that ours lack (written with the value
+   given, or the dtype from `src`), and ours it does not have (OMIT). */
+typedef enum { RULE_STRING, RULE_INT, RULE_BOOL, RULE_INTS, RULE_DTYPE, RULE_N_OUTPUTS, RULE_OMIT } rule_kind;
+
+static const int64_t ones4[4] = {1, 1, 1, 1};
+
+static const struct attr_rule {
+  const char *tf, *attr;
+  rule_kind kind;
+  const char *s;         /* STRING */
+  int64_t i;             /* INT, BOOL */
+  const int64_t *ints;   /* INTS (n entries) */
+  int n;
+  dtype_source src;      /* DTYPE */
+} attr_rules[] = {
+#define CONV_DEFAULTS(tf)                                                                      \
+  {tf, "strides", RULE_INTS, NULL, 0, ones4, 4, 0},                                            \
+  {tf, "data_format", RULE_STRING, "NHWC", 0, NULL, 0, 0},                                     \
+  {tf, "dilations", RULE_INTS, NULL, 0, ones4, 4, 0},                                          \
+  {tf, "explicit_paddings", RULE_INTS, NULL, 0, NULL, 0, 0}
+    CONV_DEFAULTS("Conv2D"), {"Conv2D", "use_cudnn_on_gpu", RULE_BOOL, NULL, 1, NULL, 0, 0},
+    CONV_DEFAULTS("Conv2DBackpropInput"),
+    {"Conv2DBackpropInput", "use_cudnn_on_gpu", RULE_BOOL, NULL, 1, NULL, 0, 0},
+    CONV_DEFAULTS("DepthwiseConv2dNative"),
+#undef CONV_DEFAULTS
+    {"MaxPool", "strides", RULE_INTS, NULL, 0, ones4, 4, 0},
+    {"MaxPool", "data_format", RULE_STRING, "NHWC", 0, NULL, 0, 0},
+    {"MaxPool", "explicit_paddings", RULE_INTS, NULL, 0, NULL, 0, 0},
+    {"AvgPool", "strides", RULE_INTS, NULL, 0, ones4, 4, 0},
+    {"AvgPool", "data_format", RULE_STRING, "NHWC", 0, NULL, 0, 0},
+    {"MatMul", "transpose_a", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"MatMul", "transpose_b", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"BatchMatMulV2", "adj_x", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"BatchMatMulV2", "adj_y", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"Split", "num_split", RULE_N_OUTPUTS, NULL, 0, NULL, 0, 0},
+    {"SplitV", "num_split", RULE_N_OUTPUTS, NULL, 0, NULL, 0, 0},
+    {"SplitV", "Tlen", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Pack", "axis", RULE_INT, NULL, 0, NULL, 0, 0},
+    {"Unpack", "axis", RULE_INT, NULL, 0, NULL, 0, 0},
+    {"Unpack", "num", RULE_N_OUTPUTS, NULL, 0, NULL, 0, 0},
+    {"Squeeze", "squeeze_dims", RULE_INTS, NULL, 0, NULL, 0, 0},
+    {"BiasAdd", "data_format", RULE_STRING, "NHWC", 0, NULL, 0, 0},
+    {"Fill", "index_type", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Pad", "Tpaddings", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Pad", "mode", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"PadV2", "Tpaddings", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"PadV2", "mode", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"MirrorPad", "Tpaddings", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Reshape", "Tshape", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Transpose", "Tperm", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Tile", "Tmultiples", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"ConcatV2", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"ExpandDims", "Tdim", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Slice", "Index", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"StridedSlice", "Index", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"ArgMax", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"ArgMax", "output_type", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OUT0},
+    {"ArgMin", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"ArgMin", "output_type", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OUT0},
+    {"Sum", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Sum", "keep_dims", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"Mean", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Mean", "keep_dims", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"Max", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Max", "keep_dims", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"Min", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Min", "keep_dims", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"Prod", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"Prod", "keep_dims", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"GatherV2", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"GatherV2", "Tparams", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA0},
+    {"GatherV2", "Tindices", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA1},
+    {"GatherV2", "Taxis", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"GatherV2", "batch_dims", RULE_INT, NULL, 0, NULL, 0, 0},
+    {"GatherNd", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"GatherNd", "Tparams", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA0},
+    {"GatherNd", "Tindices", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA1},
+    {"Select", "T", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA1},
+    {"SelectV2", "T", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA1},
+    {"Cast", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"Cast", "SrcT", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA0},
+    {"Cast", "DstT", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OUT0},
+    {"Cast", "Truncate", RULE_BOOL, NULL, 0, NULL, 0, 0},
+    {"Range", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"Range", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OUT0},
+    {"IdentityN", "N", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"NonMaxSuppressionV4", "pad_value", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"NonMaxSuppressionV4", "T_threshold", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND1},
+    {"Fill", "dtype", RULE_OMIT, NULL, 0, NULL, 0, 0}, /* T says it */
+    {"OneHot", "dtype", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"OneHot", "T", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OUT0},
+    {"OneHot", "TI", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA0},
+    {"Softmax", "axis", RULE_OMIT, NULL, 0, NULL, 0, 0}, /* the last axis only, here as there */
+    {"LogSoftmax", "axis", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"LogicalAnd", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"LogicalOr", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"LogicalNot", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"Const", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"Placeholder", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    {"NoOp", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+};
+
+static const struct attr_rule *attr_rule(const char *tf, const char *attr) {
+  for (size_t i = 0; i < npu_countof(attr_rules); i++)
+    if (strcmp(attr_rules[i].tf, tf) == 0 && strcmp(attr_rules[i].attr, attr) == 0)
+      return &attr_rules[i];
+  return NULL;
+}
+
+/* Our attribute names that TensorFlow spells otherwise. */
+static const char *tf_attr_name(const char *tf, const char *name) {
+  if (strcmp(name, "keepdims") == 0) return "keep_dims";
+  if (strcmp(tf, "Squeeze") == 0 && strcmp(name, "axis") == 0) return "squeeze_dims";
+  if (strcmp(tf, "Cast") == 0 && strcmp(name, "dtype") == 0) return "DstT";
+  return name;
+}
+
+/* Window attributes, which TensorFlow wants as {1, h, w, 1} where we also take {h, w} or h. */
+static bool is_window_attr(const char *tf, const char *name) {
+  static const char *const types[] = {"Conv2D", "DepthwiseConv2dNative", "MaxPool", "AvgPool",
+                                      "Conv2DBackpropInput", "Conv2DBackpropFilter",
+                                      "DepthwiseConv2dNativeBackpropInput",
+                                      "DepthwiseConv2dNativeBackpropFilter", "MaxPoolGrad",
+                                      "AvgPoolGrad"};
+  if (strcmp(name, "strides") != 0 && strcmp(name, "dilations") != 0 &&
+      strcmp(name, "ksize") != 0)
+    return false;
+  for (size_t i = 0; i < npu_countof(types); i++)
+    if (strcmp(types[i], tf) == 0) return true;
+  return false;
+}
+
+/* pad: Pad, PadV2 when constant_values is set and not 0, MirrorPad for REFLECT / SYMMETRIC;
+   *n_operands: how many of pad's operands (paddings, constant_values) the type takes. */
+static const char *pad_type(const npuG_node *node, int *n_operands) {
+  const npuG_attr *mode = npuG_attr_find(node, "mode");
+  const npuG_attr *cv = npuG_attr_find(node, "constant_values");
+  *n_operands = 1;
+  if (mode && mode->type == NPU_ATTR_STRING && strcmp(mode->u.s, "CONSTANT") != 0)
+    return "MirrorPad";
+  if (cv && ((cv->type == NPU_ATTR_FLOAT && cv->u.f != 0) || (cv->type == NPU_ATTR_INT && cv->u.i != 0))) {
+    *n_operands = 2;
+    return "PadV2";
+  }
+  return "Pad";
+}
+
+/* ---- protobuf pieces -------------------------------------------------------------------- */
 
 static void put_shape(npuI_pb_writer *w, uint32_t field, int ndim, const int64_t *dims) {
   size_t m = npuI_pb_begin(w, field);
@@ -33,26 +253,47 @@ static void put_shape(npuI_pb_writer *w, uint32_t field, int ndim, const int64_t
   npuI_pb_end(w, m);
 }
 
-static void put_tensor_proto(npuI_pb_writer *w, uint32_t field, int tf_dtype, int ndim,
-                             const int64_t *dims, const void *data, size_t nbytes) {
+/* A TensorProto as TensorFlow's make_tensor_proto writes one: dtype, shape (always, empty for
+   a scalar), then one element in its typed value field, or several as tensor_content. */
+static void put_tensor_proto(npuI_pb_writer *w, uint32_t field, npu_dtype dtype, int ndim,
+                             const int64_t *dims, const void *data, int64_t numel) {
   size_t m = npuI_pb_begin(w, field);
-  npuI_pb_put_varint(w, TENSOR_DTYPE, (uint64_t)tf_dtype);
+  npuI_pb_put_varint(w, TENSOR_DTYPE, (uint64_t)npuI_dtype_to_tf(dtype));
   put_shape(w, TENSOR_SHAPE, ndim, dims);
-  npuI_pb_put_bytes(w, TENSOR_CONTENT, data, nbytes);
-  npuI_pb_end(w, m);
-}
-
-static size_t begin_attr(npuI_pb_writer *w, const char *name) {
-  size_t m = npuI_pb_begin(w, NODE_ATTR);
-  npuI_pb_put_string(w, 1, name);
-  return m;
-}
-
-static void put_attr_type(npuI_pb_writer *w, const char *name, npu_dtype t) {
-  size_t m = begin_attr(w, name);
-  size_t v = npuI_pb_begin(w, 2);
-  npuI_pb_put_varint(w, ATTR_TYPE, (uint64_t)npuI_dtype_to_tf(t));
-  npuI_pb_end(w, v);
+  if (numel > 1) {
+    npuI_pb_put_bytes(w, TENSOR_CONTENT, data, (size_t)numel * npu_dtype_size(dtype));
+  } else if (numel == 1) {
+    const uint8_t *p = data;
+    size_t v;
+    switch (dtype) {
+    case NPU_DTYPE_F32: v = npuI_pb_begin(w, TENSOR_FLOAT_VAL), npuI_pb_put_raw(w, p, 4); break;
+    case NPU_DTYPE_F64: v = npuI_pb_begin(w, TENSOR_DOUBLE_VAL), npuI_pb_put_raw(w, p, 8); break;
+    case NPU_DTYPE_I64: {
+      int64_t x;
+      memcpy(&x, p, 8);
+      v = npuI_pb_begin(w, TENSOR_INT64_VAL), npuI_pb_put_raw_varint(w, (uint64_t)x);
+      break;
+    }
+    case NPU_DTYPE_F16: case NPU_DTYPE_BF16: {
+      uint16_t x;
+      memcpy(&x, p, 2);
+      v = npuI_pb_begin(w, TENSOR_HALF_VAL), npuI_pb_put_raw_varint(w, x);
+      break;
+    }
+    case NPU_DTYPE_BOOL: v = npuI_pb_begin(w, TENSOR_BOOL_VAL), npuI_pb_put_raw_varint(w, p[0] != 0); break;
+    default: { /* int32, int8, uint8: int_val, sign-extended as protobuf int32 */
+      int64_t x = dtype == NPU_DTYPE_I8 ? (int8_t)p[0] : dtype == NPU_DTYPE_U8 ? p[0] : 0;
+      if (dtype == NPU_DTYPE_I32) {
+        int32_t y;
+        memcpy(&y, p, 4);
+        x = y;
+      }
+      v = npuI_pb_begin(w, TENSOR_INT_VAL), npuI_pb_put_raw_varint(w, (uint64_t)x);
+      break;
+    }
+    }
+    npuI_pb_end(w, v);
+  }
   npuI_pb_end(w, m);
 }
 
@@ -62,137 +303,164 @@ static uint32_t float_bits(float f) {
   return b;
 }
 
-/* One of our attributes as a NodeDef attr entry. */
-static npu_status put_attr(npu_context *ctx, npuI_pb_writer *w, const npuG_node *node,
-                           const npu_op_def *def, const npuG_attr *a) {
-  const char *name = a->name;
-  if (strcmp(name, "keepdims") == 0) name = "keep_dims";
-  if (strcmp(def->tf_type, "Cast") == 0 && strcmp(name, "dtype") == 0) name = "DstT";
-  size_t m = begin_attr(w, name);
+/* One NodeDef attr entry, the value in the public attribute form; INTS as a shape when
+   as_shape, DTYPE values are ours. */
+static void put_attr(npuI_pb_writer *w, const char *name, const npu_attr *a, bool as_shape) {
+  size_t m = npuI_pb_begin(w, NODE_ATTR);
+  npuI_pb_put_string(w, 1, name);
   size_t v = npuI_pb_begin(w, 2);
   switch (a->type) {
   case NPU_ATTR_INT: npuI_pb_put_varint(w, ATTR_I, (uint64_t)a->u.i); break;
   case NPU_ATTR_BOOL: npuI_pb_put_varint(w, ATTR_B, a->u.i != 0); break;
   case NPU_ATTR_FLOAT: npuI_pb_put_fixed32(w, ATTR_F, float_bits((float)a->u.f)); break;
   case NPU_ATTR_STRING: npuI_pb_put_string(w, ATTR_S, a->u.s); break;
-  case NPU_ATTR_DTYPE: npuI_pb_put_varint(w, ATTR_TYPE, (uint64_t)npuI_dtype_to_tf((npu_dtype)a->u.i)); break;
+  case NPU_ATTR_DTYPE:
+    npuI_pb_put_varint(w, ATTR_TYPE, (uint64_t)npuI_dtype_to_tf((npu_dtype)a->u.i));
+    break;
   case NPU_ATTR_INTS:
-    if (def->kind == NPUX_KIND_PLACEHOLDER && strcmp(name, "shape") == 0) {
+    if (as_shape) {
       put_shape(w, ATTR_SHAPE, a->u.ints.n, a->u.ints.v);
     } else {
       size_t l = npuI_pb_begin(w, ATTR_LIST);
-      size_t p = npuI_pb_begin(w, 3);
-      for (int i = 0; i < a->u.ints.n; i++) npuI_pb_put_raw_varint(w, (uint64_t)a->u.ints.v[i]);
-      npuI_pb_end(w, p);
+      if (a->u.ints.n) {
+        size_t p = npuI_pb_begin(w, 3);
+        for (int i = 0; i < a->u.ints.n; i++) npuI_pb_put_raw_varint(w, (uint64_t)a->u.ints.v[i]);
+        npuI_pb_end(w, p);
+      }
       npuI_pb_end(w, l);
     }
     break;
   case NPU_ATTR_FLOATS: {
     size_t l = npuI_pb_begin(w, ATTR_LIST);
-    size_t p = npuI_pb_begin(w, 4);
-    for (int i = 0; i < a->u.floats.n; i++) {
-      uint32_t b = float_bits((float)a->u.floats.v[i]);
-      uint8_t le[4] = {(uint8_t)b, (uint8_t)(b >> 8), (uint8_t)(b >> 16), (uint8_t)(b >> 24)};
-      npuI_pb_put_raw(w, le, 4);
+    if (a->u.floats.n) {
+      size_t p = npuI_pb_begin(w, 4);
+      for (int i = 0; i < a->u.floats.n; i++) {
+        uint32_t b = float_bits((float)a->u.floats.v[i]);
+        uint8_t le[4] = {(uint8_t)b, (uint8_t)(b >> 8), (uint8_t)(b >> 16), (uint8_t)(b >> 24)};
+        npuI_pb_put_raw(w, le, 4);
+      }
+      npuI_pb_end(w, p);
     }
-    npuI_pb_end(w, p);
     npuI_pb_end(w, l);
     break;
   }
   case NPU_ATTR_TENSOR: {
     const npu_tensor *t = a->u.tensor;
-    put_tensor_proto(w, ATTR_TENSOR, npuI_dtype_to_tf(t->dtype), t->ndim, t->shape, t->data,
-                     t->nbytes);
+    put_tensor_proto(w, ATTR_TENSOR, t->dtype, t->ndim, t->shape, t->data, t->numel);
     break;
   }
-  default:
-    return npuC_error(ctx, NPU_ERR_UNSUPPORTED, "node '%s': attribute '%s' has no GraphDef form",
-                      node->name, a->name);
   }
   npuI_pb_end(w, v);
   npuI_pb_end(w, m);
-  return NPU_OK;
 }
 
-static bool in_list(const char *list, const char *name) {
-  char buf[64];
-  for (int i = 0; npuI_list_item(list, i, buf, sizeof buf); i++)
-    if (strcmp(buf, name) == 0) return true;
-  return false;
+/* IdentityN's T: the list of its inputs' dtypes. */
+static void put_type_list(npuI_pb_writer *w, const char *name, const npu_graph *g,
+                          const npuG_node *node) {
+  size_t m = npuI_pb_begin(w, NODE_ATTR);
+  npuI_pb_put_string(w, 1, name);
+  size_t v = npuI_pb_begin(w, 2);
+  size_t l = npuI_pb_begin(w, ATTR_LIST);
+  size_t p = npuI_pb_begin(w, 6);
+  for (int i = 0; i < node->n_inputs; i++)
+    npuI_pb_put_raw_varint(w, (uint64_t)npuI_dtype_to_tf(g->values[node->inputs[i]].dtype));
+  npuI_pb_end(w, p);
+  npuI_pb_end(w, l);
+  npuI_pb_end(w, v);
+  npuI_pb_end(w, m);
 }
 
-/* The value an absent const-input attribute stands for, where TensorFlow still needs the
-   input: a reduction over every axis, a transpose reversing the axes. */
-static int default_const(const npu_graph *g, const npuG_node *node, const npu_op_def *def,
-                         const char *attr, int64_t *v) {
-  int rank = node->n_inputs ? g->values[node->inputs[0]].ndim : -1;
-  if (rank < 0) return -1;
-  if (strcmp(attr, "axis") == 0 && strncmp(def->name, "reduce_", 7) == 0) {
-    for (int i = 0; i < rank; i++) v[i] = i;
-    return rank;
-  }
-  if (strcmp(attr, "perm") == 0) {
-    for (int i = 0; i < rank; i++) v[i] = rank - 1 - i;
-    return rank;
-  }
-  return -1;
-}
+/* ---- operands ----------------------------------------------------------------------------- */
 
-/* Writes the Const node holding attribute `attr` (or its default) of node; its name into
-   name_out.  0 when the attribute is absent with no default (the input is left out). */
-static int put_const_input(npuI_pb_writer *w, const npu_graph *g, const npuG_node *node,
-                           const npu_op_def *def, const char *attr, char *name_out, size_t size) {
+/* One TensorFlow input standing for one of our const-input attributes: a Const this exporter
+   writes (name), or one of the node's inputs (value). */
+typedef struct operand {
+  bool is_input;
+  int value;
+  npu_dtype dtype; /* of the Const */
+  char name[300];
+} operand;
+
+/* Writes the Const for operand `attr` of node (its attribute, or the default rule's value)
+   and fills op; 0 when there is nothing to write (absent with no default), -1 when the
+   attribute has no constant form. */
+static int put_operand_const(npuI_pb_writer *w, const npu_graph *g, const npuG_node *node,
+                             const npu_op_def *def, const char *attr, npu_dtype value_dtype,
+                             operand *op) {
+  const struct operand_rule *rule = operand_rule(def->name, attr);
   const npuG_attr *a = npuG_attr_find(node, attr);
   int64_t ints[2 * NPU_MAX_DIMS];
-  const int64_t *iv = NULL;
-  double fv = 0;
-  int n = 0, tf_dtype = NPUI_TF_INT32;
-  bool scalar = false;
-  if (!a) {
-    n = default_const(g, node, def, attr, ints);
-    if (n < 0) return 0;
-    iv = ints;
-  } else if (a->type == NPU_ATTR_INT || a->type == NPU_ATTR_BOOL) {
-    ints[0] = a->u.i, iv = ints, n = 1, scalar = true;
-  } else if (a->type == NPU_ATTR_FLOAT) {
-    fv = a->u.f, n = 1, scalar = true, tf_dtype = NPUI_TF_FLOAT;
-  } else if (a->type == NPU_ATTR_INTS) {
-    iv = a->u.ints.v, n = a->u.ints.n;
-  } else
+  double f = 0;
+  int n = 0;
+  bool scalar = false, is_float = false;
+  int rank = node->n_inputs ? g->values[node->inputs[0]].ndim : -1;
+  if (a && (a->type == NPU_ATTR_INT || a->type == NPU_ATTR_BOOL)) {
+    ints[0] = a->u.i, f = (double)a->u.i, n = 1, scalar = true;
+  } else if (a && a->type == NPU_ATTR_FLOAT) {
+    f = a->u.f, n = 1, scalar = true, is_float = true;
+  } else if (a && a->type == NPU_ATTR_INTS) {
+    if (a->u.ints.n > (int)npu_countof(ints)) return -1;
+    n = a->u.ints.n;
+    memcpy(ints, a->u.ints.v, (size_t)n * sizeof *ints);
+  } else if (a) {
     return -1;
-  bool wide = false;
-  for (int i = 0; iv && i < n; i++) wide |= iv[i] != (int32_t)iv[i];
-  if (wide) tf_dtype = NPUI_TF_INT64;
-  /* the data: int32/int64 little-endian, or one float */
-  size_t esize = tf_dtype == NPUI_TF_INT64 ? 8 : 4;
-  uint8_t buf[8 * 2 * NPU_MAX_DIMS];
-  if ((size_t)n * esize > sizeof buf) return -1;
-  for (int i = 0; i < n; i++) {
-    if (tf_dtype == NPUI_TF_FLOAT) {
-      float f = (float)fv;
-      memcpy(buf, &f, 4);
-    } else if (wide) {
-      memcpy(buf + 8 * i, &iv[i], 8);
-    } else {
-      int32_t x = (int32_t)iv[i];
-      memcpy(buf + 4 * i, &x, 4);
+  } else if (!rule || rule->def == DEF_NONE) {
+    return 0;
+  } else if (rule->def == DEF_SCALAR) {
+    f = rule->value, ints[0] = (int64_t)rule->value, n = 1, scalar = true;
+    is_float = rule->value != (double)(int64_t)rule->value || isinf(rule->value);
+  } else if (rule->def == DEF_ALL_AXES || rule->def == DEF_REVERSE_AXES) {
+    if (rank < 0) return 0;
+    for (int i = 0; i < rank; i++) ints[i] = rule->def == DEF_ALL_AXES ? i : rank - 1 - i;
+    n = rank;
+  } else { /* DEF_ONES_LIKE_BEGIN */
+    const npuG_attr *begin = npuG_attr_find(node, "begin");
+    if (!begin || begin->type != NPU_ATTR_INTS) return 0;
+    n = begin->u.ints.n;
+    for (int i = 0; i < n; i++) ints[i] = 1;
+  }
+  /* the Const's dtype */
+  npu_dtype dt = NPU_DTYPE_I32;
+  operand_kind kind = rule ? rule->kind : OPD_INDEX;
+  if (kind == OPD_VALUE) dt = value_dtype;
+  else if (kind == OPD_FLOAT32 || is_float) dt = NPU_DTYPE_F32;
+  else
+    for (int i = 0; i < n; i++)
+      if (ints[i] != (int32_t)ints[i]) dt = NPU_DTYPE_I64;
+  uint8_t data[8 * 2 * NPU_MAX_DIMS];
+  if (scalar) {
+    /* one number converted to dt as a cast would */
+    if (is_float || kind != OPD_INDEX) {
+      if (npuK_cast(NULL, 1, NPUK_F64, &f, (npuK_dtype)dt, data)) return -1;
+    } else if (npuK_cast(NULL, 1, NPUK_I64, &ints[0], (npuK_dtype)dt, data)) {
+      return -1;
     }
+  } else if (npuK_cast(NULL, n, NPUK_I64, ints, (npuK_dtype)dt, data)) {
+    return -1;
   }
   int64_t dims[2] = {n, 2};
   int ndim = scalar ? 0 : 1;
-  if (strcmp(attr, "paddings") == 0 && n % 2 == 0) dims[0] = n / 2, ndim = 2;
-  snprintf(name_out, size, "%s/%s", node->name, attr);
-  for (int k = 1; npuG_find_node(g, name_out) >= 0; k++)
-    snprintf(name_out, size, "%s/%s_%d", node->name, attr, k);
+  if (strcmp(attr, "paddings") == 0 || strcmp(attr, "crops") == 0) {
+    if (n % 2) return -1;
+    dims[0] = n / 2, ndim = 2; /* (rank, 2) pairs */
+  }
+  const char *tf_arg = rule && rule->tf_arg ? rule->tf_arg : attr;
+  snprintf(op->name, sizeof op->name, "%.200s/%s", node->name, tf_arg);
+  for (int k = 1; npuG_find_node(g, op->name) >= 0; k++)
+    snprintf(op->name, sizeof op->name, "%.200s/%s_%d", node->name, tf_arg, k);
+  op->is_input = false;
+  op->dtype = dt;
   size_t m = npuI_pb_begin(w, GRAPH_NODE);
-  npuI_pb_put_string(w, NODE_NAME, name_out);
+  npuI_pb_put_string(w, NODE_NAME, op->name);
   npuI_pb_put_string(w, NODE_OP, "Const");
-  size_t am = begin_attr(w, "value");
+  npu_attr da = {.type = NPU_ATTR_DTYPE, .u.i = dt};
+  put_attr(w, "dtype", &da, false);
+  size_t am = npuI_pb_begin(w, NODE_ATTR);
+  npuI_pb_put_string(w, 1, "value");
   size_t v = npuI_pb_begin(w, 2);
-  put_tensor_proto(w, ATTR_TENSOR, tf_dtype, ndim, dims, buf, (size_t)n * esize);
+  put_tensor_proto(w, ATTR_TENSOR, dt, ndim, dims, data, n);
   npuI_pb_end(w, v);
   npuI_pb_end(w, am);
-  put_attr_type(w, "dtype", npuI_tf_to_dtype(tf_dtype));
   npuI_pb_end(w, m);
   return 1;
 }
@@ -206,71 +474,227 @@ static void put_input_name(npuI_pb_writer *w, const npu_graph *g, int value) {
   npuI_pb_put_string(w, NODE_INPUT, buf);
 }
 
-static npu_status serialize(npu_graph *g, npuI_pb_writer *w) {
+static bool in_list(const char *list, const char *name) {
+  char buf[64];
+  for (int i = 0; npuI_list_item(list, i, buf, sizeof buf); i++)
+    if (strcmp(buf, name) == 0) return true;
+  return false;
+}
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+/* An attribute to write: its TensorFlow name and value. */
+typedef struct out_attr {
+  const char *name;
+  npu_attr a;
+  bool as_shape;
+  bool type_list; /* IdentityN's T */
+} out_attr;
+
+static int cmp_attr(const void *a, const void *b) {
+  return strcmp(((const out_attr *)a)->name, ((const out_attr *)b)->name);
+}
+
+static bool has_attr(const out_attr *attrs, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(attrs[i].name, name) == 0) return true;
+  return false;
+}
+
+static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *node) {
   npu_context *ctx = g->ctx;
-  for (int k = 0; k < g->n_nodes; k++) {
-    const npuG_node *node = &g->nodes[k];
-    const npu_op_def *def = npuX_op(node->op);
-    if (def->kind == NPUX_KIND_VARIABLE || def->kind == NPUX_KIND_ASSIGN)
+  const npu_op_def *def = npuX_op(node->op);
+  if (def->kind == NPUX_KIND_VARIABLE || def->kind == NPUX_KIND_ASSIGN)
+    return npuC_error(ctx, NPU_ERR_UNSUPPORTED,
+                      "node '%s' is a %s: export a frozen graph (variables replaced by "
+                      "constants)",
+                      node->name, def->name);
+  const char *tf = def->tf_type;
+  const char *names = def->tf_const_inputs;
+  int n_names = 0;
+  char attr[64];
+  while (npuI_list_item(names, n_names, attr, sizeof attr)) n_names++;
+  if (strcmp(def->name, "pad") == 0) tf = pad_type(node, &n_names);
+  /* non_max_suppression has V4's outputs (indices padded to max_output_size, count); V4 pads
+     with 0 when pad_to_max_output_size is set, and without it has no padding at all, which
+     our default pad_value -1 stands for */
+  int64_t nms_pad = -1;
+  if (strcmp(def->name, "non_max_suppression") == 0) {
+    tf = "NonMaxSuppressionV4";
+    const npuG_attr *pv = npuG_attr_find(node, "pad_value");
+    if (pv && pv->type == NPU_ATTR_INT) nms_pad = pv->u.i;
+    if (nms_pad != 0 && nms_pad != -1)
       return npuC_error(ctx, NPU_ERR_UNSUPPORTED,
-                        "node '%s' is a %s: export a frozen graph (variables replaced by "
-                        "constants)",
-                        node->name, def->name);
-    const char *names = npuI_tf_const_inputs(def);
-    /* const inputs first, so the file reads in order */
-    char const_names[8][300];
-    int n_const = 0;
-    int skip = def->max_inputs >= 0 ? node->n_inputs - def->min_inputs : 0; /* given at run time */
-    char attr[64];
-    for (int i = 0; npuI_list_item(names, i, attr, sizeof attr) && n_const < 8; i++) {
-      if (i < skip) continue;
-      int r = put_const_input(w, g, node, def, attr, const_names[n_const], sizeof const_names[0]);
-      if (r < 0)
-        return npuC_error(ctx, NPU_ERR_UNSUPPORTED,
-                          "node '%s': attribute '%s' cannot be written as a constant input",
-                          node->name, attr);
-      if (r == 0) break;
-      n_const++;
-    }
-    size_t m = npuI_pb_begin(w, GRAPH_NODE);
-    npuI_pb_put_string(w, NODE_NAME, node->name);
-    npuI_pb_put_string(w, NODE_OP, def->tf_type);
-    for (int i = 0; i < node->n_inputs; i++) put_input_name(w, g, node->inputs[i]);
-    for (int i = 0; i < n_const; i++) npuI_pb_put_string(w, NODE_INPUT, const_names[i]);
-    for (int i = 0; i < node->n_controls; i++) {
-      char buf[1100];
-      snprintf(buf, sizeof buf, "^%.1000s", g->nodes[node->controls[i]].name);
-      npuI_pb_put_string(w, NODE_INPUT, buf);
-    }
-    bool has_t = false;
-    for (int i = 0; i < node->n_attrs; i++) {
-      const npuG_attr *a = &node->attrs[i];
-      if (names && in_list(names, a->name)) continue;
-      has_t |= strcmp(a->name, "T") == 0;
-      npu_status st = put_attr(ctx, w, node, def, a);
-      if (st) return st;
-    }
-    if (def->kind == NPUX_KIND_CONST) {
-      const npuG_attr *v = npuG_attr_find(node, "value");
-      if (v && v->type == NPU_ATTR_TENSOR && !npuG_attr_find(node, "dtype"))
-        put_attr_type(w, "dtype", v->u.tensor->dtype);
-    }
-    if (!has_t && node->n_inputs > 0) put_attr_type(w, "T", g->values[node->inputs[0]].dtype);
-    if (strcmp(def->tf_type, "Cast") == 0 && node->n_inputs > 0)
-      put_attr_type(w, "SrcT", g->values[node->inputs[0]].dtype);
-    /* attributes TensorFlow requires and has no default for */
-    if (def->max_inputs < 0 && !npuG_attr_find(node, "N")) {
-      size_t am = begin_attr(w, "N");
-      size_t v = npuI_pb_begin(w, 2);
-      npuI_pb_put_varint(w, ATTR_I, (uint64_t)node->n_inputs);
-      npuI_pb_end(w, v);
-      npuI_pb_end(w, am);
-    }
-    if (strcmp(def->tf_type, "Slice") == 0 && !npuG_attr_find(node, "Index"))
-      put_attr_type(w, "Index", NPU_DTYPE_I32);
-    npuI_pb_end(w, m);
+                        "node '%s': pad_value %lld has no TensorFlow form (0: "
+                        "pad_to_max_output_size, -1: none)",
+                        node->name, (long long)nms_pad);
   }
-  if (w->failed) return npuC_error(ctx, NPU_ERR_NOMEM, "export: out of memory");
+  if (n_names > MAX_OPERANDS)
+    return npuC_error(ctx, NPU_ERR_UNSUPPORTED, "node '%s': %s has more than %d const inputs",
+                      node->name, def->name, MAX_OPERANDS);
+  /* Which of the node's inputs are data and which are operands given at run time: the first
+     ops take (operands..., data), the others (data..., operands) with min_inputs data inputs
+     (variadic ops: all but the operands not given as attributes). */
+  int n_unset = 0; /* operands not given as attributes */
+  for (int i = 0; i < n_names; i++)
+    n_unset += npuI_list_item(names, i, attr, sizeof attr) && !npuG_attr_find(node, attr);
+  int n_data;
+  if (def->tf_const_inputs_first) n_data = def->max_inputs - (def->tf_const_inputs ? n_names : 0);
+  else if (def->max_inputs >= 0) n_data = def->min_inputs;
+  else n_data = node->n_inputs - (n_unset < node->n_inputs ? n_unset : 0);
+  if (n_data > node->n_inputs) n_data = node->n_inputs;
+  if (n_data < 0) n_data = 0;
+  int n_given = node->n_inputs - n_data; /* operand inputs */
+  const int *data = def->tf_const_inputs_first ? node->inputs + n_given : node->inputs;
+  const int *given = def->tf_const_inputs_first ? node->inputs : node->inputs + n_data;
+  npu_dtype data0 = n_data > 0 ? g->values[data[0]].dtype
+                    : node->n_outputs ? g->values[node->first_output].dtype : NPU_DTYPE_F32;
+  npu_dtype out0 = node->n_outputs ? g->values[node->first_output].dtype : data0;
+  /* operands: Consts first, so the file reads in order */
+  operand ops[MAX_OPERANDS];
+  int n_ops = 0, next_given = 0;
+  for (int i = 0; i < n_names && npuI_list_item(names, i, attr, sizeof attr); i++) {
+    operand *op = &ops[n_ops];
+    if (!npuG_attr_find(node, attr) && next_given < n_given) {
+      op->is_input = true;
+      op->value = given[next_given++];
+      op->dtype = g->values[op->value].dtype;
+      n_ops++;
+      continue;
+    }
+    const struct operand_rule *rule = operand_rule(def->name, attr);
+    npu_dtype vdt = rule && rule->src == SRC_OUT0 ? out0 : data0;
+    int r = put_operand_const(w, g, node, def, attr, vdt, op);
+    if (r < 0)
+      return npuC_error(ctx, NPU_ERR_UNSUPPORTED,
+                        "node '%s': attribute '%s' cannot be written as a constant input",
+                        node->name, attr);
+    if (r == 0) break; /* absent, no default: the operands after it are absent too */
+    n_ops++;
+  }
+  for (; next_given < n_given; next_given++) { /* inputs past the list stay inputs */
+    if (n_ops == MAX_OPERANDS) break;
+    ops[n_ops++] = (operand){.is_input = true, .value = given[next_given]};
+  }
+  size_t m = npuI_pb_begin(w, GRAPH_NODE);
+  npuI_pb_put_string(w, NODE_NAME, node->name);
+  npuI_pb_put_string(w, NODE_OP, tf);
+  if (!def->tf_const_inputs_first)
+    for (int i = 0; i < n_data; i++) put_input_name(w, g, data[i]);
+  for (int i = 0; i < n_ops; i++) {
+    if (ops[i].is_input) put_input_name(w, g, ops[i].value);
+    else npuI_pb_put_string(w, NODE_INPUT, ops[i].name);
+  }
+  if (def->tf_const_inputs_first)
+    for (int i = 0; i < n_data; i++) put_input_name(w, g, data[i]);
+  for (int i = 0; i < node->n_controls; i++) {
+    char buf[1100];
+    snprintf(buf, sizeof buf, "^%.1000s", g->nodes[node->controls[i]].name);
+    npuI_pb_put_string(w, NODE_INPUT, buf);
+  }
+  /* attributes: ours (renamed, window ones widened), then the rules', sorted */
+  int cap = node->n_attrs + (int)npu_countof(attr_rules) + 4;
+  out_attr *out = npuC_calloc(ctx, (size_t)cap, sizeof *out);
+  int64_t (*wide)[4] = npuC_calloc(ctx, (size_t)node->n_attrs + 1, sizeof *wide);
+  if (!out || !wide) {
+    npuC_free(ctx, out);
+    npuC_free(ctx, wide);
+    return npuC_error(ctx, NPU_ERR_NOMEM, "export: out of memory");
+  }
+  int n_out = 0;
+  npu_status st = NPU_OK;
+  for (int i = 0; i < node->n_attrs && !st; i++) {
+    const npuG_attr *a = &node->attrs[i];
+    if (names && in_list(names, a->name)) continue;
+    const char *name = tf_attr_name(tf, a->name);
+    const struct attr_rule *rule = attr_rule(tf, name);
+    if (rule && rule->kind == RULE_OMIT) continue;
+    if (has_attr(out, n_out, name)) continue;
+    if (a->type > NPU_ATTR_DTYPE) {
+      st = npuC_error(ctx, NPU_ERR_UNSUPPORTED, "node '%s': attribute '%s' has no GraphDef form",
+                      node->name, a->name);
+      break;
+    }
+    out_attr *o = &out[n_out++];
+    o->name = name;
+    memcpy(&o->a.u, &a->u, sizeof o->a.u);
+    o->a.type = a->type;
+    o->as_shape = def->kind == NPUX_KIND_PLACEHOLDER && strcmp(name, "shape") == 0;
+    if (is_window_attr(tf, name) && (a->type == NPU_ATTR_INT ||
+                                     (a->type == NPU_ATTR_INTS && a->u.ints.n <= 2))) {
+      int64_t h = a->type == NPU_ATTR_INT ? a->u.i : a->u.ints.n ? a->u.ints.v[0] : 1;
+      int64_t wd = a->type == NPU_ATTR_INT ? a->u.i : a->u.ints.n == 2 ? a->u.ints.v[1] : h;
+      wide[i][0] = 1, wide[i][1] = h, wide[i][2] = wd, wide[i][3] = 1;
+      o->a.type = NPU_ATTR_INTS;
+      o->a.u.ints.v = wide[i];
+      o->a.u.ints.n = 4;
+    }
+  }
+  if (strcmp(tf, "NonMaxSuppressionV4") == 0)
+    out[n_out++] = (out_attr){.name = "pad_to_max_output_size",
+                              .a = {.type = NPU_ATTR_BOOL, .u.i = nms_pad == 0}};
+  /* the rules of this type, then T and N where TensorFlow has them */
+  npu_dtype operand0 = n_ops ? ops[0].dtype : NPU_DTYPE_I32;
+  npu_dtype operand1 = n_ops > 1 ? ops[1].dtype : NPU_DTYPE_F32;
+  for (size_t r = 0; r < npu_countof(attr_rules) && !st; r++) {
+    const struct attr_rule *rule = &attr_rules[r];
+    if (strcmp(rule->tf, tf) != 0 || rule->kind == RULE_OMIT || has_attr(out, n_out, rule->attr))
+      continue;
+    out_attr *o = &out[n_out++];
+    o->name = rule->attr;
+    switch (rule->kind) {
+    case RULE_STRING: o->a.type = NPU_ATTR_STRING, o->a.u.s = rule->s; break;
+    case RULE_INT: o->a.type = NPU_ATTR_INT, o->a.u.i = rule->i; break;
+    case RULE_BOOL: o->a.type = NPU_ATTR_BOOL, o->a.u.i = rule->i; break;
+    case RULE_INTS: o->a.type = NPU_ATTR_INTS, o->a.u.ints.v = rule->ints, o->a.u.ints.n = rule->n; break;
+    case RULE_N_OUTPUTS: o->a.type = NPU_ATTR_INT, o->a.u.i = node->n_outputs; break;
+    default: {
+      npu_dtype t = rule->src == SRC_OPERAND0 ? operand0
+                    : rule->src == SRC_OPERAND1 ? operand1
+                    : rule->src == SRC_OUT0   ? out0
+                    : rule->src == SRC_DATA1  ? (n_data > 1 ? g->values[data[1]].dtype : data0)
+                                              : data0;
+      o->a.type = NPU_ATTR_DTYPE, o->a.u.i = t;
+      break;
+    }
+    }
+  }
+  const struct attr_rule *t_rule = attr_rule(tf, "T");
+  if (!has_attr(out, n_out, "T") && !(t_rule && t_rule->kind == RULE_OMIT) &&
+      def->kind != NPUX_KIND_CONST && def->kind != NPUX_KIND_PLACEHOLDER &&
+      def->kind != NPUX_KIND_NO_OP) {
+    out_attr *o = &out[n_out++];
+    o->name = "T";
+    if (strcmp(tf, "IdentityN") == 0) o->type_list = true;
+    else o->a.type = NPU_ATTR_DTYPE, o->a.u.i = data0;
+  }
+  if (def->kind == NPUX_KIND_CONST && !has_attr(out, n_out, "dtype")) {
+    const npuG_attr *v = npuG_attr_find(node, "value");
+    if (v && v->type == NPU_ATTR_TENSOR)
+      out[n_out++] = (out_attr){.name = "dtype", .a = {.type = NPU_ATTR_DTYPE, .u.i = v->u.tensor->dtype}};
+  }
+  const struct attr_rule *n_rule = attr_rule(tf, "N");
+  if (def->max_inputs < 0 && !has_attr(out, n_out, "N") && !(n_rule && n_rule->kind == RULE_OMIT))
+    out[n_out++] = (out_attr){.name = "N", .a = {.type = NPU_ATTR_INT, .u.i = n_data}};
+  if (!st) {
+    qsort(out, (size_t)n_out, sizeof *out, cmp_attr);
+    for (int i = 0; i < n_out; i++) {
+      if (out[i].type_list) put_type_list(w, out[i].name, g, node);
+      else put_attr(w, out[i].name, &out[i].a, out[i].as_shape);
+    }
+  }
+  npuC_free(ctx, out);
+  npuC_free(ctx, wide);
+  npuI_pb_end(w, m);
+  return st;
+}
+
+static npu_status serialize(npu_graph *g, npuI_pb_writer *w) {
+  for (int k = 0; k < g->n_nodes; k++) {
+    npu_status st = put_node(g, w, &g->nodes[k]);
+    if (st) return st;
+  }
+  if (w->failed) return npuC_error(g->ctx, NPU_ERR_NOMEM, "export: out of memory");
   return NPU_OK;
 }
 

@@ -30,6 +30,7 @@ typedef struct gemm_job {
   int64_t m, n, k, block;
   const void *a, *b;
   void *c;
+  const npuK_epilogue *ep; /* f32 only: bias as C's initial value, activation after */
 } gemm_job;
 
 static void plan_blocks(gemm_job *j, int64_t *n_blocks) {
@@ -69,20 +70,35 @@ static void gemm_range(void *arg, int64_t b0, int64_t b1) {
       c += (size_t)lo * es;
       n = len;
     }
-    if (j->f64)
+    if (j->f64) {
       cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)j->k, 1.0,
                   (const double *)a, lda, (const double *)b, ldb, 0.0, (double *)c,
                   (blasint)j->n);
-    else
-      cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)j->k, 1.0f,
-                  (const float *)a, lda, (const float *)b, ldb, 0.0f, (float *)c, (blasint)j->n);
+      continue;
+    }
+    /* A fused step's epilogue: the block starts as the bias (beta = 1 accumulates onto it)
+       and gets its activation while it is still in cache. */
+    const npuK_epilogue *ep = j->ep;
+    float *cf = (float *)c;
+    int64_t col0 = j->by_rows ? 0 : lo;
+    if (ep && ep->bias)
+      for (int64_t r = 0; r < m; r++)
+        memcpy(cf + r * j->n, ep->bias + col0, (size_t)n * sizeof *cf);
+    cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)j->k, 1.0f,
+                (const float *)a, lda, (const float *)b, ldb, ep && ep->bias ? 1.0f : 0.0f, cf,
+                (blasint)j->n);
+    if (ep && ep->act != NPUK_ACT_NONE) {
+      npuK_epilogue act = {.act = ep->act, .alpha = ep->alpha,
+                           .slope = ep->slope ? ep->slope + col0 : NULL};
+      npuK_epilogue_f32(&act, m, n, j->n, cf);
+    }
   }
 }
 
 static void gemm(const npuK_pool *pool, int f64, int trans_a, int trans_b, int64_t m, int64_t n,
-                 int64_t k, const void *a, const void *b, void *c) {
+                 int64_t k, const void *a, const void *b, const npuK_epilogue *ep, void *c) {
   gemm_job j = {.trans_a = trans_a, .trans_b = trans_b, .f64 = f64, .m = m, .n = n, .k = k,
-                .a = a, .b = b, .c = c};
+                .a = a, .b = b, .c = c, .ep = ep};
   int64_t n_blocks;
   plan_blocks(&j, &n_blocks);
   npuK_parallel_for(pool, n_blocks, 1, gemm_range, &j);
@@ -99,7 +115,7 @@ void npuK_matmul_f32_blas(const npuK_pool *pool, int trans_a, int trans_b, int64
     npuK_matmul_f32_ref(pool, trans_a, trans_b, m, n, k, a, b, c);
     return;
   }
-  gemm(pool, 0, trans_a, trans_b, m, n, k, a, b, c);
+  gemm(pool, 0, trans_a, trans_b, m, n, k, a, b, NULL, c);
 }
 
 void npuK_matmul_f64_blas(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
@@ -113,7 +129,18 @@ void npuK_matmul_f64_blas(const npuK_pool *pool, int trans_a, int trans_b, int64
     npuK_matmul_f64_ref(pool, trans_a, trans_b, m, n, k, a, b, c);
     return;
   }
-  gemm(pool, 1, trans_a, trans_b, m, n, k, a, b, c);
+  gemm(pool, 1, trans_a, trans_b, m, n, k, a, b, NULL, c);
+}
+
+void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                             int64_t n, int64_t k, const float *a, const float *b,
+                             const npuK_epilogue *ep, float *c) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || !fits_blasint(m, n, k)) { /* the reference loop, then the epilogue */
+    npuK_matmul_f32_ref_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c);
+    return;
+  }
+  gemm(pool, 0, trans_a, trans_b, m, n, k, a, b, ep, c);
 }
 
 void npuK_blas_set_threads(int n) {

@@ -5,7 +5,8 @@
  * correct rounding: narrow float targets (f16, bf16) are reached through round-to-odd
  * intermediates (int64 -> double -> float, each odd-rounded), which makes the final
  * round-to-nearest-even exact (no double rounding). float -> int truncates, NaN -> 0, out of
- * range saturates; int -> int wraps. Split over elements.
+ * range saturates; int -> int wraps. Split over elements. float32 <-> float16 / bfloat16, the
+ * conversions of the precision modes, skip the canonical value (half_range): same bits, faster.
  */
 #include <float.h>
 #include <math.h>
@@ -157,6 +158,90 @@ static void cast_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+/* float32 <-> float16 / bfloat16 directly, without the canonical double: the conversions the
+   precision modes make around every reduced step (exec.c), so they must be cheap.  The same
+   single rounding (half.h), so the same bits as the general path.  On x86-64 CPUs with F16C
+   the float16 ones go 8 at a time through the hardware conversion, which rounds to nearest
+   even exactly as npu_f32_to_f16 does; a block holding a NaN takes the scalar path, which
+   keeps NaN payloads as half.h documents (the hardware would quiet them). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CAST_F16C 1
+
+__attribute__((target("avx,f16c"))) static void f32_to_f16_hw(const float *x, uint16_t *y,
+                                                                int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
+      for (int k = 0; k < 8; k++) y[i + k] = npu_f32_to_f16(x[i + k]);
+      continue;
+    }
+    _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; i++) y[i] = npu_f32_to_f16(x[i]);
+}
+
+__attribute__((target("avx,f16c"))) static void f16_to_f32_hw(const uint16_t *x, float *y,
+                                                                int64_t n) {
+  int64_t i = 0;
+  const __m128i magnitude = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128((const __m128i *)(x + i));
+    /* |h| > inf as signed 16-bit compares: |h| <= 0x7fff */
+    if (_mm_movemask_epi8(_mm_cmpgt_epi16(_mm_and_si128(h, magnitude), inf))) {
+      for (int k = 0; k < 8; k++) y[i + k] = npu_f16_to_f32(x[i + k]);
+      continue;
+    }
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; i++) y[i] = npu_f16_to_f32(x[i]);
+}
+
+/* Every x86-64 CPU with AVX2 has F16C (Intel since Haswell, AMD since Excavator); asking for
+   AVX2 also works with clang, whose __builtin_cpu_supports does not know "f16c". */
+static int have_f16c(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}
+#else
+#define CAST_F16C 0
+#endif
+
+typedef struct half_job {
+  cast_job c;
+  int hw; /* F16C available */
+} half_job;
+
+static void half_range(void *arg, int64_t b, int64_t e) {
+  const half_job *h = arg;
+  const cast_job *j = &h->c;
+  const float *xf = (const float *)j->x;
+  const uint16_t *xh = (const uint16_t *)j->x;
+  float *yf = (float *)j->y;
+  uint16_t *yh = (uint16_t *)j->y;
+#if CAST_F16C
+  if (h->hw && j->from == NPUK_F32 && j->to == NPUK_F16) {
+    f32_to_f16_hw(xf + b, yh + b, e - b);
+    return;
+  }
+  if (h->hw && j->from == NPUK_F16) {
+    f16_to_f32_hw(xh + b, yf + b, e - b);
+    return;
+  }
+#endif
+  if (j->from == NPUK_F32 && j->to == NPUK_F16)
+    for (int64_t i = b; i < e; i++) yh[i] = npu_f32_to_f16(xf[i]);
+  else if (j->from == NPUK_F32)
+    for (int64_t i = b; i < e; i++) yh[i] = npu_f32_to_bf16(xf[i]);
+  else if (j->from == NPUK_F16)
+    for (int64_t i = b; i < e; i++) yf[i] = npu_f16_to_f32(xh[i]);
+  else
+    for (int64_t i = b; i < e; i++) yf[i] = npu_bf16_to_f32(xh[i]);
+}
+
+static int is_half(npuK_dtype t) { return t == NPUK_F16 || t == NPUK_BF16; }
+
 int npuK_cast(const npuK_pool *pool, int64_t n, npuK_dtype from, const void *x, npuK_dtype to,
               void *y) {
   if ((unsigned)from >= NPUK_DTYPE_COUNT || (unsigned)to >= NPUK_DTYPE_COUNT) return -1;
@@ -165,25 +250,14 @@ int npuK_cast(const npuK_pool *pool, int64_t n, npuK_dtype from, const void *x, 
     return 0;
   }
   cast_job j = {from, to, x, y};
+  if ((from == NPUK_F32 && is_half(to)) || (is_half(from) && to == NPUK_F32)) {
+    half_job h = {j, 0};
+#if CAST_F16C
+    h.hw = have_f16c();
+#endif
+    npuK_parallel_for(pool, n, K_GRAIN_ELEMS, half_range, &h);
+    return 0;
+  }
   npuK_parallel_for(pool, n, K_GRAIN_ELEMS, cast_range, &j);
   return 0;
-}
-
-typedef struct round_job {
-  npuK_dtype to;
-  const float *x;
-  float *y;
-} round_job;
-
-static void round_range(void *arg, int64_t b, int64_t e) {
-  const round_job *j = arg;
-  if (j->to == NPUK_BF16)
-    for (int64_t i = b; i < e; i++) j->y[i] = npu_bf16_to_f32(npu_f32_to_bf16(j->x[i]));
-  else
-    for (int64_t i = b; i < e; i++) j->y[i] = npu_f16_to_f32(npu_f32_to_f16(j->x[i]));
-}
-
-void npuK_round_f32(const npuK_pool *pool, int64_t n, npuK_dtype to, const float *x, float *y) {
-  round_job j = {to, x, y};
-  npuK_parallel_for(pool, n, 1 << 14, round_range, &j);
 }

@@ -100,6 +100,7 @@ typedef struct conv_job {
   int64_t out_c;
   const float *x, *filter;
   float *y, *scratch;
+  const npuK_epilogue *ep; /* fused steps: applied to each block as soon as it is computed */
 } conv_job;
 
 static void conv_slot_range(void *arg, int64_t begin, int64_t end) {
@@ -116,19 +117,28 @@ static void conv_slot_range(void *arg, int64_t begin, int64_t end) {
         a = col;
       }
       npuK_matmul_f32_blas(NULL, 0, 0, rows, j->out_c, p->k, a, j->filter, j->y + m0 * j->out_c);
+      if (j->ep) npuK_epilogue_f32(j->ep, rows, j->out_c, j->out_c, j->y + m0 * j->out_c);
     }
   }
 }
 
 void npuK_conv2d_f32(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
                      const float *x, const float *filter, float *y, float *scratch, int n_slots) {
+  npuK_conv2d_f32_ep(pool, w, out_c, x, filter, NULL, y, scratch, n_slots);
+}
+
+void npuK_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                        const float *x, const float *filter, const npuK_epilogue *ep, float *y,
+                        float *scratch, int n_slots) {
   conv_job j;
   conv_plan_init(&j.p, w, n_slots);
   if (j.p.m == 0 || out_c == 0) return;
   if (j.p.k == 0) {
     memset(y, 0, (size_t)(j.p.m * out_c) * sizeof *y);
+    if (ep) npuK_epilogue_f32(ep, j.p.m, out_c, out_c, y);
     return;
   }
+  j.ep = ep;
   j.w = w;
   j.pointwise = conv_is_pointwise(w);
   j.out_c = out_c;
@@ -165,6 +175,13 @@ void npuK_conv2d_f32_ref(const npuK_pool *pool, const npuK_window2d *w, int64_t 
         }
 }
 
+void npuK_conv2d_f32_ref_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                            const float *x, const float *filter, const npuK_epilogue *ep,
+                            float *y, float *scratch, int n_slots) {
+  npuK_conv2d_f32_ref(pool, w, out_c, x, filter, y, scratch, n_slots);
+  if (ep) npuK_epilogue_f32(ep, w->n * w->out_h * w->out_w, out_c, out_c, y);
+}
+
 /* ---- depthwise_conv2d --------------------------------------------------------------------- */
 
 typedef struct dw_job {
@@ -172,6 +189,7 @@ typedef struct dw_job {
   int64_t mult;
   const float *x, *filter;
   float *y;
+  const npuK_epilogue *ep; /* fused steps: applied to each output row once it is computed */
 } dw_job;
 
 /* One item = one output row (nb, oh). */
@@ -203,12 +221,19 @@ static void dw_range(void *arg, int64_t begin, int64_t end) {
         }
       }
     }
+    if (j->ep) npuK_epilogue_f32(j->ep, w->out_w, cm, cm, j->y + row * w->out_w * cm);
   }
 }
 
 void npuK_depthwise_conv2d_f32(const npuK_pool *pool, const npuK_window2d *w, int64_t multiplier,
                                const float *x, const float *filter, float *y) {
-  dw_job j = {w, multiplier, x, filter, y};
+  npuK_depthwise_conv2d_f32_ep(pool, w, multiplier, x, filter, NULL, y);
+}
+
+void npuK_depthwise_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                  int64_t multiplier, const float *x, const float *filter,
+                                  const npuK_epilogue *ep, float *y) {
+  dw_job j = {w, multiplier, x, filter, y, ep};
   int64_t per_row = w->out_w * w->c * multiplier * w->k_h * w->k_w;
   npuK_parallel_for(pool, w->n * w->out_h, 1 + K_GRAIN_ELEMS / (per_row > 0 ? per_row : 1),
                     dw_range, &j);
@@ -237,4 +262,11 @@ void npuK_depthwise_conv2d_f32_ref(const npuK_pool *pool, const npuK_window2d *w
             }
             y[((nb * w->out_h + oh) * w->out_w + ow) * c * mult + ci * mult + m] = acc;
           }
+}
+
+void npuK_depthwise_conv2d_f32_ref_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                      int64_t multiplier, const float *x, const float *filter,
+                                      const npuK_epilogue *ep, float *y) {
+  npuK_depthwise_conv2d_f32_ref(pool, w, multiplier, x, filter, y);
+  if (ep) npuK_epilogue_f32(ep, w->n * w->out_h * w->out_w, w->c * multiplier, w->c * multiplier, y);
 }

@@ -320,11 +320,6 @@ void npuK_broadcast_to(const npuK_pool *pool, size_t elem_size, int ndim, const 
 int npuK_cast(const npuK_pool *pool, int64_t n, npuK_dtype from, const void *x, npuK_dtype to,
               void *y);
 
-/* y[i] = x[i] rounded to the nearest float16 (to == NPUK_F16) or bfloat16 (NPUK_BF16) value,
- * kept in float32: what storing x in that dtype and reading it back gives (overflow -> inf).
- * In-place allowed.  How the precision modes emulate reduced-precision inputs and outputs. */
-void npuK_round_f32(const npuK_pool *pool, int64_t n, npuK_dtype to, const float *x, float *y);
-
 /* ---------------------------------------------------------------- convolution (conv.c)
  * Window geometry shared by conv2d, depthwise_conv2d and the pools. Input x is NHWC
  * (n, in_h, in_w, c); output is (n, out_h, out_w, channels_out). Output pixel (oh, ow) reads
@@ -472,5 +467,77 @@ int64_t npuK_non_max_suppression_f32(int64_t n, const float *boxes, const float 
                                      int64_t max_output, float iou_threshold,
                                      float score_threshold, int32_t pad, int32_t *selected,
                                      void *scratch);
+
+/* ---------------------------------------------------------------- fused steps (fused.c)
+ * What the fusion passes (compile/fusion.c) run.  An epilogue is applied in place to a block
+ * of output while it is still in cache: y (rows, cols, row stride ld) += bias (cols) when bias
+ * is not NULL, then the activation.  Activations compute exactly what the unary kernels do
+ * (relu, relu6, sigmoid, tanh: unary.c; leaky_relu, prelu: kmath.h), so an epilogue gives the
+ * bits the separate ops give.  Single implementation. */
+typedef enum npuK_act {
+  NPUK_ACT_NONE = 0, NPUK_ACT_RELU, NPUK_ACT_RELU6, NPUK_ACT_LEAKY_RELU, NPUK_ACT_SIGMOID,
+  NPUK_ACT_TANH, NPUK_ACT_PRELU, NPUK_ACT_COUNT
+} npuK_act;
+typedef struct npuK_epilogue {
+  const float *bias;  /* (cols), or NULL */
+  npuK_act act;
+  float alpha;        /* leaky_relu's slope */
+  const float *slope; /* prelu's slopes (cols) */
+} npuK_epilogue;
+void npuK_epilogue_f32(const npuK_epilogue *e, int64_t rows, int64_t cols, int64_t ld, float *y);
+
+/* matmul with an epilogue (ep NULL: plain matmul).  _blas: each block of C is first filled
+ * with the bias and the GEMM accumulates onto it (beta = 1), then the activation runs on the
+ * block; the bias therefore enters the sum first, where the unfused ops add it last (a
+ * difference of rounding only: OpenBLAS adds a block's k-sum to C in one step when k fits its
+ * k-panel, so then the bits agree).  _ref: the ref product, then the epilogue. */
+void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                             int64_t n, int64_t k, const float *a, const float *b,
+                             const npuK_epilogue *ep, float *c);
+void npuK_matmul_f32_ref_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                            int64_t n, int64_t k, const float *a, const float *b,
+                            const npuK_epilogue *ep, float *c);
+/* conv2d / depthwise_conv2d with an epilogue applied to each block of output pixels right
+ * after it is computed (cols = output channels); same arguments and scratch as the plain
+ * kernels, same bits as the plain kernel followed by bias_add and the activation. */
+void npuK_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                        const float *x, const float *filter, const npuK_epilogue *ep, float *y,
+                        float *scratch, int n_slots);
+void npuK_conv2d_f32_ref_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                            const float *x, const float *filter, const npuK_epilogue *ep,
+                            float *y, float *scratch, int n_slots);
+void npuK_depthwise_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                  int64_t multiplier, const float *x, const float *filter,
+                                  const npuK_epilogue *ep, float *y);
+void npuK_depthwise_conv2d_f32_ref_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                      int64_t multiplier, const float *x, const float *filter,
+                                      const npuK_epilogue *ep, float *y);
+
+/* A chain of elementwise ops run as one program over y, viewed as (rows, cols) with cols the
+ * last dim.  prog[0] is NPUK_EW_LOAD of a FULL operand; each later instruction combines the
+ * running value with nothing (UNARY, LEAKY_RELU) or with an operand (BINARY: value OP operand,
+ * or operand OP value when swap; PRELU: the operand is the slope, value > 0 ? value : slope *
+ * value), the operand being FULL (rows, cols), ROW (cols) or SCALAR (one element).  Ops are the npuK_unop / npuK_binop of the unary and binary kernels, which
+ * compute each step, so the result has the bits of the separate ops.  Fast: blocks of about
+ * NPUK_EW_BLOCK elements (whole rows when a row is shorter), each block run through the whole
+ * program while it is in cache, blocks split over the pool.  _ref: one instruction at a time
+ * over the whole tensor with the _ref binary kernels.  operands must not overlap y. */
+#define NPUK_EW_BLOCK 1024
+typedef enum npuK_ew_kind {
+  NPUK_EW_LOAD, NPUK_EW_UNARY, NPUK_EW_LEAKY_RELU, NPUK_EW_BINARY, NPUK_EW_PRELU
+} npuK_ew_kind;
+typedef enum npuK_ew_bcast { NPUK_EW_FULL, NPUK_EW_ROW, NPUK_EW_SCALAR } npuK_ew_bcast;
+typedef struct npuK_ew_instr {
+  uint8_t kind;  /* npuK_ew_kind */
+  uint8_t op;    /* npuK_unop or npuK_binop */
+  uint8_t bcast; /* npuK_ew_bcast of the operand */
+  uint8_t swap;  /* BINARY: operand OP value */
+  int16_t operand; /* LOAD, BINARY: index into operands */
+  float alpha;     /* LEAKY_RELU */
+} npuK_ew_instr;
+void npuK_eltwise_f32(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog, int64_t rows,
+                      int64_t cols, const float *const *operands, float *y);
+void npuK_eltwise_f32_ref(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog,
+                          int64_t rows, int64_t cols, const float *const *operands, float *y);
 
 #endif

@@ -18,9 +18,10 @@
  *   RSQRT       1 / sqrt(x)
  *   SIN, COS    sinf/cosf (sin/cos for f64)
  *   RECIPROCAL  1 / x (x = 0 gives inf, as TF)
- *   SIGN        -1, 0 or 1 (TF Sign: 0 for 0, -0 and NaN); ints alike */
+ *   SIGN        -1, 0 or 1 (TF Sign: 0 for 0, -0 and NaN); ints alike
+ *   FLOOR       floorf/floor */
 #define NPUK_MATHOP_LIST(X) X(RSQRT, rsqrt) X(SIN, sin) X(COS, cos) X(RECIPROCAL, reciprocal) \
-  X(SIGN, sign)
+  X(SIGN, sign) X(FLOOR, floor)
 typedef enum {
 #define NPUK_X_(E, s) NPUK_MATH_##E,
   NPUK_MATHOP_LIST(NPUK_X_)

@@ -1,4 +1,4 @@
-/* math.c: elementwise math (rsqrt, sin, cos, reciprocal, sign), logical not, leaky_relu,
+/* math.c: elementwise math (rsqrt, sin, cos, reciprocal, sign, floor), logical not, leaky_relu,
  * atan2 and prelu with broadcasting, select over three broadcast operands, and reduce_any
  * (kmath.h).
  *
@@ -54,7 +54,7 @@ typedef struct unary_job {
   void *y;
 } unary_job;
 
-#define FLOAT_MATH(T, dt, SQRT, SIN, COS)                                                      \
+#define FLOAT_MATH(T, dt, SQRT, SIN, COS, FLOOR)                                               \
   static void math_range_##dt(void *arg, int64_t begin, int64_t end) {                        \
     const unary_job *j = arg;                                                                 \
     const T *x = j->x;                                                                        \
@@ -76,6 +76,9 @@ typedef struct unary_job {
       for (int64_t i = begin; i < end; i++)                                                   \
         y[i] = (T)((x[i] > 0) - (x[i] < 0)); /* NaN -> 0, as TF documents */                 \
       break;                                                                                  \
+    case NPUK_MATH_FLOOR:                                                                     \
+      for (int64_t i = begin; i < end; i++) y[i] = FLOOR(x[i]);                               \
+      break;                                                                                  \
     default: break;                                                                           \
     }                                                                                         \
   }                                                                                           \
@@ -86,8 +89,8 @@ typedef struct unary_job {
     return 0;                                                                                 \
   }
 
-FLOAT_MATH(float, f32, sqrtf, sinf, cosf)
-FLOAT_MATH(double, f64, sqrt, sin, cos)
+FLOAT_MATH(float, f32, sqrtf, sinf, cosf, floorf)
+FLOAT_MATH(double, f64, sqrt, sin, cos, floor)
 
 #define INT_MATH(T, dt)                                                                        \
   static void math_range_##dt(void *arg, int64_t begin, int64_t end) {                        \

@@ -64,7 +64,10 @@ npu_status npuX_unary_run(const npuX_call *c, npuK_unop op) {
   npu_tensor *y = c->out[0];
   int rc = -1;
   switch (x->dtype) {
-  case NPU_DTYPE_F32: rc = npuK_unary_f32(c->pool, op, x->numel, x->data, y->data); break;
+  case NPU_DTYPE_F32: /* high_performance: the fast twin where the op has one */
+    if (c->impl && npuK_unary_f32_fast(c->pool, op, x->numel, x->data, y->data) == 0) return NPU_OK;
+    rc = npuK_unary_f32(c->pool, op, x->numel, x->data, y->data);
+    break;
   case NPU_DTYPE_F64: rc = npuK_unary_f64(c->pool, op, x->numel, x->data, y->data); break;
   case NPU_DTYPE_I32: rc = npuK_unary_i32(c->pool, op, x->numel, x->data, y->data); break;
   case NPU_DTYPE_I64: rc = npuK_unary_i64(c->pool, op, x->numel, x->data, y->data); break;
@@ -210,13 +213,14 @@ npu_status npuX_last_axis_infer(npuX_infer *ic, const void *params) {
   return NPU_OK;
 }
 
-npu_status npuX_rows_run(const npuX_call *c, npuX_rows_f32 f32, npuX_rows_f64 f64) {
+npu_status npuX_rows_run(const npuX_call *c, npuX_rows_f32 f32, npuX_rows_f64 f64,
+                         npuX_rows_f32 fast) {
   const npu_tensor *x = c->in[0];
   npu_tensor *y = c->out[0];
   int64_t cols = x->shape[x->ndim - 1];
   int64_t rows = cols ? x->numel / cols : 0;
   if (x->dtype == NPU_DTYPE_F64) f64(c->pool, rows, cols, x->data, y->data);
-  else f32(c->pool, rows, cols, x->data, y->data);
+  else (c->impl && fast ? fast : f32)(c->pool, rows, cols, x->data, y->data);
   return NPU_OK;
 }
 

@@ -125,4 +125,4 @@ const npu_op_def npuX_op_pad = {
     .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer, .run = run,
     .grad = grad,
     /* Pad and MirrorPad: (x, paddings); PadV2 adds a third const input, constant_values. */
-    .tf_const_inputs = "paddings"};
+    .tf_const_inputs = "paddings,constant_values"};

@@ -14,6 +14,7 @@
 
 #include "core/npu_int.h"
 #include "kernels/kernels.h"
+#include "kernels/kfast.h"
 
 #define NPUX_MAX_OUTPUTS 16
 
@@ -59,6 +60,8 @@ typedef struct npuX_call {
   npu_tensor *const *out; /* allocated by the executor with the inferred shapes */
   void *scratch;          /* scratch_size() bytes */
   uint64_t step;          /* iterations the session ran before this one (random ops' draw) */
+  int impl;               /* implementation mode (compile/implmode.c): 0 high_precision, 1
+                             high_performance (the float32 kernels of kernels/kfast.h) */
 } npuX_call;
 
 struct npuX_grad; /* the gradient builder's context: ops/grad.h */
@@ -100,7 +103,7 @@ typedef struct npu_op_def {
   /* TensorFlow passes those const inputs BEFORE the data inputs (Split(split_dim, value),
      Fill(dims, value)).  Such ops set min_inputs to 0 and take the operands not given as
      attributes first, in TF order (ops/operands.h), so the importer's rule above still reads
-     them; the exporter must write the constants ahead of the node's inputs. */
+     them; the exporter writes the constants ahead of the node's inputs. */
   bool tf_const_inputs_first;
 } npu_op_def;
 
@@ -191,7 +194,9 @@ typedef void (*npuX_rows_f64)(const npuK_pool *, int64_t rows, int64_t cols, con
                               double *y);
 npu_status npuX_last_axis_parse(npuX_infer *ic, void *params);
 npu_status npuX_last_axis_infer(npuX_infer *ic, const void *params);
-npu_status npuX_rows_run(const npuX_call *c, npuX_rows_f32 f32, npuX_rows_f64 f64);
+/* fast: the float32 high_performance twin, run when c->impl is set (NULL: none). */
+npu_status npuX_rows_run(const npuX_call *c, npuX_rows_f32 f32, npuX_rows_f64 f64,
+                         npuX_rows_f32 fast);
 
 /* An elementwise op's whole table entry, for op files of the families. */
 #define NPUX_BINARY_OP(opname, tf, kop, precision)                                           \
@@ -218,7 +223,8 @@ npu_status npuX_rows_run(const npuX_call *c, npuX_rows_f32 f32, npuX_rows_f64 f6
 /* A row-wise normalisation's whole table entry; kernel: npuK_<kernel>_f32 / _f64. */
 #define NPUX_ROWS_OP(opname, tf, kernel, precision)                                          \
   static npu_status run_##opname(const npuX_call *c) {                                         \
-    return npuX_rows_run(c, npuK_##kernel##_f32, npuK_##kernel##_f64);                         \
+    return npuX_rows_run(c, npuK_##kernel##_f32, npuK_##kernel##_f64,                          \
+                         npuK_##kernel##_f32_fast);                                            \
   }                                                                                            \
   const npu_op_def npuX_op_##opname = {.name = #opname, .tf_type = tf, .min_inputs = 1,         \
                                        .max_inputs = 1, .n_outputs = 1, .prec = precision,      \
@@ -249,7 +255,8 @@ npu_status npuX_rows_run(const npuX_call *c, npuX_rows_f32 f32, npuX_rows_f64 f6
                                        .tf_const_inputs = "axis"};
 #define NPUX_ROWS_OP_G(opname, tf, kernel, precision, grad_fn)                               \
   static npu_status run_##opname(const npuX_call *c) {                                         \
-    return npuX_rows_run(c, npuK_##kernel##_f32, npuK_##kernel##_f64);                         \
+    return npuX_rows_run(c, npuK_##kernel##_f32, npuK_##kernel##_f64,                          \
+                         npuK_##kernel##_f32_fast);                                            \
   }                                                                                            \
   const npu_op_def npuX_op_##opname = {.name = #opname, .tf_type = tf, .min_inputs = 1,         \
                                        .max_inputs = 1, .n_outputs = 1, .prec = precision,      \

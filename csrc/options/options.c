@@ -1429,8 +1429,8 @@ static const rule rules[] = {
        "000: 'in cluster scenarios' stream_sync_timeout 'must be greater than' hccl_timeout "
        "(there are no clusters here)", NULL),
   RULE(NOTE, O(static_memory_policy, IN, "2|4"), X_, X_,
-       "000: 'cannot be set to 2 or 4 when multiple graphs are executed concurrently' (a runtime "
-       "condition; no effect on the CPU device)", NULL),
+       "000: 'cannot be set to 2 or 4 when multiple graphs are executed concurrently' (met here: "
+       "the plans sharing an arena are one session's, which runs one plan at a time)", NULL),
   RULE(NOTE, O(iterations_per_loop, SET, NULL), X_, X_,
        "000: 'the value must be the same as that of iterations_per_loop set by "
        "set_iteration_per_loop' (not checked here: the options do not see the graph's loop)", NULL),

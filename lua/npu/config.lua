@@ -29,6 +29,8 @@
 --   * x = nil: base's copy, or all defaults;
 --   * x = a ConfigProto: its NpuOptimizer parameter_map;
 --   * x = an npu.Options: its values (those set) over base;
+--   * x = an npu.NPURunConfig: its session_config's parameter_map, its named options and its
+--     experimental_config (an option given by two of them is an error);
 --   * x = a flat table {precision_mode = "force_fp16", graph_run_mode = 0}: converted by each
 --     option's declared type — a Lua integer for .i, a string for .s, a boolean for .b, a
 --     number for .f.  An integer given for a string option whose allowed values are all
@@ -427,6 +429,9 @@ function M.to_options(x, base)
   if x == nil then return o end
   if is_options(x) then
     for name, v in pairs(x:values()) do o:set(name, v) end
+  elseif M.is_run_config(x) then
+    local ok, err = pcall(M._run_config_options, x, o)
+    if not ok then error(err, 3) end
   elseif is_config(x) then
     local op = npu_optimizer(x)
     if op then
@@ -448,10 +453,280 @@ function M.to_options(x, base)
       if not ok then error(rewhere(err, ("options.%s"):format(name)), 3) end
     end
   else
-    error("to_options: expected a ConfigProto, an npu.Options or a table of options, got "
+    error("to_options: expected a ConfigProto, an NPURunConfig, an npu.Options or a table of options, got "
       .. type(x), 3)
   end
   return o
 end
+
+-- ExperimentalConfig, NPURunConfig, set_graph_exec_config ----------------------------------
+-- npu.ExperimentalConfig{graph_compiler_cache_dir =, accelerate_train_mode =} (004): the two
+-- options it names, validated by the option table when it is made.  It goes into a session
+-- as the reference puts it into an estimator, through a run config:
+--   local config = npu.NPURunConfig{experimental_config = exp, session_config = cfg}
+--   local sess = npu.Session{graph = g, config = config}
+-- or into one graph with npu.util.set_graph_exec_config(fetch, {experimental_config = exp}).
+
+-- Levenshtein distance, for "did you mean" among a handful of parameter names.
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = { [0] = i }
+    for j = 1, #b do
+      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+-- "unknown parameter 'x' (did you mean 'y'?)" among names (a list).
+local function unknown(what, key, names)
+  local best, best_d
+  key = tostring(key)
+  for _, n in ipairs(names) do
+    -- a part of the name ("cache_dir") is as good as a near miss
+    local d = n:find(key, 1, true) and 1 or distance(key, n)
+    if not best_d or d < best_d then best, best_d = n, d end
+  end
+  if best and best_d <= math.max(2, #key // 2) then
+    return ("%s: unknown parameter '%s' (did you mean '%s'?)"):format(what, tostring(key), best)
+  end
+  return ("%s: unknown parameter '%s' (known: %s)"):format(what, tostring(key), table.concat(names, ", "))
+end
+
+local EXPERIMENTAL_NAMES = { "accelerate_train_mode", "graph_compiler_cache_dir" }
+local EXPERIMENTAL_KNOWN = { accelerate_train_mode = true, graph_compiler_cache_dir = true }
+local experimental_mt = {}
+local experimental_values = setmetatable({}, { __mode = "k" })
+
+-- Validates one ExperimentalConfig value through the option table; returns it or raises.
+local function check_experimental(k, v, level)
+  local what = "npu.ExperimentalConfig"
+  if not EXPERIMENTAL_KNOWN[k] then error(unknown(what, k, EXPERIMENTAL_NAMES), level + 1) end
+  if v == nil then return nil end
+  if type(v) ~= "string" then
+    error(("%s.%s: expects a string, got %s"):format(what, k, type(v)), level + 1)
+  end
+  local scratch = core.options_new()
+  local ok, err = pcall(scratch.set_string, scratch, k, v)
+  if not ok then error(rewhere(err, what .. "." .. k), level + 1) end
+  return v
+end
+
+experimental_mt.__index = function(e, k)
+  if not EXPERIMENTAL_KNOWN[k] then error(unknown("npu.ExperimentalConfig", k, EXPERIMENTAL_NAMES), 2) end
+  return experimental_values[e][k]
+end
+experimental_mt.__newindex = function(e, k, v)
+  experimental_values[e][k] = check_experimental(k, v, 2)
+end
+experimental_mt.__pairs = function(e)
+  return next, experimental_values[e], nil
+end
+experimental_mt.__tostring = function(e)
+  local parts = {}
+  for _, k in ipairs(EXPERIMENTAL_NAMES) do
+    local v = experimental_values[e][k]
+    if v ~= nil then parts[#parts + 1] = ("%s = %q"):format(k, v) end
+  end
+  return "npu.ExperimentalConfig{" .. table.concat(parts, ", ") .. "}"
+end
+
+local function is_experimental(v) return getmetatable(v) == experimental_mt end
+M.is_experimental = is_experimental
+
+--- npu.ExperimentalConfig{graph_compiler_cache_dir = dir, accelerate_train_mode = "fast|step|0.9"}
+function M.ExperimentalConfig(init)
+  if init ~= nil and (type(init) ~= "table" or getmetatable(init) ~= nil) then
+    error("npu.ExperimentalConfig: expects a table of parameters", 2)
+  end
+  local vals = {}
+  for k, v in pairs(init or {}) do vals[k] = check_experimental(k, v, 2) end
+  local e = setmetatable({}, experimental_mt)
+  experimental_values[e] = vals
+  return e
+end
+
+-- NPURunConfig: the reference's estimator run configuration, reduced to what a session reads.
+-- session_config (a ConfigProto) and experimental_config (an ExperimentalConfig) as in
+-- NPURunConfig(experimental_config=..., session_config=...); any option of the table by name
+-- (NPURunConfig(iterations_per_loop=..., precision_mode=...)); and the estimator's own
+-- parameters, which have no session here: accepted, type-checked and ignored.
+local ESTIMATOR_ONLY = { model_dir = "string", save_checkpoints_steps = "number",
+  save_checkpoints_secs = "number", save_summary_steps = "number", keep_checkpoint_max = "number",
+  keep_checkpoint_every_n_hours = "number", log_step_count_steps = "number",
+  tf_random_seed = "number" }
+local run_config_mt = { __tostring = function() return "npu.NPURunConfig" end }
+local function is_run_config(v) return getmetatable(v) == run_config_mt end
+M.is_run_config = is_run_config
+
+--- npu.NPURunConfig{experimental_config = exp, session_config = cfg, <option> = value, ...}
+function M.NPURunConfig(init)
+  if init ~= nil and (type(init) ~= "table" or getmetatable(init) ~= nil) then
+    error("npu.NPURunConfig: expects a table of parameters", 2)
+  end
+  local rc = { options = {} }
+  local names = {}
+  for k in pairs(init or {}) do
+    if type(k) ~= "string" then error("npu.NPURunConfig: parameter names are strings", 2) end
+    names[#names + 1] = k
+  end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    local v = init[k]
+    if k == "session_config" then
+      if not is_config(v) then error("npu.NPURunConfig.session_config: expects an npu.ConfigProto", 2) end
+      rc.session_config = v
+    elseif k == "experimental_config" then
+      if not is_experimental(v) then
+        error("npu.NPURunConfig.experimental_config: expects an npu.ExperimentalConfig", 2)
+      end
+      rc.experimental_config = v
+    elseif ESTIMATOR_ONLY[k] then
+      if type(v) ~= ESTIMATOR_ONLY[k] then
+        error(("npu.NPURunConfig.%s: expects a %s, got %s"):format(k, ESTIMATOR_ONLY[k], type(v)), 2)
+      end
+    else
+      local info = core.option_info(k)
+      if not info then
+        local list = { "session_config", "experimental_config" }
+        for n in pairs(ESTIMATOR_ONLY) do list[#list + 1] = n end
+        for _, o in ipairs(core.option_list()) do list[#list + 1] = o.name end
+        error(unknown("npu.NPURunConfig", k, list), 2)
+      end
+      rc.options[k] = v
+    end
+  end
+  -- validate now, so the error points at this line rather than at the session's
+  local ok, err = pcall(M.to_options, setmetatable(rc, run_config_mt))
+  if not ok then error((tostring(err):gsub("^[^:]*:%d+: ", "")), 2) end
+  return rc
+end
+
+-- The options of a run config, one source per option: the session_config's parameter_map,
+-- the named options, then the experimental_config.  An option given by two of them is an error.
+local function run_config_options(rc, o)
+  local from = {}
+  local function put(name, v, source)
+    if from[name] then
+      error(("npu.NPURunConfig: NPU_ERR_CONFLICT: option '%s' is given by both %s and %s")
+        :format(name, from[name], source), 0)
+    end
+    from[name] = source
+    local ok, err = pcall(o.set, o, name, v)
+    if not ok then error(rewhere(err, ("npu.NPURunConfig: %s.%s"):format(source, name)), 0) end
+  end
+  if rc.session_config then
+    local op = npu_optimizer(rc.session_config)
+    if op then
+      for name, v in pairs(op._options:values()) do put(name, v, "session_config") end
+    end
+  end
+  local names = {}
+  for k in pairs(rc.options) do names[#names + 1] = k end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    local info = core.option_info(name)
+    local v, why = convert(info, rc.options[name])
+    if v == nil then error("npu.NPURunConfig: NPU_ERR_OPTION: " .. why, 0) end
+    put(name, v, "the run config")
+  end
+  if rc.experimental_config then
+    for _, k in ipairs(EXPERIMENTAL_NAMES) do
+      local v = experimental_values[rc.experimental_config][k]
+      if v ~= nil then put(k, v, "experimental_config") end
+    end
+  end
+end
+M._run_config_options = run_config_options
+
+-- set_graph_exec_config's parameters (002 §7.3) and the option each stands for.
+local GRAPH_PARAMS = { "dynamic_input", "dynamic_graph_execute_mode", "dynamic_inputs_shape_range",
+  "is_train_graph", "experimental_config" }
+local GRAPH_PARAM_TYPE = { dynamic_input = "boolean", dynamic_graph_execute_mode = "string",
+  dynamic_inputs_shape_range = "string", is_train_graph = "boolean" }
+
+-- Collects the (graph, node id) pairs fetch names: an Output (its op), an Operation, a tensor
+-- or op name of the default graph, or a list of those.
+local function fetch_nodes(fetch, list, depth)
+  local mt = getmetatable(fetch)
+  if mt == core.Output_mt then
+    local op = fetch:op()
+    list[#list + 1] = { op:graph(), op:id() }
+  elseif mt == core.Operation_mt then
+    list[#list + 1] = { fetch:graph(), fetch:id() }
+  elseif type(fetch) == "string" then
+    local g = M.get_default_graph()
+    local ok, v
+    if fetch:find(":", 1, true) then ok, v = pcall(g.get_tensor_by_name, g, fetch)
+    else ok, v = pcall(g.get_operation_by_name, g, fetch) end
+    if not ok then error(tostring(v):gsub("^npu%.Graph:[%w_]+: ", ""), 0) end
+    fetch_nodes(v, list, depth)
+  elseif type(fetch) == "table" and mt == nil and depth < 8 then
+    for _, f in ipairs(fetch) do fetch_nodes(f, list, depth + 1) end
+  else
+    error(("fetch must be an Output, an Operation, a tensor or op name, or a list of them; got %s")
+      :format(mt and tostring(fetch) or type(fetch)), 0)
+  end
+end
+
+--- npu.util.set_graph_exec_config(fetch, {dynamic_input =, dynamic_graph_execute_mode =,
+-- dynamic_inputs_shape_range =, is_train_graph =, experimental_config =}) -> fetch
+function M.set_graph_exec_config(fetch, params)
+  local where = "npu.util.set_graph_exec_config"
+  if params ~= nil and (type(params) ~= "table" or getmetatable(params) ~= nil) then
+    error(where .. ": argument 2 must be a table of parameters", 2)
+  end
+  params = params or {}
+  local o = core.options_new()
+  for k, v in pairs(params) do
+    if k == "experimental_config" then
+      if not is_experimental(v) then error(where .. ".experimental_config: expects an npu.ExperimentalConfig", 2) end
+    elseif not GRAPH_PARAM_TYPE[k] then
+      error(unknown(where, k, GRAPH_PARAMS), 2)
+    elseif type(v) ~= GRAPH_PARAM_TYPE[k] then
+      error(("%s.%s: expects a %s, got %s"):format(where, k, GRAPH_PARAM_TYPE[k], type(v)), 2)
+    end
+  end
+  local function set(setter, name, v, param)
+    local ok, err = pcall(o[setter], o, name, v)
+    if not ok then error(rewhere(err, where .. "." .. param), 3) end
+  end
+  if params.dynamic_input ~= nil then set("set_bool", "dynamic_input", params.dynamic_input, "dynamic_input") end
+  for _, k in ipairs({ "dynamic_graph_execute_mode", "dynamic_inputs_shape_range" }) do
+    if params[k] ~= nil then set("set_string", k, params[k], k) end
+  end
+  if params.is_train_graph ~= nil then
+    set("set_int", "graph_run_mode", params.is_train_graph and 1 or 0, "is_train_graph")
+  end
+  if params.experimental_config then
+    for _, k in ipairs(EXPERIMENTAL_NAMES) do
+      local v = experimental_values[params.experimental_config][k]
+      if v ~= nil then set("set_string", k, v, "experimental_config." .. k) end
+    end
+  end
+  local nodes = {}
+  local ok, err = pcall(fetch_nodes, fetch, nodes, 0)
+  if not ok then error(where .. ": " .. tostring(err), 2) end
+  for _, gn in ipairs(nodes) do
+    local ok2, err2 = pcall(gn[1].set_exec_config, gn[1], gn[2], o)
+    if not ok2 then error(rewhere(err2, where), 2) end
+  end
+  return fetch
+end
+
+--- The graph-level options node carries, as {option = value}, or nil (for scripts and tests).
+function M.graph_exec_config(op)
+  if getmetatable(op) == core.Output_mt then op = op:op() end
+  if getmetatable(op) ~= core.Operation_mt then error("graph_exec_config: expects an Operation or an Output", 2) end
+  local o = op:graph():exec_config(op:id())
+  return o and o:values() or nil
+end
+
+-- the default graph, for fetches given by name (init.lua installs npu.get_default_graph)
+M.get_default_graph = function() error("npu.config: no default graph", 2) end
 
 return M

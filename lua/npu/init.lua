@@ -247,7 +247,7 @@ npu.concat_v2 = npu.concat
 
 npu.nn = {}
 for _, name in ipairs({ "relu", "relu6", "sigmoid", "tanh", "softmax", "log_softmax", "bias_add",
-  "conv2d", "depthwise_conv2d", "max_pool", "avg_pool" }) do
+  "conv2d", "depthwise_conv2d", "max_pool", "avg_pool", "gelu" }) do
   npu.nn[name] = npu[name]
 end
 npu.nn.depthwise_conv2d_native = npu.depthwise_conv2d
@@ -275,6 +275,9 @@ Output_mt.__unm = function(a) return npu.neg(a) end
 npu.ConfigProto = config.ConfigProto
 npu.RewriterConfig = config.RewriterConfig
 npu.compat = config.compat
+npu.ExperimentalConfig = config.ExperimentalConfig -- 004
+npu.NPURunConfig = config.NPURunConfig             -- takes experimental_config, session_config
+config.get_default_graph = npu.get_default_graph  -- set_graph_exec_config's fetch names
 
 local system_options -- set by initialize_system, inherited by later sessions
 
@@ -298,6 +301,9 @@ end
 
 --- tf.Session-like helpers on the session object.
 local Session_methods = core.Session_mt.__index
+
+-- sess:explain(fetches [, feeds]) returns a table whose tostring is a listing of the plan.
+core.Explain_mt.__tostring = require("npu.explain").tostring
 
 --- npu.initialize_system(options): validates and keeps system-wide options (003): sessions
 -- created afterwards start from them.  Optional: sessions initialise implicitly.
@@ -340,6 +346,38 @@ function npu.util.set_iteration_per_loop(sess, train_op, n)
   local node = g:add_op("loop", {}, { iterations = n }, "loop")
   g:add_control(node, op:id())
   return g:operation(node)
+end
+
+--- npu.util.set_graph_exec_config(fetch, {dynamic_input =, dynamic_graph_execute_mode =,
+-- dynamic_inputs_shape_range =, is_train_graph =, experimental_config = npu.ExperimentalConfig{}})
+-- (002 7.3): the fetch's node carries these options, which win over the session's for every
+-- run that reaches it; returns fetch.  See lua/npu/config.lua and docs/options.md.
+npu.util.set_graph_exec_config = config.set_graph_exec_config
+npu.util.graph_exec_config = config.graph_exec_config
+
+--- npu.util.keep_tensors_dtypes(graph, tensors) (002 §7.2, online inference): the ops producing
+-- the given tensors ("name:0" strings or Outputs of graph; a list or a single one) keep the
+-- graph's dtypes under every precision mode, as under must_keep_origin_dtype (where it has
+-- nothing to do).  In the mixed modes gray-list ops fed by them stay float32 too.  Mark before
+-- the first run: a plan already compiled keeps its dtypes.  Unknown names are errors, and then
+-- nothing is marked.
+function npu.util.keep_tensors_dtypes(graph, tensors)
+  local where = "npu.util.keep_tensors_dtypes"
+  if getmetatable(graph) ~= core.Graph_mt then error(where .. ": argument 1 must be an npu.Graph", 2) end
+  if type(tensors) ~= "table" or is_output(tensors) then tensors = { tensors } end
+  local ids = {}
+  for i, t in ipairs(tensors) do
+    if type(t) == "string" then
+      local ok, out = pcall(graph.get_tensor_by_name, graph, t)
+      if not ok then error(where .. ": " .. tostring(out):gsub("^npu%.Graph:get_tensor_by_name: ", ""), 2) end
+      ids[i] = out:id()
+    elseif is_output(t) and rawequal(t:graph(), graph) then
+      ids[i] = t:id()
+    else
+      error(("%s: tensor %d must be a tensor name (\"name:0\") or an Output of this graph"):format(where, i), 2)
+    end
+  end
+  for _, id in ipairs(ids) do graph:keep_dtype(id) end
 end
 
 --- npu.util.TellMeStepOrLossHook{step = global_step, total_step = n} (or {loss = loss,

@@ -1,0 +1,104 @@
+-- implmode.lua — high_precision versus high_performance implementations (op_select_implmode):
+-- each op on 1024 x 1024 float32 elements (rows of 1024 for softmax / log_softmax), with one
+-- device thread and with all of them, the median time of a sess:run under each mode, their
+-- ratio (> 1: high_performance is faster), and each mode's largest error against the same
+-- graph computed in float64 (in float32 ulps of the exact value).
+--   lua5.4 bench/implmode.lua [REPS]      (median of REPS runs after 2 warm-up runs; default 15)
+local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
+package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
+package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
+local npu = require("npu")
+local core = npu.core
+
+local REPS = tonumber(arg and arg[1]) or 15
+local ROWS, COLS = 1024, 1024
+local clock = core.monotonic_time
+
+local OPS = {
+  { "exp", function(x) return npu.exp(x) end, -10, 10 },
+  { "log", function(x) return npu.log(x) end, 1e-3, 100 },
+  { "tanh", function(x) return npu.tanh(x) end, -10, 10 },
+  { "sigmoid", function(x) return npu.sigmoid(x) end, -10, 10 },
+  { "gelu", function(x) return npu.gelu(x) end, -10, 10 },
+  { "gelu (tanh)", function(x) return npu.gelu(x, true) end, -3, 3 },
+  { "softmax", function(x) return npu.nn.softmax(x) end, -10, 10 },
+  { "log_softmax", function(x) return npu.nn.log_softmax(x) end, -10, 10 },
+}
+
+local function median(t)
+  table.sort(t)
+  return t[(#t + 1) // 2]
+end
+
+local function session(fn, dtype, options)
+  local g = npu.Graph()
+  local x = g:placeholder(dtype, { ROWS, COLS }, "x")
+  return npu.Session { graph = g, options = options }, x, fn(x)
+end
+
+-- The result of the previous run is collected first, so the plan writes into the tensor it
+-- keeps (a result still held elsewhere would make it allocate and fault in a new one).
+local function time_ms(sess, y, feeds)
+  for _ = 1, 2 do sess:run(y, feeds) end
+  local times = {}
+  for r = 1, REPS do
+    collectgarbage()
+    local t0 = clock()
+    sess:run(y, feeds)
+    times[r] = (clock() - t0) * 1e3
+  end
+  return median(times)
+end
+
+-- The float32 ulp at v (the spacing of float32 numbers around the exact value).
+local function ulp(v)
+  v = math.abs(v)
+  if v < 2 ^ -126 then return 2 ^ -149 end
+  local e = math.floor(math.log(v, 2))
+  if 2 ^ e > v then e = e - 1 elseif 2 ^ (e + 1) <= v then e = e + 1 end
+  return 2 ^ (e - 23)
+end
+
+local function max_ulps(got, exact)
+  local worst = 0
+  for r = 1, ROWS do
+    local gr, er = got[r], exact[r]
+    for c = 1, COLS do
+      local e = er[c]
+      if e == e and e ~= math.huge and e ~= -math.huge then
+        local d = math.abs(gr[c] - e) / ulp(e)
+        if d > worst then worst = d end
+      end
+    end
+  end
+  return worst
+end
+
+local all = core.n_threads()
+local modes = { { "high_precision", {} }, { "high_performance", { op_select_implmode = "high_performance" } } }
+print(("implementation modes: %d x %d float32, median of %d runs; device pool %d thread(s)"):format(
+  ROWS, COLS, REPS, all))
+print(("%-12s %7s %12s %12s %8s %12s %12s"):format("op", "threads", "precise ms", "fast ms",
+  "speedup", "precise err", "fast err"))
+for _, op in ipairs(OPS) do
+  local name, fn, lo, hi = op[1], op[2], op[3], op[4]
+  local X = npu.random.uniform({ ROWS, COLS }, { minval = lo, maxval = hi, seed = 11 })
+  local s64, x64, y64 = session(fn, "float64", { use_off_line = false })
+  local exact = s64:run(y64, { [x64] = X:astype("float64") }):totable()
+  local err, sessions = {}, {}
+  for m, mode in ipairs(modes) do
+    local options = { precision_mode = "must_keep_origin_dtype" }
+    for k, v in pairs(mode[2]) do options[k] = v end
+    local sess, x, y = session(fn, "float32", options)
+    sessions[m] = { sess, y, { [x] = X } }
+    err[m] = max_ulps(sess:run(y, { [x] = X }):totable(), exact)
+  end
+  for _, n in ipairs(all > 1 and { 1, all } or { 1 }) do
+    core.set_n_threads(n)
+    local t = {}
+    for m = 1, 2 do t[m] = time_ms(table.unpack(sessions[m])) end
+    print(("%-12s %7d %12.3f %12.3f %7.2fx %10.2f ulp %8.2f ulp"):format(name, n, t[1], t[2],
+      t[1] / t[2], err[1], err[2]))
+  end
+  core.set_n_threads(all)
+end

@@ -1,0 +1,425 @@
+/*
+ * explain.c — a compiled plan described as JSON text (npu_session_explain, sess:explain).
+ *
+ * The description is read from the plan alone, after every pass: the steps that run (what
+ * fusion made of them, the rounding the precision mode chose), each value's dtype, shape, size
+ * and where its memory lives, and the plan's memory totals.  Three tables of fields — plan,
+ * step, value — drive the output, so a pass that adds something to the plan adds one line (and
+ * a small writer) here; the layout is documented with npu_session_explain in npu.h.
+ *
+ * The text is built in one growing buffer from the context's allocator: an allocation failure
+ * anywhere leaves nothing behind and returns NPU_ERR_NOMEM.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "options/options_int.h"
+
+/* ---- a minimal JSON writer ---- */
+
+#define JW_MAX_DEPTH 16
+
+typedef struct jw {
+  npu_context *ctx;
+  char *buf;
+  size_t len, cap;
+  bool nomem;
+  bool after_key;            /* the next value follows "key": (no comma) */
+  int depth;
+  bool first[JW_MAX_DEPTH];  /* per open container: nothing written in it yet */
+} jw;
+
+static void put(jw *w, const char *s, size_t n) {
+  if (w->nomem) return;
+  if (w->len + n + 1 > w->cap) {
+    size_t cap = w->cap ? w->cap : 1024;
+    while (cap < w->len + n + 1) cap *= 2;
+    char *b = npuC_realloc(w->ctx, w->buf, cap);
+    if (!b) {
+      w->nomem = true;
+      return;
+    }
+    w->buf = b;
+    w->cap = cap;
+  }
+  memcpy(w->buf + w->len, s, n);
+  w->len += n;
+  w->buf[w->len] = 0;
+}
+
+static void puts_(jw *w, const char *s) { put(w, s, strlen(s)); }
+
+/* The comma before a value or a key, unless it is the first in its container. */
+static void sep(jw *w) {
+  if (w->after_key) {
+    w->after_key = false;
+    return;
+  }
+  if (w->depth > 0 && !w->first[w->depth - 1]) put(w, ",", 1);
+  if (w->depth > 0) w->first[w->depth - 1] = false;
+}
+
+static void open_(jw *w, char c) {
+  sep(w);
+  put(w, &c, 1);
+  /* nesting is fixed by this file's tables: JW_MAX_DEPTH is never reached */
+  if (w->depth < JW_MAX_DEPTH) w->first[w->depth++] = true;
+}
+
+static void close_(jw *w, char c) {
+  if (w->depth > 0) w->depth--;
+  put(w, &c, 1);
+}
+
+/* s escaped, without the quotes. */
+static void escaped(jw *w, const char *s) {
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    char esc[8];
+    if (*c == '"' || *c == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)*c;
+      put(w, esc, 2);
+    } else if (*c < 0x20) {
+      snprintf(esc, sizeof esc, "\\u%04x", *c);
+      put(w, esc, 6);
+    } else {
+      put(w, (const char *)c, 1);
+    }
+  }
+}
+
+static void str(jw *w, const char *s) {
+  sep(w);
+  if (!s) {
+    puts_(w, "null");
+    return;
+  }
+  put(w, "\"", 1);
+  escaped(w, s);
+  put(w, "\"", 1);
+}
+
+static void key(jw *w, const char *k) {
+  str(w, k);
+  put(w, ":", 1);
+  w->after_key = true;
+}
+
+static void num(jw *w, int64_t v) {
+  char b[32];
+  sep(w);
+  snprintf(b, sizeof b, "%lld", (long long)v);
+  puts_(w, b);
+}
+
+static void boolean(jw *w, bool v) {
+  sep(w);
+  puts_(w, v ? "true" : "false");
+}
+
+/* ---- what the fields read ---- */
+
+/* Where a value's memory lives. */
+typedef enum mem_kind {
+  MEM_NONE = 0, /* nothing in this plan produces it (absorbed by a fused step, or not needed) */
+  MEM_FEED, MEM_CONST, MEM_VARIABLE, MEM_ALIAS, MEM_ITERATOR, MEM_ARENA, MEM_OWN,
+  MEM_COUNT
+} mem_kind;
+
+static const char *const mem_names[MEM_COUNT] = {
+    [MEM_NONE] = "none",         [MEM_FEED] = "feed",   [MEM_CONST] = "constant",
+    [MEM_VARIABLE] = "variable", [MEM_ALIAS] = "alias", [MEM_ITERATOR] = "iterator",
+    [MEM_ARENA] = "arena",       [MEM_OWN] = "own",
+};
+
+/* What a step's outputs are, by the executor's kind of op. */
+static const mem_kind out_kind[] = {
+    [NPUX_KIND_KERNEL] = MEM_OWN,       [NPUX_KIND_PLACEHOLDER] = MEM_FEED,
+    [NPUX_KIND_CONST] = MEM_CONST,      [NPUX_KIND_VARIABLE] = MEM_VARIABLE,
+    [NPUX_KIND_ASSIGN] = MEM_VARIABLE,  [NPUX_KIND_IDENTITY] = MEM_ALIAS,
+    [NPUX_KIND_NO_OP] = MEM_NONE,       [NPUX_KIND_LOOP] = MEM_NONE,
+    [NPUX_KIND_GET_NEXT] = MEM_ITERATOR,
+};
+
+typedef struct ex {
+  const npu_graph *g;
+  const npuP_config *cfg;
+  const npuE_plan *p;
+  uint8_t *kind; /* mem_kind by value id */
+  uint8_t *used; /* by value id: a step reads it or a fetch names it */
+} ex;
+
+static size_t value_bytes(const npuE_plan *p, int v) {
+  const npuG_value *d = &p->values[v];
+  int64_t n = npuT_numel(d->ndim, d->shape);
+  return n > 0 ? (size_t)n * npu_dtype_size(d->dtype) : 0;
+}
+
+static int64_t arena_offset(const npuE_plan *p, int v) {
+  return p->memory.offset ? p->memory.offset[v] : -1;
+}
+
+/* ---- value fields: {"name", "dtype", "shape", "bytes", "memory", "offset"} ---- */
+
+typedef void (*value_field)(jw *, const ex *, int v);
+
+static const char *node_name(const ex *e, int node) {
+  return node >= 0 && node < e->g->n_nodes ? e->g->nodes[node].name : "?";
+}
+
+static void v_name(jw *w, const ex *e, int v) {
+  char b[24];
+  const npuG_value *d = &e->p->values[v];
+  sep(w);
+  put(w, "\"", 1);
+  escaped(w, node_name(e, d->node));
+  snprintf(b, sizeof b, ":%d\"", d->index);
+  puts_(w, b);
+}
+static void v_dtype(jw *w, const ex *e, int v) { str(w, npu_dtype_name(e->p->values[v].dtype)); }
+static void v_shape(jw *w, const ex *e, int v) {
+  const npuG_value *d = &e->p->values[v];
+  open_(w, '[');
+  for (int i = 0; i < d->ndim; i++) num(w, d->shape[i]);
+  close_(w, ']');
+}
+static void v_bytes(jw *w, const ex *e, int v) { num(w, (int64_t)value_bytes(e->p, v)); }
+static void v_memory(jw *w, const ex *e, int v) { str(w, mem_names[e->kind[v]]); }
+
+static const struct {
+  const char *name;
+  value_field fn;
+} value_fields[] = {
+    {"name", v_name},   {"dtype", v_dtype},   {"shape", v_shape},
+    {"bytes", v_bytes}, {"memory", v_memory},
+};
+
+static void value(jw *w, const ex *e, int v) {
+  open_(w, '{');
+  for (size_t i = 0; i < npu_countof(value_fields); i++) {
+    key(w, value_fields[i].name);
+    value_fields[i].fn(w, e, v);
+  }
+  if (e->kind[v] == MEM_ARENA) { /* only arena values have one */
+    key(w, "offset");
+    num(w, arena_offset(e->p, v));
+  }
+  close_(w, '}');
+}
+
+static void values(jw *w, const ex *e, int n, const int *ids) {
+  open_(w, '[');
+  for (int i = 0; i < n; i++) value(w, e, ids[i]);
+  close_(w, ']');
+}
+
+/* ---- step fields ---- */
+
+typedef void (*step_field)(jw *, const ex *, const npuE_step *);
+
+static void s_op(jw *w, const ex *e, const npuE_step *s) { (void)e, str(w, s->def->name); }
+static void s_node(jw *w, const ex *e, const npuE_step *s) { str(w, node_name(e, s->node)); }
+static void s_pass(jw *w, const ex *e, const npuE_step *s) { (void)e, str(w, s->pass); }
+static void s_absorbed(jw *w, const ex *e, const npuE_step *s) {
+  open_(w, '[');
+  for (int i = 0; i < s->n_absorbed; i++) str(w, node_name(e, s->absorbed[i]));
+  close_(w, ']');
+}
+static void s_inputs(jw *w, const ex *e, const npuE_step *s) { values(w, e, s->n_in, s->in); }
+static void s_outputs(jw *w, const ex *e, const npuE_step *s) { values(w, e, s->n_out, s->out); }
+static void rounding(jw *w, int dtype) {
+  str(w, dtype >= 0 ? npu_dtype_name((npu_dtype)dtype) : NULL);
+}
+static void s_round_in(jw *w, const ex *e, const npuE_step *s) { (void)e, rounding(w, s->round_in); }
+static void s_round_out(jw *w, const ex *e, const npuE_step *s) { (void)e, rounding(w, s->round_out); }
+/* compile/implmode.c: which of the op's kernels runs (every op has a high_precision one) */
+static void s_impl(jw *w, const ex *e, const npuE_step *s) {
+  (void)e, str(w, s->impl ? "high_performance" : "high_precision");
+}
+static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
+  (void)e, num(w, (int64_t)s->scratch_size);
+}
+
+static const struct {
+  const char *name;
+  step_field fn;
+} step_fields[] = {
+    {"op", s_op},
+    {"node", s_node},
+    {"pass", s_pass},
+    {"absorbed", s_absorbed},
+    {"inputs", s_inputs},
+    {"outputs", s_outputs},
+    {"round_in", s_round_in},
+    {"round_out", s_round_out},
+    {"scratch_bytes", s_scratch},
+    {"impl", s_impl},
+};
+
+/* ---- memory fields ---- */
+
+/* Bytes of the distinct values of kind k (used ones only, when used_only). */
+static int64_t sum_kind(const ex *e, mem_kind k, bool used_only) {
+  size_t n = 0;
+  for (int v = 0; v < e->p->n_values; v++)
+    if (e->kind[v] == k && (!used_only || e->used[v])) n += value_bytes(e->p, v);
+  return (int64_t)n;
+}
+
+static int64_t fetched_bytes(const ex *e) {
+  size_t n = 0;
+  for (int i = 0; i < e->p->n_fetches; i++) {
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) seen = e->p->fetches[j] == e->p->fetches[i];
+    if (!seen) n += value_bytes(e->p, e->p->fetches[i]);
+  }
+  return (int64_t)n;
+}
+
+/* What the plan holds while it runs: its arena, the buffers of its own, the constants it
+   reads, the kernels' scratch and the widening buffer (unless the arena holds them).  Feeds
+   and variables belong to the caller and the session. */
+static int64_t total_bytes(const ex *e) {
+  const npuE_plan *p = e->p;
+  int64_t buffers = p->memory.buffers ? 0 : (int64_t)p->scratch_size + (int64_t)p->round_size;
+  return (int64_t)p->memory.arena_bytes + sum_kind(e, MEM_OWN, false) +
+         sum_kind(e, MEM_CONST, true) + buffers;
+}
+
+typedef void (*plan_field)(jw *, const ex *);
+
+static void m_planning(jw *w, const ex *e) { boolean(w, e->p->memory.enabled); }
+static void m_arena(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.arena_bytes); }
+static void m_shared(jw *w, const ex *e) { boolean(w, e->p->memory.shared); }
+static void m_buffers(jw *w, const ex *e) { boolean(w, e->p->memory.buffers); }
+static void m_n_planned(jw *w, const ex *e) { num(w, e->p->memory.n_planned); }
+static void m_planned(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.planned_bytes); }
+static void m_live_peak(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.live_peak_bytes); }
+static void m_own(jw *w, const ex *e) { num(w, sum_kind(e, MEM_OWN, false)); }
+static void m_fetched(jw *w, const ex *e) { num(w, fetched_bytes(e)); }
+static void m_const(jw *w, const ex *e) { num(w, sum_kind(e, MEM_CONST, true)); }
+static void m_variable(jw *w, const ex *e) { num(w, sum_kind(e, MEM_VARIABLE, false)); }
+static void m_scratch(jw *w, const ex *e) { num(w, (int64_t)e->p->scratch_size); }
+static void m_round(jw *w, const ex *e) { num(w, (int64_t)e->p->round_size); }
+static void m_total(jw *w, const ex *e) { num(w, total_bytes(e)); }
+
+static const struct {
+  const char *name;
+  plan_field fn;
+} memory_fields[] = {
+    {"planning", m_planning},
+    {"arena_bytes", m_arena},
+    {"arena_shared", m_shared},
+    {"planned_values", m_n_planned},
+    {"planned_bytes", m_planned},
+    {"live_peak_bytes", m_live_peak},
+    {"own_bytes", m_own},
+    {"fetched_bytes", m_fetched},
+    {"constant_bytes", m_const},
+    {"variable_bytes", m_variable},
+    {"scratch_bytes", m_scratch},
+    {"round_bytes", m_round},
+    {"buffers_in_arena", m_buffers},
+    {"total_bytes", m_total},
+};
+
+/* ---- plan fields ---- */
+
+static void p_precision(jw *w, const ex *e) {
+  const npu_options *o = e->cfg ? e->cfg->options : NULL;
+  if (!o) {
+    str(w, NULL);
+    return;
+  }
+  str(w, npuO_is_set(o, NPUO_precision_mode_v2) ? npuO_string(o, NPUO_precision_mode_v2)
+                                                : npuO_string(o, NPUO_precision_mode));
+}
+static void p_reference(jw *w, const ex *e) { boolean(w, e->p->reference); }
+static void p_n_steps(jw *w, const ex *e) { num(w, e->p->n_steps); }
+static void p_folded(jw *w, const ex *e) { num(w, e->p->n_folded); }
+static void p_iterations(jw *w, const ex *e) { num(w, e->p->iterations); }
+static void p_feeds(jw *w, const ex *e) { values(w, e, e->p->n_feeds, e->p->feeds); }
+static void p_fetches(jw *w, const ex *e) { values(w, e, e->p->n_fetches, e->p->fetches); }
+static void p_steps(jw *w, const ex *e) {
+  open_(w, '[');
+  for (int k = 0; k < e->p->n_steps; k++) {
+    const npuE_step *s = &e->p->steps[k];
+    open_(w, '{');
+    for (size_t i = 0; i < npu_countof(step_fields); i++) {
+      key(w, step_fields[i].name);
+      step_fields[i].fn(w, e, s);
+    }
+    close_(w, '}');
+  }
+  close_(w, ']');
+}
+static void p_memory(jw *w, const ex *e) {
+  open_(w, '{');
+  for (size_t i = 0; i < npu_countof(memory_fields); i++) {
+    key(w, memory_fields[i].name);
+    memory_fields[i].fn(w, e);
+  }
+  close_(w, '}');
+}
+
+static const struct {
+  const char *name;
+  plan_field fn;
+} plan_fields[] = {
+    {"precision_mode", p_precision},
+    {"reference", p_reference},
+    {"n_steps", p_n_steps},
+    {"folded", p_folded},
+    {"iterations", p_iterations},
+    {"feeds", p_feeds},
+    {"fetches", p_fetches},
+    {"steps", p_steps},
+    {"memory", p_memory},
+};
+
+/* Classifies every value by where its memory lives and marks those the run reads. */
+static void classify(ex *e) {
+  const npuE_plan *p = e->p;
+  for (int i = 0; i < p->n_feeds; i++) e->kind[p->feeds[i]] = MEM_FEED;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *s = &p->steps[k];
+    for (int i = 0; i < s->n_in; i++) e->used[s->in[i]] = 1;
+    for (int i = 0; i < s->n_out; i++) {
+      int v = s->out[i];
+      mem_kind m = (size_t)s->def->kind < npu_countof(out_kind) ? out_kind[s->def->kind] : MEM_OWN;
+      if (m == MEM_OWN && arena_offset(p, v) >= 0) m = MEM_ARENA;
+      if (e->kind[v] != MEM_FEED) e->kind[v] = (uint8_t)m;
+    }
+  }
+  for (int i = 0; i < p->n_fetches; i++) e->used[p->fetches[i]] = 1;
+  /* what is left with a tensor bound at compile time: constants and folded values */
+  for (int v = 0; v < p->n_values; v++)
+    if (e->kind[v] == MEM_NONE && p->slots[v]) e->kind[v] = MEM_CONST;
+}
+
+npu_status npuP_explain(npu_context *ctx, const npu_graph *g, const npuP_config *cfg,
+                        const npuE_plan *p, char **out) {
+  *out = NULL;
+  size_t n = (size_t)(p->n_values ? p->n_values : 1);
+  ex e = {.g = g, .cfg = cfg, .p = p, .kind = npuC_calloc(ctx, n, 1),
+          .used = npuC_calloc(ctx, n, 1)};
+  jw w = {.ctx = ctx};
+  if (e.kind && e.used) {
+    classify(&e);
+    open_(&w, '{');
+    for (size_t i = 0; i < npu_countof(plan_fields); i++) {
+      key(&w, plan_fields[i].name);
+      plan_fields[i].fn(&w, &e);
+    }
+    close_(&w, '}');
+  }
+  npuC_free(ctx, e.kind);
+  npuC_free(ctx, e.used);
+  if (!e.kind || !e.used || w.nomem) {
+    npuC_free(ctx, w.buf);
+    return npuC_error(ctx, NPU_ERR_NOMEM, "npu_session_explain: out of memory");
+  }
+  *out = w.buf;
+  return NPU_OK;
+}

@@ -1,0 +1,125 @@
+/*
+ * fused_ops.c — the op definitions of fused steps (fused_ops.h): how each runs its params on
+ * the kernels of kernels.h ("fused steps").
+ *
+ * A step's node is the pattern's first node (the matmul, the convolution, the chain's first
+ * op), so messages name it; the nodes folded in are listed in the step's `absorbed`.  Shapes
+ * were inferred for the original nodes and the pass checked them, so run trusts them; only the
+ * dtype is checked again, because a later pass (precision) could store a value in float16.
+ */
+#include "compile/fused_ops.h"
+
+/* Fused steps compute float32 only; a later pass must not hand them anything else. */
+static npu_status check_f32(const npuX_call *c, const char *op) {
+  for (int i = 0; i < c->n_inputs + c->n_outputs; i++) {
+    const npu_tensor *t = i < c->n_inputs ? c->in[i] : c->out[i - c->n_inputs];
+    if (t->dtype != NPU_DTYPE_F32)
+      return npuC_error(c->ctx, NPU_ERR_UNSUPPORTED,
+                        "%s '%s': a fused step computes float32, its %s %d is %s", op,
+                        c->node->name, i < c->n_inputs ? "input" : "output",
+                        i < c->n_inputs ? i : i - c->n_inputs, npu_dtype_name(t->dtype));
+  }
+  return NPU_OK;
+}
+
+/* ---- matmul + bias + activation ---- */
+
+static npu_status matmul_impl(const npuX_call *c, bool reference) {
+  const npuP_fused_matmul *p = c->params;
+  npu_status st = check_f32(c, "fused_matmul");
+  if (st) return st;
+  const npu_tensor *a = c->in[0], *b = c->in[1];
+  npu_tensor *y = c->out[0];
+  int64_t m = y->shape[0], n = y->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
+  npuK_epilogue ep = {.bias = p->bias_input >= 0 ? c->in[p->bias_input]->data : NULL,
+                      .act = p->act, .alpha = p->alpha,
+                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL};
+  (reference ? npuK_matmul_f32_ref_ep : npuK_matmul_f32_blas_ep)(
+      c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, &ep, y->data);
+  return NPU_OK;
+}
+
+static npu_status matmul_run(const npuX_call *c) { return matmul_impl(c, false); }
+static npu_status matmul_ref(const npuX_call *c) { return matmul_impl(c, true); }
+
+const npu_op_def npuP_op_fused_matmul = {
+    .name = "fused_matmul", .tf_type = "_FusedMatMul", .min_inputs = 3, .max_inputs = 4,
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD, .run = matmul_run,
+    .run_ref = matmul_ref};
+
+/* ---- convolution + bias + activation (a folded batch norm is a new filter and bias) ---- */
+
+static size_t conv_scratch(const npuX_call *c) {
+  const npuP_fused_conv *p = c->params;
+  npuK_window2d w;
+  if (npuX_window_geometry(&p->window, c->in[0], p->k_h, p->k_w, &w)) return 0;
+  return npuK_conv2d_f32_scratch_size(&w, p->out_c, c->n_threads);
+}
+
+static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) {
+  const npuP_fused_conv *p = c->params;
+  npu_status st = check_f32(c, depthwise ? "fused_depthwise_conv2d" : "fused_conv2d");
+  npuK_window2d w;
+  if (!st) st = npuX_window_call(c, p->k_h, p->k_w, &w);
+  if (st) return st;
+  const float *x = c->in[0]->data, *filter = c->in[1]->data;
+  npuK_epilogue ep = {.bias = p->bias_input >= 0 ? c->in[p->bias_input]->data : NULL,
+                      .act = p->act, .alpha = p->alpha,
+                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL};
+  float *y = c->out[0]->data;
+  if (depthwise)
+    (reference ? npuK_depthwise_conv2d_f32_ref_ep : npuK_depthwise_conv2d_f32_ep)(
+        c->pool, &w, p->out_c, x, filter, &ep, y);
+  else
+    (reference ? npuK_conv2d_f32_ref_ep : npuK_conv2d_f32_ep)(c->pool, &w, p->out_c, x, filter,
+                                                              &ep, y, c->scratch, c->n_threads);
+  return NPU_OK;
+}
+
+static npu_status conv_run(const npuX_call *c) { return conv_impl(c, false, false); }
+static npu_status conv_ref(const npuX_call *c) { return conv_impl(c, true, false); }
+static npu_status dw_run(const npuX_call *c) { return conv_impl(c, false, true); }
+static npu_status dw_ref(const npuX_call *c) { return conv_impl(c, true, true); }
+
+const npu_op_def npuP_op_fused_conv2d = {
+    .name = "fused_conv2d", .tf_type = "_FusedConv2D", .min_inputs = 2, .max_inputs = 4,
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD,
+    .scratch_size = conv_scratch, .run = conv_run, .run_ref = conv_ref};
+
+const npu_op_def npuP_op_fused_depthwise_conv2d = {
+    .name = "fused_depthwise_conv2d", .tf_type = "_FusedDepthwiseConv2dNative",
+    .min_inputs = 2, .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_TRUST,
+    .flags = NPUX_F_NO_FOLD, .run = dw_run, .run_ref = dw_ref};
+
+/* ---- elementwise chains ---- */
+
+enum { MAX_OPERANDS = 64 };
+
+static npu_status eltwise_impl(const npuX_call *c, bool reference) {
+  const npuP_fused_eltwise *p = c->params;
+  npu_status st = check_f32(c, "fused_elementwise");
+  if (st) return st;
+  if (c->n_inputs > MAX_OPERANDS)
+    return npuC_error(c->ctx, NPU_ERR_INTERNAL, "fused_elementwise '%s': %d operands (at most %d)",
+                      c->node->name, c->n_inputs, MAX_OPERANDS);
+  const float *operands[MAX_OPERANDS];
+  for (int i = 0; i < c->n_inputs; i++) operands[i] = c->in[i]->data;
+  const npu_tensor *y = c->out[0];
+  int64_t cols = y->ndim ? y->shape[y->ndim - 1] : 1, rows = cols ? y->numel / cols : 0;
+  (reference ? npuK_eltwise_f32_ref : npuK_eltwise_f32)(c->pool, p->n_instr, p->prog, rows, cols,
+                                                        operands, y->data);
+  return NPU_OK;
+}
+
+static npu_status eltwise_run(const npuX_call *c) { return eltwise_impl(c, false); }
+static npu_status eltwise_ref(const npuX_call *c) { return eltwise_impl(c, true); }
+
+const npu_op_def npuP_op_fused_eltwise = {
+    .name = "fused_elementwise", .tf_type = "FusedElementwise", .min_inputs = 1,
+    .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD,
+    .run = eltwise_run, .run_ref = eltwise_ref};
+
+const npu_op_def npuP_op_fused_eltwise_block = {
+    .name = "fused_elementwise", .tf_type = "FusedElementwise", .min_inputs = 1,
+    .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_NO_FOLD,
+    .run = eltwise_run, .run_ref = eltwise_ref};

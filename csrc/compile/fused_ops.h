@@ -1,0 +1,48 @@
+/*
+ * fused_ops.h — the ops of the steps fusion makes (compile/fusion.c, compile/fused_ops.c).
+ *
+ * They are compile-internal: not in ops.def, so a graph (or Lua, or an imported model) can
+ * never name them.  A fused step's params are built by its pass in one allocation
+ * (npuE_step.owned_params, freed with the plan) and need no destructor.  Every fused step
+ * computes in float32: the passes fuse float32 values only.
+ */
+#ifndef NPU_FUSED_OPS_H
+#define NPU_FUSED_OPS_H
+#include "ops/ops.h"
+
+/* fused_matmul: inputs a, b, bias (n) [, prelu slopes (n)]; y = op(a) op(b) + bias, then act. */
+typedef struct npuP_fused_matmul {
+  bool transpose_a, transpose_b;
+  int bias_input;  /* 2 */
+  int slope_input; /* act prelu: the input of its slopes, else -1 */
+  npuK_act act;
+  float alpha;
+} npuP_fused_matmul;
+
+/* fused_conv2d / fused_depthwise_conv2d: inputs x, filter [, bias (channels)] [, prelu slopes
+   (channels)].  Batch-norm folding gives the step a new filter and bias: plan constants made
+   at compile time. */
+typedef struct npuP_fused_conv {
+  npuX_window_params window; /* first: npuX_window_call reads the params as this */
+  int64_t k_h, k_w, c, out_c; /* filter dims; out_c: depthwise's multiplier */
+  int bias_input;             /* 2, or -1 without a bias */
+  int slope_input;            /* act prelu: the input of its slopes, else -1 */
+  npuK_act act;
+  float alpha;
+} npuP_fused_conv;
+
+/* fused_elementwise: inputs = the operands of the program; y has the shape of the chain. */
+typedef struct npuP_fused_eltwise {
+  int n_instr;
+  npuK_ew_instr prog[]; /* n_instr */
+} npuP_fused_eltwise;
+
+extern const npu_op_def npuP_op_fused_matmul;
+extern const npu_op_def npuP_op_fused_conv2d;
+extern const npu_op_def npuP_op_fused_depthwise_conv2d;
+/* The same program under two precision lists: gray when every op of the chain is gray (it
+   follows its upstream), block when one of them is block-listed (exp, log, sqrt, pow ...). */
+extern const npu_op_def npuP_op_fused_eltwise;
+extern const npu_op_def npuP_op_fused_eltwise_block;
+
+#endif

@@ -1,0 +1,256 @@
+/* fused.c: what the fusion passes' steps run (kernels.h, "fused steps"): the epilogue a fused
+ * GEMM or convolution applies to a block of its output, and elementwise chains run as one
+ * program over blocks.
+ *
+ * Each op computes exactly the expression of the kernel that runs it unfused (unary.c,
+ * binary.c, kmath.h's leaky_relu), so a fused step has the bits of the ops it replaces; fusion
+ * only changes when each element is touched.  The common ops (add, sub, mul, div, maximum,
+ * minimum, squared_difference; neg, relu, relu6, square, abs, leaky_relu, prelu) run here in loops
+ * the compiler vectorises at -O2 (fixed 8-lane bodies through a local array: the loads come
+ * before the stores, so a block may be updated in place); the others call their kernel
+ * serially on the block.  relu and relu6 are written as `x <= 0 ? 0 : x` and
+ * `min(max(x, 0), 6)` in the form that keeps NaN and gives +0 for -0 exactly as unary.c's
+ * branches do, without the branches (on random signs those cost ~20x a memory pass).
+ * Blocks have sizes fixed by the shapes and are split over the pool whole: results never
+ * depend on threads.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kmath.h"
+#include "kernels/kutil.h"
+
+/* ---- vectorisable loops over one block ---- */
+
+#define LANES 8
+/* y[k] = EXPR for k < n, LANES at a time (reads before writes: y may alias the inputs). */
+#define EW_LOOP(n, EXPR)                                                                         \
+  do {                                                                                           \
+    int64_t i_ = 0;                                                                              \
+    for (; i_ + LANES <= (n); i_ += LANES) {                                                     \
+      float r_[LANES];                                                                           \
+      for (int j_ = 0; j_ < LANES; j_++) {                                                       \
+        int64_t k = i_ + j_;                                                                     \
+        r_[j_] = (EXPR);                                                                         \
+      }                                                                                          \
+      for (int j_ = 0; j_ < LANES; j_++) y[i_ + j_] = r_[j_];                                    \
+    }                                                                                            \
+    for (; i_ < (n); i_++) {                                                                     \
+      int64_t k = i_;                                                                            \
+      y[k] = (EXPR);                                                                             \
+    }                                                                                            \
+  } while (0)
+
+/* The scalar semantics of binary.c and unary.c (see kernels.h). */
+static inline float f_add(float a, float b) { return a + b; }
+static inline float f_sub(float a, float b) { return a - b; }
+static inline float f_mul(float a, float b) { return a * b; }
+static inline float f_div(float a, float b) { return a / b; }
+static inline float f_max(float a, float b) { return (a > b || a != a) ? a : b; }
+static inline float f_min(float a, float b) { return (a < b || a != a) ? a : b; }
+static inline float f_sqd(float a, float b) { float d = a - b; return d * d; }
+static inline float f_relu(float x) { return x <= 0 ? 0.0f : x; }
+static inline float f_relu6(float x) { float r = x < 0 ? 0.0f : x; return r > 6 ? 6.0f : r; }
+
+/* y = v OP o (o OP v when swap), v dense, o dense or one element; 0, or -1 when op has no
+   loop here. */
+#define BIN_CASES(F)                                                                             \
+  do {                                                                                           \
+    if (!o_scalar && !swap) EW_LOOP(n, F(v[k], o[k]));                                          \
+    else if (!o_scalar) EW_LOOP(n, F(o[k], v[k]));                                              \
+    else if (!swap) EW_LOOP(n, F(v[k], o0));                                                    \
+    else EW_LOOP(n, F(o0, v[k]));                                                               \
+  } while (0)
+
+static int bin_fast(npuK_binop op, int64_t n, const float *v, const float *o, int o_scalar,
+                    int swap, float *y) {
+  float o0 = o_scalar ? o[0] : 0;
+  switch (op) {
+  case NPUK_BIN_ADD: BIN_CASES(f_add); return 0;
+  case NPUK_BIN_SUB: BIN_CASES(f_sub); return 0;
+  case NPUK_BIN_MUL: BIN_CASES(f_mul); return 0;
+  case NPUK_BIN_DIV: BIN_CASES(f_div); return 0;
+  case NPUK_BIN_MAXIMUM: BIN_CASES(f_max); return 0;
+  case NPUK_BIN_MINIMUM: BIN_CASES(f_min); return 0;
+  case NPUK_BIN_SQUARED_DIFFERENCE: BIN_CASES(f_sqd); return 0;
+  default: return -1;
+  }
+}
+
+/* y = op(x); 0, or -1 when op has no loop here. */
+static int un_fast(npuK_unop op, int64_t n, const float *x, float *y) {
+  switch (op) {
+  case NPUK_UN_NEG: EW_LOOP(n, -x[k]); return 0;
+  case NPUK_UN_RELU: EW_LOOP(n, f_relu(x[k])); return 0;
+  case NPUK_UN_RELU6: EW_LOOP(n, f_relu6(x[k])); return 0;
+  case NPUK_UN_SQUARE: EW_LOOP(n, x[k] * x[k]); return 0;
+  case NPUK_UN_ABS: EW_LOOP(n, fabsf(x[k])); return 0;
+  default: return -1;
+  }
+}
+
+static void unary_block(npuK_unop op, int64_t n, const float *x, float *y) {
+  if (un_fast(op, n, x, y)) npuK_unary_f32(NULL, op, n, x, y);
+}
+
+/* leaky_relu and prelu as kmath.h computes them; prelu's slope dense or one element */
+static void leaky_block(float alpha, int64_t n, const float *x, float *y) {
+  EW_LOOP(n, x[k] > 0 ? x[k] : alpha * x[k]);
+}
+
+static void prelu_block(int64_t n, const float *x, const float *slope, int slope_scalar, float *y) {
+  if (slope_scalar) {
+    float a = slope[0];
+    EW_LOOP(n, x[k] > 0 ? x[k] : a * x[k]);
+  } else {
+    EW_LOOP(n, x[k] > 0 ? x[k] : slope[k] * x[k]);
+  }
+}
+
+/* y (rows, cols, row stride ld) += bias, then the activation, in place. */
+void npuK_epilogue_f32(const npuK_epilogue *e, int64_t rows, int64_t cols, int64_t ld, float *y) {
+  static const int8_t unop_of[NPUK_ACT_COUNT] = {
+      [NPUK_ACT_NONE] = -1,       [NPUK_ACT_RELU] = NPUK_UN_RELU,
+      [NPUK_ACT_RELU6] = NPUK_UN_RELU6, [NPUK_ACT_LEAKY_RELU] = -1,
+      [NPUK_ACT_SIGMOID] = NPUK_UN_SIGMOID, [NPUK_ACT_TANH] = NPUK_UN_TANH,
+      [NPUK_ACT_PRELU] = -1};
+  if (rows <= 0 || cols <= 0) return;
+  /* a dense block is one run for the activation; a column slab of a GEMM is one per row */
+  int64_t runs = ld == cols ? 1 : rows, run_len = ld == cols ? rows * cols : cols;
+  if (e->bias)
+    for (int64_t r = 0; r < rows; r++) bin_fast(NPUK_BIN_ADD, cols, y + r * ld, e->bias, 0, 0, y + r * ld);
+  if (e->act == NPUK_ACT_PRELU) { /* one slope per column: row by row */
+    for (int64_t r = 0; r < rows; r++) prelu_block(cols, y + r * ld, e->slope, 0, y + r * ld);
+    return;
+  }
+  for (int64_t r = 0; r < runs && e->act != NPUK_ACT_NONE; r++) {
+    float *run = y + r * ld;
+    if (e->act == NPUK_ACT_LEAKY_RELU) leaky_block(e->alpha, run_len, run, run);
+    else unary_block((npuK_unop)unop_of[e->act], run_len, run, run);
+  }
+}
+
+void npuK_matmul_f32_ref_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                            int64_t n, int64_t k, const float *a, const float *b,
+                            const npuK_epilogue *ep, float *c) {
+  npuK_matmul_f32_ref(pool, trans_a, trans_b, m, n, k, a, b, c);
+  if (ep) npuK_epilogue_f32(ep, m, n, n, c);
+}
+
+/* ---- elementwise programs ----------------------------------------------------------------- */
+
+typedef struct ew_job {
+  int n_instr;
+  const npuK_ew_instr *prog;
+  int64_t rows, cols;
+  int64_t rows_per_block; /* rows of one block when a row fits in a block, else 1 */
+  int64_t col_blocks;     /* blocks per row when it does not, else 1 */
+  const float *const *operands;
+  float *y;
+  int reference;
+} ew_job;
+
+/* Runs the program over elements [e0, e0 + nr * nc) of y: nr rows of nc columns starting at
+   column c0 (nr > 1 only with whole rows, so the range is contiguous). */
+static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_t nc) {
+  int64_t n = nr * nc;
+  float *y = j->y + e0;
+  const float *v = y; /* where the running value is: an operand until the first op writes y */
+  for (int i = 0; i < j->n_instr; i++) {
+    const npuK_ew_instr *in = &j->prog[i];
+    const float *o = j->operands[in->operand < 0 ? 0 : in->operand];
+    switch ((npuK_ew_kind)in->kind) {
+    case NPUK_EW_LOAD: v = o + e0; continue;
+    case NPUK_EW_UNARY:
+      if (j->reference) npuK_unary_f32(NULL, (npuK_unop)in->op, n, v, y);
+      else unary_block((npuK_unop)in->op, n, v, y);
+      break;
+    case NPUK_EW_LEAKY_RELU:
+      if (j->reference) npuK_leaky_relu_f32(NULL, n, in->alpha, v, y);
+      else leaky_block(in->alpha, n, v, y);
+      break;
+    case NPUK_EW_PRELU: /* the slope as it broadcasts; rows of a block one at a time for ROW */
+      if (in->bcast == NPUK_EW_FULL) o += e0;
+      else if (in->bcast == NPUK_EW_ROW) o += c0;
+      if (j->reference) {
+        int64_t dims[2] = {nr, nc}, so[2] = {in->bcast == NPUK_EW_FULL ? nc : 0,
+                                             in->bcast == NPUK_EW_SCALAR ? 0 : 1};
+        npuK_prelu_f32(NULL, 2, dims, v, o, so, y);
+      } else if (in->bcast == NPUK_EW_ROW) {
+        for (int64_t r = 0; r < nr; r++) prelu_block(nc, v + r * nc, o, 0, y + r * nc);
+      } else {
+        prelu_block(n, v, o, in->bcast == NPUK_EW_SCALAR, y);
+      }
+      break;
+    case NPUK_EW_BINARY: {
+      npuK_binop op = (npuK_binop)in->op;
+      if (in->bcast == NPUK_EW_FULL) o += e0;
+      else if (in->bcast == NPUK_EW_ROW) o += c0;
+      int fast = -1;
+      if (!j->reference && in->bcast != NPUK_EW_ROW) {
+        fast = bin_fast(op, n, v, o, in->bcast == NPUK_EW_SCALAR, in->swap, y);
+      } else if (!j->reference) { /* one row of the block at a time against the vector */
+        fast = 0;
+        for (int64_t r = 0; r < nr && !fast; r++)
+          fast = bin_fast(op, nc, v + r * nc, o, 0, in->swap, y + r * nc);
+      }
+      if (fast) { /* the binary kernel: the value dense (nr, nc), the operand as it broadcasts */
+        int64_t dims[2] = {nr, nc}, sv[2] = {nc, 1}, so[2] = {nc, 1};
+        if (in->bcast == NPUK_EW_ROW) so[0] = 0;
+        else if (in->bcast == NPUK_EW_SCALAR) so[0] = so[1] = 0;
+        const float *a = in->swap ? o : v, *b = in->swap ? v : o;
+        const int64_t *sa = in->swap ? so : sv, *sb = in->swap ? sv : so;
+        (j->reference ? npuK_binary_f32_ref : npuK_binary_f32)(NULL, op, 2, dims, a, sa, b, sb, y);
+      }
+      break;
+    }
+    }
+    v = y;
+  }
+  if (v != y) memcpy(y, v, (size_t)n * sizeof *y); /* a program of a LOAD alone */
+}
+
+static void ew_range(void *arg, int64_t begin, int64_t end) {
+  const ew_job *j = arg;
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t r0, nr, c0, nc;
+    if (j->col_blocks == 1) {
+      r0 = blk * j->rows_per_block;
+      nr = j->rows - r0 < j->rows_per_block ? j->rows - r0 : j->rows_per_block;
+      c0 = 0;
+      nc = j->cols;
+    } else {
+      r0 = blk / j->col_blocks;
+      nr = 1;
+      c0 = (blk % j->col_blocks) * NPUK_EW_BLOCK;
+      nc = j->cols - c0 < NPUK_EW_BLOCK ? j->cols - c0 : NPUK_EW_BLOCK;
+    }
+    ew_block(j, r0 * j->cols + c0, nr, c0, nc);
+  }
+}
+
+void npuK_eltwise_f32(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog, int64_t rows,
+                      int64_t cols, const float *const *operands, float *y) {
+  if (rows <= 0 || cols <= 0) return;
+  ew_job j = {.n_instr = n_instr, .prog = prog, .rows = rows, .cols = cols,
+              .operands = operands, .y = y};
+  if (cols <= NPUK_EW_BLOCK) {
+    j.rows_per_block = NPUK_EW_BLOCK / cols;
+    j.col_blocks = 1;
+  } else {
+    j.rows_per_block = 1;
+    j.col_blocks = (cols + NPUK_EW_BLOCK - 1) / NPUK_EW_BLOCK;
+  }
+  int64_t n_blocks = j.col_blocks == 1 ? (rows + j.rows_per_block - 1) / j.rows_per_block
+                                       : rows * j.col_blocks;
+  npuK_parallel_for(pool, n_blocks, K_GRAIN_ELEMS / NPUK_EW_BLOCK, ew_range, &j);
+}
+
+void npuK_eltwise_f32_ref(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog,
+                          int64_t rows, int64_t cols, const float *const *operands, float *y) {
+  (void)pool;
+  if (rows <= 0 || cols <= 0) return;
+  ew_job j = {.n_instr = n_instr, .prog = prog, .rows = rows, .cols = cols,
+              .operands = operands, .y = y, .reference = 1};
+  ew_block(&j, 0, rows, 0, cols); /* the whole tensor as one block */
+}

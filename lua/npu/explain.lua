@@ -1,0 +1,54 @@
+-- explain.lua — the listing that print(sess:explain(fetches)) shows: a header with the plan's
+-- totals and memory, then one line per step: index, op, node, the pass that made the step
+-- with the nodes it absorbed, and each output's dtype, shape, size and where it lives.
+-- The table itself comes from the binding (npu_session_explain's JSON, decoded); this file
+-- only formats it.
+local M = {}
+
+local function shape_str(shape)
+  local parts = {}
+  for i, d in ipairs(shape or {}) do parts[i] = tostring(d) end
+  return "[" .. table.concat(parts, ",") .. "]"
+end
+
+local function value_str(v)
+  local where = v.memory or "?"
+  if v.offset then where = where .. "@" .. v.offset end
+  return ("%s %s %s %d B %s"):format(v.name, v.dtype, shape_str(v.shape), v.bytes, where)
+end
+
+local function pass_str(step)
+  if not step.pass and #(step.absorbed or {}) == 0 then return "" end
+  local s = step.pass or "?"
+  if #(step.absorbed or {}) > 0 then s = s .. "(" .. table.concat(step.absorbed, ",") .. ")" end
+  return s
+end
+
+--- The listing of explain result e.
+function M.tostring(e)
+  local m = e.memory or {}
+  local lines = {
+    ("plan: %d steps, %d folded, %d iteration%s, precision %s%s"):format(e.n_steps, e.folded,
+      e.iterations, e.iterations == 1 and "" or "s", tostring(e.precision_mode),
+      e.reference and " (reference path)" or ""),
+    ("memory: arena %d B%s for %d values%s (%d B unplanned, live peak %d B%s), own %d B, constants %d B, scratch %d B, widening %d B, total %d B"):format(
+      m.arena_bytes or 0, m.arena_shared and " (the session's, shared)" or "", m.planned_values or 0,
+      m.buffers_in_arena and " and the step buffers" or "", m.planned_bytes or 0, m.live_peak_bytes or 0,
+      m.planning and "" or ", planning off", m.own_bytes or 0, m.constant_bytes or 0,
+      m.scratch_bytes or 0, m.round_bytes or 0, m.total_bytes or 0),
+  }
+  for i, s in ipairs(e.steps or {}) do
+    local outs = {}
+    for j, v in ipairs(s.outputs or {}) do outs[j] = value_str(v) end
+    local rounding = ""
+    if s.round_in or s.round_out then
+      rounding = (" round %s/%s"):format(s.round_in or "-", s.round_out or "-")
+    end
+    if s.impl == "high_performance" then rounding = rounding .. " high_performance" end
+    lines[#lines + 1] = ("%4d  %-18s %-28s %-24s -> %s%s"):format(i, s.op, s.node, pass_str(s),
+      table.concat(outs, "; "), rounding)
+  end
+  return table.concat(lines, "\n")
+end
+
+return M

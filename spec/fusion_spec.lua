@@ -1,0 +1,785 @@
+-- fusion_spec.lua — the fusion passes (csrc/compile/passes.def): for each pass, what it matches,
+-- what it leaves (a value that must stay: fetched, read twice, a non-constant filter or
+-- operand, a broadcast that is not per channel), that steps drop by the expected count, and
+-- that fused results equal the unfused plan (a switch file with ALL off) and the host
+-- reference path (use_off_line = false); the fusion_switch_file rules and errors; the contents
+-- of fusion_result.json (export_compile_stat).
+--
+-- Tolerances, float32:
+--   elementwise chains, convolution + bias + activation: bit for bit (each op is the same
+--     expression at the same precision; the bias is added after the sum, as unfused);
+--   matmul + bias: at most 4 ulp of the output's peak |y| (the bias is the GEMM's initial
+--     output, beta = 1, so it enters OpenBLAS's sum first; bits agree while k fits one
+--     k-panel of OpenBLAS);
+--   batch-norm folding: max |d| <= 1e-5 * peak (the scale multiplies the filter before the
+--     sum instead of the sum after it);
+--   against the reference path: max |d| <= 1e-5 * peak (naive loops sum in another order).
+local lu = require("luaunit")
+local npu = require("npu")
+
+local ULP = 2 ^ -23
+
+local function write_file(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+local function read_file(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- A switch file in a temporary path (read when the session is created).
+local function switch_file(text)
+  local path = os.tmpname()
+  write_file(path, text)
+  return path
+end
+
+local ALL_OFF = '{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"ALL":"off"}}}'
+
+-- float32 computation, no statistics file unless asked, passes as a switch text says.
+local function session(g, opts, switches)
+  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0 }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  local path
+  if switches then
+    path = switch_file(switches)
+    o.fusion_switch_file = path
+  end
+  local ok, sess = pcall(npu.Session, { graph = g, options = o })
+  if path then os.remove(path) end
+  if not ok then error(sess, 0) end
+  return sess
+end
+
+local function flat(t) return t:reshape({ t:numel() }):totable() end
+
+-- max |a - b| and max |b|
+local function diff(a, b)
+  local x, y = flat(a), flat(b)
+  lu.assertEquals(#x, #y)
+  local d, peak = 0, 0
+  for i = 1, #x do
+    d = math.max(d, math.abs(x[i] - y[i]))
+    peak = math.max(peak, math.abs(y[i]))
+  end
+  return d, peak
+end
+
+-- The same float32 bits (-0 and infinities included; a NaN matches any NaN: IEEE leaves the
+-- sign and payload of a NaN result open, and compilers may swap the operands of a + b).
+local function assert_same_bits(a, b, what)
+  local x, y = flat(a), flat(b)
+  lu.assertEquals(#x, #y)
+  for i = 1, #x do
+    if string.pack("<f", x[i]) ~= string.pack("<f", y[i]) and not (x[i] ~= x[i] and y[i] ~= y[i]) then
+      lu.fail(("%s: element %d differs: %s vs %s"):format(what or "", i, tostring(x[i]), tostring(y[i])))
+    end
+  end
+end
+
+local function assert_close(a, b, rel, what)
+  local d, peak = diff(a, b)
+  lu.assertTrue(d <= rel * math.max(peak, 1e-30), ("%s: max |d| %.3g > %.3g * peak %.4g"):format(what or "",
+    d, rel, peak))
+end
+
+-- The fused plan against the unfused one and the reference path; returns the three results
+-- and the two explains.
+local function three_ways(g, fetch, feeds)
+  local on, off = session(g), session(g, nil, ALL_OFF)
+  local ref = session(g, { use_off_line = false })
+  return on:run(fetch, feeds), off:run(fetch, feeds), ref:run(fetch, feeds), on:explain(fetch, feeds),
+      off:explain(fetch, feeds)
+end
+
+-- Steps of an explain as "op" or "op<Pass:absorbed,...>".
+local function shape_of(e)
+  local out = {}
+  for _, s in ipairs(e.steps) do
+    if s.pass and s.pass:match("Pass$") then
+      out[#out + 1] = ("%s<%s:%s>"):format(s.op, s.pass, table.concat(s.absorbed, ","))
+    else
+      out[#out + 1] = s.op
+    end
+  end
+  return out
+end
+
+local function randn(shape, seed, stddev) return npu.random.normal(shape, { seed = seed, stddev = stddev or 1 }) end
+
+-- ---------------------------------------------------------------- MatMulBiasAddFusionPass
+
+TestFusionMatMul = {}
+
+-- x (m, k) @ w -> + bias -> act, every transpose and form of the bias, every activation.
+function TestFusionMatMul:test_matmul_bias_activation_is_one_gemm_step()
+  local acts = {
+    { "none", function(y) return y end, "" },
+    { "relu", npu.relu, ",Relu" },
+    { "relu6", npu.relu6, ",Relu6" },
+    { "leaky_relu", function(y) return npu.leaky_relu(y, { alpha = 0.1, name = "LeakyRelu" }) end, ",LeakyRelu" },
+    { "sigmoid", npu.sigmoid, ",Sigmoid" },
+    { "tanh", npu.tanh, ",Tanh" },
+    { "prelu", function(y) return npu.prelu(y, y:graph():const(randn({ 17 }, 30)), { name = "Prelu" }) end, ",Prelu" },
+  }
+  local biases = {
+    { "bias_add", function(mm, b) return npu.nn.bias_add(mm, b, { name = "B" }) end },
+    { "add", function(mm, b) return npu.add(mm, b, { name = "B" }) end },
+    { "add, bias first", function(mm, b) return npu.add(b, mm, { name = "B" }) end },
+  }
+  local m, k, n = 9, 300, 17
+  for ai, act in ipairs(acts) do
+    for bi, bias in ipairs(biases) do
+      for _, ta in ipairs({ false, true }) do
+        local tb = ai % 2 == 0
+        local g = npu.Graph()
+        local x = g:placeholder("float32", ta and { k, m } or { m, k }, "x")
+        local w = g:const(randn(tb and { n, k } or { k, n }, ai, 0.1), "w")
+        local b = g:const(randn(bias[1] == "add" and ai % 2 == 1 and { 1, n } or { n }, 10 + bi), "b")
+        local mm = npu.matmul(x, w, { transpose_a = ta, transpose_b = tb, name = "MM" })
+        local y = act[2](bias[2](mm, b))
+        local feeds = { [x] = randn(ta and { k, m } or { m, k }, 20 + ai) }
+        local what = ("%s, %s, transpose_a %s transpose_b %s"):format(act[1], bias[1], ta, tb)
+        local r_on, r_off, r_ref, e_on, e_off = three_ways(g, y, feeds)
+        lu.assertEquals(#e_off.steps, act[1] == "none" and 2 or 3, what)
+        lu.assertEquals(shape_of(e_on), { "fused_matmul<MatMulBiasAddFusionPass:B" .. act[3] .. ">" }, what)
+        local d, peak = diff(r_on, r_off)
+        lu.assertTrue(d <= 4 * ULP * peak, ("%s: %.3g ulp of the peak"):format(what, d / (ULP * peak)))
+        assert_close(r_on, r_ref, 1e-5, what)
+      end
+    end
+  end
+end
+
+function TestFusionMatMul:test_small_k_gives_the_unfused_bits()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 32, 64 }, "x")
+  local y = npu.relu(npu.nn.bias_add(x:matmul(g:const(randn({ 64, 48 }, 1))), g:const(randn({ 48 }, 2))))
+  local r_on, r_off = three_ways(g, y, { [x] = randn({ 32, 64 }, 3) })
+  assert_same_bits(r_on, r_off, "k = 64")
+end
+
+-- A wide product is cut into column blocks (blas.c): each block starts from its own slice of
+-- the bias and applies its own slice of prelu's slopes.
+function TestFusionMatMul:test_column_blocks_take_their_slice_of_bias_and_slopes()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 8, 300 }, "x")
+  local h = npu.nn.bias_add(x:matmul(g:const(randn({ 300, 1024 }, 1, 0.1))), g:const(randn({ 1024 }, 2)))
+  local y = npu.prelu(h, g:const(randn({ 1024 }, 3)))
+  local r_on, r_off, r_ref, e_on = three_ways(g, y, { [x] = randn({ 8, 300 }, 4) })
+  lu.assertEquals(#e_on.steps, 1)
+  local d, peak = diff(r_on, r_off)
+  lu.assertTrue(d <= 4 * ULP * peak, ("%.3g ulp of the peak"):format(d / (ULP * peak)))
+  assert_close(r_on, r_ref, 1e-5, "reference")
+end
+
+-- What the pass leaves: each case keeps the matmul's own step.
+function TestFusionMatMul:test_leaves_what_must_stay_or_is_not_a_bias()
+  local m, k, n = 6, 8, 5
+  local cases = {
+    { "the product is fetched", function(g, mm, b) return { npu.relu(npu.nn.bias_add(mm, b)), mm } end,
+      { "matmul", "fused_elementwise<TbeEltwiseFusionPass:Relu>" } },
+    { "the product is read twice", function(g, mm, b) return npu.nn.bias_add(mm, b) + npu.abs(mm) end,
+      { "matmul", "abs", "fused_elementwise<TbeEltwiseFusionPass:Add>" } },
+    { "a full-size addend", function(g, mm, b) return npu.relu(mm + g:const(randn({ m, n }, 5))) end,
+      { "matmul", "fused_elementwise<TbeEltwiseFusionPass:Relu>" } },
+    { "a column addend", function(g, mm, b) return npu.relu(mm + g:const(randn({ m, 1 }, 6))) end,
+      { "matmul", "add", "relu" } },
+  }
+  for _, c in ipairs(cases) do
+    local g = npu.Graph()
+    local x = g:placeholder("float32", { m, k }, "x")
+    local mm = x:matmul(g:const(randn({ k, n }, 1)))
+    local y = c[2](g, mm, g:const(randn({ n }, 2)))
+    local feeds = { [x] = randn({ m, k }, 3) }
+    local on = session(g)
+    lu.assertEquals(shape_of(on:explain(y, feeds)), c[3], c[1])
+    local off = session(g, nil, ALL_OFF)
+    local a, b = on:run(y, feeds), off:run(y, feeds)
+    if type(a) == "table" then a, b = a[1], b[1] end
+    assert_same_bits(a, b, c[1])
+  end
+end
+
+function TestFusionMatMul:test_relu_stays_when_the_sum_is_fetched()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 4, 3 }, "x")
+  local z = npu.nn.bias_add(x:matmul(g:const(randn({ 3, 2 }, 1))), g:const(randn({ 2 }, 2)), { name = "Z" })
+  local r = npu.relu(z)
+  local feeds = { [x] = randn({ 4, 3 }, 3) }
+  local sess = session(g)
+  lu.assertEquals(shape_of(sess:explain({ r, z }, feeds)), { "fused_matmul<MatMulBiasAddFusionPass:Z>", "relu" })
+  local got = sess:run({ r, z }, feeds)
+  local want = session(g, nil, ALL_OFF):run({ r, z }, feeds)
+  assert_same_bits(got[1], want[1], "relu")
+  assert_same_bits(got[2], want[2], "sum")
+end
+
+function TestFusionMatMul:test_float64_is_not_fused()
+  local g = npu.Graph()
+  local x = g:placeholder("float64", { 4, 3 }, "x")
+  local y = npu.nn.bias_add(x:matmul(g:const(randn({ 3, 2 }, 1), "float64")), g:const(randn({ 2 }, 2), "float64"))
+  lu.assertEquals(shape_of(session(g):explain(y, { [x] = randn({ 4, 3 }, 3):astype("float64") })),
+    { "matmul", "bias_add" })
+end
+
+-- Training: the bias is a variable; the fused step reads it as it is, updates included.
+function TestFusionMatMul:test_variable_weights_fuse_and_see_assignments()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 3 }, "x")
+  local w = g:variable(npu.tensor({ { 1, 0 }, { 0, 1 }, { 1, 1 } }), "w")
+  local b = g:variable(npu.tensor({ 0.5, -10 }), "b")
+  local y = npu.relu(npu.nn.bias_add(x:matmul(w), b))
+  local sess = session(g)
+  sess:run(g:global_variables_initializer())
+  local feeds = { [x] = npu.tensor({ { 1, 2, 3 }, { -4, 5, 6 } }) }
+  lu.assertEquals(#sess:explain(y, feeds).steps, 3) -- two variable reads and the fused step
+  lu.assertEquals(sess:run(y, feeds):totable(), { { 4.5, 0 }, { 2.5, 1 } })
+  sess:run(npu.assign(b, g:const(npu.tensor({ 0, 0 }))))
+  lu.assertEquals(sess:run(y, feeds):totable(), { { 4, 5 }, { 2, 11 } })
+end
+
+-- ---------------------------------------------------------------- ConvBiasAddFusionPass
+
+TestFusionConv = {}
+
+local function conv_graph(depthwise, opts)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 9, 7, 4 }, "x")
+  local w = depthwise and randn({ 3, 3, 4, 2 }, 1, 0.3) or randn({ 3, 3, 4, 8 }, 1, 0.3)
+  local filter = opts.variable_filter and g:variable(w, "w") or g:const(w, "w")
+  local conv = (depthwise and npu.depthwise_conv2d or npu.conv2d)(x, filter,
+    { padding = "SAME", strides = opts.strides or 1, name = "C" })
+  return g, x, conv, { [x] = randn({ 2, 9, 7, 4 }, 2) }
+end
+
+function TestFusionConv:test_conv_bias_activation_is_one_step_with_the_unfused_bits()
+  for _, dw in ipairs({ false, true }) do
+    for _, v in ipairs({
+      { "bias_add, relu", function(g, c) return npu.relu(npu.nn.bias_add(c, g:const(randn({ 8 }, 3)), { name = "B" })) end, "B,Relu" },
+      { "add, relu6", function(g, c) return npu.relu6(npu.add(g:const(randn({ 8 }, 3)), c, { name = "B" })) end, "B,Relu6" },
+      { "add (1,1,1,C)", function(g, c) return npu.add(c, g:const(randn({ 1, 1, 1, 8 }, 3)), { name = "B" }) end, "B" },
+      { "bias_add, prelu", function(g, c) return npu.prelu(npu.nn.bias_add(c, g:const(randn({ 8 }, 3)), { name = "B" }), g:const(randn({ 8 }, 4)), { name = "P" }) end, "B,P" },
+      { "two constant adds", function(g, c) return npu.sigmoid(npu.sub(npu.add(c, g:const(randn({ 8 }, 3)), { name = "B" }), g:const(npu.tensor({ 0.25 })), { name = "S" })) end, "B,S,Sigmoid" },
+    }) do
+      local g, x, conv, feeds = conv_graph(dw, { strides = 2 })
+      local y = v[2](g, conv)
+      local what = (dw and "depthwise " or "conv2d ") .. v[1]
+      local r_on, r_off, r_ref, e_on = three_ways(g, y, feeds)
+      local op = dw and "fused_depthwise_conv2d" or "fused_conv2d"
+      lu.assertEquals(shape_of(e_on), { op .. "<ConvBiasAddFusionPass:" .. v[3] .. ">" }, what)
+      if v[1] == "two constant adds" then
+        assert_close(r_on, r_off, 1e-6, what) -- the two shifts are summed into one bias
+      else
+        assert_same_bits(r_on, r_off, what)
+      end
+      assert_close(r_on, r_ref, 1e-5, what)
+    end
+  end
+end
+
+-- A training graph: filter and bias are variables; the bias is read at run time.
+function TestFusionConv:test_variable_filter_and_bias_fuse()
+  local g, x, conv, feeds = conv_graph(false, { variable_filter = true })
+  local b = g:variable(randn({ 8 }, 4), "b")
+  local y = npu.relu(npu.nn.bias_add(conv, b))
+  local on, off = session(g), session(g, nil, ALL_OFF)
+  on:run(g:global_variables_initializer())
+  off:run(g:global_variables_initializer())
+  local e = on:explain(y, feeds)
+  lu.assertEquals(e.steps[#e.steps].op, "fused_conv2d")
+  lu.assertEquals(e.steps[#e.steps].absorbed, { "BiasAdd", "Relu" })
+  assert_same_bits(on:run(y, feeds), off:run(y, feeds), "variables")
+end
+
+function TestFusionConv:test_leaves_fetched_and_shared_values()
+  -- the convolution's output fetched: nothing joins it (the bias and relu fuse on their own)
+  local g, x, conv, feeds = conv_graph(false, {})
+  local z = npu.nn.bias_add(conv, g:const(randn({ 8 }, 3)), { name = "B" })
+  local y = npu.relu(z)
+  lu.assertEquals(shape_of(session(g):explain({ y, conv }, feeds)),
+    { "conv2d", "fused_elementwise<TbeEltwiseFusionPass:Relu>" })
+  -- the biased value fetched: the bias joins, relu stays
+  lu.assertEquals(shape_of(session(g):explain({ y, z }, feeds)),
+    { "fused_conv2d<ConvBiasAddFusionPass:B>", "relu" })
+  -- a vector along another axis is not a bias: (n, 1, 1, 1)
+  local g2, x2, conv2, feeds2 = conv_graph(false, {})
+  local y2 = conv2 + g2:const(randn({ 2, 1, 1, 1 }, 5))
+  lu.assertEquals(shape_of(session(g2):explain(y2, feeds2)), { "conv2d", "add" })
+end
+
+-- ---------------------------------------------------------------- ConvBatchnormFusionPass
+
+TestFusionBatchnorm = {}
+
+-- Batch norm as an import expresses it, in several orders.
+local BN_CHAINS = {
+  { "mul, add, relu", function(g, c)
+      return npu.relu(npu.add(npu.mul(c, g:const(randn({ 8 }, 5)), { name = "M" }), g:const(randn({ 8 }, 6)), { name = "A" }))
+    end, "M,A,Relu" },
+  { "bias_add, sub, mul, scalar mul, add", function(g, c)
+      local z = npu.nn.bias_add(c, g:const(randn({ 8 }, 5)), { name = "B" })
+      z = npu.sub(z, g:const(randn({ 8 }, 6)), { name = "S" })
+      z = npu.mul(g:const(randn({ 8 }, 7)), z, { name = "M" })
+      z = npu.mul(z, g:const(npu.tensor({ 0.5 })), { name = "H" })
+      return npu.add(z, g:const(randn({ 1, 1, 1, 8 }, 8)), { name = "A" })
+    end, "B,S,M,H,A" },
+  { "constant minus scaled", function(g, c)
+      return npu.relu6(npu.sub(g:const(randn({ 8 }, 5)), npu.mul(c, g:const(randn({ 8 }, 6)), { name = "M" }), { name = "S" }))
+    end, "M,S,Relu6" },
+}
+
+function TestFusionBatchnorm:test_affine_constants_fold_into_the_filter()
+  for _, dw in ipairs({ false, true }) do
+    for _, chain in ipairs(BN_CHAINS) do
+      local g, x, conv, feeds = conv_graph(dw, {})
+      local y = chain[2](g, conv)
+      local what = (dw and "depthwise " or "conv2d ") .. chain[1]
+      local r_on, r_off, r_ref, e_on, e_off = three_ways(g, y, feeds)
+      local op = dw and "fused_depthwise_conv2d" or "fused_conv2d"
+      lu.assertEquals(shape_of(e_on), { op .. "<ConvBatchnormFusionPass:" .. chain[3] .. ">" }, what)
+      lu.assertEquals(#e_off.steps, 2 + select(2, chain[3]:gsub(",", "")), what)
+      assert_close(r_on, r_off, 1e-5, what)
+      assert_close(r_on, r_ref, 1e-5, what)
+    end
+  end
+end
+
+function TestFusionBatchnorm:test_training_graphs_and_run_time_operands_are_not_folded()
+  -- a variable filter: matched, not folded; the affine ops fuse as an elementwise chain
+  local g, x, conv, feeds = conv_graph(false, { variable_filter = true })
+  local y = BN_CHAINS[1][2](g, conv)
+  local sess = session(g, { export_compile_stat = 0 })
+  sess:run(g:global_variables_initializer())
+  lu.assertEquals(shape_of(sess:explain(y, feeds)),
+    { "variable", "conv2d", "fused_elementwise<TbeEltwiseFusionPass:A,Relu>" })
+  -- a scale fed at run time
+  local g2, x2, conv2, feeds2 = conv_graph(false, {})
+  local s = g2:placeholder("float32", { 8 }, "s")
+  feeds2[s] = randn({ 8 }, 9)
+  local y2 = npu.add(conv2 * s, g2:const(randn({ 8 }, 6)))
+  lu.assertEquals(shape_of(session(g2):explain(y2, feeds2)),
+    { "conv2d", "fused_elementwise<TbeEltwiseFusionPass:Add>" })
+  -- a scale that is not per channel
+  local g3, x3, conv3, feeds3 = conv_graph(false, {})
+  local y3 = conv3 * g3:const(randn({ 2, 9, 7, 8 }, 10)) + 1
+  lu.assertEquals(shape_of(session(g3):explain(y3, feeds3)),
+    { "conv2d", "fused_elementwise<TbeEltwiseFusionPass:Add>" })
+end
+
+function TestFusionBatchnorm:test_folding_stops_where_a_value_must_stay()
+  local g, x, conv, feeds = conv_graph(false, {})
+  local m = npu.mul(conv, g:const(randn({ 8 }, 5)), { name = "M" })
+  local a = npu.add(m, g:const(randn({ 8 }, 6)), { name = "A" })
+  local y = npu.relu(a)
+  local sess = session(g)
+  lu.assertEquals(shape_of(sess:explain({ y, m }, feeds)),
+    { "fused_conv2d<ConvBatchnormFusionPass:M>", "fused_elementwise<TbeEltwiseFusionPass:Relu>" })
+  local got, want = sess:run({ y, m }, feeds), session(g, nil, ALL_OFF):run({ y, m }, feeds)
+  assert_close(got[1], want[1], 1e-5, "relu")
+  assert_close(got[2], want[2], 1e-5, "scaled")
+end
+
+-- ---------------------------------------------------------------- TbeEltwiseFusionPass
+
+TestFusionEltwise = {}
+
+-- Values that exercise every branch of the ops: NaN, infinities, signed zeros, 0..6 edges.
+local function special_input(shape, seed)
+  local t = flat(randn(shape, seed, 4))
+  local specials = { 0 / 0, math.huge, -math.huge, 0.0, -0.0, 6, -6, 7, 1e-30, -1e-30 }
+  for i, v in ipairs(specials) do t[i * 3] = v end
+  return npu.tensor(t):reshape(shape)
+end
+
+local UNARY = { "neg", "relu", "relu6", "sigmoid", "tanh", "exp", "log", "sqrt", "square", "abs", "leaky_relu" }
+local BINARY = { "add", "sub", "mul", "div", "maximum", "minimum", "pow", "squared_difference", "floor_div", "floor_mod" }
+
+function TestFusionEltwise:test_every_op_in_a_chain_gives_the_unfused_bits()
+  local shape = { 6, 7 }
+  local operands = { -- how the other operand broadcasts, on either side
+    { "full", function(g) return g:const(special_input(shape, 11)) end },
+    { "row", function(g) return g:const(randn({ 7 }, 12)) end },
+    { "(1, C)", function(g) return g:const(randn({ 1, 7 }, 13)) end },
+    { "scalar", function(g) return g:const(npu.tensor({ 1.5 })) end },
+  }
+  local cases = {}
+  for _, u in ipairs(UNARY) do
+    cases[#cases + 1] = { u, function(g, v) return npu[u](npu.neg(v)) end }
+  end
+  for _, b in ipairs(BINARY) do
+    for _, o in ipairs(operands) do
+      cases[#cases + 1] = { b .. " " .. o[1], function(g, v) return npu[b](npu.abs(v), o[2](g)) end }
+      cases[#cases + 1] = { o[1] .. " " .. b, function(g, v) return npu[b](o[2](g), npu.abs(v)) end }
+    end
+  end
+  cases[#cases + 1] = { "bias_add", function(g, v) return npu.nn.bias_add(npu.neg(v), g:const(randn({ 7 }, 14))) end }
+  for _, o in ipairs(operands) do
+    cases[#cases + 1] = { "prelu, slopes " .. o[1], function(g, v) return npu.prelu(npu.neg(v), o[2](g)) end }
+  end
+  for _, c in ipairs(cases) do
+    local g = npu.Graph()
+    local x = g:placeholder("float32", shape, "x")
+    local y = npu.tanh(c[2](g, x)) -- three ops: one step
+    local feeds = { [x] = special_input(shape, 10) }
+    local r_on, r_off, r_ref, e_on, e_off = three_ways(g, y, feeds)
+    lu.assertEquals(#e_on.steps, 1, c[1])
+    lu.assertEquals(e_on.steps[1].op, "fused_elementwise", c[1])
+    lu.assertEquals(#e_on.steps[1].absorbed, 2, c[1])
+    lu.assertEquals(#e_off.steps, 3, c[1])
+    assert_same_bits(r_on, r_off, c[1])
+    assert_same_bits(r_on, r_ref, c[1] .. " (reference)")
+  end
+end
+
+function TestFusionEltwise:test_long_chains_over_many_blocks()
+  -- 3000 x 5 and 2 x 3000: blocks of whole rows, and rows cut into blocks
+  for _, shape in ipairs({ { 3000, 5 }, { 2, 3000 } }) do
+    local g = npu.Graph()
+    local x = g:placeholder("float32", shape, "x")
+    local x2 = g:placeholder("float32", shape, "x2")
+    local s = g:const(randn({ shape[2] }, 1))
+    local y = npu.relu6(npu.maximum((x * s + 0.5) - x2, g:const(npu.tensor({ -1 }))) * 3)
+    local feeds = { [x] = special_input(shape, 2), [x2] = randn(shape, 3) }
+    local r_on, r_off, _, e_on = three_ways(g, y, feeds)
+    lu.assertEquals(#e_on.steps, 1)
+    lu.assertEquals(#e_on.steps[1].absorbed, 5)
+    assert_same_bits(r_on, r_off, table.concat(shape, "x"))
+  end
+end
+
+function TestFusionEltwise:test_leaves_shared_fetched_and_broadcasting_values()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 4, 5 }, "x")
+  local a = npu.abs(x, { name = "A" })
+  local b = npu.neg(a, { name = "N" })
+  local c = npu.exp(b, { name = "E" })
+  local feeds = { [x] = randn({ 4, 5 }, 1) }
+  lu.assertEquals(shape_of(session(g):explain(c, feeds)), { "fused_elementwise<TbeEltwiseFusionPass:N,E>" })
+  -- b fetched: the chain breaks after it
+  lu.assertEquals(shape_of(session(g):explain({ c, b }, feeds)), { "fused_elementwise<TbeEltwiseFusionPass:N>", "exp" })
+  -- a read twice
+  local d = c + a
+  lu.assertEquals(shape_of(session(g):explain(d, feeds)), { "abs", "fused_elementwise<TbeEltwiseFusionPass:E,Add>" })
+  -- an op that broadcasts the chain to a larger shape ends it
+  local e = npu.sqrt(npu.square(x)) + g:const(randn({ 3, 1, 1 }, 2))
+  lu.assertEquals(shape_of(session(g):explain(e, feeds)), { "fused_elementwise<TbeEltwiseFusionPass:Sqrt>", "add" })
+  -- a column operand is no broadcast the program knows
+  local f = npu.relu(npu.abs(x) * g:const(randn({ 4, 1 }, 3)))
+  lu.assertEquals(shape_of(session(g):explain(f, feeds)), { "abs", "mul", "relu" })
+end
+
+function TestFusionEltwise:test_precision_list_of_a_chain()
+  -- a block-listed op (exp) in the chain keeps the fused step float32 under mixed precision
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 4, 4 }, "x")
+  local y = npu.exp(npu.relu(x) * 2)
+  local feeds = { [x] = randn({ 4, 4 }, 1) }
+  local sess = session(g, { precision_mode = "allow_mix_precision" })
+  local e = sess:explain(y, feeds)
+  lu.assertEquals(e.steps[#e.steps].op, "fused_elementwise")
+  lu.assertEquals(e.steps[#e.steps].outputs[1].dtype, "float32")
+  assert_close(sess:run(y, feeds), session(g, nil, ALL_OFF):run(y, feeds), 0, "mixed")
+end
+
+function TestFusionEltwise:test_ops_with_a_chosen_implementation_keep_their_step()
+  -- op_select_implmode picks sigmoid's implementation: sigmoid stays a step of its own, in a
+  -- chain and as an activation; relu still fuses
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 4, 6 }, "x")
+  local h = npu.nn.bias_add(x:matmul(g:const(randn({ 6, 3 }, 1))), g:const(randn({ 3 }, 2)), { name = "B" })
+  local y = npu.relu(npu.sigmoid(h) * 2, { name = "R" })
+  local feeds = { [x] = randn({ 4, 6 }, 3) }
+  lu.assertEquals(shape_of(session(g):explain(y, feeds)),
+    { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+  local sess = session(g, { op_select_implmode = "high_performance" })
+  lu.assertEquals(shape_of(sess:explain(y, feeds)),
+    { "fused_matmul<MatMulBiasAddFusionPass:B>", "sigmoid", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+end
+
+-- ---------------------------------------------------------------- fusion_switch_file
+
+TestFusionSwitchFile = {}
+
+-- matmul + bias + relu, then * 2 - 1: one GraphFusion and one UBFusion pattern.
+local function two_patterns()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { -1, 4 }, "x")
+  local h = npu.relu(npu.nn.bias_add(x:matmul(g:const(randn({ 4, 5 }, 1))), g:const(randn({ 5 }, 2)), { name = "B" }))
+  local y = npu.sub(npu.mul(h, g:const(npu.tensor({ 2 })), { name = "M" }), g:const(npu.tensor({ 1 })), { name = "S" })
+  return g, y, { [x] = randn({ 3, 4 }, 3) }
+end
+
+function TestFusionSwitchFile:test_all_off_and_exceptions()
+  local g, y, feeds = two_patterns()
+  local want = session(g, nil, ALL_OFF):run(y, feeds)
+  local cases = {
+    { nil, { "fused_matmul<MatMulBiasAddFusionPass:B,Relu>", "fused_elementwise<TbeEltwiseFusionPass:S>" } },
+    { ALL_OFF, { "matmul", "bias_add", "relu", "mul", "sub" } },
+    { '{"Switch":{"GraphFusion":{"ALL":"off","MatMulBiasAddFusionPass":"on"},"UBFusion":{"ALL":"off"}}}',
+      { "fused_matmul<MatMulBiasAddFusionPass:B,Relu>", "mul", "sub" } },
+    -- the exception is written before "ALL": ALL still applies first
+    { '{"Switch":{"GraphFusion":{"MatMulBiasAddFusionPass":"on","ALL":"off"},"UBFusion":{"ALL":"off"}}}',
+      { "fused_matmul<MatMulBiasAddFusionPass:B,Relu>", "mul", "sub" } },
+    -- the matmul pass off: the elementwise pass takes the bias and relu instead
+    { '{"Switch":{"GraphFusion":{"MatMulBiasAddFusionPass":"off"}}}',
+      { "matmul", "fused_elementwise<TbeEltwiseFusionPass:Relu,M,S>" } },
+    { '{"Switch":{"UBFusion":{"ALL":"off","TbeEltwiseFusionPass":"on"}}}',
+      { "fused_matmul<MatMulBiasAddFusionPass:B,Relu>", "fused_elementwise<TbeEltwiseFusionPass:S>" } },
+    { '{"Switch":{}}', { "fused_matmul<MatMulBiasAddFusionPass:B,Relu>", "fused_elementwise<TbeEltwiseFusionPass:S>" } },
+  }
+  for i, c in ipairs(cases) do
+    local sess = session(g, nil, c[1])
+    lu.assertEquals(shape_of(sess:explain(y, feeds)), c[2], c[1] or "no file")
+    assert_close(sess:run(y, feeds), want, 1e-6, "case " .. i)
+  end
+end
+
+function TestFusionSwitchFile:test_errors_name_the_file_and_what_is_wrong()
+  local g = two_patterns()
+  local cases = {
+    { '{"Switch":{"GraphFusion":{"MatMulBiasAddFusinPass":"off"}}}', "NPU_ERR_FORMAT",
+      { "line 1", "unknown fusion pass 'MatMulBiasAddFusinPass'", "did you mean MatMulBiasAddFusionPass?",
+        "GraphFusion has ConvBatchnormFusionPass, ConvBiasAddFusionPass, MatMulBiasAddFusionPass" } },
+    { '{"Switch":{"GraphFusion":{"ALL":"off",}}}', "NPU_ERR_FORMAT", { "malformed JSON at line 1, column" } },
+    { '{\n "Switch": {\n  "GraphFusion": {\n   "ALL": "off"\n  }\n }\n', "NPU_ERR_FORMAT", { "malformed JSON at line 6" } },
+    { '{"Switch":{"GraphFusion":{"ALL":"yes"}}}', "NPU_ERR_FORMAT", { "'ALL': the value must be \"on\" or \"off\", got yes" } },
+    { '{"Switch":{"GraphFusion":{"SoftmaxFusionPass":1}}}', "NPU_ERR_FORMAT", { "unknown fusion pass 'SoftmaxFusionPass'" } },
+    { '{"Switch":{"GraphFusion":{"MatMulBiasAddFusionPass":true}}}', "NPU_ERR_FORMAT", { "got a value that is not a string" } },
+    { '{"Switch":{"UBFusion":{"MatMulBiasAddFusionPass":"off"}}}', "NPU_ERR_FORMAT",
+      { "'MatMulBiasAddFusionPass' is a GraphFusion pass: list it under that section" } },
+    { '{"Switch":{"GraphFusion":{"TbeEltwiseFusionPass":"off"}}}', "NPU_ERR_FORMAT", { "is a UBFusion pass" } },
+    { '{"Switch":{"UbFusion":{"ALL":"off"}}}', "NPU_ERR_FORMAT", { "unknown section 'UbFusion'" } },
+    { '{"Switch":{"GraphFusion":{"ALL":"off"}},"Extra":1}', "NPU_ERR_FORMAT", { "unknown key 'Extra'" } },
+    { '{"GraphFusion":{"ALL":"off"}}', "NPU_ERR_FORMAT", { 'expected {"Switch"' } },
+    { '{"Switch":{"GraphFusion":{"ALL":"off","ALL":"on"}}}', "NPU_ERR_FORMAT", { '"ALL" is given twice' } },
+    { '{"Switch":{"GraphFusion":{"MatMulBiasAddFusionPass":"off","MatMulBiasAddFusionPass":"on"}}}',
+      "NPU_ERR_FORMAT", { "is given twice" } },
+    { '{"Switch":{"GraphFusion":[]}}', "NPU_ERR_FORMAT", { '"GraphFusion" must be an object' } },
+  }
+  for _, c in ipairs(cases) do
+    local path = switch_file(c[1])
+    local ok, err = pcall(npu.Session, { graph = g, options = { fusion_switch_file = path } })
+    os.remove(path)
+    lu.assertFalse(ok, c[1])
+    lu.assertEquals(npu.error_code(err), c[2], c[1])
+    lu.assertStrContains(tostring(err), "fusion_switch_file '" .. path .. "'")
+    for _, part in ipairs(c[3]) do lu.assertStrContains(tostring(err), part) end
+  end
+  local missing = os.tmpname()
+  os.remove(missing)
+  local ok, err = pcall(npu.Session, { graph = g, options = { fusion_switch_file = missing } })
+  lu.assertFalse(ok)
+  lu.assertEquals(npu.error_code(err), "NPU_ERR_IO")
+  lu.assertStrContains(tostring(err), "fusion_switch_file '" .. missing .. "': cannot open it")
+end
+
+-- ---------------------------------------------------------------- fusion_result.json
+
+-- A small JSON reader for the statistics file (objects, arrays, strings, numbers, literals).
+local function json_decode(s)
+  local pos = 1
+  local function ws() pos = s:find("[^ \t\r\n]", pos) or #s + 1 end
+  local value
+  local function str()
+    local out, i = {}, pos + 1
+    while true do
+      local ch = s:sub(i, i)
+      assert(ch ~= "", "unterminated string")
+      if ch == '"' then
+        pos = i + 1
+        return table.concat(out)
+      elseif ch == "\\" then
+        local e = s:sub(i + 1, i + 1)
+        out[#out + 1] = ({ n = "\n", t = "\t", r = "\r", b = "\b", f = "\f" })[e] or e
+        i = i + 2
+      else
+        out[#out + 1] = ch
+        i = i + 1
+      end
+    end
+  end
+  function value()
+    ws()
+    local ch = s:sub(pos, pos)
+    if ch == "{" or ch == "[" then
+      local t, close = {}, ch == "{" and "}" or "]"
+      pos = pos + 1
+      ws()
+      if s:sub(pos, pos) == close then
+        pos = pos + 1
+        return t
+      end
+      repeat
+        if close == "}" then
+          ws()
+          local k = str()
+          ws()
+          assert(s:sub(pos, pos) == ":", "':' expected")
+          pos = pos + 1
+          t[k] = value()
+        else
+          t[#t + 1] = value()
+        end
+        ws()
+        local d = s:sub(pos, pos)
+        pos = pos + 1
+        assert(d == "," or d == close, "',' or '" .. close .. "' expected")
+      until d == close
+      return t
+    elseif ch == '"' then
+      return str()
+    end
+    local lit = s:match("^[%w%.%+%-]+", pos)
+    pos = pos + #lit
+    if lit == "true" then return true elseif lit == "false" then return false elseif lit == "null" then return nil end
+    return assert(tonumber(lit))
+  end
+  local v = value()
+  ws()
+  assert(pos > #s, "trailing text")
+  return v
+end
+
+-- Where this process's sessions write: $ASCEND_WORK_PATH/FE/<pid>/ (make test sets it) or
+-- the working directory.
+local function result_path()
+  local work = os.getenv("ASCEND_WORK_PATH")
+  if not work or work == "" then return "fusion_result.json" end
+  local stat = read_file("/proc/self/stat")
+  if not stat then return nil end
+  return ("%s/FE/%s/fusion_result.json"):format(work, stat:match("^(%d+)"))
+end
+
+local function read_results()
+  local text = read_file(result_path())
+  return text and json_decode(text) or {}
+end
+
+-- The keys that appear in the file while fn runs (other sessions' garbage collection held off).
+local function new_keys(fn)
+  collectgarbage("collect")
+  collectgarbage("stop")
+  local ok, keys, after = pcall(function()
+    local before = read_results()
+    fn()
+    local now, new = read_results(), {}
+    for k in pairs(now) do
+      if before[k] == nil then new[#new + 1] = k end
+    end
+    table.sort(new)
+    return new, now
+  end)
+  collectgarbage("restart")
+  if not ok then error(keys, 0) end
+  return keys, after
+end
+
+TestFusionResult = {}
+
+function TestFusionResult:setUp()
+  if not result_path() then lu.skip("no /proc/self/stat: the process id is unknown") end
+end
+
+function TestFusionResult:test_written_after_each_compilation_with_2()
+  local g, y, feeds = two_patterns()
+  local sess
+  local keys = new_keys(function()
+    sess = session(g, { export_compile_stat = 2 })
+    sess:run(y, feeds)
+  end)
+  lu.assertEquals(#keys, 1)
+  local s = keys[1]:match("^session_and_graph_id_(%d+)_0$")
+  lu.assertNotNil(s, keys[1])
+  local stats = read_results()[keys[1]]
+  lu.assertEquals(stats, {
+    graph_fusion = { MatMulBiasAddFusionPass = { match_times = "1", effect_times = "1" } },
+    ub_fusion = { TbeEltwiseFusionPass = { match_times = "1", effect_times = "1", repository_hit_times = "0" } },
+  })
+  -- a second signature is the session's graph 1; the first entry stays
+  local x2 = { [next(feeds)] = randn({ 7, 4 }, 4) }
+  keys = new_keys(function() sess:run(y, x2) end)
+  lu.assertEquals(keys, { ("session_and_graph_id_%s_1"):format(s) })
+  sess:close()
+end
+
+function TestFusionResult:test_written_when_the_session_closes_with_1()
+  local g, y, feeds = two_patterns()
+  local sess = session(g, { export_compile_stat = 1 })
+  local keys = new_keys(function() sess:run(y, feeds) end)
+  lu.assertEquals(keys, {}) -- not yet
+  local after
+  keys, after = new_keys(function() sess:close() end)
+  lu.assertEquals(#keys, 1)
+  lu.assertEquals(after[keys[1]].graph_fusion.MatMulBiasAddFusionPass.effect_times, "1")
+  -- a session whose graphs fuse nothing writes nothing
+  local g2 = npu.Graph()
+  local x = g2:placeholder("float32", { 2, 2 }, "x")
+  local m = x:matmul(x)
+  keys = new_keys(function()
+    local s2 = session(g2, { export_compile_stat = 1 })
+    s2:run(m, { [x] = randn({ 2, 2 }, 1) })
+    s2:close()
+  end)
+  lu.assertEquals(keys, {})
+end
+
+function TestFusionResult:test_match_without_effect_and_passes_switched_off()
+  -- the product is fetched: the matmul pattern matches without effect; the elementwise pass
+  -- fuses bias_add and relu (one link) and then * 2 - 1 (two more)
+  local g, y, feeds = two_patterns()
+  local mm
+  for _, s in ipairs(session(g, nil, ALL_OFF):explain(y, feeds).steps) do
+    if s.op == "matmul" then mm = g:get_tensor_by_name(s.node .. ":0") end
+  end
+  local keys, after = new_keys(function()
+    local sess = session(g, { export_compile_stat = 2 },
+      '{"Switch":{"GraphFusion":{"ConvBatchnormFusionPass":"off"}}}')
+    sess:run({ y, mm }, feeds)
+  end)
+  lu.assertEquals(#keys, 1)
+  lu.assertEquals(after[keys[1]], {
+    graph_fusion = { MatMulBiasAddFusionPass = { match_times = "1", effect_times = "0" } },
+    ub_fusion = { TbeEltwiseFusionPass = { match_times = "3", effect_times = "3", repository_hit_times = "0" } },
+  })
+  -- switched off: absent, though its pattern is there
+  keys, after = new_keys(function()
+    local sess = session(g, { export_compile_stat = 2 }, '{"Switch":{"GraphFusion":{"ALL":"off"}}}')
+    sess:run(y, feeds)
+  end)
+  lu.assertEquals(after[keys[1]].graph_fusion, {})
+  lu.assertEquals(after[keys[1]].ub_fusion.TbeEltwiseFusionPass.effect_times, "3")
+end
+
+-- ---------------------------------------------------------------- models
+
+TestFusionModels = {}
+
+-- The imported models fuse (ConvBiasAdd for their _FusedConv2D, elementwise chains for their
+-- activations and post-activation batch norms) and give the unfused bits.
+function TestFusionModels:test_models_fuse_with_unchanged_results()
+  local model = require("npu.model")
+  local dir = os.getenv("NPU_MODELS_DIR") or (ROOT_DIR or ".") .. "/../shared/models"
+  local want_fused = { liveness = 16, mobileface = 32, iris = 108 } -- steps removed
+  local ran = 0
+  for name, removed in pairs(want_fused) do
+    local path = ("%s/%s/%s.json"):format(dir, name, name)
+    if read_file(path) then
+      local g, info = model.load_model(path)
+      local feeds = {}
+      for i, e in ipairs(info.inputs) do feeds[e.name] = npu.load(("%s/%s/input_%d.npy"):format(dir, name, i - 1)) end
+      local on, off = session(g), session(g, nil, ALL_OFF)
+      local a, b = on:run(info.output_names, feeds), off:run(info.output_names, feeds)
+      lu.assertEquals(off:last_plan().steps - on:last_plan().steps, removed, name)
+      for j = 1, #b do assert_same_bits(a[j], b[j], name) end
+      ran = ran + 1
+    end
+  end
+  if ran == 0 then lu.skip("models directory " .. dir .. " is absent") end
+end

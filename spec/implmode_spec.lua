@@ -1,0 +1,320 @@
+-- implmode_spec.lua — operator implementation modes (compile/implmode.c): op_select_implmode,
+-- optypelist_for_implmode and op_precision_mode choose between the high_precision (libm) and
+-- high_performance (vectorised float32, kernels/kfast.h) kernels of exp, log, tanh, sigmoid,
+-- softmax, log_softmax and gelu.  The oracles: the use_off_line=false reference path (bitwise,
+-- for what must not change) and the same graph in float64 (for the stated errors); gelu itself
+-- against erf computed here.
+local lu = require("luaunit")
+local npu = require("npu")
+local S = dofile(SPEC_DIR .. "/support.lua")
+local flatten = S.flatten
+
+local ROWS, COLS = 16, 50
+local DUAL = { "exp", "log", "tanh", "sigmoid", "softmax", "log_softmax", "gelu", "gelu_tanh" }
+local SINGLE = { "relu", "sqrt", "square", "matmul", "tanh2" }
+
+-- inputs: x uniform in [-6, 6), p in [0.5, 8) (log, sqrt), one value per element
+local function inputs(dtype)
+  local r = S.lcg(42)
+  local xs, ps = {}, {}
+  for i = 1, ROWS * COLS do
+    xs[i] = (r() % 49152) / 4096 - 6
+    ps[i] = 0.5 + (r() % 30720) / 4096
+  end
+  return npu.tensor(xs, dtype):reshape({ ROWS, COLS }), npu.tensor(ps, dtype):reshape({ ROWS, COLS })
+end
+
+-- Every op of the spec on placeholders x and p; node names are the keys (tanh2: a second tanh).
+local function graph(dtype)
+  local g = npu.Graph()
+  local x = g:placeholder(dtype, { ROWS, COLS }, "x")
+  local p = g:placeholder(dtype, { ROWS, COLS }, "p")
+  local w = g:const(npu.ones({ COLS, 3 }):astype(dtype))
+  local quarter = x * g:const(npu.tensor({ 0.25 }, dtype)) -- [-1.5, 1.5): the tanh form's best range
+  local ys = {
+    exp = npu.exp(x, { name = "exp" }),
+    log = npu.log(p, { name = "log" }),
+    tanh = npu.tanh(x, { name = "tanh" }),
+    tanh2 = npu.tanh(p, { name = "tanh2" }),
+    sigmoid = npu.sigmoid(x, { name = "sigmoid" }),
+    softmax = npu.nn.softmax(x, { name = "softmax" }),
+    log_softmax = npu.nn.log_softmax(x, { name = "log_softmax" }),
+    gelu = npu.gelu(x, { name = "gelu" }),
+    gelu_tanh = npu.gelu(quarter, { approximate = true, name = "gelu_tanh" }),
+    relu = npu.nn.relu(x, { name = "relu" }),
+    sqrt = npu.sqrt(p, { name = "sqrt" }),
+    square = npu.square(x, { name = "square" }),
+    matmul = npu.matmul(x, w, { name = "matmul" }),
+  }
+  return g, x, p, ys
+end
+
+local X32, P32 = inputs("float32")
+
+-- name -> flat table of the results under these options (float32 unless dtype says)
+local function run(options, dtype)
+  dtype = dtype or "float32"
+  local g, x, p, ys = graph(dtype)
+  options = options or {}
+  options.precision_mode = options.precision_mode or "must_keep_origin_dtype"
+  if options.use_off_line == false then options.precision_mode = nil end
+  local sess = npu.Session { graph = g, options = options }
+  local names, fetches = {}, {}
+  for name, y in pairs(ys) do
+    names[#names + 1] = name
+    fetches[#fetches + 1] = y
+  end
+  local X, P = X32, P32
+  if dtype == "float64" then X, P = X32:astype("float64"), P32:astype("float64") end
+  local got = sess:run(fetches, { [x] = X, [p] = P })
+  local out = {}
+  for i, name in ipairs(names) do out[name] = flatten(got[i]:totable()) end
+  return out
+end
+
+local REF = run({ use_off_line = false })
+local EXACT = run({ use_off_line = false }, "float64")
+
+local function same(a, b)
+  for i = 1, #a do
+    if a[i] ~= b[i] then return false end
+  end
+  return #a == #b
+end
+
+local function write(text)
+  local path = os.tmpname()
+  S.write(path, text)
+  return path
+end
+
+-- The ops whose results differ from the reference path, as a sorted list.
+local function changed(got)
+  local list = {}
+  for name, ref in pairs(REF) do
+    if not same(got[name], ref) then list[#list + 1] = name end
+  end
+  table.sort(list)
+  return list
+end
+
+TestImplMode = {}
+
+function TestImplMode:test_default_is_high_precision_bitwise_equal_to_the_reference_path()
+  lu.assertEquals(changed(run({})), {})
+  lu.assertEquals(changed(run({ op_select_implmode = "high_precision" })), {})
+end
+
+function TestImplMode:test_high_performance_changes_exactly_the_ops_with_two_implementations()
+  local got = run({ op_select_implmode = "high_performance" })
+  local want = { "exp", "gelu", "gelu_tanh", "log", "log_softmax", "sigmoid", "softmax", "tanh", "tanh2" }
+  lu.assertEquals(changed(got), want)
+end
+
+-- The errors kfast.h states, against float64: k ulp <= k 2^-23 |exact|.  softmax and
+-- log_softmax also carry the rounding of x - max in float32 (up to 12 * 2^-24 here), which the
+-- high_precision kernels carry as well.
+local BOUND = { exp = 1, log = 1.5, tanh = 1.5, tanh2 = 1.5, sigmoid = 2.5, gelu = 8,
+  gelu_tanh = 8, softmax = 12 }
+
+function TestImplMode:test_high_performance_is_within_the_stated_error()
+  local got = run({ op_select_implmode = "high_performance" })
+  for name, k in pairs(BOUND) do
+    local worst = 0
+    for i, exact in ipairs(EXACT[name]) do
+      local err = math.abs(got[name][i] - exact) / math.max(math.abs(exact), 1e-30)
+      worst = math.max(worst, err / 2 ^ -23)
+    end
+    lu.assertTrue(worst <= k, ("%s: %.2f ulp, stated %g"):format(name, worst, k))
+    lu.assertTrue(worst > 0, name) -- float32 is not float64
+  end
+  for i, exact in ipairs(EXACT.log_softmax) do
+    local err = math.abs(got.log_softmax[i] - exact)
+    lu.assertTrue(err <= 1e-6 * math.max(1, math.abs(exact)), "log_softmax " .. i)
+  end
+end
+
+function TestImplMode:test_optypelist_limits_the_mode_to_the_listed_types()
+  local function with(list)
+    return changed(run({ op_select_implmode = "high_performance", optypelist_for_implmode = list }))
+  end
+  lu.assertEquals(with("Exp"), { "exp" })
+  lu.assertEquals(with("SoftmaxV2"), { "softmax" })
+  lu.assertEquals(with("LogSoftmaxV2,sigmoid"), { "log_softmax", "sigmoid" })
+  lu.assertEquals(with("Tanh,Gelu"), { "gelu", "gelu_tanh", "tanh", "tanh2" })
+  -- 000's other names: pools have one implementation, LRN and ROIAlign no op here
+  lu.assertEquals(with("Pooling,LRN,ROIAlign,MatMul"), {})
+  -- and the other way round: only the listed types take high_precision
+  lu.assertEquals(changed(run({ op_select_implmode = "high_precision",
+    optypelist_for_implmode = "Exp" })), {})
+end
+
+function TestImplMode:test_unknown_type_in_optypelist_names_the_nearest()
+  local g, x = graph("float32")
+  local ok, err = pcall(npu.Session, { graph = g, options = { op_select_implmode = "high_performance",
+    optypelist_for_implmode = "Exp,SoftmaxV3" } })
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "optypelist_for_implmode: unknown operator type 'SoftmaxV3' (did you mean 'SoftmaxV2'?)")
+  lu.assertNotNil(x)
+end
+
+function TestImplMode:test_op_precision_mode_by_node_name_beats_by_type()
+  local path = write(table.concat({
+    "; per type, then per node",
+    "[ByOpType]",
+    "Tanh=high_performance",
+    "gelu = super_performance",
+    "SoftmaxV2=keep_fp16",
+    "[ByNodeName]",
+    "tanh2=high_precision",
+    "exp=high_performance",
+    "no_such_node=high_performance",
+    "",
+  }, "\n"))
+  local got = run({ op_precision_mode = path })
+  os.remove(path)
+  lu.assertEquals(changed(got), { "exp", "gelu", "gelu_tanh", "tanh" })
+end
+
+function TestImplMode:test_op_precision_mode_wins_over_op_select_implmode()
+  local path = write("[ByOpType]\nSigmoid=high_performance\n")
+  local got = run({ op_precision_mode = path, op_select_implmode = "high_performance",
+    optypelist_for_implmode = "Exp" })
+  os.remove(path)
+  lu.assertEquals(changed(got), { "sigmoid" })
+end
+
+function TestImplMode:test_super_performance_is_high_performance_and_the_other_modes_choose_nothing()
+  local fast = run({ op_select_implmode = "high_performance" })
+  local path = write("[ByOpType]\nExp=super_performance\nTanh=enable_float_32_execution\n" ..
+    "Sigmoid=enable_hi_float_32_execution\nSoftmax=support_out_of_bound_index\n")
+  local got = run({ op_precision_mode = path })
+  os.remove(path)
+  lu.assertTrue(same(got.exp, fast.exp))
+  lu.assertEquals(changed(got), { "exp" })
+end
+
+function TestImplMode:test_ini_errors_name_file_and_line()
+  local cases = {
+    { "[ByOpType]\nExp=high_performance\n[ByNodeNames]\n", "line 3: unknown section '[ByNodeNames]'" },
+    { "[ByOpType]\nExp\n", "line 2: missing '='" },
+    { "[ByNodeName]\nexp=fast\n", "line 2: unknown mode 'fast' for 'exp'" },
+    { "[ByOpType]\nExq=high_performance\n", "line 2: unknown operator type 'Exq' (did you mean 'Exp'?)" },
+    { "Exp=high_performance\n", "line 1: entry 'Exp' before any section" },
+  }
+  for _, c in ipairs(cases) do
+    local path = write(c[1])
+    local g = graph("float32")
+    local ok, err = pcall(npu.Session, { graph = g, options = { op_precision_mode = path } })
+    os.remove(path)
+    lu.assertFalse(ok)
+    lu.assertStrContains(tostring(err), "NPU_ERR_FORMAT")
+    lu.assertStrContains(tostring(err), "op_precision_mode '" .. path .. "', " .. c[2])
+  end
+  local ok, err = pcall(npu.Session, { graph = graph("float32"),
+    options = { op_precision_mode = "/no/such/dir/op_precision.ini" } })
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "NPU_ERR_IO")
+end
+
+function TestImplMode:test_the_reference_path_ignores_the_modes()
+  lu.assertEquals(changed(run({ use_off_line = false, op_select_implmode = "high_performance" })), {})
+end
+
+function TestImplMode:test_float64_has_one_implementation()
+  local got = run({ op_select_implmode = "high_performance" }, "float64")
+  for name, exact in pairs(EXACT) do lu.assertTrue(same(got[name], exact), name) end
+end
+
+function TestImplMode:test_same_bits_for_any_thread_count()
+  local core = npu.core
+  local n0 = core.n_threads()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 300, 1000 }, "x")
+  local ys = { npu.exp(x), npu.tanh(x), npu.gelu(x), npu.nn.softmax(x), npu.nn.log_softmax(x) }
+  local X = npu.random.uniform({ 300, 1000 }, { minval = -8, maxval = 8, seed = 7 })
+  local sess = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  local results = {}
+  for _, n in ipairs({ 1, 2, 3 }) do
+    core.set_n_threads(n)
+    results[#results + 1] = sess:run(ys, { [x] = X })
+  end
+  core.set_n_threads(n0)
+  for k = 2, #results do
+    for i = 1, #ys do lu.assertTrue(npu.allclose(results[k][i], results[1][i], 0, 0), k .. ":" .. i) end
+  end
+end
+
+function TestImplMode:test_explain_shows_each_steps_implementation()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 3 }, "x")
+  local y = npu.nn.softmax(npu.exp(x, { name = "e" }) + npu.tanh(x, { name = "t" }), { name = "s" })
+  local sess = npu.Session { graph = g, options = { op_select_implmode = "high_performance",
+    optypelist_for_implmode = "Exp,SoftmaxV2" } }
+  local e = sess:explain(y, { [x] = npu.zeros({ 2, 3 }) })
+  local impl = {}
+  for _, s in ipairs(e.steps) do impl[s.node] = s.impl end
+  lu.assertEquals(impl, { e = "high_performance", t = "high_precision", Add = "high_precision",
+    s = "high_performance" })
+  lu.assertStrContains(tostring(e), "high_performance")
+end
+
+-- ---- gelu (op_gelu.c) -------------------------------------------------------------------
+
+-- erf by its Taylor series (|x| <= 3: terms up to ~200 against a sum near 1: 1e-13 absolute)
+local function erf(x)
+  local sum, term, n = 0, x, 0
+  repeat
+    local add = term / (2 * n + 1)
+    sum = sum + add
+    n = n + 1
+    term = -term * x * x / n
+  until math.abs(add) < 1e-17 and n > 5
+  return 2 / math.sqrt(math.pi) * sum
+end
+
+local function tanh(u)
+  local e = math.exp(-2 * math.abs(u))
+  local t = (1 - e) / (1 + e)
+  return u < 0 and -t or t
+end
+
+TestGelu = {}
+
+function TestGelu:test_values_against_the_definitions()
+  local xs = { -3, -2.5, -1, -0.25, 0, 0.5, 1, 2.75, 3 }
+  local g = npu.Graph()
+  local x = g:placeholder("float64", { #xs }, "x")
+  local sess = npu.Session { graph = g }
+  local exact = flatten(sess:run(npu.gelu(x), { [x] = npu.tensor(xs, "float64") }):totable())
+  local approx = flatten(sess:run(npu.nn.gelu(x, true), { [x] = npu.tensor(xs, "float64") }):totable())
+  for i, v in ipairs(xs) do
+    lu.assertAlmostEquals(exact[i], 0.5 * v * (1 + erf(v / math.sqrt(2))), 1e-12)
+    local t = tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ^ 3))
+    lu.assertAlmostEquals(approx[i], 0.5 * v * (1 + t), 1e-12)
+  end
+end
+
+function TestGelu:test_shape_dtype_and_errors()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { -1, 4 }, "x")
+  local y = npu.gelu(x, { approximate = true })
+  lu.assertEquals(y:shape(), { -1, 4 })
+  lu.assertEquals(y:dtype(), "float32")
+  local i = g:placeholder("int32", { 2 }, "i")
+  lu.assertErrorMsgContains("gelu", npu.gelu, i)
+  lu.assertErrorMsgContains("approximate", npu.gelu, x, { approximate = "yes" })
+end
+
+function TestGelu:test_graphdef_round_trip_keeps_approximate()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 3 }, "x")
+  local exact, approx = npu.gelu(x, { name = "ge" }), npu.gelu(x, { approximate = true, name = "ga" })
+  local g2 = npu.import_graph_def(npu.export_graph_def(g))
+  local X = npu.tensor({ { -1, 0, 1 }, { 2, -2, 0.5 } })
+  local want = npu.Session { graph = g }:run({ exact, approx }, { [x] = X })
+  local got = npu.Session { graph = g2 }:run({ "ge:0", "ga:0" }, { ["x:0"] = X })
+  lu.assertTrue(npu.allclose(got[1], want[1], 0, 0))
+  lu.assertTrue(npu.allclose(got[2], want[2], 0, 0))
+  lu.assertFalse(npu.allclose(want[1], want[2], 0, 0))
+end
