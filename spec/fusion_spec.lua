@@ -501,6 +501,12 @@ function TestFusionEltwise:test_ops_with_a_chosen_implementation_keep_their_step
   local sess = session(g, { op_select_implmode = "high_performance" })
   lu.assertEquals(shape_of(sess:explain(y, feeds)),
     { "fused_matmul<MatMulBiasAddFusionPass:B>", "sigmoid", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+  -- high_precision chosen explicitly, or high_performance for other ops only: fused as before
+  for _, opts in ipairs({ { op_select_implmode = "high_precision" },
+    { op_select_implmode = "high_performance", optypelist_for_implmode = "Exp,SoftmaxV2" } }) do
+    lu.assertEquals(shape_of(session(g, opts):explain(y, feeds)),
+      { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+  end
 end
 
 -- ---------------------------------------------------------------- fusion_switch_file

@@ -98,8 +98,10 @@ end
 function TestSession:test_plan_cache_by_signature()
   local g, x, w, _, y = mlp()
   local sess = npu.Session { graph = g }
+  lu.assertEquals(tostring(sess), "npu.Session(0 plans compiled)")
   sess:run(g:global_variables_initializer())
   lu.assertEquals(sess:n_plans(), 1)
+  lu.assertEquals(tostring(sess), "npu.Session(1 plan compiled)")
   for _ = 1, 5 do sess:run(y, { [x] = npu.zeros({ 2, 4 }) }) end
   lu.assertEquals(sess:n_plans(), 2)
   sess:run(y, { [x] = npu.zeros({ 3, 4 }) }) -- another feed shape: another plan

@@ -405,7 +405,10 @@ static int l_session_reduced_precision(lua_State *L) {
 static int l_session_tostring(lua_State *L) {
   session_box *box = check_box(L);
   if (!box->s || npu_session_is_closed(box->s)) lua_pushliteral(L, "npu.Session(closed)");
-  else lua_pushfstring(L, "npu.Session(%d plans compiled)", npu_session_n_plans(box->s));
+  else {
+    int n = npu_session_n_plans(box->s);
+    lua_pushfstring(L, "npu.Session(%d plan%s compiled)", n, n == 1 ? "" : "s");
+  }
   return 1;
 }
 

@@ -498,12 +498,10 @@ static const npuG_node *node_of(const fuser *f, const npuE_step *s) {
   return &f->b->graph->nodes[s->node];
 }
 
-/* Ops with two implementations (compile/implmode.c) keep their own step when the session
-   chooses implementations (op_select_implmode, op_precision_mode): a fused step runs the
-   high_precision one only. */
-static bool keeps_its_implementation(const fuser *f, const npu_op_def *def) {
-  return f->b->cfg->impl && (def == &npuX_op_sigmoid || def == &npuX_op_tanh ||
-                             def == &npuX_op_exp || def == &npuX_op_log);
+/* A step that gets its high_performance implementation (compile/implmode.c) keeps its own
+   step: a fused kernel runs the high_precision one only. */
+static bool keeps_its_implementation(const fuser *f, const npuE_step *s) {
+  return npuP_impl_is_fast(f->b->cfg, s->def, node_of(f, s)->name);
 }
 
 /* The activations an epilogue applies. */
@@ -523,7 +521,7 @@ static bool activation_of(const fuser *f, const npuE_step *s, int v, npuK_act *a
   *slope = -1;
   for (size_t i = 0; i < npu_countof(activations); i++)
     if (s->def == activations[i].def && s->n_out == 1 && s->in[0] == v && is_f32(f, s->out[0]) &&
-        !keeps_its_implementation(f, s->def)) {
+        !keeps_its_implementation(f, s)) {
       if (s->def == &npuX_op_prelu) {
         if (s->in[1] == v || !is_f32(f, s->in[1]) ||
             broadcast_of(f, s->in[1], value(f, v)) != NPUK_EW_ROW)
@@ -901,7 +899,7 @@ static const struct eltwise_op {
 };
 
 static const struct eltwise_op *eltwise_of(const fuser *f, const npuE_step *s) {
-  if (!live(s) || s->n_out != 1 || !is_f32(f, s->out[0]) || keeps_its_implementation(f, s->def))
+  if (!live(s) || s->n_out != 1 || !is_f32(f, s->out[0]) || keeps_its_implementation(f, s))
     return NULL;
   for (size_t i = 0; i < npu_countof(eltwise_ops); i++)
     if (s->def == eltwise_ops[i].def) {

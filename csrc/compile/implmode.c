@@ -321,11 +321,16 @@ npu_status npuP_impl_config_new(npu_context *ctx, const npu_options *o,
   return NPU_OK;
 }
 
-static int step_mode(const struct npuP_impl_config *c, const npuE_step *step, const char *node) {
+static int op_mode(const struct npuP_impl_config *c, const npu_op_def *def, const char *node) {
   for (int i = 0; i < c->n_nodes; i++)
     if (strcmp(c->nodes[i].name, node) == 0) return c->nodes[i].mode;
-  int id = npuX_find(step->def->name);
+  int id = npuX_find(def->name);
   return id >= 0 && c->by_op[id] >= 0 ? c->by_op[id] : c->fallback;
+}
+
+bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char *node) {
+  return cfg->impl && !cfg->reference && def->kind == NPUX_KIND_KERNEL && is_dual(def) &&
+         op_mode(cfg->impl, def, node) == MODE_PERFORMANCE;
 }
 
 npu_status npuP_select_impl(npuP_build *b) {
@@ -336,7 +341,7 @@ npu_status npuP_select_impl(npuP_build *b) {
     npuE_step *step = &p->steps[k];
     if (step->def->kind != NPUX_KIND_KERNEL || !is_dual(step->def)) continue;
     const char *node = step->node >= 0 ? b->graph->nodes[step->node].name : "";
-    step->impl = (uint8_t)step_mode(c, step, node);
+    step->impl = (uint8_t)op_mode(c, step->def, node);
   }
   return NPU_OK;
 }

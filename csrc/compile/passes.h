@@ -30,6 +30,9 @@ npu_status npuP_fuse(npuP_build *b);
 npu_status npuP_assign_precision(npuP_build *b);
 npu_status npuP_select_impl(npuP_build *b);
 npu_status npuP_plan_memory(npuP_build *b);
+/* compile/implmode.c: whether npuP_select_impl gives node (of op def) its high_performance
+   implementation (the fusion pass leaves such steps unfused: fused kernels run high_precision). */
+bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char *node);
 /* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
    (run after each pass when cfg->verify). */
 npu_status npuP_verify(npuP_build *b, const char *after);
