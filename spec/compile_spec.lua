@@ -19,8 +19,10 @@ function TestCompile:test_constant_subgraphs_fold_and_match_unfolded()
   local g = npu.Graph()
   local x = g:placeholder("float32", { 3, 4 }, "x")
   local w = g:const(npu.random.normal({ 4, 4 }, { seed = 1 }))
-  local scale = npu.exp(g:const(npu.tensor({ 0.5 }))) * 2 -- all constant: folds
-  local w2 = npu.transpose(w, { 1, 0 }) * scale             -- folds too
+  local ex = npu.exp(g:const(npu.tensor({ 0.5 })))
+  local scale = ex * 2                    -- all constant: folds
+  local tr = npu.transpose(w, { 1, 0 })
+  local w2 = tr * scale                   -- folds too
   local y = npu.nn.relu(x:matmul(w2))
   local feed = { [x] = npu.random.normal({ 3, 4 }, { seed = 2 }) }
   local on = npu.Session { graph = g }
@@ -28,6 +30,9 @@ function TestCompile:test_constant_subgraphs_fold_and_match_unfolded()
   local r_on, r_off = on:run(y, feed), off:run(y, feed)
   lu.assertTrue(npu.allclose(r_on, r_off, 0, 0))
   lu.assertEquals(on:last_plan().folded, 4) -- exp, mul, transpose, mul
+  lu.assertEquals(on:explain(y, feed).folded_nodes,
+    { ex:op():name(), scale:op():name(), tr:op():name(), w2:op():name() }) -- in graph order
+  lu.assertEquals(off:explain(y, feed).folded_nodes, {})
   lu.assertEquals(on:last_plan().steps, 2)
   lu.assertEquals(off:last_plan().folded, 0)
   lu.assertEquals(off:last_plan().steps, 5) -- 6 nodes; exp and its * 2 fuse (TbeEltwiseFusionPass)

@@ -51,6 +51,7 @@ function TestExplain:test_steps_after_folding_with_names_dtypes_shapes_bytes()
   local e = sess:explain(y, { [x] = npu.zeros({ 3, 6 }) })
   lu.assertEquals(e.n_steps, 4)
   lu.assertEquals(e.folded, 1) -- k
+  lu.assertEquals(e.folded_nodes, { "k" })
   lu.assertEquals(e.iterations, 1)
   lu.assertEquals(e.precision_mode, "must_keep_origin_dtype")
   lu.assertFalse(e.reference)
@@ -135,11 +136,12 @@ function TestExplain:test_tostring_lists_one_line_per_step()
   local text = tostring(e)
   local lines = {}
   for l in text:gmatch("[^\n]+") do lines[#lines + 1] = l end
-  lu.assertEquals(#lines, 2 + e.n_steps)
+  lu.assertEquals(#lines, 3 + e.n_steps)
   lu.assertStrContains(lines[1], "4 steps, 1 folded")
   lu.assertStrContains(lines[2], ("arena %d B"):format(e.memory.arena_bytes))
-  lu.assertStrMatches(lines[3], "%s*1%s+matmul%s+mm%s.*mm:0 float32 %[3,5%] 60 B arena@%d+")
-  lu.assertStrMatches(lines[6], "%s*4%s+mul%s+y%s.*y:0 float32 %[3,5%] 60 B own")
+  lu.assertEquals(lines[3], "folded: k")
+  lu.assertStrMatches(lines[4], "%s*1%s+matmul%s+mm%s.*mm:0 float32 %[3,5%] 60 B arena@%d+")
+  lu.assertStrMatches(lines[7], "%s*4%s+mul%s+y%s.*y:0 float32 %[3,5%] 60 B own")
 end
 
 function TestExplain:test_fused_steps_name_their_pass_and_absorbed_nodes()

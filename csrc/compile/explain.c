@@ -338,6 +338,11 @@ static void p_precision(jw *w, const ex *e) {
 static void p_reference(jw *w, const ex *e) { boolean(w, e->p->reference); }
 static void p_n_steps(jw *w, const ex *e) { num(w, e->p->n_steps); }
 static void p_folded(jw *w, const ex *e) { num(w, e->p->n_folded); }
+static void p_folded_nodes(jw *w, const ex *e) {
+  open_(w, '[');
+  for (int i = 0; i < e->p->n_folded; i++) str(w, e->g->nodes[e->p->folded[i]].name);
+  close_(w, ']');
+}
 static void p_iterations(jw *w, const ex *e) { num(w, e->p->iterations); }
 static void p_feeds(jw *w, const ex *e) { values(w, e, e->p->n_feeds, e->p->feeds); }
 static void p_fetches(jw *w, const ex *e) { values(w, e, e->p->n_fetches, e->p->fetches); }
@@ -371,6 +376,7 @@ static const struct {
     {"reference", p_reference},
     {"n_steps", p_n_steps},
     {"folded", p_folded},
+    {"folded_nodes", p_folded_nodes},
     {"iterations", p_iterations},
     {"feeds", p_feeds},
     {"fetches", p_fetches},

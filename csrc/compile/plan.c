@@ -52,6 +52,7 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
     npuC_free(ctx, p->steps[i].widen);
   }
   npuC_free(ctx, p->steps);
+  npuC_free(ctx, p->folded);
   npuC_free(ctx, p->feeds);
   npuC_free(ctx, p->fetches);
   npuC_free(ctx, p->targets);
@@ -410,8 +411,10 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     memcpy(v->shape, t->shape, sizeof t->shape);
   }
   p->steps = npuC_calloc(ctx, (size_t)(n_steps ? n_steps : 1), sizeof *p->steps);
+  /* folded nodes were counted as steps: n_steps bounds them too */
+  p->folded = npuC_alloc(ctx, (size_t)(n_steps ? n_steps : 1) * sizeof *p->folded);
   p->borrowed = npuC_alloc(ctx, (size_t)(n_borrowed ? n_borrowed : 1) * sizeof *p->borrowed);
-  if (!p->steps || !p->borrowed) {
+  if (!p->steps || !p->borrowed || !p->folded) {
     s = NPU_ERR_NOMEM;
     goto fail;
   }
@@ -460,7 +463,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     if (can_fold(cfg, def, node, known)) {
       s = fold_node(ctx, p, node, known, reference);
       if (s) goto fail;
-      p->n_folded++;
+      p->folded[p->n_folded++] = id;
       continue;
     }
     s = emit_step(ctx, p, cfg, id, node, (need[id] & 2) != 0);

@@ -92,7 +92,8 @@ typedef struct npuE_plan {
   bool reference;       /* host reference kernels, serial */
   int n_threads;        /* threads the scratch was sized for (scratch slots per thread) */
   bool fold;            /* compiled with constant folding */
-  int n_folded;         /* nodes evaluated at compile time */
+  int n_folded;         /* nodes evaluated at compile time, */
+  int *folded;          /* their ids, in graph order */
   int64_t iterations;   /* times the steps run per call (a loop target), 1 otherwise */
   npuE_memory memory;   /* compile/memory.c */
   const struct npuP_config *config; /* compiled with (borrowed: outlives the plan) */

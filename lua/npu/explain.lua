@@ -37,6 +37,13 @@ function M.tostring(e)
       m.planning and "" or ", planning off", m.own_bytes or 0, m.constant_bytes or 0,
       m.scratch_bytes or 0, m.round_bytes or 0, m.total_bytes or 0),
   }
+  local folded = e.folded_nodes or {}
+  if #folded > 0 then
+    local shown = {}
+    for i = 1, math.min(#folded, 8) do shown[i] = folded[i] end
+    lines[#lines + 1] = "folded: " .. table.concat(shown, ", ") ..
+      (#folded > 8 and (", ... (%d more)"):format(#folded - 8) or "")
+  end
   for i, s in ipairs(e.steps or {}) do
     local outs = {}
     for j, v in ipairs(s.outputs or {}) do outs[j] = value_str(v) end
