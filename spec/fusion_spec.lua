@@ -583,7 +583,7 @@ function TestFusionSwitchFile:test_errors_name_the_file_and_what_is_wrong()
   local ok, err = pcall(npu.Session, { graph = g, options = { fusion_switch_file = missing } })
   lu.assertFalse(ok)
   lu.assertEquals(npu.error_code(err), "NPU_ERR_IO")
-  lu.assertStrContains(tostring(err), "fusion_switch_file '" .. missing .. "': cannot open it")
+  lu.assertStrContains(tostring(err), "cannot open fusion_switch_file '" .. missing .. "'")
 end
 
 -- ---------------------------------------------------------------- fusion_result.json

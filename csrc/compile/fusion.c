@@ -217,37 +217,12 @@ static npu_status read_switches(switch_file *sf, size_t len) {
 }
 
 static npu_status load_switch_file(npu_context *ctx, const char *path, bool *on) {
-  FILE *fp = fopen(path, "rb");
-  if (!fp)
-    return npuC_error(ctx, NPU_ERR_IO, "fusion_switch_file '%s': cannot open it: %s", path,
-                      strerror(errno));
-  char *text = NULL;
-  size_t len = 0, cap = 0;
-  npu_status s = NPU_OK;
-  for (;;) {
-    if (len + 4096 + 1 > cap) {
-      size_t ncap = cap ? cap * 2 : 8192;
-      char *t = npuC_realloc(ctx, text, ncap);
-      if (!t) {
-        s = NPU_ERR_NOMEM;
-        break;
-      }
-      text = t, cap = ncap;
-    }
-    size_t got = fread(text + len, 1, cap - len - 1, fp);
-    len += got;
-    if (got == 0) {
-      if (ferror(fp))
-        s = npuC_error(ctx, NPU_ERR_IO, "fusion_switch_file '%s': cannot read it", path);
-      break;
-    }
-  }
-  fclose(fp);
-  if (!s) {
-    text[len] = 0;
-    switch_file sf = {.ctx = ctx, .path = path, .text = text, .on = on};
-    s = read_switches(&sf, len);
-  }
+  char *text;
+  size_t len;
+  npu_status s = npuC_read_file(ctx, path, "fusion_switch_file", &text, &len);
+  if (s) return s;
+  switch_file sf = {.ctx = ctx, .path = path, .text = text, .on = on};
+  s = read_switches(&sf, len);
   npuC_free(ctx, text);
   return s;
 }
@@ -305,19 +280,14 @@ static npu_status make_dirs(npu_context *ctx, const char *path) {
 
 /* The file's current contents as a JSON object (a new one when the file is absent or not an
    object: it is ours to rewrite), or NULL when out of memory. */
-static cJSON *read_results(const char *path) {
+static cJSON *read_results(npu_context *ctx, const char *path) {
+  char *text;
   cJSON *root = NULL;
-  FILE *fp = fopen(path, "rb");
-  if (fp) {
-    char *text = NULL;
-    long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
-    if (n > 0 && fseek(fp, 0, SEEK_SET) == 0 && (text = malloc((size_t)n + 1)) &&
-        fread(text, 1, (size_t)n, fp) == (size_t)n) {
-      text[n] = 0;
-      root = cJSON_Parse(text);
-    }
-    free(text);
-    fclose(fp);
+  npu_status s = npuC_read_file(ctx, path, NULL, &text, NULL); /* absent: started anew */
+  if (s == NPU_ERR_NOMEM) return NULL;
+  if (!s) {
+    root = cJSON_Parse(text);
+    npuC_free(ctx, text);
   }
   if (root && !cJSON_IsObject(root)) {
     cJSON_Delete(root);
@@ -357,7 +327,7 @@ static npu_status export_stats(npu_context *ctx, struct npuP_fusion_config *c) {
   if (!c->n_pending) return NPU_OK;
   npu_status s = make_dirs(ctx, c->path);
   if (s) return s;
-  cJSON *root = read_results(c->path);
+  cJSON *root = read_results(ctx, c->path);
   for (int i = 0; root && i < c->n_pending; i++) {
     char key[64];
     snprintf(key, sizeof key, "session_and_graph_id_%d_%d", c->session_id, c->pending[i].graph_id);

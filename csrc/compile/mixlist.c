@@ -47,36 +47,6 @@ const npuP_dtype_rule *npuP_mix_rule(const struct npuP_mix_config *mix, const ch
 
 /* ---- shared helpers ------------------------------------------------------------------- */
 
-/* All of path, NUL-terminated, from the context's allocator. */
-static npu_status slurp(npu_context *ctx, const char *option, const char *path, char **out) {
-  *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return npuC_error(ctx, NPU_ERR_IO, "%s: cannot open '%s': %s", option, path, strerror(errno));
-  long size = -1;
-  if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    int err = errno;
-    fclose(f);
-    return npuC_error(ctx, NPU_ERR_IO, "%s: cannot read '%s': %s", option, path, strerror(err));
-  }
-  char *buf = npuC_alloc(ctx, (size_t)size + 1);
-  if (!buf) {
-    fclose(f);
-    return NPU_ERR_NOMEM;
-  }
-  size_t got = size ? fread(buf, 1, (size_t)size, f) : 0;
-  bool failed = ferror(f) != 0;
-  fclose(f);
-  if (got != (size_t)size || failed) {
-    npuC_free(ctx, buf);
-    return npuC_error(ctx, NPU_ERR_IO, "%s: cannot read '%s'", option, path);
-  }
-  buf[size] = 0;
-  *out = buf;
-  return NPU_OK;
-}
-
 static bool op_matches(int op, const char *name) {
   const npu_op_def *d = npuX_op(op);
   return strcmp(d->name, name) == 0 || (d->tf_type && strcmp(d->tf_type, name) == 0);
@@ -171,7 +141,7 @@ static npu_status read_mixlist(npu_context *ctx, const char *path, struct npuP_m
     uint8_t add, remove;
   } sections[] = {{"black-list", ADD_BLACK, RM_BLACK}, {"white-list", ADD_WHITE, RM_WHITE}};
   char *text;
-  npu_status s = slurp(ctx, "modify_mixlist", path, &text);
+  npu_status s = npuC_read_file(ctx, path, "modify_mixlist", &text, NULL);
   if (s) return s;
   mixfile m = {.ctx = ctx, .path = path, .text = text};
   const char *end = NULL;
@@ -370,7 +340,7 @@ static npu_status read_line(cfgline *l, char *s, struct npuP_mix_config *c) {
 
 static npu_status read_dtypes(npu_context *ctx, const char *path, struct npuP_mix_config *c) {
   char *text;
-  npu_status s = slurp(ctx, "customize_dtypes", path, &text);
+  npu_status s = npuC_read_file(ctx, path, "customize_dtypes", &text, NULL);
   if (s) return s;
   if (!(c->dtypes_path = npuC_strdup(ctx, path))) s = NPU_ERR_NOMEM;
   cfgline l = {.ctx = ctx, .path = path};

@@ -58,6 +58,11 @@ char *npuC_strdup(npu_context *ctx, const char *s);
 /* Sets the message (printf style) and returns `status`, so errors read
    `return npuC_error(ctx, NPU_ERR_SHAPE, "...", ...);`.  ctx may be NULL. */
 npu_status npuC_error(npu_context *ctx, npu_status status, const char *fmt, ...) NPU_PRINTF(3, 4);
+/* core/file.c: all of path in a new NUL-terminated block from ctx's allocator (*len bytes,
+   len may be NULL); NPU_ERR_IO "cannot open <what> '<path>': <reason>" (what NULL: no message,
+   for a file that may well be absent). */
+npu_status npuC_read_file(npu_context *ctx, const char *path, const char *what, char **out,
+                          size_t *len);
 /* Prefixes the current message: "while compiling 'x': <old message>". */
 npu_status npuC_error_prefix(npu_context *ctx, npu_status status, const char *fmt, ...)
     NPU_PRINTF(3, 4);
