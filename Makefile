@@ -7,7 +7,7 @@
 #   make test       install what is missing, build, run the C tests and the whole LuaUnit suite
 #   make sanitize   the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      benchmarks (ratios against raw OpenBLAS)
-#   make docs       regenerate docs/options.md from the option table
+#   make docs       regenerate docs/options.md and docs/ops.md from the option and op tables
 #
 # Honours the variables LuaRocks passes: CC CFLAGS LIBFLAG LUA_INCDIR INST_LIBDIR INST_LUADIR,
 # plus OPENBLAS_INCDIR / OPENBLAS_LIBDIR.
@@ -90,6 +90,9 @@ $(EMBED): examples/embed.c $(LIB_A) $(BIND_OBJ)
 $(BUILD)/gen_options_doc: tools/gen_options_doc.c $(LIB_A)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
 
+$(BUILD)/gen_ops_doc: tools/gen_ops_doc.c $(LIB_A)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
+
 # The plan verifier (compile/verify.c) checks every pass's output while testing.
 test sanitize: export NPU_VERIFY_PLANS = 1
 
@@ -98,7 +101,7 @@ test sanitize: export NPU_VERIFY_PLANS = 1
 # sessions put theirs in the build tree.
 test sanitize: export ASCEND_WORK_PATH ?= $(abspath $(BUILD))/ascend_work
 test: deps
-	$(MAKE) all $(C_TESTS) $(EMBED) $(BUILD)/gen_options_doc
+	$(MAKE) all $(C_TESTS) $(EMBED) $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== $(EMBED)"; $(EMBED)
 	$(LUA) spec/run.lua
@@ -110,12 +113,12 @@ check: test
 SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 sanitize: deps
 	$(MAKE) BUILD=build-san MODULE_DIR=build-san EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_FLAGS)" OPT=-O1 \
-	    all build-san/gen_options_doc $(patsubst $(BUILD)/%,build-san/%,$(C_TESTS)) build-san/examples/embed
+	    all build-san/gen_options_doc build-san/gen_ops_doc $(patsubst $(BUILD)/%,build-san/%,$(C_TESTS)) build-san/examples/embed
 	@for t in $(patsubst $(BUILD)/%,build-san/%,$(C_TESTS)) build-san/examples/embed; do \
 	    echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tools/lsan.supp $$t || exit 1; done
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tools/lsan.supp \
-	    NPU_GEN_OPTIONS_DOC=build-san/gen_options_doc NPU_MODULE_ROOT=build-san $(LUA) spec/run.lua
+	    NPU_GEN_OPTIONS_DOC=build-san/gen_options_doc NPU_GEN_OPS_DOC=build-san/gen_ops_doc NPU_MODULE_ROOT=build-san $(LUA) spec/run.lua
 
 BENCH_BIN = $(BUILD)/bench/bench_matmul
 $(BENCH_BIN): bench/bench_matmul.c $(LIB_A)
@@ -128,8 +131,9 @@ bench: all $(BENCH_BIN)
 	$(LUA) bench/fusion.lua
 	$(LUA) bench/implmode.lua
 
-docs: $(BUILD)/gen_options_doc
+docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md
+	$(BUILD)/gen_ops_doc csrc/ops/ops.def > docs/ops.md
 
 install: all
 	@test -n "$(INST_LIBDIR)" -a -n "$(INST_LUADIR)" || { echo "install: set INST_LIBDIR and INST_LUADIR (luarocks does)"; exit 1; }

@@ -42,3 +42,66 @@ function TestExamples:test_infer_from_pb()
   local out, rc = run("lua5.4 examples/infer_from_pb.lua")
   lu.assertEquals(rc, 0, out)
 end
+
+-- compile_explain.lua, run in an empty directory without ASCEND_WORK_PATH: it must leave
+-- nothing there (no fusion_result.json).  The built model has 14 graph ops (sub, mul, conv2d,
+-- mul, add, relu, max_pool, reshape, matmul, bias_add, relu, matmul, bias_add, softmax); the
+-- passes absorb 7 of them (mul into the chain; mul, add, relu into the convolution; bias_add
+-- and relu, then bias_add, into the two matmuls).
+local function absolute(path)
+  local p = io.popen("cd '" .. path .. "' && pwd")
+  local abs = p:read("l")
+  p:close()
+  return abs
+end
+
+local function run_in_empty_dir(args)
+  local root = absolute(ROOT_DIR)
+  local module_root = absolute(os.getenv("NPU_MODULE_ROOT") or ROOT_DIR) -- make sanitize's build
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir '" .. dir .. "'"))
+  local p = io.popen("cd '" .. dir .. "' && env -u ASCEND_WORK_PATH NPU_MODULE_ROOT='" .. module_root ..
+    "' lua5.4 '" .. root .. "/examples/compile_explain.lua' " .. (args or "") .. " 2>&1; echo \"exit=$?\"")
+  local out = p:read("a")
+  p:close()
+  local ls = io.popen("ls -A '" .. dir .. "'")
+  local left = ls:read("a")
+  ls:close()
+  os.execute("rm -rf '" .. dir .. "'")
+  return out, tonumber(out:match("exit=(%d+)%s*$")), left
+end
+
+function TestExamples:test_compile_explain()
+  local out, rc, left = run_in_empty_dir()
+  lu.assertEquals(rc, 0, out)
+  lu.assertEquals(left, "", "files left behind")
+  local on, fused, off = out:match("steps: (%d+) with the passes on %((%d+) fused%), (%d+) with them off")
+  lu.assertEquals({ tonumber(on), tonumber(fused), tonumber(off) }, { 7, 4, 14 }, out)
+  lu.assertStrContains(out, "ConvBatchnormFusionPass(Mul_1,Add,Relu)")
+  lu.assertStrContains(out, "MatMulBiasAddFusionPass(BiasAdd,Relu_1)")
+  lu.assertStrContains(out, "TbeEltwiseFusionPass(Mul)")
+  lu.assertStrContains(out, "results agree")
+  lu.assertStrContains(out, "precision_mode must_keep_origin_dtype: 7 steps, step outputs: 7 float32")
+  -- force_fp16: a cast of the feed in, every step's output float16, a cast of the fetch out
+  lu.assertStrContains(out, "precision_mode force_fp16: 9 steps, step outputs: 8 float16, 1 float32")
+  lu.assertEquals(select(2, out:gsub("fetched: float32", "")), 2)
+  local d = tonumber(out:match("force_fp16 against float32: max |d| = ([%d.e+-]+) of the peak"))
+  lu.assertNotNil(d, out)
+  lu.assertTrue(d > 0 and d < 1e-2, "float16 error " .. tostring(d)) -- rounded, not wrong
+end
+
+function TestExamples:test_compile_explain_on_a_shared_model()
+  local models = os.getenv("NPU_MODELS_DIR") or ROOT_DIR .. "/../shared/models"
+  local f = io.open(models .. "/emotion/emotion.json")
+  if not f then lu.skip("the shared models are not here (" .. models .. ")") end
+  f:close()
+  local path = absolute(models) .. "/emotion/emotion.json"
+  local out, rc, left = run_in_empty_dir("'" .. path .. "'")
+  lu.assertEquals(rc, 0, out)
+  lu.assertEquals(left, "", "files left behind")
+  local on, off = out:match("steps: (%d+) with the passes on %(%d+ fused%), (%d+) with them off")
+  lu.assertNotNil(on, out)
+  lu.assertTrue(tonumber(on) < tonumber(off), out)
+  lu.assertStrContains(out, "results agree")
+end

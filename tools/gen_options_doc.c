@@ -100,6 +100,9 @@ int main(void) {
   printf("- Precedence: an option set explicitly wins over its environment variable, which "
          "wins over the default.  Defaults marked `(graph_run_mode=1); ... "
          "(graph_run_mode=0)` depend on graph_run_mode.\n\n");
+  printf("How the compiler applies the precision, fusion, implementation-mode and memory "
+         "options is told in [compiler.md](compiler.md); the ops and their precision lists are "
+         "in [ops.md](ops.md).\n\n");
 
   printf("## Contents\n\n");
   for (int s = 0; s < n_sections; s++) printf("- %s\n", sections[s]);

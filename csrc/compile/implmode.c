@@ -81,6 +81,8 @@ static bool is_dual(const npu_op_def *def) {
   return false;
 }
 
+bool npuP_impl_has_fast(const npu_op_def *def) { return is_dual(def); }
+
 /* Op ids named by type name `name` into ids[0..2); returns their count (0: a known name with
    no op here), or -1 when the name is unknown. */
 static int resolve_type(const char *name, int ids[2]) {
@@ -167,40 +169,6 @@ static npu_status apply_type_list(npu_context *ctx, struct npuP_impl_config *c, 
 
 /* ---- op_precision_mode (.ini) ---------------------------------------------------------- */
 
-static npu_status read_file(npu_context *ctx, const char *path, char **out) {
-  *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return npuC_error(ctx, NPU_ERR_IO, "op_precision_mode: cannot open '%s': %s", path,
-                      strerror(errno));
-  char *text = NULL;
-  size_t len = 0, cap = 0;
-  npu_status s = NPU_OK;
-  for (;;) {
-    if (len + 1 >= cap) {
-      char *t = npuC_realloc(ctx, text, cap ? cap * 2 : 4096);
-      if (!t) {
-        s = NPU_ERR_NOMEM;
-        break;
-      }
-      text = t, cap = cap ? cap * 2 : 4096;
-    }
-    size_t got = fread(text + len, 1, cap - len - 1, f);
-    len += got;
-    if (got == 0) {
-      if (ferror(f)) s = npuC_error(ctx, NPU_ERR_IO, "op_precision_mode: cannot read '%s'", path);
-      break;
-    }
-  }
-  fclose(f);
-  if (s) {
-    npuC_free(ctx, text);
-    return s;
-  }
-  text[len] = 0;
-  *out = text;
-  return NPU_OK;
-}
 
 static char *trim(char *s) {
   while (*s == ' ' || *s == '\t') s++;
@@ -272,7 +240,7 @@ static npu_status parse_line(npu_context *ctx, struct npuP_impl_config *c, const
 
 static npu_status load_ini(npu_context *ctx, struct npuP_impl_config *c, const char *path) {
   char *text;
-  npu_status s = read_file(ctx, path, &text);
+  npu_status s = npuC_read_file(ctx, path, "op_precision_mode", &text, NULL);
   if (s) return s;
   int section = SEC_NONE, lineno = 0;
   for (char *line = text; line && !s;) {

@@ -33,6 +33,9 @@ npu_status npuP_plan_memory(npuP_build *b);
 /* compile/implmode.c: whether npuP_select_impl gives node (of op def) its high_performance
    implementation (the fusion pass leaves such steps unfused: fused kernels run high_precision). */
 bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char *node);
+/* compile/implmode.c: whether op def has a high_performance implementation at all (the
+   generated op reference, tools/gen_ops_doc.c, lists them). */
+bool npuP_impl_has_fast(const npu_op_def *def);
 /* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
    (run after each pass when cfg->verify). */
 npu_status npuP_verify(npuP_build *b, const char *after);

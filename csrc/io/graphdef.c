@@ -939,38 +939,13 @@ static npu_status parse_json_graph(importer *im, const cJSON *topology) {
 
 /* ---- files ---------------------------------------------------------------------------- */
 
-/* Reads all of path into a new block (NUL-terminated); the caller frees it with npuC_free. */
+/* All of path in a new NUL-terminated block (core/file.c); the caller frees it with npuC_free. */
 static npu_status read_file(npu_context *ctx, const char *path, const char *what, uint8_t **out,
                             size_t *len) {
-  *out = NULL;
-  *len = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return npuC_error(ctx, NPU_ERR_IO, "cannot open %s '%s': %s", what, path, strerror(errno));
-  long size = -1;
-  if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    int err = errno;
-    fclose(f);
-    return npuC_error(ctx, NPU_ERR_IO, "cannot read %s '%s': %s", what, path, strerror(err));
-  }
-  uint8_t *buf = npuC_alloc(ctx, (size_t)size + 1);
-  if (!buf) {
-    fclose(f);
-    return NPU_ERR_NOMEM;
-  }
-  size_t got = size ? fread(buf, 1, (size_t)size, f) : 0;
-  int err = ferror(f) ? errno : 0;
-  fclose(f);
-  if (got != (size_t)size) {
-    npuC_free(ctx, buf);
-    return npuC_error(ctx, NPU_ERR_IO, "cannot read %s '%s': %s", what, path,
-                      err ? strerror(err) : "short read");
-  }
-  buf[size] = 0;
-  *out = buf;
-  *len = (size_t)size;
-  return NPU_OK;
+  char *text;
+  npu_status st = npuC_read_file(ctx, path, what, &text, len);
+  *out = (uint8_t *)text;
+  return st;
 }
 
 /* ---- TensorFlow.js weights ------------------------------------------------------------ */
@@ -1219,6 +1194,14 @@ static const struct {
     {"_FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},
     {"_FusedMatMul", "matmul", convert_fused},
 };
+
+bool npuI_tf_alias(int i, const char **tf_type, const char **op, bool *converts) {
+  if (i < 0 || (size_t)i >= npu_countof(aliases)) return false;
+  *tf_type = aliases[i].tf;
+  *op = aliases[i].op;
+  *converts = aliases[i].convert != NULL;
+  return true;
+}
 
 /* Our op id for a TensorFlow type (-1: none) and its converter (NULL: one plain node). */
 static int map_op(const char *tf_type, convert_fn *convert) {

@@ -23,6 +23,11 @@ int npuI_tf_dtype_from_name(const char *name);
 /* "DT_FLOAT" for messages; "DT_<n>" for values without a name (buf of 16 bytes). */
 const char *npuI_tf_dtype_name(int tf_dtype, char buf[16]);
 
+/* Entry i of the importer's alias table (TensorFlow types that are not an op's .tf_type):
+   the type, our op name, and whether a converter makes more than one node of it; false past
+   the end.  For the generated op reference (tools/gen_ops_doc.c). */
+bool npuI_tf_alias(int i, const char **tf_type, const char **op, bool *converts);
+
 /* The i-th comma-separated entry of list (copied into buf), or NULL past the end. */
 const char *npuI_list_item(const char *list, int i, char *buf, size_t size);
 
