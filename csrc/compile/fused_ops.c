@@ -97,15 +97,32 @@ enum { MAX_OPERANDS = 64 };
 
 static npu_status eltwise_impl(const npuX_call *c, bool reference) {
   const npuP_fused_eltwise *p = c->params;
-  npu_status st = check_f32(c, "fused_elementwise");
-  if (st) return st;
   if (c->n_inputs > MAX_OPERANDS)
     return npuC_error(c->ctx, NPU_ERR_INTERNAL, "fused_elementwise '%s': %d operands (at most %d)",
                       c->node->name, c->n_inputs, MAX_OPERANDS);
-  const float *operands[MAX_OPERANDS];
-  for (int i = 0; i < c->n_inputs; i++) operands[i] = c->in[i]->data;
   const npu_tensor *y = c->out[0];
   int64_t cols = y->ndim ? y->shape[y->ndim - 1] : 1, rows = cols ? y->numel / cols : 0;
+  /* Operands the precision pass stores at half size (NPUX_F_HALF_IO) are read and written
+     as they are: the kernel widens them a block at a time.  The reference path never gets
+     them (the pass does not run there). */
+  bool half = false;
+  for (int i = 0; i < c->n_inputs + c->n_outputs; i++)
+    half |= npuX_is_half((i < c->n_inputs ? c->in[i] : c->out[i - c->n_inputs])->dtype);
+  if (half && !reference) {
+    const void *operands[MAX_OPERANDS];
+    npuK_dtype dtypes[MAX_OPERANDS];
+    for (int i = 0; i < c->n_inputs; i++) {
+      operands[i] = c->in[i]->data;
+      dtypes[i] = (npuK_dtype)c->in[i]->dtype;
+    }
+    if (npuK_eltwise_mixed(c->pool, p->n_instr, p->prog, rows, cols, operands, dtypes, y->data,
+                           (npuK_dtype)y->dtype) == 0)
+      return NPU_OK;
+  }
+  npu_status st = check_f32(c, "fused_elementwise");
+  if (st) return st;
+  const float *operands[MAX_OPERANDS];
+  for (int i = 0; i < c->n_inputs; i++) operands[i] = c->in[i]->data;
   (reference ? npuK_eltwise_f32_ref : npuK_eltwise_f32)(c->pool, p->n_instr, p->prog, rows, cols,
                                                         operands, y->data);
   return NPU_OK;
@@ -116,10 +133,10 @@ static npu_status eltwise_ref(const npuX_call *c) { return eltwise_impl(c, true)
 
 const npu_op_def npuP_op_fused_eltwise = {
     .name = "fused_elementwise", .tf_type = "FusedElementwise", .min_inputs = 1,
-    .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD,
-    .run = eltwise_run, .run_ref = eltwise_ref};
+    .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_GRAY,
+    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_IO, .run = eltwise_run, .run_ref = eltwise_ref};
 
 const npu_op_def npuP_op_fused_eltwise_block = {
     .name = "fused_elementwise", .tf_type = "FusedElementwise", .min_inputs = 1,
-    .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_NO_FOLD,
-    .run = eltwise_run, .run_ref = eltwise_ref};
+    .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_BLOCK,
+    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_IO, .run = eltwise_run, .run_ref = eltwise_ref};

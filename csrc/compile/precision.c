@@ -41,12 +41,20 @@
  * (identity, assign: variables keep their dtype), or a fetch (users get the graph's dtype).
  * Where a consumer wants another dtype than the one stored, a Cast step (op cast, pass
  * "precision") is inserted before the first consumer that needs it, once per value and dtype;
- * a constant (or folded) value is cast now, at compile time.  Kernels compute in float32: the
- * executor widens a step's reduced inputs into a float32 buffer (p->round_buf, or the step's
- * place in the memory arena), lets the kernel write its reduced outputs there, and narrows them
- * into their slots (exec.c; npuE_step.widen says which).  So a float16 value is exactly what
- * rounding to float16 gives, and results equal rounding float32 values at the same points bit
- * for bit.  A constant whose elements all are float16 (bfloat16) values already — weights saved
+ * a constant (or folded) value is cast now, at compile time.  Kernels compute in float32.
+ * Elementwise steps (ops flagged NPUX_F_HALF_IO: unary, binary, the fused elementwise program)
+ * read and write reduced operands themselves, widening and narrowing a block of ~1024 elements
+ * at a time on the stack; steps that only move elements (NPUX_F_MOVES: reshape, pad, transpose,
+ * concat, ...) move them as stored when their float operands share one stored dtype.  For the
+ * other steps (convolutions, matmul, pooling, softmax, ...) the executor widens the reduced
+ * inputs into a float32 buffer (p->round_buf, or the step's place in the memory arena), lets
+ * the kernel write its reduced outputs there, and narrows them into their slots (exec.c;
+ * npuE_step.widen says which operands).  Either way a float16 value is exactly what rounding
+ * to float16 gives, and results equal rounding float32 values at the same points bit for bit;
+ * the block-wise paths only avoid the full-size float32 copies (blazeface under force_fp16:
+ * the largest widening buffer fell from 4.5 MiB, an add of two float16 maps, to 3 MiB, a
+ * convolution's).  A float32 constant feeding a reduced step is stored rounded, as float16 (half
+ * the bytes; steps that widen read it widened each run, elementwise ones a block at a time).  A constant whose elements all are float16 (bfloat16) values already — weights saved
  * in float16 — is read as it is, with nothing copied or widened.
  *
  * The pass runs after fusion and before implementation selection and memory planning
@@ -326,6 +334,20 @@ static void update_states(pr *r, const npuE_step *st, const int *graph_out, cons
   }
 }
 
+/* A step that only moves elements (NPUX_F_MOVES) moves them as they are stored when all its
+   graph-float32 operands are stored in one dtype: widening, moving and narrowing again would
+   give the same bits.  (A customize_dtypes line can give them different ones: then widen.) */
+static bool moves_as_is(const npuE_plan *p, const npuE_step *st, const int *orig) {
+  npu_dtype one = NPU_DTYPE_COUNT;
+  for (int i = 0; i < st->n_in + st->n_out; i++) {
+    if (p->values[orig[i]].dtype != NPU_DTYPE_F32) continue;
+    npu_dtype stored = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype;
+    if (one != NPU_DTYPE_COUNT && stored != one) return false;
+    one = stored;
+  }
+  return true;
+}
+
 /* Rewrites step st (a copy, appended to the new list by the caller) to the dtypes decided.
    orig: room for its operands' graph value ids. */
 static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
@@ -347,24 +369,26 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
     rep[0] = -1;
     st->out[j] = rep[rep_index(dt, p->values[v].dtype)] = new_value(r, v, dt);
   }
-  /* the operands stored in another dtype than the kernel computes in (the graph's) */
+  /* the operands stored in another dtype than the kernel computes in (the graph's): widened
+     by the executor, unless the kernel reads and writes them as they are (NPUX_F_HALF_IO) */
+  bool direct = (st->def->flags & NPUX_F_HALF_IO) != 0 ||
+                ((st->def->flags & NPUX_F_MOVES) && moves_as_is(p, st, orig));
   int n_widen = 0;
   size_t bytes = 0;
   for (int i = 0; i < n; i++) {
     const npuG_value *d = &p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]];
     if (d->dtype == p->values[orig[i]].dtype) continue;
+    int *first = i < st->n_in ? &st->round_in : &st->round_out;
+    if (*first < 0) *first = (int)d->dtype;
+    if (direct) continue;
     n_widen++;
     bytes += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);
   }
   if (!n_widen) return NPU_OK;
   if (!(st->widen = npuC_calloc(r->ctx, (size_t)n, 1))) return NPU_ERR_NOMEM;
-  for (int i = 0; i < n; i++) {
-    npu_dtype stored = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype;
-    if (stored == p->values[orig[i]].dtype) continue;
-    st->widen[i] = 1;
-    int *first = i < st->n_in ? &st->round_in : &st->round_out;
-    if (*first < 0) *first = (int)stored;
-  }
+  for (int i = 0; i < n; i++)
+    st->widen[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype !=
+                   p->values[orig[i]].dtype;
   if (bytes > p->round_size) p->round_size = bytes;
   if (n_widen > p->n_round_meta) p->n_round_meta = n_widen;
   return NPU_OK;

@@ -10,6 +10,7 @@
  */
 #include <math.h>
 
+#include "core/half.h"
 #include "kernels/kutil.h"
 
 /* ---- scalar ops ------------------------------------------------------------------------- */
@@ -252,4 +253,77 @@ void npuK_logical_bool(const npuK_pool *pool, npuK_logop op, int ndim, const int
                        const int64_t *b_strides, uint8_t *out) {
   if ((unsigned)op >= NPUK_LOGICAL_COUNT) return;
   bin_drive(pool, log_bool[op], 1, 1, ndim, dims, a, a_strides, b, b_strides, out);
+}
+
+/* ---- float16 / bfloat16 operands ---------------------------------------------------------
+ * The precision modes store values at half size while kernels compute in float32: each run of
+ * the output (bin_range's) is cut into blocks of BIN_BLOCK elements, the inputs' elements for
+ * a block widened into stack buffers (a broadcast one just once), the float32 run computes
+ * the block and a reduced output is narrowed — npuK_cast's conversions, as the executor's
+ * whole-tensor widening: the same bits without the full-size copies. */
+#define BIN_BLOCK 1024
+
+typedef struct bin_mixed_job {
+  bin_job b;
+  npuK_dtype dt[3]; /* a, b, out */
+} bin_mixed_job;
+
+/* Input elements at offsets off, off + stride, ... (n of them) as float32: in place when
+   float32 (*st = stride), else widened into buf (*st = 1, or 0 for a broadcast element). */
+static const float *bin_widen(const char *base, npuK_dtype dt, int64_t off, int64_t stride,
+                              int64_t n, float *buf, int64_t *st) {
+  *st = stride;
+  if (dt == NPUK_F32) return (const float *)base + off;
+  const uint16_t *h = (const uint16_t *)base + off;
+  if (stride == 0 || stride == 1) {
+    npuK_cast(NULL, stride ? n : 1, dt, h, NPUK_F32, buf);
+    return buf;
+  }
+  *st = 1; /* strided: gathered one at a time (dense inner dims were merged by k_geom) */
+  for (int64_t i = 0; i < n; i++)
+    buf[i] = dt == NPUK_F16 ? npu_f16_to_f32(h[i * stride]) : npu_bf16_to_f32(h[i * stride]);
+  return buf;
+}
+
+static void bin_mixed_range(void *arg, int64_t begin, int64_t end) {
+  const bin_mixed_job *m = arg;
+  const bin_job *j = &m->b;
+  float abuf[BIN_BLOCK], bbuf[BIN_BLOCK], obuf[BIN_BLOCK];
+  int64_t coord[K_GEOM_MAX_DIMS], off[K_MAX_OPS];
+  int last = j->g.ndim - 1;
+  size_t os = npuK_dtype_size(m->dt[2]);
+  k_geom_seek(&j->g, begin, coord, off);
+  for (int64_t i = begin; i < end;) {
+    int64_t run = k_geom_run(&j->g, coord, end - i), sa = j->g.s[0][last], sb = j->g.s[1][last];
+    for (int64_t done = 0; done < run; done += BIN_BLOCK) {
+      int64_t n = run - done < BIN_BLOCK ? run - done : BIN_BLOCK, sa2, sb2;
+      const float *a = bin_widen(j->a, m->dt[0], off[0] + done * sa, sa, n, abuf, &sa2);
+      const float *b = bin_widen(j->b, m->dt[1], off[1] + done * sb, sb, n, bbuf, &sb2);
+      char *o = j->o + (i + done) * (int64_t)os;
+      j->run(a, sa2, b, sb2, m->dt[2] == NPUK_F32 ? (void *)o : obuf, n);
+      if (m->dt[2] != NPUK_F32) npuK_cast(NULL, n, NPUK_F32, obuf, m->dt[2], o);
+    }
+    i += run;
+    k_geom_advance(&j->g, coord, off, run);
+  }
+}
+
+static int f32_or_half(npuK_dtype t) { return t == NPUK_F32 || t == NPUK_F16 || t == NPUK_BF16; }
+
+int npuK_binary_mixed(const npuK_pool *pool, npuK_binop op, int ndim, const int64_t *dims,
+                      const void *a, npuK_dtype a_dtype, const int64_t *a_strides, const void *b,
+                      npuK_dtype b_dtype, const int64_t *b_strides, void *out,
+                      npuK_dtype out_dtype) {
+  if ((unsigned)op >= NPUK_BIN_COUNT || !f32_or_half(a_dtype) || !f32_or_half(b_dtype) ||
+      !f32_or_half(out_dtype))
+    return -1;
+  bin_mixed_job m = {.dt = {a_dtype, b_dtype, out_dtype}};
+  const int64_t *strides[2] = {a_strides, b_strides};
+  int64_t total = k_geom_init(&m.b.g, ndim, dims, 2, strides);
+  m.b.run = bin_f32[op];
+  m.b.a = a;
+  m.b.b = b;
+  m.b.o = out;
+  npuK_parallel_for(pool, total, K_GRAIN_ELEMS, bin_mixed_range, &m);
+  return 0;
 }

@@ -94,16 +94,28 @@ static void unary_block(npuK_unop op, int64_t n, const float *x, float *y) {
 }
 
 /* leaky_relu and prelu as kmath.h computes them; prelu's slope dense or one element */
+/* x > 0 ? x : a * x as a select of bits: the compiler keeps the ?: form (whose product may
+   trap) scalar and branchy, this one it vectorises; same value, NaN and -0 included. */
+static inline float f_leaky(float x, float a) {
+  float p = a * x, r;
+  uint32_t xi, pi, keep_x = (uint32_t)0 - (uint32_t)(x > 0), ri;
+  memcpy(&xi, &x, sizeof xi);
+  memcpy(&pi, &p, sizeof pi);
+  ri = (xi & keep_x) | (pi & ~keep_x);
+  memcpy(&r, &ri, sizeof r);
+  return r;
+}
+
 static void leaky_block(float alpha, int64_t n, const float *x, float *y) {
-  EW_LOOP(n, x[k] > 0 ? x[k] : alpha * x[k]);
+  EW_LOOP(n, f_leaky(x[k], alpha));
 }
 
 static void prelu_block(int64_t n, const float *x, const float *slope, int slope_scalar, float *y) {
   if (slope_scalar) {
     float a = slope[0];
-    EW_LOOP(n, x[k] > 0 ? x[k] : a * x[k]);
+    EW_LOOP(n, f_leaky(x[k], a));
   } else {
-    EW_LOOP(n, x[k] > 0 ? x[k] : slope[k] * x[k]);
+    EW_LOOP(n, f_leaky(x[k], slope[k]));
   }
 }
 
@@ -145,22 +157,46 @@ typedef struct ew_job {
   int64_t rows, cols;
   int64_t rows_per_block; /* rows of one block when a row fits in a block, else 1 */
   int64_t col_blocks;     /* blocks per row when it does not, else 1 */
-  const float *const *operands;
-  float *y;
+  const void *const *operands;
+  const npuK_dtype *dtypes; /* by operand, NULL when all are float32 */
+  void *y;
+  npuK_dtype y_dtype;
   int reference;
 } ew_job;
+
+/* Operand k's elements [at, at + n) as float32: in place when it is float32, else widened
+   into buf (npuK_cast's conversion, as exec.c's whole-tensor widening uses). */
+static const float *ew_operand(const ew_job *j, int k, int64_t at, int64_t n, float *buf) {
+  npuK_dtype dt = j->dtypes ? j->dtypes[k] : NPUK_F32;
+  if (dt == NPUK_F32) return (const float *)j->operands[k] + at;
+  npuK_cast(NULL, n, dt, (const char *)j->operands[k] + at * (int64_t)npuK_dtype_size(dt),
+            NPUK_F32, buf);
+  return buf;
+}
 
 /* Runs the program over elements [e0, e0 + nr * nc) of y: nr rows of nc columns starting at
    column c0 (nr > 1 only with whole rows, so the range is contiguous). */
 static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_t nc) {
   int64_t n = nr * nc;
-  float *y = j->y + e0;
+  /* Reduced operands are widened a block at a time into these (a block holds at most
+     NPUK_EW_BLOCK elements, see npuK_eltwise_f32) and a reduced output is computed in ybuf,
+     then narrowed: the same float32 values as widening whole tensors first, without the
+     whole-tensor copies.  Three buffers: the loaded value, an operand and the result. */
+  float load_buf[NPUK_EW_BLOCK], op_buf[NPUK_EW_BLOCK], ybuf[NPUK_EW_BLOCK];
+  float *y = j->y_dtype == NPUK_F32 ? (float *)j->y + e0 : ybuf;
   const float *v = y; /* where the running value is: an operand until the first op writes y */
   for (int i = 0; i < j->n_instr; i++) {
     const npuK_ew_instr *in = &j->prog[i];
-    const float *o = j->operands[in->operand < 0 ? 0 : in->operand];
+    int k = in->operand < 0 ? 0 : in->operand;
+    const float *o = NULL;
+    if (in->kind == NPUK_EW_BINARY || in->kind == NPUK_EW_PRELU) {
+      /* the part of the operand this block reads, as it broadcasts (o points at it) */
+      int64_t at = in->bcast == NPUK_EW_FULL ? e0 : in->bcast == NPUK_EW_ROW ? c0 : 0;
+      int64_t cnt = in->bcast == NPUK_EW_FULL ? n : in->bcast == NPUK_EW_ROW ? nc : 1;
+      o = ew_operand(j, k, at, cnt, op_buf);
+    }
     switch ((npuK_ew_kind)in->kind) {
-    case NPUK_EW_LOAD: v = o + e0; continue;
+    case NPUK_EW_LOAD: v = ew_operand(j, k, e0, n, load_buf); continue;
     case NPUK_EW_UNARY:
       if (j->reference) npuK_unary_f32(NULL, (npuK_unop)in->op, n, v, y);
       else unary_block((npuK_unop)in->op, n, v, y);
@@ -170,8 +206,6 @@ static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_
       else leaky_block(in->alpha, n, v, y);
       break;
     case NPUK_EW_PRELU: /* the slope as it broadcasts; rows of a block one at a time for ROW */
-      if (in->bcast == NPUK_EW_FULL) o += e0;
-      else if (in->bcast == NPUK_EW_ROW) o += c0;
       if (j->reference) {
         int64_t dims[2] = {nr, nc}, so[2] = {in->bcast == NPUK_EW_FULL ? nc : 0,
                                              in->bcast == NPUK_EW_SCALAR ? 0 : 1};
@@ -184,8 +218,6 @@ static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_
       break;
     case NPUK_EW_BINARY: {
       npuK_binop op = (npuK_binop)in->op;
-      if (in->bcast == NPUK_EW_FULL) o += e0;
-      else if (in->bcast == NPUK_EW_ROW) o += c0;
       int fast = -1;
       if (!j->reference && in->bcast != NPUK_EW_ROW) {
         fast = bin_fast(op, n, v, o, in->bcast == NPUK_EW_SCALAR, in->swap, y);
@@ -208,6 +240,9 @@ static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_
     v = y;
   }
   if (v != y) memcpy(y, v, (size_t)n * sizeof *y); /* a program of a LOAD alone */
+  if (y == ybuf)
+    npuK_cast(NULL, n, NPUK_F32, ybuf, j->y_dtype,
+              (char *)j->y + e0 * (int64_t)npuK_dtype_size(j->y_dtype));
 }
 
 static void ew_range(void *arg, int64_t begin, int64_t end) {
@@ -229,21 +264,44 @@ static void ew_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+static int f32_or_half(npuK_dtype t) { return t == NPUK_F32 || t == NPUK_F16 || t == NPUK_BF16; }
+
+static void ew_drive(const npuK_pool *pool, ew_job *j) {
+  if (j->cols <= NPUK_EW_BLOCK) {
+    j->rows_per_block = NPUK_EW_BLOCK / j->cols;
+    j->col_blocks = 1;
+  } else {
+    j->rows_per_block = 1;
+    j->col_blocks = (j->cols + NPUK_EW_BLOCK - 1) / NPUK_EW_BLOCK;
+  }
+  int64_t n_blocks = j->col_blocks == 1 ? (j->rows + j->rows_per_block - 1) / j->rows_per_block
+                                        : j->rows * j->col_blocks;
+  npuK_parallel_for(pool, n_blocks, K_GRAIN_ELEMS / NPUK_EW_BLOCK, ew_range, j);
+}
+
 void npuK_eltwise_f32(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog, int64_t rows,
                       int64_t cols, const float *const *operands, float *y) {
   if (rows <= 0 || cols <= 0) return;
   ew_job j = {.n_instr = n_instr, .prog = prog, .rows = rows, .cols = cols,
-              .operands = operands, .y = y};
-  if (cols <= NPUK_EW_BLOCK) {
-    j.rows_per_block = NPUK_EW_BLOCK / cols;
-    j.col_blocks = 1;
-  } else {
-    j.rows_per_block = 1;
-    j.col_blocks = (cols + NPUK_EW_BLOCK - 1) / NPUK_EW_BLOCK;
+              .operands = (const void *const *)operands, .y = y, .y_dtype = NPUK_F32};
+  ew_drive(pool, &j);
+}
+
+int npuK_eltwise_mixed(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog,
+                       int64_t rows, int64_t cols, const void *const *operands,
+                       const npuK_dtype *dtypes, void *y, npuK_dtype y_dtype) {
+  for (int i = 0; i < n_instr; i++) {
+    int k = prog[i].operand;
+    int reads = prog[i].kind == NPUK_EW_LOAD || prog[i].kind == NPUK_EW_BINARY ||
+                prog[i].kind == NPUK_EW_PRELU;
+    if (reads && k >= 0 && !f32_or_half(dtypes[k])) return -1;
   }
-  int64_t n_blocks = j.col_blocks == 1 ? (rows + j.rows_per_block - 1) / j.rows_per_block
-                                       : rows * j.col_blocks;
-  npuK_parallel_for(pool, n_blocks, K_GRAIN_ELEMS / NPUK_EW_BLOCK, ew_range, &j);
+  if (!f32_or_half(y_dtype)) return -1;
+  if (rows <= 0 || cols <= 0) return 0;
+  ew_job j = {.n_instr = n_instr, .prog = prog, .rows = rows, .cols = cols,
+              .operands = operands, .dtypes = dtypes, .y = y, .y_dtype = y_dtype};
+  ew_drive(pool, &j);
+  return 0;
 }
 
 void npuK_eltwise_f32_ref(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog,
@@ -251,6 +309,7 @@ void npuK_eltwise_f32_ref(const npuK_pool *pool, int n_instr, const npuK_ew_inst
   (void)pool;
   if (rows <= 0 || cols <= 0) return;
   ew_job j = {.n_instr = n_instr, .prog = prog, .rows = rows, .cols = cols,
-              .operands = operands, .y = y, .reference = 1};
+              .operands = (const void *const *)operands, .y = y, .y_dtype = NPUK_F32,
+              .reference = 1};
   ew_block(&j, 0, rows, 0, cols); /* the whole tensor as one block */
 }

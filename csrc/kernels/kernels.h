@@ -125,6 +125,14 @@ void npuK_binary_i64(const npuK_pool *pool, npuK_binop op, int ndim, const int64
 void npuK_binary_i64_ref(const npuK_pool *pool, npuK_binop op, int ndim, const int64_t *dims,
                   const int64_t *a, const int64_t *a_strides, const int64_t *b,
                   const int64_t *b_strides, int64_t *out);
+/* npuK_binary_f32 on a, b and out each stored as float32, float16 or bfloat16: each run of
+   the output is widened / computed / narrowed a block at a time (npuK_cast's conversions), the
+   bits of widening a and b in full first, without the full-size copies.  -1 (nothing
+   written) for another dtype or an unknown op. */
+int npuK_binary_mixed(const npuK_pool *pool, npuK_binop op, int ndim, const int64_t *dims,
+                      const void *a, npuK_dtype a_dtype, const int64_t *a_strides, const void *b,
+                      npuK_dtype b_dtype, const int64_t *b_strides, void *out,
+                      npuK_dtype out_dtype);
 
 /* Comparisons and logical ops: same broadcasting interface, output is bool (uint8_t 0/1).
  * Floats: IEEE (any comparison with NaN is false except not_equal). Single implementation.
@@ -181,6 +189,15 @@ int npuK_unary_f32(const npuK_pool *pool, npuK_unop op, int64_t n, const float *
 int npuK_unary_f64(const npuK_pool *pool, npuK_unop op, int64_t n, const double *x, double *y);
 int npuK_unary_i32(const npuK_pool *pool, npuK_unop op, int64_t n, const int32_t *x, int32_t *y);
 int npuK_unary_i64(const npuK_pool *pool, npuK_unop op, int64_t n, const int64_t *x, int64_t *y);
+/* x and y each float32, float16 or bfloat16 (the precision modes' half-size storage): a block
+   at a time widened into float32, computed by f32 (npuK_unary_f32, or a high_performance
+   twin), narrowed into y — the bits of widening x in full, f32 and narrowing, without the
+   full-size copies.  -1 (nothing written) for another dtype or an unknown op; f32 must
+   support op. */
+typedef int (*npuK_unary_f32_fn)(const npuK_pool *pool, npuK_unop op, int64_t n, const float *x,
+                                 float *y);
+int npuK_unary_mixed(const npuK_pool *pool, npuK_unary_f32_fn f32, npuK_unop op, int64_t n,
+                     const void *x, npuK_dtype x_dtype, void *y, npuK_dtype y_dtype);
 
 /* ---------------------------------------------------------------- bias_add, softmax (nn.c)
  * bias_add: x is (rows, cols), bias is (cols), y = x + bias broadcast over rows; in-place ok.
@@ -539,5 +556,13 @@ void npuK_eltwise_f32(const npuK_pool *pool, int n_instr, const npuK_ew_instr *p
                       int64_t cols, const float *const *operands, float *y);
 void npuK_eltwise_f32_ref(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog,
                           int64_t rows, int64_t cols, const float *const *operands, float *y);
+/* The same program on operands and an output each stored as float32, float16 or bfloat16
+ * (dtypes[k] for operand k): reduced ones are widened and narrowed a block at a time inside
+ * the kernel (npuK_cast's conversions), so the result has the bits of widening every operand
+ * in full, running npuK_eltwise_f32 and narrowing y, without the full-size float32 copies.
+ * -1 (nothing written) when a dtype is none of those three. */
+int npuK_eltwise_mixed(const npuK_pool *pool, int n_instr, const npuK_ew_instr *prog,
+                       int64_t rows, int64_t cols, const void *const *operands,
+                       const npuK_dtype *dtypes, void *y, npuK_dtype y_dtype);
 
 #endif

@@ -121,3 +121,50 @@ int npuK_unary_i32(const npuK_pool *pool, npuK_unop op, int64_t n, const int32_t
 int npuK_unary_i64(const npuK_pool *pool, npuK_unop op, int64_t n, const int64_t *x, int64_t *y) {
   return un_drive(pool, un_i64, op, n, x, y, sizeof *x);
 }
+
+/* ---- float16 / bfloat16 operands ---------------------------------------------------------
+ * The precision modes store values at half size while kernels compute in float32.  Rather
+ * than widening whole tensors first, each block of UN_BLOCK elements is widened into a stack
+ * buffer, computed by the float32 kernel and narrowed (npuK_cast's conversions, the ones the
+ * executor uses for whole tensors): the same bits, no full-size copies.  Elementwise, so where
+ * the blocks fall cannot change a result. */
+#define UN_BLOCK 1024
+
+typedef struct un_mixed_job {
+  npuK_unary_f32_fn f32;
+  npuK_unop op;
+  const char *x;
+  char *y;
+  npuK_dtype x_dtype, y_dtype;
+  int64_t n;
+} un_mixed_job;
+
+static void un_mixed_range(void *arg, int64_t begin, int64_t end) {
+  const un_mixed_job *j = arg;
+  float xbuf[UN_BLOCK], ybuf[UN_BLOCK];
+  size_t xs = npuK_dtype_size(j->x_dtype), ys = npuK_dtype_size(j->y_dtype);
+  int64_t stop = end * UN_BLOCK < j->n ? end * UN_BLOCK : j->n; /* the last block is short */
+  for (int64_t i = begin * UN_BLOCK; i < stop; i += UN_BLOCK) {
+    int64_t n = stop - i < UN_BLOCK ? stop - i : UN_BLOCK;
+    const float *x = (const float *)(j->x + i * (int64_t)xs);
+    float *y = j->y_dtype == NPUK_F32 ? (float *)(j->y + i * (int64_t)ys) : ybuf;
+    if (j->x_dtype != NPUK_F32) {
+      npuK_cast(NULL, n, j->x_dtype, x, NPUK_F32, xbuf);
+      x = xbuf;
+    }
+    j->f32(NULL, j->op, n, x, y);
+    if (y == ybuf) npuK_cast(NULL, n, NPUK_F32, ybuf, j->y_dtype, j->y + i * (int64_t)ys);
+  }
+}
+
+static int f32_or_half(npuK_dtype t) { return t == NPUK_F32 || t == NPUK_F16 || t == NPUK_BF16; }
+
+int npuK_unary_mixed(const npuK_pool *pool, npuK_unary_f32_fn f32, npuK_unop op, int64_t n,
+                     const void *x, npuK_dtype x_dtype, void *y, npuK_dtype y_dtype) {
+  if ((unsigned)op >= NPUK_UN_COUNT || !f32_or_half(x_dtype) || !f32_or_half(y_dtype)) return -1;
+  if (n <= 0) return 0;
+  un_mixed_job j = {f32, op, x, y, x_dtype, y_dtype, n};
+  int64_t n_blocks = (n + UN_BLOCK - 1) / UN_BLOCK;
+  npuK_parallel_for(pool, n_blocks, K_GRAIN_ELEMS / UN_BLOCK, un_mixed_range, &j);
+  return 0;
+}

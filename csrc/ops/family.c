@@ -29,6 +29,13 @@ npu_status npuX_binary_run(const npuX_call *c, npuK_binop op, bool reference) {
   int64_t sa[NPU_MAX_DIMS], sb[NPU_MAX_DIMS];
   npuX_broadcast_strides(a, y->ndim, y->shape, sa);
   npuX_broadcast_strides(b, y->ndim, y->shape, sb);
+  if (!reference && (npuX_is_half(a->dtype) || npuX_is_half(b->dtype) || npuX_is_half(y->dtype))) {
+    /* stored at half size by the precision pass (NPUX_F_HALF_IO): widened by blocks inside
+       the float32 kernel */
+    if (npuK_binary_mixed(c->pool, op, y->ndim, y->shape, a->data, (npuK_dtype)a->dtype, sa,
+                          b->data, (npuK_dtype)b->dtype, sb, y->data, (npuK_dtype)y->dtype) == 0)
+      return NPU_OK;
+  }
 #define BINARY_CASE(T, dt)                                                                     \
   if (reference)                                                                               \
     npuK_binary_##dt##_ref(c->pool, op, y->ndim, y->shape, a->data, sa, b->data, sb, y->data); \
@@ -63,7 +70,14 @@ npu_status npuX_unary_run(const npuX_call *c, npuK_unop op) {
   const npu_tensor *x = c->in[0];
   npu_tensor *y = c->out[0];
   int rc = -1;
-  switch (x->dtype) {
+  if (npuX_is_half(x->dtype) || npuX_is_half(y->dtype)) {
+    /* stored at half size by the precision pass (NPUX_F_HALF_IO): widened by blocks inside
+       the kernel, computed by the float32 kernel this op runs otherwise */
+    npuK_unary_f32_fn f32 = c->impl && npuK_unary_has_fast(op) ? npuK_unary_f32_fast
+                                                                : npuK_unary_f32;
+    rc = npuK_unary_mixed(c->pool, f32, op, x->numel, x->data, (npuK_dtype)x->dtype, y->data,
+                          (npuK_dtype)y->dtype);
+  } else switch (x->dtype) {
   case NPU_DTYPE_F32: /* high_performance: the fast twin where the op has one */
     if (c->impl && npuK_unary_f32_fast(c->pool, op, x->numel, x->data, y->data) == 0) return NPU_OK;
     rc = npuK_unary_f32(c->pool, op, x->numel, x->data, y->data);

@@ -119,5 +119,5 @@ static npu_status grad(npuX_grad *gc) {
 const npu_op_def npuX_op_concat = {
     .name = "concat", .tf_type = "ConcatV2", .args = "axis", .min_inputs = 1, .max_inputs = -1,
     .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer,
-    .scratch_size = scratch_size, .run = run, .grad = grad,
+    .scratch_size = scratch_size, .run = run, .grad = grad, .flags = NPUX_F_MOVES,
     .tf_const_inputs = "axis"}; /* ConcatV2: the N values, then axis */

@@ -53,4 +53,5 @@ static npu_status infer(npuX_infer *ic, const void *params) {
 const npu_op_def npuX_op_expand_dims = {
     .name = "expand_dims", .tf_type = "ExpandDims", .args = "axis", .min_inputs = 1,
     .max_inputs = 2, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer,
-    .run = npuX_copy_run, .grad = npuX_reshape_grad, .tf_const_inputs = "axis"};
+    .run = npuX_copy_run, .grad = npuX_reshape_grad, .tf_const_inputs = "axis",
+    .flags = NPUX_F_MOVES};

@@ -90,8 +90,14 @@ static npu_status run(const npuX_call *c) {
   const npu_tensor *x = c->in[0];
   /* The constant as one element of x's dtype (8 bytes hold any of them). */
   int64_t value[1] = {0};
+  /* float16 / bfloat16 x (the precision pass's storage, NPUX_F_MOVES): through float32, the
+     two roundings a float32 pad and narrowing its output would make */
+  npuK_dtype via = npuX_is_half(x->dtype) ? NPUK_F32 : NPUK_F64;
+  double value64 = p->value;
+  float value32 = (float)p->value;
   if (p->mode == NPUK_PAD_CONSTANT && p->value != 0 &&
-      npuK_cast(c->pool, 1, NPUK_F64, &p->value, (npuK_dtype)x->dtype, value))
+      npuK_cast(c->pool, 1, via, via == NPUK_F32 ? (const void *)&value32 : &value64,
+                (npuK_dtype)x->dtype, value))
     return npuC_error(c->ctx, NPU_ERR_DTYPE, "pad '%s': no constant of dtype %s", c->node->name,
                       npu_dtype_name(x->dtype));
   if (npuK_pad(c->pool, npu_dtype_size(x->dtype), x->ndim, x->shape, p->paddings, p->mode, value,
@@ -123,6 +129,6 @@ static npu_status grad(npuX_grad *gc) {
 const npu_op_def npuX_op_pad = {
     .name = "pad", .tf_type = "Pad", .args = "paddings", .min_inputs = 1, .max_inputs = 1,
     .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer, .run = run,
-    .grad = grad,
+    .grad = grad, .flags = NPUX_F_MOVES,
     /* Pad and MirrorPad: (x, paddings); PadV2 adds a third const input, constant_values. */
     .tf_const_inputs = "paddings,constant_values"};

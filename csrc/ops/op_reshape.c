@@ -163,4 +163,4 @@ static npu_status run(const npuX_call *c) {
 const npu_op_def npuX_op_reshape = {
     .name = "reshape", .tf_type = "Reshape", .args = "shape", .min_inputs = 1, .max_inputs = 2,
     .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer, .run = run,
-    .grad = npuX_reshape_grad, .tf_const_inputs = "shape"};
+    .grad = npuX_reshape_grad, .tf_const_inputs = "shape", .flags = NPUX_F_MOVES};

@@ -52,4 +52,4 @@ static npu_status infer(npuX_infer *ic, const void *params) {
 const npu_op_def npuX_op_squeeze = {
     .name = "squeeze", .tf_type = "Squeeze", .args = "axis", .min_inputs = 1, .max_inputs = 1,
     .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer, .run = npuX_copy_run,
-    .grad = npuX_reshape_grad};
+    .grad = npuX_reshape_grad, .flags = NPUX_F_MOVES};

@@ -91,4 +91,5 @@ static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 const npu_op_def npuX_op_transpose = {
     .name = "transpose", .tf_type = "Transpose", .args = "perm", .min_inputs = 1,
     .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer,
-    .run = run, .run_ref = run_ref, .grad = grad, .tf_const_inputs = "perm"};
+    .run = run, .run_ref = run_ref, .grad = grad, .tf_const_inputs = "perm",
+    .flags = NPUX_F_MOVES};

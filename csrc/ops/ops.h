@@ -70,8 +70,17 @@ struct npuX_grad; /* the gradient builder's context: ops/grad.h */
 enum {
   NPUX_F_SHAPE_ONLY = 1u << 0, /* the value depends only on the inputs' shapes (Shape, Size):
                                   known at compile time even when the inputs' data is not */
-  NPUX_F_NO_FOLD = 1u << 1     /* never evaluated at compile time (random, stateful) */
+  NPUX_F_NO_FOLD = 1u << 1,    /* never evaluated at compile time (random, stateful) */
+  NPUX_F_HALF_IO = 1u << 2,    /* the (non-reference) kernel reads and writes float16 /
+                                  bfloat16 operands itself, widening by blocks: the precision
+                                  pass plans no full-size float32 copies for its operands */
+  NPUX_F_MOVES = 1u << 3       /* the output's elements are the input's, moved (reshape, pad
+                                  with 0, transpose, concat): float16 / bfloat16 operands of one
+                                  dtype move as they are, with no widening (precision.c) */
 };
+
+/* float16 or bfloat16: a value the precision pass stores at half size. */
+static inline bool npuX_is_half(npu_dtype t) { return t == NPU_DTYPE_F16 || t == NPU_DTYPE_BF16; }
 
 typedef struct npu_op_def {
   const char *name;       /* snake_case: the op table name, file name, Lua method */
@@ -205,12 +214,14 @@ npu_status npuX_rows_run(const npuX_call *c, npuX_rows_f32 f32, npuX_rows_f64 f6
   const npu_op_def npuX_op_##opname = {.name = #opname, .tf_type = tf, .min_inputs = 2,         \
                                        .max_inputs = 2, .n_outputs = 1, .prec = precision,      \
                                        .infer = npuX_binary_infer, .run = run_##opname,         \
-                                       .run_ref = ref_##opname};
+                                       .run_ref = ref_##opname,                                 \
+                                       .flags = NPUX_F_HALF_IO};
 #define NPUX_UNARY_OP(opname, tf, kop, precision, infer_fn)                                  \
   static npu_status run_##opname(const npuX_call *c) { return npuX_unary_run(c, kop); }         \
   const npu_op_def npuX_op_##opname = {.name = #opname, .tf_type = tf, .min_inputs = 1,         \
                                        .max_inputs = 1, .n_outputs = 1, .prec = precision,      \
-                                       .infer = infer_fn, .run = run_##opname};
+                                       .infer = infer_fn, .run = run_##opname,                  \
+                                       .flags = NPUX_F_HALF_IO};
 /* A reduction's whole table entry (TF passes the axes as a const input: reduction_indices). */
 #define NPUX_REDUCE_OP(opname, tf, kop, precision)                                           \
   static npu_status run_##opname(const npuX_call *c) { return npuX_reduce_run(c, kop, false); } \
@@ -238,12 +249,14 @@ npu_status npuX_rows_run(const npuX_call *c, npuX_rows_f32 f32, npuX_rows_f64 f6
   const npu_op_def npuX_op_##opname = {.name = #opname, .tf_type = tf, .min_inputs = 2,         \
                                        .max_inputs = 2, .n_outputs = 1, .prec = precision,      \
                                        .infer = npuX_binary_infer, .run = run_##opname,         \
-                                       .run_ref = ref_##opname, .grad = grad_fn};
+                                       .run_ref = ref_##opname, .grad = grad_fn,                \
+                                       .flags = NPUX_F_HALF_IO};
 #define NPUX_UNARY_OP_G(opname, tf, kop, precision, infer_fn, grad_fn)                       \
   static npu_status run_##opname(const npuX_call *c) { return npuX_unary_run(c, kop); }         \
   const npu_op_def npuX_op_##opname = {.name = #opname, .tf_type = tf, .min_inputs = 1,         \
                                        .max_inputs = 1, .n_outputs = 1, .prec = precision,      \
-                                       .infer = infer_fn, .run = run_##opname, .grad = grad_fn};
+                                       .infer = infer_fn, .run = run_##opname, .grad = grad_fn, \
+                                       .flags = NPUX_F_HALF_IO};
 #define NPUX_REDUCE_OP_G(opname, tf, kop, precision, grad_fn)                                \
   static npu_status run_##opname(const npuX_call *c) { return npuX_reduce_run(c, kop, false); } \
   static npu_status ref_##opname(const npuX_call *c) { return npuX_reduce_run(c, kop, true); }  \

@@ -1,0 +1,185 @@
+/*
+ * test_half_io.c — the kernels that read and write float16 / bfloat16 operands themselves
+ * (NPUX_F_HALF_IO: unary, binary, the fused elementwise program), widening a block at a time.
+ * Each is checked against what the executor did before: widen every operand in full, run the
+ * float32 kernel, narrow the output — bit for bit, on sizes that end off a block boundary,
+ * with broadcasts (scalar, row, strided), mixed operand dtypes, and ragged pools.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels/kernels.h"
+#include "kernels/kfast.h"
+
+/* A serial pool handing out ranges of 3 items: blocks of a range meet its ragged ends. */
+static void ragged_for(void *self, int64_t n, int64_t grain, npuK_range_fn fn, void *arg) {
+  (void)self, (void)grain;
+  for (int64_t b = 0; b < n; b += 3) fn(arg, b, b + 3 < n ? b + 3 : n);
+}
+static const npuK_pool ragged = {ragged_for, NULL};
+static const npuK_pool *const pools[] = {NULL, &ragged};
+
+static uint32_t rng = 12345;
+static float urand(void) {
+  rng = rng * 1664525u + 1013904223u;
+  return (float)(rng >> 8) / (float)(1u << 24);
+}
+
+/* n random values in [-4, 4) (with a NaN, infinities and signed zeros sprinkled in), stored
+   as dt; *wide gets them widened to float32 (npuK_cast, as the executor widens). */
+static void *rand_stored(int64_t n, npuK_dtype dt, float **wide) {
+  float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+  for (int64_t i = 0; i < n; i++) f[i] = (urand() - 0.5f) * 8;
+  if (n > 7) f[3] = NAN, f[5] = INFINITY, f[6] = -0.0f, f[7] = 0.0f;
+  void *s = malloc((size_t)(n ? n : 1) * npuK_dtype_size(dt));
+  npuK_cast(NULL, n, NPUK_F32, f, dt, s);
+  npuK_cast(NULL, n, dt, s, NPUK_F32, f);
+  *wide = f;
+  return s;
+}
+
+static void *alloc_out(int64_t n, npuK_dtype dt) {
+  void *p = malloc((size_t)(n ? n : 1) * npuK_dtype_size(dt));
+  memset(p, 0xa5, (size_t)(n ? n : 1) * npuK_dtype_size(dt)); /* stale bits must be overwritten */
+  return p;
+}
+
+/* y (float32, computed in full) narrowed to dt equals got (dt), byte for byte. */
+static int narrowed_equal(const float *y, int64_t n, npuK_dtype dt, const void *got) {
+  void *want = alloc_out(n, dt);
+  npuK_cast(NULL, n, NPUK_F32, y, dt, want);
+  int ok = memcmp(want, got, (size_t)n * npuK_dtype_size(dt)) == 0;
+  free(want);
+  return ok;
+}
+
+static const npuK_dtype dts[] = {NPUK_F16, NPUK_BF16, NPUK_F32};
+
+static void test_unary(void) {
+  const int64_t sizes[] = {0, 1, 1023, 1024, 1025, 3001};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+    for (int op = 0; op < NPUK_UN_COUNT; op++)
+      for (int d = 0; d < 3; d++)
+        for (int fast = 0; fast < 2; fast++) {
+          int64_t n = sizes[s];
+          npuK_dtype xd = dts[d], yd = dts[(d + 1) % 3]; /* in and out may differ */
+          if (fast && !npuK_unary_has_fast((npuK_unop)op)) continue;
+          npuK_unary_f32_fn f = fast ? npuK_unary_f32_fast : npuK_unary_f32;
+          float *xw;
+          void *x = rand_stored(n, xd, &xw);
+          float *yw = malloc((size_t)(n ? n : 1) * sizeof *yw);
+          f(NULL, (npuK_unop)op, n, xw, yw);
+          for (int p = 0; p < 2; p++) {
+            void *y = alloc_out(n, yd);
+            CHECK(npuK_unary_mixed(pools[p], f, (npuK_unop)op, n, x, xd, y, yd) == 0);
+            CHECK(narrowed_equal(yw, n, yd, y));
+            free(y);
+          }
+          free(x), free(xw), free(yw);
+        }
+  /* dtypes it cannot read: refused, nothing written */
+  double xd[4] = {1, 2, 3, 4}, yd[4] = {0};
+  CHECK(npuK_unary_mixed(NULL, npuK_unary_f32, NPUK_UN_NEG, 4, xd, NPUK_F64, yd, NPUK_F16) == -1);
+  CHECK(yd[0] == 0);
+  CHECK(npuK_unary_mixed(NULL, npuK_unary_f32, NPUK_UN_COUNT, 4, xd, NPUK_F16, yd, NPUK_F16) == -1);
+}
+
+/* out dims, and a's and b's element strides per out dim (0: broadcast) */
+typedef struct bcase {
+  int ndim;
+  int64_t dims[3], sa[3], sb[3], na, nb;
+} bcase;
+
+static void test_binary(void) {
+  const bcase cases[] = {
+      {1, {2500}, {1}, {1}, 2500, 2500},                /* dense, one long run */
+      {1, {1031}, {1}, {0}, 1031, 1},                   /* scalar b */
+      {2, {37, 129}, {0, 1}, {129, 1}, 129, 37 * 129},  /* row a */
+      {2, {1300, 3}, {3, 1}, {1, 0}, 3900, 1300},       /* column b: a run per element */
+      {3, {5, 7, 300}, {300, 0, 1}, {0, 300, 1}, 1500, 2100}, /* both broadcast inside */
+      {2, {600, 5}, {1, 600}, {5, 1}, 3000, 3000},      /* a transposed: strided runs */
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+    for (int op = 0; op < NPUK_BIN_COUNT; op++)
+      for (int d = 0; d < 3; d++) {
+        const bcase *c = &cases[k];
+        npuK_dtype ad = dts[d], bd = dts[(d + 1) % 3], od = dts[(d + 2) % 3];
+        int64_t n = 1;
+        for (int i = 0; i < c->ndim; i++) n *= c->dims[i];
+        float *aw, *bw;
+        void *a = rand_stored(c->na, ad, &aw), *b = rand_stored(c->nb, bd, &bw);
+        float *yw = malloc((size_t)n * sizeof *yw);
+        npuK_binary_f32(NULL, (npuK_binop)op, c->ndim, c->dims, aw, c->sa, bw, c->sb, yw);
+        for (int p = 0; p < 2; p++) {
+          void *y = alloc_out(n, od);
+          CHECK(npuK_binary_mixed(pools[p], (npuK_binop)op, c->ndim, c->dims, a, ad, c->sa, b, bd,
+                                  c->sb, y, od) == 0);
+          CHECK(narrowed_equal(yw, n, od, y));
+          free(y);
+        }
+        free(a), free(b), free(aw), free(bw), free(yw);
+      }
+  int64_t dims[1] = {4}, st[1] = {1};
+  int32_t i4[4] = {1, 2, 3, 4};
+  uint16_t h4[4] = {0};
+  CHECK(npuK_binary_mixed(NULL, NPUK_BIN_ADD, 1, dims, i4, NPUK_I32, st, h4, NPUK_F16, st, h4,
+                          NPUK_F16) == -1);
+}
+
+/* A program touching every instruction kind and broadcast: ((x * s) + row) -> relu ->
+   max(., full) -> prelu(row slope) -> leaky -> full - . (swapped) -> exp -> add scalar. */
+static void test_eltwise(void) {
+  const npuK_ew_instr prog[] = {
+      {.kind = NPUK_EW_LOAD, .operand = 0},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_MUL, .bcast = NPUK_EW_SCALAR, .operand = 1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_ADD, .bcast = NPUK_EW_ROW, .operand = 2},
+      {.kind = NPUK_EW_UNARY, .op = NPUK_UN_RELU, .operand = -1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_MAXIMUM, .bcast = NPUK_EW_FULL, .operand = 3},
+      {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_ROW, .operand = 2},
+      {.kind = NPUK_EW_LEAKY_RELU, .operand = -1, .alpha = 0.2f},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SUB, .bcast = NPUK_EW_FULL, .swap = 1, .operand = 3},
+      {.kind = NPUK_EW_UNARY, .op = NPUK_UN_EXP, .operand = -1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_POW, .bcast = NPUK_EW_SCALAR, .operand = 1},
+  };
+  const int n_instr = (int)(sizeof prog / sizeof *prog);
+  /* rows x cols: short rows packed into a block, a row of exactly one block, long rows cut
+     into blocks with a short last one, a single element */
+  const int64_t shapes[][2] = {{77, 5}, {3, 1024}, {4, 2500}, {1, 1}, {1000, 3}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int d = 0; d < 3; d++)
+      for (int prefix = 1; prefix <= n_instr; prefix += n_instr - 1) { /* LOAD alone, all */
+        int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+        npuK_dtype od[4] = {dts[d], dts[(d + 1) % 3], dts[(d + 2) % 3], dts[d]},
+                   yd = dts[(d + 1) % 3];
+        int64_t sizes[4] = {n, 1, cols, n};
+        void *ops[4];
+        float *wide[4];
+        for (int i = 0; i < 4; i++) ops[i] = rand_stored(sizes[i], od[i], &wide[i]);
+        float *yw = malloc((size_t)n * sizeof *yw);
+        npuK_eltwise_f32(NULL, prefix, prog, rows, cols, (const float *const *)wide, yw);
+        for (int p = 0; p < 2; p++) {
+          void *y = alloc_out(n, yd);
+          CHECK(npuK_eltwise_mixed(pools[p], prefix, prog, rows, cols, (const void *const *)ops,
+                                   od, y, yd) == 0);
+          CHECK(narrowed_equal(yw, n, yd, y));
+          free(y);
+        }
+        for (int i = 0; i < 4; i++) free(ops[i]), free(wide[i]);
+        free(yw);
+      }
+  const npuK_dtype bad[1] = {NPUK_I32};
+  int32_t x[2] = {1, 2};
+  const void *xs[1] = {x};
+  uint16_t y[2] = {0};
+  CHECK(npuK_eltwise_mixed(NULL, 1, prog, 1, 2, xs, bad, y, NPUK_F16) == -1);
+  CHECK(y[0] == 0);
+}
+
+int main(void) {
+  test_unary();
+  test_binary();
+  test_eltwise();
+  return check_summary("test_half_io");
+}
