@@ -946,6 +946,116 @@ static void test_conv_random(void) {
   }
 }
 
+/* The fast depthwise kernel's paths (register tiles of 4 columns x 16 or 8 channels, a scalar
+   channel tail, border columns with their own kw range, rows with no valid kh, multiplier > 1,
+   epilogues applied in registers) against the naive ref: the same summation order, so the
+   same bits, on any pool. */
+static void check_depthwise(const npuK_window2d *g, int64_t mult, const npuK_epilogue *ep,
+                            float scale) {
+  int64_t cm = g->c * mult, nx = g->n * g->in_h * g->in_w * g->c;
+  int64_t ny = g->n * g->out_h * g->out_w * cm;
+  float *x = rand_f32(nx), *f = rand_f32(g->k_h * g->k_w * cm);
+  float *y1 = rand_f32(ny), *y2 = rand_f32(ny), *y3 = rand_f32(ny), *y4 = rand_f32(ny);
+  for (int64_t i = 0; i < nx; i++) x[i] *= scale;
+  npuK_depthwise_conv2d_f32_ep(NULL, g, mult, x, f, ep, y1);
+  npuK_depthwise_conv2d_f32_ref_ep(NULL, g, mult, x, f, ep, y2);
+  npuK_depthwise_conv2d_f32_ep(&pool_two, g, mult, x, f, ep, y3);
+  npuK_depthwise_conv2d_f32_ep(&pool_odd, g, mult, x, f, ep, y4);
+  CHECK(bits_equal(y1, y2, (size_t)ny * 4));
+  CHECK(bits_equal(y1, y3, (size_t)ny * 4) && bits_equal(y1, y4, (size_t)ny * 4));
+  npuK_depthwise_conv2d_f32_portable_ep(&pool_two, g, mult, x, f, ep, y3);
+  CHECK(bits_equal(y1, y3, (size_t)ny * 4));
+  free(x); free(f); free(y1); free(y2); free(y3); free(y4);
+}
+
+static void test_depthwise_paths(void) {
+  /* channels: below one vector, one vector + tail, one block, block + vector + tail */
+  static const int64_t chans[] = {1, 3, 8, 13, 16, 24, 37};
+  for (size_t ci = 0; ci < sizeof chans / sizeof *chans; ci++)
+    for (int64_t s = 1; s <= 2; s++)
+      for (int64_t d = 1; d <= 2; d++)
+        for (int same = 0; same <= 1; same++) {
+          /* widths 9 and 14: interior column counts that leave 1..3 after the 4-column tiles */
+          npuK_window2d g = make_window(2, 7, 9 + 5 * same, chans[ci], 3, 3, s, s, d, d, same);
+          if (g.n == 0) continue;
+          check_depthwise(&g, 1, NULL, 1);
+          check_depthwise(&g, 1 + (int64_t)(ci % 3), NULL, 1); /* multiplier 1, 2, 3 */
+        }
+  /* 5x5 and 1x4 filters, stride 2 SAME on an even width (padding only after) */
+  npuK_window2d g = make_window(1, 10, 12, 21, 5, 5, 2, 2, 1, 1, 1);
+  check_depthwise(&g, 1, NULL, 1);
+  g = make_window(1, 6, 11, 17, 1, 4, 1, 1, 1, 1, 1);
+  check_depthwise(&g, 1, NULL, 1);
+  /* no interior column (the window is wider than the input) and rows/columns with no valid
+     tap at all (explicit padding larger than the dilated window) */
+  g = make_window(1, 3, 2, 19, 3, 5, 1, 1, 1, 1, 1);
+  CHECK(g.n == 1 && g.out_w == 2);
+  check_depthwise(&g, 1, NULL, 1);
+  npuK_window2d e = {1, 2, 3, 18, 2, 2, 1, 1, 1, 1, 3, 3, 7, 8};
+  check_depthwise(&e, 1, NULL, 1);
+  check_depthwise(&e, 2, NULL, 1);
+
+  /* epilogues in registers (bias and activations), including channel tails; x scaled so that
+     relu6 clips on both sides. Sigmoid and multiplier 2 take the per-row epilogue. */
+  float bias[40], slope[40];
+  for (int i = 0; i < 40; i++) bias[i] = (float)(i % 7) - 3.0f, slope[i] = 0.05f * (float)i - 1;
+  static const npuK_act acts[] = {NPUK_ACT_NONE,       NPUK_ACT_RELU,    NPUK_ACT_RELU6,
+                                  NPUK_ACT_LEAKY_RELU, NPUK_ACT_PRELU,   NPUK_ACT_SIGMOID};
+  for (size_t a = 0; a < sizeof acts / sizeof *acts; a++)
+    for (int with_bias = 0; with_bias <= 1; with_bias++) {
+      npuK_epilogue ep = {with_bias ? bias : NULL, acts[a], 0.2f, slope};
+      g = make_window(1, 5, 10, 37, 3, 3, 1, 1, 1, 1, 1);
+      check_depthwise(&g, 1, &ep, 8);
+      g = make_window(1, 5, 9, 13, 3, 3, 2, 2, 1, 1, 1);
+      check_depthwise(&g, 1, &ep, 8);
+      g = make_window(1, 4, 5, 7, 3, 3, 1, 1, 1, 1, 1);
+      check_depthwise(&g, 2, &ep, 8);
+    }
+  /* relu6 of a tile holding NaN, +-inf and -0 (x = 0 at one pixel with a negative filter) */
+  {
+    npuK_window2d h = make_window(1, 1, 4, 16, 1, 1, 1, 1, 1, 1, 0);
+    float x[64], f[16], y1[64], y2[64];
+    for (int i = 0; i < 64; i++) x[i] = (float)(i % 9) - 4.0f;
+    for (int i = 0; i < 16; i++) f[i] = i % 2 ? -2.0f : 2.0f;
+    x[3] = NAN, x[5] = INFINITY, x[6] = -INFINITY;
+    for (size_t a = 1; a < sizeof acts / sizeof *acts; a++) {
+      npuK_epilogue ep = {NULL, acts[a], 0.2f, slope};
+      npuK_depthwise_conv2d_f32_ep(NULL, &h, 1, x, f, &ep, y1);
+      npuK_depthwise_conv2d_f32_ref_ep(NULL, &h, 1, x, f, &ep, y2);
+      CHECK(bits_equal(y1, y2, sizeof y1));
+      npuK_depthwise_conv2d_f32_portable_ep(NULL, &h, 1, x, f, &ep, y2);
+      CHECK(bits_equal(y1, y2, sizeof y1));
+    }
+  }
+}
+
+/* The pools' vector path (8 channels at a time in registers) and their scalar tail against
+   the ref, with NaN and infinities among the inputs, on borders, strides and an explicit
+   padding whose corner windows are empty. */
+static void test_pool_paths(void) {
+  static const int64_t chans[] = {5, 8, 13, 37};
+  for (size_t ci = 0; ci < sizeof chans / sizeof *chans; ci++)
+    for (int64_t k = 2; k <= 3; k++)
+      for (int64_t s = 1; s <= 2; s++)
+        for (int same = 0; same <= 2; same++) {
+          npuK_window2d g = make_window(2, 7, 10, chans[ci], k, k, s, s, 1, 1, same == 1);
+          if (same == 2) g = (npuK_window2d){1, 3, 4, chans[ci], k, k, s, s, 1, 1, 3, 3, 7, 8};
+          if (g.n == 0) continue;
+          int64_t nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * g.c;
+          float *x = rand_f32(nx), *y1 = rand_f32(ny), *y2 = rand_f32(ny), *y3 = rand_f32(ny);
+          x[nx / 3] = NAN, x[nx / 2] = INFINITY, x[nx - 1] = -INFINITY, x[1] = -0.0f;
+          npuK_max_pool_f32(NULL, &g, x, y1);
+          npuK_max_pool_f32_ref(NULL, &g, x, y2);
+          npuK_max_pool_f32(&pool_odd, &g, x, y3);
+          CHECK(bits_equal(y1, y2, (size_t)ny * 4) && bits_equal(y1, y3, (size_t)ny * 4));
+          npuK_avg_pool_f32(NULL, &g, x, y1);
+          npuK_avg_pool_f32_ref(NULL, &g, x, y2);
+          npuK_avg_pool_f32(&pool_two, &g, x, y3);
+          CHECK(bits_equal(y1, y2, (size_t)ny * 4) && bits_equal(y1, y3, (size_t)ny * 4));
+          free(x); free(y1); free(y2); free(y3);
+        }
+}
+
 static void test_depthwise_pool_hand(void) {
   /* depthwise: 2 channels, multiplier 2, 2x2 input, 1x1 filter */
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, f[4] = {1, 10, 100, 1000}, y[16];
@@ -1005,5 +1115,7 @@ int main(void) {
   test_conv_hand();
   test_conv_random();
   test_depthwise_pool_hand();
+  test_depthwise_paths();
+  test_pool_paths();
   return check_summary("test_kernels");
 }

@@ -529,6 +529,12 @@ void npuK_depthwise_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w,
 void npuK_depthwise_conv2d_f32_ref_ep(const npuK_pool *pool, const npuK_window2d *w,
                                       int64_t multiplier, const float *x, const float *filter,
                                       const npuK_epilogue *ep, float *y);
+/* The fast depthwise kernel without its AVX2 clone (what CPUs without AVX2 run), so that the
+   tests check both builds of it on any machine; same bits. */
+void npuK_depthwise_conv2d_f32_portable_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                           int64_t multiplier, const float *x,
+                                           const float *filter, const npuK_epilogue *ep,
+                                           float *y);
 
 /* A chain of elementwise ops run as one program over y, viewed as (rows, cols) with cols the
  * last dim.  prog[0] is NPUK_EW_LOAD of a FULL operand; each later instruction combines the

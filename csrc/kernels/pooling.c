@@ -6,6 +6,7 @@
  * works per output row (split over rows) with vector loops over channels.
  */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kutil.h"
 
@@ -17,29 +18,62 @@ typedef struct pool_job {
   float *y;
 } pool_job;
 
-#define DEFINE_POOL_FAST(name, INIT, ACCUM, FINISH)                                            \
+/* The fast range: per output pixel the valid window is found once (rows and columns are each a
+   contiguous range), then the channels go POOL_VL at a time through a vector accumulator held
+   in registers (VACCUM, the lane-wise twin of ACCUM), the last c % POOL_VL one at a time. Same
+   positions in the same order as the ref, so the same bits. */
+#define POOL_VL 4 /* one SSE register: wider vectors' compares get split into scalars there */
+typedef float pool_vec __attribute__((vector_size(POOL_VL * sizeof(float))));
+typedef int32_t pool_ivec __attribute__((vector_size(POOL_VL * sizeof(float))));
+/* (v > m || v is NaN) ? v : m per lane, as PMAX */
+#define VMAX(m, v) VSEL(((v) > (m)) | ((v) != (v)), (v), (m))
+#define VSEL(mask, a, b) ((pool_vec)(((mask) & (pool_ivec)(a)) | (~(mask) & (pool_ivec)(b))))
+#define VSUM(a, v) ((a) + (v))
+
+static void pool_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t dil,
+                          int64_t in, int64_t *k0, int64_t *k1) {
+  int64_t i0 = o * stride - pad, a = 0, b = k;
+  while (a < b && i0 + a * dil < 0) a++;
+  while (b > a && i0 + (b - 1) * dil >= in) b--;
+  *k0 = a;
+  *k1 = b;
+}
+
+#define DEFINE_POOL_FAST(name, INIT, ACCUM, VACCUM, FINISH)                                    \
   static void name##_range(void *arg, int64_t begin, int64_t end) {                            \
     const pool_job *j = arg;                                                                   \
     const npuK_window2d *w = j->w;                                                             \
     int64_t c = w->c;                                                                          \
     for (int64_t row = begin; row < end; row++) {                                              \
-      int64_t nb = row / w->out_h, oh = row % w->out_h;                                        \
+      int64_t nb = row / w->out_h, oh = row % w->out_h, kh0, kh1, kw0, kw1;                    \
+      pool_range_1d(oh, w->stride_h, w->pad_top, w->k_h, w->dilation_h, w->in_h, &kh0, &kh1); \
+      int64_t ih0 = oh * w->stride_h - w->pad_top;                                             \
       for (int64_t ow = 0; ow < w->out_w; ow++) {                                              \
         float *o = j->y + (row * w->out_w + ow) * c;                                           \
-        int64_t count = 0;                                                                     \
-        for (int64_t ci = 0; ci < c; ci++) o[ci] = INIT;                                       \
-        for (int64_t kh = 0; kh < w->k_h; kh++) {                                              \
-          int64_t ih = oh * w->stride_h - w->pad_top + kh * w->dilation_h;                     \
-          if (ih < 0 || ih >= w->in_h) continue;                                               \
-          for (int64_t kw = 0; kw < w->k_w; kw++) {                                            \
-            int64_t iw = ow * w->stride_w - w->pad_left + kw * w->dilation_w;                  \
-            if (iw < 0 || iw >= w->in_w) continue;                                             \
-            const float *xp = j->x + ((nb * w->in_h + ih) * w->in_w + iw) * c;                 \
-            count++;                                                                           \
-            for (int64_t ci = 0; ci < c; ci++) o[ci] = ACCUM(o[ci], xp[ci]);                   \
-          }                                                                                    \
+        pool_range_1d(ow, w->stride_w, w->pad_left, w->k_w, w->dilation_w, w->in_w, &kw0,      \
+                      &kw1);                                                                   \
+        int64_t count = (kh1 - kh0) * (kw1 - kw0), iw0 = ow * w->stride_w - w->pad_left, ci = 0; \
+        const float *xb = j->x + (nb * w->in_h * w->in_w + iw0) * c;                           \
+        for (; ci + POOL_VL <= c; ci += POOL_VL) {                                             \
+          pool_vec acc = (pool_vec){0} + (INIT);                                               \
+          for (int64_t kh = kh0; kh < kh1; kh++)                                               \
+            for (int64_t kw = kw0; kw < kw1; kw++) {                                           \
+              pool_vec v;                                                                      \
+              memcpy(&v,                                                                       \
+                     xb + ((ih0 + kh * w->dilation_h) * w->in_w + kw * w->dilation_w) * c + ci, \
+                     sizeof v);                                                                \
+              acc = VACCUM(acc, v);                                                            \
+            }                                                                                  \
+          for (int l = 0; l < POOL_VL; l++) o[ci + l] = FINISH(acc[l], count);                 \
         }                                                                                      \
-        for (int64_t ci = 0; ci < c; ci++) o[ci] = FINISH(o[ci], count);                      \
+        for (; ci < c; ci++) {                                                                 \
+          float acc = INIT;                                                                    \
+          for (int64_t kh = kh0; kh < kh1; kh++)                                               \
+            for (int64_t kw = kw0; kw < kw1; kw++)                                             \
+              acc = ACCUM(acc, xb[((ih0 + kh * w->dilation_h) * w->in_w + kw * w->dilation_w) * \
+                                     c + ci]);                                                 \
+          o[ci] = FINISH(acc, count);                                                          \
+        }                                                                                      \
       }                                                                                        \
     }                                                                                          \
   }                                                                                            \
@@ -77,5 +111,5 @@ typedef struct pool_job {
 #define MAX_FINISH(v, count) ((void)(count), (v))
 #define AVG_FINISH(v, count) ((count) > 0 ? (v) / (float)(count) : 0.0f)
 
-DEFINE_POOL_FAST(max_pool, -INFINITY, PMAX, MAX_FINISH)
-DEFINE_POOL_FAST(avg_pool, 0.0f, PSUM, AVG_FINISH)
+DEFINE_POOL_FAST(max_pool, -INFINITY, PMAX, VMAX, MAX_FINISH)
+DEFINE_POOL_FAST(avg_pool, 0.0f, PSUM, VSUM, AVG_FINISH)
