@@ -408,6 +408,21 @@ static void test_unary(void) {
   CHECK(r6[0] == 0 && r6[1] == 3 && r6[2] == 6);
   npuK_unary_f32(NULL, NPUK_UN_RELU, 1, &nan1, &nan1);
   CHECK(isnan(nan1));
+  /* 8-element bodies and the tail (n = 19), in place: NaN kept, -0 -> +0 (relu) and -0
+     (relu6), +-inf clamped, everything else by the definition */
+  float v[19], w[19];
+  for (int i = 0; i < 19; i++) v[i] = (float)(i - 9) * 0.75f;
+  v[0] = NAN, v[5] = -0.0f, v[11] = INFINITY, v[12] = -INFINITY, v[18] = NAN;
+  for (int op = 0; op < 2; op++) {
+    memcpy(w, v, sizeof v);
+    npuK_unary_f32(NULL, op ? NPUK_UN_RELU6 : NPUK_UN_RELU, 19, w, w);
+    for (int i = 0; i < 19; i++) {
+      float in = v[i], want = in != in ? in : in < 0 ? 0 : (op && in > 6) ? 6 : in;
+      if (in == 0 && !op) want = 0.0f; /* relu(-0) = +0 */
+      CHECK((in != in && w[i] != w[i]) ||
+            (w[i] == want && signbit(w[i]) == signbit(want)));
+    }
+  }
 
   int32_t xi[5] = {-3, 0, 4, INT32_MIN, 9}, yi[5];
   CHECK(npuK_unary_i32(NULL, NPUK_UN_ABS, 5, xi, yi) == 0);
