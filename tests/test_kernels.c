@@ -344,6 +344,22 @@ static void test_binary_hand(void) {
   CHECK(fr[0] == -7.5f && isnan(fr[2]) && isnan(fr[3]));
   npuK_binary_f32(NULL, NPUK_BIN_SQUARED_DIFFERENCE, 1, d4, fx, s1, fy, s1, fr);
   CHECK(fr[0] == 90.25f);
+  { /* the 8-element bodies and the tail (n = 19), NaN on either side, b dense or one value */
+    float ga[19], gb[19], gr[19];
+    int64_t d19[1] = {19}, s0[1] = {0};
+    for (int i = 0; i < 19; i++) ga[i] = (float)(i % 5) - 2, gb[i] = (float)(i % 3) - 1;
+    ga[3] = NAN, gb[9] = NAN, ga[17] = NAN, gb[17] = NAN;
+    for (int op = 0; op < 2; op++)
+      for (int scalar = 0; scalar < 2; scalar++) {
+        npuK_binary_f32(NULL, op ? NPUK_BIN_MINIMUM : NPUK_BIN_MAXIMUM, 1, d19, ga, s1, gb,
+                        scalar ? s0 : s1, gr);
+        for (int i = 0; i < 19; i++) {
+          float p = ga[i], q = scalar ? gb[0] : gb[i];
+          float want = p != p || q != q ? NAN : op ? fminf(p, q) : fmaxf(p, q);
+          CHECK((want != want && gr[i] != gr[i]) || gr[i] == want);
+        }
+      }
+  }
   uint8_t cr[4];
   npuK_compare_f32(NULL, NPUK_CMP_LESS, 1, d4, fx, s1, fy, s1, cr);
   CHECK(cr[0] == 1 && cr[1] == 0 && cr[2] == 0 && cr[3] == 0);
