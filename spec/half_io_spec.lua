@@ -1,11 +1,12 @@
 -- half_io_spec.lua — float16 steps without full-size float32 copies: under force_fp16 the
 -- elementwise steps (unary, binary, fused elementwise programs) read and write their float16
--- operands themselves, a block at a time, and steps that only move elements (reshape, pad,
--- transpose, concat, ...) move them as stored; only the other steps (convolutions, matmul,
--- pooling, ...) still get their operands widened into a float32 buffer (explain's
--- memory.round_bytes, the largest such buffer).  Results are those of rounding float32 values
--- to float16 after every op, as before: the oracle runs each op alone in float32 on rounded
--- inputs and rounds its output.
+-- operands themselves, a block at a time, steps that only move elements (reshape, pad,
+-- transpose, concat, ...) move them as stored, convolutions and matmul widen their input and
+-- narrow their output by blocks in their scratch, pools by bands of rows; only the other
+-- steps (softmax, ...) and the convolutions' and matmul's weights still get widened into a
+-- float32 buffer (explain's memory.round_bytes, the largest such buffer).  Results are those
+-- of rounding float32 values to float16 after every op, as before: the oracle runs each op
+-- alone in float32 on rounded inputs and rounds its output.
 local lu = require("luaunit")
 local npu = require("npu")
 local model = require("npu.model")
@@ -82,8 +83,68 @@ function TestHalfIO:test_movement_steps_move_float16_as_stored()
   lu.assertTrue(same(sess:run(y, { [x] = X }), ref:run(y, { [x] = round(X) })))
 end
 
+function TestHalfIO:test_convolutions_and_matmul_take_float16_as_stored()
+  -- conv2d 3x3 (im2col), conv2d 1x1 (pointwise), depthwise stride 2, matmul: x and y of each
+  -- stay float16 (NPUX_F_HALF_XY); only their weights are widened by the executor
+  local X = npu.random.normal({ 2, 9, 9, 8 }, { seed = 31 })
+  local F = npu.random.normal({ 3, 3, 8, 12 }, { seed = 32 })
+  local W = npu.random.normal({ 1, 1, 12, 12 }, { seed = 33 })
+  local D = npu.random.normal({ 3, 3, 12, 1 }, { seed = 34 })
+  local M = npu.random.normal({ 12, 7 }, { seed = 35 })
+  local conv = function(gg, a, f) return gg:op("conv2d", { a, f }, { strides = 1, padding = "SAME" }, "c") end
+  local dw = function(gg, a, f)
+    return gg:op("depthwise_conv2d", { a, f }, { strides = 2, padding = "SAME" }, "d")
+  end
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 9, 9, 8 }, "x")
+  local c1 = conv(g, x, g:const(F))
+  local c2 = conv(g, c1, g:const(W))
+  local c3 = dw(g, c2, g:const(D))
+  local r = g:op("reshape", { c3 }, { shape = { 50, 12 } }, "r")
+  local y = g:op("matmul", { r, g:const(M) }, {}, "m")
+  local sess = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
+  local e = sess:explain(y, { [x] = X })
+  local n_xy = 0
+  for _, st in ipairs(e.steps) do
+    if st.op == "conv2d" or st.op == "depthwise_conv2d" or st.op == "matmul" then
+      lu.assertEquals(st.inputs[1].dtype, "float16", st.op)
+      lu.assertEquals(st.outputs[1].dtype, "float16", st.op)
+      n_xy = n_xy + 1
+    end
+  end
+  lu.assertEquals(n_xy, 4)
+  -- the widest widening is the largest weight (F, in float32), not an activation
+  lu.assertEquals(e.memory.round_bytes, 4 * 3 * 3 * 8 * 12)
+  local a1 = op16(conv, X, F)
+  local a2 = op16(conv, a1, W)
+  local a3 = op16(dw, a2, D)
+  local want = op16(function(gg, a, b)
+    return gg:op("matmul", { gg:op("reshape", { a }, { shape = { 50, 12 } }, "r"), b }, {}, "m")
+  end, a3, M)
+  lu.assertTrue(same(sess:run(y, { [x] = X }), want))
+end
+
+function TestHalfIO:test_pools_take_float16_as_stored()
+  local X = npu.random.normal({ 2, 11, 10, 5 }, { seed = 41 })
+  local mp = function(gg, a)
+    return gg:op("max_pool", { a }, { ksize = 3, strides = 2, padding = "SAME" }, "mp")
+  end
+  local ap = function(gg, a)
+    return gg:op("avg_pool", { a }, { ksize = 2, strides = 1, padding = "VALID" }, "ap")
+  end
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 11, 10, 5 }, "x")
+  local y = ap(g, mp(g, npu.nn.relu(x)))
+  local sess = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
+  local e = sess:explain(y, { [x] = X })
+  lu.assertEquals(e.memory.round_bytes, 0)
+  local want = op16(ap, op16(mp, op16(function(_, a) return npu.nn.relu(a) end, X)))
+  lu.assertTrue(same(sess:run(y, { [x] = X }), want))
+end
+
 -- A model's force_fp16 plan: the widening buffer is only ever a step the kernel cannot feed
--- from float16 (a convolution, pooling, matmul): its float16 operands' size twice, the largest.
+-- from float16 (softmax, ..., a convolution's or matmul's weights): its float16 operands' size
+-- twice, the largest.
 local function load(name)
   local json = ("%s/%s/%s.json"):format(MODELS_DIR, name, name)
   local f = io.open(json, "rb")
@@ -100,25 +161,34 @@ end
 local DIRECT = { fused_elementwise = true, add = true, sub = true, mul = true, relu = true,
   relu6 = true, reshape = true, pad = true, transpose = true, concat = true, cast = true,
   identity = true }
+-- convolutions and pools read x and write y as stored (NPUX_F_HALF_XY): only weights widen
+local HALF_XY = { conv2d = true, depthwise_conv2d = true, fused_conv2d = true,
+  fused_depthwise_conv2d = true, max_pool = true, avg_pool = true, matmul = true,
+  fused_matmul = true }
 
-function TestHalfIO:test_blazeface_widens_only_cube_and_pooling_steps()
+function TestHalfIO:test_blazeface_widens_only_weights()
   local g, info, feeds = load("blazeface")
   if not g then return lu.skip("blazeface not in " .. MODELS_DIR) end
   local sess = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
   local e = sess:explain(info.output_names, feeds)
-  local widest, elementwise = 0, 0
+  local widest, elementwise, n_xy = 0, 0, 0
   for _, s in ipairs(e.steps) do
     local bytes = 0
     for _, side in ipairs { s.inputs, s.outputs } do
-      for _, v in ipairs(side) do
-        if v.dtype == "float16" then bytes = bytes + 2 * v.bytes end
+      for k, v in ipairs(side) do
+        local as_stored = HALF_XY[s.op] and k == 1
+        if v.dtype == "float16" and not as_stored then bytes = bytes + 2 * v.bytes end
       end
     end
+    if HALF_XY[s.op] then n_xy = n_xy + 1 end
     if DIRECT[s.op] then elementwise = elementwise + 1
     elseif bytes > widest then widest = bytes end
   end
   lu.assertTrue(elementwise > 20, "elementwise steps: " .. elementwise)
+  lu.assertTrue(n_xy > 20, "convolution steps: " .. n_xy)
   lu.assertEquals(e.memory.round_bytes, widest)
+  -- blazeface's weights are float16 values already (read as they are): nothing is widened
+  lu.assertEquals(widest, 0)
 end
 
 function TestHalfIO:test_float16_plans_hold_less_than_float32()

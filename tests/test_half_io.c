@@ -1,6 +1,7 @@
 /*
  * test_half_io.c — the kernels that read and write float16 / bfloat16 operands themselves
- * (NPUX_F_HALF_IO: unary, binary, the fused elementwise program), widening a block at a time.
+ * (NPUX_F_HALF_IO: unary, binary, the fused elementwise program; NPUX_F_HALF_XY: the
+ * convolutions', pools' x and y, matmul's A and C), widening a block at a time.
  * Each is checked against what the executor did before: widen every operand in full, run the
  * float32 kernel, narrow the output — bit for bit, on sizes that end off a block boundary,
  * with broadcasts (scalar, row, strided), mixed operand dtypes, and ragged pools.
@@ -177,9 +178,194 @@ static void test_eltwise(void) {
   CHECK(y[0] == 0);
 }
 
+/* conv2d with x and y stored reduced (NPUX_F_HALF_XY): against widening x in full,
+   npuK_conv2d_f32_ep and narrowing y, for pointwise, im2col (strides, dilation, padding,
+   batches whose blocks cross images, several blocks per slot), an empty filter (k = 0), with
+   and without an epilogue, 1 to 3 slots and ragged pools. */
+static void test_conv_half(void) {
+  /* n, in_h, in_w, c, k_h, k_w, stride, dilation, pad, out_c */
+  static const int64_t geo[][10] = {
+      {1, 7, 5, 3, 1, 1, 1, 1, 0, 5},   {2, 9, 7, 4, 3, 3, 1, 1, 1, 6},
+      {1, 11, 10, 3, 5, 5, 2, 1, 2, 7}, {2, 8, 9, 2, 3, 2, 1, 2, 1, 3},
+      {2, 20, 20, 64, 3, 3, 1, 1, 1, 9}, {1, 24, 24, 40, 1, 1, 1, 1, 0, 11},
+      {1, 4, 4, 0, 3, 3, 1, 1, 1, 4}};
+  for (size_t g = 0; g < sizeof geo / sizeof *geo; g++) {
+    const int64_t *q = geo[g];
+    npuK_window2d w = {.n = q[0], .in_h = q[1], .in_w = q[2], .c = q[3], .k_h = q[4], .k_w = q[5],
+                       .stride_h = q[6], .stride_w = q[6], .dilation_h = q[7], .dilation_w = q[7],
+                       .pad_top = q[8], .pad_left = q[8]};
+    w.out_h = (w.in_h + 2 * w.pad_top - (w.k_h - 1) * w.dilation_h - 1) / w.stride_h + 1;
+    w.out_w = (w.in_w + 2 * w.pad_left - (w.k_w - 1) * w.dilation_w - 1) / w.stride_w + 1;
+    int64_t out_c = q[9], nx = w.n * w.in_h * w.in_w * w.c, ny = w.n * w.out_h * w.out_w * out_c;
+    int64_t nf = w.k_h * w.k_w * w.c * out_c;
+    float *fw, *bias = malloc((size_t)out_c * sizeof *bias);
+    void *fs = rand_stored(nf, NPUK_F32, &fw);
+    for (int64_t i = 0; i < nf; i++) /* finite weights: NaN anywhere would hide the rest */
+      if (!isfinite(fw[i])) fw[i] = 0.5f;
+    for (int64_t i = 0; i < out_c; i++) bias[i] = (urand() - 0.5f) * 2;
+    for (int e = 0; e < 2; e++)
+      for (int d = 0; d < 3; d++) {
+        npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU6};
+        const npuK_epilogue *epp = e ? &ep : NULL;
+        npuK_dtype xd = dts[d], yd = dts[(d + 1) % 3];
+        float *xw;
+        void *x = rand_stored(nx, xd, &xw);
+        float *yw = malloc((size_t)(ny ? ny : 1) * sizeof *yw);
+        float *s32 = malloc(npuK_conv2d_f32_scratch_size(&w, out_c, 1) + 16);
+        npuK_conv2d_f32_ep(NULL, &w, out_c, xw, fw, epp, yw, s32, 1);
+        for (int slots = 1; slots <= 3; slots++)
+          for (int p = 0; p < 2; p++) {
+            size_t bytes = npuK_conv2d_half_scratch_size(&w, out_c, slots, xd, yd);
+            CHECK(bytes >= npuK_conv2d_f32_scratch_size(&w, out_c, slots) || xd == NPUK_F32);
+            float *scratch = malloc(bytes + 16);
+            void *y = alloc_out(ny, yd);
+            npuK_conv2d_half_ep(pools[p], &w, out_c, x, xd, fw, epp, y, yd, scratch, slots);
+            CHECK(narrowed_equal(yw, ny, yd, y));
+            free(y), free(scratch);
+          }
+        free(x), free(xw), free(yw), free(s32);
+      }
+    free(fs), free(fw), free(bias);
+  }
+}
+
+/* depthwise_conv2d with x and y stored reduced: against widening x in full,
+   npuK_depthwise_conv2d_f32_ep and narrowing y — bands that cross images and slot ends,
+   strides, dilation, padding wider than the window, multipliers, in-register and per-row
+   epilogues, 1 to 3 slots (more than rows too) and ragged pools. */
+static void test_depthwise_half(void) {
+  /* n, in_h, in_w, c, k_h, k_w, stride, dilation, pad, mult */
+  static const int64_t geo[][10] = {
+      {1, 7, 5, 3, 3, 3, 1, 1, 1, 1},    {2, 19, 9, 17, 5, 5, 1, 1, 2, 1},
+      {2, 12, 11, 24, 3, 3, 2, 1, 1, 1}, {1, 9, 8, 5, 3, 3, 1, 2, 2, 2},
+      {3, 3, 4, 16, 5, 5, 1, 1, 4, 1},   {1, 1, 6, 8, 1, 3, 1, 1, 1, 3}};
+  static const npuK_act acts[] = {NPUK_ACT_RELU6, NPUK_ACT_SIGMOID};
+  for (size_t g = 0; g < sizeof geo / sizeof *geo; g++) {
+    const int64_t *q = geo[g];
+    npuK_window2d w = {.n = q[0], .in_h = q[1], .in_w = q[2], .c = q[3], .k_h = q[4], .k_w = q[5],
+                       .stride_h = q[6], .stride_w = q[6], .dilation_h = q[7], .dilation_w = q[7],
+                       .pad_top = q[8], .pad_left = q[8]};
+    w.out_h = (w.in_h + 2 * w.pad_top - (w.k_h - 1) * w.dilation_h - 1) / w.stride_h + 1;
+    w.out_w = (w.in_w + 2 * w.pad_left - (w.k_w - 1) * w.dilation_w - 1) / w.stride_w + 1;
+    int64_t mult = q[9], cm = w.c * mult, nx = w.n * w.in_h * w.in_w * w.c;
+    int64_t ny = w.n * w.out_h * w.out_w * cm, nf = w.k_h * w.k_w * cm;
+    float *fw, *bias = malloc((size_t)cm * sizeof *bias);
+    void *fs = rand_stored(nf, NPUK_F32, &fw);
+    for (int64_t i = 0; i < nf; i++)
+      if (!isfinite(fw[i])) fw[i] = 0.5f;
+    for (int64_t i = 0; i < cm; i++) bias[i] = (urand() - 0.5f) * 2;
+    for (int e = 0; e < 3; e++)
+      for (int d = 0; d < 3; d++) {
+        npuK_epilogue ep = {.bias = bias, .act = acts[e % 2]};
+        const npuK_epilogue *epp = e ? &ep : NULL;
+        npuK_dtype xd = dts[d], yd = dts[(d + 1) % 3];
+        float *xw;
+        void *x = rand_stored(nx, xd, &xw);
+        float *yw = malloc((size_t)ny * sizeof *yw);
+        npuK_depthwise_conv2d_f32_ep(NULL, &w, mult, xw, fw, epp, yw);
+        for (int slots = 1; slots <= 4; slots++)
+          for (int p = 0; p < 2; p++) {
+            size_t bytes = npuK_depthwise_conv2d_half_scratch_size(&w, mult, slots, xd, yd);
+            float *scratch = malloc(bytes + 16);
+            void *y = alloc_out(ny, yd);
+            npuK_depthwise_conv2d_half_ep(pools[p], &w, mult, x, xd, fw, epp, y, yd, scratch,
+                                          slots);
+            CHECK(narrowed_equal(yw, ny, yd, y));
+            free(y), free(scratch);
+          }
+        free(x), free(xw), free(yw);
+      }
+    free(fs), free(fw), free(bias);
+  }
+}
+
+/* matmul with A and C stored reduced: against widening A in full, the _blas kernel (with and
+   without an epilogue) and narrowing C — one block, blocks of rows, blocks of columns (A read
+   whole by every block), k = 0, every transpose, 1 to 3 slots and ragged pools. */
+static void test_matmul_half(void) {
+  static const int64_t shapes[][3] = {{3, 5, 7}, {600, 8, 500}, {5, 1100, 400}, {4, 6, 0}};
+  for (size_t q = 0; q < sizeof shapes / sizeof *shapes; q++)
+    for (int t = 0; t < 4; t++) {
+      int ta = t & 1, tb = t >> 1;
+      int64_t m = shapes[q][0], n = shapes[q][1], k = shapes[q][2];
+      float *bw, *bias = malloc((size_t)n * sizeof *bias);
+      void *bs = rand_stored(k * n, NPUK_F32, &bw);
+      for (int64_t i = 0; i < k * n; i++)
+        if (!isfinite(bw[i])) bw[i] = 0.25f;
+      for (int64_t i = 0; i < n; i++) bias[i] = (urand() - 0.5f) * 2;
+      for (int e = 0; e < 2; e++)
+        for (int d = 0; d < 3; d++) {
+          npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+          const npuK_epilogue *epp = e ? &ep : NULL;
+          npuK_dtype ad = dts[d], cd = dts[(d + 1) % 3];
+          float *aw;
+          void *a = rand_stored(m * k, ad, &aw);
+          float *cw = malloc((size_t)(m * n) * sizeof *cw);
+          if (epp) npuK_matmul_f32_blas_ep(NULL, ta, tb, m, n, k, aw, bw, epp, cw);
+          else npuK_matmul_f32_blas(NULL, ta, tb, m, n, k, aw, bw, cw);
+          for (int slots = 1; slots <= 3; slots++)
+            for (int p = 0; p < 2; p++) {
+              float *scratch = malloc(npuK_matmul_half_scratch_size(m, n, k, slots, ad, cd) + 16);
+              void *c = alloc_out(m * n, cd);
+              npuK_matmul_half_ep(pools[p], ta, tb, m, n, k, a, ad, bw, epp, c, cd, scratch,
+                                  slots);
+              CHECK(narrowed_equal(cw, m * n, cd, c));
+              free(c), free(scratch);
+            }
+          free(a), free(aw), free(cw);
+        }
+      free(bs), free(bw), free(bias);
+    }
+}
+
+/* max_pool / avg_pool with x and y stored reduced: against widening x in full, the _f32
+   kernel and narrowing y — bands crossing images and slot ends, strides, padding, windows
+   partly outside, 1 to 4 slots and ragged pools. */
+static void test_pool_half(void) {
+  /* n, in_h, in_w, c, k_h, k_w, stride, pad */
+  static const int64_t geo[][8] = {{1, 7, 5, 3, 2, 2, 2, 0},   {2, 19, 9, 9, 3, 3, 1, 1},
+                                   {3, 12, 11, 5, 3, 3, 2, 1}, {1, 1, 6, 4, 1, 3, 1, 0},
+                                   {2, 5, 5, 6, 5, 5, 1, 2}};
+  void (*const f32[2])(const npuK_pool *, const npuK_window2d *, const float *, float *) = {
+      npuK_max_pool_f32, npuK_avg_pool_f32};
+  void (*const half[2])(const npuK_pool *, const npuK_window2d *, const void *, npuK_dtype,
+                        void *, npuK_dtype, float *, int) = {npuK_max_pool_half,
+                                                              npuK_avg_pool_half};
+  for (size_t g = 0; g < sizeof geo / sizeof *geo; g++) {
+    const int64_t *q = geo[g];
+    npuK_window2d w = {.n = q[0], .in_h = q[1], .in_w = q[2], .c = q[3], .k_h = q[4], .k_w = q[5],
+                       .stride_h = q[6], .stride_w = q[6], .dilation_h = 1, .dilation_w = 1,
+                       .pad_top = q[7], .pad_left = q[7]};
+    w.out_h = (w.in_h + 2 * w.pad_top - w.k_h) / w.stride_h + 1;
+    w.out_w = (w.in_w + 2 * w.pad_left - w.k_w) / w.stride_w + 1;
+    int64_t nx = w.n * w.in_h * w.in_w * w.c, ny = w.n * w.out_h * w.out_w * w.c;
+    for (int k = 0; k < 2; k++)
+      for (int d = 0; d < 3; d++) {
+        npuK_dtype xd = dts[d], yd = dts[(d + 1) % 3];
+        float *xw;
+        void *x = rand_stored(nx, xd, &xw);
+        float *yw = malloc((size_t)ny * sizeof *yw);
+        f32[k](NULL, &w, xw, yw);
+        for (int slots = 1; slots <= 4; slots++)
+          for (int p = 0; p < 2; p++) {
+            float *scratch = malloc(npuK_pool_half_scratch_size(&w, slots, xd, yd) + 16);
+            void *y = alloc_out(ny, yd);
+            half[k](pools[p], &w, x, xd, y, yd, scratch, slots);
+            CHECK(narrowed_equal(yw, ny, yd, y));
+            free(y), free(scratch);
+          }
+        free(x), free(xw), free(yw);
+      }
+  }
+}
+
 int main(void) {
   test_unary();
   test_binary();
   test_eltwise();
+  test_conv_half();
+  test_depthwise_half();
+  test_matmul_half();
+  test_pool_half();
   return check_summary("test_half_io");
 }

@@ -9,10 +9,13 @@
  */
 #include "compile/fused_ops.h"
 
-/* Fused steps compute float32 only; a later pass must not hand them anything else. */
-static npu_status check_f32(const npuX_call *c, const char *op) {
+/* Fused steps compute float32 only; a later pass must not hand them anything else, but x and
+   y (input 0, output 0) of a step flagged NPUX_F_HALF_XY may be float16 / bfloat16 when
+   half_xy is set (its kernel widens and narrows them by blocks). */
+static npu_status check_f32_xy(const npuX_call *c, const char *op, bool half_xy) {
   for (int i = 0; i < c->n_inputs + c->n_outputs; i++) {
     const npu_tensor *t = i < c->n_inputs ? c->in[i] : c->out[i - c->n_inputs];
+    if (half_xy && (i == 0 || i == c->n_inputs) && npuX_is_half(t->dtype)) continue;
     if (t->dtype != NPU_DTYPE_F32)
       return npuC_error(c->ctx, NPU_ERR_UNSUPPORTED,
                         "%s '%s': a fused step computes float32, its %s %d is %s", op,
@@ -22,11 +25,23 @@ static npu_status check_f32(const npuX_call *c, const char *op) {
   return NPU_OK;
 }
 
+static npu_status check_f32(const npuX_call *c, const char *op) {
+  return check_f32_xy(c, op, false);
+}
+
 /* ---- matmul + bias + activation ---- */
+
+static size_t matmul_scratch(const npuX_call *c) {
+  const npuP_fused_matmul *p = c->params;
+  const npu_tensor *a = c->in[0], *y = c->out[0];
+  if (a->ndim != 2 || y->ndim != 2) return 0;
+  return npuK_matmul_half_scratch_size(y->shape[0], y->shape[1], a->shape[p->transpose_a ? 0 : 1],
+                                       c->n_threads, (npuK_dtype)a->dtype, (npuK_dtype)y->dtype);
+}
 
 static npu_status matmul_impl(const npuX_call *c, bool reference) {
   const npuP_fused_matmul *p = c->params;
-  npu_status st = check_f32(c, "fused_matmul");
+  npu_status st = check_f32_xy(c, "fused_matmul", !reference);
   if (st) return st;
   const npu_tensor *a = c->in[0], *b = c->in[1];
   npu_tensor *y = c->out[0];
@@ -34,8 +49,13 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
   npuK_epilogue ep = {.bias = p->bias_input >= 0 ? c->in[p->bias_input]->data : NULL,
                       .act = p->act, .alpha = p->alpha,
                       .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL};
-  (reference ? npuK_matmul_f32_ref_ep : npuK_matmul_f32_blas_ep)(
-      c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, &ep, y->data);
+  if (reference)
+    npuK_matmul_f32_ref_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
+                           &ep, y->data);
+  else /* A and C as stored (NPUX_F_HALF_XY) */
+    npuK_matmul_half_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
+                        (npuK_dtype)a->dtype, b->data, &ep, y->data, (npuK_dtype)y->dtype,
+                        c->scratch, c->n_threads);
   return NPU_OK;
 }
 
@@ -44,8 +64,8 @@ static npu_status matmul_ref(const npuX_call *c) { return matmul_impl(c, true); 
 
 const npu_op_def npuP_op_fused_matmul = {
     .name = "fused_matmul", .tf_type = "_FusedMatMul", .min_inputs = 3, .max_inputs = 4,
-    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD, .run = matmul_run,
-    .run_ref = matmul_ref};
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
+    .scratch_size = matmul_scratch, .run = matmul_run, .run_ref = matmul_ref};
 
 /* ---- convolution + bias + activation (a folded batch norm is a new filter and bias) ---- */
 
@@ -53,26 +73,43 @@ static size_t conv_scratch(const npuX_call *c) {
   const npuP_fused_conv *p = c->params;
   npuK_window2d w;
   if (npuX_window_geometry(&p->window, c->in[0], p->k_h, p->k_w, &w)) return 0;
-  return npuK_conv2d_f32_scratch_size(&w, p->out_c, c->n_threads);
+  return npuK_conv2d_half_scratch_size(&w, p->out_c, c->n_threads, (npuK_dtype)c->in[0]->dtype,
+                                       (npuK_dtype)c->out[0]->dtype);
+}
+
+static size_t dw_scratch(const npuX_call *c) {
+  const npuP_fused_conv *p = c->params;
+  npuK_window2d w;
+  if (npuX_window_geometry(&p->window, c->in[0], p->k_h, p->k_w, &w)) return 0;
+  return npuK_depthwise_conv2d_half_scratch_size(&w, p->out_c, c->n_threads, /* multiplier */
+                                                 (npuK_dtype)c->in[0]->dtype,
+                                                 (npuK_dtype)c->out[0]->dtype);
 }
 
 static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) {
   const npuP_fused_conv *p = c->params;
-  npu_status st = check_f32(c, depthwise ? "fused_depthwise_conv2d" : "fused_conv2d");
+  npu_status st = check_f32_xy(c, depthwise ? "fused_depthwise_conv2d" : "fused_conv2d",
+                               !reference);
   npuK_window2d w;
   if (!st) st = npuX_window_call(c, p->k_h, p->k_w, &w);
   if (st) return st;
-  const float *x = c->in[0]->data, *filter = c->in[1]->data;
+  const void *x = c->in[0]->data;
+  const float *filter = c->in[1]->data;
   npuK_epilogue ep = {.bias = p->bias_input >= 0 ? c->in[p->bias_input]->data : NULL,
                       .act = p->act, .alpha = p->alpha,
                       .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL};
-  float *y = c->out[0]->data;
-  if (depthwise)
-    (reference ? npuK_depthwise_conv2d_f32_ref_ep : npuK_depthwise_conv2d_f32_ep)(
-        c->pool, &w, p->out_c, x, filter, &ep, y);
-  else
-    (reference ? npuK_conv2d_f32_ref_ep : npuK_conv2d_f32_ep)(c->pool, &w, p->out_c, x, filter,
-                                                              &ep, y, c->scratch, c->n_threads);
+  void *y = c->out[0]->data;
+  if (depthwise && reference)
+    npuK_depthwise_conv2d_f32_ref_ep(c->pool, &w, p->out_c, x, filter, &ep, y);
+  else if (depthwise) /* x and y as stored (NPUX_F_HALF_XY) */
+    npuK_depthwise_conv2d_half_ep(c->pool, &w, p->out_c, x, (npuK_dtype)c->in[0]->dtype, filter,
+                                  &ep, y, (npuK_dtype)c->out[0]->dtype, c->scratch,
+                                  c->n_threads);
+  else if (reference)
+    npuK_conv2d_f32_ref_ep(c->pool, &w, p->out_c, x, filter, &ep, y, c->scratch, c->n_threads);
+  else /* x and y as stored (NPUX_F_HALF_XY) */
+    npuK_conv2d_half_ep(c->pool, &w, p->out_c, x, (npuK_dtype)c->in[0]->dtype, filter, &ep, y,
+                        (npuK_dtype)c->out[0]->dtype, c->scratch, c->n_threads);
   return NPU_OK;
 }
 
@@ -83,13 +120,14 @@ static npu_status dw_ref(const npuX_call *c) { return conv_impl(c, true, true); 
 
 const npu_op_def npuP_op_fused_conv2d = {
     .name = "fused_conv2d", .tf_type = "_FusedConv2D", .min_inputs = 2, .max_inputs = 4,
-    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD,
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
     .scratch_size = conv_scratch, .run = conv_run, .run_ref = conv_ref};
 
 const npu_op_def npuP_op_fused_depthwise_conv2d = {
     .name = "fused_depthwise_conv2d", .tf_type = "_FusedDepthwiseConv2dNative",
     .min_inputs = 2, .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_TRUST,
-    .flags = NPUX_F_NO_FOLD, .run = dw_run, .run_ref = dw_ref};
+    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY, .scratch_size = dw_scratch, .run = dw_run,
+    .run_ref = dw_ref};
 
 /* ---- elementwise chains ---- */
 

@@ -26,6 +26,10 @@ typedef struct npuP_build {
   const uint8_t *need; /* by node id: bit 0 the node runs, bit 1 its value is read */
 } npuP_build;
 
+/* compile/plan.c: asks step's op for its scratch with stand-ins of its operands as the plan
+   values now describe them (dtypes included); sets step->scratch_size, grows p->scratch_size. */
+npu_status npuP_step_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
+                             const npuG_node *node, bool reference);
 npu_status npuP_fuse(npuP_build *b);
 npu_status npuP_assign_precision(npuP_build *b);
 npu_status npuP_select_impl(npuP_build *b);

@@ -110,8 +110,8 @@ static void meta_tensor(npu_tensor *t, const npuG_value *v) {
 
 /* Asks the op how much scratch the step needs, with stand-in tensors for its inputs and
    outputs; the plan keeps the largest. */
-static npu_status plan_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
-                               const npuG_node *node, bool reference) {
+npu_status npuP_step_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
+                              const npuG_node *node, bool reference) {
   int n = step->n_in + step->n_out;
   npu_tensor meta_stack[16];
   npu_tensor *ptr_stack[16];
@@ -287,7 +287,7 @@ static npu_status emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *c
       p->borrowed[p->n_borrowed++] = v;
   }
   if (def->kind == NPUX_KIND_KERNEL && def->scratch_size)
-    return plan_scratch(ctx, p, step, node, cfg->reference);
+    return npuP_step_scratch(ctx, p, step, node, cfg->reference);
   return NPU_OK;
 }
 

@@ -45,17 +45,28 @@
  * Elementwise steps (ops flagged NPUX_F_HALF_IO: unary, binary, the fused elementwise program)
  * read and write reduced operands themselves, widening and narrowing a block of ~1024 elements
  * at a time on the stack; steps that only move elements (NPUX_F_MOVES: reshape, pad, transpose,
- * concat, ...) move them as stored when their float operands share one stored dtype.  For the
- * other steps (convolutions, matmul, pooling, softmax, ...) the executor widens the reduced
- * inputs into a float32 buffer (p->round_buf, or the step's place in the memory arena), lets
- * the kernel write its reduced outputs there, and narrows them into their slots (exec.c;
- * npuE_step.widen says which operands).  Either way a float16 value is exactly what rounding
- * to float16 gives, and results equal rounding float32 values at the same points bit for bit;
- * the block-wise paths only avoid the full-size float32 copies (blazeface under force_fp16:
- * the largest widening buffer fell from 4.5 MiB, an add of two float16 maps, to 3 MiB, a
- * convolution's).  A float32 constant feeding a reduced step is stored rounded, as float16 (half
- * the bytes; steps that widen read it widened each run, elementwise ones a block at a time).  A constant whose elements all are float16 (bfloat16) values already — weights saved
- * in float16 — is read as it is, with nothing copied or widened.
+ * concat, ...) move them as stored when their float operands share one stored dtype.
+ * Convolutions, matmul and pools (NPUX_F_HALF_XY: conv2d, depthwise_conv2d, matmul, their
+ * fused steps, max_pool, avg_pool) take x (input 0) and y (output 0) as stored: the kernel
+ * widens x by im2col / GEMM blocks or row bands and narrows y by blocks inside its scratch,
+ * which is asked for again here with the stored dtypes (it grows by those blocks; float32
+ * plans keep theirs).  For the other steps (softmax, batch_matmul, ...) and the other reduced
+ * operands of those (weights, bias) the executor widens the reduced inputs into a float32
+ * buffer (p->round_buf, or the step's place in the memory arena), lets the kernel write its reduced outputs there, and narrows them into their slots
+ * (exec.c; npuE_step.widen says which operands).  Either way a float16 value is exactly what
+ * rounding to float16 gives, and results equal rounding float32 values at the same points bit
+ * for bit; the block-wise paths only avoid the full-size float32 copies (blazeface under
+ * force_fp16: the largest widening buffer fell from 4.5 MiB, an add of two float16 maps, to 3 MiB,
+ * a convolution's, then to nothing once convolutions and pools took x and y as stored (its weights
+ * are float16 values already); its plan went from 113 % of float32's to 85 %).  A float32 constant
+ * feeding a reduced step is stored rounded, as float16 (half the bytes; steps that widen read it
+ * widened each run, elementwise ones a block at a time).  Keeping it rounded but as float32
+ * instead (no per-run widening, same bits) was measured and rejected: it doubles the constant,
+ * which is plan memory (explain's constant_bytes), so emotion's force_fp16 plan rose to 2138 KiB,
+ * above float32's 2078 (mobileface: 3128 -> 3448, float32 3701), and latency did not measurably
+ * improve (the weights' widening is small beside the activations' conversions).  A constant whose
+ * elements all are float16 (bfloat16) values already — weights saved in float16 — is
+ * read as it is, with nothing copied or widened.
  *
  * The pass runs after fusion and before implementation selection and memory planning
  * (passes.h); the reference path (use_off_line = false) keeps every dtype.
@@ -373,6 +384,9 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
      by the executor, unless the kernel reads and writes them as they are (NPUX_F_HALF_IO) */
   bool direct = (st->def->flags & NPUX_F_HALF_IO) != 0 ||
                 ((st->def->flags & NPUX_F_MOVES) && moves_as_is(p, st, orig));
+  /* NPUX_F_HALF_XY: the kernel takes x (input 0) and y (output 0) as stored, so its scratch
+     (which now holds their blocks' float32 copies) is asked for again */
+  bool xy = (st->def->flags & NPUX_F_HALF_XY) != 0, xy_reduced = false;
   int n_widen = 0;
   size_t bytes = 0;
   for (int i = 0; i < n; i++) {
@@ -380,15 +394,21 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
     if (d->dtype == p->values[orig[i]].dtype) continue;
     int *first = i < st->n_in ? &st->round_in : &st->round_out;
     if (*first < 0) *first = (int)d->dtype;
-    if (direct) continue;
+    if (xy && (i == 0 || i == st->n_in)) xy_reduced = true;
+    if (direct || (xy && (i == 0 || i == st->n_in))) continue;
     n_widen++;
     bytes += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);
+  }
+  if (xy_reduced && st->def->scratch_size) {
+    s = npuP_step_scratch(r->ctx, p, st, &r->g->nodes[st->node], false);
+    if (s) return s;
   }
   if (!n_widen) return NPU_OK;
   if (!(st->widen = npuC_calloc(r->ctx, (size_t)n, 1))) return NPU_ERR_NOMEM;
   for (int i = 0; i < n; i++)
     st->widen[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype !=
-                   p->values[orig[i]].dtype;
+                       p->values[orig[i]].dtype &&
+                   !(xy && (i == 0 || i == st->n_in));
   if (bytes > p->round_size) p->round_size = bytes;
   if (n_widen > p->n_round_meta) p->n_round_meta = n_widen;
   return NPU_OK;

@@ -49,6 +49,23 @@ static void plan_blocks(gemm_job *j, int64_t *n_blocks) {
   *n_blocks = (len + block - 1) / block;
 }
 
+/* One float32 block C (m, n; row stride ldc) = op(A) op(B), columns col0.. of the whole.  A
+   fused step's epilogue: the block starts as the bias (beta = 1 accumulates onto it) and gets
+   its activation while it is still in cache. */
+static void sgemm_block(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+                        int64_t k, const float *a, blasint lda, const float *b, blasint ldb,
+                        const npuK_epilogue *ep, int64_t col0, float *c, blasint ldc) {
+  if (ep && ep->bias)
+    for (int64_t r = 0; r < m; r++) memcpy(c + r * ldc, ep->bias + col0, (size_t)n * sizeof *c);
+  cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f, a, lda, b, ldb,
+              ep && ep->bias ? 1.0f : 0.0f, c, ldc);
+  if (ep && ep->act != NPUK_ACT_NONE) {
+    npuK_epilogue act = {.act = ep->act, .alpha = ep->alpha,
+                         .slope = ep->slope ? ep->slope + col0 : NULL};
+    npuK_epilogue_f32(&act, m, n, ldc, c);
+  }
+}
+
 static void gemm_range(void *arg, int64_t b0, int64_t b1) {
   const gemm_job *j = arg;
   enum CBLAS_TRANSPOSE ta = j->trans_a ? CblasTrans : CblasNoTrans;
@@ -76,22 +93,8 @@ static void gemm_range(void *arg, int64_t b0, int64_t b1) {
                   (blasint)j->n);
       continue;
     }
-    /* A fused step's epilogue: the block starts as the bias (beta = 1 accumulates onto it)
-       and gets its activation while it is still in cache. */
-    const npuK_epilogue *ep = j->ep;
-    float *cf = (float *)c;
-    int64_t col0 = j->by_rows ? 0 : lo;
-    if (ep && ep->bias)
-      for (int64_t r = 0; r < m; r++)
-        memcpy(cf + r * j->n, ep->bias + col0, (size_t)n * sizeof *cf);
-    cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)j->k, 1.0f,
-                (const float *)a, lda, (const float *)b, ldb, ep && ep->bias ? 1.0f : 0.0f, cf,
-                (blasint)j->n);
-    if (ep && ep->act != NPUK_ACT_NONE) {
-      npuK_epilogue act = {.act = ep->act, .alpha = ep->alpha,
-                           .slope = ep->slope ? ep->slope + col0 : NULL};
-      npuK_epilogue_f32(&act, m, n, j->n, cf);
-    }
+    sgemm_block(ta, tb, m, n, j->k, (const float *)a, lda, (const float *)b, ldb, j->ep,
+                j->by_rows ? 0 : lo, (float *)c, (blasint)j->n);
   }
 }
 
@@ -141,6 +144,136 @@ void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, in
     return;
   }
   gemm(pool, 0, trans_a, trans_b, m, n, k, a, b, ep, c);
+}
+
+/* ---- A and C stored as float16 / bfloat16 ----
+ * The blocks of the float32 GEMM (plan_blocks: the same shapes, so the same sgemm calls), run
+ * by slots of scratch: slot s takes blocks [s * nb / slots, (s + 1) * nb / slots).  A block by
+ * rows widens its rows of op(A) (a (len, k) or, transposed, (k, len) matrix) into the slot; by
+ * columns every block reads all of A, widened once per slot.  C's block is computed in the
+ * slot, epilogue included, and narrowed into C.  B is float32 (the executor widens a reduced
+ * B).  Dimensions sgemm cannot take, and k = 0, run the reference loop on each block, as the
+ * float32 kernel runs it on the whole (row by row, so the same bits). */
+
+typedef struct half_job {
+  gemm_job g;
+  const void *a;
+  void *c;
+  npuK_dtype a_dtype, c_dtype;
+  int blas;
+  float *scratch;
+  int64_t n_blocks, n_slots, slot_floats;
+} half_job;
+
+static int64_t a_floats(const gemm_job *g, npuK_dtype a_dtype) {
+  if (a_dtype == NPUK_F32) return 0;
+  return g->by_rows ? g->block * g->k : g->m * g->k;
+}
+
+static int64_t c_floats(const gemm_job *g, npuK_dtype c_dtype) {
+  if (c_dtype == NPUK_F32) return 0;
+  return g->by_rows ? g->block * g->n : g->m * g->block;
+}
+
+static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots) {
+  h->g.m = m, h->g.n = n, h->g.k = k;
+  h->blas = k > 0 && fits_blasint(m, n, k);
+  plan_blocks(&h->g, &h->n_blocks);
+  if (!h->blas) { /* the reference loop, on one block of all rows */
+    h->g.by_rows = 1;
+    h->g.block = m;
+    h->n_blocks = 1;
+  }
+  h->n_slots = n_slots < 1 ? 1 : n_slots;
+  if (h->n_slots > h->n_blocks) h->n_slots = h->n_blocks;
+  h->slot_floats = a_floats(&h->g, h->a_dtype) + c_floats(&h->g, h->c_dtype);
+}
+
+size_t npuK_matmul_half_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
+                                     npuK_dtype a_dtype, npuK_dtype c_dtype) {
+  if (m <= 0 || n <= 0 || (a_dtype == NPUK_F32 && c_dtype == NPUK_F32)) return 0;
+  half_job h = {.a_dtype = a_dtype, .c_dtype = c_dtype};
+  half_plan(&h, m, n, k > 0 ? k : 0, n_slots);
+  return (size_t)(h.n_slots * h.slot_floats) * sizeof(float);
+}
+
+/* Widens rows [r0, r0 + rows) of a (rows of len elements, row stride ld) into dst (rows, len). */
+static void widen_rows(float *dst, const void *a, npuK_dtype dt, int64_t r0, int64_t rows,
+                       int64_t len, int64_t ld, int64_t col0) {
+  const uint16_t *ah = a;
+  if (ld == len) {
+    npuK_cast(NULL, rows * len, dt, ah + r0 * ld + col0, NPUK_F32, dst);
+    return;
+  }
+  for (int64_t r = 0; r < rows; r++)
+    npuK_cast(NULL, len, dt, ah + (r0 + r) * ld + col0, NPUK_F32, dst + r * len);
+}
+
+static void half_range(void *arg, int64_t s0, int64_t s1) {
+  const half_job *h = arg;
+  const gemm_job *g = &h->g;
+  enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
+  const float *bf = g->b;
+  blasint ldb = (blasint)(g->trans_b ? g->k : g->n);
+  for (int64_t s = s0; s < s1; s++) {
+    float *abuf = h->scratch + s * h->slot_floats;
+    float *cbuf = abuf + a_floats(g, h->a_dtype);
+    int64_t b0 = s * h->n_blocks / h->n_slots, b1 = (s + 1) * h->n_blocks / h->n_slots;
+    const float *a_all = h->a_dtype == NPUK_F32 ? h->a : abuf;
+    if (!g->by_rows && h->a_dtype != NPUK_F32) /* all of A, as stored (m, k) or (k, m) */
+      npuK_cast(NULL, g->m * g->k, h->a_dtype, h->a, NPUK_F32, abuf);
+    for (int64_t blk = b0; blk < b1; blk++) {
+      int64_t lo = blk * g->block, len = (g->by_rows ? g->m : g->n) - lo;
+      if (len > g->block) len = g->block;
+      int64_t m = g->by_rows ? len : g->m, n = g->by_rows ? g->n : len;
+      const float *a = a_all;
+      blasint lda = (blasint)(g->trans_a ? g->m : g->k);
+      const float *b = bf;
+      if (g->by_rows && h->a_dtype == NPUK_F32) {
+        a += g->trans_a ? lo : lo * g->k;
+      } else if (g->by_rows) { /* rows lo.. of op(A): rows of A, or columns of A^T */
+        if (g->trans_a) widen_rows(abuf, h->a, h->a_dtype, 0, g->k, len, g->m, lo);
+        else widen_rows(abuf, h->a, h->a_dtype, lo, len, g->k, g->k, 0);
+        a = abuf;
+        lda = (blasint)(g->trans_a ? len : g->k);
+      }
+      if (!g->by_rows) b += g->trans_b ? lo * g->k : lo;
+      float *c = h->c_dtype == NPUK_F32
+                     ? (float *)h->c + (g->by_rows ? lo * g->n : lo)
+                     : cbuf;
+      int64_t ldc = h->c_dtype == NPUK_F32 ? g->n : n;
+      if (h->blas) {
+        sgemm_block(ta, tb, m, n, g->k, a, lda, b, ldb, g->ep, g->by_rows ? 0 : lo, c,
+                    (blasint)ldc);
+      } else { /* the one block of all rows (half_plan): C is (m, n) */
+        npuK_matmul_f32_ref_ep(NULL, g->trans_a, g->trans_b, m, n, g->k, a, b, g->ep, c);
+      }
+      if (h->c_dtype != NPUK_F32) { /* narrow the block into C */
+        uint16_t *ch = (uint16_t *)h->c + (g->by_rows ? lo * g->n : lo);
+        if (ldc == g->n) npuK_cast(NULL, m * n, NPUK_F32, c, h->c_dtype, ch);
+        else
+          for (int64_t r = 0; r < m; r++)
+            npuK_cast(NULL, n, NPUK_F32, c + r * ldc, h->c_dtype, ch + r * g->n);
+      }
+    }
+  }
+}
+
+void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                         int64_t k, const void *a, npuK_dtype a_dtype, const float *b,
+                         const npuK_epilogue *ep, void *c, npuK_dtype c_dtype, float *scratch,
+                         int n_slots) {
+  if (a_dtype == NPUK_F32 && c_dtype == NPUK_F32) {
+    if (ep) npuK_matmul_f32_blas_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c);
+    else npuK_matmul_f32_blas(pool, trans_a, trans_b, m, n, k, a, b, c);
+    return;
+  }
+  if (m <= 0 || n <= 0) return;
+  half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .b = b, .ep = ep},
+                .a = a, .c = c, .a_dtype = a_dtype, .c_dtype = c_dtype, .scratch = scratch};
+  half_plan(&h, m, n, k > 0 ? k : 0, n_slots);
+  npuK_parallel_for(pool, h.n_slots, 1, half_range, &h);
 }
 
 void npuK_blas_set_threads(int n) {

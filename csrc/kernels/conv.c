@@ -57,15 +57,70 @@ static void conv_plan_init(conv_plan *p, const npuK_window2d *w, int n_slots) {
   if (p->n_slots > p->n_blocks) p->n_slots = p->n_blocks;
 }
 
-size_t npuK_conv2d_f32_scratch_size(const npuK_window2d *w, int64_t out_c, int n_slots) {
-  conv_plan p;
-  conv_plan_init(&p, w, n_slots);
-  if (p.m == 0 || out_c == 0 || p.k == 0 || conv_is_pointwise(w)) return 0;
-  return (size_t)(p.n_slots * p.bm * p.k) * sizeof(float);
+/* Copies n elements of x (dtype xdt, from element i) into float32 dst: a reduced x is widened
+   on the way (npuK_cast's conversions: the bits of widening x in full first). */
+static inline void copy_in(float *dst, const void *x, npuK_dtype xdt, int64_t i, int64_t n) {
+  if (xdt == NPUK_F32) memcpy(dst, (const float *)x + i, (size_t)n * sizeof *dst);
+  else npuK_cast(NULL, n, xdt, (const uint16_t *)x + i, NPUK_F32, dst);
 }
 
-/* col is (rows, k_h*k_w*c): im2col of output pixels [m0, m0 + rows). */
-static void im2col(const npuK_window2d *w, const float *x, int64_t m0, int64_t rows, float *col) {
+/* A reduced x reaches im2col through a ring of widened input rows (in_w * c floats each),
+   slot ih % n_rows tagged with the row it holds: an output row's window spans
+   (k_h - 1) * dilation_h + 1 input rows, all in distinct slots, and stride_h more let the next
+   output row find its shared rows still there.  Rows are widened whole, in one conversion,
+   instead of each window's few elements at a time (every input element would be converted
+   k_h * k_w times over). */
+typedef struct row_ring {
+  int64_t n_rows;
+  float *tag; /* image * in_h + ih held by each slot (int64, -1: none), 2 floats each: the
+                 scratch is only float-aligned, so they are read and written by memcpy */
+  float *rows;
+} row_ring;
+
+static int64_t ring_tag(const row_ring *r, int64_t slot) {
+  int64_t t;
+  memcpy(&t, r->tag + 2 * slot, sizeof t);
+  return t;
+}
+
+static void ring_set_tag(row_ring *r, int64_t slot, int64_t t) {
+  memcpy(r->tag + 2 * slot, &t, sizeof t);
+}
+
+static int64_t ring_rows(const npuK_window2d *w) {
+  return (w->k_h - 1) * w->dilation_h + 1 + w->stride_h;
+}
+
+/* floats of one ring: its rows, and its tags (int64, counted as two floats each) */
+static int64_t ring_floats(const npuK_window2d *w) {
+  return ring_rows(w) * (w->in_w * w->c + 2);
+}
+
+static void ring_init(row_ring *r, const npuK_window2d *w, float *at) {
+  r->n_rows = ring_rows(w);
+  r->tag = at;
+  r->rows = at + 2 * r->n_rows;
+  for (int64_t i = 0; i < r->n_rows; i++) ring_set_tag(r, i, -1);
+}
+
+/* Input row ih of image nb as float32: x itself, or its ring slot, widened on first use. */
+static const float *in_row(const npuK_window2d *w, const void *x, npuK_dtype xdt, row_ring *r,
+                           int64_t nb, int64_t ih) {
+  int64_t len = w->in_w * w->c, id = nb * w->in_h + ih;
+  if (xdt == NPUK_F32) return (const float *)x + id * len;
+  int64_t slot = ih % r->n_rows;
+  float *row = r->rows + slot * len;
+  if (ring_tag(r, slot) != id) {
+    copy_in(row, x, xdt, id * len, len);
+    ring_set_tag(r, slot, id);
+  }
+  return row;
+}
+
+/* col is (rows, k_h*k_w*c): im2col of output pixels [m0, m0 + rows) of x (dtype xdt; a reduced
+   one read through ring). */
+static void im2col(const npuK_window2d *w, const void *x, npuK_dtype xdt, row_ring *ring,
+                   int64_t m0, int64_t rows, float *col) {
   int64_t c = w->c, kwc = w->k_w * c, k = w->k_h * kwc;
   for (int64_t r = 0; r < rows; r++) {
     int64_t m = m0 + r, ow = m % w->out_w, t = m / w->out_w, oh = t % w->out_h, nb = t / w->out_h;
@@ -79,7 +134,7 @@ static void im2col(const npuK_window2d *w, const float *x, int64_t m0, int64_t r
         memset(dst, 0, (size_t)kwc * sizeof *dst);
         continue;
       }
-      const float *src = x + ((nb * w->in_h + ih) * w->in_w) * c;
+      const float *src = in_row(w, x, xdt, ring, nb, ih);
       if (cols_inside && w->dilation_w == 1) {
         memcpy(dst, src + iw0 * c, (size_t)kwc * sizeof *dst);
         continue;
@@ -93,31 +148,68 @@ static void im2col(const npuK_window2d *w, const float *x, int64_t m0, int64_t r
   }
 }
 
+size_t npuK_conv2d_f32_scratch_size(const npuK_window2d *w, int64_t out_c, int n_slots) {
+  return npuK_conv2d_half_scratch_size(w, out_c, n_slots, NPUK_F32, NPUK_F32);
+}
+
+/* Per slot: the columns of one block (a pointwise convolution of float32 x reads x itself;
+   of reduced x, the widened rows), im2col's ring of widened input rows for a reduced x, and
+   with a reduced y the block's float32 output, narrowed into y once computed. */
+size_t npuK_conv2d_half_scratch_size(const npuK_window2d *w, int64_t out_c, int n_slots,
+                                     npuK_dtype x_dtype, npuK_dtype y_dtype) {
+  conv_plan p;
+  conv_plan_init(&p, w, n_slots);
+  if (p.m == 0 || out_c == 0 || p.k == 0) return 0;
+  int pointwise = conv_is_pointwise(w);
+  int64_t per = pointwise && x_dtype == NPUK_F32 ? 0 : p.bm * p.k;
+  if (!pointwise && x_dtype != NPUK_F32) per += ring_floats(w);
+  if (y_dtype != NPUK_F32) per += p.bm * out_c;
+  return (size_t)(p.n_slots * per) * sizeof(float);
+}
+
 typedef struct conv_job {
   const npuK_window2d *w;
   conv_plan p;
   int pointwise;
   int64_t out_c;
-  const float *x, *filter;
-  float *y, *scratch;
+  const void *x;
+  const float *filter;
+  void *y;
+  float *scratch;
+  npuK_dtype x_dtype, y_dtype;
+  int64_t slot_floats;     /* scratch per slot (npuK_conv2d_half_scratch_size's layout) */
   const npuK_epilogue *ep; /* fused steps: applied to each block as soon as it is computed */
 } conv_job;
 
+/* Each block: its columns (im2col, or the rows of a pointwise x, widened when x is reduced)
+   times the filter into y's rows, or into the slot's float32 block narrowed into a reduced y
+   after the epilogue — the same sgemm calls as float32 x and y, so the bits of widening x in
+   full, the float32 kernel and narrowing y. */
 static void conv_slot_range(void *arg, int64_t begin, int64_t end) {
   const conv_job *j = arg;
   const conv_plan *p = &j->p;
+  int direct = j->pointwise && j->x_dtype == NPUK_F32;
   for (int64_t s = begin; s < end; s++) {
     int64_t b0 = s * p->n_blocks / p->n_slots, b1 = (s + 1) * p->n_blocks / p->n_slots;
-    float *col = j->pointwise ? NULL : j->scratch + s * p->bm * p->k;
+    float *col = j->scratch ? j->scratch + s * j->slot_floats : NULL, *next = col;
+    if (!direct) next += p->bm * p->k;
+    row_ring ring = {0};
+    if (!j->pointwise && j->x_dtype != NPUK_F32) {
+      ring_init(&ring, j->w, next);
+      next += ring_floats(j->w);
+    }
+    float *yblock = j->y_dtype == NPUK_F32 ? NULL : next;
     for (int64_t b = b0; b < b1; b++) {
       int64_t m0 = b * p->bm, rows = p->m - m0 < p->bm ? p->m - m0 : p->bm;
-      const float *a = j->x + m0 * p->k;
-      if (!j->pointwise) {
-        im2col(j->w, j->x, m0, rows, col);
-        a = col;
-      }
-      npuK_matmul_f32_blas(NULL, 0, 0, rows, j->out_c, p->k, a, j->filter, j->y + m0 * j->out_c);
-      if (j->ep) npuK_epilogue_f32(j->ep, rows, j->out_c, j->out_c, j->y + m0 * j->out_c);
+      const float *a = direct ? (const float *)j->x + m0 * p->k : col;
+      if (j->pointwise && !direct) copy_in(col, j->x, j->x_dtype, m0 * p->k, rows * p->k);
+      else if (!j->pointwise) im2col(j->w, j->x, j->x_dtype, &ring, m0, rows, col);
+      float *y = yblock ? yblock : (float *)j->y + m0 * j->out_c;
+      npuK_matmul_f32_blas(NULL, 0, 0, rows, j->out_c, p->k, a, j->filter, y);
+      if (j->ep) npuK_epilogue_f32(j->ep, rows, j->out_c, j->out_c, y);
+      if (yblock)
+        npuK_cast(NULL, rows * j->out_c, NPUK_F32, yblock, j->y_dtype,
+                  (uint16_t *)j->y + m0 * j->out_c);
     }
   }
 }
@@ -130,12 +222,37 @@ void npuK_conv2d_f32(const npuK_pool *pool, const npuK_window2d *w, int64_t out_
 void npuK_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
                         const float *x, const float *filter, const npuK_epilogue *ep, float *y,
                         float *scratch, int n_slots) {
+  npuK_conv2d_half_ep(pool, w, out_c, x, NPUK_F32, filter, ep, y, NPUK_F32, scratch, n_slots);
+}
+
+void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                         const void *x, npuK_dtype x_dtype, const float *filter,
+                         const npuK_epilogue *ep, void *y, npuK_dtype y_dtype, float *scratch,
+                         int n_slots) {
   conv_job j;
   conv_plan_init(&j.p, w, n_slots);
   if (j.p.m == 0 || out_c == 0) return;
-  if (j.p.k == 0) {
-    memset(y, 0, (size_t)(j.p.m * out_c) * sizeof *y);
-    if (ep) npuK_epilogue_f32(ep, j.p.m, out_c, out_c, y);
+  if (j.p.k == 0) { /* no taps: every row is the epilogue of zeros */
+    if (y_dtype == NPUK_F32) {
+      memset(y, 0, (size_t)(j.p.m * out_c) * sizeof(float));
+      if (ep) npuK_epilogue_f32(ep, j.p.m, out_c, out_c, y);
+      return;
+    }
+    /* reduced y: one row computed a chunk of columns at a time on the stack, narrowed, then
+       copied to the other rows (every row is the same) */
+    float blk[256];
+    uint16_t *yh = y;
+    for (int64_t c0 = 0; c0 < out_c; c0 += 256) {
+      int64_t len = out_c - c0 < 256 ? out_c - c0 : 256;
+      memset(blk, 0, sizeof blk);
+      if (ep) {
+        npuK_epilogue part = {.bias = ep->bias ? ep->bias + c0 : NULL, .act = ep->act,
+                              .alpha = ep->alpha, .slope = ep->slope ? ep->slope + c0 : NULL};
+        npuK_epilogue_f32(&part, 1, len, len, blk);
+      }
+      npuK_cast(NULL, len, NPUK_F32, blk, y_dtype, yh + c0);
+    }
+    for (int64_t r = 1; r < j.p.m; r++) memcpy(yh + r * out_c, yh, (size_t)out_c * sizeof *yh);
     return;
   }
   j.ep = ep;
@@ -143,9 +260,14 @@ void npuK_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t o
   j.pointwise = conv_is_pointwise(w);
   j.out_c = out_c;
   j.x = x;
+  j.x_dtype = x_dtype;
   j.filter = filter;
   j.y = y;
+  j.y_dtype = y_dtype;
   j.scratch = scratch;
+  j.slot_floats = (j.pointwise && x_dtype == NPUK_F32 ? 0 : j.p.bm * j.p.k) +
+                  (!j.pointwise && x_dtype != NPUK_F32 ? ring_floats(w) : 0) +
+                  (y_dtype == NPUK_F32 ? 0 : j.p.bm * out_c);
   npuK_parallel_for(pool, j.p.n_slots, 1, conv_slot_range, &j);
 }
 
@@ -373,36 +495,115 @@ dw_col_mult(const dw_job *j, const dw_row *r, int64_t ow, float *restrict yo) {
   }
 }
 
+/* Output row `row` (image nb, row oh) into yrow.  Input row ih of image nb is at
+   img + (ih - ih_base) * in_w * c: x itself (ih_base 0), or a band of widened rows starting at
+   input row ih_base (which the row's valid taps never precede). */
+static inline __attribute__((always_inline)) void dw_one_row(const dw_job *j, int64_t row,
+                                                             const float *img, int64_t ih_base,
+                                                             float *yrow) {
+  const npuK_window2d *w = j->w;
+  const int64_t cm = w->c * j->mult;
+  int64_t oh = row % w->out_h, ih0 = oh * w->stride_h - w->pad_top;
+  int64_t a = 0, b = w->k_h;
+  while (a < b && ih0 + a * w->dilation_h < 0) a++;
+  while (b > a && ih0 + (b - 1) * w->dilation_h >= w->in_h) b--;
+  dw_row r = {img, a, b - a, w->dilation_h * w->in_w * w->c};
+  if (b > a) r.xr = img + (ih0 + a * w->dilation_h - ih_base) * w->in_w * w->c;
+  if (j->mult != 1) {
+    for (int64_t ow = 0; ow < w->out_w; ow++) dw_col_mult(j, &r, ow, yrow + ow * cm);
+  } else {
+    int64_t ow = 0, kw0, kw1;
+    for (; ow < j->ow_lo; ow++) {
+      dw_kw_range(w, ow, &kw0, &kw1);
+      dw_cols(j, &r, ow, 1, kw0, kw1, yrow + ow * cm);
+    }
+    for (; ow + DW_TW <= j->ow_hi; ow += DW_TW) dw_cols(j, &r, ow, DW_TW, 0, w->k_w, yrow + ow * cm);
+    for (; ow < j->ow_hi; ow++) dw_cols(j, &r, ow, 1, 0, w->k_w, yrow + ow * cm);
+    for (; ow < w->out_w; ow++) {
+      dw_kw_range(w, ow, &kw0, &kw1);
+      dw_cols(j, &r, ow, 1, kw0, kw1, yrow + ow * cm);
+    }
+  }
+  if (j->ep && !j->ep_inline) npuK_epilogue_f32(j->ep, w->out_w, cm, cm, yrow);
+}
+
 /* One item = one output row (nb, oh). Inlined into a plain and an AVX2 clone below. */
 static inline __attribute__((always_inline)) void dw_rows(const dw_job *j, int64_t begin,
                                                           int64_t end) {
   const npuK_window2d *w = j->w;
-  const int64_t cm = w->c * j->mult;
-  for (int64_t row = begin; row < end; row++) {
-    int64_t nb = row / w->out_h, oh = row % w->out_h, ih0 = oh * w->stride_h - w->pad_top;
-    int64_t a = 0, b = w->k_h;
-    while (a < b && ih0 + a * w->dilation_h < 0) a++;
-    while (b > a && ih0 + (b - 1) * w->dilation_h >= w->in_h) b--;
-    dw_row r = {j->x, a, b - a, w->dilation_h * w->in_w * w->c};
-    if (b > a) r.xr = j->x + (nb * w->in_h + ih0 + a * w->dilation_h) * w->in_w * w->c;
-    float *yrow = j->y + row * w->out_w * cm;
-    if (j->mult != 1) {
-      for (int64_t ow = 0; ow < w->out_w; ow++) dw_col_mult(j, &r, ow, yrow + ow * cm);
-    } else {
-      int64_t ow = 0, kw0, kw1;
-      for (; ow < j->ow_lo; ow++) {
-        dw_kw_range(w, ow, &kw0, &kw1);
-        dw_cols(j, &r, ow, 1, kw0, kw1, yrow + ow * cm);
+  const int64_t cm = w->c * j->mult, img = w->in_h * w->in_w * w->c;
+  for (int64_t row = begin; row < end; row++)
+    dw_one_row(j, row, j->x + row / w->out_h * img, 0, j->y + row * w->out_w * cm);
+}
+
+/* Reduced x or y (float16 / bfloat16): one item = one slot of scratch, which takes rows
+   [slot * R / n_slots, (slot + 1) * R / n_slots) of the R = n * out_h output rows in bands of
+   DW_BAND rows of one image.  A band's input rows (contiguous in x) are widened into the slot
+   in one conversion; each output row is computed into the slot's float32 row (reduced y),
+   epilogue included, and narrowed.  The same dw_one_row on the same float32 values: the bits
+   of widening x in full, the float32 kernel and narrowing y. */
+#define DW_BAND 8
+
+static int64_t dw_band_rows(const npuK_window2d *w) { /* input rows one band can read */
+  int64_t rows = (DW_BAND - 1) * w->stride_h + (w->k_h - 1) * w->dilation_h + 1;
+  return rows < w->in_h ? rows : w->in_h;
+}
+
+static int64_t dw_slot_floats(const npuK_window2d *w, int64_t mult, npuK_dtype x_dtype,
+                              npuK_dtype y_dtype) {
+  return (x_dtype != NPUK_F32 ? dw_band_rows(w) * w->in_w * w->c : 0) +
+         (y_dtype != NPUK_F32 ? w->out_w * w->c * mult : 0);
+}
+
+typedef struct dw_half_job {
+  dw_job j;
+  const void *x;
+  void *y;
+  npuK_dtype x_dtype, y_dtype;
+  float *scratch;
+  int64_t slot_floats, n_slots;
+} dw_half_job;
+
+static inline __attribute__((always_inline)) void dw_half_slots(const dw_half_job *h,
+                                                                int64_t begin, int64_t end) {
+  const dw_job *j = &h->j;
+  const npuK_window2d *w = j->w;
+  const int64_t cm = w->c * j->mult, len = w->in_w * w->c, n_rows = w->n * w->out_h;
+  for (int64_t s = begin; s < end; s++) {
+    float *band = h->scratch + s * h->slot_floats;
+    float *ybuf = band + (h->x_dtype != NPUK_F32 ? dw_band_rows(w) * len : 0);
+    int64_t r0 = s * n_rows / h->n_slots, r1 = (s + 1) * n_rows / h->n_slots;
+    while (r0 < r1) {
+      int64_t nb = r0 / w->out_h, oh0 = r0 % w->out_h;
+      int64_t r_end = r0 + DW_BAND;
+      if (r_end > r1) r_end = r1;
+      if (r_end > (nb + 1) * w->out_h) r_end = (nb + 1) * w->out_h;
+      const float *img = (const float *)h->x + nb * w->in_h * len;
+      int64_t ih_base = 0;
+      if (h->x_dtype != NPUK_F32) { /* the band's input rows, clamped to the image */
+        int64_t lo = oh0 * w->stride_h - w->pad_top;
+        int64_t hi = (oh0 + (r_end - r0) - 1) * w->stride_h - w->pad_top +
+                     (w->k_h - 1) * w->dilation_h + 1;
+        if (lo < 0) lo = 0;
+        if (hi > w->in_h) hi = w->in_h;
+        if (hi > lo) copy_in(band, h->x, h->x_dtype, (nb * w->in_h + lo) * len, (hi - lo) * len);
+        img = band;
+        ih_base = lo;
       }
-      for (; ow + DW_TW <= j->ow_hi; ow += DW_TW) dw_cols(j, &r, ow, DW_TW, 0, w->k_w, yrow + ow * cm);
-      for (; ow < j->ow_hi; ow++) dw_cols(j, &r, ow, 1, 0, w->k_w, yrow + ow * cm);
-      for (; ow < w->out_w; ow++) {
-        dw_kw_range(w, ow, &kw0, &kw1);
-        dw_cols(j, &r, ow, 1, kw0, kw1, yrow + ow * cm);
+      for (int64_t row = r0; row < r_end; row++) {
+        float *yrow = h->y_dtype != NPUK_F32 ? ybuf : (float *)h->y + row * w->out_w * cm;
+        dw_one_row(j, row, img, ih_base, yrow);
+        if (h->y_dtype != NPUK_F32)
+          npuK_cast(NULL, w->out_w * cm, NPUK_F32, ybuf, h->y_dtype,
+                    (uint16_t *)h->y + row * w->out_w * cm);
       }
+      r0 = r_end;
     }
-    if (j->ep && !j->ep_inline) npuK_epilogue_f32(j->ep, w->out_w, cm, cm, yrow);
   }
+}
+
+static void dw_half_range(void *arg, int64_t begin, int64_t end) {
+  dw_half_slots(arg, begin, end);
 }
 
 static void dw_range(void *arg, int64_t begin, int64_t end) { dw_rows(arg, begin, end); }
@@ -413,6 +614,11 @@ static void dw_range(void *arg, int64_t begin, int64_t end) { dw_rows(arg, begin
    (the one cast.c makes) picks it. No FMA: that would change the rounding. */
 __attribute__((target("avx2"))) static void dw_range_avx2(void *arg, int64_t begin, int64_t end) {
   dw_rows(arg, begin, end);
+}
+
+__attribute__((target("avx2"))) static void dw_half_range_avx2(void *arg, int64_t begin,
+                                                               int64_t end) {
+  dw_half_slots(arg, begin, end);
 }
 
 static int dw_have_avx2(void) {
@@ -428,9 +634,8 @@ void npuK_depthwise_conv2d_f32(const npuK_pool *pool, const npuK_window2d *w, in
   npuK_depthwise_conv2d_f32_ep(pool, w, multiplier, x, filter, NULL, y);
 }
 
-static void dw_run(const npuK_pool *pool, const npuK_window2d *w, int64_t multiplier,
-                   const float *x, const float *filter, const npuK_epilogue *ep, float *y,
-                   int allow_avx2) {
+static dw_job dw_job_init(const npuK_window2d *w, int64_t multiplier, const float *x,
+                          const float *filter, const npuK_epilogue *ep, float *y) {
   dw_job j = {w, multiplier, x, filter, y, ep, w->out_w, w->out_w, dw_ep_inline(ep, multiplier)};
   /* the interior is contiguous: both bounds tests are monotone in ow */
   for (int64_t ow = 0; ow < w->out_w; ow++) {
@@ -440,6 +645,45 @@ static void dw_run(const npuK_pool *pool, const npuK_window2d *w, int64_t multip
       j.ow_hi = ow + 1;
     }
   }
+  return j;
+}
+
+static int64_t dw_n_slots(const npuK_window2d *w, int n_slots) {
+  int64_t rows = w->n * w->out_h, n = n_slots < 1 ? 1 : n_slots;
+  return n < rows ? n : rows;
+}
+
+size_t npuK_depthwise_conv2d_half_scratch_size(const npuK_window2d *w, int64_t multiplier,
+                                               int n_slots, npuK_dtype x_dtype,
+                                               npuK_dtype y_dtype) {
+  if (x_dtype == NPUK_F32 && y_dtype == NPUK_F32) return 0;
+  return (size_t)(dw_n_slots(w, n_slots) * dw_slot_floats(w, multiplier, x_dtype, y_dtype)) *
+         sizeof(float);
+}
+
+void npuK_depthwise_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                   int64_t multiplier, const void *x, npuK_dtype x_dtype,
+                                   const float *filter, const npuK_epilogue *ep, void *y,
+                                   npuK_dtype y_dtype, float *scratch, int n_slots) {
+  if (x_dtype == NPUK_F32 && y_dtype == NPUK_F32) {
+    npuK_depthwise_conv2d_f32_ep(pool, w, multiplier, x, filter, ep, y);
+    return;
+  }
+  int64_t slots = dw_n_slots(w, n_slots);
+  if (slots <= 0 || w->out_w * w->c * multiplier == 0) return;
+  dw_half_job h = {dw_job_init(w, multiplier, NULL, filter, ep, NULL), x, y, x_dtype, y_dtype,
+                   scratch, dw_slot_floats(w, multiplier, x_dtype, y_dtype), slots};
+  void (*range)(void *, int64_t, int64_t) = dw_half_range;
+#if DW_AVX2
+  if (dw_have_avx2()) range = dw_half_range_avx2;
+#endif
+  npuK_parallel_for(pool, slots, 1, range, &h);
+}
+
+static void dw_run(const npuK_pool *pool, const npuK_window2d *w, int64_t multiplier,
+                   const float *x, const float *filter, const npuK_epilogue *ep, float *y,
+                   int allow_avx2) {
+  dw_job j = dw_job_init(w, multiplier, x, filter, ep, y);
   void (*range)(void *, int64_t, int64_t) = dw_range;
 #if DW_AVX2
   if (allow_avx2 && dw_have_avx2()) range = dw_range_avx2;

@@ -392,6 +392,18 @@ void npuK_depthwise_conv2d_f32_ref(const npuK_pool *pool, const npuK_window2d *w
  * normally 1). max_pool ignores padded positions, propagates NaN; a window with no valid
  * position gives -inf. avg_pool divides the sum (kh, kw ascending, in float) by the number of
  * NON-padded positions (TF semantics); an empty window gives 0. */
+/* max_pool / avg_pool whose x and y may be stored as float16 / bfloat16 (F32 too: then the
+ * _f32 kernels, no scratch): output rows in bands whose input rows are widened at once, each
+ * row pooled in float32 and narrowed — the bits of widening x in full, the _f32 kernel and
+ * narrowing y.  scratch: npuK_pool_half_scratch_size bytes. */
+size_t npuK_pool_half_scratch_size(const npuK_window2d *w, int n_slots, npuK_dtype x_dtype,
+                                   npuK_dtype y_dtype);
+void npuK_max_pool_half(const npuK_pool *pool, const npuK_window2d *w, const void *x,
+                        npuK_dtype x_dtype, void *y, npuK_dtype y_dtype, float *scratch,
+                        int n_slots);
+void npuK_avg_pool_half(const npuK_pool *pool, const npuK_window2d *w, const void *x,
+                        npuK_dtype x_dtype, void *y, npuK_dtype y_dtype, float *scratch,
+                        int n_slots);
 void npuK_max_pool_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x, float *y);
 void npuK_max_pool_f32_ref(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                            float *y);
@@ -511,6 +523,17 @@ void npuK_epilogue_f32(const npuK_epilogue *e, int64_t rows, int64_t cols, int64
 void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
                              int64_t n, int64_t k, const float *a, const float *b,
                              const npuK_epilogue *ep, float *c);
+/* matmul whose A and C may be stored as float16 / bfloat16 (a_dtype, c_dtype; F32 too: then
+ * the _blas kernels and no scratch), B float32: the _blas GEMM's blocks, each widening its rows
+ * of op(A) (all of A once per slot when the blocks are columns) and computing its block of C
+ * in scratch, epilogue included, then narrowing it — the bits of widening A in full,
+ * npuK_matmul_f32_blas(_ep) and narrowing C.  scratch: npuK_matmul_half_scratch_size bytes. */
+size_t npuK_matmul_half_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
+                                     npuK_dtype a_dtype, npuK_dtype c_dtype);
+void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                         int64_t k, const void *a, npuK_dtype a_dtype, const float *b,
+                         const npuK_epilogue *ep, void *c, npuK_dtype c_dtype, float *scratch,
+                         int n_slots);
 void npuK_matmul_f32_ref_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
                             int64_t n, int64_t k, const float *a, const float *b,
                             const npuK_epilogue *ep, float *c);
@@ -523,6 +546,28 @@ void npuK_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t o
 void npuK_conv2d_f32_ref_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
                             const float *x, const float *filter, const npuK_epilogue *ep,
                             float *y, float *scratch, int n_slots);
+/* conv2d whose x and y may be stored as float16 / bfloat16 (x_dtype, y_dtype; F32 too): each
+ * block's columns are widened from x as im2col builds them (a pointwise convolution widens
+ * its block of rows), and a reduced y is computed a block at a time in scratch, the epilogue
+ * applied, then narrowed — the bits of widening x in full, npuK_conv2d_f32_ep and narrowing y,
+ * without the full-size float32 copies.  scratch: npuK_conv2d_half_scratch_size bytes. */
+size_t npuK_conv2d_half_scratch_size(const npuK_window2d *w, int64_t out_c, int n_slots,
+                                     npuK_dtype x_dtype, npuK_dtype y_dtype);
+void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                         const void *x, npuK_dtype x_dtype, const float *filter,
+                         const npuK_epilogue *ep, void *y, npuK_dtype y_dtype, float *scratch,
+                         int n_slots);
+/* depthwise_conv2d likewise (x_dtype, y_dtype F32 too: then npuK_depthwise_conv2d_f32_ep and
+ * no scratch): each slot's output rows go in bands whose input rows are widened at once, and
+ * each output row is computed (epilogue included) in float32 and narrowed.  scratch:
+ * npuK_depthwise_conv2d_half_scratch_size bytes. */
+size_t npuK_depthwise_conv2d_half_scratch_size(const npuK_window2d *w, int64_t multiplier,
+                                               int n_slots, npuK_dtype x_dtype,
+                                               npuK_dtype y_dtype);
+void npuK_depthwise_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                   int64_t multiplier, const void *x, npuK_dtype x_dtype,
+                                   const float *filter, const npuK_epilogue *ep, void *y,
+                                   npuK_dtype y_dtype, float *scratch, int n_slots);
 void npuK_depthwise_conv2d_f32_ep(const npuK_pool *pool, const npuK_window2d *w,
                                   int64_t multiplier, const float *x, const float *filter,
                                   const npuK_epilogue *ep, float *y);

@@ -16,6 +16,10 @@ typedef struct pool_job {
   const npuK_window2d *w;
   const float *x;
   float *y;
+  /* x holds input rows from row x_row0 (image * in_h + ih) on, y output rows from y_row0
+     (image * out_h + oh): both 0 for whole tensors; a band of widened rows and a one-row
+     float32 buffer for reduced x and y (pool_half) */
+  int64_t x_row0, y_row0;
 } pool_job;
 
 /* The fast range: per output pixel the valid window is found once (rows and columns are each a
@@ -39,6 +43,95 @@ static void pool_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, int
   *k1 = b;
 }
 
+/* Reduced x or y (float16 / bfloat16): one item = one slot of scratch, which takes output rows
+   [slot * R / n_slots, (slot + 1) * R / n_slots) of the R = n * out_h in bands of POOL_BAND
+   rows of one image.  A band's input rows (contiguous in x) are widened into the slot in one
+   conversion, and each output row is pooled by the float32 range into the slot's row buffer
+   and narrowed (reduced y), or straight into y.  The same range on the same float32 values:
+   the bits of widening x in full, the float32 kernel and narrowing y. */
+#define POOL_BAND 8
+
+static int64_t band_rows(const npuK_window2d *w) {
+  int64_t rows = (POOL_BAND - 1) * w->stride_h + (w->k_h - 1) * w->dilation_h + 1;
+  return rows < w->in_h ? rows : w->in_h;
+}
+
+static int64_t slot_floats(const npuK_window2d *w, npuK_dtype x_dtype, npuK_dtype y_dtype) {
+  return (x_dtype != NPUK_F32 ? band_rows(w) * w->in_w * w->c : 0) +
+         (y_dtype != NPUK_F32 ? w->out_w * w->c : 0);
+}
+
+static int64_t pool_slots(const npuK_window2d *w, int n_slots) {
+  int64_t rows = w->n * w->out_h, n = n_slots < 1 ? 1 : n_slots;
+  return n < rows ? n : rows;
+}
+
+size_t npuK_pool_half_scratch_size(const npuK_window2d *w, int n_slots, npuK_dtype x_dtype,
+                                   npuK_dtype y_dtype) {
+  if (x_dtype == NPUK_F32 && y_dtype == NPUK_F32) return 0;
+  return (size_t)(pool_slots(w, n_slots) * slot_floats(w, x_dtype, y_dtype)) * sizeof(float);
+}
+
+typedef struct pool_half_job {
+  const npuK_window2d *w;
+  const void *x;
+  void *y;
+  npuK_dtype x_dtype, y_dtype;
+  float *scratch;
+  int64_t n_slots, slot_floats;
+  npuK_range_fn range;
+} pool_half_job;
+
+static void pool_half_range(void *arg, int64_t s0, int64_t s1) {
+  const pool_half_job *h = arg;
+  const npuK_window2d *w = h->w;
+  const int64_t len = w->in_w * w->c, ylen = w->out_w * w->c, n_rows = w->n * w->out_h;
+  for (int64_t s = s0; s < s1; s++) {
+    float *band = h->scratch + s * h->slot_floats;
+    float *ybuf = band + (h->x_dtype != NPUK_F32 ? band_rows(w) * len : 0);
+    int64_t r0 = s * n_rows / h->n_slots, r1 = (s + 1) * n_rows / h->n_slots;
+    while (r0 < r1) {
+      int64_t nb = r0 / w->out_h, oh0 = r0 % w->out_h, r_end = r0 + POOL_BAND;
+      if (r_end > r1) r_end = r1;
+      if (r_end > (nb + 1) * w->out_h) r_end = (nb + 1) * w->out_h;
+      pool_job j = {w, h->x, h->y, 0, 0};
+      if (h->x_dtype != NPUK_F32) { /* the band's input rows, clamped to the image */
+        int64_t lo = oh0 * w->stride_h - w->pad_top;
+        int64_t hi = (oh0 + (r_end - r0) - 1) * w->stride_h - w->pad_top +
+                     (w->k_h - 1) * w->dilation_h + 1;
+        if (lo < 0) lo = 0;
+        if (hi > w->in_h) hi = w->in_h;
+        if (hi > lo)
+          npuK_cast(NULL, (hi - lo) * len, h->x_dtype,
+                    (const uint16_t *)h->x + (nb * w->in_h + lo) * len, NPUK_F32, band);
+        j.x = band;
+        j.x_row0 = nb * w->in_h + lo;
+      }
+      if (h->y_dtype == NPUK_F32) {
+        h->range(&j, r0, r_end);
+      } else {
+        j.y = ybuf;
+        for (int64_t row = r0; row < r_end; row++) {
+          j.y_row0 = row;
+          h->range(&j, row, row + 1);
+          npuK_cast(NULL, ylen, NPUK_F32, ybuf, h->y_dtype, (uint16_t *)h->y + row * ylen);
+        }
+      }
+      r0 = r_end;
+    }
+  }
+}
+
+static void pool_half(const npuK_pool *pool, const npuK_window2d *w, const void *x,
+                      npuK_dtype x_dtype, void *y, npuK_dtype y_dtype, float *scratch,
+                      int n_slots, npuK_range_fn range) {
+  int64_t slots = pool_slots(w, n_slots);
+  if (slots <= 0 || w->out_w * w->c == 0) return;
+  pool_half_job h = {w, x, y, x_dtype, y_dtype, scratch, slots,
+                     slot_floats(w, x_dtype, y_dtype), range};
+  npuK_parallel_for(pool, slots, 1, pool_half_range, &h);
+}
+
 #define DEFINE_POOL_FAST(name, INIT, ACCUM, VACCUM, FINISH)                                    \
   static void name##_range(void *arg, int64_t begin, int64_t end) {                            \
     const pool_job *j = arg;                                                                   \
@@ -49,11 +142,11 @@ static void pool_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, int
       pool_range_1d(oh, w->stride_h, w->pad_top, w->k_h, w->dilation_h, w->in_h, &kh0, &kh1); \
       int64_t ih0 = oh * w->stride_h - w->pad_top;                                             \
       for (int64_t ow = 0; ow < w->out_w; ow++) {                                              \
-        float *o = j->y + (row * w->out_w + ow) * c;                                           \
+        float *o = j->y + ((row - j->y_row0) * w->out_w + ow) * c;                             \
         pool_range_1d(ow, w->stride_w, w->pad_left, w->k_w, w->dilation_w, w->in_w, &kw0,      \
                       &kw1);                                                                   \
         int64_t count = (kh1 - kh0) * (kw1 - kw0), iw0 = ow * w->stride_w - w->pad_left, ci = 0; \
-        const float *xb = j->x + (nb * w->in_h * w->in_w + iw0) * c;                           \
+        const float *xb = j->x + ((nb * w->in_h - j->x_row0) * w->in_w + iw0) * c;            \
         for (; ci + POOL_VL <= c; ci += POOL_VL) {                                             \
           pool_vec acc = (pool_vec){0} + (INIT);                                               \
           for (int64_t kh = kh0; kh < kh1; kh++)                                               \
@@ -79,10 +172,16 @@ static void pool_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, int
   }                                                                                            \
   void npuK_##name##_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,        \
                          float *y) {                                                           \
-    pool_job j = {w, x, y};                                                                    \
+    pool_job j = {w, x, y, 0, 0};                                                              \
     int64_t per_row = w->out_w * w->c * w->k_h * w->k_w;                                       \
     npuK_parallel_for(pool, w->n * w->out_h, 1 + K_GRAIN_ELEMS / (per_row > 0 ? per_row : 1),  \
                       name##_range, &j);                                                       \
+  }                                                                                            \
+  void npuK_##name##_half(const npuK_pool *pool, const npuK_window2d *w, const void *x,        \
+                          npuK_dtype x_dtype, void *y, npuK_dtype y_dtype, float *scratch,     \
+                          int n_slots) {                                                       \
+    if (x_dtype == NPUK_F32 && y_dtype == NPUK_F32) npuK_##name##_f32(pool, w, x, y);          \
+    else pool_half(pool, w, x, x_dtype, y, y_dtype, scratch, n_slots, name##_range);           \
   }                                                                                            \
   void npuK_##name##_f32_ref(const npuK_pool *pool, const npuK_window2d *w, const float *x,    \
                              float *y) {                                                       \

@@ -5,7 +5,8 @@
  * Attributes: strides and dilations ({1, sh, sw, 1} as TF, {sh, sw}, or one int; default 1),
  * padding ("SAME", "VALID" or "EXPLICIT"; required), explicit_paddings (8 ints in NHWC order,
  * {0, 0, top, bottom, left, right, 0, 0}; with EXPLICIT only), data_format ("NHWC" only).
- * f32 only (the GEMM path is sgemm).
+ * f32 only (the GEMM path is sgemm); under the precision pass x and y may be stored float16 /
+ * bfloat16, widened and narrowed a block at a time by the kernel (NPUX_F_HALF_XY).
  * Trust list: a cube op whose products accumulate well in float16 on the reference device.
  * Device: im2col blocks + sgemm with per-thread scratch.  Reference: naive loops.
  * Gradient: conv2d_backprop_input(filter, dy) and conv2d_backprop_filter(x, dy).
@@ -22,7 +23,8 @@ static size_t scratch_size(const npuX_call *c) {
   const npu_tensor *f = c->in[1];
   npuK_window2d w;
   if (npuX_window_geometry(c->params, c->in[0], f->shape[0], f->shape[1], &w)) return 0;
-  return npuK_conv2d_f32_scratch_size(&w, f->shape[3], c->n_threads);
+  return npuK_conv2d_half_scratch_size(&w, f->shape[3], c->n_threads,
+                                       (npuK_dtype)c->in[0]->dtype, (npuK_dtype)c->out[0]->dtype);
 }
 
 static npu_status run_impl(const npuX_call *c, bool reference) {
@@ -30,8 +32,12 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   npuK_window2d w;
   npu_status st = npuX_window_call(c, f->shape[0], f->shape[1], &w);
   if (st) return st;
-  (reference ? npuK_conv2d_f32_ref : npuK_conv2d_f32)(c->pool, &w, f->shape[3], x->data, f->data,
-                                                      c->out[0]->data, c->scratch, c->n_threads);
+  if (reference)
+    npuK_conv2d_f32_ref(c->pool, &w, f->shape[3], x->data, f->data, c->out[0]->data, c->scratch,
+                        c->n_threads);
+  else /* x and y as stored (NPUX_F_HALF_XY): float32, or float16 / bfloat16 */
+    npuK_conv2d_half_ep(c->pool, &w, f->shape[3], x->data, (npuK_dtype)x->dtype, f->data, NULL,
+                        c->out[0]->data, (npuK_dtype)c->out[0]->dtype, c->scratch, c->n_threads);
   return NPU_OK;
 }
 
@@ -44,5 +50,5 @@ static npu_status grad(npuX_grad *gc) {
 
 const npu_op_def npuX_op_conv2d = {
     .name = "conv2d", .tf_type = "Conv2D", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .prec = NPUX_PREC_TRUST, .parse = npuX_conv_parse, .infer = infer,
+    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .parse = npuX_conv_parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};

@@ -6,7 +6,8 @@
  * Attributes: strides and dilations ({1, sh, sw, 1} as TF, {sh, sw}, or one int; default 1),
  * padding ("SAME", "VALID" or "EXPLICIT"; required), explicit_paddings (8 ints in NHWC order,
  * {0, 0, top, bottom, left, right, 0, 0}; with EXPLICIT only), data_format ("NHWC" only).
- * f32 only (the kernels are float).
+ * f32 only (the kernels are float); under the precision pass x and y may be stored float16 /
+ * bfloat16, widened by bands of rows and narrowed by rows in the kernel (NPUX_F_HALF_XY).
  * Trust list: convolutions are the reference device's float16 cube work, and each output is a
  * short sum of k_h * k_w products.  Device: direct loops vectorised over channels.
  * Reference: naive loops.
@@ -26,13 +27,27 @@ static npu_status infer(npuX_infer *ic, const void *params) {
   return st;
 }
 
+/* Scratch only for x or y stored float16 / bfloat16 (NPUX_F_HALF_XY): bands of widened rows. */
+static size_t scratch_size(const npuX_call *c) {
+  const npu_tensor *f = c->in[1];
+  npuK_window2d w;
+  if (npuX_window_geometry(c->params, c->in[0], f->shape[0], f->shape[1], &w)) return 0;
+  return npuK_depthwise_conv2d_half_scratch_size(&w, f->shape[3], c->n_threads,
+                                                 (npuK_dtype)c->in[0]->dtype,
+                                                 (npuK_dtype)c->out[0]->dtype);
+}
+
 static npu_status run_impl(const npuX_call *c, bool reference) {
   const npu_tensor *x = c->in[0], *f = c->in[1];
   npuK_window2d w;
   npu_status st = npuX_window_call(c, f->shape[0], f->shape[1], &w);
   if (st) return st;
-  (reference ? npuK_depthwise_conv2d_f32_ref : npuK_depthwise_conv2d_f32)(
-      c->pool, &w, f->shape[3], x->data, f->data, c->out[0]->data);
+  if (reference)
+    npuK_depthwise_conv2d_f32_ref(c->pool, &w, f->shape[3], x->data, f->data, c->out[0]->data);
+  else /* x and y as stored (NPUX_F_HALF_XY) */
+    npuK_depthwise_conv2d_half_ep(c->pool, &w, f->shape[3], x->data, (npuK_dtype)x->dtype,
+                                  f->data, NULL, c->out[0]->data, (npuK_dtype)c->out[0]->dtype,
+                                  c->scratch, c->n_threads);
   return NPU_OK;
 }
 
@@ -45,5 +60,6 @@ static npu_status grad(npuX_grad *gc) {
 
 const npu_op_def npuX_op_depthwise_conv2d = {
     .name = "depthwise_conv2d", .tf_type = "DepthwiseConv2dNative", .min_inputs = 2,
-    .max_inputs = 2, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .parse = npuX_conv_parse,
-    .infer = infer, .run = run, .run_ref = run_ref, .grad = grad};
+    .max_inputs = 2, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY,
+    .parse = npuX_conv_parse, .infer = infer, .scratch_size = scratch_size, .run = run,
+    .run_ref = run_ref, .grad = grad};

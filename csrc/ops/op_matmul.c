@@ -1,7 +1,9 @@
 /*
  * op_matmul.c — matmul: C = op(A) op(B) for rank-2 A and B (TensorFlow MatMul with its
  * transpose_a / transpose_b attributes).  Trust list: a cube op, may run in float16.
- * Device: OpenBLAS sgemm/dgemm.  Reference: the naive triple loop.
+ * Device: OpenBLAS sgemm/dgemm; under the precision pass A and C may be stored float16 /
+ * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY).  Reference: the
+ * naive triple loop.
  * Gradient (TensorFlow's _MatMulGrad): two products with the transposes folded into the
  * attributes, e.g. dA = dC B^T, dB = A^T dC.
  */
@@ -42,6 +44,15 @@ static npu_status infer(npuX_infer *ic, const void *params) {
   return NPU_OK;
 }
 
+/* Scratch only for A or C stored float16 / bfloat16 (NPUX_F_HALF_XY): their blocks in float32. */
+static size_t scratch_size(const npuX_call *c) {
+  const matmul_params *p = c->params;
+  const npu_tensor *a = c->in[0], *y = c->out[0];
+  if (a->ndim != 2 || y->ndim != 2) return 0;
+  return npuK_matmul_half_scratch_size(y->shape[0], y->shape[1], a->shape[p->transpose_a ? 0 : 1],
+                                       c->n_threads, (npuK_dtype)a->dtype, (npuK_dtype)y->dtype);
+}
+
 static npu_status run_impl(const npuX_call *c, bool reference) {
   const matmul_params *p = c->params;
   const npu_tensor *a = c->in[0], *b = c->in[1];
@@ -50,9 +61,13 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   if (a->dtype == NPU_DTYPE_F64) {
     (reference ? npuK_matmul_f64_ref : npuK_matmul_f64_blas)(
         c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, y->data);
-  } else {
-    (reference ? npuK_matmul_f32_ref : npuK_matmul_f32_blas)(
-        c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, y->data);
+  } else if (reference) {
+    npuK_matmul_f32_ref(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
+                        y->data);
+  } else { /* A and C as stored (NPUX_F_HALF_XY): float32, or float16 / bfloat16 */
+    npuK_matmul_half_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
+                        (npuK_dtype)a->dtype, b->data, NULL, y->data, (npuK_dtype)y->dtype,
+                        c->scratch, c->n_threads);
   }
   return NPU_OK;
 }
@@ -88,5 +103,5 @@ static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
 const npu_op_def npuX_op_matmul = {
     .name = "matmul", .tf_type = "MatMul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .prec = NPUX_PREC_TRUST, .parse = parse, .infer = infer, .run = run, .run_ref = run_ref,
-    .grad = grad};
+    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .parse = parse, .infer = infer,
+    .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};

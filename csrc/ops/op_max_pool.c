@@ -3,13 +3,15 @@
  * x and y are NHWC: (n, h, w, c) -> (n, out_h, out_w, c), out_* by TF's SAME/VALID rule;
  * padded positions are ignored (never win), NaN propagates.
  * Attributes: ksize (required) and strides (default 1), each {1, kh, kw, 1} as TF, {kh, kw}
- * or one int; padding ("SAME" or "VALID", required); data_format ("NHWC" only).  f32 only.
+ * or one int; padding ("SAME" or "VALID", required); data_format ("NHWC" only).  f32 only
+ * (under the precision pass x and y may be stored float16 / bfloat16: widened by bands of rows
+ * and narrowed by rows in the kernel, NPUX_F_HALF_XY).
  * Gray list: exact (it selects, never rounds), so it follows its upstream.
  * Gradient: max_pool_grad(x, y, dy) (each dy to its window's first maximum).
  */
 #include "ops/grad.h"
 
-static npu_status run(const npuX_call *c) { return npuX_pool_run(c, npuK_max_pool_f32); }
+static npu_status run(const npuX_call *c) { return npuX_pool_run_half(c, npuK_max_pool_half); }
 static npu_status run_ref(const npuX_call *c) { return npuX_pool_run(c, npuK_max_pool_f32_ref); }
 
 static npu_status grad(npuX_grad *gc) {
@@ -23,5 +25,6 @@ static npu_status grad(npuX_grad *gc) {
 
 const npu_op_def npuX_op_max_pool = {
     .name = "max_pool", .tf_type = "MaxPool", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .prec = NPUX_PREC_GRAY, .parse = npuX_pool_parse, .infer = npuX_pool_infer, .run = run,
-    .run_ref = run_ref, .grad = grad};
+    .prec = NPUX_PREC_GRAY, .flags = NPUX_F_HALF_XY,
+    .parse = npuX_pool_parse, .infer = npuX_pool_infer, .scratch_size = npuX_pool_scratch,
+    .run = run, .run_ref = run_ref, .grad = grad};

@@ -74,9 +74,14 @@ enum {
   NPUX_F_HALF_IO = 1u << 2,    /* the (non-reference) kernel reads and writes float16 /
                                   bfloat16 operands itself, widening by blocks: the precision
                                   pass plans no full-size float32 copies for its operands */
-  NPUX_F_MOVES = 1u << 3       /* the output's elements are the input's, moved (reshape, pad
+  NPUX_F_MOVES = 1u << 3,      /* the output's elements are the input's, moved (reshape, pad
                                   with 0, transpose, concat): float16 / bfloat16 operands of one
                                   dtype move as they are, with no widening (precision.c) */
+  NPUX_F_HALF_XY = 1u << 4     /* the (non-reference) kernel reads input 0 and writes output 0
+                                  as stored (float16 / bfloat16), widening and narrowing a block
+                                  at a time in its scratch (convolution, matmul): the executor
+                                  widens only the other reduced operands (weights, bias), and
+                                  the op's scratch_size sees the stored dtypes (precision.c) */
 };
 
 /* float16 or bfloat16: a value the precision pass stores at half size. */
@@ -329,5 +334,11 @@ npu_status npuX_pool_infer(npuX_infer *ic, const void *params);
 typedef void (*npuX_pool_f32)(const npuK_pool *, const npuK_window2d *w, const float *x,
                               float *y);
 npu_status npuX_pool_run(const npuX_call *c, npuX_pool_f32 kernel);
+/* The device kernels, x and y as stored (NPUX_F_HALF_XY), and their scratch. */
+typedef void (*npuX_pool_half)(const npuK_pool *, const npuK_window2d *w, const void *x,
+                               npuK_dtype x_dtype, void *y, npuK_dtype y_dtype, float *scratch,
+                               int n_slots);
+npu_status npuX_pool_run_half(const npuX_call *c, npuX_pool_half kernel);
+size_t npuX_pool_scratch(const npuX_call *c);
 
 #endif

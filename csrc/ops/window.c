@@ -238,6 +238,25 @@ npu_status npuX_pool_run(const npuX_call *c, npuX_pool_f32 kernel) {
   return st;
 }
 
+npu_status npuX_pool_run_half(const npuX_call *c, npuX_pool_half kernel) {
+  const npuX_window_params *p = c->params;
+  npuK_window2d w;
+  npu_status st = npuX_window_call(c, p->ksize[0], p->ksize[1], &w);
+  if (!st)
+    kernel(c->pool, &w, c->in[0]->data, (npuK_dtype)c->in[0]->dtype, c->out[0]->data,
+           (npuK_dtype)c->out[0]->dtype, c->scratch, c->n_threads);
+  return st;
+}
+
+/* Scratch only for x or y stored float16 / bfloat16: bands of widened rows. */
+size_t npuX_pool_scratch(const npuX_call *c) {
+  const npuX_window_params *p = c->params;
+  npuK_window2d w;
+  if (npuX_window_geometry(p, c->in[0], p->ksize[0], p->ksize[1], &w)) return 0;
+  return npuK_pool_half_scratch_size(&w, c->n_threads, (npuK_dtype)c->in[0]->dtype,
+                                     (npuK_dtype)c->out[0]->dtype);
+}
+
 /* ---- depth_to_space, space_to_depth: a b x b block moved between space and channels ---- */
 
 npu_status npuX_block_size_parse(npuX_infer *ic, void *params) {
