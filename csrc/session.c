@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compile/dims_profiles.h"
 #include "compile/exec_config.h"
 #include "compile/precision.h"
-#include "exec/exec.h"
+#include "exec/observe.h"
 #include "options/options_int.h"
 
 #define MAX_PLANS 64 /* beyond this the least recently compiled plan is dropped */
@@ -36,6 +37,8 @@ struct npu_session {
   accelerate accel;
   npuP_graph_configs graph_configs; /* set_graph_exec_config (compile/exec_config.c) */
   npu_tensor *arena; /* static_memory_policy 2/4: the arena all plans share (compile/memory.c) */
+  int n_compiled;    /* plans compiled so far: the next plan's id */
+  npuP_dims *dims;   /* input_shape + dynamic_dims (compile/dims_profiles.c), from the 1st run */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -72,6 +75,14 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   }
   sess->graph_configs.epoch = g->exec_config_epoch;
   sess->device_id = npuO_device_id(o);
+  /* the data dump and the profiler (exec/observe.h), NULL when the options leave them off */
+  npuE_observed who = {.session_id = ctx->n_sessions++, .device_id = sess->device_id};
+  s = npuE_dump_new(ctx, o, &who, &sess->state.dump);
+  if (!s) s = npuE_profile_new(ctx, o, &who, &sess->state.profile);
+  if (s) {
+    npu_session_release(sess);
+    return s;
+  }
   *out = sess;
   return NPU_OK;
 }
@@ -89,6 +100,10 @@ void npu_session_close(npu_session *s) {
   s->state.variables = NULL;
   s->state.n_variables = 0;
   npuP_fusion_session_end(ctx, s->compile.fusion); /* export_compile_stat 1: fusion_result.json */
+  npuE_dump_free(ctx, s->state.dump);
+  s->state.dump = NULL;
+  npuE_profile_free(ctx, s->state.profile); /* writes the profile's summaries */
+  s->state.profile = NULL;
   s->closed = true;
 }
 
@@ -106,6 +121,7 @@ void npu_session_release(npu_session *s) {
   npu_graph_release(s->state.graph);
   npuP_config_free(ctx, &s->compile);
   npuP_graph_configs_free(ctx, &s->graph_configs, NULL);
+  npuP_dims_free(ctx, s->dims);
   npu_options_release(s->options);
   npuC_free(ctx, s);
   npu_context_release(ctx);
@@ -198,6 +214,95 @@ static npu_status share_arena(npu_session *s, npuE_plan *plan) {
   return NPU_OK;
 }
 
+/* A run's signature, for the helpers below. */
+typedef struct run_sig {
+  int n_feeds;
+  const int *feeds;
+  int n_fetches;
+  const int *fetches;
+  int n_targets;
+  const int *targets;
+} run_sig;
+
+static npuE_plan *cached_plan(const npu_session *s, const run_sig *r,
+                              npu_tensor *const *feed_tensors) {
+  for (int i = 0; i < s->n_plans; i++)
+    if (npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches, r->fetches,
+                     r->n_targets, r->targets))
+      return s->plans[i];
+  return NULL;
+}
+
+/* Compiles the plan of a signature and caches it (the oldest plan goes beyond MAX_PLANS). */
+static npu_status compile_plan(npu_session *s, npuP_config *cfg, const run_sig *r,
+                               npu_tensor *const *feed_tensors, npuE_plan **out) {
+  npu_context *ctx = s->ctx;
+  npuE_plan *plan = NULL;
+  npu_status st = npuP_compile(&s->state, r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
+                               r->fetches, r->n_targets, r->targets, cfg, &plan);
+  if (!st) st = share_arena(s, plan);
+  if (!st) plan->id = s->n_compiled++;
+  if (st) {
+    npuP_free(ctx, plan);
+    return st;
+  }
+  if (s->n_plans == MAX_PLANS) {
+    npuP_free(ctx, s->plans[0]);
+    memmove(s->plans, s->plans + 1, (MAX_PLANS - 1) * sizeof s->plans[0]);
+    s->n_plans--;
+  }
+  s->plans[s->n_plans] = plan;
+  s->last_plan = s->n_plans++;
+  *out = plan;
+  return NPU_OK;
+}
+
+/* dynamic_dims (compile/dims_profiles.c): the first run of a signature (no plan of it cached
+   for any other profile) also compiles the other profiles' plans, from stand-in feeds of their
+   shapes: profiles 0 .. PROFILE_PLANS-1 (the others compile at their own first run, so that
+   one signature's profiles cannot flush the cache).  A profile that fails to compile fails
+   the run, named, and takes this run's new plans out of the cache with it. */
+#define PROFILE_PLANS (MAX_PLANS / 2)
+
+static npu_status signature_seen(npu_session *s, int profile, const run_sig *r,
+                                 npu_tensor *const *feed_tensors, bool *seen) {
+  *seen = false;
+  for (int k = 0; k < npuP_dims_n_profiles(s->dims) && !*seen; k++) {
+    npu_tensor *const *in;
+    if (k == profile) continue;
+    npu_status st = npuP_dims_feeds(s->dims, s->ctx, k, r->n_feeds, r->feeds, feed_tensors, &in);
+    if (st) return st;
+    *seen = cached_plan(s, r, in) != NULL;
+  }
+  return NPU_OK;
+}
+
+static npu_status compile_profiles(npu_session *s, npuP_config *cfg, int profile,
+                                   const npuE_plan *own, const run_sig *r,
+                                   npu_tensor *const *feed_tensors) {
+  npu_status st = NPU_OK;
+  int n_new = 1; /* own, the last plan cached */
+  for (int k = 0; k < npuP_dims_n_profiles(s->dims) && k < PROFILE_PLANS && !st; k++) {
+    npu_tensor *const *in;
+    npuE_plan *plan;
+    if (k == profile) continue;
+    st = npuP_dims_feeds(s->dims, s->ctx, k, r->n_feeds, r->feeds, feed_tensors, &in);
+    if (st || cached_plan(s, r, in)) continue; /* (two profiles alike on this run's feeds) */
+    st = compile_plan(s, cfg, r, in, &plan);
+    if (st) st = npuC_error_prefix(s->ctx, st, "dynamic_dims profile %d", k);
+    else n_new++;
+  }
+  if (st) {
+    for (int i = s->n_plans - n_new; i < s->n_plans; i++) npuP_free(s->ctx, s->plans[i]);
+    s->n_plans -= n_new;
+    s->last_plan = 0;
+    return st;
+  }
+  for (int i = 0; i < s->n_plans; i++)
+    if (s->plans[i] == own) s->last_plan = i;
+  return NPU_OK;
+}
+
 /* The plan for this signature: the cached one, else compiled now and cached.  Run and explain
    share it, so explain describes exactly what a run would execute. */
 static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const int *feed_values,
@@ -220,6 +325,10 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
     npuP_graph_configs_free(ctx, &s->graph_configs, s->state.graph);
   }
   if (s->compile.accel.on || s->graph_configs.n) update_accelerate(s);
+  int profile; /* dynamic_dims: the profile of the feeds, -1 for none */
+  st = npuP_dims_match(&s->dims, ctx, s->options, s->state.graph, n_feeds, feed_values,
+                       feed_tensors, &profile);
+  if (st) return st;
 
   npuE_plan *plan = NULL;
   if (s->n_plans && npuP_matches(s->plans[s->last_plan], n_feeds, feed_values, feed_tensors,
@@ -242,20 +351,12 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
                              n_targets, target_nodes, &cfg, &made);
     if (st) return st;
     if (made && cfg->accel.on) cfg->precision = accelerate_precision(s, cfg);
-    st = npuP_compile(&s->state, n_feeds, feed_values, feed_tensors, n_fetches, fetch_values,
-                      n_targets, target_nodes, cfg, &plan);
-    if (!st) st = share_arena(s, plan);
-    if (st) {
-      npuP_free(ctx, plan);
-      return st;
-    }
-    if (s->n_plans == MAX_PLANS) {
-      npuP_free(ctx, s->plans[0]);
-      memmove(s->plans, s->plans + 1, (MAX_PLANS - 1) * sizeof s->plans[0]);
-      s->n_plans--;
-    }
-    s->plans[s->n_plans] = plan;
-    s->last_plan = s->n_plans++;
+    run_sig r = {n_feeds, feed_values, n_fetches, fetch_values, n_targets, target_nodes};
+    bool seen = true;
+    if (profile >= 0) st = signature_seen(s, profile, &r, feed_tensors, &seen);
+    if (!st) st = compile_plan(s, cfg, &r, feed_tensors, &plan);
+    if (!st && !seen) st = compile_profiles(s, cfg, profile, plan, &r, feed_tensors);
+    if (st) return st;
   }
   *out = plan;
   return NPU_OK;

@@ -149,11 +149,15 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     if info.effect:match("^real: ") then real[#real + 1] = info.name end
   end
   table.sort(real)
-  lu.assertEquals(real, { "accelerate_train_mode", "customize_dtypes", "deterministic", "dynamic_input",
-    "dynamic_inputs_shape_range", "experimental_accelerate_train_mode", "export_compile_stat",
-    "fusion_switch_file", "graph_run_mode", "iterations_per_loop", "modify_mixlist",
+  lu.assertEquals(real, { "accelerate_train_mode", "bp_point", "customize_dtypes", "deterministic",
+    "dump_data", "dump_debug_mode", "dump_layer", "dump_mode", "dump_path", "dump_step", -- exec/dump.c
+    "dynamic_dims", "dynamic_input",
+    "dynamic_inputs_shape_range", "dynamic_node_type", "enable_dump", "enable_dump_debug", -- exec/dump.c
+    "experimental_accelerate_train_mode", "export_compile_stat", "fp_point",
+    "fusion_switch_file", "graph_run_mode", "input_shape", "iterations_per_loop", "modify_mixlist",
     "oo_constant_folding", "op_precision_mode", "op_select_implmode",
     "optypelist_for_implmode", "precision_mode", "precision_mode_v2",
+    "profiling_mode", "profiling_options", -- exec/profile.c (and bp_point, fp_point)
     "session_device_id", "static_memory_policy", "use_off_line" })
 end
 
@@ -641,6 +645,7 @@ local ENV_BAD = {
   ASCEND_DEVICE_ID = "one", PROFILING_MODE = "yes", HCCL_EXEC_TIMEOUT = "-5", AOE_MODE = "3",
   PROFILING_OPTIONS = "{bad", GE_USE_STATIC_MEMORY = "4", ASCEND_WORK_PATH = "a\tb",
   ASCEND_CACHE_PATH = "a\nb", NPU_COLLECT_PATH = "\1", JOB_ID = "job 1", OP_NO_REUSE_MEM = "a,,b",
+  DUMP_GRAPH_PATH = "a\tb",
 }
 
 local function env_good_value(e)

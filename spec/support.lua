@@ -151,7 +151,88 @@ local function pb_fields(bytes)
   return out
 end
 
+-- A small JSON reader (objects, arrays, strings, numbers, literals; null reads as nil), for
+-- the files the library writes (fusion_result.json, graph dumps).
+local function json_decode(s)
+  local pos = 1
+  local function ws() pos = s:find("[^ \t\r\n]", pos) or #s + 1 end
+  local value
+  local function str()
+    local out, i = {}, pos + 1
+    while true do
+      local ch = s:sub(i, i)
+      assert(ch ~= "", "unterminated string")
+      if ch == '"' then
+        pos = i + 1
+        return table.concat(out)
+      elseif ch == "\\" then
+        local e = s:sub(i + 1, i + 1)
+        out[#out + 1] = ({ n = "\n", t = "\t", r = "\r", b = "\b", f = "\f" })[e] or e
+        i = i + 2
+      else
+        out[#out + 1] = ch
+        i = i + 1
+      end
+    end
+  end
+  function value()
+    ws()
+    local ch = s:sub(pos, pos)
+    if ch == "{" or ch == "[" then
+      local t, close = {}, ch == "{" and "}" or "]"
+      pos = pos + 1
+      ws()
+      if s:sub(pos, pos) == close then
+        pos = pos + 1
+        return t
+      end
+      repeat
+        if close == "}" then
+          ws()
+          local k = str()
+          ws()
+          assert(s:sub(pos, pos) == ":", "':' expected")
+          pos = pos + 1
+          t[k] = value()
+        else
+          t[#t + 1] = value()
+        end
+        ws()
+        local d = s:sub(pos, pos)
+        pos = pos + 1
+        assert(d == "," or d == close, "',' or '" .. close .. "' expected")
+      until d == close
+      return t
+    elseif ch == '"' then
+      return str()
+    end
+    local lit = s:match("^[%w%.%+%-]+", pos)
+    pos = pos + #lit
+    if lit == "true" then return true elseif lit == "false" then return false elseif lit == "null" then return nil end
+    return assert(tonumber(lit))
+  end
+  local v = value()
+  ws()
+  assert(pos > #s, "trailing text")
+  return v
+end
+
+-- A string quoted for sh; the sorted names in directory d (none when it does not exist).
+local function sh_quote(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
+
+local function ls(d)
+  local p = io.popen("ls -A " .. sh_quote(d) .. " 2>/dev/null")
+  local out = {}
+  for l in p:lines() do out[#out + 1] = l end
+  p:close()
+  table.sort(out)
+  return out
+end
+
 return {
+  json_decode = json_decode,
+  sh_quote = sh_quote,
+  ls = ls,
   pb_varint = pb_varint,
   pb_field = pb_field,
   pb_fields = pb_fields,

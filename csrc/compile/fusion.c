@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -258,26 +257,6 @@ npu_status npuP_fusion_config_new(npu_context *ctx, const npu_options *o,
 
 /* ---- fusion_result.json ---- */
 
-/* Creates the directories leading to path (mkdir -p of its dirname). */
-static npu_status make_dirs(npu_context *ctx, const char *path) {
-  char dir[4096];
-  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
-    return npuC_error(ctx, NPU_ERR_IO, "fusion_result.json: path '%s' is too long", path);
-  char *slash = strrchr(dir, '/');
-  if (!slash) return NPU_OK;
-  *slash = 0;
-  for (char *p = dir + 1; ; p++) {
-    bool last = *p == 0;
-    if (*p != '/' && !last) continue;
-    *p = 0;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-      return npuC_error(ctx, NPU_ERR_IO, "fusion_result.json: cannot create directory '%s': %s",
-                        dir, strerror(errno));
-    if (last) return NPU_OK;
-    *p = '/';
-  }
-}
-
 /* The file's current contents as a JSON object (a new one when the file is absent or not an
    object: it is ours to rewrite), or NULL when out of memory. */
 static cJSON *read_results(npu_context *ctx, const char *path) {
@@ -325,7 +304,7 @@ static cJSON *graph_json(const graph_stats *g) {
 /* Merges the pending graphs into the file (other sessions' keys stay) and forgets them. */
 static npu_status export_stats(npu_context *ctx, struct npuP_fusion_config *c) {
   if (!c->n_pending) return NPU_OK;
-  npu_status s = make_dirs(ctx, c->path);
+  npu_status s = npuC_make_parent_dirs(ctx, c->path, "fusion_result.json");
   if (s) return s;
   cJSON *root = read_results(ctx, c->path);
   for (int i = 0; root && i < c->n_pending; i++) {

@@ -9,6 +9,9 @@
  *   npuP_select_impl      compile/implmode.c   high_precision / high_performance kernels
  *   npuP_plan_memory      compile/memory.c     intermediate values share one arena
  *
+ * With DUMP_GE_GRAPH set, npuP_graph_dump (compile/graph_dump.c) writes the graph as given and
+ * the plan after the layout and after each pass.
+ *
  * Each pass sees the whole build and may rewrite p->steps; a step a pass removes is freed by
  * the pass.  A failing pass leaves the plan to npuP_free (the caller frees it).
  */
@@ -43,4 +46,11 @@ bool npuP_impl_has_fast(const npu_op_def *def);
 /* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
    (run after each pass when cfg->verify). */
 npu_status npuP_verify(npuP_build *b, const char *after);
+/* compile/graph_dump.c (DUMP_GE_GRAPH, DUMP_GRAPH_LEVEL).  begin: this compilation's number in
+   the dump files' names (the context's dumped compilations, from 0), or -1 when DUMP_GE_GRAPH
+   is unset, and then nothing is dumped.  dump: writes stage `stage` (0 = the graph as given,
+   read from b->need; then after each pass, `name` the pass) when DUMP_GRAPH_LEVEL selects it
+   (`last`: the final plan); NPU_ERR_IO naming a directory or file that cannot be written. */
+int npuP_graph_dump_begin(npu_context *ctx, const npuP_config *cfg);
+npu_status npuP_graph_dump(npuP_build *b, int graph, int stage, const char *name, bool last);
 #endif

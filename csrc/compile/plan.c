@@ -351,6 +351,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   npu_status s = NPU_OK;
   bool ok = true;
   npu_tensor **known = NULL;
+  int dump = npuP_graph_dump_begin(ctx, cfg); /* DUMP_GE_GRAPH: -1 off */
   p->reference = reference;
   p->fold = cfg->fold;
   p->config = cfg;
@@ -401,6 +402,11 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     if (kind != NPUX_KIND_CONST && kind != NPUX_KIND_PLACEHOLDER) n_steps++;
     if (kind == NPUX_KIND_VARIABLE || kind == NPUX_KIND_ASSIGN || kind == NPUX_KIND_IDENTITY)
       n_borrowed += node->n_outputs;
+  }
+
+  if (dump >= 0) {
+    npuP_build given = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .need = need};
+    if ((s = npuP_graph_dump(&given, dump, 0, "PreRunBegin", false))) goto fail;
   }
 
   /* 2 + 3. check feeds, infer concrete shapes, lay out steps */
@@ -481,8 +487,12 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
                   {"implementation selection", npuP_select_impl},
                   {"memory planning", npuP_plan_memory}};
     if (cfg->verify && (s = npuP_verify(&b, "layout"))) goto fail;
-    for (size_t i = 0; i < npu_countof(passes) && !s; i++)
+    if (dump >= 0 && (s = npuP_graph_dump(&b, dump, 1, "constant folding", false))) goto fail;
+    for (size_t i = 0; i < npu_countof(passes) && !s; i++) {
       if (!(s = passes[i].run(&b)) && cfg->verify) s = npuP_verify(&b, passes[i].name);
+      if (!s && dump >= 0)
+        s = npuP_graph_dump(&b, dump, (int)i + 2, passes[i].name, i + 1 == npu_countof(passes));
+    }
     known = b.known; /* a pass that adds values (precision: casts) grows it */
     if (s) goto fail;
   }

@@ -1,11 +1,14 @@
 /*
  * file.c — reading a whole file through the context's allocator: model files, weight shards,
  * and the configuration files options name (fusion switches, mix lists, .ini files).  One
- * place, so every such error reads the same: "cannot open <what> '<path>': <reason>".
+ * place, so every such error reads the same: "cannot open <what> '<path>': <reason>".  And
+ * making the directories that files written (fusion results, dumps, profiles) go into.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/npu_int.h"
 
@@ -42,4 +45,43 @@ npu_status npuC_read_file(npu_context *ctx, const char *path, const char *what, 
   *out = buf;
   if (len) *len = (size_t)size;
   return NPU_OK;
+}
+
+npu_status npuC_make_dirs(npu_context *ctx, const char *dir, const char *what) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
+    return npuC_error(ctx, NPU_ERR_IO, "%s: path '%s' is too long", what, dir);
+  for (char *p = buf + 1;; p++) {
+    bool last = *p == 0;
+    if (*p != '/' && !last) continue;
+    *p = 0;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+      return npuC_error(ctx, NPU_ERR_IO, "%s: cannot create directory '%s': %s", what, buf,
+                        strerror(errno));
+    if (last) return NPU_OK;
+    *p = '/';
+  }
+}
+
+npu_status npuC_make_parent_dirs(npu_context *ctx, const char *path, const char *what) {
+  char dir[4096];
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+    return npuC_error(ctx, NPU_ERR_IO, "%s: path '%s' is too long", what, path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return NPU_OK; /* the working directory, or / */
+  *slash = 0;
+  return npuC_make_dirs(ctx, dir, what);
+}
+
+void npuC_csv_field(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
 }

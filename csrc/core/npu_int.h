@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "include/npu.h"
 
@@ -42,7 +43,9 @@ struct npu_context {
   npu_log_fn log_fn;
   void *log_ud;
   npuC_pool *pool;
+  int n_sessions;        /* sessions made so far: their ids in dumps and profiles (session.c) */
   int n_fusion_sessions; /* compile/fusion.c: sessions made so far, their ids in fusion_result.json */
+  int n_graph_dumps;     /* compile/graph_dump.c: compilations dumped (DUMP_GE_GRAPH), their numbers */
   char errmsg[NPU_ERRMSG_SIZE];
 };
 
@@ -63,6 +66,14 @@ npu_status npuC_error(npu_context *ctx, npu_status status, const char *fmt, ...)
    for a file that may well be absent). */
 npu_status npuC_read_file(npu_context *ctx, const char *path, const char *what, char **out,
                           size_t *len);
+/* core/file.c: creates the directories leading to path (mkdir -p of its dirname) /
+   directory dir itself and those leading to it; NPU_ERR_IO "<what>: cannot create directory
+   '<dir>': <reason>". */
+npu_status npuC_make_parent_dirs(npu_context *ctx, const char *path, const char *what);
+npu_status npuC_make_dirs(npu_context *ctx, const char *dir, const char *what);
+/* core/file.c: s as one CSV field (RFC 4180: quoted, quotes doubled, when it holds a comma,
+   a quote or a line break) for the CSV files written (profiles, dump statistics). */
+void npuC_csv_field(FILE *f, const char *s);
 /* Prefixes the current message: "while compiling 'x': <old message>". */
 npu_status npuC_error_prefix(npu_context *ctx, npu_status status, const char *fmt, ...)
     NPU_PRINTF(3, 4);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/pool.h"
-#include "exec/exec.h"
+#include "exec/observe.h"
 
 /* Makes slot v own a tensor of its planned dtype and shape that nobody else holds. */
 static npu_status prepare_output(npu_context *ctx, npuE_plan *p, int v) {
@@ -111,6 +111,21 @@ static void narrow_outputs(const npuK_pool *pool, npuE_plan *p, const npuE_step 
   }
 }
 
+/* Tells the observers (exec/observe.h) of event e: the dump sees a step's inputs before the
+   profiler starts its clock, and its outputs after the clock stopped, so dumping does not
+   count as the step's time. */
+static npu_status observe(npuE_state *st, const npuE_plan *p, npuE_event e, int k) {
+  bool before = e == NPUE_RUN_BEGIN || e == NPUE_ITER_BEGIN || e == NPUE_STEP_BEGIN;
+  npu_status s = NPU_OK;
+  if (st->dump && before) s = npuE_dump_event(st->dump, st, p, e, k);
+  if (st->profile) { /* fails only on RUN_BEGIN (fp_point/bp_point naming no node) */
+    npu_status ps = npuE_profile_event(st->profile, st, p, e, k);
+    if (!s) s = ps;
+  }
+  if (st->dump && !before) s = npuE_dump_event(st->dump, st, p, e, k);
+  return s;
+}
+
 npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,
                     npu_tensor **fetch_out) {
   npu_context *ctx = st->ctx;
@@ -122,11 +137,15 @@ npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensor
   if (n_threads > p->n_threads) n_threads = p->n_threads;
   for (int i = 0; i < p->n_feeds; i++) p->slots[p->feeds[i]] = feed_tensors[i];
 
+  bool observed = st->dump || st->profile;
+  if (observed) s = observe(st, p, NPUE_RUN_BEGIN, -1);
   int64_t iteration = 0;
 again:
+  if (observed && !s) s = observe(st, p, NPUE_ITER_BEGIN, -1);
   for (int k = 0; k < p->n_steps && !s; k++) {
     const npuE_step *step = &p->steps[k];
     const npuG_node *node = &g->nodes[step->node];
+    if (observed && (s = observe(st, p, NPUE_STEP_BEGIN, k))) break;
     switch (step->def->kind) {
     case NPUX_KIND_VARIABLE: {
       npu_tensor *var = step->node < st->n_variables ? st->variables[step->node] : NULL;
@@ -167,10 +186,16 @@ again:
       break;
     }
     }
+    if (observed && !s) s = observe(st, p, NPUE_STEP_END, k);
   }
+  if (observed && !s) s = observe(st, p, NPUE_ITER_END, -1);
   /* iterations_per_loop: the whole plan again, without returning to the caller */
   if (!s) st->n_iterations++;
   if (!s && ++iteration < p->iterations) goto again;
+  if (observed) { /* before the fetches are handed out: a failing dump fails the run */
+    npu_status end = observe(st, p, NPUE_RUN_END, -1);
+    if (!s) s = end;
+  }
   if (!s)
     for (int i = 0; i < p->n_fetches; i++) fetch_out[i] = npu_tensor_retain(p->slots[p->fetches[i]]);
   /* Borrowed slots must not outlive this call: feeds belong to the caller. */

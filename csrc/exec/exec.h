@@ -98,6 +98,8 @@ typedef struct npuE_plan {
   npuE_memory memory;   /* compile/memory.c */
   const struct npuP_config *config; /* compiled with (borrowed: outlives the plan) */
   unsigned long uses;
+  int id;               /* the session's compilations counted from 0 when this one was made:
+                           names the plan in dumps and profiles */
 } npuE_plan;
 
 /* The session state a plan runs against. */
@@ -108,6 +110,9 @@ typedef struct npuE_state {
   int n_variables;        /* capacity */
   uint64_t n_iterations;  /* plan iterations run so far (npuX_call.step) */
   npuE_iterators iterators; /* one per iterator_get_next node, made on first use */
+  /* exec/observe.h: the data dump and the profiler, NULL when off (owned by the session) */
+  struct npuE_dump *dump;
+  struct npuE_profile *profile;
 } npuE_state;
 
 /* compile/plan.c */

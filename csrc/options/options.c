@@ -176,6 +176,13 @@ static int for_pieces(const char *p, const char *e, char sep, piece_fn fn, void 
   }
 }
 
+/* The same, for other layers (options_int.h): they parse values these checks accepted. */
+int npuO_for_pieces(const char *p, const char *e, char sep, npuO_piece_fn fn, void *ud,
+                    char *why, size_t n) {
+  return for_pieces(p, e, sep, fn, ud, why, n);
+}
+int npuO_span_int(const char *p, const char *e, int64_t *v) { return span_int(p, e, v); }
+
 static int no_control(const char *s) {
   for (; *s; s++)
     if ((unsigned char)*s < 0x20 || *s == 0x7f) return 0;
@@ -719,6 +726,10 @@ static void profiling_field(const char *s, const char *field, char *buf, size_t 
   }
   if (json_flat(s, f, &nf, why, sizeof why)) return;
   if ((fd = jfind(f, nf, field)) != NULL) snprintf(buf, n, "%.*s", fd->vl, fd->v);
+}
+
+void npuO_profiling_field(const npu_options *o, const char *field, char *buf, size_t n) {
+  profiling_field(npuO_string(o, NPUO_profiling_options), field, buf, n);
 }
 
 /* A string value against its option's (or variable's) check. */

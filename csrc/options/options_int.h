@@ -74,6 +74,21 @@ int npuO_env_is_set(const npu_options *o, npuO_env_id id);
 int64_t npuO_env_int(const npu_options *o, npuO_env_id id); /* 0 when unset */
 const char *npuO_env_string(const npu_options *o, npuO_env_id id); /* "" when unset */
 
+/* One field of the effective profiling_options as written (string values without their
+   quotes, escapes kept) into buf, "" when absent; the older colon form ("training_trace:
+   task_trace") reads "on" for a listed switch.  exec/profile.c reads its fields here. */
+void npuO_profiling_field(const npu_options *o, const char *field, char *buf, size_t n);
+
+/* The splitters the value checks use, for code that parses a value they accepted (the
+   dynamic dimension profiles, compile/dims_profiles.c): npuO_for_pieces calls fn on each piece
+   of [p, e) between the `sep` characters and returns the first nonzero result (0 when all
+   pieces pass; fn writes a reason into why[n]); npuO_span_int reads [p, e), blanks trimmed, as
+   a decimal integer (0, or -1 when it is not one). */
+typedef int (*npuO_piece_fn)(const char *p, const char *e, void *ud, char *why, size_t n);
+int npuO_for_pieces(const char *p, const char *e, char sep, npuO_piece_fn fn, void *ud,
+                    char *why, size_t n);
+int npuO_span_int(const char *p, const char *e, int64_t *v);
+
 /* The context the options were created on (borrowed). */
 npu_context *npuO_context(const npu_options *o);
 

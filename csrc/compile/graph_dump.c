@@ -1,0 +1,455 @@
+/*
+ * graph_dump.c — DUMP_GE_GRAPH / DUMP_GRAPH_LEVEL: the graph written to files at each stage of
+ * a compilation (002 section 7.4.6-7.4.7), as JSON and as Graphviz DOT.
+ *
+ * A compilation (npuP_compile) has these stages, numbered from 0:
+ *   0 PreRunBegin            the graph as given, pruned to what the run needs: one step per
+ *                            needed node, shapes as declared (placeholders keep their -1 dims)
+ *   1 ConstantFolding        shapes inferred from the feeds, constants folded, one step per node
+ *   2 Fusion, 3 PrecisionAssignment, 4 ImplementationSelection, 5 MemoryPlanning
+ *                            after each pass of compile/passes.h (the last is the final plan)
+ * Each selected stage writes ge_proto_<N>_<SS>_<Stage>.json and .dot, N (8 digits) the
+ * context's dumped compilations counted from 0, SS the stage, into $DUMP_GRAPH_PATH (created
+ * when missing) or the working directory.  DUMP_GRAPH_LEVEL (default 2): 1 and 2 every stage
+ * (plans have no subgraphs), 3 the final plan only, 4 stage 0 only.
+ *
+ * The JSON is a header plus, by DUMP_GE_GRAPH: 1 the plan's description (npuP_explain, the
+ * text sess:explain decodes) and the data of every constant the plan reads (at most
+ * DUMP_CONST_MAX elements each); 2 the description alone; 3 nodes and edges only.  Nodes are
+ * the plan's steps ("s<k>") and the graph nodes whose values exist before the run starts
+ * ("n<id>": feeds, constants, folded values); edges join a value's producer to each step
+ * reading it.  The DOT draws the same graph.
+ *
+ * Off (DUMP_GE_GRAPH unset) it costs one test of the session's options per compilation (the
+ * environment is read once, when the session is created).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compile/passes.h"
+#include "options/options_int.h"
+
+#define DUMP_CONST_MAX 1024 /* elements of a constant written at DUMP_GE_GRAPH=1 */
+
+typedef struct dumper {
+  npu_context *ctx;
+  const npu_graph *g;
+  const npuE_plan *p;
+  int mode;        /* DUMP_GE_GRAPH: 1 full, 2 without constant data, 3 nodes and edges */
+  int *producer;   /* by value id: the step writing it, -1 none */
+  uint8_t *used;   /* by value id: a step reads it or a fetch names it */
+  /* The values that exist before the run (read, not written by a step) by graph node: the
+     node is drawn as a node of its own ("n<id>") when head[id] >= 0, its values are
+     head[id], next[head[id]], ... (-1 ends) */
+  int *head; /* by node id */
+  int *next; /* by value id */
+  FILE *f;
+} dumper;
+
+int npuP_graph_dump_begin(npu_context *ctx, const npuP_config *cfg) {
+  if (!cfg->options || !npuO_env_is_set(cfg->options, NPUO_ENV_DUMP_GE_GRAPH)) return -1;
+  return ctx->n_graph_dumps++;
+}
+
+/* ---- text ---- */
+
+/* s escaped for a JSON string, without the quotes. */
+static void json_raw(FILE *f, const char *s) {
+  for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+    if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+    else if (*c < 0x20) fprintf(f, "\\u%04x", *c);
+    else fputc(*c, f);
+  }
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  json_raw(f, s);
+  fputc('"', f);
+}
+
+/* Inside a DOT double-quoted string: quotes and backslashes escaped, control bytes dropped. */
+static void dot_text(FILE *f, const char *s) {
+  for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
+    if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+    else if (*c >= 0x20) fputc(*c, f);
+  }
+}
+
+static const char *node_name(const dumper *d, int node) {
+  return node >= 0 && node < d->g->n_nodes ? d->g->nodes[node].name : "?";
+}
+
+static const char *node_op(const dumper *d, int node) {
+  return node >= 0 && node < d->g->n_nodes ? npuX_op(d->g->nodes[node].op)->name : "?";
+}
+
+static bool is_fed(const npuE_plan *p, int v) {
+  for (int i = 0; i < p->n_feeds; i++)
+    if (p->feeds[i] == v) return true;
+  return false;
+}
+
+static void shape_text(FILE *f, const npuG_value *v) {
+  fprintf(f, "%s [", npu_dtype_name(v->dtype));
+  for (int i = 0; i < v->ndim; i++) fprintf(f, i ? ",%lld" : "%lld", (long long)v->shape[i]);
+  fputc(']', f);
+}
+
+/* ---- the node/edge view, shared by the level-3 JSON and the DOT ---- */
+
+/* Which value producers are steps, which values the run reads, which graph nodes stand for
+   values that exist before the run (feeds, constants, folded values). */
+static npu_status index_plan(dumper *d) {
+  const npuE_plan *p = d->p;
+  size_t nv = (size_t)(p->n_values ? p->n_values : 1);
+  d->producer = npuC_alloc(d->ctx, nv * sizeof *d->producer);
+  d->used = npuC_calloc(d->ctx, nv, 1);
+  d->head = npuC_alloc(d->ctx, (size_t)(d->g->n_nodes ? d->g->n_nodes : 1) * sizeof *d->head);
+  d->next = npuC_alloc(d->ctx, nv * sizeof *d->next);
+  if (!d->producer || !d->used || !d->head || !d->next) return NPU_ERR_NOMEM;
+  for (int n = 0; n < d->g->n_nodes; n++) d->head[n] = -1;
+  for (int v = 0; v < p->n_values; v++) d->producer[v] = -1;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *s = &p->steps[k];
+    for (int i = 0; i < s->n_in; i++) d->used[s->in[i]] = 1;
+    for (int i = 0; i < s->n_out; i++)
+      if (!is_fed(p, s->out[i])) d->producer[s->out[i]] = k;
+  }
+  for (int i = 0; i < p->n_fetches; i++) d->used[p->fetches[i]] = 1;
+  for (int v = p->n_values - 1; v >= 0; v--) { /* each list in value order */
+    int n = p->values[v].node;
+    if (!d->used[v] || d->producer[v] >= 0 || n < 0 || n >= d->g->n_nodes) continue;
+    d->next[v] = d->head[n];
+    d->head[n] = v;
+  }
+  return NPU_OK;
+}
+
+/* The id of value v's producer: "s<k>" or "n<node>". */
+static void producer_id(const dumper *d, int v, char *buf, size_t n) {
+  if (d->producer[v] >= 0) snprintf(buf, n, "s%d", d->producer[v]);
+  else snprintf(buf, n, "n%d", d->p->values[v].node);
+}
+
+/* What a source node is: "feed" (its value is fed at run time), "constant" (a constant of
+   the graph), "folded" (a node evaluated when compiling). */
+static const char *source_kind(const dumper *d, int node) {
+  for (int v = d->head[node]; v >= 0; v = d->next[v])
+    if (is_fed(d->p, v)) return "feed";
+  return npuX_op(d->g->nodes[node].op)->kind == NPUX_KIND_CONST ? "constant" : "folded";
+}
+
+/* ---- JSON ---- */
+
+static void json_header(const dumper *d, int graph, int stage, const char *name, int level) {
+  fprintf(d->f, "{\"graph\":%d,\"stage\":%d,\"stage_name\":", graph, stage);
+  json_str(d->f, name);
+  fprintf(d->f, ",\"dump_ge_graph\":%d,\"dump_graph_level\":%d", d->mode, level);
+}
+
+static void json_number(FILE *f, double x) {
+  if (isnan(x)) fputs("\"NaN\"", f);
+  else if (isinf(x)) fputs(x > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
+  else fprintf(f, "%.9g", x);
+}
+
+/* DUMP_GE_GRAPH=1: "constants": the values bound at compile time that the run reads. */
+static void json_constants(const dumper *d) {
+  const npuE_plan *p = d->p;
+  bool first = true;
+  fputs(",\"constants\":[", d->f);
+  for (int v = 0; v < p->n_values; v++) {
+    const npu_tensor *t = p->slots[v];
+    if (!t || !d->used[v] || d->producer[v] >= 0 || is_fed(p, v)) continue;
+    const npuG_value *val = &p->values[v];
+    fputs(first ? "{\"name\":" : ",{\"name\":", d->f);
+    first = false;
+    fputc('"', d->f);
+    json_raw(d->f, node_name(d, val->node));
+    fprintf(d->f, ":%d\",\"dtype\":", val->index);
+    json_str(d->f, npu_dtype_name(t->dtype));
+    fputs(",\"shape\":[", d->f);
+    for (int i = 0; i < t->ndim; i++) fprintf(d->f, i ? ",%lld" : "%lld", (long long)t->shape[i]);
+    int64_t n = t->numel < DUMP_CONST_MAX ? t->numel : DUMP_CONST_MAX;
+    fprintf(d->f, "],\"numel\":%lld,\"truncated\":%s,\"values\":[", (long long)t->numel,
+            n < t->numel ? "true" : "false");
+    for (int64_t i = 0; i < n; i++) {
+      if (i) fputc(',', d->f);
+      json_number(d->f, npu_tensor_get(t, i));
+    }
+    fputs("]}", d->f);
+  }
+  fputc(']', d->f);
+}
+
+/* DUMP_GE_GRAPH=3: nodes and edges, no dtypes, shapes or data. */
+static void json_relations(const dumper *d) {
+  const npuE_plan *p = d->p;
+  char id[32];
+  fputs(",\"nodes\":[", d->f);
+  bool first = true;
+  for (int n = 0; n < d->g->n_nodes; n++) {
+    if (d->head[n] < 0) continue;
+    fprintf(d->f, "%s{\"id\":\"n%d\",\"name\":", first ? "" : ",", n);
+    first = false;
+    json_str(d->f, node_name(d, n));
+    fputs(",\"op\":", d->f);
+    json_str(d->f, node_op(d, n));
+    fputs(",\"kind\":", d->f);
+    json_str(d->f, source_kind(d, n));
+    fputc('}', d->f);
+  }
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *s = &p->steps[k];
+    fprintf(d->f, "%s{\"id\":\"s%d\",\"name\":", first ? "" : ",", k);
+    first = false;
+    json_str(d->f, node_name(d, s->node));
+    fputs(",\"op\":", d->f);
+    json_str(d->f, s->def->name);
+    fputs(",\"kind\":\"step\"", d->f);
+    if (s->pass) {
+      fputs(",\"pass\":", d->f);
+      json_str(d->f, s->pass);
+    }
+    if (s->n_absorbed) {
+      fputs(",\"absorbed\":[", d->f);
+      for (int i = 0; i < s->n_absorbed; i++) {
+        if (i) fputc(',', d->f);
+        json_str(d->f, node_name(d, s->absorbed[i]));
+      }
+      fputc(']', d->f);
+    }
+    fputc('}', d->f);
+  }
+  fputs("],\"edges\":[", d->f);
+  first = true;
+  for (int k = 0; k < p->n_steps; k++)
+    for (int i = 0; i < p->steps[k].n_in; i++) {
+      producer_id(d, p->steps[k].in[i], id, sizeof id);
+      fprintf(d->f, "%s{\"from\":\"%s\",\"to\":\"s%d\"}", first ? "" : ",", id, k);
+      first = false;
+    }
+  fputs("],\"fetches\":[", d->f);
+  for (int i = 0; i < p->n_fetches; i++) {
+    producer_id(d, p->fetches[i], id, sizeof id);
+    fprintf(d->f, "%s\"%s\"", i ? "," : "", id);
+  }
+  fputc(']', d->f);
+}
+
+/* ---- DOT ---- */
+
+static void dot_graph(const dumper *d, int graph, int stage, const char *name) {
+  const npuE_plan *p = d->p;
+  FILE *f = d->f;
+  bool typed = d->mode != 3;
+  char id[32];
+  fprintf(f, "digraph \"ge_proto_%08d_%02d_", graph, stage);
+  dot_text(f, name);
+  fprintf(f, "\" {\n  label=\"graph %d, stage %d: ", graph, stage);
+  dot_text(f, name);
+  fputs("\";\n  labelloc=t;\n  node [shape=box, fontname=\"monospace\"];\n", f);
+  for (int n = 0; n < d->g->n_nodes; n++) {
+    if (d->head[n] < 0) continue;
+    bool feed = strcmp(source_kind(d, n), "feed") == 0;
+    fprintf(f, "  n%d [shape=%s, label=\"", n, feed ? "ellipse" : "note");
+    dot_text(f, node_op(d, n));
+    fputs("\\n", f);
+    dot_text(f, node_name(d, n));
+    for (int v = d->head[n]; typed && v >= 0; v = d->next[v]) {
+      fprintf(f, "\\n:%d ", p->values[v].index);
+      shape_text(f, &p->values[v]);
+    }
+    fputs("\"];\n", f);
+  }
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *s = &p->steps[k];
+    fprintf(f, "  s%d [label=\"", k);
+    dot_text(f, s->def->name);
+    fputs("\\n", f);
+    dot_text(f, node_name(d, s->node));
+    if (s->n_absorbed) {
+      fputs("\\nabsorbed:", f);
+      for (int i = 0; i < s->n_absorbed; i++) {
+        fputs(i ? ", " : " ", f);
+        dot_text(f, node_name(d, s->absorbed[i]));
+      }
+    }
+    if (s->pass) {
+      fputs("\\n(", f);
+      dot_text(f, s->pass);
+      fputc(')', f);
+    }
+    for (int i = 0; typed && i < s->n_out; i++) {
+      fputs("\\n", f);
+      shape_text(f, &p->values[s->out[i]]);
+    }
+    fputs(s->n_absorbed || s->pass ? "\", style=filled, fillcolor=lightblue];\n" : "\"];\n", f);
+  }
+  for (int k = 0; k < p->n_steps; k++)
+    for (int i = 0; i < p->steps[k].n_in; i++) {
+      int v = p->steps[k].in[i];
+      producer_id(d, v, id, sizeof id);
+      fprintf(f, "  %s -> s%d", id, k);
+      if (typed) {
+        fputs(" [label=\"", f);
+        shape_text(f, &p->values[v]);
+        fputs("\"]", f);
+      }
+      fputs(";\n", f);
+    }
+  for (int i = 0; i < p->n_fetches; i++) {
+    producer_id(d, p->fetches[i], id, sizeof id);
+    fprintf(f, "  %s [peripheries=2];\n", id);
+  }
+  fputs("}\n", f);
+}
+
+/* ---- files ---- */
+
+static npu_status open_file(dumper *d, const char *path) {
+  d->f = fopen(path, "w");
+  if (!d->f)
+    return npuC_error(d->ctx, NPU_ERR_IO, "DUMP_GE_GRAPH: cannot write '%s': %s", path,
+                      strerror(errno));
+  return NPU_OK;
+}
+
+static npu_status close_file(dumper *d, const char *path) {
+  bool bad = ferror(d->f) != 0;
+  int err = errno;
+  if (fclose(d->f) != 0 && !bad) {
+    bad = true;
+    err = errno;
+  }
+  d->f = NULL;
+  if (bad)
+    return npuC_error(d->ctx, NPU_ERR_IO, "DUMP_GE_GRAPH: cannot write '%s': %s", path,
+                      strerror(err));
+  return NPU_OK;
+}
+
+/* "precision assignment" -> "PrecisionAssignment" */
+static void camel(char *out, size_t n, const char *name) {
+  size_t j = 0;
+  bool up = true;
+  for (const char *c = name; *c && j + 1 < n; c++) {
+    if (*c == ' ' || *c == '_' || *c == '-') {
+      up = true;
+      continue;
+    }
+    out[j++] = up && *c >= 'a' && *c <= 'z' ? (char)(*c - 'a' + 'A') : *c;
+    up = false;
+  }
+  out[j] = 0;
+}
+
+static npu_status write_stage(dumper *d, const npuP_config *cfg, int graph, int stage,
+                              const char *name, int level) {
+  const npu_options *o = cfg->options;
+  const char *dir = npuO_env_string(o, NPUO_ENV_DUMP_GRAPH_PATH);
+  char stage_name[64], path[4096];
+  camel(stage_name, sizeof stage_name, name);
+  npu_status s = *dir ? npuC_make_dirs(d->ctx, dir, "DUMP_GRAPH_PATH") : NPU_OK;
+  if (s) return s;
+  s = index_plan(d);
+  char *text = NULL;
+  if (!s && d->mode != 3) s = npuP_explain(d->ctx, d->g, cfg, d->p, &text);
+  for (int dot = 0; dot < 2 && !s; dot++) {
+    int len = snprintf(path, sizeof path, "%s%sge_proto_%08d_%02d_%s.%s", dir, *dir ? "/" : "",
+                       graph, stage, stage_name, dot ? "dot" : "json");
+    if (len >= (int)sizeof path) {
+      s = npuC_error(d->ctx, NPU_ERR_IO, "DUMP_GRAPH_PATH: path '%s' is too long", dir);
+      break;
+    }
+    if ((s = open_file(d, path))) break;
+    if (dot) {
+      dot_graph(d, graph, stage, stage_name);
+    } else {
+      json_header(d, graph, stage, stage_name, level);
+      if (d->mode == 3) {
+        json_relations(d);
+      } else {
+        fputs(",\"plan\":", d->f);
+        fputs(text, d->f);
+        if (d->mode == 1) json_constants(d);
+      }
+      fputs("}\n", d->f);
+    }
+    s = close_file(d, path);
+  }
+  npuC_free(d->ctx, text);
+  npuC_free(d->ctx, d->producer);
+  npuC_free(d->ctx, d->used);
+  npuC_free(d->ctx, d->head);
+  npuC_free(d->ctx, d->next);
+  return s;
+}
+
+/* Stage 0: a plan-shaped view of the graph as given, so that the same describer serves: one
+   step per needed node that is neither a constant nor a placeholder, constants bound. */
+static npu_status write_given(dumper *d, const npuP_config *cfg, const uint8_t *need, int graph,
+                              const char *name, int level) {
+  const npu_graph *g = d->g;
+  const npuE_plan *p = d->p;
+  int n_steps = 0, n_ints = 0;
+  for (int id = 0; id < g->n_nodes; id++) {
+    npuX_kind kind = npuX_op(g->nodes[id].op)->kind;
+    if (!need[id] || kind == NPUX_KIND_CONST || kind == NPUX_KIND_PLACEHOLDER) continue;
+    n_steps++;
+    n_ints += g->nodes[id].n_inputs + g->nodes[id].n_outputs;
+  }
+  npuE_plan view = {.n_feeds = p->n_feeds, .feeds = p->feeds, .n_fetches = p->n_fetches,
+                    .fetches = p->fetches, .n_targets = p->n_targets, .targets = p->targets,
+                    .n_values = p->n_values, .values = p->values, .reference = p->reference,
+                    .fold = p->fold, .iterations = 1, .n_steps = n_steps,
+                    .n_threads = p->n_threads};
+  view.slots = npuC_calloc(d->ctx, (size_t)(p->n_values ? p->n_values : 1), sizeof *view.slots);
+  view.steps = npuC_calloc(d->ctx, (size_t)(n_steps ? n_steps : 1), sizeof *view.steps);
+  int *ints = npuC_alloc(d->ctx, (size_t)(n_ints ? n_ints : 1) * sizeof *ints);
+  npu_status s = view.slots && view.steps && ints ? NPU_OK : NPU_ERR_NOMEM;
+  int k = 0, *next = ints;
+  for (int id = 0; !s && id < g->n_nodes; id++) {
+    const npuG_node *node = &g->nodes[id];
+    const npu_op_def *def = npuX_op(node->op);
+    if (!need[id]) continue;
+    if (def->kind == NPUX_KIND_CONST) {
+      if (!is_fed(p, node->first_output))
+        view.slots[node->first_output] = npuG_attr_find(node, "value")->u.tensor;
+      continue;
+    }
+    if (def->kind == NPUX_KIND_PLACEHOLDER) continue;
+    npuE_step *st = &view.steps[k++];
+    *st = (npuE_step){.node = id, .def = def, .params = node->params.bytes,
+                      .n_in = node->n_inputs, .n_out = node->n_outputs, .in = next,
+                      .round_in = -1, .round_out = -1};
+    if (node->n_inputs) memcpy(next, node->inputs, (size_t)node->n_inputs * sizeof *next);
+    st->out = next + node->n_inputs;
+    for (int i = 0; i < node->n_outputs; i++) st->out[i] = node->first_output + i;
+    next += node->n_inputs + node->n_outputs;
+  }
+  if (!s) {
+    d->p = &view;
+    s = write_stage(d, cfg, graph, 0, name, level);
+    d->p = p;
+  }
+  npuC_free(d->ctx, view.slots);
+  npuC_free(d->ctx, view.steps);
+  npuC_free(d->ctx, ints);
+  return s;
+}
+
+npu_status npuP_graph_dump(npuP_build *b, int graph, int stage, const char *name, bool last) {
+  const npu_options *o = b->cfg->options;
+  int level = npuO_env_is_set(o, NPUO_ENV_DUMP_GRAPH_LEVEL)
+                  ? (int)npuO_env_int(o, NPUO_ENV_DUMP_GRAPH_LEVEL)
+                  : 2;
+  if ((level == 3 && !last) || (level == 4 && stage != 0)) return NPU_OK;
+  dumper d = {.ctx = b->ctx, .g = b->graph, .p = b->plan,
+              .mode = (int)npuO_env_int(o, NPUO_ENV_DUMP_GE_GRAPH)};
+  return stage == 0 ? write_given(&d, b->cfg, b->need, graph, name, level)
+                    : write_stage(&d, b->cfg, graph, stage, name, level);
+}

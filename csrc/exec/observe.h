@@ -1,0 +1,53 @@
+/*
+ * observe.h — what watches a run: the data dump (exec/dump.c: enable_dump, enable_dump_debug)
+ * and the profiler (exec/profile.c: profiling_mode).  A session makes each from its checked
+ * options when it is created (NULL when the options leave it off, so an unobserved run pays a
+ * pointer test a step); npuE_run reports events to them; the session frees them when it
+ * closes, which writes what they still hold.
+ */
+#ifndef NPU_OBSERVE_H
+#define NPU_OBSERVE_H
+
+#include "exec/exec.h"
+
+typedef enum npuE_event {
+  NPUE_RUN_BEGIN,  /* a call of npuE_run (k = -1) */
+  NPUE_ITER_BEGIN, /* an iteration of the plan, st->n_iterations its index (k = -1);
+                      iterations_per_loop runs several in one call */
+  NPUE_STEP_BEGIN, /* step k is about to run: its inputs are in p->slots, as stored */
+  NPUE_STEP_END,   /* step k ran: its outputs are in p->slots, as stored */
+  NPUE_ITER_END,   /* the iteration ended (k = -1) */
+  NPUE_RUN_END     /* the call ends, also when it failed (k = -1) */
+} npuE_event;
+
+/* Who a session is, for the names of the files observers write. */
+typedef struct npuE_observed {
+  int session_id; /* the context's sessions counted from 0 */
+  int device_id;  /* session_device_id */
+} npuE_observed;
+
+/* exec/dump.c.  new: *out NULL when neither enable_dump nor enable_dump_debug is on.  event:
+   writes what the options ask at that point; an error (a file that cannot be written) fails
+   the run.  free: cannot fail. */
+typedef struct npuE_dump npuE_dump;
+npu_status npuE_dump_new(npu_context *ctx, const npu_options *o, const npuE_observed *who,
+                         npuE_dump **out);
+npu_status npuE_dump_event(npuE_dump *d, npuE_state *st, const npuE_plan *p, npuE_event e,
+                           int k);
+void npuE_dump_free(npu_context *ctx, npuE_dump *d);
+
+/* exec/profile.c.  new: *out NULL when profiling is off (profiling_mode, else PROFILING_MODE);
+   makes the session's output directory (NPU_ERR_IO naming it).  event: records the time;
+   only RUN_BEGIN can fail, and only for a plan it has not seen: fp_point / bp_point naming no
+   node of the graph (NPU_ERR_NOT_FOUND), trace.json that cannot be created (NPU_ERR_IO).
+   Memory for a new plan's statistics that cannot be had marks the profile truncated instead
+   of failing the run.  free: writes the summaries; a file that cannot be written is reported
+   through the context's log hook (a closing session has no caller to fail). */
+typedef struct npuE_profile npuE_profile;
+npu_status npuE_profile_new(npu_context *ctx, const npu_options *o, const npuE_observed *who,
+                            npuE_profile **out);
+npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan *p,
+                              npuE_event e, int k);
+void npuE_profile_free(npu_context *ctx, npuE_profile *pr);
+
+#endif

@@ -1,0 +1,899 @@
+/*
+ * profile.c — profiling_mode: the time of every step of every run (CLOCK_MONOTONIC, ns),
+ * written as CSV summaries and a Chrome-trace timeline when the session closes.
+ *
+ * Layout (docs/profiling.md): <base>/PROF_<session>_<pid>_<YYYYMMDDhhmmss>/ holding
+ * op_summary.csv and op_statistic.csv (task_trace / task_time not off), iteration_trace.csv
+ * (training_trace), host_sys.csv (host_sys or host_sys_usage), trace.json and info.json.
+ * <base> is profiling_options' output, else $ASCEND_WORK_PATH, else the working directory.
+ *
+ * Invariants:
+ *  - The run path pays two clock readings and a few adds a step: a plan's statistics are an
+ *    array of n_steps counters made at the plan's first run; events for trace.json and the
+ *    iteration rows go into fixed buffers made with the profile, formatted and written out
+ *    when a buffer fills (after the step's clock stopped) and at close.  Memory is bounded
+ *    however long the session runs; trace.json is streamed and capped by storage_limit.
+ *  - After creation the only allocation is a new plan's record.  When it fails the plan runs
+ *    unprofiled and the profile says it is truncated (info.json); the run goes on.
+ *  - Plan records copy what the summaries need (node names; op and pass names are static),
+ *    so a plan dropped from the session's cache is still described at close.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "exec/observe.h"
+#include "options/options_int.h"
+
+enum {
+  TRACE_CAP = 4096,   /* step events buffered before they are written to trace.json */
+  ITER_CAP = 1024,    /* iteration rows buffered */
+  TAIL_RESERVE = 4096 /* bytes of trace.json kept for its closing metadata */
+};
+
+typedef enum task_level { TASK_OFF, TASK_L0, TASK_L1 } task_level;
+static const char *const task_names[] = {"off", "l0", "l1"};
+
+typedef struct step_rec {
+  uint64_t count;
+  int64_t total_ns, min_ns, max_ns;
+  const char *name; /* the node's name (in the plan record's text) */
+  const char *op;   /* op table name (static) */
+  const char *pass; /* the pass that made the step (static), or NULL */
+  /* l1: "[2,3];[3]" and "float32;float32" (in the record's text); l0: "" */
+  const char *in_shapes, *in_dtypes, *out_shapes, *out_dtypes;
+} step_rec;
+
+typedef struct plan_rec {
+  int id, n_steps;
+  int fp_step, bp_step; /* -1: the fp_point / bp_point node does not run in this plan */
+  uint64_t iterations; /* completed */
+  step_rec *steps; /* n_steps, in the same block, then the text */
+} plan_rec;
+
+typedef struct trace_ev {
+  int64_t start_ns, dur_ns;
+  uint64_t iteration;
+  const plan_rec *plan;
+  int step;
+} trace_ev;
+
+typedef struct iter_ev {
+  uint64_t iteration;
+  int plan_id;
+  int64_t start_ns, end_ns, fp_ns, bp_ns, gap_ns; /* fp, bp, gap: -1 = none */
+} iter_ev;
+
+struct npuE_profile {
+  npu_context *ctx;
+  int session_id, device_id;
+  long pid;
+  char *dir; /* the session's directory (owned) */
+  task_level task;
+  bool training_trace, host_cpu, host_mem;
+  char *fp_point, *bp_point;      /* node names, "" = the plan's first / last step (owned) */
+  const char *fp_from, *bp_from;  /* where they were read, for messages */
+  uint64_t storage_limit;         /* bytes trace.json may take */
+  char started[32];               /* local time at creation, for info.json */
+  int64_t t0;                     /* CLOCK_MONOTONIC at creation: trace times count from it */
+  int64_t wall0;
+  struct rusage ru0;
+  /* the plans seen */
+  plan_rec **plans;
+  int n_plans, cap_plans;
+  plan_rec *cur; /* the running plan's record; NULL: this run is not profiled */
+  uint64_t runs;
+  /* the running step and iteration */
+  int64_t step_start, iter_start, iter_fp, iter_bp, last_iter_end;
+  uint64_t iteration;
+  /* trace.json, streamed */
+  FILE *trace;
+  uint64_t trace_bytes, n_events, n_dropped;
+  trace_ev *evs;
+  int n_evs;
+  /* iteration_trace.csv, streamed */
+  FILE *iter_csv;
+  iter_ev *iters;
+  int n_iters;
+  /* what went wrong on the way (reported at close) */
+  int n_nomem_plans;
+  int write_errno;
+  const char *write_file;
+};
+
+static inline int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* ns as microseconds with 3 decimals (exact: no floating point). */
+static const char *us(char *buf, size_t n, int64_t ns) {
+  if (ns < 0) {
+    snprintf(buf, n, "-%lld.%03lld", (long long)(-ns / 1000), (long long)(-ns % 1000));
+    return buf;
+  }
+  snprintf(buf, n, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
+  return buf;
+}
+
+/* ---- options ---- */
+
+/* The JSON escapes \" \\ \/ undone in place (profiling_options keeps values as written). */
+static void unescape(char *s) {
+  char *w = s;
+  for (const char *r = s; *r; r++) {
+    if (r[0] == '\\' && (r[1] == '"' || r[1] == '\\' || r[1] == '/')) r++;
+    *w++ = *r;
+  }
+  *w = 0;
+}
+
+static bool legacy_form(const npu_options *o) {
+  const char *s = npuO_string(o, NPUO_profiling_options);
+  while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+  return *s && *s != '{';
+}
+
+/* task_time (the newer name) wins over task_trace; default on (= l1).  The older colon form
+   lists the switches that are on (op_trace is the operator trace: task_trace). */
+static task_level read_task(const npu_options *o) {
+  char v[32];
+  if (legacy_form(o)) {
+    npuO_profiling_field(o, "task_trace", v, sizeof v);
+    if (!*v) npuO_profiling_field(o, "op_trace", v, sizeof v);
+    return *v ? TASK_L1 : TASK_OFF;
+  }
+  npuO_profiling_field(o, "task_time", v, sizeof v);
+  if (!*v) npuO_profiling_field(o, "task_trace", v, sizeof v);
+  if (strcmp(v, "off") == 0) return TASK_OFF;
+  if (strcmp(v, "l0") == 0) return TASK_L0;
+  return TASK_L1;
+}
+
+/* Default: on when training (graph_run_mode 1), off for online inference, which does not
+   support it (000; options.c refuses "on" there). */
+static bool read_training_trace(const npu_options *o) {
+  char v[32];
+  npuO_profiling_field(o, "training_trace", v, sizeof v);
+  if (legacy_form(o)) return *v != 0;
+  if (!*v) return npuO_training(o);
+  return strcmp(v, "on") == 0;
+}
+
+/* "200MB" (validated) as bytes; unset: 90% of the space free where the files go (000). */
+static uint64_t read_storage_limit(const npu_options *o, const char *dir) {
+  char v[64];
+  npuO_profiling_field(o, "storage_limit", v, sizeof v);
+  if (*v) return (uint64_t)(strtod(v, NULL) * 1048576.0);
+  struct statvfs fs;
+  if (statvfs(dir, &fs) == 0) return (uint64_t)((double)fs.f_bavail * (double)fs.f_frsize * 0.9);
+  return UINT64_MAX;
+}
+
+/* fp_point / bp_point: the profiling_options field, else the older session option. */
+static char *read_point(npu_context *ctx, const npu_options *o, const char *field,
+                        npu_option_id id, const char **from) {
+  char v[1024];
+  npuO_profiling_field(o, field, v, sizeof v);
+  unescape(v);
+  *from = "profiling_options";
+  if (!*v && *npuO_string(o, id)) {
+    snprintf(v, sizeof v, "%s", npuO_string(o, id));
+    *from = "option";
+  }
+  return npuC_strdup(ctx, v);
+}
+
+/* ---- the output directory ---- */
+
+/* <base>/PROF_<session>_<pid>_<YYYYMMDDhhmmss>[_n]: a new directory (another context of this
+   process may have made one with the same session id in the same second). */
+static npu_status make_session_dir(npuE_profile *pr, const npu_options *o) {
+  npu_context *ctx = pr->ctx;
+  char out[4096];
+  const char *base = NULL, *what = NULL;
+  npuO_profiling_field(o, "output", out, sizeof out);
+  unescape(out);
+  if (legacy_form(o)) out[0] = 0;
+  if (*out) {
+    base = out;
+    what = "profiling_options output";
+  } else if (*npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH)) {
+    base = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
+    what = "ASCEND_WORK_PATH (profiling)";
+  }
+  if (base) {
+    npu_status s = npuC_make_dirs(ctx, base, what);
+    if (s) return s;
+  }
+  time_t now = time(NULL);
+  struct tm tm;
+  char stamp[32];
+  localtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm);
+  strftime(pr->started, sizeof pr->started, "%Y-%m-%dT%H:%M:%S", &tm);
+  pr->storage_limit = read_storage_limit(o, base ? base : ".");
+  size_t n = (base ? strlen(base) + 1 : 0) + 96;
+  if (n > 3990)
+    return npuC_error(ctx, NPU_ERR_IO, "%s: path '%s' is too long", what, base);
+  if (!(pr->dir = npuC_alloc(ctx, n))) return NPU_ERR_NOMEM;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    char suffix[16] = "";
+    if (attempt) snprintf(suffix, sizeof suffix, "_%d", attempt);
+    snprintf(pr->dir, n, "%.3900s%sPROF_%d_%ld_%s%s", base ? base : "", base ? "/" : "",
+             pr->session_id, pr->pid, stamp, suffix);
+    if (mkdir(pr->dir, 0777) == 0) return NPU_OK;
+    if (errno != EEXIST) break;
+  }
+  return npuC_error(ctx, NPU_ERR_IO, "profiling: cannot create directory '%s': %s", pr->dir,
+                    strerror(errno));
+}
+
+static void free_profile(npu_context *ctx, npuE_profile *pr) {
+  for (int i = 0; i < pr->n_plans; i++) npuC_free(ctx, pr->plans[i]);
+  npuC_free(ctx, pr->plans);
+  npuC_free(ctx, pr->evs);
+  npuC_free(ctx, pr->iters);
+  npuC_free(ctx, pr->fp_point);
+  npuC_free(ctx, pr->bp_point);
+  npuC_free(ctx, pr->dir);
+  npuC_free(ctx, pr);
+}
+
+npu_status npuE_profile_new(npu_context *ctx, const npu_options *o, const npuE_observed *who,
+                            npuE_profile **out) {
+  *out = NULL;
+  if (!npuO_bool(o, NPUO_profiling_mode)) return NPU_OK;
+  npuE_profile *pr = npuC_calloc(ctx, 1, sizeof *pr);
+  if (!pr) return NPU_ERR_NOMEM;
+  pr->ctx = ctx;
+  pr->session_id = who->session_id;
+  pr->device_id = who->device_id;
+  pr->pid = (long)getpid();
+  pr->task = read_task(o);
+  pr->training_trace = read_training_trace(o);
+  char v[64];
+  npuO_profiling_field(o, "host_sys", v, sizeof v);
+  pr->host_cpu = strstr(v, "cpu") != NULL, pr->host_mem = strstr(v, "mem") != NULL;
+  npuO_profiling_field(o, "host_sys_usage", v, sizeof v);
+  pr->host_cpu |= strstr(v, "cpu") != NULL, pr->host_mem |= strstr(v, "mem") != NULL;
+  pr->last_iter_end = -1;
+  npu_status s = NPU_OK;
+  if (!(pr->fp_point = read_point(ctx, o, "fp_point", NPUO_fp_point, &pr->fp_from)) ||
+      !(pr->bp_point = read_point(ctx, o, "bp_point", NPUO_bp_point, &pr->bp_from)))
+    s = NPU_ERR_NOMEM;
+  if (!s && pr->task != TASK_OFF && !(pr->evs = npuC_alloc(ctx, TRACE_CAP * sizeof *pr->evs)))
+    s = NPU_ERR_NOMEM;
+  if (!s && pr->training_trace && !(pr->iters = npuC_alloc(ctx, ITER_CAP * sizeof *pr->iters)))
+    s = NPU_ERR_NOMEM;
+  if (!s) s = make_session_dir(pr, o);
+  if (s) {
+    free_profile(ctx, pr);
+    return s;
+  }
+  getrusage(RUSAGE_SELF, &pr->ru0);
+  pr->t0 = pr->wall0 = now_ns();
+  *out = pr;
+  return NPU_OK;
+}
+
+/* ---- writing ---- */
+
+/* dir/name into buf; false when it does not fit. */
+static bool file_path(const npuE_profile *pr, const char *name, char *buf, size_t n) {
+  return snprintf(buf, n, "%s/%s", pr->dir, name) < (int)n;
+}
+
+/* A failed write while running: the first is reported at close. */
+static void write_failed(npuE_profile *pr, const char *file) {
+  if (!pr->write_errno) {
+    pr->write_errno = errno ? errno : EIO;
+    pr->write_file = file;
+  }
+}
+
+/* s as a JSON string body into buf (at most n - 1 bytes, cut at a character boundary). */
+static size_t json_escape(char *buf, size_t n, const char *s) {
+  size_t w = 0;
+  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+    char esc[8];
+    size_t len = 1;
+    if (*c == '"' || *c == '\\') {
+      esc[0] = '\\', esc[1] = (char)*c, len = 2;
+    } else if (*c < 0x20) {
+      snprintf(esc, sizeof esc, "\\u%04x", *c);
+      len = 6;
+    } else {
+      esc[0] = (char)*c;
+    }
+    if (w + len + 1 > n) {
+      while (w > 0 && ((unsigned char)buf[w - 1] & 0xC0) == 0x80) w--; /* no half a character */
+      if (w > 0 && ((unsigned char)buf[w - 1] & 0xC0) == 0xC0) w--;
+      break;
+    }
+    memcpy(buf + w, esc, len);
+    w += len;
+  }
+  buf[w] = 0;
+  return w;
+}
+
+/* The event lines are built by appending (printf costs more than the step it describes):
+   bounded, `ok` false once something did not fit. */
+typedef struct line {
+  char buf[8192];
+  size_t len;
+  bool ok;
+} line;
+
+static void put(line *l, const char *s, size_t n) {
+  if (l->len + n >= sizeof l->buf) {
+    l->ok = false;
+    return;
+  }
+  memcpy(l->buf + l->len, s, n);
+  l->len += n;
+}
+static void put_str(line *l, const char *s) { put(l, s, strlen(s)); }
+static void put_u64(line *l, uint64_t v) {
+  char b[24];
+  int i = (int)sizeof b;
+  do b[--i] = (char)('0' + v % 10); while ((v /= 10) != 0);
+  put(l, b + i, sizeof b - (size_t)i);
+}
+static void put_int(line *l, int64_t v) {
+  if (v < 0) put(l, "-", 1);
+  put_u64(l, (uint64_t)(v < 0 ? -v : v));
+}
+/* ns as microseconds with 3 decimals, like us() */
+static void put_us(line *l, int64_t ns) {
+  if (ns < 0) put(l, "-", 1), ns = -ns;
+  put_u64(l, (uint64_t)(ns / 1000));
+  char f[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10), (char)('0' + ns % 10)};
+  put(l, f, 4);
+}
+/* a JSON string body, at most 2000 bytes of it */
+static void put_json(line *l, const char *s) {
+  char esc[2001];
+  put(l, esc, json_escape(esc, sizeof esc, s));
+}
+
+/* One event line into trace.json, unless storage_limit is reached (then it is counted). */
+static void trace_put(npuE_profile *pr, const line *l) {
+  if (!l->ok || !pr->trace) return;
+  if (pr->trace_bytes + l->len + TAIL_RESERVE > pr->storage_limit) {
+    pr->n_dropped++;
+    return;
+  }
+  if (fwrite(l->buf, 1, l->len, pr->trace) != l->len) write_failed(pr, "trace.json");
+  pr->trace_bytes += l->len;
+  pr->n_events++;
+}
+
+/* ,\n{"name":"mm","cat":"op","ph":"X","ts":12.345,"dur":1.234,"pid":0,"tid":0,"args":{"op":
+   "matmul","plan":1,"step":0,"iteration":5[,"pass":"..."][,"input_shapes":...]}} */
+static void step_line(const npuE_profile *pr, const trace_ev *e, bool shapes, line *l) {
+  const step_rec *sr = &e->plan->steps[e->step];
+  l->len = 0, l->ok = true;
+  put_str(l, ",\n{\"name\":\"");
+  put_json(l, sr->name);
+  put_str(l, "\",\"cat\":\"op\",\"ph\":\"X\",\"ts\":");
+  put_us(l, e->start_ns - pr->t0);
+  put_str(l, ",\"dur\":");
+  put_us(l, e->dur_ns);
+  put_str(l, ",\"pid\":");
+  put_int(l, pr->device_id);
+  put_str(l, ",\"tid\":0,\"args\":{\"op\":\"");
+  put_str(l, sr->op);
+  put_str(l, "\",\"plan\":");
+  put_int(l, e->plan->id);
+  put_str(l, ",\"step\":");
+  put_int(l, e->step);
+  put_str(l, ",\"iteration\":");
+  put_u64(l, e->iteration);
+  if (sr->pass) {
+    put_str(l, ",\"pass\":\"");
+    put_str(l, sr->pass);
+    put_str(l, "\"");
+  }
+  if (shapes) {
+    static const char *const keys[] = {",\"input_shapes\":\"", "\",\"input_dtypes\":\"",
+                                       "\",\"output_shapes\":\"", "\",\"output_dtypes\":\""};
+    const char *vals[] = {sr->in_shapes, sr->in_dtypes, sr->out_shapes, sr->out_dtypes};
+    for (int i = 0; i < 4; i++) {
+      put_str(l, keys[i]);
+      put_str(l, vals[i]); /* digits, brackets, dtype names: nothing to escape */
+    }
+    put_str(l, "\"");
+  }
+  put_str(l, "}}");
+}
+
+static void flush_steps(npuE_profile *pr) {
+  line l;
+  for (int i = 0; i < pr->n_evs; i++) {
+    step_line(pr, &pr->evs[i], pr->task == TASK_L1, &l);
+    if (!l.ok) step_line(pr, &pr->evs[i], false, &l); /* shapes too long for one line */
+    trace_put(pr, &l);
+  }
+  pr->n_evs = 0;
+}
+
+static void flush_iterations(npuE_profile *pr) {
+  line l;
+  for (int i = 0; i < pr->n_iters; i++) {
+    const iter_ev *e = &pr->iters[i];
+    bool span = e->fp_ns >= 0 && e->bp_ns >= 0;
+    /* iteration_trace.csv */
+    l.len = 0, l.ok = true;
+    put_u64(&l, e->iteration);
+    put(&l, ",", 1);
+    put_int(&l, e->plan_id);
+    put(&l, ",", 1);
+    put_us(&l, e->start_ns - pr->t0);
+    put(&l, ",", 1);
+    put_us(&l, e->end_ns - pr->t0);
+    put(&l, ",", 1);
+    put_us(&l, e->end_ns - e->start_ns);
+    put(&l, ",", 1);
+    if (e->fp_ns >= 0) put_us(&l, e->fp_ns - pr->t0);
+    put(&l, ",", 1);
+    if (e->bp_ns >= 0) put_us(&l, e->bp_ns - pr->t0);
+    put(&l, ",", 1);
+    if (span) put_us(&l, e->bp_ns - e->fp_ns);
+    put(&l, ",", 1);
+    if (e->bp_ns >= 0) put_us(&l, e->end_ns - e->bp_ns);
+    put(&l, ",", 1);
+    if (e->gap_ns >= 0) put_us(&l, e->gap_ns);
+    put(&l, "\n", 1);
+    if (pr->iter_csv && fwrite(l.buf, 1, l.len, pr->iter_csv) != l.len)
+      write_failed(pr, "iteration_trace.csv");
+    /* trace.json, on thread 1 */
+    l.len = 0;
+    put_str(&l, ",\n{\"name\":\"iteration ");
+    put_u64(&l, e->iteration);
+    put_str(&l, "\",\"cat\":\"iteration\",\"ph\":\"X\",\"ts\":");
+    put_us(&l, e->start_ns - pr->t0);
+    put_str(&l, ",\"dur\":");
+    put_us(&l, e->end_ns - e->start_ns);
+    put_str(&l, ",\"pid\":");
+    put_int(&l, pr->device_id);
+    put_str(&l, ",\"tid\":1,\"args\":{\"plan\":");
+    put_int(&l, e->plan_id);
+    put_str(&l, ",\"iteration\":");
+    put_u64(&l, e->iteration);
+    if (span) {
+      put_str(&l, ",\"fp_bp_us\":");
+      put_us(&l, e->bp_ns - e->fp_ns);
+    }
+    put_str(&l, "}}");
+    trace_put(pr, &l);
+  }
+  pr->n_iters = 0;
+}
+
+static const char iter_header[] =
+    "iteration_id,plan_id,start_us,end_us,duration_us,fp_start_us,bp_end_us,fp_bp_us,"
+    "grad_refresh_us,gap_us\n";
+
+/* trace.json's head, and iteration_trace.csv's: at the first run (or at close, when there
+   was none, so the files are always there). */
+static npu_status open_streams(npuE_profile *pr) {
+  char path[4200];
+  if (!pr->trace) {
+    if (!file_path(pr, "trace.json", path, sizeof path) || !(pr->trace = fopen(path, "w")))
+      return npuC_error(pr->ctx, NPU_ERR_IO, "profiling: cannot create '%s': %s", path,
+                        strerror(errno));
+    int len = fprintf(pr->trace,
+                      "{\"traceEvents\":[\n"
+                      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                      "\"args\":{\"name\":\"NPU device %d (session %d)\"}},\n"
+                      "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                      "\"args\":{\"name\":\"steps\"}}",
+                      pr->device_id, pr->device_id, pr->session_id, pr->device_id);
+    if (pr->training_trace && len > 0)
+      len += fprintf(pr->trace,
+                     ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":1,"
+                     "\"args\":{\"name\":\"iterations\"}}",
+                     pr->device_id);
+    if (len < 0) write_failed(pr, "trace.json");
+    else pr->trace_bytes = (uint64_t)len;
+  }
+  if (pr->training_trace && !pr->iter_csv) {
+    if (!file_path(pr, "iteration_trace.csv", path, sizeof path) ||
+        !(pr->iter_csv = fopen(path, "w")))
+      return npuC_error(pr->ctx, NPU_ERR_IO, "profiling: cannot create '%s': %s", path,
+                        strerror(errno));
+    if (fputs(iter_header, pr->iter_csv) < 0) write_failed(pr, "iteration_trace.csv");
+  }
+  return NPU_OK;
+}
+
+/* ---- plans ---- */
+
+/* The shapes ("[2,3];[4]") or dtypes ("float32;int32") of n values, written at buf when it is
+   not NULL; returns the length. */
+static size_t value_list(char *buf, const npuE_plan *p, int n, const int *ids, bool dtypes) {
+  size_t len = 0;
+  for (int i = 0; i < n; i++) {
+    char one[256];
+    const npuG_value *v = &p->values[ids[i]];
+    if (dtypes) snprintf(one, sizeof one, "%s", npu_dtype_name(v->dtype));
+    else npuC_shape_str(one, sizeof one, v->ndim, v->shape);
+    size_t l = strlen(one);
+    if (buf) {
+      if (i) buf[len] = ';';
+      memcpy(buf + len + (i ? 1 : 0), one, l);
+    }
+    len += l + (i ? 1 : 0);
+  }
+  return len;
+}
+
+static const char *node_name(const npu_graph *g, int node) {
+  return node >= 0 && node < g->n_nodes ? g->nodes[node].name : "?";
+}
+
+/* The step running node `name` (its own, or a fused step that absorbed it): -1 when the plan
+   does not run it (pruned, folded); NPU_ERR_NOT_FOUND when the graph has no such node. */
+static npu_status find_point(npuE_profile *pr, const npu_graph *g, const npuE_plan *p,
+                             const char *name, const char *field, const char *from, int dflt,
+                             int *out) {
+  *out = dflt;
+  if (!*name) return NPU_OK;
+  int node = npuG_find_node(g, name);
+  *out = -1;
+  if (node < 0)
+    return npuC_error(pr->ctx, NPU_ERR_NOT_FOUND,
+                      "profiling: %s %s names no node of the graph: '%s'",
+                      strcmp(from, "option") == 0 ? "option" : "profiling_options field", field,
+                      name);
+  for (int k = 0; k < p->n_steps && *out < 0; k++) {
+    const npuE_step *s = &p->steps[k];
+    if (s->node == node) *out = k;
+    for (int i = 0; i < s->n_absorbed && *out < 0; i++)
+      if (s->absorbed[i] == node) *out = k;
+  }
+  return NPU_OK;
+}
+
+/* A record for plan p, seen for the first time.  *out NULL (and NPU_OK) when memory is short:
+   the profile is then truncated. */
+static npu_status add_plan(npuE_profile *pr, const npuE_state *st, const npuE_plan *p,
+                           plan_rec **out) {
+  npu_context *ctx = pr->ctx;
+  const npu_graph *g = st->graph;
+  *out = NULL;
+  int fp, bp;
+  npu_status s = find_point(pr, g, p, pr->fp_point, "fp_point", pr->fp_from, 0, &fp);
+  if (!s) s = find_point(pr, g, p, pr->bp_point, "bp_point", pr->bp_from, p->n_steps - 1, &bp);
+  if (s) return s;
+  bool l1 = pr->task == TASK_L1;
+  size_t text = 0;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *sp = &p->steps[k];
+    text += strlen(node_name(g, sp->node)) + 1;
+    if (l1)
+      text += value_list(NULL, p, sp->n_in, sp->in, false) +
+              value_list(NULL, p, sp->n_in, sp->in, true) +
+              value_list(NULL, p, sp->n_out, sp->out, false) +
+              value_list(NULL, p, sp->n_out, sp->out, true) + 4;
+  }
+  if (pr->n_plans == pr->cap_plans) {
+    int cap = pr->cap_plans ? 2 * pr->cap_plans : 8;
+    plan_rec **grown = npuC_realloc(ctx, pr->plans, (size_t)cap * sizeof *grown);
+    if (!grown) goto nomem;
+    pr->plans = grown, pr->cap_plans = cap;
+  }
+  plan_rec *r = npuC_alloc(ctx, sizeof *r + (size_t)p->n_steps * sizeof(step_rec) + text + 1);
+  if (!r) goto nomem;
+  *r = (plan_rec){.id = p->id, .n_steps = p->n_steps, .fp_step = fp, .bp_step = bp,
+                  .steps = (step_rec *)(r + 1)};
+  char *t = (char *)(r->steps + p->n_steps);
+  *t = 0;
+  const char *empty = t++;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *sp = &p->steps[k];
+    step_rec *sr = &r->steps[k];
+    *sr = (step_rec){.op = sp->def->name, .pass = sp->pass, .in_shapes = empty,
+                     .in_dtypes = empty, .out_shapes = empty, .out_dtypes = empty};
+    size_t l = strlen(node_name(g, sp->node)) + 1;
+    sr->name = memcpy(t, node_name(g, sp->node), l);
+    t += l;
+    if (!l1) continue;
+    const char **fields[] = {&sr->in_shapes, &sr->in_dtypes, &sr->out_shapes, &sr->out_dtypes};
+    for (int f = 0; f < 4; f++) {
+      *fields[f] = t;
+      t += value_list(t, p, f < 2 ? sp->n_in : sp->n_out, f < 2 ? sp->in : sp->out, f % 2);
+      *t++ = 0;
+    }
+  }
+  pr->plans[pr->n_plans++] = r;
+  *out = r;
+  return NPU_OK;
+nomem:
+  pr->n_nomem_plans++;
+  return NPU_OK;
+}
+
+static plan_rec *find_plan(npuE_profile *pr, int id) {
+  for (int i = pr->n_plans - 1; i >= 0; i--)
+    if (pr->plans[i]->id == id) return pr->plans[i];
+  return NULL;
+}
+
+/* ---- events ---- */
+
+npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan *p,
+                              npuE_event e, int k) {
+  switch (e) {
+  case NPUE_STEP_BEGIN:
+    pr->step_start = now_ns();
+    return NPU_OK;
+  case NPUE_STEP_END: {
+    int64_t end = now_ns(), d = end - pr->step_start;
+    plan_rec *r = pr->cur;
+    if (!r) return NPU_OK;
+    if (pr->task != TASK_OFF) {
+      step_rec *sr = &r->steps[k];
+      if (!sr->count++ || d < sr->min_ns) sr->min_ns = d;
+      if (d > sr->max_ns) sr->max_ns = d;
+      sr->total_ns += d;
+      pr->evs[pr->n_evs++] =
+          (trace_ev){.start_ns = pr->step_start, .dur_ns = d, .iteration = pr->iteration,
+                     .plan = r, .step = k};
+      if (pr->n_evs == TRACE_CAP) flush_steps(pr);
+    }
+    if (k == r->fp_step) pr->iter_fp = pr->step_start;
+    if (k == r->bp_step) pr->iter_bp = end;
+    return NPU_OK;
+  }
+  case NPUE_ITER_BEGIN:
+    pr->iteration = st->n_iterations;
+    pr->iter_fp = pr->iter_bp = -1;
+    pr->iter_start = now_ns();
+    return NPU_OK;
+  case NPUE_ITER_END: {
+    int64_t end = now_ns();
+    if (!pr->cur) return NPU_OK;
+    pr->cur->iterations++;
+    if (!pr->training_trace) return NPU_OK;
+    pr->iters[pr->n_iters++] = (iter_ev){
+        .iteration = pr->iteration, .plan_id = pr->cur->id, .start_ns = pr->iter_start,
+        .end_ns = end, .fp_ns = pr->iter_fp, .bp_ns = pr->iter_bp,
+        .gap_ns = pr->last_iter_end >= 0 ? pr->iter_start - pr->last_iter_end : -1};
+    pr->last_iter_end = end;
+    if (pr->n_iters == ITER_CAP) flush_iterations(pr);
+    return NPU_OK;
+  }
+  case NPUE_RUN_BEGIN: {
+    pr->cur = NULL;
+    pr->runs++;
+    npu_status s = open_streams(pr);
+    if (s) return s;
+    plan_rec *r = find_plan(pr, p->id);
+    if (!r && (s = add_plan(pr, st, p, &r))) return s;
+    pr->cur = r;
+    return NPU_OK;
+  }
+  case NPUE_RUN_END:
+    pr->cur = NULL;
+    return NPU_OK;
+  }
+  return NPU_OK;
+}
+
+/* ---- the summaries, at close ---- */
+
+static FILE *open_file(npuE_profile *pr, const char *name) {
+  char path[4200];
+  FILE *f = file_path(pr, name, path, sizeof path) ? fopen(path, "w") : NULL;
+  if (!f) npuC_error(pr->ctx, NPU_ERR_IO, "profiling: cannot create '%s': %s", path, strerror(errno));
+  return f;
+}
+
+static npu_status close_file(npuE_profile *pr, FILE *f, const char *name) {
+  bool bad = ferror(f) != 0;
+  int err = errno;
+  if (fclose(f) != 0) bad = true, err = errno;
+  if (bad)
+    return npuC_error(pr->ctx, NPU_ERR_IO, "profiling: cannot write '%s/%s': %s", pr->dir, name,
+                      strerror(err ? err : EIO));
+  return NPU_OK;
+}
+
+static npu_status write_op_summary(npuE_profile *pr) {
+  FILE *f = open_file(pr, "op_summary.csv");
+  if (!f) return NPU_ERR_IO;
+  fputs("plan_id,step,op_name,op_type,pass,count,total_us,avg_us,min_us,max_us", f);
+  fputs(pr->task == TASK_L1 ? ",input_shapes,input_dtypes,output_shapes,output_dtypes\n" : "\n", f);
+  for (int i = 0; i < pr->n_plans; i++) {
+    const plan_rec *r = pr->plans[i];
+    for (int k = 0; k < r->n_steps; k++) {
+      const step_rec *sr = &r->steps[k];
+      char a[32], b[32], c[32], d[32];
+      fprintf(f, "%d,%d,", r->id, k);
+      npuC_csv_field(f, sr->name);
+      fprintf(f, ",%s,%s,%llu,%s,", sr->op, sr->pass ? sr->pass : "",
+              (unsigned long long)sr->count, us(a, sizeof a, sr->total_ns));
+      if (sr->count)
+        fprintf(f, "%s,%s,%s", us(b, sizeof b, sr->total_ns / (int64_t)sr->count),
+                us(c, sizeof c, sr->min_ns), us(d, sizeof d, sr->max_ns));
+      else
+        fputs(",,", f);
+      if (pr->task == TASK_L1) {
+        const char *cols[] = {sr->in_shapes, sr->in_dtypes, sr->out_shapes, sr->out_dtypes};
+        for (int j = 0; j < 4; j++) {
+          fputc(',', f);
+          npuC_csv_field(f, cols[j]);
+        }
+      }
+      fputc('\n', f);
+    }
+  }
+  return close_file(pr, f, "op_summary.csv");
+}
+
+typedef struct op_total {
+  const char *op;
+  uint64_t count;
+  int64_t total_ns, min_ns, max_ns;
+} op_total;
+
+static int by_total(const void *a, const void *b) {
+  const op_total *x = a, *y = b;
+  if (x->total_ns != y->total_ns) return x->total_ns < y->total_ns ? 1 : -1;
+  return strcmp(x->op, y->op);
+}
+
+static npu_status write_op_statistic(npuE_profile *pr) {
+  size_t n_steps = 0;
+  for (int i = 0; i < pr->n_plans; i++) n_steps += (size_t)pr->plans[i]->n_steps;
+  op_total *t = npuC_calloc(pr->ctx, n_steps ? n_steps : 1, sizeof *t);
+  if (!t)
+    return npuC_error(pr->ctx, NPU_ERR_NOMEM, "profiling: op_statistic.csv: out of memory");
+  size_t n = 0;
+  int64_t all = 0;
+  for (int i = 0; i < pr->n_plans; i++)
+    for (int k = 0; k < pr->plans[i]->n_steps; k++) {
+      const step_rec *sr = &pr->plans[i]->steps[k];
+      if (!sr->count) continue;
+      size_t j = 0;
+      while (j < n && strcmp(t[j].op, sr->op) != 0) j++;
+      if (j == n) t[n++] = (op_total){.op = sr->op, .min_ns = sr->min_ns};
+      if (sr->min_ns < t[j].min_ns) t[j].min_ns = sr->min_ns;
+      if (sr->max_ns > t[j].max_ns) t[j].max_ns = sr->max_ns;
+      t[j].count += sr->count;
+      t[j].total_ns += sr->total_ns;
+      all += sr->total_ns;
+    }
+  qsort(t, n, sizeof *t, by_total);
+  FILE *f = open_file(pr, "op_statistic.csv");
+  if (!f) {
+    npuC_free(pr->ctx, t);
+    return NPU_ERR_IO;
+  }
+  fputs("op_type,count,total_us,avg_us,min_us,max_us,ratio_percent\n", f);
+  for (size_t j = 0; j < n; j++) {
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "%s,%llu,%s,%s,%s,%s,%.3f\n", t[j].op, (unsigned long long)t[j].count,
+            us(a, sizeof a, t[j].total_ns), us(b, sizeof b, t[j].total_ns / (int64_t)t[j].count),
+            us(c, sizeof c, t[j].min_ns), us(d, sizeof d, t[j].max_ns),
+            all > 0 ? 100.0 * (double)t[j].total_ns / (double)all : 0.0);
+  }
+  npuC_free(pr->ctx, t);
+  return close_file(pr, f, "op_statistic.csv");
+}
+
+static double seconds(struct timeval tv) { return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6; }
+
+/* host_sys cpu / mem: the process's CPU time and memory from the profile's creation to its
+   close (getrusage: process-wide, every thread and session of the process counts). */
+static npu_status write_host_sys(npuE_profile *pr) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  double wall = (double)(now_ns() - pr->wall0) * 1e-9;
+  FILE *f = open_file(pr, "host_sys.csv");
+  if (!f) return NPU_ERR_IO;
+  fputs("metric,value,unit\n", f);
+  if (pr->host_cpu) {
+    double user = seconds(ru.ru_utime) - seconds(pr->ru0.ru_utime);
+    double sys = seconds(ru.ru_stime) - seconds(pr->ru0.ru_stime);
+    fprintf(f, "wall_time,%.6f,s\nuser_cpu_time,%.6f,s\nsystem_cpu_time,%.6f,s\n", wall, user,
+            sys);
+    fprintf(f, "cpu_utilization,%.2f,%%\n", wall > 0 ? 100.0 * (user + sys) / wall : 0.0);
+  }
+  if (pr->host_mem) {
+    fprintf(f, "peak_rss,%ld,KiB\n", ru.ru_maxrss);
+    fprintf(f, "device_memory_peak,%zu,bytes\n", atomic_load(&pr->ctx->peak_bytes));
+    fprintf(f, "device_memory_live,%zu,bytes\n", atomic_load(&pr->ctx->live_bytes));
+  }
+  return close_file(pr, f, "host_sys.csv");
+}
+
+static void json_str(FILE *f, const char *s) {
+  char buf[2048];
+  json_escape(buf, sizeof buf, s);
+  fprintf(f, "\"%s\"", buf);
+}
+
+/* Whether something is missing from the profile: events past storage_limit, plans whose
+   statistics could not be allocated. */
+static bool truncated(const npuE_profile *pr) { return pr->n_dropped || pr->n_nomem_plans; }
+
+static npu_status write_info(npuE_profile *pr) {
+  uint64_t iterations = 0;
+  for (int i = 0; i < pr->n_plans; i++) iterations += pr->plans[i]->iterations;
+  FILE *f = open_file(pr, "info.json");
+  if (!f) return NPU_ERR_IO;
+  fprintf(f, "{\n  \"producer\": \"lua-npu\",\n  \"session_id\": %d,\n  \"device_id\": %d,\n"
+             "  \"pid\": %ld,\n  \"started\": \"%s\",\n  \"task_trace\": \"%s\",\n"
+             "  \"training_trace\": %s,\n  \"fp_point\": ",
+          pr->session_id, pr->device_id, pr->pid, pr->started, task_names[pr->task],
+          pr->training_trace ? "true" : "false");
+  json_str(f, pr->fp_point);
+  fputs(",\n  \"bp_point\": ", f);
+  json_str(f, pr->bp_point);
+  fprintf(f, ",\n  \"storage_limit_bytes\": %llu,\n  \"runs\": %llu,\n  \"plans\": %d,\n"
+             "  \"iterations\": %llu,\n  \"trace_events\": %llu,\n"
+             "  \"trace_events_dropped\": %llu,\n  \"plans_unprofiled_out_of_memory\": %d,\n"
+             "  \"truncated\": %s,\n  \"notes\": [",
+          (unsigned long long)pr->storage_limit, (unsigned long long)pr->runs, pr->n_plans,
+          (unsigned long long)iterations, (unsigned long long)pr->n_events,
+          (unsigned long long)pr->n_dropped, pr->n_nomem_plans, truncated(pr) ? "true" : "false");
+  const char *sep = "";
+  if (pr->n_dropped) {
+    fprintf(f, "\"storage_limit reached: %llu events left out of trace.json\"",
+            (unsigned long long)pr->n_dropped);
+    sep = ", ";
+  }
+  if (pr->n_nomem_plans)
+    fprintf(f, "%s\"out of memory for the statistics of %d new plan(s): their runs are missing "
+               "from every file\"", sep, pr->n_nomem_plans);
+  fputs("]\n}\n", f);
+  return close_file(pr, f, "info.json");
+}
+
+/* trace.json's end: the metadata (otherData) and the closing brackets. */
+static npu_status finish_trace(npuE_profile *pr) {
+  fprintf(pr->trace,
+          "\n],\n\"otherData\":{\"producer\":\"lua-npu\",\"session_id\":%d,\"device_id\":%d,"
+          "\"pid\":%ld,\"task_trace\":\"%s\",\"events\":%llu,\"events_dropped\":%llu,"
+          "\"storage_limit_bytes\":%llu,\"truncated\":%s}}\n",
+          pr->session_id, pr->device_id, pr->pid, task_names[pr->task],
+          (unsigned long long)pr->n_events, (unsigned long long)pr->n_dropped,
+          (unsigned long long)pr->storage_limit, truncated(pr) ? "true" : "false");
+  FILE *f = pr->trace;
+  pr->trace = NULL;
+  return close_file(pr, f, "trace.json");
+}
+
+void npuE_profile_free(npu_context *ctx, npuE_profile *pr) {
+  if (!pr) return;
+  npu_status s = open_streams(pr); /* when no run opened them */
+  if (s) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
+  if (pr->evs) flush_steps(pr);
+  if (pr->iters) flush_iterations(pr);
+  if (pr->write_errno)
+    npuC_log(ctx, 2, "profiling: cannot write '%s/%s': %s", pr->dir, pr->write_file,
+             strerror(pr->write_errno));
+  if (pr->iter_csv && close_file(pr, pr->iter_csv, "iteration_trace.csv"))
+    npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
+  pr->iter_csv = NULL;
+  if (pr->trace && finish_trace(pr)) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
+  if (pr->task != TASK_OFF) {
+    if (write_op_summary(pr)) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
+    if (write_op_statistic(pr)) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
+  }
+  if ((pr->host_cpu || pr->host_mem) && write_host_sys(pr))
+    npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
+  if (write_info(pr)) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
+  free_profile(ctx, pr);
+}

@@ -1,0 +1,243 @@
+/*
+ * test_dump.c — the data dump and overflow detection (exec/dump.c) through the C API: the log
+ * line an overflow writes (the Lua module has no log hook), the one atomic_overflow writes,
+ * an unwritable dump_path (NPU_ERR_IO naming it, fetches NULL, nothing leaked), and the
+ * allocation-failure sweep over dumping runs of every kind (tensor, stats, overflow, a
+ * dump_layer with data inputs): a clean NPU_ERR_NOMEM and zero live bytes for every N.
+ * Files go under a mkdtemp directory, removed at the end.
+ */
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "include/npu.h"
+
+static char tmp_root[] = "/tmp/npu_test_dump_XXXXXX";
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+/* Regular files under dir (recursively). */
+static int n_files_in(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "find '%s' -type f 2>/dev/null | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p) {
+    if (fscanf(p, "%d", &n) != 1) n = -1;
+    pclose(p);
+  }
+  return n;
+}
+
+typedef struct handles {
+  npu_graph *g;
+  npu_options *o;
+  npu_session *s;
+  npu_tensor *x, *out;
+} handles;
+
+static void release_all(handles *h) {
+  npu_tensor_release(h->out);
+  npu_tensor_release(h->x);
+  npu_session_release(h->s);
+  npu_options_release(h->o);
+  npu_graph_release(h->g);
+  memset(h, 0, sizeof *h);
+}
+
+#define TRY(call)                                                                          \
+  do {                                                                                     \
+    npu_status st_ = (call);                                                               \
+    if (st_) return st_;                                                                   \
+  } while (0)
+
+enum { MODE_TENSOR, MODE_STATS, MODE_DEBUG, MODE_LAYER, N_MODES };
+
+/* y = exp(relu(x W)): x (2, 2) fed; runs it twice (the second run overflows exp in float32),
+   dumping as mode says under dir. */
+static npu_status scenario(npu_context *ctx, handles *h, int mode, const char *dir, int *y_out) {
+  TRY(npu_graph_new(ctx, &h->g));
+  npu_graph *g = h->g;
+  int64_t xs[] = {2, 2};
+  npu_attr ph[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
+                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {xs, 2}}};
+  int nx, nw, nm, nr, ne;
+  TRY(npu_graph_add_op(g, "placeholder", "x", 0, NULL, 2, ph, &nx));
+  npu_tensor *w;
+  const float wd[] = {1, 0, 0, 2};
+  TRY(npu_tensor_from_data(ctx, NPU_DTYPE_F32, 2, xs, wd, sizeof wd, &w));
+  npu_attr wv = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = w};
+  npu_status st = npu_graph_add_op(g, "const", "W", 0, NULL, 1, &wv, &nw);
+  npu_tensor_release(w);
+  TRY(st);
+  int mm_in[] = {npu_graph_output(g, nx, 0), npu_graph_output(g, nw, 0)};
+  TRY(npu_graph_add_op(g, "matmul", "mm", 2, mm_in, 0, NULL, &nm));
+  int r_in[] = {npu_graph_output(g, nm, 0)};
+  TRY(npu_graph_add_op(g, "relu", "relu", 1, r_in, 0, NULL, &nr));
+  int e_in[] = {npu_graph_output(g, nr, 0)};
+  TRY(npu_graph_add_op(g, "exp", "exp", 1, e_in, 0, NULL, &ne));
+  int y = npu_graph_output(g, ne, 0);
+  if (y_out) *y_out = y;
+
+  TRY(npu_options_new(ctx, &h->o));
+  TRY(npu_options_set_string(h->o, "precision_mode", "must_keep_origin_dtype"));
+  TRY(npu_options_set_string(h->o, "dump_path", dir));
+  if (mode == MODE_DEBUG) {
+    TRY(npu_options_set_bool(h->o, "enable_dump_debug", 1));
+  } else {
+    TRY(npu_options_set_bool(h->o, "enable_dump", 1));
+    TRY(npu_options_set_string(h->o, "dump_mode", "all"));
+    if (mode == MODE_STATS) TRY(npu_options_set_string(h->o, "dump_data", "stats"));
+    if (mode == MODE_LAYER) TRY(npu_options_set_string(h->o, "dump_layer", "mm exp"));
+    TRY(npu_options_set_string(h->o, "dump_step", "0-1"));
+  }
+  TRY(npu_session_new(ctx, g, h->o, &h->s));
+  for (int run = 0; run < 2; run++) {
+    npu_tensor_release(h->out);
+    h->out = NULL;
+    npu_tensor_release(h->x);
+    h->x = NULL;
+    const float xd[2][4] = {{1, 2, 3, 4}, {1, 60, 3, 4}}; /* exp(120): Inf in float32 */
+    TRY(npu_tensor_from_data(ctx, NPU_DTYPE_F32, 2, xs, xd[run], sizeof xd[run], &h->x));
+    st = npu_session_run(h->s, 1, (int[]){npu_graph_output(g, nx, 0)}, &h->x, 1, &y, &h->out, 0,
+                         NULL);
+    if (st) {
+      CHECK(h->out == NULL);
+      return st;
+    }
+  }
+  npu_session_close(h->s); /* closes what the dump holds */
+  return NPU_OK;
+}
+
+/* ---- the log ---- */
+
+typedef struct log_seen {
+  int n, level;
+  char last[600];
+} log_seen;
+
+static void on_log(void *ud, int level, const char *message) {
+  log_seen *seen = ud;
+  seen->n++;
+  seen->level = level;
+  snprintf(seen->last, sizeof seen->last, "%s", message);
+}
+
+static void test_overflow_logs_one_line(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  log_seen seen = {0};
+  npu_context_set_log(ctx, on_log, &seen);
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/debug", tmp_root);
+  handles h = {0};
+  npu_status st = scenario(ctx, &h, MODE_DEBUG, dir, NULL);
+  CHECK(st == NPU_OK);
+  if (st) fprintf(stderr, "debug scenario: %s\n", npu_context_errmsg(ctx));
+  /* run 0 is finite; run 1 overflows in exp only (relu's output is finite); relu and exp are
+     one fused step, named after exp, the node whose value it outputs */
+  CHECK(seen.n == 1);
+  CHECK(seen.level == 2);
+  CHECK(strstr(seen.last, "enable_dump_debug: overflow in fused_elementwise 'exp' (task 1, "
+                          "iteration 1 of model exp/0): 0 NaN, 1 Inf, 0 float16 at +-65504") !=
+        NULL);
+  CHECK(strstr(seen.last, dir) != NULL);
+  CHECK(n_files_in(dir) == 2); /* exp's input and output */
+  release_all(&h);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+
+  /* atomic_overflow: a note at session creation, then nothing */
+  seen = (log_seen){0};
+  npu_options *o;
+  npu_graph *g;
+  npu_session *s;
+  CHECK(npu_options_new(ctx, &o) == NPU_OK);
+  CHECK(npu_options_set_bool(o, "enable_dump_debug", 1) == NPU_OK);
+  CHECK(npu_options_set_string(o, "dump_debug_mode", "atomic_overflow") == NPU_OK);
+  CHECK(npu_options_set_string(o, "dump_path", dir) == NPU_OK);
+  CHECK(npu_graph_new(ctx, &g) == NPU_OK);
+  CHECK(npu_session_new(ctx, g, o, &s) == NPU_OK);
+  CHECK(seen.n == 1 && seen.level == 1 && strstr(seen.last, "atomic_overflow") != NULL);
+  npu_session_release(s);
+  npu_graph_release(g);
+  npu_options_release(o);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
+/* ---- errors ---- */
+
+static void test_unwritable_path(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  char file[300], dir[340];
+  snprintf(file, sizeof file, "%s/a_file", tmp_root);
+  FILE *f = fopen(file, "w");
+  CHECK(f != NULL);
+  if (f) fclose(f);
+  snprintf(dir, sizeof dir, "%s/sub", file);
+  for (int mode = 0; mode < N_MODES; mode++) {
+    handles h = {0};
+    npu_status st = scenario(ctx, &h, mode, dir, NULL);
+    CHECK(st == NPU_ERR_IO);
+    CHECK(h.out == NULL);
+    char want[400];
+    snprintf(want, sizeof want, "cannot create directory '%s': Not a directory", dir);
+    CHECK(strstr(npu_context_errmsg(ctx), want) != NULL);
+    if (!strstr(npu_context_errmsg(ctx), want))
+      fprintf(stderr, "got: %s\n", npu_context_errmsg(ctx));
+    release_all(&h);
+    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  }
+  npu_context_release(ctx);
+}
+
+/* ---- the allocation-failure sweep ---- */
+
+static void test_allocation_failure_sweep(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
+  for (int mode = 0; mode < N_MODES; mode++) {
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/sweep%d", tmp_root, mode);
+    int n_failures = 0;
+    for (long n = 1; n < 100000; n++) {
+      handles h = {0};
+      npu_context_fail_after(ctx, n);
+      npu_status st = scenario(ctx, &h, mode, dir, NULL);
+      npu_context_fail_after(ctx, 0);
+      release_all(&h);
+      CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+      if (st == NPU_OK) break;
+      CHECK(st == NPU_ERR_NOMEM);
+      if (st != NPU_ERR_NOMEM) {
+        fprintf(stderr, "mode %d, n %ld: %s\n", mode, n, npu_context_errmsg(ctx));
+        break;
+      }
+      n_failures++;
+    }
+    CHECK(n_failures > 20);
+  }
+  npu_context_release(ctx);
+}
+
+int main(void) {
+  if (!mkdtemp(tmp_root)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  test_overflow_logs_one_line();
+  test_unwritable_path();
+  test_allocation_failure_sweep();
+  nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  return check_summary("test_dump");
+}
