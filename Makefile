@@ -78,7 +78,7 @@ example: deps
 
 # C tests: one executable per module, each run; then the Lua suite.
 C_TESTS = $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
-$(BUILD)/tests/%: tests/%.c $(LIB_A) tests/check.h
+$(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
 
@@ -130,6 +130,7 @@ bench: all $(BENCH_BIN)
 	$(LUA) bench/run_overhead.lua
 	$(LUA) bench/fusion.lua
 	$(LUA) bench/implmode.lua
+	$(LUA) bench/profile.lua
 
 docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md

@@ -7,11 +7,7 @@ local lu = require("luaunit")
 local npu = require("npu")
 local Dataset = npu.data.Dataset
 
-local function fails(f, ...)
-  local ok, err = pcall(f, ...)
-  lu.assertFalse(ok, "expected an error")
-  return tostring(err)
-end
+local fails = dofile(SPEC_DIR .. "/support.lua").fails
 
 local function session(g, input_shape, dynamic_dims, node_type)
   return npu.Session { graph = g, options = { input_shape = input_shape, dynamic_dims = dynamic_dims,

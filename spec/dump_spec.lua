@@ -8,21 +8,17 @@
 local lu = require("luaunit")
 local npu = require("npu")
 
+local support = dofile(SPEC_DIR .. "/support.lua")
+local tmpdir, rmdir, sh_quote = support.tmpdir, support.rm_rf, support.sh_quote
+local write_file, read_csv = support.write, support.read_csv
+
 local ALL_OFF = '{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"ALL":"off"}}}'
-
-local function tmpdir()
-  local dir = os.tmpname()
-  os.remove(dir)
-  return dir .. "_dump"
-end
-
-local function rmdir(dir) os.execute("rm -rf '" .. dir .. "'") end
 
 -- Every file under dir, parsed: {time, device, model, id, index, file, path} and, for .npy
 -- files, {type, name, task, us, io, i}; sorted by path.
 local function dumped(dir)
   local out = {}
-  local p = io.popen("cd '" .. dir .. "' 2>/dev/null && find . -type f | sort")
+  local p = io.popen("cd " .. sh_quote(dir) .. " 2>/dev/null && find . -type f | sort")
   for line in p:lines() do
     local rel = line:sub(3)
     local time, dev, model, id, idx, file = rel:match("^([^/]+)/([^/]+)/([^/]+)/([^/]+)/([^/]+)/([^/]+)$")
@@ -54,12 +50,6 @@ local function find(recs, ty, name, io_, i)
     if r.type == ty and r.name == name and r.io == io_ and r.i == i then return r end
   end
   lu.fail(("no dump of %s %s %s %d"):format(ty, name, io_, i))
-end
-
-local function write_file(path, text)
-  local f = assert(io.open(path, "w"))
-  f:write(text)
-  f:close()
 end
 
 -- A session over g with the dump options opts (float32 unless asked; fusion off when
@@ -286,23 +276,6 @@ function TestDump:test_dump_layer_selects_nodes_and_their_data_inputs()
   lu.assertEquals(find(recs, "fused_matmul", "Relu", "output", 0).value, RELU)
 end
 
--- stats.csv as a list of rows keyed by the header's names
-local function read_csv(path)
-  local rows, header = {}, nil
-  for line in io.lines(path) do
-    local fields = {}
-    for f in (line .. ","):gmatch("([^,]*),") do fields[#fields + 1] = f end
-    if not header then
-      header = fields
-    else
-      local row = {}
-      for i, name in ipairs(header) do row[name] = fields[i] end
-      rows[#rows + 1] = row
-    end
-  end
-  return rows, header
-end
-
 function TestDump:test_stats_csv()
   local g = npu.Graph()
   local x = g:placeholder("float32", { 2, 4 }, "x")
@@ -356,6 +329,28 @@ function TestDump:test_stats_csv()
   rows = read_csv(dumped(dir3)[1].path)
   rmdir(dir3)
   lu.assertEquals({ rows[2].min, rows[2].max, rows[2].mean, rows[2].nan, rows[2].neg_inf }, { "", "", "", "1", "1" })
+  -- a name holding a comma or a quote is quoted (RFC 4180: quotes doubled) and reads back whole
+  local q = npu.Graph()
+  local xq = q:placeholder("float32", { 1 }, 'x,"q"')
+  local dir4 = tmpdir()
+  session(q, { enable_dump = true, dump_path = dir4, dump_data = "stats" }):run(npu.abs(xq, { name = "a,b" }),
+    { [xq] = { -1 } })
+  local xs = q:placeholder("float32", { 1 }, "scope/x.1 b") -- kept as named, not sanitised
+  local dir5 = tmpdir()
+  session(q, { enable_dump = true, dump_path = dir5, dump_data = "stats" }):run(-xs, { [xs] = { 2 } })
+  lu.assertStrContains(support.read(dumped(dir5)[1].path), "\nplaceholder,scope/x.1 b,0,")
+  rmdir(dir5)
+  local path = dumped(dir4)[1].path
+  local text = support.read(path)
+  rows = read_csv(path)
+  rmdir(dir4)
+  lu.assertStrContains(text, '\nplaceholder,"x,""q""",0,')
+  lu.assertStrContains(text, '\nabs,"a,b",0,')
+  lu.assertEquals(#rows, 2) -- dump_mode output: the placeholder's and abs's outputs
+  for _, rq in ipairs(rows) do
+    lu.assertEquals(rq.op_name, rq.op_type == "abs" and "a,b" or 'x,"q"')
+    lu.assertEquals(rq.count, "1")
+  end
 end
 
 function TestDump:test_overflow_with_finite_inputs_is_dumped()

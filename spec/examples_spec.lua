@@ -105,3 +105,29 @@ function TestExamples:test_compile_explain_on_a_shared_model()
   lu.assertTrue(tonumber(on) < tonumber(off), out)
   lu.assertStrContains(out, "results agree")
 end
+
+-- profile_model.lua on emotion, 5 runs: the profile's op types come sorted by time with
+-- counts that are multiples of the runs, and the force_fp16 stats dump finds float16 outputs
+-- and no NaN/Inf on the reference model.
+function TestExamples:test_profile_model()
+  local models = os.getenv("NPU_MODELS_DIR") or ROOT_DIR .. "/../shared/models"
+  local f = io.open(models .. "/emotion/emotion.json")
+  if not f then lu.skip("the shared models are not here (" .. models .. ")") end
+  f:close()
+  local out, rc = run("lua5.4 examples/profile_model.lua '" .. models .. "/emotion/emotion.json' 5")
+  lu.assertEquals(rc, 0, out)
+  lu.assertStrContains(out, "profile of 5 runs (PROF_")
+  local shares, prev = 0, math.huge
+  for op, count, total, share in out:gmatch("\n  ([%w_]+) +(%d+) +([%d.]+) +[%d.]+ +([%d.]+)%%") do
+    lu.assertEquals(tonumber(count) % 5, 0, op)
+    lu.assertTrue(tonumber(total) <= prev, "sorted by total: " .. op)
+    prev = tonumber(total)
+    shares = shares + tonumber(share)
+  end
+  lu.assertTrue(shares > 50 and shares <= 100.05, out)
+  lu.assertStrContains(out, "  fused_conv2d ")
+  lu.assertEquals(select(2, out:gsub("\n    %S+ +[%w_]+ +avg +[%d.]+ us  out %[", "")), 3, out) -- slowest steps
+  lu.assertStrContains(out, "NaN/Inf values; largest")
+  lu.assertStrContains(out, ", 0 NaN/Inf values")
+  lu.assertEquals(select(2, out:gsub(" float16 +%d+x", "")), 3, out)
+end

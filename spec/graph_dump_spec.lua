@@ -10,11 +10,7 @@
 local lu = require("luaunit")
 local S = dofile(SPEC_DIR .. "/support.lua")
 
-local ROOT = ROOT_DIR or "."
-
-local sh_quote, ls = S.sh_quote, S.ls
-
-local function exists(path) return os.execute("test -e " .. sh_quote(path)) == true end
+local sh_quote, ls, exists = S.sh_quote, S.ls, S.exists
 
 -- x (-1, 6) -> matmul w -> bias_add b -> relu -> mul k, k = two * three (folded when compiled);
 -- a second fetch (mm alone) makes a second compilation.
@@ -40,15 +36,8 @@ print("done")
 
 -- Runs the script in dir with env ("VAR=value ..."; the dump variables are cleared first).
 local function run(dir, env, twice)
-  local root = io.popen("cd " .. sh_quote(ROOT) .. " && pwd"):read("l")
-  local mod = io.popen("cd " .. sh_quote(os.getenv("NPU_MODULE_ROOT") or ROOT) .. " && pwd"):read("l")
-  local prelude = ("package.path=%q..package.path; package.cpath=%q..package.cpath; TWICE=%s; "):format(
-    root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;", mod .. "/?.so;", tostring(twice or false))
-  local p = io.popen("cd " .. sh_quote(dir) .. " && env -u DUMP_GE_GRAPH -u DUMP_GRAPH_LEVEL -u DUMP_GRAPH_PATH " ..
-    env .. " lua5.4 -e " .. sh_quote(prelude .. SCRIPT) .. " 2>&1")
-  local out = p:read("a")
-  p:close()
-  return out
+  return S.run_lua(dir, "-u DUMP_GE_GRAPH -u DUMP_GRAPH_LEVEL -u DUMP_GRAPH_PATH " .. env,
+    ("TWICE = %s; "):format(tostring(twice or false)) .. SCRIPT)
 end
 
 local STAGES = { "00_PreRunBegin", "01_ConstantFolding", "02_Fusion", "03_PrecisionAssignment",
@@ -80,13 +69,11 @@ local function has_step(steps, name) return by_node(steps, name) ~= nil end
 TestGraphDump = {}
 
 function TestGraphDump:setUp()
-  self.dir = os.tmpname()
-  os.remove(self.dir)
-  assert(os.execute("mkdir " .. sh_quote(self.dir)))
+  self.dir = S.tmpdir()
   self.out = self.dir .. "/graphs/deeper" -- made by the dump
 end
 
-function TestGraphDump:tearDown() os.execute("rm -rf " .. sh_quote(self.dir)) end
+function TestGraphDump:tearDown() S.rm_rf(self.dir) end
 
 function TestGraphDump:test_level_2_by_default_every_stage_without_constant_data()
   local out = run(self.dir, "DUMP_GE_GRAPH=2 DUMP_GRAPH_PATH=" .. sh_quote(self.out))

@@ -10,73 +10,8 @@ local npu = require("npu")
 
 local support = dofile(SPEC_DIR .. "/support.lua")
 local sh_quote, ls, json_decode = support.sh_quote, support.ls, support.json_decode
-
-local ROOT = ROOT_DIR or "."
-
-local function read(path) -- nil when absent
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir " .. sh_quote(d)))
-  return d
-end
-
-local function rm(d) os.execute("rm -rf " .. sh_quote(d)) end
-
-local function exists(path) return os.execute("test -e " .. sh_quote(path)) == true end
-
--- One CSV line (RFC 4180 quoting) into its fields.
-local function csv_fields(line)
-  local out, pos = {}, 1
-  while true do
-    if line:sub(pos, pos) == '"' then
-      local buf, i = {}, pos + 1
-      while true do
-        local q = assert(line:find('"', i, true), "unterminated quoted field")
-        buf[#buf + 1] = line:sub(i, q - 1)
-        if line:sub(q + 1, q + 1) == '"' then
-          buf[#buf + 1] = '"'
-          i = q + 2
-        else
-          pos = q + 1
-          break
-        end
-      end
-      out[#out + 1] = table.concat(buf)
-    else
-      local c = line:find(",", pos, true) or #line + 1
-      out[#out + 1] = line:sub(pos, c - 1)
-      pos = c
-    end
-    if line:sub(pos, pos) ~= "," then break end
-    pos = pos + 1
-  end
-  return out
-end
-
--- A CSV file as a list of rows keyed by the header's names, and the header.
-local function csv(path)
-  local text = assert(read(path), "missing " .. path)
-  local header, rows = nil, {}
-  for line in text:gmatch("([^\n]*)\n") do
-    local f = csv_fields(line)
-    if not header then
-      header = f
-    else
-      local r = {}
-      for i, name in ipairs(header) do r[name] = f[i] end
-      rows[#rows + 1] = r
-    end
-  end
-  return rows, header
-end
+local tmpdir, rm, exists, csv = support.tmpdir, support.rm_rf, support.exists, support.read_csv
+local read = support.read
 
 -- The single PROF_* directory under base (asserted).
 local function prof_dir(base)
@@ -407,14 +342,6 @@ end
 
 -- ---------------------------------------------------------------- the process environment
 
-local function lua_cmd(dir, env, script)
-  local root = io.popen("cd " .. sh_quote(ROOT) .. " && pwd"):read("l")
-  local mod = io.popen("cd " .. sh_quote(os.getenv("NPU_MODULE_ROOT") or ROOT) .. " && pwd"):read("l")
-  local prelude = ("package.path=%q..package.path; package.cpath=%q..package.cpath; "):format(
-    root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;", mod .. "/?.so;")
-  return "cd " .. sh_quote(dir) .. " && env " .. env .. " lua5.4 -e " .. sh_quote(prelude .. script) .. " 2>&1"
-end
-
 local SCRIPT = [[
 local npu = require("npu")
 local g = npu.Graph()
@@ -427,10 +354,7 @@ print("done")
 ]]
 
 local function run_script(dir, env, opts)
-  local p = io.popen(lua_cmd(dir, env, SCRIPT:gsub("OPTS", opts or "{}")))
-  local out = p:read("a")
-  p:close()
-  return out
+  return support.run_lua(dir, env, (SCRIPT:gsub("OPTS", opts or "{}")))
 end
 
 function TestProfile:test_environment_variables_turn_it_on()

@@ -1,7 +1,8 @@
 -- spec/support.lua — helpers shared by the specs (loaded with dofile(SPEC_DIR ..
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
--- and whole-file read/write.
+-- whole-file read/write, protobuf wire format, JSON and CSV readers, temporary directories and
+-- a Lua subprocess on this checkout.
 local function lcg(seed)
   local s = seed
   return function()
@@ -229,10 +230,98 @@ local function ls(d)
   return out
 end
 
+-- The message of the error f(...) raises (a LuaUnit failure when it raises none).
+local function fails(f, ...)
+  local ok, err = pcall(f, ...)
+  require("luaunit").assertFalse(ok, "expected an error")
+  return tostring(err)
+end
+
+-- A fresh empty directory under the system's temporary directory; rm_rf removes a tree;
+-- exists says whether a path is there.
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir " .. sh_quote(d)))
+  return d
+end
+
+local function rm_rf(path) os.execute("rm -rf " .. sh_quote(path)) end
+
+local function exists(path) return os.execute("test -e " .. sh_quote(path)) == true end
+
+-- One CSV line (RFC 4180 quoting) into its fields; a CSV file with a header line as a list of
+-- rows keyed by the header's names, and the header.
+local function csv_fields(line)
+  local out, pos = {}, 1
+  while true do
+    if line:sub(pos, pos) == '"' then
+      local buf, i = {}, pos + 1
+      while true do
+        local q = assert(line:find('"', i, true), "unterminated quoted field")
+        buf[#buf + 1] = line:sub(i, q - 1)
+        if line:sub(q + 1, q + 1) == '"' then
+          buf[#buf + 1] = '"'
+          i = q + 2
+        else
+          pos = q + 1
+          break
+        end
+      end
+      out[#out + 1] = table.concat(buf)
+    else
+      local c = line:find(",", pos, true) or #line + 1
+      out[#out + 1] = line:sub(pos, c - 1)
+      pos = c
+    end
+    if line:sub(pos, pos) ~= "," then break end
+    pos = pos + 1
+  end
+  return out
+end
+
+local function read_csv(path)
+  local header, rows = nil, {}
+  for line in io.lines(path) do
+    local f = csv_fields(line)
+    if not header then
+      header = f
+    else
+      local r = {}
+      for i, name in ipairs(header) do r[name] = f[i] end
+      rows[#rows + 1] = r
+    end
+  end
+  return rows, header
+end
+
+-- Runs a Lua script in a lua5.4 subprocess, in directory dir with env ("VAR=value ...", or
+-- env's own "-u VAR") added to the environment, requiring this checkout's npu (the build that
+-- NPU_MODULE_ROOT names under make sanitize); returns its output, stderr included.
+local function run_lua(dir, env, script)
+  local root = ROOT_DIR or "."
+  local function abs(d) return io.popen("cd " .. sh_quote(d) .. " && pwd"):read("l") end
+  local lua_dir, mod = abs(root), abs(os.getenv("NPU_MODULE_ROOT") or root)
+  local prelude = ("package.path=%q..package.path; package.cpath=%q..package.cpath; "):format(
+    lua_dir .. "/lua/?.lua;" .. lua_dir .. "/lua/?/init.lua;", mod .. "/?.so;")
+  local p = io.popen("cd " .. sh_quote(dir) .. " && env " .. env .. " lua5.4 -e " ..
+    sh_quote(prelude .. script) .. " 2>&1")
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
 return {
   json_decode = json_decode,
   sh_quote = sh_quote,
   ls = ls,
+  tmpdir = tmpdir,
+  rm_rf = rm_rf,
+  exists = exists,
+  csv_fields = csv_fields,
+  read_csv = read_csv,
+  run_lua = run_lua,
+  fails = fails,
   pb_varint = pb_varint,
   pb_field = pb_field,
   pb_fields = pb_fields,

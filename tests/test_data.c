@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "check.h"
+#include "npu_test.h"
 #include "core/npu_int.h"
 #include "exec/dataset.h"
 
@@ -617,23 +617,23 @@ static npu_status workload(npu_tensor *x, npu_tensor *y, const char *path) {
   return s;
 }
 
+typedef struct workload_args {
+  npu_tensor *x, *y;
+  const char *path;
+} workload_args;
+
+static npu_status sweep_run(npu_context *c, void *ud) {
+  workload_args *w = ud;
+  (void)c; /* the file's context */
+  return workload(w->x, w->y, w->path);
+}
+
 static void test_alloc_failures(void) {
   npu_tensor *x = pairs(7), *y = iota(7);
   const char *path = tmp_path("sweep.safetensors");
   size_t base = npu_context_live_bytes(ctx);
-  int n_fail = 0;
-  for (long n = 1; n < 1000; n++) {
-    npu_context_fail_after(ctx, n);
-    npu_status s = workload(x, y, path);
-    npu_context_fail_after(ctx, 0);
-    if (s == NPU_OK) break;
-    n_fail++;
-    if (s != NPU_ERR_NOMEM) {
-      fprintf(stderr, "sweep n=%ld: %s: %s\n", n, npu_status_name(s), npu_context_errmsg(ctx));
-      CHECK(s == NPU_ERR_NOMEM);
-    }
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), base);
-  }
+  workload_args w = {.x = x, .y = y, .path = path};
+  int n_fail = sweep_alloc_failures(ctx, &(scenario_def){.run = sweep_run, .ud = &w});
   CHECK(n_fail > 20);
   CHECK(workload(x, y, path) == NPU_OK);
   CHECK_EQ_I64(npu_context_live_bytes(ctx), base);

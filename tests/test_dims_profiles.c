@@ -7,8 +7,7 @@
  */
 #include <string.h>
 
-#include "check.h"
-#include "include/npu.h"
+#include "npu_test.h"
 
 typedef struct handles {
   npu_graph *g;
@@ -27,12 +26,6 @@ static void release_all(handles *h) {
   npu_graph_release(h->g);
   memset(h, 0, sizeof *h);
 }
-
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    npu_status st_ = (call);                                                               \
-    if (st_) return st_;                                                                   \
-  } while (0)
 
 /* Runs y = x + x for a (1, n) x of 1, 2, ...; checks the values when asked. */
 static npu_status run_n(npu_context *ctx, handles *h, int fetch, int feed, int64_t n,
@@ -100,37 +93,29 @@ static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
   return NPU_OK;
 }
 
+static npu_status run_checking_values(npu_context *ctx, void *h) { return scenario(ctx, h, 1); }
+static npu_status run_only(npu_context *ctx, void *h) { return scenario(ctx, h, 0); }
+
+static void after_release(npu_context *ctx, npu_status st, void *h) {
+  (void)ctx, (void)st;
+  release_all(h);
+}
+
 static void test_scenario_values(void) {
   npu_context *ctx;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
   handles h = {0};
-  npu_status st = scenario(ctx, &h, 1);
-  CHECK(st == NPU_OK);
-  if (st) fprintf(stderr, "scenario: %s\n", npu_context_errmsg(ctx));
-  release_all(&h);
-  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  scenario_run_once(ctx,
+                    &(scenario_def){.run = run_checking_values, .after = after_release, .ud = &h});
   npu_context_release(ctx);
 }
 
 static void test_allocation_failure_sweep(void) {
   npu_context *ctx;
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
-  int n_failures = 0;
-  for (long n = 1; n < 100000; n++) {
-    handles h = {0};
-    npu_context_fail_after(ctx, n);
-    npu_status st = scenario(ctx, &h, 0);
-    npu_context_fail_after(ctx, 0);
-    release_all(&h);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-    if (st == NPU_OK) break;
-    n_failures++;
-    if (st != NPU_ERR_NOMEM) {
-      fprintf(stderr, "allocation %ld: status %s (%s)\n", n, npu_status_name(st),
-              npu_context_errmsg(ctx));
-      CHECK(st == NPU_ERR_NOMEM);
-    }
-  }
+  handles h = {0};
+  int n_failures =
+      sweep_alloc_failures(ctx, &(scenario_def){.run = run_only, .after = after_release, .ud = &h});
   CHECK(n_failures > 20);
   npu_context_release(ctx);
 }

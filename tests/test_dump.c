@@ -14,8 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "include/npu.h"
+#include "npu_test.h"
 
 static char tmp_root[] = "/tmp/npu_test_dump_XXXXXX";
 
@@ -37,33 +36,11 @@ static int n_files_in(const char *dir) {
   return n;
 }
 
-typedef struct handles {
-  npu_graph *g;
-  npu_options *o;
-  npu_session *s;
-  npu_tensor *x, *out;
-} handles;
-
-static void release_all(handles *h) {
-  npu_tensor_release(h->out);
-  npu_tensor_release(h->x);
-  npu_session_release(h->s);
-  npu_options_release(h->o);
-  npu_graph_release(h->g);
-  memset(h, 0, sizeof *h);
-}
-
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    npu_status st_ = (call);                                                               \
-    if (st_) return st_;                                                                   \
-  } while (0)
-
 enum { MODE_TENSOR, MODE_STATS, MODE_DEBUG, MODE_LAYER, N_MODES };
 
 /* y = exp(relu(x W)): x (2, 2) fed; runs it twice (the second run overflows exp in float32),
    dumping as mode says under dir. */
-static npu_status scenario(npu_context *ctx, handles *h, int mode, const char *dir, int *y_out) {
+static npu_status scenario(npu_context *ctx, session_handles *h, int mode, const char *dir, int *y_out) {
   TRY(npu_graph_new(ctx, &h->g));
   npu_graph *g = h->g;
   int64_t xs[] = {2, 2};
@@ -139,7 +116,7 @@ static void test_overflow_logs_one_line(void) {
   npu_context_set_log(ctx, on_log, &seen);
   char dir[300];
   snprintf(dir, sizeof dir, "%s/debug", tmp_root);
-  handles h = {0};
+  session_handles h = {0};
   npu_status st = scenario(ctx, &h, MODE_DEBUG, dir, NULL);
   CHECK(st == NPU_OK);
   if (st) fprintf(stderr, "debug scenario: %s\n", npu_context_errmsg(ctx));
@@ -152,7 +129,7 @@ static void test_overflow_logs_one_line(void) {
         NULL);
   CHECK(strstr(seen.last, dir) != NULL);
   CHECK(n_files_in(dir) == 2); /* exp's input and output */
-  release_all(&h);
+  session_handles_release(&h);
   CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
 
   /* atomic_overflow: a note at session creation, then nothing */
@@ -186,7 +163,7 @@ static void test_unwritable_path(void) {
   if (f) fclose(f);
   snprintf(dir, sizeof dir, "%s/sub", file);
   for (int mode = 0; mode < N_MODES; mode++) {
-    handles h = {0};
+    session_handles h = {0};
     npu_status st = scenario(ctx, &h, mode, dir, NULL);
     CHECK(st == NPU_ERR_IO);
     CHECK(h.out == NULL);
@@ -195,7 +172,7 @@ static void test_unwritable_path(void) {
     CHECK(strstr(npu_context_errmsg(ctx), want) != NULL);
     if (!strstr(npu_context_errmsg(ctx), want))
       fprintf(stderr, "got: %s\n", npu_context_errmsg(ctx));
-    release_all(&h);
+    session_handles_release(&h);
     CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
   }
   npu_context_release(ctx);
@@ -203,28 +180,28 @@ static void test_unwritable_path(void) {
 
 /* ---- the allocation-failure sweep ---- */
 
+typedef struct sweep_case {
+  session_handles h; /* first: after_release_handles releases it */
+  int mode;
+  char dir[300];
+} sweep_case;
+
+static npu_status sweep_run(npu_context *ctx, void *ud) {
+  sweep_case *c = ud;
+  return scenario(ctx, &c->h, c->mode, c->dir, NULL);
+}
+
 static void test_allocation_failure_sweep(void) {
   npu_context *ctx;
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
+  static const char *const names[N_MODES] = {"tensor dump", "stats dump", "overflow detection",
+                                             "dump_layer"};
   for (int mode = 0; mode < N_MODES; mode++) {
-    char dir[300];
-    snprintf(dir, sizeof dir, "%s/sweep%d", tmp_root, mode);
-    int n_failures = 0;
-    for (long n = 1; n < 100000; n++) {
-      handles h = {0};
-      npu_context_fail_after(ctx, n);
-      npu_status st = scenario(ctx, &h, mode, dir, NULL);
-      npu_context_fail_after(ctx, 0);
-      release_all(&h);
-      CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-      if (st == NPU_OK) break;
-      CHECK(st == NPU_ERR_NOMEM);
-      if (st != NPU_ERR_NOMEM) {
-        fprintf(stderr, "mode %d, n %ld: %s\n", mode, n, npu_context_errmsg(ctx));
-        break;
-      }
-      n_failures++;
-    }
+    sweep_case c = {.mode = mode};
+    snprintf(c.dir, sizeof c.dir, "%s/sweep%d", tmp_root, mode);
+    int n_failures = sweep_alloc_failures(
+        ctx, &(scenario_def){.run = sweep_run, .after = after_release_handles, .ud = &c,
+                             .what = names[mode]});
     CHECK(n_failures > 20);
   }
   npu_context_release(ctx);

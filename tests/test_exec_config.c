@@ -5,8 +5,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "check.h"
-#include "include/npu.h"
+#include "npu_test.h"
 
 static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
 
@@ -133,34 +132,27 @@ static npu_status scenario(npu_context *ctx, bool check_values) {
   return st;
 }
 
+static npu_status run_checking_values(npu_context *ctx, void *ud) {
+  (void)ud;
+  return scenario(ctx, true);
+}
+
+static npu_status run_only(npu_context *ctx, void *ud) {
+  (void)ud;
+  return scenario(ctx, false);
+}
+
 static void test_scenario_values(void) {
   npu_context *ctx;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
-  npu_status st = scenario(ctx, true);
-  CHECK(st == NPU_OK);
-  if (st) fprintf(stderr, "scenario: %s\n", npu_context_errmsg(ctx));
-  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  scenario_run_once(ctx, &(scenario_def){.run = run_checking_values});
   npu_context_release(ctx);
 }
 
 static void test_allocation_failure_sweep(void) {
   npu_context *ctx;
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
-  int n_failures = 0;
-  for (long n = 1; n < 100000; n++) {
-    npu_context_fail_after(ctx, n);
-    npu_status st = scenario(ctx, false);
-    npu_context_fail_after(ctx, 0);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-    if (st == NPU_OK) break;
-    n_failures++;
-    if (st != NPU_ERR_NOMEM) {
-      fprintf(stderr, "allocation %ld: status %s (%s)\n", n, npu_status_name(st),
-              npu_context_errmsg(ctx));
-      CHECK(st == NPU_ERR_NOMEM);
-      break;
-    }
-  }
+  int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.run = run_only});
   CHECK(n_failures > 20);
   npu_context_release(ctx);
 }

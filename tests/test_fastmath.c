@@ -12,8 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
-#include "include/npu.h"
+#include "npu_test.h"
 #include "kernels/kfast.h"
 
 /* The float32 ulp at the exact value v (subnormal spacing below FLT_MIN). */
@@ -350,6 +349,16 @@ static void test_ini_errors(void) {
   npu_context_release(ctx);
 }
 
+typedef struct exp_case {
+  const char *path;
+  float x, y;
+} exp_case;
+
+static npu_status exp_run(npu_context *ctx, void *ud) {
+  exp_case *c = ud;
+  return exp_session(ctx, c->path, c->x, &c->y);
+}
+
 /* The file's modes reach the kernel: exp by type and by node name (which wins), and a clean
    NPU_ERR_NOMEM with nothing leaked for every allocation failure along the way. */
 static void test_ini_effect_and_sweep(void) {
@@ -367,17 +376,8 @@ static void test_ini_effect_and_sweep(void) {
   const char *node = write_file("node.ini", "[ByOpType]\nexp=high_performance\n"
                                             "[ByNodeName]\ne=keep_fp16\nother=high_performance\n");
   CHECK(exp_session(ctx, node, x, &y) == NPU_OK && y == precise);
-  int n_failures = 0;
-  for (long n = 1; n < 10000; n++) {
-    npu_context_fail_after(ctx, n);
-    npu_status st = exp_session(ctx, node, x, &y);
-    npu_context_fail_after(ctx, 0);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-    if (st == NPU_OK) break;
-    n_failures++;
-    if (st != NPU_ERR_NOMEM) fprintf(stderr, "allocation %ld: %s\n", n, npu_context_errmsg(ctx));
-    CHECK(st == NPU_ERR_NOMEM);
-  }
+  exp_case c = {.path = node, .x = x};
+  int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.run = exp_run, .ud = &c});
   CHECK(n_failures > 10);
   remove(perf);
   remove(node);

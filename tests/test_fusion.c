@@ -17,15 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "include/npu.h"
+#include "npu_test.h"
 #include "kernels/kmath.h"
-
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    npu_status st_ = (call);                                                               \
-    if (st_) return st_;                                                                   \
-  } while (0)
 
 static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
 
@@ -322,6 +315,10 @@ static npu_status sweep_once(npu_context *ctx, const char *switches) {
   return st;
 }
 
+static npu_status sweep_run(npu_context *ctx, void *switches) {
+  return sweep_once(ctx, switches);
+}
+
 static void test_allocation_failure_sweep(void) {
   char dir[300], cwd[1024], sw[320];
   snprintf(dir, sizeof dir, "%s/sweep", tmp_root);
@@ -334,20 +331,7 @@ static void test_allocation_failure_sweep(void) {
                  "\"TbeEltwiseFusionPass\":\"on\"}}}");
   npu_context *ctx;
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
-  int n_failures = 0;
-  for (long n = 1; n < 100000; n++) {
-    npu_context_fail_after(ctx, n);
-    npu_status st = sweep_once(ctx, sw);
-    npu_context_fail_after(ctx, 0);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-    if (st == NPU_OK) break;
-    n_failures++;
-    if (st != NPU_ERR_NOMEM) {
-      fprintf(stderr, "allocation %ld: %s (%s)\n", n, npu_status_name(st), npu_context_errmsg(ctx));
-      CHECK(st == NPU_ERR_NOMEM);
-      break;
-    }
-  }
+  int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.run = sweep_run, .ud = sw});
   CHECK(n_failures > 50);
   npu_context_release(ctx);
   remove("fusion_result.json");

@@ -7,8 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "check.h"
-#include "include/npu.h"
+#include "npu_test.h"
 #include "kernels/kgrad.h"
 
 static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
@@ -154,37 +153,48 @@ static void test_errors(void) {
   npu_context_release(ctx);
 }
 
+/* The sweep's case: a graph built before each attempt, npu_graph_gradients on it. */
+typedef struct grad_case {
+  npu_graph *g;
+  int loss, n_nodes, n_values, xs[3], dx[3];
+} grad_case;
+
+static npu_status grad_setup(npu_context *ctx, void *ud) {
+  grad_case *c = ud;
+  *c = (grad_case){.dx = {7, 7, 7}};
+  TRY(build(ctx, &c->g, &c->xs[0], &c->xs[1], &c->xs[2], &c->loss));
+  c->n_nodes = npu_graph_n_nodes(c->g);
+  c->n_values = npu_graph_n_values(c->g);
+  return NPU_OK;
+}
+
+static npu_status grad_run(npu_context *ctx, void *ud) {
+  grad_case *c = ud;
+  (void)ctx;
+  return npu_graph_gradients(c->g, 1, &c->loss, NULL, 3, c->xs, c->dx);
+}
+
+/* A failed call left the graph as it was, the outs -1, and the graph usable. */
+static void grad_after(npu_context *ctx, npu_status st, void *ud) {
+  grad_case *c = ud;
+  (void)ctx;
+  if (st != NPU_OK) {
+    CHECK(c->dx[0] == -1 && c->dx[1] == -1 && c->dx[2] == -1);
+    CHECK(npu_graph_n_nodes(c->g) == c->n_nodes);
+    CHECK(npu_graph_n_values(c->g) == c->n_values);
+    /* still usable: the whole call succeeds on the same graph */
+    CHECK(npu_graph_gradients(c->g, 1, &c->loss, NULL, 3, c->xs, c->dx) == NPU_OK);
+  }
+  npu_graph_release(c->g);
+  c->g = NULL;
+}
+
 static void test_allocation_failure_sweep(void) {
   npu_context *ctx;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
-  int n_failures = 0;
-  for (long n = 1; n < 100000; n++) {
-    npu_graph *g = NULL;
-    int x, w, b, loss;
-    CHECK(build(ctx, &g, &x, &w, &b, &loss) == NPU_OK);
-    int n_nodes = npu_graph_n_nodes(g), n_values = npu_graph_n_values(g);
-    int xs[3] = {x, w, b}, dx[3] = {7, 7, 7};
-    npu_context_fail_after(ctx, n);
-    npu_status st = npu_graph_gradients(g, 1, &loss, NULL, 3, xs, dx);
-    npu_context_fail_after(ctx, 0);
-    if (st == NPU_OK) {
-      npu_graph_release(g);
-      break;
-    }
-    n_failures++;
-    if (st != NPU_ERR_NOMEM) {
-      fprintf(stderr, "allocation %ld: status %s (%s)\n", n, npu_status_name(st),
-              npu_context_errmsg(ctx));
-      CHECK(st == NPU_ERR_NOMEM);
-    }
-    CHECK(dx[0] == -1 && dx[1] == -1 && dx[2] == -1);
-    CHECK(npu_graph_n_nodes(g) == n_nodes);
-    CHECK(npu_graph_n_values(g) == n_values);
-    /* still usable: the whole call succeeds on the same graph */
-    CHECK(npu_graph_gradients(g, 1, &loss, NULL, 3, xs, dx) == NPU_OK);
-    npu_graph_release(g);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-  }
+  grad_case c;
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.setup = grad_setup, .run = grad_run, .after = grad_after, .ud = &c});
   CHECK(n_failures > 20); /* the sweep really went through the call's allocations */
   npu_context_release(ctx);
 }

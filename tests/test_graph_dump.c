@@ -16,14 +16,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "include/npu.h"
-
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    npu_status st_ = (call);                                                               \
-    if (st_) return st_;                                                                   \
-  } while (0)
+#include "npu_test.h"
 
 static char tmp_dir[64];
 
@@ -72,22 +65,9 @@ static npu_status constant(npu_context *ctx, npu_graph *g, const char *name, int
   TRY(npu_tensor_new(ctx, NPU_DTYPE_F32, ndim, shape, &t));
   float *d = npu_tensor_data(t);
   for (int64_t i = 0; i < npu_tensor_numel(t); i++) d[i] = base + 0.25f * (float)i;
-  npu_attr v = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = t};
-  int node;
-  npu_status st = npu_graph_add_op(g, "const", name, 0, NULL, 1, &v, &node);
-  npu_tensor_release(t);
-  TRY(st);
-  *value = npu_graph_output(g, node, 0);
-  return NPU_OK;
+  return graph_const(g, name, t, value);
 }
 
-static npu_status op(npu_graph *g, const char *type, const char *name, int n, const int *in,
-                     int *value) {
-  int node;
-  TRY(npu_graph_add_op(g, type, name, n, in, 0, NULL, &node));
-  *value = npu_graph_output(g, node, 0);
-  return NPU_OK;
-}
 
 static npu_status build(npu_context *ctx, model *m) {
   TRY(npu_graph_new(ctx, &m->g));
@@ -101,11 +81,11 @@ static npu_status build(npu_context *ctx, model *m) {
   TRY(constant(ctx, m->g, "b", 1, (int64_t[]){3}, 0.5f, &b));
   TRY(constant(ctx, m->g, "two", 1, (int64_t[]){1}, 2, &two));
   TRY(constant(ctx, m->g, "three", 1, (int64_t[]){1}, 3, &three));
-  TRY(op(m->g, "mul", "k", 2, (int[]){two, three}, &k));
-  TRY(op(m->g, "matmul", "mm", 2, (int[]){m->x, w}, &mm));
-  TRY(op(m->g, "bias_add", "z", 2, (int[]){mm, b}, &z));
-  TRY(op(m->g, "relu", "r", 1, (int[]){z}, &r));
-  TRY(op(m->g, "mul", "y", 2, (int[]){r, k}, &m->y));
+  TRY(graph_op(m->g, "mul", "k", 2, (int[]){two, three}, &k));
+  TRY(graph_op(m->g, "matmul", "mm", 2, (int[]){m->x, w}, &mm));
+  TRY(graph_op(m->g, "bias_add", "z", 2, (int[]){mm, b}, &z));
+  TRY(graph_op(m->g, "relu", "r", 1, (int[]){z}, &r));
+  TRY(graph_op(m->g, "mul", "y", 2, (int[]){r, k}, &m->y));
   return NPU_OK;
 }
 
@@ -249,25 +229,17 @@ static void test_off_and_errors(void) {
   npu_context_release(ctx);
 }
 
+static npu_status sweep_run(npu_context *ctx, void *ud) {
+  (void)ud;
+  return scenario(ctx);
+}
+
 static void test_allocation_failure_sweep(void) {
   npu_context *ctx;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
   setenv("DUMP_GE_GRAPH", "1", 1);
   setenv("DUMP_GRAPH_PATH", tmp_dir, 1);
-  int n_failures = 0;
-  for (long n = 1; n < 100000; n++) {
-    npu_context_fail_after(ctx, n);
-    npu_status st = scenario(ctx);
-    npu_context_fail_after(ctx, 0);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-    if (st == NPU_OK) break;
-    n_failures++;
-    if (st != NPU_ERR_NOMEM) {
-      fprintf(stderr, "allocation %ld: status %s (%s)\n", n, npu_status_name(st),
-              npu_context_errmsg(ctx));
-      CHECK(st == NPU_ERR_NOMEM);
-    }
-  }
+  int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.run = sweep_run});
   CHECK(n_failures > 20);
   remove_files(tmp_dir);
   unsetenv("DUMP_GE_GRAPH");

@@ -16,14 +16,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "check.h"
-#include "include/npu.h"
-
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    npu_status st_ = (call);                                                               \
-    if (st_) return st_;                                                                   \
-  } while (0)
+#include "npu_test.h"
 
 static void planning(bool on) {
   if (on) unsetenv("NPU_MEMORY_PLAN");
@@ -54,22 +47,9 @@ static npu_status constant(npu_context *ctx, npu_graph *g, const char *name, int
   TRY(npu_tensor_new(ctx, NPU_DTYPE_F32, ndim, shape, &t));
   float *d = npu_tensor_data(t);
   for (int64_t i = 0; i < npu_tensor_numel(t); i++) d[i] = datum(seed, i);
-  npu_attr v = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = t};
-  int node;
-  npu_status st = npu_graph_add_op(g, "const", name, 0, NULL, 1, &v, &node);
-  npu_tensor_release(t);
-  TRY(st);
-  *value = out0(g, node);
-  return NPU_OK;
+  return graph_const(g, name, t, value);
 }
 
-static npu_status op(npu_graph *g, const char *type, const char *name, int n, const int *in,
-                     int *value) {
-  int node;
-  TRY(npu_graph_add_op(g, type, name, n, in, 0, NULL, &node));
-  *value = out0(g, node);
-  return NPU_OK;
-}
 
 /* ---- the chain graph ----
    x (rows, cols) fed; a = x + x is read only at the very end;
@@ -91,7 +71,7 @@ static npu_status build_chain(npu_context *ctx, chain *c, int64_t rows, int64_t 
   TRY(npu_graph_new(ctx, &c->g));
   npu_graph *g = c->g;
   TRY(placeholder(g, "x", -1, cols, &c->x));
-  TRY(op(g, "add", "a", 2, (int[]){c->x, c->x}, &c->a));
+  TRY(graph_op(g, "add", "a", 2, (int[]){c->x, c->x}, &c->a));
   c->h[0] = c->x;
   for (int i = 0; i < DEPTH; i++) {
     char name[32];
@@ -101,15 +81,15 @@ static npu_status build_chain(npu_context *ctx, chain *c, int64_t rows, int64_t 
     snprintf(name, sizeof name, "b%d", i);
     TRY(constant(ctx, g, name, 1, (int64_t[]){cols}, 2 * i + 2, &bv));
     snprintf(name, sizeof name, "m%d", i);
-    TRY(op(g, "mul", name, 2, (int[]){c->h[i], cv}, &m));
+    TRY(graph_op(g, "mul", name, 2, (int[]){c->h[i], cv}, &m));
     snprintf(name, sizeof name, "s%d", i);
-    TRY(op(g, "add", name, 2, (int[]){m, bv}, &s));
+    TRY(graph_op(g, "add", name, 2, (int[]){m, bv}, &s));
     snprintf(name, sizeof name, "h%d", i + 1);
-    TRY(op(g, "relu", name, 1, &s, &c->h[i + 1]));
+    TRY(graph_op(g, "relu", name, 1, &s, &c->h[i + 1]));
   }
-  TRY(op(g, "add", "y", 2, (int[]){c->h[DEPTH], c->a}, &c->y));
+  TRY(graph_op(g, "add", "y", 2, (int[]){c->h[DEPTH], c->a}, &c->y));
   c->mid = c->h[DEPTH / 2];
-  TRY(op(g, "identity", "seen", 1, &c->h[2], &c->seen));
+  TRY(graph_op(g, "identity", "seen", 1, &c->h[2], &c->seen));
   return NPU_OK;
 }
 
@@ -239,14 +219,14 @@ static void test_explain_describes_the_plan(void) {
   CHECK(constant(ctx, g, "w2", 2, (int64_t[]){16, 3}, 3, &w2) == NPU_OK);
   CHECK(constant(ctx, g, "b2", 1, (int64_t[]){3}, 4, &b2) == NPU_OK);
   CHECK(constant(ctx, g, "two", 0, NULL, 5, &two) == NPU_OK);
-  CHECK(op(g, "mul", "half", 2, (int[]){two, two}, &half) == NPU_OK);     /* folded */
-  CHECK(op(g, "mul", "w2s", 2, (int[]){w2, half}, &w2s) == NPU_OK);      /* folded */
-  CHECK(op(g, "matmul", "mm1", 2, (int[]){x, w1}, &mm1) == NPU_OK);
-  CHECK(op(g, "add", "z1", 2, (int[]){mm1, b1}, &z1) == NPU_OK);
-  CHECK(op(g, "relu", "r1", 1, &z1, &r1) == NPU_OK);
-  CHECK(op(g, "matmul", "mm2", 2, (int[]){r1, w2s}, &mm2) == NPU_OK);
-  CHECK(op(g, "add", "z2", 2, (int[]){mm2, b2}, &z2) == NPU_OK);
-  CHECK(op(g, "softmax", "y", 1, &z2, &y) == NPU_OK);
+  CHECK(graph_op(g, "mul", "half", 2, (int[]){two, two}, &half) == NPU_OK);     /* folded */
+  CHECK(graph_op(g, "mul", "w2s", 2, (int[]){w2, half}, &w2s) == NPU_OK);      /* folded */
+  CHECK(graph_op(g, "matmul", "mm1", 2, (int[]){x, w1}, &mm1) == NPU_OK);
+  CHECK(graph_op(g, "add", "z1", 2, (int[]){mm1, b1}, &z1) == NPU_OK);
+  CHECK(graph_op(g, "relu", "r1", 1, &z1, &r1) == NPU_OK);
+  CHECK(graph_op(g, "matmul", "mm2", 2, (int[]){r1, w2s}, &mm2) == NPU_OK);
+  CHECK(graph_op(g, "add", "z2", 2, (int[]){mm2, b2}, &z2) == NPU_OK);
+  CHECK(graph_op(g, "softmax", "y", 1, &z2, &y) == NPU_OK);
   npu_session *s = NULL;
   CHECK(new_session(ctx, g, &s) == NPU_OK);
   npu_tensor *xt;
@@ -442,10 +422,10 @@ static npu_status conv_graph(npu_context *ctx, npu_graph **gp, int *x, int *y) {
                    {.name = "padding", .type = NPU_ATTR_STRING, .u.s = "SAME"}};
   TRY(npu_graph_add_op(g, "conv2d", "c1", 2, (int[]){*x, f1}, 2, ca, &node));
   c1 = out0(g, node);
-  TRY(op(g, "relu", "r1", 1, &c1, &r1));
+  TRY(graph_op(g, "relu", "r1", 1, &c1, &r1));
   TRY(npu_graph_add_op(g, "conv2d", "c2", 2, (int[]){r1, f2}, 2, ca, &node));
   c2 = out0(g, node);
-  TRY(op(g, "relu", "y", 1, &c2, y));
+  TRY(graph_op(g, "relu", "y", 1, &c2, y));
   return NPU_OK;
 }
 
@@ -680,27 +660,33 @@ static npu_status sweep_once(npu_context *ctx, int policy, char **json, npu_tens
   return st;
 }
 
+typedef struct sweep_case {
+  int policy;
+  char *json;
+  npu_tensor *y;
+} sweep_case;
+
+static npu_status sweep_run(npu_context *ctx, void *ud) {
+  sweep_case *c = ud;
+  return sweep_once(ctx, c->policy, &c->json, &c->y);
+}
+
+static void sweep_after(npu_context *ctx, npu_status st, void *ud) {
+  sweep_case *c = ud;
+  (void)st;
+  npu_free(ctx, c->json);
+  npu_tensor_release(c->y);
+  c->json = NULL;
+  c->y = NULL;
+}
+
 static void test_allocation_failure_sweep(int policy) {
   npu_context *ctx;
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
   planning(true);
-  int n_failures = 0;
-  for (long n = 1; n < 100000; n++) {
-    char *json = NULL;
-    npu_tensor *y = NULL;
-    npu_context_fail_after(ctx, n);
-    npu_status st = sweep_once(ctx, policy, &json, &y);
-    npu_context_fail_after(ctx, 0);
-    npu_free(ctx, json);
-    npu_tensor_release(y);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-    if (st == NPU_OK) break;
-    n_failures++;
-    if (st != NPU_ERR_NOMEM) {
-      fprintf(stderr, "allocation %ld: %s (%s)\n", n, npu_status_name(st), npu_context_errmsg(ctx));
-      CHECK(st == NPU_ERR_NOMEM);
-    }
-  }
+  sweep_case c = {.policy = policy};
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.run = sweep_run, .after = sweep_after, .ud = &c});
   CHECK(n_failures > 50);
   npu_context_release(ctx);
 }

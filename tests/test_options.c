@@ -3,7 +3,7 @@
  * allocation failed in turn: a clean status, nothing changed, zero live bytes at the end). */
 #include <string.h>
 
-#include "check.h"
+#include "npu_test.h"
 #include "options/options_int.h"
 
 static const char *fake_env(const char *name, void *ud) {
@@ -122,21 +122,16 @@ static npu_status scenario(npu_context *ctx) {
   return st;
 }
 
+static npu_status sweep_run(npu_context *ctx, void *ud) {
+  (void)ud;
+  return scenario(ctx);
+}
+
 static void test_alloc_failure_sweep(void) {
   npu_context *ctx = NULL;
-  int n_failed = 0;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
   CHECK(scenario(ctx) == NPU_OK);
-  for (long n = 1; n < 200; n++) {
-    npu_status st;
-    npu_context_fail_after(ctx, n);
-    st = scenario(ctx);
-    npu_context_fail_after(ctx, 0);
-    CHECK(st == NPU_OK || st == NPU_ERR_NOMEM);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-    if (st == NPU_OK) break;
-    n_failed++;
-  }
+  int n_failed = sweep_alloc_failures(ctx, &(scenario_def){.run = sweep_run});
   CHECK(n_failed >= 8);
   npu_context_release(ctx);
 }

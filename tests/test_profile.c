@@ -16,16 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "include/npu.h"
+#include "npu_test.h"
 
 static char base[256]; /* this test's directory under /tmp */
-
-#define TRY(call)                                                                          \
-  do {                                                                                     \
-    npu_status st_ = (call);                                                               \
-    if (st_) return st_;                                                                   \
-  } while (0)
 
 static char *read_all(const char *path, long *len) {
   FILE *f = fopen(path, "rb");
@@ -54,27 +47,11 @@ static bool prof_dir(const char *dir, char *out, size_t n) {
 
 static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
 
-typedef struct handles {
-  npu_graph *g;
-  npu_options *o;
-  npu_session *s;
-  npu_tensor *x, *y;
-} handles;
-
-static void release_all(handles *h) {
-  npu_tensor_release(h->y);
-  npu_tensor_release(h->x);
-  npu_session_release(h->s);
-  npu_options_release(h->o);
-  npu_graph_release(h->g);
-  memset(h, 0, sizeof *h);
-}
-
 /* y = relu(x W) with x (2, 3) fed, W (3, 4) constant: two steps (matmul, relu: a feed and a
    constant are no steps) run `runs` times, profiled into `out`; the session is closed (files
    written). */
-static npu_status scenario(npu_context *ctx, handles *h, const char *out, const char *mm_name,
-                           const char *name, int runs, int device) {
+static npu_status scenario(npu_context *ctx, session_handles *h, const char *out,
+                           const char *mm_name, const char *name, int runs, int device) {
   TRY(npu_graph_new(ctx, &h->g));
   npu_graph *g = h->g;
   int64_t xs[] = {2, 3}, ws[] = {3, 4};
@@ -104,9 +81,9 @@ static npu_status scenario(npu_context *ctx, handles *h, const char *out, const 
   TRY(npu_tensor_new(ctx, NPU_DTYPE_F32, 2, xs, &h->x));
   int fetch = out0(g, nr), feed = out0(g, nx);
   for (int i = 0; i < runs; i++) {
-    npu_tensor_release(h->y);
-    h->y = NULL;
-    TRY(npu_session_run(h->s, 1, &feed, &h->x, 1, &fetch, &h->y, 0, NULL));
+    npu_tensor_release(h->out);
+    h->out = NULL;
+    TRY(npu_session_run(h->s, 1, &feed, &h->x, 1, &fetch, &h->out, 0, NULL));
   }
   npu_session_close(h->s);
   return NPU_OK;
@@ -127,11 +104,11 @@ static void test_trace_json(void) {
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
   char out[300], dir[512], path[600];
   snprintf(out, sizeof out, "%s/trace", base);
-  handles h = {0};
+  session_handles h = {0};
   npu_status st = scenario(ctx, &h, out, "mm", "r", 4, 2);
   CHECK(st == NPU_OK);
   if (st) fprintf(stderr, "scenario: %s\n", npu_context_errmsg(ctx));
-  release_all(&h);
+  session_handles_release(&h);
   CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
   npu_context_release(ctx);
   CHECK(prof_dir(out, dir, sizeof dir));
@@ -241,9 +218,9 @@ static void test_storage_limit(void) {
   name[1500] = 0;
   memcpy(mm_name, name, sizeof name);
   mm_name[0] = 'm';
-  handles h = {0};
+  session_handles h = {0};
   CHECK(scenario(ctx, &h, out, mm_name, name, RUNS, 0) == NPU_OK);
-  release_all(&h);
+  session_handles_release(&h);
   CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
   npu_context_release(ctx);
   CHECK(prof_dir(out, dir, sizeof dir));
@@ -315,33 +292,27 @@ static void test_close_reports_through_the_log(void) {
   npu_context_release(ctx);
 }
 
+typedef struct sweep_case {
+  session_handles h; /* first: after_release_handles releases it */
+  char out[300];
+} sweep_case;
+
+static npu_status sweep_run(npu_context *ctx, void *ud) {
+  sweep_case *c = ud;
+  return scenario(ctx, &c->h, c->out, "mm", "r", 2, 0);
+}
+
 static void test_allocation_failure_sweep(void) {
   npu_context *ctx;
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
-  char out[300];
-  snprintf(out, sizeof out, "%s/sweep", base);
-  int n_failures = 0, n_ok_in_a_row = 0;
+  sweep_case c = {0};
+  const char *out = c.out;
+  snprintf(c.out, sizeof c.out, "%s/sweep", base);
   /* Failures swallowed by the profiler (a new plan's statistics) let the scenario succeed, so
      the sweep ends only after a long run of successes. */
-  for (long n = 1; n < 100000 && n_ok_in_a_row < 40; n++) {
-    handles h = {0};
-    npu_context_fail_after(ctx, n);
-    npu_status st = scenario(ctx, &h, out, "mm", "r", 2, 0);
-    npu_context_fail_after(ctx, 0);
-    release_all(&h);
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-    if (st == NPU_OK) {
-      n_ok_in_a_row++;
-      continue;
-    }
-    n_ok_in_a_row = 0;
-    n_failures++;
-    if (st != NPU_ERR_NOMEM) {
-      fprintf(stderr, "allocation %ld: status %s (%s)\n", n, npu_status_name(st),
-              npu_context_errmsg(ctx));
-      CHECK(st == NPU_ERR_NOMEM);
-    }
-  }
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.run = sweep_run, .after = after_release_handles, .ud = &c,
+                           .ok_in_a_row = 40});
   CHECK(n_failures > 20);
   npu_context_release(ctx);
   /* some attempt lost its plan's statistics and said so */

@@ -13,8 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "check.h"
-#include "include/npu.h"
+#include "npu_test.h"
 
 static char tmp_dir_path[256];
 
@@ -252,6 +251,13 @@ out:
   return st;
 }
 
+static npu_status sweep_run(npu_context *ctx, void *npy) { return scenario(ctx, npy); }
+
+static void sweep_after(npu_context *ctx, npu_status st, void *ud) {
+  (void)ud;
+  if (st == NPU_ERR_NOMEM) CHECK(strstr(npu_context_errmsg(ctx), "out of memory") != NULL);
+}
+
 static void test_alloc_failure_sweep(void) {
   npu_context *ctx = NULL;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
@@ -267,22 +273,9 @@ static void test_alloc_failure_sweep(void) {
   npu_tensor_release(src);
   CHECK(npu_context_live_bytes(ctx) == 0);
 
-  int passed = 0;
-  long n;
-  for (n = 1; n < 1000 && !passed; n++) {
-    npu_context_fail_after(ctx, n);
-    npu_status st = scenario(ctx, path);
-    npu_context_fail_after(ctx, 0);
-    if (st == NPU_OK) {
-      passed = 1;
-    } else {
-      CHECK_EQ_I64(st, NPU_ERR_NOMEM);
-      CHECK(strstr(npu_context_errmsg(ctx), "out of memory") != NULL);
-    }
-    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
-  }
-  CHECK(passed);
-  CHECK(n > 6); /* every step allocates at least once */
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.run = sweep_run, .after = sweep_after, .ud = path});
+  CHECK(n_failures >= 5); /* every step allocates at least once */
   unlink(path);
   npu_context_release(ctx);
 }

@@ -426,9 +426,11 @@ static npu_status iteration_dir(npuE_dump *d) {
   return NPU_OK;
 }
 
-/* Who a file is about: op type, op name (sanitised), task, timestamp. */
+/* Who a file is about: op type, op name (sanitised, for paths), the node's own name (for
+   stats.csv, whose quoting keeps any name whole), task, timestamp. */
 typedef struct dump_op {
   char type[DUMP_NAME_MAX], name[DUMP_NAME_MAX];
+  const char *node_name;
   int task;
   int64_t us;
 } dump_op;
@@ -436,6 +438,7 @@ typedef struct dump_op {
 static void op_of_node(dump_op *op, const npu_graph *g, int node, int task, int64_t us) {
   sanitise(op->type, sizeof op->type, npuX_op(g->nodes[node].op)->name);
   sanitise(op->name, sizeof op->name, g->nodes[node].name);
+  op->node_name = g->nodes[node].name;
   op->task = task;
   op->us = us;
 }
@@ -510,20 +513,6 @@ static void tensor_stats(const npu_tensor *t, tstats *s) {
 #undef AS_IS
 }
 
-/* A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break. */
-static void csv_field(FILE *f, const char *s) {
-  if (!strpbrk(s, ",\"\r\n")) {
-    fputs(s, f);
-    return;
-  }
-  fputc('"', f);
-  for (; *s; s++) {
-    if (*s == '"') fputc('"', f);
-    fputc(*s, f);
-  }
-  fputc('"', f);
-}
-
 static const char stats_header[] = "op_type,op_name,task_id,timestamp_us,io,index,dtype,shape,"
                                    "count,min,max,mean,nan,pos_inf,neg_inf,zero\n";
 
@@ -543,9 +532,9 @@ static npu_status stats_row(npuE_dump *d, const dump_op *op, const char *io, int
   FILE *f = d->stats_file;
   tstats st;
   tensor_stats(t, &st);
-  csv_field(f, op->type);
+  npuC_csv_field(f, op->type);
   fputc(',', f);
-  csv_field(f, op->name);
+  npuC_csv_field(f, op->node_name);
   fprintf(f, ",%d,%" PRId64 ",%s,%d,%s,", op->task, op->us, io, index, npu_dtype_name(t->dtype));
   for (int i = 0; i < t->ndim; i++) fprintf(f, i ? "x%" PRId64 : "%" PRId64, t->shape[i]);
   fprintf(f, ",%" PRId64 ",", t->numel);

@@ -1,0 +1,151 @@
+/* npu_test.h: what the C tests that drive the public API (include/npu.h) share, on top of
+ * check.h.
+ *
+ * TRY(call): return the call's npu_status from the enclosing function when it is not NPU_OK.
+ *
+ * graph_op(g, type, name, n, in, &value) adds a node of `type` over n input values (no
+ * attributes), graph_const(g, name, t, &value) a const node holding tensor t (released here,
+ * whatever happens); each gives the node's first output in *value.
+ *
+ * session_handles: what a scenario on one session holds (graph, options, session, a fed tensor and
+ * a fetched one); session_handles_release releases them all (NULLs skipped) and zeroes the struct,
+ * after_release_handles is that as a scenario's `after`.
+ *
+ * A scenario_def names a scenario: `setup` (optional) prepares it, `run` plays it, `after`
+ * (optional) releases what it left, given the status run returned (and checks what must hold
+ * after a failure); `ud` goes to all three.
+ *
+ * scenario_run_once(ctx, &(scenario_def){.run = f, .after = g, .ud = &data}): plays it once with
+ * allocations working; checks NPU_OK (printing the message otherwise) and that ctx holds the
+ * live bytes it held before.
+ *
+ * sweep_alloc_failures(ctx, &(scenario_def){...}): the allocation-failure sweep. For n = 1, 2,
+ * ...: setup with allocations working (NPU_OK checked), run with the n-th allocation from ctx
+ * failing, after with allocations working again; then it checks that ctx holds the live bytes it
+ * held before the sweep and that the status is NPU_OK or NPU_ERR_NOMEM (a wrong status is
+ * reported with n and the message, and ends the sweep). The sweep ends once `ok_in_a_row`
+ * attempts (default 1) succeed in a row, which it checks happened (within SWEEP_MAX_ATTEMPTS),
+ * and returns the number of attempts that failed with NPU_ERR_NOMEM: the caller checks that the
+ * sweep went through enough allocations.
+ *
+ * Header-only and includes check.h: include it (or check.h alone) from one .c file per
+ * executable.
+ */
+#ifndef NPU_TESTS_NPU_TEST_H
+#define NPU_TESTS_NPU_TEST_H
+
+#include <stdio.h>
+
+#include "check.h"
+#include "include/npu.h"
+
+#define TRY(call)                                                                          \
+  do {                                                                                     \
+    npu_status st_ = (call);                                                               \
+    if (st_) return st_;                                                                   \
+  } while (0)
+
+static inline npu_status graph_op(npu_graph *g, const char *type, const char *name, int n,
+                                  const int *in, int *value) {
+  int node;
+  TRY(npu_graph_add_op(g, type, name, n, in, 0, NULL, &node));
+  *value = npu_graph_output(g, node, 0);
+  return NPU_OK;
+}
+
+static inline npu_status graph_const(npu_graph *g, const char *name, npu_tensor *t, int *value) {
+  npu_attr v = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = t};
+  int node;
+  npu_status st = npu_graph_add_op(g, "const", name, 0, NULL, 1, &v, &node);
+  npu_tensor_release(t);
+  TRY(st);
+  *value = npu_graph_output(g, node, 0);
+  return NPU_OK;
+}
+
+typedef struct session_handles {
+  npu_graph *g;
+  npu_options *o;
+  npu_session *s;
+  npu_tensor *x, *out;
+} session_handles;
+
+static inline void session_handles_release(session_handles *h) {
+  npu_tensor_release(h->out);
+  npu_tensor_release(h->x);
+  npu_session_release(h->s);
+  npu_options_release(h->o);
+  npu_graph_release(h->g);
+  *h = (session_handles){0};
+}
+
+static inline void after_release_handles(npu_context *ctx, npu_status st, void *h) {
+  (void)ctx, (void)st;
+  session_handles_release(h);
+}
+
+typedef struct scenario_def {
+  npu_status (*setup)(npu_context *ctx, void *ud);          /* optional; NPU_OK wanted */
+  npu_status (*run)(npu_context *ctx, void *ud);            /* the scenario */
+  void (*after)(npu_context *ctx, npu_status st, void *ud); /* optional: releases what run left */
+  void *ud;
+  const char *what;  /* names the scenario in a failure report (NULL: "scenario") */
+  int ok_in_a_row;   /* successes in a row that end the sweep; 0 means 1 (a failure that the
+                        scenario swallows lets an attempt succeed before the last allocation) */
+} scenario_def;
+
+#define SWEEP_MAX_ATTEMPTS 100000L
+
+static inline void scenario_run_once(npu_context *ctx, const scenario_def *sc) {
+  size_t base = npu_context_live_bytes(ctx);
+  npu_status st = sc->setup ? sc->setup(ctx, sc->ud) : NPU_OK;
+  if (!st) st = sc->run(ctx, sc->ud);
+  CHECK(st == NPU_OK);
+  if (st) fprintf(stderr, "%s: %s\n", sc->what ? sc->what : "scenario", npu_context_errmsg(ctx));
+  if (sc->after) sc->after(ctx, st, sc->ud);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), base);
+}
+
+static inline int sweep_alloc_failures(npu_context *ctx, const scenario_def *sw) {
+  const char *what = sw->what ? sw->what : "scenario";
+  size_t base = npu_context_live_bytes(ctx);
+  int want_ok = sw->ok_in_a_row > 0 ? sw->ok_in_a_row : 1, n_ok = 0, n_failures = 0;
+  for (long n = 1; n <= SWEEP_MAX_ATTEMPTS && n_ok < want_ok; n++) {
+    if (sw->setup) {
+      npu_status st0 = sw->setup(ctx, sw->ud);
+      CHECK(st0 == NPU_OK);
+      if (st0) {
+        fprintf(stderr, "%s: setup before allocation %ld: status %s (%s)\n", what, n,
+                npu_status_name(st0), npu_context_errmsg(ctx));
+        return n_failures;
+      }
+    }
+    npu_context_fail_after(ctx, n);
+    npu_status st = sw->run(ctx, sw->ud);
+    npu_context_fail_after(ctx, 0);
+    char msg[512] = "";
+    if (st != NPU_OK && st != NPU_ERR_NOMEM)
+      snprintf(msg, sizeof msg, "%s", npu_context_errmsg(ctx)); /* before `after` runs */
+    if (sw->after) sw->after(ctx, st, sw->ud);
+    size_t live = npu_context_live_bytes(ctx);
+    CHECK_EQ_I64(live, base);
+    if (live != base)
+      fprintf(stderr, "%s: allocation %ld failing (status %s): %zu live bytes, %zu before\n", what,
+              n, npu_status_name(st), live, base);
+    CHECK(st == NPU_OK || st == NPU_ERR_NOMEM);
+    if (st == NPU_OK) {
+      n_ok++;
+      continue;
+    }
+    if (st != NPU_ERR_NOMEM) {
+      fprintf(stderr, "%s: allocation %ld: status %s (%s)\n", what, n, npu_status_name(st), msg);
+      return n_failures;
+    }
+    n_ok = 0;
+    n_failures++;
+  }
+  CHECK(n_ok == want_ok); /* the scenario ran through without a failing allocation */
+  return n_failures;
+}
+
+#endif
