@@ -149,7 +149,7 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     if info.effect:match("^real: ") then real[#real + 1] = info.name end
   end
   table.sort(real)
-  lu.assertEquals(real, { "accelerate_train_mode", "bp_point", "customize_dtypes", "deterministic",
+  lu.assertEquals(real, { "accelerate_train_mode", "bp_point", "compile_dynamic_mode", "customize_dtypes", "deterministic",
     "dump_data", "dump_debug_mode", "dump_layer", "dump_mode", "dump_path", "dump_step", -- exec/dump.c
     "dynamic_dims", "dynamic_input",
     "dynamic_inputs_shape_range", "dynamic_node_type", "enable_dump", "enable_dump_debug", -- exec/dump.c

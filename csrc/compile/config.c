@@ -50,6 +50,7 @@ npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config 
   *cfg = (npuP_config){
       .reference = !npuO_bool(o, NPUO_use_off_line),
       .fold = npuO_bool(o, NPUO_oo_constant_folding),
+      .any_feed_dims = npuO_bool(o, NPUO_compile_dynamic_mode),
       .training = npuO_training(o),
       .iterations_per_loop = npuO_int(o, NPUO_iterations_per_loop),
       .precision = (int)npuP_precision_mode(o),

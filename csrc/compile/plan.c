@@ -81,8 +81,12 @@ static void *dup_ints(npu_context *ctx, const int *src, int n, bool *ok) {
   return d;
 }
 
-/* A feed must agree with the value it replaces: same dtype, same rank, each known dim equal. */
-static npu_status check_feed(npu_context *ctx, const npu_graph *g, int v, const npu_tensor *t) {
+/* A feed must agree with the value it replaces: same dtype, same rank, each known dim equal —
+   unless any_dims (compile_dynamic_mode: "all input shapes are generalised to -1", 000) and
+   it is a placeholder's: then any dims of its rank.  Shape inference then runs on the fed
+   shapes, so an op that cannot take them fails the compile, naming itself. */
+static npu_status check_feed(npu_context *ctx, const npu_graph *g, int v, const npu_tensor *t,
+                             bool any_dims) {
   const npuG_value *want = &g->values[v];
   const npuG_node *node = &g->nodes[want->node];
   char a[96], b[96];
@@ -92,7 +96,7 @@ static npu_status check_feed(npu_context *ctx, const npu_graph *g, int v, const 
     return npuC_error(ctx, NPU_ERR_DTYPE, "%s '%s' expects %s, got %s", what, node->name,
                       npu_dtype_name(want->dtype), npu_dtype_name(t->dtype));
   bool ok = want->ndim < 0 || want->ndim == t->ndim;
-  for (int i = 0; ok && want->ndim >= 0 && i < t->ndim; i++)
+  for (int i = 0; ok && want->ndim >= 0 && !(any_dims && is_ph) && i < t->ndim; i++)
     ok = want->shape[i] < 0 || want->shape[i] == t->shape[i];
   if (!ok)
     return npuC_error(ctx, NPU_ERR_SHAPE, "%s '%s' expects %s, got %s", what, node->name,
@@ -335,7 +339,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     if (targets[i] < 0 || targets[i] >= n_nodes)
       return npuC_error(ctx, NPU_ERR_ARG, "target %d is not a node of this graph", i + 1);
   for (int i = 0; i < n_feeds; i++) {
-    npu_status s = check_feed(ctx, g, feeds[i], feed_tensors[i]);
+    npu_status s = check_feed(ctx, g, feeds[i], feed_tensors[i], cfg->any_feed_dims);
     if (s) return s;
   }
 

@@ -125,6 +125,7 @@ struct npuP_impl_config;   /* compile/implmode.c */
 typedef struct npuP_config {
   bool reference; /* use_off_line = false: reference kernels, serial, no precision changes */
   bool fold;      /* oo_constant_folding: evaluate constant subgraphs at compile time */
+  bool any_feed_dims; /* compile_dynamic_mode: placeholders' declared dims read as -1 */
   bool training;  /* graph_run_mode 1 */
   int64_t iterations_per_loop; /* the session option, checked against loop nodes */
   int precision;  /* npuP_precision */
