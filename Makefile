@@ -44,7 +44,7 @@ MODULE   = $(MODULE_DIR)/npu/core.so
 LIB_A    = $(BUILD)/libnpu.a
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize bench docs clean install lua-links
+.PHONY: all deps example test check sanitize bench docs clean install lua-links fuzz
 
 all: $(MODULE) $(LIB_A) $(LIB_SO) lua-links
 
@@ -119,6 +119,14 @@ sanitize: deps
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tools/lsan.supp \
 	    NPU_GEN_OPTIONS_DOC=build-san/gen_options_doc NPU_GEN_OPS_DOC=build-san/gen_ops_doc NPU_MODULE_ROOT=build-san $(LUA) spec/run.lua
+
+# Fuzzing the readers of untrusted files (tests/fuzz/run.sh: libFuzzer + ASan + UBSan, with
+# clang, in build-fuzz/): each target FUZZ_SECONDS.  The regression run of the same targets,
+# tests/test_fuzz_corpus.c, is part of `make test`; it includes the headers of tests/fuzz/.
+FUZZ_SECONDS ?= 10
+$(BUILD)/tests/test_fuzz_corpus: $(wildcard tests/fuzz/*.h)
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) MAKE="$(MAKE)" sh tests/fuzz/run.sh
 
 BENCH_BIN = $(BUILD)/bench/bench_matmul
 $(BENCH_BIN): bench/bench_matmul.c $(LIB_A)

@@ -73,6 +73,8 @@ struct npuP_impl_config {
   int8_t by_op[NPUX_OP_COUNT]; /* mode by op id, -1: not named */
   node_mode *nodes;            /* [ByNodeName] entries (names owned) */
   int n_nodes, cap_nodes;
+  int *slots;                  /* name -> index + 1 in nodes, open addressing, at most half */
+  uint32_t n_slots;            /* full: a file of many entries reads in linear time */
 };
 
 static bool is_dual(const npu_op_def *def) {
@@ -177,13 +179,36 @@ static char *trim(char *s) {
   return s;
 }
 
+static int find_node(const struct npuP_impl_config *c, const char *name) {
+  if (!c->n_slots) return -1;
+  for (uint32_t i = npuC_hash_str(name) & (c->n_slots - 1);; i = (i + 1) & (c->n_slots - 1)) {
+    int k = c->slots[i] - 1;
+    if (k < 0) return -1;
+    if (strcmp(c->nodes[k].name, name) == 0) return k;
+  }
+}
+
+static void index_node(struct npuP_impl_config *c, int k) {
+  uint32_t i = npuC_hash_str(c->nodes[k].name) & (c->n_slots - 1);
+  while (c->slots[i]) i = (i + 1) & (c->n_slots - 1);
+  c->slots[i] = k + 1;
+}
+
 static npu_status add_node(npu_context *ctx, struct npuP_impl_config *c, const char *name,
                            int mode) {
-  for (int i = 0; i < c->n_nodes; i++)
-    if (strcmp(c->nodes[i].name, name) == 0) { /* a later line wins, as in an ini file */
-      c->nodes[i].mode = mode;
-      return NPU_OK;
-    }
+  int k = find_node(c, name);
+  if (k >= 0) { /* a later line wins, as in an ini file */
+    c->nodes[k].mode = mode;
+    return NPU_OK;
+  }
+  if (2 * ((uint64_t)c->n_nodes + 1) > c->n_slots) {
+    uint32_t n = c->n_slots ? 2 * c->n_slots : 16;
+    int *slots = npuC_calloc(ctx, n, sizeof *slots);
+    if (!slots) return NPU_ERR_NOMEM;
+    npuC_free(ctx, c->slots);
+    c->slots = slots, c->n_slots = n;
+    for (int i = 0; i < c->n_nodes; i++) index_node(c, i);
+  }
   if (c->n_nodes == c->cap_nodes) {
     int cap = c->cap_nodes ? 2 * c->cap_nodes : 8;
     node_mode *t = npuC_realloc(ctx, c->nodes, (size_t)cap * sizeof *t);
@@ -193,6 +218,7 @@ static npu_status add_node(npu_context *ctx, struct npuP_impl_config *c, const c
   char *copy = npuC_strdup(ctx, name);
   if (!copy) return NPU_ERR_NOMEM;
   c->nodes[c->n_nodes++] = (node_mode){copy, mode};
+  index_node(c, c->n_nodes - 1);
   return NPU_OK;
 }
 
@@ -259,6 +285,7 @@ void npuP_impl_config_free(npu_context *ctx, struct npuP_impl_config *c) {
   if (!c) return;
   for (int i = 0; i < c->n_nodes; i++) npuC_free(ctx, c->nodes[i].name);
   npuC_free(ctx, c->nodes);
+  npuC_free(ctx, c->slots);
   npuC_free(ctx, c);
 }
 
@@ -290,8 +317,8 @@ npu_status npuP_impl_config_new(npu_context *ctx, const npu_options *o,
 }
 
 static int op_mode(const struct npuP_impl_config *c, const npu_op_def *def, const char *node) {
-  for (int i = 0; i < c->n_nodes; i++)
-    if (strcmp(c->nodes[i].name, node) == 0) return c->nodes[i].mode;
+  int k = find_node(c, node);
+  if (k >= 0) return c->nodes[k].mode;
   int id = npuX_find(def->name);
   return id >= 0 && c->by_op[id] >= 0 ? c->by_op[id] : c->fallback;
 }

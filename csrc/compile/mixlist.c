@@ -208,7 +208,46 @@ typedef struct cfgline {
   npu_context *ctx;
   const char *path;
   int line;
+  int cap_rules;    /* c->rules' room (grown by doubling) */
+  int *slots;       /* node name -> rule index + 1, open addressing, at most half full: a */
+  uint32_t n_slots; /* file of many lines reads in linear time */
 } cfgline;
+
+/* The rule of node `name` so far, or -1. */
+static int find_rule(const cfgline *l, const struct npuP_mix_config *c, const char *name) {
+  if (!l->n_slots) return -1;
+  for (uint32_t i = npuC_hash_str(name) & (l->n_slots - 1);; i = (i + 1) & (l->n_slots - 1)) {
+    int k = l->slots[i] - 1;
+    if (k < 0) return -1;
+    if (strcmp(c->rules[k].name, name) == 0) return k;
+  }
+}
+
+static void index_rule(cfgline *l, const struct npuP_mix_config *c, int k) {
+  uint32_t i = npuC_hash_str(c->rules[k].name) & (l->n_slots - 1);
+  while (l->slots[i]) i = (i + 1) & (l->n_slots - 1);
+  l->slots[i] = k + 1;
+}
+
+/* Room for one more rule in c->rules and, for a name rule, in the index. */
+static npu_status reserve_rule(cfgline *l, struct npuP_mix_config *c, bool named) {
+  if (c->n_rules == l->cap_rules) {
+    int cap = l->cap_rules ? 2 * l->cap_rules : 8;
+    npuP_dtype_rule *rules = npuC_realloc(l->ctx, c->rules, (size_t)cap * sizeof *rules);
+    if (!rules) return NPU_ERR_NOMEM;
+    c->rules = rules, l->cap_rules = cap;
+  }
+  if (named && 2 * ((uint64_t)c->n_rules + 1) > l->n_slots) {
+    uint32_t n = l->n_slots ? 2 * l->n_slots : 16;
+    int *slots = npuC_calloc(l->ctx, n, sizeof *slots);
+    if (!slots) return NPU_ERR_NOMEM;
+    npuC_free(l->ctx, l->slots);
+    l->slots = slots, l->n_slots = n;
+    for (int k = 0; k < c->n_rules; k++)
+      if (c->rules[k].name) index_rule(l, c, k);
+  }
+  return NPU_OK;
+}
 
 static npu_status line_error(const cfgline *l, npu_status st, const char *fmt, const char *arg) {
   char what[400];
@@ -313,28 +352,26 @@ static npu_status read_line(cfgline *l, char *s, struct npuP_mix_config *c) {
       return line_error(l, NPU_ERR_FORMAT, "%s", what);
     }
   } else {
-    for (int i = 0; i < c->n_rules; i++)
-      if (c->rules[i].name && strcmp(c->rules[i].name, name) == 0) {
-        char what[320];
-        snprintf(what, sizeof what, "node '%.200s' already given on line %d", name,
-                 c->rules[i].line);
-        return line_error(l, NPU_ERR_FORMAT, "%s", what);
-      }
+    int i = find_rule(l, c, name);
+    if (i >= 0) {
+      char what[320];
+      snprintf(what, sizeof what, "node '%.200s' already given on line %d", name,
+               c->rules[i].line);
+      return line_error(l, NPU_ERR_FORMAT, "%s", what);
+    }
   }
   npu_status st = parse_dtypes(l, spec, &r);
   if (!st && type) st = check_type_rule(l, &r, type);
   if (!st && !type && !(r.name = npuC_strdup(l->ctx, name))) st = NPU_ERR_NOMEM;
-  npuP_dtype_rule *rules =
-      st ? NULL : npuC_realloc(l->ctx, c->rules, (size_t)(c->n_rules + 1) * sizeof *rules);
-  if (!st && !rules) st = NPU_ERR_NOMEM;
+  if (!st) st = reserve_rule(l, c, !type);
   if (st) {
     npuC_free(l->ctx, r.name);
     npuC_free(l->ctx, r.dtypes);
     return st;
   }
-  c->rules = rules;
   if (type) c->type_rule[r.op] = c->n_rules;
   c->rules[c->n_rules++] = r;
+  if (!type) index_rule(l, c, c->n_rules - 1);
   return NPU_OK;
 }
 
@@ -352,6 +389,7 @@ static npu_status read_dtypes(npu_context *ctx, const char *path, struct npuP_mi
     if (*t && *t != '#') s = read_line(&l, t, c);
     p = nl ? nl + 1 : NULL;
   }
+  npuC_free(ctx, l.slots);
   npuC_free(ctx, text);
   return s;
 }

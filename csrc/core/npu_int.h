@@ -212,6 +212,12 @@ uint64_t npuC_rng_next(npuC_rng *r);
 
 /* Levenshtein distance, for "did you mean" suggestions. */
 int npuC_edit_distance(const char *a, const char *b);
+/* FNV-1a of a string, for the open-addressing name indexes of readers. */
+static inline uint32_t npuC_hash_str(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
 /* Formats a shape as "[2,3,-1]" into buf (always terminated). */
 const char *npuC_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 

@@ -224,15 +224,9 @@ static const tf_attr *node_attr(const tf_node *n, const char *name) {
   return NULL;
 }
 
-static uint32_t hash_str(const char *s) {
-  uint32_t h = 2166136261u;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-  return h;
-}
-
 static int find_tf_node(const importer *im, const char *name) {
   if (!im->n_slots) return -1;
-  for (uint32_t i = hash_str(name) & (im->n_slots - 1);; i = (i + 1) & (im->n_slots - 1)) {
+  for (uint32_t i = npuC_hash_str(name) & (im->n_slots - 1);; i = (i + 1) & (im->n_slots - 1)) {
     int s = im->slots[i];
     if (!s) return -1;
     if (strcmp(im->nodes[s - 1].name, name) == 0) return s - 1;
@@ -250,7 +244,7 @@ static npu_status index_names(importer *im) {
     if (!*name) return npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: node %d has no name", im->source, k);
     if (find_tf_node(im, name) >= 0)
       return npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: two nodes are named '%s'", im->source, name);
-    uint32_t i = hash_str(name) & (n - 1);
+    uint32_t i = npuC_hash_str(name) & (n - 1);
     while (im->slots[i]) i = (i + 1) & (n - 1);
     im->slots[i] = k + 1;
   }
@@ -556,6 +550,8 @@ static npu_status pb_attr(importer *im, const char *node, tf_attr *a, const uint
       break;
     case 8:
       if (f.wire != NPUI_PB_BYTES) return bad_pb(im, "AttrValue.tensor", node);
+      npu_tensor_release(a->tensor); /* a repeated field: the last one wins */
+      a->tensor = NULL;
       if ((st = pb_tensor(im, node, f.data, f.len, &a->tensor))) return st;
       a->kind = TA_TENSOR;
       break;
@@ -684,8 +680,10 @@ static int b64_decode(arena *a, const char *s, uint8_t **out, size_t *out_len) {
 /* proto3 JSON int64: a decimal string or a number. */
 static int json_int(const cJSON *j, int64_t *v) {
   if (cJSON_IsNumber(j)) {
-    *v = (int64_t)j->valuedouble;
-    return (double)*v == j->valuedouble ? 0 : -1;
+    double d = j->valuedouble; /* out of range (or NaN), the cast would be undefined */
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) return -1;
+    *v = (int64_t)d;
+    return (double)*v == d ? 0 : -1;
   }
   if (!cJSON_IsString(j) || !*j->valuestring) return -1;
   char *end;
@@ -1872,8 +1870,8 @@ static void importer_free(importer *im) {
   for (int k = 0; k < im->n_nodes; k++) {
     tf_node *n = &im->nodes[k];
     npu_tensor_release(n->weight);
-    for (int i = 0; i < n->n_attrs; i++)
-      if (n->attrs[i].kind == TA_TENSOR) npu_tensor_release(n->attrs[i].tensor);
+    for (int i = 0; i < n->n_attrs; i++) /* whatever the kind: a later field may change it */
+      npu_tensor_release(n->attrs[i].tensor);
   }
   arena_free(&im->ar);
 }
@@ -1921,8 +1919,10 @@ static npu_status import_json_named(npu_context *ctx, const char *source, const 
   cJSON *root = cJSON_ParseWithLengthOpts(text, size, &end, 0);
   if (!root) {
     size_t at = end && end >= text ? (size_t)(end - text) : 0;
-    return npuC_error(ctx, NPU_ERR_FORMAT, "%s: corrupt JSON at byte %zu (near \"%.16s\")",
-                      source, at, at < size ? text + at : "");
+    /* text need not be NUL-terminated: quote at most the bytes left */
+    int near = at < size ? (int)(size - at < 16 ? size - at : 16) : 0;
+    return npuC_error(ctx, NPU_ERR_FORMAT, "%s: corrupt JSON at byte %zu (near \"%.*s\")",
+                      source, at, near, at < size ? text + at : "");
   }
   npu_status st = NPU_OK;
   const cJSON *topology = cJSON_GetObjectItemCaseSensitive(root, "modelTopology");

@@ -545,8 +545,9 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
   if (n_data > node->n_inputs) n_data = node->n_inputs;
   if (n_data < 0) n_data = 0;
   int n_given = node->n_inputs - n_data; /* operand inputs */
-  const int *data = def->tf_const_inputs_first ? node->inputs + n_given : node->inputs;
-  const int *given = def->tf_const_inputs_first ? node->inputs : node->inputs + n_data;
+  /* a node without inputs has inputs NULL: no offset from it (UB, even of 0) */
+  const int *data = def->tf_const_inputs_first && n_given ? node->inputs + n_given : node->inputs;
+  const int *given = !def->tf_const_inputs_first && n_data ? node->inputs + n_data : node->inputs;
   npu_dtype data0 = n_data > 0 ? g->values[data[0]].dtype
                     : node->n_outputs ? g->values[node->first_output].dtype : NPU_DTYPE_F32;
   npu_dtype out0 = node->n_outputs ? g->values[node->first_output].dtype : data0;

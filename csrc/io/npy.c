@@ -329,6 +329,25 @@ npu_status npu_tensor_load_npy(npu_context *ctx, const char *path, npu_tensor **
                     "overflows", fn, path);
     goto done;
   }
+  /* the data must be in the file before anything is allocated for it: a 100-byte file may
+     declare a shape of terabytes */
+  long here = ftell(f), file_end = -1;
+  if (here >= 0 && fseek(f, 0, SEEK_END) == 0) file_end = ftell(f);
+  if (here < 0 || file_end < here || fseek(f, here, SEEK_SET) != 0) {
+    st = io_error(ctx, fn, path, errno ? errno : EIO);
+    goto done;
+  }
+  int64_t numel = npuT_numel(h.ndim, h.shape);
+  size_t avail = (size_t)(file_end - here), esize = npu_dtype_size(dtype);
+  if ((uint64_t)numel > avail / esize) {
+    char sb[96], need[32];
+    if ((uint64_t)numel > UINT64_MAX / esize) snprintf(need, sizeof need, "more than 2^64");
+    else snprintf(need, sizeof need, "%llu", (unsigned long long)numel * esize);
+    st = npuC_error(ctx, NPU_ERR_FORMAT, "%s: '%s': truncated: %s %s needs %s bytes of data, "
+                    "the file has %zu", fn, path, h.descr,
+                    npuC_shape_str(sb, sizeof sb, h.ndim, h.shape), need, avail);
+    goto done;
+  }
   st = npu_tensor_new(ctx, dtype, h.ndim, h.shape, &t);
   if (st) {
     if (st != NPU_ERR_NOMEM) npuC_error_prefix(ctx, st, "%s: '%s'", fn, path);

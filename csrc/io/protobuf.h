@@ -33,7 +33,8 @@ typedef struct npuI_pb_field {
 } npuI_pb_field;
 
 static inline npuI_pb_reader npuI_pb_reader_of(const void *data, size_t len) {
-  return (npuI_pb_reader){(const uint8_t *)data, (const uint8_t *)data + len};
+  const uint8_t *p = data;
+  return (npuI_pb_reader){p, p ? p + len : p}; /* (NULL, 0): an empty message, no offset */
 }
 /* 1: a field was read into *f; 0: end of the message; -1: malformed. */
 int npuI_pb_next(npuI_pb_reader *r, npuI_pb_field *f);
