@@ -39,6 +39,7 @@ struct npu_session {
   npu_tensor *arena; /* static_memory_policy 2/4: the arena all plans share (compile/memory.c) */
   int n_compiled;    /* plans compiled so far: the next plan's id */
   npuP_dims *dims;   /* input_shape + dynamic_dims (compile/dims_profiles.c), from the 1st run */
+  npuP_weights *weights; /* external_weight: its weight files (compile/external_weight.c) */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -79,6 +80,7 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   npuE_observed who = {.session_id = ctx->n_sessions++, .device_id = sess->device_id};
   s = npuE_dump_new(ctx, o, &who, &sess->state.dump);
   if (!s) s = npuE_profile_new(ctx, o, &who, &sess->state.profile);
+  if (!s) s = npuP_weights_new(ctx, o, who.session_id, &sess->weights);
   if (s) {
     npu_session_release(sess);
     return s;
@@ -92,6 +94,8 @@ void npu_session_close(npu_session *s) {
   npu_context *ctx = s->ctx;
   for (int i = 0; i < s->n_plans; i++) npuP_free(ctx, s->plans[i]);
   s->n_plans = 0;
+  npuP_weights_free(ctx, s->weights); /* unlinks the weight files, removes their directory */
+  s->weights = NULL;
   npu_tensor_release(s->arena);
   s->arena = NULL;
   npuE_iterators_free(ctx, &s->state.iterators);
@@ -240,6 +244,7 @@ static npu_status compile_plan(npu_session *s, npuP_config *cfg, const run_sig *
   npuE_plan *plan = NULL;
   npu_status st = npuP_compile(&s->state, r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
                                r->fetches, r->n_targets, r->targets, cfg, &plan);
+  if (!st) st = npuP_weights_externalize(s->weights, s->state.graph, plan);
   if (!st) st = share_arena(s, plan);
   if (!st) plan->id = s->n_compiled++;
   if (st) {

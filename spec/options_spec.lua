@@ -153,7 +153,9 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "dump_data", "dump_debug_mode", "dump_layer", "dump_mode", "dump_path", "dump_step", -- exec/dump.c
     "dynamic_dims", "dynamic_input",
     "dynamic_inputs_shape_range", "dynamic_node_type", "enable_dump", "enable_dump_debug", -- exec/dump.c
-    "experimental_accelerate_train_mode", "export_compile_stat", "fp_point",
+    "experimental_accelerate_train_mode", "export_compile_stat",
+    "external_weight", -- compile/external_weight.c
+    "fp_point",
     "fusion_switch_file", "graph_run_mode", "input_shape", "iterations_per_loop", "modify_mixlist",
     "oo_constant_folding", "op_precision_mode", "op_select_implmode",
     "optypelist_for_implmode", "precision_mode", "precision_mode_v2",

@@ -452,9 +452,13 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
       continue;
     }
     if (def->kind == NPUX_KIND_CONST) {
-      if (!is_fed(n_feeds, feeds, node->first_output))
+      /* retained: the graph's Const value may be replaced while this plan lives (by a file-
+         backed twin, compile/external_weight.c) */
+      if (!is_fed(n_feeds, feeds, node->first_output)) {
         p->slots[node->first_output] = known[node->first_output] =
-            npuG_attr_find(node, "value")->u.tensor;
+            npu_tensor_retain(npuG_attr_find(node, "value")->u.tensor);
+        p->owned[node->first_output] = 1;
+      }
       continue;
     }
     if (def->kind == NPUX_KIND_LOOP) {

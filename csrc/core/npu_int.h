@@ -95,6 +95,9 @@ struct npu_tensor {
   void *data;        /* row-major elements; inside this block unless `base` is set */
   npu_context *ctx;  /* retained: the block is freed through it */
   npu_tensor *base;  /* retained owner of `data` for views made by npu_tensor_reshape */
+  size_t mapped_bytes; /* > 0: `data` is a read-only file mapping of this length (npuT_map_file),
+                          unmapped when the tensor dies; never written (a kernel never writes a
+                          constant) */
 };
 
 /* Element count of a shape (dims already checked >= 0); -1 on overflow. */
@@ -102,6 +105,14 @@ int64_t npuT_numel(int ndim, const int64_t *shape);
 /* Checks ndim and dims, naming `what` in the message. */
 npu_status npuT_check_shape(npu_context *ctx, const char *what, int ndim, const int64_t *shape);
 bool npuT_same_shape(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b);
+/* A tensor of dtype and shape whose elements are the first nbytes of the open file fd (path
+   names it in messages), mapped read-only and shared (PROT_READ, MAP_SHARED): page-aligned,
+   file-backed pages outside the context's accounted memory (only the tensor's header is
+   accounted).  The mapping stays valid after fd is closed and the file unlinked, until the
+   tensor's last release unmaps it.  NPU_ERR_IO "cannot map '<path>': <reason>"; nbytes 0 is
+   NPU_ERR_ARG (there is nothing to map). */
+npu_status npuT_map_file(npu_context *ctx, npu_dtype dtype, int ndim, const int64_t *shape,
+                         int fd, const char *path, npu_tensor **out);
 
 /* ---- graphs ------------------------------------------------------------- */
 

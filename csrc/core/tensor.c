@@ -2,11 +2,15 @@
  * tensor.c — dense row-major tensors with atomic reference counts.
  *
  * A tensor and its data are one allocation from its context (the data 64-byte offset inside
- * the block), except reshape views, which point into a retained base.  Tensors are immutable
- * once shared; the executor writes only into tensors whose refcount it knows to be 1.
+ * the block), except reshape views, which point into a retained base, and file-backed
+ * tensors (npuT_map_file, for external_weight): a header from the context and a read-only
+ * mapping of a file, unmapped on the last release.  Tensors are immutable once shared; the
+ * executor writes only into tensors whose refcount it knows to be 1.
  */
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/half.h"
 #include "core/npu_int.h"
@@ -64,6 +68,7 @@ static npu_status tensor_alloc(npu_context *ctx, npu_dtype dtype, int ndim, cons
   t->data = (char *)t + DATA_OFFSET;
   t->ctx = npu_context_retain(ctx);
   t->base = NULL;
+  t->mapped_bytes = 0;
   *out = t;
   return NPU_OK;
 }
@@ -133,6 +138,32 @@ npu_status npu_tensor_reshape(npu_context *ctx, npu_tensor *src, int ndim, const
   return NPU_OK;
 }
 
+npu_status npuT_map_file(npu_context *ctx, npu_dtype dtype, int ndim, const int64_t *shape,
+                         int fd, const char *path, npu_tensor **out) {
+  *out = NULL;
+  if ((unsigned)dtype >= NPU_DTYPE_COUNT)
+    return npuC_error(ctx, NPU_ERR_DTYPE, "npuT_map_file: invalid dtype %d", (int)dtype);
+  npu_status st = npuT_check_shape(ctx, "npuT_map_file", ndim, shape);
+  if (st) return st;
+  size_t nbytes = (size_t)npuT_numel(ndim, shape) * npu_dtype_size(dtype);
+  if (!nbytes) return npuC_error(ctx, NPU_ERR_ARG, "npuT_map_file: '%s': nothing to map", path);
+  npu_tensor *t = npuC_alloc(ctx, sizeof *t);
+  if (!t) return NPU_ERR_NOMEM;
+  void *data = mmap(NULL, nbytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED) {
+    int err = errno;
+    npuC_free(ctx, t);
+    return npuC_error(ctx, NPU_ERR_IO, "cannot map '%s': %s", path, strerror(err));
+  }
+  *t = (npu_tensor){.dtype = dtype, .ndim = ndim, .numel = npuT_numel(ndim, shape),
+                    .nbytes = nbytes, .data = data, .mapped_bytes = nbytes};
+  atomic_init(&t->refcount, 1);
+  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+  t->ctx = npu_context_retain(ctx);
+  *out = t;
+  return NPU_OK;
+}
+
 npu_tensor *npu_tensor_retain(npu_tensor *t) {
   if (t) atomic_fetch_add(&t->refcount, 1);
   return t;
@@ -142,6 +173,7 @@ void npu_tensor_release(npu_tensor *t) {
   if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
   npu_context *ctx = t->ctx;
   npu_tensor_release(t->base);
+  if (t->mapped_bytes) munmap(t->data, t->mapped_bytes);
   npuC_free(ctx, t);
   npu_context_release(ctx);
 }

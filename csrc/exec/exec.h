@@ -5,8 +5,9 @@
  * order, the concrete shape of every value, and one slot per value holding its tensor.  Slots
  * of kernel outputs own their tensor and keep it between runs (no allocation in steady state);
  * a slot's tensor is replaced only when someone else still holds it (a fetched result), so a
- * tensor handed out is never written again.  Slots of feeds, constants, variables and
- * identities borrow.
+ * tensor handed out is never written again.  Slots of constants hold a reference (the graph
+ * may swap a Const's tensor for a file-backed twin: external_weight); slots of feeds,
+ * variables and identities borrow.
  */
 #ifndef NPU_EXEC_H
 #define NPU_EXEC_H
@@ -179,6 +180,21 @@ void npuP_memory_bind(npuE_plan *p, npu_tensor *arena);
    (npu_free); *out NULL on failure. */
 npu_status npuP_explain(npu_context *ctx, const npu_graph *g, const npuP_config *cfg,
                         const npuE_plan *p, char **out);
+
+/* compile/external_weight.c: external_weight (000).  A session with the option on holds a
+   store (NULL out when the option is off): npuP_weights_externalize writes each constant of
+   plan p of at least NPUP_EXTERNAL_MIN_BYTES (graph Const values, folded and converted ones) to
+   weight_<hash> in $ASCEND_WORK_PATH (else .)/tmp_weight_<pid>_<session_id>, once per content,
+   and puts a read-only mapping of the file in the plan's slot and in the Const node of g
+   (identical constants share one file and one mapping).  NPU_ERR_IO naming a directory or
+   file that cannot be written.  npuP_weights_free unlinks the files and removes the directory;
+   the mappings stay valid with their tensors. */
+#define NPUP_EXTERNAL_MIN_BYTES 4096
+typedef struct npuP_weights npuP_weights;
+npu_status npuP_weights_new(npu_context *ctx, const npu_options *o, int session_id,
+                            npuP_weights **out);
+npu_status npuP_weights_externalize(npuP_weights *w, npu_graph *g, npuE_plan *p);
+void npuP_weights_free(npu_context *ctx, npuP_weights *w);
 
 /* exec/exec.c: runs the plan; fetch_out[i] receives new references. */
 npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,
