@@ -11,12 +11,6 @@
 
 #include "core/npu_int.h"
 
-static uint32_t hash_name(const char *s) {
-  uint32_t h = 2166136261u; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-  return h;
-}
-
 npu_status npu_graph_new(npu_context *ctx, npu_graph **out) {
   if (!out) return npuC_error(ctx, NPU_ERR_ARG, "npu_graph_new: out is NULL");
   *out = NULL;
@@ -70,7 +64,7 @@ void npu_graph_release(npu_graph *g) {
 int npuG_find_node(const npu_graph *g, const char *name) {
   if (!g->n_name_slots || !name) return -1;
   uint32_t mask = (uint32_t)g->n_name_slots - 1;
-  for (uint32_t i = hash_name(name) & mask;; i = (i + 1) & mask) {
+  for (uint32_t i = npuC_hash_str(name) & mask;; i = (i + 1) & mask) {
     int slot = g->name_slots[i];
     if (slot == 0) return -1;
     if (strcmp(g->nodes[slot - 1].name, name) == 0) return slot - 1;
@@ -79,7 +73,7 @@ int npuG_find_node(const npu_graph *g, const char *name) {
 
 static void index_name(npu_graph *g, int node) {
   uint32_t mask = (uint32_t)g->n_name_slots - 1;
-  uint32_t i = hash_name(g->nodes[node].name) & mask;
+  uint32_t i = npuC_hash_str(g->nodes[node].name) & mask;
   while (g->name_slots[i]) i = (i + 1) & mask;
   g->name_slots[i] = node + 1;
 }

@@ -223,7 +223,7 @@ uint64_t npuC_rng_next(npuC_rng *r);
 
 /* Levenshtein distance, for "did you mean" suggestions. */
 int npuC_edit_distance(const char *a, const char *b);
-/* FNV-1a of a string, for the open-addressing name indexes of readers. */
+/* FNV-1a of a string, for open-addressing name indexes (graphs, the readers of option files). */
 static inline uint32_t npuC_hash_str(const char *s) {
   uint32_t h = 2166136261u;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
