@@ -614,3 +614,31 @@ function TestImportFixture:test_compare_tool()
   lu.assertStrContains(out, "FAIL")
   os.execute("rm -rf '" .. tmp .. "'")
 end
+
+-- A model file comes from elsewhere: its weightsManifest may name only files beside it (no
+-- absolute path, no ".." part), and no reader opens a FIFO (it would block the host), a
+-- directory or a device in place of a file.
+function TestImportTfjs:test_untrusted_paths_and_special_files()
+  local tmp = tmpdir()
+  S.write(tmp .. "/w.bin", string.pack("<ff", 1, 2))
+  local function manifest(path)
+    return (', "weightsManifest": [{"paths": ["%s"], "weights": [{"name": "w", "shape": [2], "dtype": "float32"}]}]')
+        :format(path)
+  end
+  local node = '{"name": "w", "op": "Const", "attr": {"dtype": {"type": "DT_FLOAT"}, "value": {"tensor": {"dtype": "DT_FLOAT", "tensorShape": {"dim": [{"size": "2"}]}}}}}'
+  for _, path in ipairs({ "../w.bin", "sub/../../w.bin", tmp .. "/w.bin", ".." }) do
+    S.write(tmp .. "/m.json", json_graph({ node }, manifest(path)))
+    local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/m.json")
+    lu.assertStrContains(err, "path '" .. path .. "' leaves the model's directory")
+  end
+  S.write(tmp .. "/m.json", json_graph({ node }, manifest("./w.bin"))) -- "." parts are fine
+  lu.assertEquals(run(model.load_model(tmp .. "/m.json"), { "w:0" })[1]:totable(), { 1, 2 })
+  -- a FIFO as the weight shard, the model or a .npy: refused at once, not waited on
+  assert(os.execute("mkfifo '" .. tmp .. "/fifo.bin'"))
+  S.write(tmp .. "/m.json", json_graph({ node }, manifest("fifo.bin")))
+  lu.assertStrContains(expect_error("NPU_ERR_IO", model.load_model, tmp .. "/m.json"), "not a regular file")
+  lu.assertStrContains(expect_error("NPU_ERR_IO", model.load_model, tmp .. "/fifo.bin"), "not a regular file")
+  lu.assertStrContains(expect_error("NPU_ERR_IO", npu.load, tmp .. "/fifo.bin"), "not a regular file")
+  lu.assertStrContains(expect_error("NPU_ERR_IO", npu.load, tmp), "a directory, not a file")
+  os.execute("rm -rf '" .. tmp .. "'")
+end

@@ -5,23 +5,52 @@
  * making the directories that files written (fusion results, dumps, profiles) go into.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/npu_int.h"
 
 /* what NULL: a quiet try (NPU_ERR_IO without a message), for files that may well be absent. */
 #define FAIL(...) (what ? npuC_error(ctx, NPU_ERR_IO, __VA_ARGS__) : NPU_ERR_IO)
 
+FILE *npuC_fopen_regular(const char *path, const char **why) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *why = strerror(errno);
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    *why = strerror(errno);
+    close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    *why = S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file";
+    close(fd);
+    return NULL;
+  }
+  /* regular files ignore O_NONBLOCK: nothing to clear */
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    *why = strerror(errno);
+    close(fd);
+  }
+  return f;
+}
+
 npu_status npuC_read_file(npu_context *ctx, const char *path, const char *what, char **out,
                           size_t *len) {
   *out = NULL;
   if (len) *len = 0;
-  FILE *f = fopen(path, "rb");
+  const char *why;
+  FILE *f = npuC_fopen_regular(path, &why);
   if (!f)
-    return FAIL("cannot open %s '%s': %s", what, path, strerror(errno));
+    return FAIL("cannot open %s '%s': %s", what, path, why);
   long size = -1;
   if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
   if (size < 0 || fseek(f, 0, SEEK_SET) != 0) { /* a directory, a pipe */

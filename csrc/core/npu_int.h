@@ -66,6 +66,11 @@ npu_status npuC_error(npu_context *ctx, npu_status status, const char *fmt, ...)
    for a file that may well be absent). */
 npu_status npuC_read_file(npu_context *ctx, const char *path, const char *what, char **out,
                           size_t *len);
+/* Opens path for reading when it is a regular file.  Model, weight and option files come from
+   users: a FIFO must not block the host (opened non-blocking, checked before any read), a
+   directory or a device is refused.  NULL on failure with *why the reason (strerror, or
+   "not a regular file"). */
+FILE *npuC_fopen_regular(const char *path, const char **why);
 /* core/file.c: creates the directories leading to path (mkdir -p of its dirname) /
    directory dir itself and those leading to it; NPU_ERR_IO "<what>: cannot create directory
    '<dir>': <reason>". */

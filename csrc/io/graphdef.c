@@ -962,6 +962,20 @@ typedef struct weight_group {
   char shards[256]; /* names for messages */
 } weight_group;
 
+/* A weightsManifest path names a file at or below the model's directory (TF.js writes bare
+   shard names): not absolute, no ".." part.  A model file from elsewhere must not make the
+   reader open any file the process can read. */
+static bool inside_model_dir(const char *rel) {
+  if (rel[0] == '/' || rel[0] == 0) return false;
+  for (const char *p = rel; *p;) {
+    const char *e = strchr(p, '/');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == 2 && p[0] == '.' && p[1] == '.') return false;
+    p += n + (e != NULL);
+  }
+  return true;
+}
+
 static npu_status load_group(importer *im, const char *dir, const cJSON *paths, weight_group *wg) {
   const cJSON *p;
   size_t total = 0;
@@ -979,6 +993,13 @@ static npu_status load_group(importer *im, const char *dir, const cJSON *paths, 
   cJSON_ArrayForEach(p, paths) {
     if (!cJSON_IsString(p)) {
       st = bad_json(im, NULL, "weightsManifest: a path is not a string");
+      break;
+    }
+    if (!inside_model_dir(p->valuestring)) {
+      st = npuC_error(im->ctx, NPU_ERR_FORMAT,
+                      "%s: weightsManifest: path '%s' leaves the model's directory (absolute, or "
+                      "with a '..' part): weight shards are read beside model.json only",
+                      im->source, p->valuestring);
       break;
     }
     snprintf(path, sizeof path, "%s%s", dir, p->valuestring);

@@ -252,8 +252,9 @@ npu_status npu_tensor_load_npy(npu_context *ctx, const char *path, npu_tensor **
   *out = NULL;
   if (!ctx) return NPU_ERR_ARG;
   if (!path) return npuC_error(ctx, NPU_ERR_ARG, "%s: path is NULL", fn);
-  FILE *f = fopen(path, "rb");
-  if (!f) return io_error(ctx, fn, path, errno);
+  const char *why;
+  FILE *f = npuC_fopen_regular(path, &why);
+  if (!f) return npuC_error(ctx, NPU_ERR_IO, "%s: '%s': %s", fn, path, why);
 
   npu_status st = NPU_OK;
   char *text = NULL;
