@@ -128,7 +128,7 @@ function TestSaver:test_restore_file_written_by_hand()
     .. '"k":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]},'
     .. '"m":{"dtype":"BOOL","shape":[2],"data_offsets":[6,8]},'
     .. '"u":{"dtype":"U8","shape":[1],"data_offsets":[8,9]}}',
-    string.pack("<I2I2I2BBB", 0x3c00, 0x4000, 0xc000, 1, 0, 255)))
+    string.pack("<I2I2I2BBB", 0x3c00, 0x4000, 0xc000, 7, 0, 255)))
   local names, tensors = core.safetensors_load(path)
   local by = {}
   for i, n in ipairs(names) do by[n] = tensors[i] end
@@ -137,6 +137,11 @@ function TestSaver:test_restore_file_written_by_hand()
   lu.assertEquals(by.k:dtype(), "bfloat16")
   lu.assertEquals(by.k:totable(), { -2 })
   lu.assertEquals(by.m:dtype(), "bool")
+  -- any nonzero byte reads as true, stored 1: saved again, the bytes are 1, 0
+  local again = tmpfile()
+  core.safetensors_save(again, { "m" }, { by.m })
+  lu.assertEquals(read(again):sub(-2), "\1\0")
+  os.remove(again)
   lu.assertEquals(by.u:totable(), { 255 })
   os.remove(path)
 end

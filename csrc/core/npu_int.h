@@ -110,6 +110,9 @@ int64_t npuT_numel(int ndim, const int64_t *shape);
 /* Checks ndim and dims, naming `what` in the message. */
 npu_status npuT_check_shape(npu_context *ctx, const char *what, int ndim, const int64_t *shape);
 bool npuT_same_shape(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b);
+/* Bool bytes read from a file as 0/1 (a file may hold any nonzero byte for true; kernels
+   assume 0/1).  No-op for other dtypes. */
+void npuT_canonical_bools(npu_tensor *t);
 /* A tensor of dtype and shape whose elements are the first nbytes of the open file fd (path
    names it in messages), mapped read-only and shared (PROT_READ, MAP_SHARED): page-aligned,
    file-backed pages outside the context's accounted memory (only the tensor's header is

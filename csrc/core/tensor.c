@@ -164,6 +164,12 @@ npu_status npuT_map_file(npu_context *ctx, npu_dtype dtype, int ndim, const int6
   return NPU_OK;
 }
 
+void npuT_canonical_bools(npu_tensor *t) {
+  if (t->dtype != NPU_DTYPE_BOOL) return;
+  unsigned char *b = t->data;
+  for (int64_t i = 0; i < t->numel; i++) b[i] = b[i] != 0;
+}
+
 npu_tensor *npu_tensor_retain(npu_tensor *t) {
   if (t) atomic_fetch_add(&t->refcount, 1);
   return t;

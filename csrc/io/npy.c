@@ -364,10 +364,7 @@ npu_status npu_tensor_load_npy(npu_context *ctx, const char *path, npu_tensor **
     goto done;
   }
   if (swap) byteswap(t->data, t->numel, npu_dtype_size(dtype));
-  if (dtype == NPU_DTYPE_BOOL) {
-    unsigned char *b = t->data;
-    for (int64_t i = 0; i < t->numel; i++) b[i] = b[i] != 0;
-  }
+  npuT_canonical_bools(t);
 
 done:
   npuC_free(ctx, text);

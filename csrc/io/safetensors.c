@@ -341,6 +341,7 @@ static npu_status load_body(npu_context *ctx, const char *path, FILE *f, uint64_
         fread(st->tensors[i]->data, 1, st->tensors[i]->nbytes, f) != st->tensors[i]->nbytes)
       s = npuC_error(ctx, NPU_ERR_IO, "%s: '%s': cannot read tensor '%s'", fn, path,
                      entries[i].name);
+    if (!s) npuT_canonical_bools(st->tensors[i]);
   }
   npuC_free(ctx, entries);
   cJSON_Delete(root);
