@@ -153,6 +153,7 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "dump_data", "dump_debug_mode", "dump_layer", "dump_mode", "dump_path", "dump_step", -- exec/dump.c
     "dynamic_dims", "dynamic_input",
     "dynamic_inputs_shape_range", "dynamic_node_type", "enable_dump", "enable_dump_debug", -- exec/dump.c
+    "enable_exception_dump", -- exec/exception_dump.c
     "experimental_accelerate_train_mode", "export_compile_stat",
     "external_weight", -- compile/external_weight.c
     "fp_point",

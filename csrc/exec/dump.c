@@ -110,8 +110,9 @@ static int64_t now_us(void) {
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The reference's rule for names in paths: '.', '/', '\\' and ' ' become '_'. */
-static void sanitise(char *dst, size_t n, const char *src) {
+/* The reference's rule for names in paths: '.', '/', '\\' and ' ' become '_' (observe.h;
+   exception_dump.c names its files the same way). */
+void npuE_dump_sanitise(char *dst, size_t n, const char *src) {
   size_t i = 0;
   for (; src[i] && i + 1 < n; i++) {
     char c = src[i];
@@ -346,7 +347,7 @@ static npu_status make_schedule(npuE_dump *d, const npu_graph *g, const npuE_pla
   if (p->n_fetches) model = g->nodes[p->values[p->fetches[0]].node].name;
   else if (p->n_targets) model = g->nodes[p->targets[0]].name;
   char name[DUMP_NAME_MAX];
-  sanitise(name, sizeof name, model);
+  npuE_dump_sanitise(name, sizeof name, model);
   snprintf(pd->model, sizeof pd->model, "%s/%d", name, p->id);
 done:
   npuC_free(ctx, producer);
@@ -436,8 +437,8 @@ typedef struct dump_op {
 } dump_op;
 
 static void op_of_node(dump_op *op, const npu_graph *g, int node, int task, int64_t us) {
-  sanitise(op->type, sizeof op->type, npuX_op(g->nodes[node].op)->name);
-  sanitise(op->name, sizeof op->name, g->nodes[node].name);
+  npuE_dump_sanitise(op->type, sizeof op->type, npuX_op(g->nodes[node].op)->name);
+  npuE_dump_sanitise(op->name, sizeof op->name, g->nodes[node].name);
   op->node_name = g->nodes[node].name;
   op->task = task;
   op->us = us;
@@ -446,23 +447,25 @@ static void op_of_node(dump_op *op, const npu_graph *g, int node, int task, int6
 static void op_of_step(dump_op *op, const npu_graph *g, const npuE_plan *p, int k, int64_t us) {
   const npuE_step *step = &p->steps[k];
   op_of_node(op, g, step_name_node(p, step), k, us);
-  sanitise(op->type, sizeof op->type, step->def->name); /* a fused op, a cast */
+  npuE_dump_sanitise(op->type, sizeof op->type, step->def->name); /* a fused op, a cast */
 }
 
-/* The tensor as stored, in .npy; bfloat16 (no NumPy dtype) as float32, exactly. */
+/* The tensor as stored, in .npy; bfloat16 (no NumPy dtype) as float32, exactly (observe.h). */
+npu_status npuE_dump_write_npy(npu_context *ctx, const npu_tensor *t, const char *path) {
+  if (t->dtype != NPU_DTYPE_BF16) return npu_tensor_save_npy(ctx, t, path);
+  npu_tensor *wide;
+  npu_status s = npu_tensor_new(ctx, NPU_DTYPE_F32, t->ndim, t->shape, &wide);
+  if (s) return s;
+  const uint16_t *src = t->data;
+  float *dst = wide->data;
+  for (int64_t i = 0; i < t->numel; i++) dst[i] = npu_bf16_to_f32(src[i]);
+  s = npu_tensor_save_npy(ctx, wide, path);
+  npu_tensor_release(wide);
+  return s;
+}
+
 static npu_status write_npy(npuE_dump *d, const npu_tensor *t, const char *path) {
-  npu_status s;
-  if (t->dtype == NPU_DTYPE_BF16) {
-    npu_tensor *wide;
-    if ((s = npu_tensor_new(d->ctx, NPU_DTYPE_F32, t->ndim, t->shape, &wide))) return s;
-    const uint16_t *src = t->data;
-    float *dst = wide->data;
-    for (int64_t i = 0; i < t->numel; i++) dst[i] = npu_bf16_to_f32(src[i]);
-    s = npu_tensor_save_npy(d->ctx, wide, path);
-    npu_tensor_release(wide);
-  } else {
-    s = npu_tensor_save_npy(d->ctx, t, path);
-  }
+  npu_status s = npuE_dump_write_npy(d->ctx, t, path);
   return s ? npuC_error_prefix(d->ctx, s, "%s", d->what) : NPU_OK;
 }
 

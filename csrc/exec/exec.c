@@ -181,6 +181,7 @@ again:
         s = fn ? fn(&call)
                : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
                             node->name);
+        if (s && fn) npuE_exception_dump(st, p, k, s); /* exec/exception_dump.c */
         if (!s && step->widen) narrow_outputs(pool, p, step, out_stack);
       }
       break;

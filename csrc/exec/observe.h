@@ -35,6 +35,18 @@ npu_status npuE_dump_new(npu_context *ctx, const npu_options *o, const npuE_obse
 npu_status npuE_dump_event(npuE_dump *d, npuE_state *st, const npuE_plan *p, npuE_event e,
                            int k);
 void npuE_dump_free(npu_context *ctx, npuE_dump *d);
+/* Shared with exception_dump.c: t as stored in a .npy file (bfloat16 widened to float32,
+   exactly; npu_tensor_save_npy's errors, unprefixed); a name for a path ('.', '/', '\\', ' '
+   become '_'; cut to n - 1 bytes). */
+npu_status npuE_dump_write_npy(npu_context *ctx, const npu_tensor *t, const char *path);
+void npuE_dump_sanitise(char *dst, size_t n, const char *src);
+
+/* exec/exception_dump.c: enable_exception_dump.  Called by npuE_run when the kernel of step k
+   failed with status s (the context's message says why): unless the option is 0, writes the
+   step's inputs (.npy) and a JSON description into the exception-dump directory.  Cannot fail
+   and leaves the context's message as it found it: a file that cannot be written is reported
+   through the log hook. */
+void npuE_exception_dump(npuE_state *st, const npuE_plan *p, int k, npu_status s);
 
 /* exec/profile.c.  new: *out NULL when profiling is off (profiling_mode, else PROFILING_MODE);
    makes the session's output directory (NPU_ERR_IO naming it).  event: records the time;
