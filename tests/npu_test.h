@@ -19,6 +19,12 @@
  * allocations working; checks NPU_OK (printing the message otherwise) and that ctx holds the
  * live bytes it held before.
  *
+ * Files: count_files_in(dir) counts the regular files under dir (recursively; -1 when it cannot
+ * tell); remove_tree(dir) removes dir and everything under it.
+ *
+ * The log: log_seen and on_log, to pass to npu_context_set_log(ctx, on_log, &seen): counts the
+ * lines and keeps the last one and its level.
+ *
  * sweep_alloc_failures(ctx, &(scenario_def){...}): the allocation-failure sweep. For n = 1, 2,
  * ...: setup with allocations working (NPU_OK checked), run with the n-th allocation from ctx
  * failing, after with allocations working again; then it checks that ctx holds the live bytes it
@@ -34,7 +40,9 @@
 #ifndef NPU_TESTS_NPU_TEST_H
 #define NPU_TESTS_NPU_TEST_H
 
+#include <ftw.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "check.h"
 #include "include/npu.h"
@@ -146,6 +154,39 @@ static inline int sweep_alloc_failures(npu_context *ctx, const scenario_def *sw)
   }
   CHECK(n_ok == want_ok); /* the scenario ran through without a failing allocation */
   return n_failures;
+}
+
+/* ---- files and the log ---- */
+
+static inline int remove_entry_(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static inline void remove_tree(const char *dir) { nftw(dir, remove_entry_, 16, FTW_DEPTH | FTW_PHYS); }
+
+static inline int count_files_in(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "find '%s' -type f 2>/dev/null | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p) {
+    if (fscanf(p, "%d", &n) != 1) n = -1;
+    pclose(p);
+  }
+  return n;
+}
+
+typedef struct log_seen {
+  int n, level;
+  char last[600];
+} log_seen;
+
+static inline void on_log(void *ud, int level, const char *message) {
+  log_seen *seen = ud;
+  seen->n++;
+  seen->level = level;
+  snprintf(seen->last, sizeof seen->last, "%s", message);
 }
 
 #endif

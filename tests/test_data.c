@@ -406,6 +406,8 @@ static void test_graph(void) {
 
 /* ---- safetensors ---- */
 
+/* A path under $TMPDIR (or /tmp) in a static buffer, which the next call overwrites: copy it
+   to keep it. */
 static const char *tmp_path(const char *name) {
   static char buf[256];
   const char *dir = getenv("TMPDIR");
@@ -498,7 +500,8 @@ static void test_safetensors(void) {
   for (int i = 0; i < n; i++) npu_tensor_release(ts[i]);
 
   /* written by hand, as Python's safetensors writes it: metadata, padding, offsets */
-  const char *hand = tmp_path("hand.safetensors");
+  char hand[256];
+  snprintf(hand, sizeof hand, "%s", tmp_path("hand.safetensors"));
   float w[4] = {1.5f, -2.0f, 3.25f, 0.0f};
   int32_t lbl[2] = {7, -9};
   unsigned char blob[24];
@@ -544,7 +547,8 @@ static void test_safetensors(void) {
       {"{\"__metadata__\":{\"a\":1}}", 0, -1, NPU_ERR_FORMAT, "__metadata__"},
   };
   unsigned char zeros[16] = {0};
-  const char *corrupt = tmp_path("bad.safetensors");
+  char corrupt[256];
+  snprintf(corrupt, sizeof corrupt, "%s", tmp_path("bad.safetensors"));
   for (size_t i = 0; i < npu_countof(bad); i++) {
     write_raw(corrupt, bad[i].json, zeros, bad[i].n_data, bad[i].header_len);
     npu_status s = load_status(corrupt);

@@ -18,24 +18,6 @@
 
 static char tmp_root[] = "/tmp/npu_test_dump_XXXXXX";
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  return remove(path);
-}
-
-/* Regular files under dir (recursively). */
-static int n_files_in(const char *dir) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "find '%s' -type f 2>/dev/null | wc -l", dir);
-  FILE *p = popen(cmd, "r");
-  int n = -1;
-  if (p) {
-    if (fscanf(p, "%d", &n) != 1) n = -1;
-    pclose(p);
-  }
-  return n;
-}
-
 enum { MODE_TENSOR, MODE_STATS, MODE_DEBUG, MODE_LAYER, N_MODES };
 
 /* y = exp(relu(x W)): x (2, 2) fed; runs it twice (the second run overflows exp in float32),
@@ -97,18 +79,6 @@ static npu_status scenario(npu_context *ctx, session_handles *h, int mode, const
 
 /* ---- the log ---- */
 
-typedef struct log_seen {
-  int n, level;
-  char last[600];
-} log_seen;
-
-static void on_log(void *ud, int level, const char *message) {
-  log_seen *seen = ud;
-  seen->n++;
-  seen->level = level;
-  snprintf(seen->last, sizeof seen->last, "%s", message);
-}
-
 static void test_overflow_logs_one_line(void) {
   npu_context *ctx;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
@@ -128,7 +98,7 @@ static void test_overflow_logs_one_line(void) {
                           "iteration 1 of model exp/0): 0 NaN, 1 Inf, 0 float16 at +-65504") !=
         NULL);
   CHECK(strstr(seen.last, dir) != NULL);
-  CHECK(n_files_in(dir) == 2); /* exp's input and output */
+  CHECK(count_files_in(dir) == 2); /* exp's input and output */
   session_handles_release(&h);
   CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
 
@@ -215,6 +185,6 @@ int main(void) {
   test_overflow_logs_one_line();
   test_unwritable_path();
   test_allocation_failure_sweep();
-  nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  remove_tree(tmp_root);
   return check_summary("test_dump");
 }

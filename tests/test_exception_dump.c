@@ -20,24 +20,6 @@ static char tmp_root[] = "/tmp/npu_test_exception_dump_XXXXXX";
 
 static const char WANT[] = "gather 'pick': indices[1] = 4 is not in [0, 4) (params [4,3], axis 0)";
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  return remove(path);
-}
-
-/* Regular files under dir (recursively). */
-static int n_files_in(const char *dir) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "find '%s' -type f 2>/dev/null | wc -l", dir);
-  FILE *p = popen(cmd, "r");
-  int n = -1;
-  if (p) {
-    if (fscanf(p, "%d", &n) != 1) n = -1;
-    pclose(p);
-  }
-  return n;
-}
-
 /* y = gather(x, i) (node "pick"), x (4, 3) of dtype, i (3,) int64 = {0, 4, 1}: fails at run
    time.  Returns the run's status. */
 static npu_status scenario(npu_context *ctx, session_handles *h, npu_dtype dtype,
@@ -78,18 +60,6 @@ static npu_status scenario(npu_context *ctx, session_handles *h, npu_dtype dtype
 
 /* ---- the log ---- */
 
-typedef struct log_seen {
-  int n, level;
-  char last[600];
-} log_seen;
-
-static void on_log(void *ud, int level, const char *message) {
-  log_seen *seen = ud;
-  seen->n++;
-  seen->level = level;
-  snprintf(seen->last, sizeof seen->last, "%s", message);
-}
-
 static void test_dump_and_log(void) {
   npu_context *ctx;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
@@ -107,7 +77,7 @@ static void test_dump_and_log(void) {
                           "NPU_ERR_ARG; 3 files written to") != NULL);
   CHECK(strstr(seen.last, dir) != NULL);
   if (seen.n != 1 || !strstr(seen.last, dir)) fprintf(stderr, "log: %s\n", seen.last);
-  CHECK(n_files_in(dir) == 3);
+  CHECK(count_files_in(dir) == 3);
   /* the bfloat16 input, as float32, exactly */
   char cmd[600];
   snprintf(cmd, sizeof cmd, "ls '%s'/*.input.0.npy", dir);
@@ -199,6 +169,6 @@ int main(void) {
   test_dump_and_log();
   test_unwritable_directory();
   test_allocation_failure_sweep();
-  nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  remove_tree(tmp_root);
   return check_summary("test_exception_dump");
 }

@@ -275,6 +275,8 @@ static void test_gelu_precise(void) {
 
 /* ---- the options through the C API ---- */
 
+/* Writes text to a file under $TMPDIR (or /tmp); its path in a static buffer that the next call
+   overwrites. */
 static const char *write_file(const char *name, const char *text) {
   static char path[256];
   const char *dir = getenv("TMPDIR");
@@ -373,13 +375,13 @@ static void test_ini_effect_and_sweep(void) {
   CHECK(fast != precise);
   const char *perf = write_file("perf.ini", "[ByOpType]\r\n  Exp = high_performance \r\n");
   CHECK(exp_session(ctx, perf, x, &y) == NPU_OK && y == fast);
+  remove(perf); /* write_file's buffer is reused by the next call */
   const char *node = write_file("node.ini", "[ByOpType]\nexp=high_performance\n"
                                             "[ByNodeName]\ne=keep_fp16\nother=high_performance\n");
   CHECK(exp_session(ctx, node, x, &y) == NPU_OK && y == precise);
   exp_case c = {.path = node, .x = x};
   int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.run = exp_run, .ud = &c});
   CHECK(n_failures > 10);
-  remove(perf);
   remove(node);
   npu_context_release(ctx);
 }

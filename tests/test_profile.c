@@ -268,7 +268,7 @@ static void test_close_reports_through_the_log(void) {
   npu_context *ctx;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
   npu_context_set_log(ctx, capture, NULL);
-  char out[300], dir[512], cmd[700];
+  char out[300], dir[512];
   snprintf(out, sizeof out, "%s/gone", base);
   npu_graph *g;
   CHECK(npu_graph_new(ctx, &g) == NPU_OK);
@@ -281,8 +281,7 @@ static void test_close_reports_through_the_log(void) {
   npu_session *s = NULL;
   CHECK(npu_session_new(ctx, g, o, &s) == NPU_OK);
   CHECK(prof_dir(out, dir, sizeof dir));
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
-  CHECK(system(cmd) == 0);
+  remove_tree(out);
   npu_session_release(s);
   CHECK(strstr(logged, "profiling: cannot create") != NULL);
   CHECK(strstr(logged, dir) != NULL);
@@ -341,8 +340,6 @@ int main(void) {
   test_close_reports_through_the_log();
   test_allocation_failure_sweep();
   test_storage_limit();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", base);
+  remove_tree(base);
   return check_summary("test_profile");
 }
