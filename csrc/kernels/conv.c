@@ -538,20 +538,13 @@ static inline __attribute__((always_inline)) void dw_rows(const dw_job *j, int64
 
 /* Reduced x or y (float16 / bfloat16): one item = one slot of scratch, which takes rows
    [slot * R / n_slots, (slot + 1) * R / n_slots) of the R = n * out_h output rows in bands of
-   DW_BAND rows of one image.  A band's input rows (contiguous in x) are widened into the slot
-   in one conversion; each output row is computed into the slot's float32 row (reduced y),
+   K_BAND rows of one image (kutil.h).  A band's input rows (contiguous in x) are widened
+   into the slot in one conversion; each output row is computed into the slot's float32 row (reduced y),
    epilogue included, and narrowed.  The same dw_one_row on the same float32 values: the bits
    of widening x in full, the float32 kernel and narrowing y. */
-#define DW_BAND 8
-
-static int64_t dw_band_rows(const npuK_window2d *w) { /* input rows one band can read */
-  int64_t rows = (DW_BAND - 1) * w->stride_h + (w->k_h - 1) * w->dilation_h + 1;
-  return rows < w->in_h ? rows : w->in_h;
-}
-
 static int64_t dw_slot_floats(const npuK_window2d *w, int64_t mult, npuK_dtype x_dtype,
                               npuK_dtype y_dtype) {
-  return (x_dtype != NPUK_F32 ? dw_band_rows(w) * w->in_w * w->c : 0) +
+  return (x_dtype != NPUK_F32 ? k_band_in_rows(w) * w->in_w * w->c : 0) +
          (y_dtype != NPUK_F32 ? w->out_w * w->c * mult : 0);
 }
 
@@ -571,33 +564,26 @@ static inline __attribute__((always_inline)) void dw_half_slots(const dw_half_jo
   const int64_t cm = w->c * j->mult, len = w->in_w * w->c, n_rows = w->n * w->out_h;
   for (int64_t s = begin; s < end; s++) {
     float *band = h->scratch + s * h->slot_floats;
-    float *ybuf = band + (h->x_dtype != NPUK_F32 ? dw_band_rows(w) * len : 0);
+    float *ybuf = band + (h->x_dtype != NPUK_F32 ? k_band_in_rows(w) * len : 0);
     int64_t r0 = s * n_rows / h->n_slots, r1 = (s + 1) * n_rows / h->n_slots;
     while (r0 < r1) {
-      int64_t nb = r0 / w->out_h, oh0 = r0 % w->out_h;
-      int64_t r_end = r0 + DW_BAND;
-      if (r_end > r1) r_end = r1;
-      if (r_end > (nb + 1) * w->out_h) r_end = (nb + 1) * w->out_h;
-      const float *img = (const float *)h->x + nb * w->in_h * len;
+      k_band b = k_band_at(w, r0, r1);
+      const float *img = (const float *)h->x + b.image * w->in_h * len;
       int64_t ih_base = 0;
-      if (h->x_dtype != NPUK_F32) { /* the band's input rows, clamped to the image */
-        int64_t lo = oh0 * w->stride_h - w->pad_top;
-        int64_t hi = (oh0 + (r_end - r0) - 1) * w->stride_h - w->pad_top +
-                     (w->k_h - 1) * w->dilation_h + 1;
-        if (lo < 0) lo = 0;
-        if (hi > w->in_h) hi = w->in_h;
-        if (hi > lo) copy_in(band, h->x, h->x_dtype, (nb * w->in_h + lo) * len, (hi - lo) * len);
+      if (h->x_dtype != NPUK_F32) { /* the band's input rows */
+        if (b.hi > b.lo)
+          copy_in(band, h->x, h->x_dtype, (b.image * w->in_h + b.lo) * len, (b.hi - b.lo) * len);
         img = band;
-        ih_base = lo;
+        ih_base = b.lo;
       }
-      for (int64_t row = r0; row < r_end; row++) {
+      for (int64_t row = r0; row < b.r_end; row++) {
         float *yrow = h->y_dtype != NPUK_F32 ? ybuf : (float *)h->y + row * w->out_w * cm;
         dw_one_row(j, row, img, ih_base, yrow);
         if (h->y_dtype != NPUK_F32)
           npuK_cast(NULL, w->out_w * cm, NPUK_F32, ybuf, h->y_dtype,
                     (uint16_t *)h->y + row * w->out_w * cm);
       }
-      r0 = r_end;
+      r0 = b.r_end;
     }
   }
 }

@@ -109,4 +109,35 @@ void k_copy_nd(const npuK_pool *pool, size_t es, int ndim, const int64_t *dims,
 /* Grain for element-wise work: enough items that a chunk is worth a thread hand-off. */
 #define K_GRAIN_ELEMS 16384
 
+/* ---- row bands of 2-D windows over float16 / bfloat16 (depthwise_conv2d, the pools) ----
+   Output rows are taken K_BAND at a time within one image; the input rows a band reads are
+   contiguous in x, so they are widened into scratch in one conversion. */
+#define K_BAND 8
+
+/* The most input rows one band reads: what a scratch slot must hold. */
+static inline int64_t k_band_in_rows(const npuK_window2d *w) {
+  int64_t rows = (K_BAND - 1) * w->stride_h + (w->k_h - 1) * w->dilation_h + 1;
+  return rows < w->in_h ? rows : w->in_h;
+}
+
+typedef struct k_band {
+  int64_t r_end;  /* the band is output rows [r0, r_end) of the n * out_h */
+  int64_t image;  /* its image (batch index) */
+  int64_t lo, hi; /* the input rows of that image it reads, clamped to it (none if hi <= lo) */
+} k_band;
+
+/* The band starting at output row r0 and ending by r1. */
+static inline k_band k_band_at(const npuK_window2d *w, int64_t r0, int64_t r1) {
+  k_band b = {.image = r0 / w->out_h};
+  int64_t oh0 = r0 % w->out_h;
+  b.r_end = r0 + K_BAND;
+  if (b.r_end > r1) b.r_end = r1;
+  if (b.r_end > (b.image + 1) * w->out_h) b.r_end = (b.image + 1) * w->out_h;
+  b.lo = oh0 * w->stride_h - w->pad_top;
+  b.hi = (oh0 + (b.r_end - r0) - 1) * w->stride_h - w->pad_top + (w->k_h - 1) * w->dilation_h + 1;
+  if (b.lo < 0) b.lo = 0;
+  if (b.hi > w->in_h) b.hi = w->in_h;
+  return b;
+}
+
 #endif

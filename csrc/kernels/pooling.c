@@ -44,20 +44,13 @@ static void pool_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, int
 }
 
 /* Reduced x or y (float16 / bfloat16): one item = one slot of scratch, which takes output rows
-   [slot * R / n_slots, (slot + 1) * R / n_slots) of the R = n * out_h in bands of POOL_BAND
-   rows of one image.  A band's input rows (contiguous in x) are widened into the slot in one
-   conversion, and each output row is pooled by the float32 range into the slot's row buffer
-   and narrowed (reduced y), or straight into y.  The same range on the same float32 values:
+   [slot * R / n_slots, (slot + 1) * R / n_slots) of the R = n * out_h in bands of K_BAND
+   rows of one image (kutil.h).  A band's input rows (contiguous in x) are widened into the
+   slot in one conversion, and each output row is pooled by the float32 range into the slot's
+   row buffer and narrowed (reduced y), or straight into y.  The same range on the same float32 values:
    the bits of widening x in full, the float32 kernel and narrowing y. */
-#define POOL_BAND 8
-
-static int64_t band_rows(const npuK_window2d *w) {
-  int64_t rows = (POOL_BAND - 1) * w->stride_h + (w->k_h - 1) * w->dilation_h + 1;
-  return rows < w->in_h ? rows : w->in_h;
-}
-
 static int64_t slot_floats(const npuK_window2d *w, npuK_dtype x_dtype, npuK_dtype y_dtype) {
-  return (x_dtype != NPUK_F32 ? band_rows(w) * w->in_w * w->c : 0) +
+  return (x_dtype != NPUK_F32 ? k_band_in_rows(w) * w->in_w * w->c : 0) +
          (y_dtype != NPUK_F32 ? w->out_w * w->c : 0);
 }
 
@@ -88,36 +81,29 @@ static void pool_half_range(void *arg, int64_t s0, int64_t s1) {
   const int64_t len = w->in_w * w->c, ylen = w->out_w * w->c, n_rows = w->n * w->out_h;
   for (int64_t s = s0; s < s1; s++) {
     float *band = h->scratch + s * h->slot_floats;
-    float *ybuf = band + (h->x_dtype != NPUK_F32 ? band_rows(w) * len : 0);
+    float *ybuf = band + (h->x_dtype != NPUK_F32 ? k_band_in_rows(w) * len : 0);
     int64_t r0 = s * n_rows / h->n_slots, r1 = (s + 1) * n_rows / h->n_slots;
     while (r0 < r1) {
-      int64_t nb = r0 / w->out_h, oh0 = r0 % w->out_h, r_end = r0 + POOL_BAND;
-      if (r_end > r1) r_end = r1;
-      if (r_end > (nb + 1) * w->out_h) r_end = (nb + 1) * w->out_h;
+      k_band b = k_band_at(w, r0, r1);
       pool_job j = {w, h->x, h->y, 0, 0};
-      if (h->x_dtype != NPUK_F32) { /* the band's input rows, clamped to the image */
-        int64_t lo = oh0 * w->stride_h - w->pad_top;
-        int64_t hi = (oh0 + (r_end - r0) - 1) * w->stride_h - w->pad_top +
-                     (w->k_h - 1) * w->dilation_h + 1;
-        if (lo < 0) lo = 0;
-        if (hi > w->in_h) hi = w->in_h;
-        if (hi > lo)
-          npuK_cast(NULL, (hi - lo) * len, h->x_dtype,
-                    (const uint16_t *)h->x + (nb * w->in_h + lo) * len, NPUK_F32, band);
+      if (h->x_dtype != NPUK_F32) { /* the band's input rows */
+        if (b.hi > b.lo)
+          npuK_cast(NULL, (b.hi - b.lo) * len, h->x_dtype,
+                    (const uint16_t *)h->x + (b.image * w->in_h + b.lo) * len, NPUK_F32, band);
         j.x = band;
-        j.x_row0 = nb * w->in_h + lo;
+        j.x_row0 = b.image * w->in_h + b.lo;
       }
       if (h->y_dtype == NPUK_F32) {
-        h->range(&j, r0, r_end);
+        h->range(&j, r0, b.r_end);
       } else {
         j.y = ybuf;
-        for (int64_t row = r0; row < r_end; row++) {
+        for (int64_t row = r0; row < b.r_end; row++) {
           j.y_row0 = row;
           h->range(&j, row, row + 1);
           npuK_cast(NULL, ylen, NPUK_F32, ybuf, h->y_dtype, (uint16_t *)h->y + row * ylen);
         }
       }
-      r0 = r_end;
+      r0 = b.r_end;
     }
   }
 }
