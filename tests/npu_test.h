@@ -19,7 +19,8 @@
  * allocations working; checks NPU_OK (printing the message otherwise) and that ctx holds the
  * live bytes it held before.
  *
- * Files: count_files_in(dir) counts the regular files under dir (recursively; -1 when it cannot
+ * Files: write_text(path, text) writes a file (checked; a regular file in a directory's place is
+ * how the tests make a path that cannot be created); count_files_in(dir) counts the regular files under dir (recursively; -1 when it cannot
  * tell); remove_tree(dir) removes dir and everything under it.
  *
  * The log: log_seen and on_log, to pass to npu_context_set_log(ctx, on_log, &seen): counts the
@@ -157,6 +158,14 @@ static inline int sweep_alloc_failures(npu_context *ctx, const scenario_def *sw)
 }
 
 /* ---- files and the log ---- */
+
+static inline void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs(text, f);
+  fclose(f);
+}
 
 static inline int remove_entry_(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
   (void)sb, (void)flag, (void)ftw;

@@ -281,12 +281,7 @@ static const char *write_file(const char *name, const char *text) {
   static char path[256];
   const char *dir = getenv("TMPDIR");
   snprintf(path, sizeof path, "%s/npu_test_fastmath_%s", dir && *dir ? dir : "/tmp", name);
-  FILE *f = fopen(path, "wb");
-  CHECK(f != NULL);
-  if (f) {
-    fputs(text, f);
-    fclose(f);
-  }
+  write_text(path, text);
   return path;
 }
 

@@ -104,14 +104,6 @@ static npu_status input(npu_context *ctx, npu_tensor **out) {
   return npu_tensor_from_data(ctx, NPU_DTYPE_F32, 4, xs, data, sizeof data, out);
 }
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fputs(text, f);
-  fclose(f);
-}
-
 static cJSON *read_json(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
