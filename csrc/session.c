@@ -76,11 +76,13 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   }
   sess->graph_configs.epoch = g->exec_config_epoch;
   sess->device_id = npuO_device_id(o);
-  /* the data dump and the profiler (exec/observe.h), NULL when the options leave them off */
+  /* the data dump and the profiler (exec/observe.h), NULL when the options leave them off;
+     external_weight's state first: it makes nothing yet, so when it fails (memory) the
+     profiler has left no PROF_ directory behind */
   npuE_observed who = {.session_id = ctx->n_sessions++, .device_id = sess->device_id};
-  s = npuE_dump_new(ctx, o, &who, &sess->state.dump);
+  s = npuP_weights_new(ctx, o, who.session_id, &sess->weights);
+  if (!s) s = npuE_dump_new(ctx, o, &who, &sess->state.dump);
   if (!s) s = npuE_profile_new(ctx, o, &who, &sess->state.profile);
-  if (!s) s = npuP_weights_new(ctx, o, who.session_id, &sess->weights);
   if (s) {
     npu_session_release(sess);
     return s;
@@ -228,13 +230,13 @@ typedef struct run_sig {
   const int *targets;
 } run_sig;
 
-static npuE_plan *cached_plan(const npu_session *s, const run_sig *r,
-                              npu_tensor *const *feed_tensors) {
+/* The index of the cached plan of this signature and feed shapes, -1 for none. */
+static int cached_plan(const npu_session *s, const run_sig *r, npu_tensor *const *feed_tensors) {
   for (int i = 0; i < s->n_plans; i++)
     if (npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches, r->fetches,
                      r->n_targets, r->targets))
-      return s->plans[i];
-  return NULL;
+      return i;
+  return -1;
 }
 
 /* Compiles the plan of a signature and caches it (the oldest plan goes beyond MAX_PLANS). */
@@ -277,14 +279,13 @@ static npu_status signature_seen(npu_session *s, int profile, const run_sig *r,
     if (k == profile) continue;
     npu_status st = npuP_dims_feeds(s->dims, s->ctx, k, r->n_feeds, r->feeds, feed_tensors, &in);
     if (st) return st;
-    *seen = cached_plan(s, r, in) != NULL;
+    *seen = cached_plan(s, r, in) >= 0;
   }
   return NPU_OK;
 }
 
 static npu_status compile_profiles(npu_session *s, npuP_config *cfg, int profile,
-                                   const npuE_plan *own, const run_sig *r,
-                                   npu_tensor *const *feed_tensors) {
+                                   const run_sig *r, npu_tensor *const *feed_tensors) {
   npu_status st = NPU_OK;
   int n_new = 1; /* own, the last plan cached */
   for (int k = 0; k < npuP_dims_n_profiles(s->dims) && k < PROFILE_PLANS && !st; k++) {
@@ -292,7 +293,7 @@ static npu_status compile_profiles(npu_session *s, npuP_config *cfg, int profile
     npuE_plan *plan;
     if (k == profile) continue;
     st = npuP_dims_feeds(s->dims, s->ctx, k, r->n_feeds, r->feeds, feed_tensors, &in);
-    if (st || cached_plan(s, r, in)) continue; /* (two profiles alike on this run's feeds) */
+    if (st || cached_plan(s, r, in) >= 0) continue; /* (two profiles alike on this run's feeds) */
     st = compile_plan(s, cfg, r, in, &plan);
     if (st) st = npuC_error_prefix(s->ctx, st, "dynamic_dims profile %d", k);
     else n_new++;
@@ -303,8 +304,9 @@ static npu_status compile_profiles(npu_session *s, npuP_config *cfg, int profile
     s->last_plan = 0;
     return st;
   }
-  for (int i = 0; i < s->n_plans; i++)
-    if (s->plans[i] == own) s->last_plan = i;
+  /* own stays where it was cached, before the new ones (PROFILE_PLANS < MAX_PLANS: the cache
+     drops older plans first) */
+  s->last_plan = s->n_plans - n_new;
   return NPU_OK;
 }
 
@@ -330,24 +332,23 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
     npuP_graph_configs_free(ctx, &s->graph_configs, s->state.graph);
   }
   if (s->compile.accel.on || s->graph_configs.n) update_accelerate(s);
-  int profile; /* dynamic_dims: the profile of the feeds, -1 for none */
-  st = npuP_dims_match(&s->dims, ctx, s->options, s->state.graph, n_feeds, feed_values,
-                       feed_tensors, &profile);
-  if (st) return st;
 
+  run_sig r = {n_feeds, feed_values, n_fetches, fetch_values, n_targets, target_nodes};
   npuE_plan *plan = NULL;
   if (s->n_plans && npuP_matches(s->plans[s->last_plan], n_feeds, feed_values, feed_tensors,
                                  n_fetches, fetch_values, n_targets, target_nodes)) {
     plan = s->plans[s->last_plan];
   } else {
-    for (int i = 0; i < s->n_plans && !plan; i++)
-      if (npuP_matches(s->plans[i], n_feeds, feed_values, feed_tensors, n_fetches, fetch_values,
-                       n_targets, target_nodes)) {
-        plan = s->plans[i];
-        s->last_plan = i;
-      }
+    int i = cached_plan(s, &r, feed_tensors);
+    if (i >= 0) plan = s->plans[s->last_plan = i];
   }
   if (!plan) {
+    /* dynamic_dims: the profile of the feeds, -1 for none (a cached plan was compiled for
+       feeds that passed this check: its shapes are the run's) */
+    int profile;
+    st = npuP_dims_match(&s->dims, ctx, s->options, s->state.graph, n_feeds, feed_values,
+                         feed_tensors, &profile);
+    if (st) return st;
     /* the session's config, or a graph-level one (set_graph_exec_config) the run reaches */
     npuP_config *cfg;
     bool made;
@@ -356,11 +357,10 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
                              n_targets, target_nodes, &cfg, &made);
     if (st) return st;
     if (made && cfg->accel.on) cfg->precision = accelerate_precision(s, cfg);
-    run_sig r = {n_feeds, feed_values, n_fetches, fetch_values, n_targets, target_nodes};
     bool seen = true;
     if (profile >= 0) st = signature_seen(s, profile, &r, feed_tensors, &seen);
     if (!st) st = compile_plan(s, cfg, &r, feed_tensors, &plan);
-    if (!st && !seen) st = compile_profiles(s, cfg, profile, plan, &r, feed_tensors);
+    if (!st && !seen) st = compile_profiles(s, cfg, profile, &r, feed_tensors);
     if (st) return st;
   }
   *out = plan;

@@ -222,6 +222,20 @@ function TestDump:test_dump_step_selects_iterations_counted_per_plan()
   lu.assertEquals(idx, { 0 })
 end
 
+function TestDump:test_dump_step_reads_blanks_as_the_option_check_does()
+  -- tabs and spaces around the numbers pass the option check; the dump reads them the same way
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2 }, "x")
+  local y = npu.nn.relu(x)
+  local sess = session(g, { enable_dump = true, dump_path = self.dir, dump_step = "0\t|3\t-\t4 | 6" },
+    false)
+  for i = 0, 7 do sess:run(y, { [x] = { i, -i } }) end
+  local idx, val = by_index(dumped(self.dir), "Relu")
+  lu.assertEquals(idx, { 0, 3, 4, 6 })
+  lu.assertEquals(val[4], { 4, 0 })
+  lu.assertEquals(val[6], { 6, 0 })
+end
+
 function TestDump:test_dump_step_counts_iterations_per_loop()
   local g = npu.Graph()
   local xs = npu.range(0, 10, 1, "float32")

@@ -1,8 +1,9 @@
 -- graph_dump_spec.lua — DUMP_GE_GRAPH / DUMP_GRAPH_LEVEL / DUMP_GRAPH_PATH (compile/graph_dump.c):
 -- the files per stage of a compilation, the JSON read back (the graph as given, a constant gone
--- after folding, a fused step absorbing bias_add, constant data at level 1 only, nodes and
--- edges only at level 3), the DOT's edges, the stages each DUMP_GRAPH_LEVEL selects, the
--- working directory as the default place, and a directory that cannot be made.
+-- after folding, a fused step absorbing bias_add, constant data at level 1 only, exact for
+-- int64 and float64, nodes and edges only at level 3, a shape of unknown rank), the DOT's
+-- edges, the stages each DUMP_GRAPH_LEVEL selects, the working directory as the default place,
+-- and a directory that cannot be made.
 --
 -- The environment is read when a session is created, from the process's own environment, so
 -- each case runs a small script in a subprocess with the variables set (in a fresh temporary
@@ -222,6 +223,55 @@ function TestGraphDump:test_each_compilation_numbered_in_the_working_directory_b
   local second = json(self.dir, 1, "05_MemoryPlanning")
   lu.assertEquals(second.graph, 1)
   lu.assertEquals(#second.nodes, 3) -- x, w, mm
+end
+
+-- A placeholder of unknown rank (no shape given) at stage 0, and constants whose values a
+-- float32-width number would round: an int64 above 2^53 and a float64 needing 17 digits.
+local EXACT_SCRIPT = [[
+local npu = require("npu")
+local g = npu.Graph()
+local x = g:placeholder("float32", nil, "x")
+local y = npu.relu(x, { name = "y" })
+local big = g:const(npu.tensor({ 9007199254740993, -3 }, "int64"), "big")
+local small = g:const(npu.tensor({ 7, 1 }, "int32"), "small")
+local tenth = g:const(npu.tensor({ 0.1, 1e300 }, "float64"), "tenth")
+local nb = npu.add(big, big, { name = "nb" })
+local ns = npu.add(small, small, { name = "ns" })
+local nt = npu.add(tenth, tenth, { name = "nt" })
+local sess = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype",
+  export_compile_stat = 0 } }
+local ok, err = pcall(sess.run, sess, { y, nb, ns, nt }, { [x] = npu.ones({ 2, 3 }) })
+if not ok then print("error: " .. tostring(err)) os.exit(0) end
+print("done")
+]]
+
+function TestGraphDump:test_stage_0_unknown_rank_and_exact_constants()
+  local out = S.run_lua(self.dir, "-u DUMP_GE_GRAPH -u DUMP_GRAPH_LEVEL -u DUMP_GRAPH_PATH " ..
+    "DUMP_GE_GRAPH=1 DUMP_GRAPH_LEVEL=4 DUMP_GRAPH_PATH=" .. sh_quote(self.out), EXACT_SCRIPT)
+  lu.assertStrContains(out, "done")
+  lu.assertEquals(ls(self.out), files(0, { "00_PreRunBegin" }))
+  local text = S.read(self.out .. "/ge_proto_00000000_00_PreRunBegin.json")
+  -- unknown rank: "shape": null, not [] (a scalar's), and no bytes claimed
+  local j = S.json_decode(text)
+  local relu = by_node(j.plan.steps, "y")
+  lu.assertEquals(relu.inputs[1].name, "x:0")
+  lu.assertNil(relu.inputs[1].shape)
+  lu.assertEquals(relu.inputs[1].bytes, 0)
+  lu.assertStrContains(text, '"name":"x:0","dtype":"float32","shape":null')
+  local dot = S.read(self.out .. "/ge_proto_00000000_00_PreRunBegin.dot")
+  lu.assertStrContains(dot,
+    'n0 [shape=ellipse, label="placeholder\\nx\\n:0 float32 <unknown rank>"];')
+  lu.assertStrContains(dot, '-> s0 [label="float32 <unknown rank>"];')
+  lu.assertNotStrContains(dot, "float32 []")
+  -- constants: integers as integers, float64 with 17 digits (read back exactly)
+  lu.assertStrContains(text, '"name":"big:0","dtype":"int64","shape":[2],"numel":2,' ..
+    '"truncated":false,"values":[9007199254740993,-3]}')
+  lu.assertStrContains(text, '"name":"small:0","dtype":"int32","shape":[2],"numel":2,' ..
+    '"truncated":false,"values":[7,1]}')
+  lu.assertStrContains(text, '"values":[0.10000000000000001,1.0000000000000001e+300]}')
+  local c = {}
+  for _, e in ipairs(j.constants) do c[e.name] = e end
+  lu.assertEquals(c["tenth:0"].values, { 0.1, 1e300 })
 end
 
 function TestGraphDump:test_unset_writes_nothing()

@@ -257,6 +257,38 @@ function TestProfile:test_unknown_fp_point_fails_the_first_run()
   lu.assertNotNil(step)
 end
 
+function TestProfile:test_json_escapes_in_points_and_output_are_decoded()
+  -- \uXXXX in fp_point is the character it names (here in the message naming the node)
+  local g = counting_graph()
+  local sess = npu.Session { graph = g, options = { profiling_mode = true,
+    profiling_options = '{"output":"' .. self.base .. '/out","fp_point":"no_\\u00e9l\\u00E9ment\\/\\t"}' } }
+  local ok, err = pcall(sess.run, sess, g:global_variables_initializer())
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "fp_point names no node of the graph: 'no_\u{e9}l\u{e9}ment/\t'")
+  sess:close()
+  -- a name the escapes spell is found: batch_sum
+  sess = npu.Session { graph = g, options = { profiling_mode = true,
+    profiling_options = '{"output":"' .. self.base .. '/o\\u0075t2","fp_point":"\\u0062atch_sum"}' } }
+  sess:run(g:global_variables_initializer())
+  sess:close()
+  lu.assertEquals(#ls(self.base .. "/out2"), 1) -- the output path was decoded too
+  -- what no C string or path can hold is refused at session creation
+  ok, err = pcall(npu.Session, { graph = g, options = { profiling_mode = true,
+    profiling_options = '{"output":"' .. self.base .. '/o3","fp_point":"a\\u0000b"}' } })
+  lu.assertFalse(ok)
+  lu.assertEquals(npu.error_code(err), "NPU_ERR_OPTION")
+  lu.assertStrContains(tostring(err), "profiling_options field fp_point: \\u0000")
+  ok, err = pcall(npu.Session, { graph = g, options = { profiling_mode = true,
+    profiling_options = '{"output":"' .. self.base .. '/o3","bp_point":"\\ud800x"}' } })
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "profiling_options field bp_point: a \\u escape that is a lone high surrogate")
+  ok, err = pcall(npu.Session, { graph = g, options = { profiling_mode = true,
+    profiling_options = '{"output":"' .. self.base .. '/o\\u0001"}' } })
+  lu.assertFalse(ok)
+  lu.assertEquals(npu.error_code(err), "NPU_ERR_OPTION")
+  lu.assertStrContains(tostring(err), "profiling_options field output: the path contains a control character")
+end
+
 function TestProfile:test_task_trace_l0_omits_shapes_and_off_omits_step_files()
   profile_loop(self.base, '{"output":"' .. self.base .. '/l0","task_trace":"l0"}', 1, 2)
   local dir = prof_dir(self.base .. "/l0")

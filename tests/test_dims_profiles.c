@@ -74,7 +74,7 @@ static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
   CHECK(st == NPU_ERR_ARG);
   CHECK(h->out == NULL);
   CHECK(strstr(npu_context_errmsg(ctx), "feed 'x' has shape [1,3]: not one of the dynamic_dims "
-                                        "profiles: (1,2) (1,4) (1,6)") != NULL);
+                                        "profiles: [1,2] [1,4] [1,6]") != NULL);
 
   /* an input_shape that names no placeholder, with the list of the graph's */
   TRY(npu_options_new(ctx, &h->bad));

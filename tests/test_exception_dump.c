@@ -1,10 +1,11 @@
 /*
  * test_exception_dump.c — enable_exception_dump (exec/exception_dump.c) through the C API:
  * what the Lua module cannot see.  The log lines (one info line naming the directory after a
- * dump; a warning naming the directory when it cannot be made, the run's error unchanged),
- * bfloat16 inputs written as float32, and the allocation-failure sweep over a failing run with
- * the dump on: whichever allocation fails, the run ends with NPU_ERR_NOMEM or with the gather's
- * own NPU_ERR_ARG and message, and nothing is leaked.  ASCEND_WORK_PATH is set (setenv) to
+ * dump; a warning naming the directory when it cannot be made, the run's error unchanged; one
+ * naming the base directory and the variable it came from when the directory is too long for
+ * a path), bfloat16 inputs written as float32, and the allocation-failure sweep over a failing
+ * run with the dump on: whichever allocation fails, the run ends with NPU_ERR_NOMEM or with the
+ * gather's own NPU_ERR_ARG and message, and nothing is leaked.  ASCEND_WORK_PATH is set (setenv) to
  * directories under a mkdtemp directory, removed at the end.
  */
 #include <ftw.h>
@@ -129,6 +130,37 @@ static void test_unwritable_directory(void) {
   npu_context_release(ctx);
 }
 
+/* ---- a directory too long for a path ---- */
+
+static void test_directory_too_long(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  log_seen seen = {0};
+  npu_context_set_log(ctx, on_log, &seen);
+  /* fits a path, but not with "/extra-info/data-dump/0" after it */
+  static char work[4100];
+  int n = snprintf(work, sizeof work, "%s/", tmp_root);
+  memset(work + n, 'w', 4090 - (size_t)n);
+  work[4090] = 0;
+  session_handles h = {0};
+  npu_status st = scenario(ctx, &h, NPU_DTYPE_F16, work);
+  CHECK(st == NPU_ERR_ARG);
+  CHECK(strcmp(npu_context_errmsg(ctx), WANT) == 0);
+  CHECK(seen.n == 1 && seen.level == 2);
+  /* the message names the variable the base directory came from, then the directory (the
+     log line and seen.last cut it) */
+  char want[4200];
+  snprintf(want, sizeof want, "enable_exception_dump: gather 'pick' not dumped: its directory "
+           "is too long under ASCEND_WORK_PATH '%s'", work);
+  size_t n_seen = strlen(seen.last);
+  CHECK(n_seen > 200 && strncmp(seen.last, want, n_seen) == 0);
+  if (n_seen <= 200 || strncmp(seen.last, want, n_seen) != 0)
+    fprintf(stderr, "log: %.200s\n", seen.last);
+  session_handles_release(&h);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
 /* ---- the allocation-failure sweep ---- */
 
 typedef struct sweep_case {
@@ -166,6 +198,7 @@ int main(void) {
   }
   test_dump_and_log();
   test_unwritable_directory();
+  test_directory_too_long();
   test_allocation_failure_sweep();
   remove_tree(tmp_root);
   return check_summary("test_exception_dump");

@@ -4,7 +4,8 @@
  * $ASCEND_WORK_PATH/tmp_weight_<pid>_<session> while the session lives (identical constants
  * in one file, a folded constant in its own), the directory gone after close, the graph's and
  * the plan's constants out of the context's accounted memory, a directory that cannot be made
- * (NPU_ERR_IO naming it), and the allocation-failure sweep with the option on.
+ * (NPU_ERR_IO naming it), two contexts' sessions sharing ASCEND_WORK_PATH (a directory each,
+ * closing one leaves the other's files), and the allocation-failure sweep with the option on.
  *
  * Files go to a fresh directory under /tmp (ASCEND_WORK_PATH), removed at the end.
  */
@@ -189,6 +190,71 @@ static void test_unwritable_directory(void) {
   npu_context_release(ctx);
 }
 
+/* The weight directories of this process in dir: how many, the files of each in files[]
+   (in no particular order), the first two names in names[]. */
+static int weight_dirs(const char *dir, int files[2], char names[2][256]) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "tmp_weight_%ld_", (long)getpid());
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+    if (n < 2) {
+      snprintf(names[n], 256, "%s/%.64s", dir, e->d_name);
+      files[n] = 0;
+      DIR *w = opendir(names[n]);
+      for (struct dirent *f; w && (f = readdir(w));)
+        if (f->d_name[0] != '.') files[n]++;
+      if (w) closedir(w);
+    }
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Two contexts of one process: each counts its sessions from 0, so both sessions want
+   tmp_weight_<pid>_0.  Each gets a directory of its own; closing one leaves the other's
+   files, and the other session still runs and compiles a new plan. */
+static void test_two_contexts_one_work_path(void) {
+  npu_context *ca, *cb;
+  CHECK(npu_context_new(NULL, &ca) == NPU_OK);
+  CHECK(npu_context_new(NULL, &cb) == NPU_OK);
+  run_case a = {.on = true}, b = {.on = true};
+  CHECK(open_and_run(ca, &a) == NPU_OK);
+  npu_status st = open_and_run(cb, &b);
+  CHECK(st == NPU_OK);
+  if (st) fprintf(stderr, "second context: %s\n", npu_context_errmsg(cb));
+  int files[2] = {0, 0};
+  char names[2][256] = {"", ""};
+  CHECK_EQ_I64(weight_dirs(tmp_dir, files, names), 2);
+  CHECK_EQ_I64(files[0], 3);
+  CHECK_EQ_I64(files[1], 3);
+  CHECK(strcmp(names[0], names[1]) != 0);
+
+  npu_session_close(a.s); /* removes a's directory only */
+  CHECK_EQ_I64(weight_dirs(tmp_dir, files, names), 1);
+  CHECK_EQ_I64(files[0], 3);
+  /* b: the same run again, and a new plan (batch 5) over its mapped constants */
+  npu_tensor *y = NULL, *x5 = NULL, *y5 = NULL;
+  CHECK(npu_session_run(b.s, 1, &b.m.x, &b.x, 1, &b.m.y, &y, 0, NULL) == NPU_OK);
+  if (y && a.y) CHECK(memcmp(npu_tensor_data(y), npu_tensor_data(a.y), npu_tensor_nbytes(y)) == 0);
+  CHECK(npu_tensor_new(cb, NPU_DTYPE_F32, 2, (int64_t[]){5, 64}, &x5) == NPU_OK);
+  CHECK(npu_session_run(b.s, 1, &b.m.x, &x5, 1, &b.m.y, &y5, 0, NULL) == NPU_OK);
+  CHECK_EQ_I64(npu_session_n_plans(b.s), 2);
+  CHECK_EQ_I64(weight_dirs(tmp_dir, files, names), 1);
+  CHECK_EQ_I64(files[0], 3);
+  npu_tensor_release(y);
+  npu_tensor_release(x5);
+  npu_tensor_release(y5);
+  close_case(&b);
+  close_case(&a);
+  CHECK_EQ_I64(weight_dirs(tmp_dir, files, names), 0);
+  npu_context_release(cb);
+  npu_context_release(ca);
+}
+
 static npu_status sweep_run(npu_context *ctx, void *ud) {
   (void)ud;
   run_case c = {.on = true};
@@ -217,6 +283,7 @@ int main(void) {
   setenv("ASCEND_WORK_PATH", tmp_dir, 1);
   test_files_results_memory();
   test_unwritable_directory();
+  test_two_contexts_one_work_path();
   test_allocation_failure_sweep();
   unsetenv("ASCEND_WORK_PATH");
   rmdir(tmp_dir);

@@ -5,7 +5,8 @@
  * trace.json (recorded in its metadata and info.json), a close that cannot write (reported
  * through the log hook), and the allocation-failure sweep (a failure in session creation is a
  * clean NPU_ERR_NOMEM; one for a new plan's statistics leaves the run going and the profile
- * marked truncated; zero live bytes after every attempt).
+ * marked truncated, its runs and plans counted apart; zero live bytes after every attempt), and
+ * more step events than the profiler buffers (all written, in order).
  */
 #include <cjson/cJSON.h>
 #include <glob.h>
@@ -169,6 +170,43 @@ static void test_trace_json(void) {
   free(text);
 }
 
+/* More step events than the buffer holds (4096): it is written out between iterations, and
+   trace.json holds every event once, in order (step 0 then 1 of each iteration). */
+static void test_trace_over_the_buffer(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  enum { RUNS = 2500 };
+  char out[300], dir[512], path[600];
+  snprintf(out, sizeof out, "%s/many", base);
+  session_handles h = {0};
+  CHECK(scenario(ctx, &h, out, "mm", "r", RUNS, 0) == NPU_OK);
+  session_handles_release(&h);
+  npu_context_release(ctx);
+  CHECK(prof_dir(out, dir, sizeof dir));
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  char *text = read_all(path, NULL);
+  cJSON *root = text ? cJSON_Parse(text) : NULL;
+  CHECK(root != NULL);
+  const cJSON *e;
+  int n_x = 0, in_order = 0;
+  double last_iteration = -1;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(root, "traceEvents")) {
+    const char *ph = str_of(e, "ph");
+    if (!ph || strcmp(ph, "X") != 0) continue;
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(e, "args");
+    int step = (int)num_of(args, "step");
+    double it = num_of(args, "iteration");
+    in_order += step == n_x % 2 && (step ? it == last_iteration : it > last_iteration);
+    last_iteration = it;
+    n_x++;
+  }
+  CHECK_EQ_I64(n_x, 2 * RUNS);
+  CHECK_EQ_I64(in_order, 2 * RUNS);
+  CHECK_EQ_I64(num_of(cJSON_GetObjectItemCaseSensitive(root, "otherData"), "events"), 2 * RUNS);
+  cJSON_Delete(root);
+  free(text);
+}
+
 /* PROFILING_MODE / PROFILING_OPTIONS are read from the process environment when a session is
    created; an explicit profiling_mode wins. */
 static void test_environment(void) {
@@ -323,6 +361,10 @@ static void test_allocation_failure_sweep(void) {
     for (size_t i = 0; i < gl.gl_pathc; i++) {
       char *text = read_all(gl.gl_pathv[i], NULL);
       if (text && strstr(text, "\"plans_unprofiled_out_of_memory\": 1")) truncated++;
+      /* its run, counted apart: the plan's next run made the record (two runs, one plan) */
+      if (text && strstr(text, "\"plans_unprofiled_out_of_memory\": 1"))
+        CHECK(strstr(text, "\"runs_unprofiled_out_of_memory\": 1,") != NULL &&
+              strstr(text, "\"plans\": 1,") != NULL);
       free(text);
     }
   globfree(&gl);
@@ -336,6 +378,7 @@ int main(void) {
     return 1;
   }
   test_trace_json();
+  test_trace_over_the_buffer();
   test_environment();
   test_close_reports_through_the_log();
   test_allocation_failure_sweep();

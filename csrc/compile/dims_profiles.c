@@ -87,13 +87,10 @@ static int piece_entry(const char *p, const char *e, void *ud, char *why, size_t
   return 0;
 }
 
+/* (the option table checked the counts: one size per -1 of input_shape in every profile) */
 static int piece_size(const char *p, const char *e, void *ud, char *why, size_t n) {
+  (void)why, (void)n;
   parse_state *ps = ud;
-  if (ps->j >= ps->d->n_dyn) {
-    snprintf(why, n, "profile %d has more sizes than input_shape has -1 dims (%d)", ps->i,
-             ps->d->n_dyn);
-    return -1;
-  }
   npuO_span_int(p, e, &ps->d->sizes[(size_t)ps->i * (size_t)ps->d->n_dyn + (size_t)ps->j++]);
   return 0;
 }
@@ -102,11 +99,6 @@ static int piece_profile(const char *p, const char *e, void *ud, char *why, size
   parse_state *ps = ud;
   ps->j = 0;
   if (npuO_for_pieces(p, e, ',', piece_size, ps, why, n)) return -1;
-  if (ps->j != ps->d->n_dyn) {
-    snprintf(why, n, "profile %d has %d sizes, input_shape has %d -1 dims", ps->i, ps->j,
-             ps->d->n_dyn);
-    return -1;
-  }
   ps->i++;
   return 0;
 }
@@ -193,14 +185,13 @@ static void append(char *buf, size_t size, const char *fmt, ...) {
   if (w < 0 || (size_t)w >= size - len) memcpy(buf + size - 4, "...", 4);
 }
 
-/* "(1,1,40,20)": entry en in profile k. */
+/* "[1,1,40,20]": entry en in profile k, printed as feeds are. */
 static void append_profile_shape(char *buf, size_t size, const npuP_dims *d, const dims_entry *en,
                                  int k) {
   int64_t sh[NPU_MAX_DIMS];
+  char a[96];
   profile_shape(d, en, k, sh);
-  append(buf, size, "(");
-  for (int i = 0; i < en->ndim; i++) append(buf, size, "%s%lld", i ? "," : "", (long long)sh[i]);
-  append(buf, size, ")");
+  append(buf, size, "%s", npuC_shape_str(a, sizeof a, en->ndim, sh));
 }
 
 /* The distinct shapes entry en takes across the profiles, in profile order. */
@@ -216,28 +207,36 @@ static void list_shapes(char *buf, size_t size, const npuP_dims *d, const dims_e
   }
 }
 
-/* The names of the graph's placeholders, sorted, for "its placeholders: a, b". */
+/* Sorted name lists, for "its placeholders: 'a', 'b'" and the input_shape order. */
 static int by_name(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static npu_status list_placeholders(npu_context *ctx, const npu_graph *g, char *buf, size_t size) {
+/* Appends the names name(ud, i) for i < count (NULL: none), sorted, ", " between them, each
+   in quotes when quoted; "(none)" when there is none. */
+static npu_status append_sorted(npu_context *ctx, char *buf, size_t size, int count,
+                                const char *(*name)(const void *ud, int i), const void *ud,
+                                bool quoted) {
+  const char **names = count ? npuC_alloc(ctx, (size_t)count * sizeof *names) : NULL;
+  if (count && !names) return NPU_ERR_NOMEM;
   int n = 0;
-  for (int id = 0; id < g->n_nodes; id++)
-    n += npuX_op(g->nodes[id].op)->kind == NPUX_KIND_PLACEHOLDER;
-  if (!n) {
-    append(buf, size, "(none)");
-    return NPU_OK;
-  }
-  const char **names = npuC_alloc(ctx, (size_t)n * sizeof *names);
-  if (!names) return NPU_ERR_NOMEM;
-  n = 0;
-  for (int id = 0; id < g->n_nodes; id++)
-    if (npuX_op(g->nodes[id].op)->kind == NPUX_KIND_PLACEHOLDER) names[n++] = g->nodes[id].name;
-  qsort(names, (size_t)n, sizeof *names, by_name);
-  for (int i = 0; i < n; i++) append(buf, size, "%s'%s'", i ? ", " : "", names[i]);
+  for (int i = 0; i < count; i++)
+    if ((names[n] = name(ud, i))) n++;
+  if (!n) append(buf, size, "(none)");
+  else qsort(names, (size_t)n, sizeof *names, by_name);
+  for (int i = 0; i < n; i++)
+    append(buf, size, quoted ? "%s'%s'" : "%s%s", i ? ", " : "", names[i]);
   npuC_free(ctx, names);
   return NPU_OK;
+}
+
+static const char *placeholder_name(const void *ud, int id) {
+  const npu_graph *g = ud;
+  return npuX_op(g->nodes[id].op)->kind == NPUX_KIND_PLACEHOLDER ? g->nodes[id].name : NULL;
+}
+
+static const char *entry_name(const void *ud, int i) {
+  return ((const npuP_dims *)ud)->entries[i].name;
 }
 
 /* ------------------------------------------------------------------ the graph check */
@@ -277,7 +276,7 @@ static npu_status check_placeholders(npuP_dims *d, npu_context *ctx, const npu_g
     dims_entry *en = &d->entries[i];
     int id = npuG_find_node(g, en->name);
     if (id < 0 || npuX_op(g->nodes[id].op)->kind != NPUX_KIND_PLACEHOLDER) {
-      npu_status st = list_placeholders(ctx, g, list, sizeof list);
+      npu_status st = append_sorted(ctx, list, sizeof list, g->n_nodes, placeholder_name, g, true);
       if (st) return st;
       return npuC_error(ctx, NPU_ERR_OPTION,
                         "input_shape names '%s', which is %s of the graph (dynamic_node_type 1: "
@@ -285,12 +284,8 @@ static npu_status check_placeholders(npuP_dims *d, npu_context *ctx, const npu_g
                         en->name, id < 0 ? "not a node" : "not a placeholder", list);
     }
     if (i && strcmp(d->entries[i - 1].name, en->name) >= 0) {
-      const char **names = npuC_alloc(ctx, (size_t)d->n_entries * sizeof *names);
-      if (!names) return NPU_ERR_NOMEM;
-      for (int k = 0; k < d->n_entries; k++) names[k] = d->entries[k].name;
-      qsort(names, (size_t)d->n_entries, sizeof *names, by_name);
-      for (int k = 0; k < d->n_entries; k++) append(list, sizeof list, "%s%s", k ? ", " : "", names[k]);
-      npuC_free(ctx, names);
+      npu_status st = append_sorted(ctx, list, sizeof list, d->n_entries, entry_name, d, false);
+      if (st) return st;
       if (!strcmp(d->entries[i - 1].name, en->name))
         return npuC_error(ctx, NPU_ERR_OPTION, "input_shape names '%s' twice", en->name);
       return npuC_error(ctx, NPU_ERR_OPTION,
@@ -367,12 +362,11 @@ static npu_status check_dataset(npuP_dims *d, npu_context *ctx, const npu_graph 
     append(got, sizeof got, "%s%s", i ? " " : "", npuC_shape_str(a, sizeof a, v->ndim, v->shape));
   }
   for (int k = 0; k < d->n_profiles; k++) {
-    append(allowed, sizeof allowed, " [");
+    append(allowed, sizeof allowed, " %d:", k);
     for (int i = 0; i < d->n_entries; i++) {
-      if (i) append(allowed, sizeof allowed, " ");
+      append(allowed, sizeof allowed, " ");
       append_profile_shape(allowed, sizeof allowed, d, &d->entries[i], k);
     }
-    append(allowed, sizeof allowed, "]");
   }
   return npuC_error(ctx, NPU_ERR_SHAPE,
                     "dynamic_node_type 0: iterator_get_next '%s' gives elements %s: not one of the "

@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "exec/exec.h"
+#include "compile/passes.h"
 #include "options/options_int.h"
 
 /* ---- a minimal JSON writer ---- */
@@ -72,22 +72,27 @@ static void close_(jw *w, char c) {
   put(w, &c, 1);
 }
 
-/* s escaped, without the quotes. */
-static void escaped(jw *w, const char *s) {
-  for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+void npuP_json_escape(const char *s, void (*put_fn)(void *ud, const char *text, size_t n),
+                      void *ud) {
+  const char *run = s ? s : ""; /* the bytes not yet handed over, copied as they are */
+  const char *c = run;
+  for (; *c; c++) {
+    unsigned char u = (unsigned char)*c;
+    if (u != '"' && u != '\\' && u >= 0x20) continue;
     char esc[8];
-    if (*c == '"' || *c == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)*c;
-      put(w, esc, 2);
-    } else if (*c < 0x20) {
-      snprintf(esc, sizeof esc, "\\u%04x", *c);
-      put(w, esc, 6);
-    } else {
-      put(w, (const char *)c, 1);
-    }
+    if (c > run) put_fn(ud, run, (size_t)(c - run));
+    if (u < 0x20) snprintf(esc, sizeof esc, "\\u%04x", u);
+    else esc[0] = '\\', esc[1] = (char)u, esc[2] = 0;
+    put_fn(ud, esc, strlen(esc));
+    run = c + 1;
   }
+  if (c > run) put_fn(ud, run, (size_t)(c - run));
 }
+
+static void put_jw(void *w, const char *s, size_t n) { put(w, s, n); }
+
+/* s escaped, without the quotes. */
+static void escaped(jw *w, const char *s) { npuP_json_escape(s, put_jw, w); }
 
 static void str(jw *w, const char *s) {
   sep(w);
@@ -152,6 +157,7 @@ typedef struct ex {
 
 static size_t value_bytes(const npuE_plan *p, int v) {
   const npuG_value *d = &p->values[v];
+  if (d->ndim < 0) return 0; /* rank unknown (a graph dump's stage 0): size unknown */
   int64_t n = npuT_numel(d->ndim, d->shape);
   return n > 0 ? (size_t)n * npu_dtype_size(d->dtype) : 0;
 }
@@ -164,9 +170,7 @@ static int64_t arena_offset(const npuE_plan *p, int v) {
 
 typedef void (*value_field)(jw *, const ex *, int v);
 
-static const char *node_name(const ex *e, int node) {
-  return node >= 0 && node < e->g->n_nodes ? e->g->nodes[node].name : "?";
-}
+static const char *node_name(const ex *e, int node) { return npuP_node_name(e->g, node); }
 
 static void v_name(jw *w, const ex *e, int v) {
   char b[24];
@@ -180,6 +184,10 @@ static void v_name(jw *w, const ex *e, int v) {
 static void v_dtype(jw *w, const ex *e, int v) { str(w, npu_dtype_name(e->p->values[v].dtype)); }
 static void v_shape(jw *w, const ex *e, int v) {
   const npuG_value *d = &e->p->values[v];
+  if (d->ndim < 0) { /* rank unknown (only in a graph dump's stage 0: a plan's are inferred) */
+    str(w, NULL);
+    return;
+  }
   open_(w, '[');
   for (int i = 0; i < d->ndim; i++) num(w, d->shape[i]);
   close_(w, ']');

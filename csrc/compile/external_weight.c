@@ -7,8 +7,12 @@
  * (folded values, float16-rounded weights under force_fp16, batch-norm-folded filters) — is
  * written once to <dir>/weight_<hash> and replaced, in the plan's slot and for a Const node in
  * the graph itself, by a tensor over a read-only MAP_SHARED mapping of that file
- * (npuT_map_file).  <dir> is $ASCEND_WORK_PATH/tmp_weight_<pid>_<session> (made when missing),
- * else ./tmp_weight_<pid>_<session>, made at the first file.
+ * (npuT_map_file).  <dir> is $ASCEND_WORK_PATH/tmp_weight_<pid>_<session> (its parents made
+ * when missing), else ./tmp_weight_<pid>_<session>, made at the first file and the session's
+ * alone: session ids count per context, so two contexts of a process (or a directory left by
+ * a crashed process of the same pid) may want the same name; then the session makes
+ * <dir>_1, <dir>_2, ... (npuC_make_unique_dir).  Files are created exclusively (O_EXCL,
+ * O_NOFOLLOW): a session never truncates a file another one has mapped, nor follows a link.
  *
  * The hash (64 bits, the mix below) covers dtype, shape and bytes; a file is reused only when
  * dtype, shape and bytes are equal (a hash collision gets weight_<hash>_<k>), so identical
@@ -41,8 +45,10 @@ typedef struct weight_file {
 } weight_file;
 
 struct npuP_weights {
-  char *dir;
-  bool made; /* dir exists (made at the first file) */
+  char *want; /* the directory's name, before a suffix */
+  char *dir;  /* the directory made (want, or want_<k>), when made */
+  size_t dir_size;
+  bool made;  /* dir exists (made at the first file) */
   weight_file *files;
   int n_files, cap_files;
 };
@@ -56,14 +62,19 @@ npu_status npuP_weights_new(npu_context *ctx, const npu_options *o, int session_
   char name[64];
   snprintf(name, sizeof name, "tmp_weight_%ld_%d", (long)getpid(), session_id);
   size_t n = strlen(base) + strlen(name) + 2;
+  size_t dir_size = n + 16; /* room for "_<k>" */
   npuP_weights *w = npuC_calloc(ctx, 1, sizeof *w);
-  char *dir = w ? npuC_alloc(ctx, n) : NULL;
+  char *want = w ? npuC_alloc(ctx, n) : NULL;
+  char *dir = want ? npuC_calloc(ctx, dir_size, 1) : NULL;
   if (!dir) {
+    npuC_free(ctx, want);
     npuC_free(ctx, w);
     return NPU_ERR_NOMEM;
   }
-  snprintf(dir, n, "%s/%s", base, name);
+  snprintf(want, n, "%s/%s", base, name);
+  w->want = want;
   w->dir = dir;
+  w->dir_size = dir_size;
   *out = w;
   return NPU_OK;
 }
@@ -86,6 +97,7 @@ void npuP_weights_free(npu_context *ctx, npuP_weights *w) {
   if (w->made) rmdir(w->dir); /* fails, harmlessly, when someone else put files there */
   npuC_free(ctx, w->files);
   npuC_free(ctx, w->dir);
+  npuC_free(ctx, w->want);
   npuC_free(ctx, w);
 }
 
@@ -155,7 +167,7 @@ static npu_status map_weight(npuP_weights *w, npu_context *ctx, const npu_tensor
     w->cap_files = cap;
   }
   if (!w->made) {
-    npu_status st = npuC_make_dirs(ctx, w->dir, "external_weight");
+    npu_status st = npuC_make_unique_dir(ctx, w->want, "external_weight", w->dir, w->dir_size);
     if (st) return st;
     w->made = true;
   }
@@ -163,7 +175,7 @@ static npu_status map_weight(npuP_weights *w, npu_context *ctx, const npu_tensor
   *f = (weight_file){.hash = hash, .suffix = suffix};
   char path[4200];
   file_path(w, f, path, sizeof path);
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0)
     return npuC_error(ctx, NPU_ERR_IO, "external_weight: cannot write '%s': %s", path,
                       strerror(errno));

@@ -4,21 +4,25 @@
  *
  * A compilation (npuP_compile) has these stages, numbered from 0:
  *   0 PreRunBegin            the graph as given, pruned to what the run needs: one step per
- *                            needed node, shapes as declared (placeholders keep their -1 dims)
+ *                            needed node, shapes as declared (placeholders keep their -1 dims;
+ *                            a shape of unknown rank is JSON null, "<unknown rank>" in the DOT)
  *   1 ConstantFolding        shapes inferred from the feeds, constants folded, one step per node
  *   2 Fusion, 3 PrecisionAssignment, 4 ImplementationSelection, 5 MemoryPlanning
  *                            after each pass of compile/passes.h (the last is the final plan)
  * Each selected stage writes ge_proto_<N>_<SS>_<Stage>.json and .dot, N (8 digits) the
  * context's dumped compilations counted from 0, SS the stage, into $DUMP_GRAPH_PATH (created
- * when missing) or the working directory.  DUMP_GRAPH_LEVEL (default 2): 1 and 2 every stage
- * (plans have no subgraphs), 3 the final plan only, 4 stage 0 only.
+ * when missing, once per compilation, by npuP_graph_dump_begin) or the working directory.
+ * DUMP_GRAPH_LEVEL (default 2): 1 and 2 every stage (plans have no subgraphs), 3 the final
+ * plan only, 4 stage 0 only.
  *
  * The JSON is a header plus, by DUMP_GE_GRAPH: 1 the plan's description (npuP_explain, the
  * text sess:explain decodes) and the data of every constant the plan reads (at most
  * DUMP_CONST_MAX elements each); 2 the description alone; 3 nodes and edges only.  Nodes are
  * the plan's steps ("s<k>") and the graph nodes whose values exist before the run starts
  * ("n<id>": feeds, constants, folded values); edges join a value's producer to each step
- * reading it.  The DOT draws the same graph.
+ * reading it.  The DOT draws the same graph.  Constant data is exact: integer dtypes as
+ * integers, float64 with 17 significant digits, narrower floats with 9; NaN and infinities
+ * as the strings "NaN", "Infinity", "-Infinity".
  *
  * Off (DUMP_GE_GRAPH unset) it costs one test of the session's options per compilation (the
  * environment is read once, when the session is created).
@@ -48,21 +52,22 @@ typedef struct dumper {
   FILE *f;
 } dumper;
 
-int npuP_graph_dump_begin(npu_context *ctx, const npuP_config *cfg) {
-  if (!cfg->options || !npuO_env_is_set(cfg->options, NPUO_ENV_DUMP_GE_GRAPH)) return -1;
-  return ctx->n_graph_dumps++;
+npu_status npuP_graph_dump_begin(npu_context *ctx, const npuP_config *cfg, int *graph) {
+  *graph = -1;
+  if (!cfg->options || !npuO_env_is_set(cfg->options, NPUO_ENV_DUMP_GE_GRAPH)) return NPU_OK;
+  const char *dir = npuO_env_string(cfg->options, NPUO_ENV_DUMP_GRAPH_PATH);
+  npu_status s = *dir ? npuC_make_dirs(ctx, dir, "DUMP_GRAPH_PATH") : NPU_OK;
+  if (s) return s;
+  *graph = ctx->n_graph_dumps++;
+  return NPU_OK;
 }
 
 /* ---- text ---- */
 
+static void put_file(void *f, const char *s, size_t n) { fwrite(s, 1, n, f); }
+
 /* s escaped for a JSON string, without the quotes. */
-static void json_raw(FILE *f, const char *s) {
-  for (const unsigned char *c = (const unsigned char *)(s ? s : ""); *c; c++) {
-    if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
-    else if (*c < 0x20) fprintf(f, "\\u%04x", *c);
-    else fputc(*c, f);
-  }
-}
+static void json_raw(FILE *f, const char *s) { npuP_json_escape(s, put_file, f); }
 
 static void json_str(FILE *f, const char *s) {
   fputc('"', f);
@@ -78,24 +83,19 @@ static void dot_text(FILE *f, const char *s) {
   }
 }
 
-static const char *node_name(const dumper *d, int node) {
-  return node >= 0 && node < d->g->n_nodes ? d->g->nodes[node].name : "?";
-}
+static const char *node_name(const dumper *d, int node) { return npuP_node_name(d->g, node); }
 
 static const char *node_op(const dumper *d, int node) {
   return node >= 0 && node < d->g->n_nodes ? npuX_op(d->g->nodes[node].op)->name : "?";
 }
 
-static bool is_fed(const npuE_plan *p, int v) {
-  for (int i = 0; i < p->n_feeds; i++)
-    if (p->feeds[i] == v) return true;
-  return false;
-}
+static bool is_fed(const npuE_plan *p, int v) { return npuP_is_fed(p->n_feeds, p->feeds, v); }
 
+/* "float32 [2,-1]", "float32 <unknown rank>" */
 static void shape_text(FILE *f, const npuG_value *v) {
-  fprintf(f, "%s [", npu_dtype_name(v->dtype));
-  for (int i = 0; i < v->ndim; i++) fprintf(f, i ? ",%lld" : "%lld", (long long)v->shape[i]);
-  fputc(']', f);
+  char shape[NPU_MAX_DIMS * 22 + 4];
+  fprintf(f, "%s %s", npu_dtype_name(v->dtype), npuC_shape_str(shape, sizeof shape, v->ndim,
+                                                               v->shape));
 }
 
 /* ---- the node/edge view, shared by the level-3 JSON and the DOT ---- */
@@ -150,10 +150,20 @@ static void json_header(const dumper *d, int graph, int stage, const char *name,
   fprintf(d->f, ",\"dump_ge_graph\":%d,\"dump_graph_level\":%d", d->mode, level);
 }
 
-static void json_number(FILE *f, double x) {
-  if (isnan(x)) fputs("\"NaN\"", f);
+/* Element i of t, exactly: integers (bool 0/1) as integers, float64 with 17 digits, the
+   narrower floats with 9 (enough for float32); NaN and infinities as strings. */
+static void json_element(FILE *f, const npu_tensor *t, int64_t i) {
+  if (t->dtype == NPU_DTYPE_I64) {
+    fprintf(f, "%lld", (long long)((const int64_t *)t->data)[i]);
+    return;
+  }
+  double x = npu_tensor_get(t, i);
+  bool is_float = t->dtype == NPU_DTYPE_F32 || t->dtype == NPU_DTYPE_F16 ||
+                  t->dtype == NPU_DTYPE_BF16 || t->dtype == NPU_DTYPE_F64;
+  if (!is_float) fprintf(f, "%lld", (long long)x); /* int8, uint8, int32, bool: exact */
+  else if (isnan(x)) fputs("\"NaN\"", f);
   else if (isinf(x)) fputs(x > 0 ? "\"Infinity\"" : "\"-Infinity\"", f);
-  else fprintf(f, "%.9g", x);
+  else fprintf(f, t->dtype == NPU_DTYPE_F64 ? "%.17g" : "%.9g", x);
 }
 
 /* DUMP_GE_GRAPH=1: "constants": the values bound at compile time that the run reads. */
@@ -178,7 +188,7 @@ static void json_constants(const dumper *d) {
             n < t->numel ? "true" : "false");
     for (int64_t i = 0; i < n; i++) {
       if (i) fputc(',', d->f);
-      json_number(d->f, npu_tensor_get(t, i));
+      json_element(d->f, t, i);
     }
     fputs("]}", d->f);
   }
@@ -315,12 +325,13 @@ static npu_status open_file(dumper *d, const char *path) {
   if (!d->f)
     return npuC_error(d->ctx, NPU_ERR_IO, "DUMP_GE_GRAPH: cannot write '%s': %s", path,
                       strerror(errno));
+  errno = 0; /* what close_file finds set came from writing this file */
   return NPU_OK;
 }
 
 static npu_status close_file(dumper *d, const char *path) {
   bool bad = ferror(d->f) != 0;
-  int err = errno;
+  int err = errno; /* (may be 0 or stale: errno is not kept per stream) */
   if (fclose(d->f) != 0 && !bad) {
     bad = true;
     err = errno;
@@ -328,7 +339,7 @@ static npu_status close_file(dumper *d, const char *path) {
   d->f = NULL;
   if (bad)
     return npuC_error(d->ctx, NPU_ERR_IO, "DUMP_GE_GRAPH: cannot write '%s': %s", path,
-                      strerror(err));
+                      strerror(err ? err : EIO));
   return NPU_OK;
 }
 
@@ -353,9 +364,7 @@ static npu_status write_stage(dumper *d, const npuP_config *cfg, int graph, int 
   const char *dir = npuO_env_string(o, NPUO_ENV_DUMP_GRAPH_PATH);
   char stage_name[64], path[4096];
   camel(stage_name, sizeof stage_name, name);
-  npu_status s = *dir ? npuC_make_dirs(d->ctx, dir, "DUMP_GRAPH_PATH") : NPU_OK;
-  if (s) return s;
-  s = index_plan(d);
+  npu_status s = index_plan(d); /* (the directory: npuP_graph_dump_begin) */
   char *text = NULL;
   if (!s && d->mode != 3) s = npuP_explain(d->ctx, d->g, cfg, d->p, &text);
   for (int dot = 0; dot < 2 && !s; dot++) {

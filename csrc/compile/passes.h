@@ -46,11 +46,30 @@ bool npuP_impl_has_fast(const npu_op_def *def);
 /* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
    (run after each pass when cfg->verify). */
 npu_status npuP_verify(npuP_build *b, const char *after);
-/* compile/graph_dump.c (DUMP_GE_GRAPH, DUMP_GRAPH_LEVEL).  begin: this compilation's number in
-   the dump files' names (the context's dumped compilations, from 0), or -1 when DUMP_GE_GRAPH
-   is unset, and then nothing is dumped.  dump: writes stage `stage` (0 = the graph as given,
-   read from b->need; then after each pass, `name` the pass) when DUMP_GRAPH_LEVEL selects it
-   (`last`: the final plan); NPU_ERR_IO naming a directory or file that cannot be written. */
-int npuP_graph_dump_begin(npu_context *ctx, const npuP_config *cfg);
+/* compile/graph_dump.c (DUMP_GE_GRAPH, DUMP_GRAPH_LEVEL).  begin: *graph = this compilation's
+   number in the dump files' names (the context's dumped compilations, from 0), or -1 when
+   DUMP_GE_GRAPH is unset, and then nothing is dumped; makes $DUMP_GRAPH_PATH (once per
+   compilation), NPU_ERR_IO naming it when it cannot be made.  dump: writes stage `stage`
+   (0 = the graph as given, read from b->need; then after each pass, `name` the pass) when
+   DUMP_GRAPH_LEVEL selects it (`last`: the final plan); NPU_ERR_IO naming a file that cannot
+   be written. */
+npu_status npuP_graph_dump_begin(npu_context *ctx, const npuP_config *cfg, int *graph);
 npu_status npuP_graph_dump(npuP_build *b, int graph, int stage, const char *name, bool last);
+
+/* ---- shared by the describers (compile/explain.c, compile/graph_dump.c) and plan.c ---- */
+
+/* compile/explain.c: s (NULL reads as "") escaped for the inside of a JSON string (quotes and
+   backslashes escaped, control bytes as \u00XX), handed to put in pieces. */
+void npuP_json_escape(const char *s, void (*put)(void *ud, const char *text, size_t n), void *ud);
+/* Node `node`'s name, "?" when it is not a node of g. */
+static inline const char *npuP_node_name(const npu_graph *g, int node) {
+  const char *name = npu_graph_node_name(g, node);
+  return name ? name : "?";
+}
+/* Whether value v is one of the n_feeds values in feeds. */
+static inline bool npuP_is_fed(int n_feeds, const int *feeds, int v) {
+  for (int i = 0; i < n_feeds; i++)
+    if (feeds[i] == v) return true;
+  return false;
+}
 #endif

@@ -16,12 +16,6 @@
 #include "compile/precision.h"
 #include "exec/exec.h"
 
-static bool is_fed(int n_feeds, const int *feeds, int v) {
-  for (int i = 0; i < n_feeds; i++)
-    if (feeds[i] == v) return true;
-  return false;
-}
-
 bool npuP_matches(const npuE_plan *p, int n_feeds, const int *feeds,
                   npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
                   int n_targets, const int *targets) {
@@ -355,7 +349,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   npu_status s = NPU_OK;
   bool ok = true;
   npu_tensor **known = NULL;
-  int dump = npuP_graph_dump_begin(ctx, cfg); /* DUMP_GE_GRAPH: -1 off */
+  int dump = -1; /* DUMP_GE_GRAPH: this compilation's number in the dump files, -1 off */
   p->reference = reference;
   p->fold = cfg->fold;
   p->config = cfg;
@@ -392,7 +386,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
 
   /* 1. prune */
   for (int i = 0; i < n_fetches; i++)
-    if (!is_fed(n_feeds, feeds, fetches[i])) need[g->values[fetches[i]].node] = 3;
+    if (!npuP_is_fed(n_feeds, feeds, fetches[i])) need[g->values[fetches[i]].node] = 3;
   for (int i = 0; i < n_targets; i++) need[targets[i]] = 1;
   int n_steps = 0, n_borrowed = n_feeds;
   for (int id = n_nodes - 1; id >= 0; id--) {
@@ -400,7 +394,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     const npuG_node *node = &g->nodes[id];
     npuX_kind kind = npuX_op(node->op)->kind;
     for (int i = 0; i < node->n_inputs; i++)
-      if (!is_fed(n_feeds, feeds, node->inputs[i]))
+      if (!npuP_is_fed(n_feeds, feeds, node->inputs[i]))
         need[g->values[node->inputs[i]].node] |= kind == NPUX_KIND_ASSIGN && i == 0 ? 1 : 3;
     for (int i = 0; i < node->n_controls; i++) need[node->controls[i]] |= 1;
     if (kind != NPUX_KIND_CONST && kind != NPUX_KIND_PLACEHOLDER) n_steps++;
@@ -408,6 +402,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
       n_borrowed += node->n_outputs;
   }
 
+  if ((s = npuP_graph_dump_begin(ctx, cfg, &dump))) goto fail;
   if (dump >= 0) {
     npuP_build given = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .need = need};
     if ((s = npuP_graph_dump(&given, dump, 0, "PreRunBegin", false))) goto fail;
@@ -440,7 +435,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     const npuG_node *node = &g->nodes[id];
     const npu_op_def *def = npuX_op(node->op);
     if (def->kind == NPUX_KIND_PLACEHOLDER) {
-      if (!is_fed(n_feeds, feeds, node->first_output)) {
+      if (!npuP_is_fed(n_feeds, feeds, node->first_output)) {
         char sh[96];
         const npuG_value *v = &g->values[node->first_output];
         s = npuC_error(ctx, NPU_ERR_ARG,
@@ -454,7 +449,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     if (def->kind == NPUX_KIND_CONST) {
       /* retained: the graph's Const value may be replaced while this plan lives (by a file-
          backed twin, compile/external_weight.c) */
-      if (!is_fed(n_feeds, feeds, node->first_output)) {
+      if (!npuP_is_fed(n_feeds, feeds, node->first_output)) {
         p->slots[node->first_output] = known[node->first_output] =
             npu_tensor_retain(npuG_attr_find(node, "value")->u.tensor);
         p->owned[node->first_output] = 1;

@@ -84,9 +84,15 @@ npu_status npuC_make_dirs(npu_context *ctx, const char *dir, const char *what) {
     bool last = *p == 0;
     if (*p != '/' && !last) continue;
     *p = 0;
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-      return npuC_error(ctx, NPU_ERR_IO, "%s: cannot create directory '%s': %s", what, buf,
-                        strerror(errno));
+    if (mkdir(buf, 0777) != 0) {
+      struct stat st;
+      if (errno != EEXIST)
+        return npuC_error(ctx, NPU_ERR_IO, "%s: cannot create directory '%s': %s", what, buf,
+                          strerror(errno));
+      /* (a file further up fails the next mkdir: ENOTDIR, named above) */
+      if (last && (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)))
+        return npuC_error(ctx, NPU_ERR_IO, "%s: '%s' exists and is not a directory", what, buf);
+    }
     if (last) return NPU_OK;
     *p = '/';
   }
@@ -113,4 +119,21 @@ void npuC_csv_field(FILE *f, const char *s) {
     fputc(*s, f);
   }
   fputc('"', f);
+}
+
+npu_status npuC_make_unique_dir(npu_context *ctx, const char *path, const char *what, char *out,
+                                size_t size) {
+  npu_status s = npuC_make_parent_dirs(ctx, path, what);
+  if (s) return s;
+  for (int n = 0; n < 10000; n++) {
+    int len = n ? snprintf(out, size, "%s_%d", path, n) : snprintf(out, size, "%s", path);
+    if (len < 0 || (size_t)len >= size) {
+      if (size) out[0] = 0;
+      return npuC_error(ctx, NPU_ERR_IO, "%s: path '%s' is too long", what, path);
+    }
+    if (mkdir(out, 0777) == 0) return NPU_OK;
+    if (errno != EEXIST) break;
+  }
+  return npuC_error(ctx, NPU_ERR_IO, "%s: cannot create directory '%s': %s", what, out,
+                    strerror(errno));
 }

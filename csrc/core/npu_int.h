@@ -76,6 +76,11 @@ FILE *npuC_fopen_regular(const char *path, const char **why);
    '<dir>': <reason>". */
 npu_status npuC_make_parent_dirs(npu_context *ctx, const char *path, const char *what);
 npu_status npuC_make_dirs(npu_context *ctx, const char *dir, const char *what);
+/* A directory of this caller's alone: path itself when mkdir makes it, else path_1, path_2, ...
+   (another session, context or process made the others); the one made in out (size bytes).
+   The directories leading to path are made as needed. */
+npu_status npuC_make_unique_dir(npu_context *ctx, const char *path, const char *what, char *out,
+                                size_t size);
 /* core/file.c: s as one CSV field (RFC 4180: quoted, quotes doubled, when it holds a comma,
    a quote or a line break) for the CSV files written (profiles, dump statistics). */
 void npuC_csv_field(FILE *f, const char *s);

@@ -46,29 +46,38 @@ npu_status npuT_check_shape(npu_context *ctx, const char *what, int ndim, const 
   return NPU_OK;
 }
 
+/* The checks of a new tensor (what names the caller in messages); its byte size in *nbytes. */
+static npu_status tensor_check(npu_context *ctx, const char *what, npu_dtype dtype, int ndim,
+                               const int64_t *shape, size_t *nbytes) {
+  if ((unsigned)dtype >= NPU_DTYPE_COUNT)
+    return npuC_error(ctx, NPU_ERR_DTYPE, "%s: invalid dtype %d", what, (int)dtype);
+  npu_status st = npuT_check_shape(ctx, what, ndim, shape);
+  if (st) return st;
+  *nbytes = (size_t)npuT_numel(ndim, shape) * npu_dtype_size(dtype);
+  return NPU_OK;
+}
+
+/* A new header t (refcount 1, retaining ctx) over data: in its own block, or mapped
+   (mapped_bytes, unmapped on the last release). */
+static void tensor_init(npu_tensor *t, npu_context *ctx, npu_dtype dtype, int ndim,
+                        const int64_t *shape, size_t nbytes, void *data, size_t mapped_bytes) {
+  *t = (npu_tensor){.dtype = dtype, .ndim = ndim, .numel = npuT_numel(ndim, shape),
+                    .nbytes = nbytes, .data = data, .mapped_bytes = mapped_bytes};
+  atomic_init(&t->refcount, 1);
+  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+  t->ctx = npu_context_retain(ctx);
+}
+
 static npu_status tensor_alloc(npu_context *ctx, npu_dtype dtype, int ndim, const int64_t *shape,
                                npu_tensor **out) {
   *out = NULL;
   if (!ctx) return NPU_ERR_ARG;
-  if ((unsigned)dtype >= NPU_DTYPE_COUNT)
-    return npuC_error(ctx, NPU_ERR_DTYPE, "npu_tensor_new: invalid dtype %d", (int)dtype);
-  npu_status st = npuT_check_shape(ctx, "npu_tensor_new", ndim, shape);
+  size_t nbytes;
+  npu_status st = tensor_check(ctx, "npu_tensor_new", dtype, ndim, shape, &nbytes);
   if (st) return st;
-  int64_t numel = npuT_numel(ndim, shape);
-  size_t nbytes = (size_t)numel * npu_dtype_size(dtype);
   npu_tensor *t = npuC_alloc(ctx, DATA_OFFSET + nbytes);
   if (!t) return NPU_ERR_NOMEM;
-  atomic_init(&t->refcount, 1);
-  t->dtype = dtype;
-  t->ndim = ndim;
-  memset(t->shape, 0, sizeof t->shape);
-  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-  t->numel = numel;
-  t->nbytes = nbytes;
-  t->data = (char *)t + DATA_OFFSET;
-  t->ctx = npu_context_retain(ctx);
-  t->base = NULL;
-  t->mapped_bytes = 0;
+  tensor_init(t, ctx, dtype, ndim, shape, nbytes, (char *)t + DATA_OFFSET, 0);
   *out = t;
   return NPU_OK;
 }
@@ -141,11 +150,9 @@ npu_status npu_tensor_reshape(npu_context *ctx, npu_tensor *src, int ndim, const
 npu_status npuT_map_file(npu_context *ctx, npu_dtype dtype, int ndim, const int64_t *shape,
                          int fd, const char *path, npu_tensor **out) {
   *out = NULL;
-  if ((unsigned)dtype >= NPU_DTYPE_COUNT)
-    return npuC_error(ctx, NPU_ERR_DTYPE, "npuT_map_file: invalid dtype %d", (int)dtype);
-  npu_status st = npuT_check_shape(ctx, "npuT_map_file", ndim, shape);
+  size_t nbytes;
+  npu_status st = tensor_check(ctx, "npuT_map_file", dtype, ndim, shape, &nbytes);
   if (st) return st;
-  size_t nbytes = (size_t)npuT_numel(ndim, shape) * npu_dtype_size(dtype);
   if (!nbytes) return npuC_error(ctx, NPU_ERR_ARG, "npuT_map_file: '%s': nothing to map", path);
   npu_tensor *t = npuC_alloc(ctx, sizeof *t);
   if (!t) return NPU_ERR_NOMEM;
@@ -155,11 +162,7 @@ npu_status npuT_map_file(npu_context *ctx, npu_dtype dtype, int ndim, const int6
     npuC_free(ctx, t);
     return npuC_error(ctx, NPU_ERR_IO, "cannot map '%s': %s", path, strerror(err));
   }
-  *t = (npu_tensor){.dtype = dtype, .ndim = ndim, .numel = npuT_numel(ndim, shape),
-                    .nbytes = nbytes, .data = data, .mapped_bytes = nbytes};
-  atomic_init(&t->refcount, 1);
-  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
-  t->ctx = npu_context_retain(ctx);
+  tensor_init(t, ctx, dtype, ndim, shape, nbytes, data, nbytes);
   *out = t;
   return NPU_OK;
 }

@@ -43,6 +43,7 @@
 
 #include "core/half.h"
 #include "exec/observe.h"
+#include "ops/grad.h"
 #include "options/options_int.h"
 
 #define DUMP_PATH_MAX 4096
@@ -69,8 +70,7 @@ typedef struct plan_dump {
   int id;
   uint64_t n_iterations; /* the plan's iterations run so far */
   uint64_t n_dumped;     /* its iterations that wrote something */
-  int n_steps;
-  uint8_t *flags;        /* n_steps */
+  uint8_t *flags;        /* one per step of the plan */
   int n_feeds;
   feed_dump *feeds;
   char model[DUMP_NAME_MAX + 24]; /* "{model_name}/{model_id}" */
@@ -104,7 +104,8 @@ struct npuE_dump {
 
 /* ---- small helpers ---- */
 
-static int64_t now_us(void) {
+/* Microseconds since the Unix epoch, for file names (observe.h). */
+int64_t npuE_dump_now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
@@ -125,11 +126,34 @@ static npu_status too_long(npuE_dump *d, const char *start) {
   return npuC_error(d->ctx, NPU_ERR_IO, "%s: a path under '%s' is too long", d->what, start);
 }
 
-static bool is_float(npu_dtype t) {
-  return t == NPU_DTYPE_F32 || t == NPU_DTYPE_F16 || t == NPU_DTYPE_BF16 || t == NPU_DTYPE_F64;
+/* {dir}/{type}.{name}.{task}.{us}.{kind}.{index}.npy, or {...}.{us}.{kind} when index < 0
+   (observe.h): snprintf's result. */
+int npuE_dump_file_path(char *buf, size_t n, const char *dir, const char *type, const char *name,
+                        int task, int64_t us, const char *kind, int index) {
+  return index < 0 ? snprintf(buf, n, "%s/%s.%s.%d.%" PRId64 ".%s", dir, type, name, task, us,
+                              kind)
+                   : snprintf(buf, n, "%s/%s.%s.%d.%" PRId64 ".%s.%d.npy", dir, type, name, task,
+                              us, kind, index);
 }
 
 /* ---- options ---- */
+
+/* One piece of dump_step, "n" or "a-b", read with the splitters options.c's check uses (blanks
+   around the numbers, tabs included, are trimmed the same way). */
+static int piece_step(const char *p, const char *e, void *ud, char *why, size_t n) {
+  npuE_dump *d = ud;
+  const char *dash = memchr(p, '-', (size_t)(e - p));
+  int64_t a, b;
+  if (dash ? npuO_span_int(p, dash, &a) || npuO_span_int(dash + 1, e, &b)
+           : npuO_span_int(p, e, &a)) {
+    snprintf(why, n, "cannot read '%.*s'", (int)(e - p), p);
+    return -1;
+  }
+  d->ranges[d->n_ranges][0] = a;
+  d->ranges[d->n_ranges][1] = dash ? b : a;
+  d->n_ranges++;
+  return 0;
+}
 
 /* dump_step "0|3-5|10" (validated by options.c) into ranges. */
 static npu_status parse_steps(npuE_dump *d, const char *s) {
@@ -137,20 +161,9 @@ static npu_status parse_steps(npuE_dump *d, const char *s) {
   for (const char *q = s; *q; q++) n += *q == '|';
   d->ranges = npuC_alloc(d->ctx, (size_t)n * sizeof *d->ranges);
   if (!d->ranges) return NPU_ERR_NOMEM;
-  const char *q = s;
-  for (int i = 0; i < n; i++) {
-    char *end;
-    long long a = strtoll(q, &end, 10), b = a;
-    while (*end == ' ') end++;
-    if (*end == '-') b = strtoll(end + 1, &end, 10);
-    while (*end == ' ') end++;
-    if (*end != '|' && *end != 0)
-      return npuC_error(d->ctx, NPU_ERR_OPTION, "dump_step: cannot read '%s'", s);
-    d->ranges[d->n_ranges][0] = a;
-    d->ranges[d->n_ranges][1] = b;
-    d->n_ranges++;
-    q = end + (*end == '|');
-  }
+  char why[128];
+  if (npuO_for_pieces(s, s + strlen(s), '|', piece_step, d, why, sizeof why))
+    return npuC_error(d->ctx, NPU_ERR_OPTION, "dump_step '%s': %s", s, why);
   return NPU_OK;
 }
 
@@ -238,14 +251,15 @@ static bool named(const npuE_dump *d, const char *name) {
 
 /* The node a step is named after: the one whose value it outputs (a fused step outputs its
    last absorbed node's value), else its own. */
-static int step_name_node(const npuE_plan *p, const npuE_step *step) {
+int npuE_dump_step_node(const npuE_plan *p, const npuE_step *step) {
   return step->n_out ? p->values[step->out[0]].node : step->node;
 }
 
 static bool layer_selects(const npuE_dump *d, const npu_graph *g, const npuE_plan *p,
                           const npuE_step *step) {
   if (!d->n_layers) return true;
-  if (named(d, g->nodes[step_name_node(p, step)].name) || named(d, g->nodes[step->node].name))
+  if (named(d, g->nodes[npuE_dump_step_node(p, step)].name) ||
+      named(d, g->nodes[step->node].name))
     return true;
   for (int i = 0; i < step->n_absorbed; i++)
     if (named(d, g->nodes[step->absorbed[i]].name)) return true;
@@ -301,7 +315,6 @@ static npu_status make_schedule(npuE_dump *d, const npu_graph *g, const npuE_pla
   npu_status s = check_layers(d, g);
   if (s) return s;
   pd->id = p->id;
-  pd->n_steps = p->n_steps;
   pd->flags = npuC_calloc(ctx, (size_t)(p->n_steps ? p->n_steps : 1), 1);
   int *producer = npuC_alloc(ctx, (size_t)(p->n_values ? p->n_values : 1) * sizeof *producer);
   bool *fed = npuC_calloc(ctx, (size_t)(p->n_feeds ? p->n_feeds : 1), sizeof *fed);
@@ -388,18 +401,11 @@ static npu_status find_plan(npuE_dump *d, const npu_graph *g, const npuE_plan *p
 /* {dump_path}/{time}[_n]/{deviceid}: the time directory is made exclusively, so it is this
    session's alone. */
 static npu_status make_root(npuE_dump *d) {
-  npu_status s = npuC_make_dirs(d->ctx, d->path, d->what);
+  char stamp[DUMP_PATH_MAX], dir[DUMP_PATH_MAX];
+  if (snprintf(stamp, sizeof stamp, "%s/%s", d->path, d->stamp) >= (int)sizeof stamp)
+    return too_long(d, d->path);
+  npu_status s = npuC_make_unique_dir(d->ctx, stamp, d->what, dir, sizeof dir);
   if (s) return s;
-  char dir[DUMP_PATH_MAX];
-  for (int n = 0;; n++) {
-    int len = n ? snprintf(dir, sizeof dir, "%s/%s_%d", d->path, d->stamp, n)
-                : snprintf(dir, sizeof dir, "%s/%s", d->path, d->stamp);
-    if (len >= (int)sizeof dir) return too_long(d, d->path);
-    if (mkdir(dir, 0777) == 0) break;
-    if (errno != EEXIST || n == 9999)
-      return npuC_error(d->ctx, NPU_ERR_IO, "%s: cannot create directory '%s': %s", d->what, dir,
-                        strerror(errno));
-  }
   if (snprintf(d->root, sizeof d->root, "%s/%d", dir, d->device_id) >= (int)sizeof d->root) {
     d->root[0] = 0;
     return too_long(d, dir);
@@ -436,8 +442,11 @@ typedef struct dump_op {
   int64_t us;
 } dump_op;
 
-static void op_of_node(dump_op *op, const npu_graph *g, int node, int task, int64_t us) {
-  npuE_dump_sanitise(op->type, sizeof op->type, npuX_op(g->nodes[node].op)->name);
+/* type: the op type named (the node's own op's for a data operator; a step's, which may be a
+   fused op or a cast, for a step). */
+static void op_of_node(dump_op *op, const npu_graph *g, const char *type, int node, int task,
+                       int64_t us) {
+  npuE_dump_sanitise(op->type, sizeof op->type, type);
   npuE_dump_sanitise(op->name, sizeof op->name, g->nodes[node].name);
   op->node_name = g->nodes[node].name;
   op->task = task;
@@ -446,8 +455,7 @@ static void op_of_node(dump_op *op, const npu_graph *g, int node, int task, int6
 
 static void op_of_step(dump_op *op, const npu_graph *g, const npuE_plan *p, int k, int64_t us) {
   const npuE_step *step = &p->steps[k];
-  op_of_node(op, g, step_name_node(p, step), k, us);
-  npuE_dump_sanitise(op->type, sizeof op->type, step->def->name); /* a fused op, a cast */
+  op_of_node(op, g, step->def->name, npuE_dump_step_node(p, step), k, us);
 }
 
 /* The tensor as stored, in .npy; bfloat16 (no NumPy dtype) as float32, exactly (observe.h). */
@@ -543,7 +551,7 @@ static npu_status stats_row(npuE_dump *d, const dump_op *op, const char *io, int
   fprintf(f, ",%" PRId64 ",", t->numel);
   if (st.n_finite) {
     /* %.9g is exact for float32 and narrower; wider types get all of a double's digits */
-    bool wide = t->dtype == NPU_DTYPE_F64 || !is_float(t->dtype);
+    bool wide = t->dtype == NPU_DTYPE_F64 || !npuX_is_float(t->dtype);
     fprintf(f, wide ? "%.17g,%.17g,%.17g" : "%.9g,%.9g,%.9g", st.min, st.max,
             st.sum / (double)st.n_finite);
   } else {
@@ -577,8 +585,8 @@ static npu_status dump_tensor(npuE_dump *d, const dump_op *op, bool input, int i
   npu_status s = iteration_dir(d);
   if (s) return s;
   char path[DUMP_PATH_MAX];
-  if (snprintf(path, sizeof path, "%s/%s.%s.%d.%" PRId64 ".%s.%d.npy", d->dir, op->type, op->name,
-               op->task, op->us, io, index) >= (int)sizeof path)
+  if (npuE_dump_file_path(path, sizeof path, d->dir, op->type, op->name, op->task, op->us, io,
+                          index) >= (int)sizeof path)
     return too_long(d, d->dir);
   return write_npy(d, t, path);
 }
@@ -652,13 +660,13 @@ static npu_status check_step(npuE_dump *d, const npu_graph *g, const npuE_plan *
   overflow sum = {0};
   for (int i = 0; i < step->n_out; i++) {
     const npu_tensor *t = p->slots[step->out[i]];
-    if (t && is_float(t->dtype)) scan_overflow(t, &sum);
+    if (t && npuX_is_float(t->dtype)) scan_overflow(t, &sum);
   }
   if (!abnormal(&sum)) return NPU_OK;
   for (int i = 0; i < step->n_in; i++) {
     const npu_tensor *t = p->slots[step->in[i]];
     overflow in = {0};
-    if (t && is_float(t->dtype)) scan_overflow(t, &in);
+    if (t && npuX_is_float(t->dtype)) scan_overflow(t, &in);
     if (abnormal(&in)) return NPU_OK; /* propagated, not made here */
   }
   npu_status s = dump_step_io(d, g, p, k, true, true);
@@ -668,7 +676,7 @@ static npu_status check_step(npuE_dump *d, const npu_graph *g, const npuE_plan *
            "enable_dump_debug: overflow in %s '%s' (task %d, iteration %" PRIu64 " of model "
            "%s): %" PRId64 " NaN, %" PRId64 " Inf, %" PRId64 " float16 at +-65504 in its "
            "outputs from finite inputs; inputs and outputs dumped to '%s'",
-           step->def->name, g->nodes[step_name_node(p, step)].name, k, d->iteration,
+           step->def->name, g->nodes[npuE_dump_step_node(p, step)].name, k, d->iteration,
            d->cur->model, sum.nan, sum.inf, sum.saturated, d->dir);
   return NPU_OK;
 }
@@ -691,12 +699,12 @@ static npu_status begin_iteration(npuE_dump *d, const npu_graph *g, const npuE_p
   d->wrote = false;
   d->dir[0] = 0;
   if (!d->selected || !d->dump) return NPU_OK;
-  int64_t us = now_us();
+  int64_t us = npuE_dump_now_us();
   for (int i = 0; i < pd->n_feeds; i++) {
     const feed_dump *f = &pd->feeds[i];
     const npuG_value *v = &p->values[f->value];
     dump_op op;
-    op_of_node(&op, g, v->node, f->task, us);
+    op_of_node(&op, g, npuX_op(g->nodes[v->node].op)->name, v->node, f->task, us);
     npu_status s = dump_tensor(d, &op, false, v->index, p->slots[f->value], !d->stats);
     if (s) return s;
   }
@@ -718,7 +726,7 @@ npu_status npuE_dump_event(npuE_dump *d, npuE_state *st, const npuE_plan *p, npu
   case NPUE_ITER_BEGIN: return d->cur ? begin_iteration(d, g, p) : NPU_OK;
   case NPUE_STEP_BEGIN: {
     if (!d->cur || !d->selected || !d->cur->flags[k]) return NPU_OK;
-    d->step_us = now_us();
+    d->step_us = npuE_dump_now_us();
     return d->cur->flags[k] & STEP_IN ? dump_step_io(d, g, p, k, true, !d->stats) : NPU_OK;
   }
   case NPUE_STEP_END: {

@@ -28,7 +28,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -40,34 +39,36 @@
 
 static const char what[] = "enable_exception_dump";
 
-static int64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* The directory for mode (1 or 2), per the table above; false when it does not fit. */
-static bool dump_dir(const npu_options *o, int mode, char *dir, size_t n) {
+/* The directory for mode (1 or 2), per the table above; false when it does not fit.  *base and
+   *from: the base directory and where it came from, for messages. */
+static bool dump_dir(const npu_options *o, int mode, char *dir, size_t n, const char **base,
+                     const char **from) {
   const char *collect = npuO_env_string(o, NPUO_ENV_NPU_COLLECT_PATH);
   const char *work = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
-  const char *base = mode == 1 && *collect ? collect : *work ? work : ".";
-  size_t len = strlen(base);
-  while (len > 1 && base[len - 1] == '/') len--;
-  int w = mode == 1 ? snprintf(dir, n, "%.*s/extra-info", (int)len, base)
-                    : snprintf(dir, n, "%.*s/extra-info/data-dump/%d", (int)len, base,
+  if (mode == 1 && *collect) *base = collect, *from = "NPU_COLLECT_PATH";
+  else if (*work) *base = work, *from = "ASCEND_WORK_PATH";
+  else *base = ".", *from = "the current directory";
+  size_t len = strlen(*base);
+  while (len > 1 && (*base)[len - 1] == '/') len--;
+  int w = mode == 1 ? snprintf(dir, n, "%.*s/extra-info", (int)len, *base)
+                    : snprintf(dir, n, "%.*s/extra-info/data-dump/%d", (int)len, *base,
                                npuO_device_id(o));
   return w >= 0 && (size_t)w < n;
 }
 
-static cJSON *shape_json(const npu_tensor *t, const npuG_value *v) {
-  cJSON *a = cJSON_CreateArray();
+/* The shape of t (else of v) into the array a (NULL: memory ran out before); false when memory
+   ran out. */
+static bool shape_json(cJSON *a, const npu_tensor *t, const npuG_value *v) {
   int ndim = t ? t->ndim : v->ndim;
-  for (int i = 0; a && i < ndim; i++)
-    if (!cJSON_AddItemToArray(a, cJSON_CreateNumber((double)(t ? t->shape[i] : v->shape[i])))) {
-      cJSON_Delete(a);
-      return NULL;
+  if (!a) return false;
+  for (int i = 0; i < ndim; i++) {
+    cJSON *n = cJSON_CreateNumber((double)(t ? t->shape[i] : v->shape[i]));
+    if (!cJSON_AddItemToArray(a, n)) {
+      cJSON_Delete(n); /* NULL, or not added */
+      return false;
     }
-  return a;
+  }
+  return true;
 }
 
 /* {"index", "dtype", "shape", "format", ["file"]}; NULL when memory ran out. */
@@ -75,7 +76,7 @@ static cJSON *tensor_json(int index, const npu_tensor *t, const npuG_value *v, c
   cJSON *j = cJSON_CreateObject();
   bool ok = j && cJSON_AddNumberToObject(j, "index", index) &&
             cJSON_AddStringToObject(j, "dtype", npu_dtype_name(t ? t->dtype : v->dtype)) &&
-            cJSON_AddItemToObject(j, "shape", shape_json(t, v)) &&
+            shape_json(cJSON_AddArrayToObject(j, "shape"), t, v) &&
             cJSON_AddStringToObject(j, "format", "ND") &&
             (!file || cJSON_AddStringToObject(j, "file", file));
   if (ok) return j;
@@ -117,19 +118,21 @@ void npuE_exception_dump(npuE_state *st, const npuE_plan *p, int k, npu_status s
   const npuG_node *node = &g->nodes[step->node];
   /* named after the node whose value it outputs (a fused step: the last node it absorbed), as
      the data dump names a step */
-  const npuG_node *named = &g->nodes[step->n_out ? p->values[step->out[0]].node : step->node];
+  const npuG_node *named = &g->nodes[npuE_dump_step_node(p, step)];
   /* path has room for dir and both names: a file name never truncates */
   char type[XDUMP_NAME_MAX], name[XDUMP_NAME_MAX], dir[XDUMP_PATH_MAX];
   char path[XDUMP_PATH_MAX + 2 * XDUMP_NAME_MAX + 64];
   npuE_dump_sanitise(type, sizeof type, step->def->name);
   npuE_dump_sanitise(name, sizeof name, named->name);
-  int64_t us = now_us();
+  int64_t us = npuE_dump_now_us();
   int n_written = 0, n_failed = 0;
   cJSON *root = NULL;
 
-  if (!dump_dir(o, mode, dir, sizeof dir)) {
-    npuC_log(ctx, 2, "%s: the directory for %s '%s' is too long", what, step->def->name,
-             node->name);
+  const char *base, *from;
+  if (!dump_dir(o, mode, dir, sizeof dir, &base, &from)) {
+    /* the base last: a long one is cut from the message's end */
+    npuC_log(ctx, 2, "%s: %s '%s' not dumped: its directory is too long under %s '%s'", what,
+             step->def->name, node->name, from, base);
     goto done;
   }
   if (npuC_make_dirs(ctx, dir, what)) {
@@ -141,9 +144,7 @@ void npuE_exception_dump(npuE_state *st, const npuE_plan *p, int k, npu_status s
   snprintf(us_text, sizeof us_text, "%" PRId64, us);
   snprintf(it_text, sizeof it_text, "%" PRIu64, st->n_iterations);
   root = cJSON_CreateObject();
-  cJSON *inputs = cJSON_CreateArray(), *outputs = cJSON_CreateArray();
-  bool ok = root && inputs && outputs &&
-            cJSON_AddStringToObject(root, "op_type", step->def->name) &&
+  bool ok = root && cJSON_AddStringToObject(root, "op_type", step->def->name) &&
             cJSON_AddStringToObject(root, "op_name", named->name) &&
             cJSON_AddStringToObject(root, "node", node->name) &&
             cJSON_AddNumberToObject(root, "task", k) &&
@@ -155,26 +156,16 @@ void npuE_exception_dump(npuE_state *st, const npuE_plan *p, int k, npu_status s
             cJSON_AddStringToObject(root, "status", npu_status_name(s)) &&
             cJSON_AddStringToObject(root, "message", saved) &&
             cJSON_AddNumberToObject(root, "workspace_bytes", (double)step->scratch_size);
-  if (ok) {
-    ok = cJSON_AddItemToObject(root, "inputs", inputs);
-    inputs = NULL;
-  }
-  if (ok) {
-    ok = cJSON_AddItemToObject(root, "outputs", outputs);
-    outputs = NULL;
-  }
-  cJSON_Delete(inputs); /* not NULL only when not added */
-  cJSON_Delete(outputs);
-  inputs = cJSON_GetObjectItem(root, "inputs");
-  outputs = cJSON_GetObjectItem(root, "outputs");
+  cJSON *inputs = ok ? cJSON_AddArrayToObject(root, "inputs") : NULL;
+  cJSON *outputs = inputs ? cJSON_AddArrayToObject(root, "outputs") : NULL;
+  ok = outputs != NULL;
 
   /* the inputs' data, as stored (the slots, not the float32 copies a widened step reads) */
   for (int i = 0; i < step->n_in; i++) {
     const npu_tensor *t = p->slots[step->in[i]];
     const char *file = NULL;
     if (t) {
-      snprintf(path, sizeof path, "%s/%s.%s.%d.%" PRId64 ".input.%d.npy", dir, type, name, k, us,
-               i);
+      npuE_dump_file_path(path, sizeof path, dir, type, name, k, us, "input", i);
       if (npuE_dump_write_npy(ctx, t, path)) {
         npuC_log(ctx, 2, "%s: input %d of %s '%s' not dumped: %s", what, i, step->def->name,
                  node->name, ctx->errmsg);
@@ -190,7 +181,7 @@ void npuE_exception_dump(npuE_state *st, const npuE_plan *p, int k, npu_status s
     ok = cJSON_AddItemToArray(outputs, tensor_json(i, NULL, &p->values[step->out[i]], NULL));
 
   char *text = ok ? cJSON_Print(root) : NULL;
-  snprintf(path, sizeof path, "%s/%s.%s.%d.%" PRId64 ".json", dir, type, name, k, us);
+  npuE_dump_file_path(path, sizeof path, dir, type, name, k, us, "json", -1);
   const char *why = "out of memory";
   if (!text || !write_text(path, text, &why)) {
     npuC_log(ctx, 2, "%s: the description of %s '%s' not written to '%s': %s", what,

@@ -37,9 +37,17 @@ npu_status npuE_dump_event(npuE_dump *d, npuE_state *st, const npuE_plan *p, npu
 void npuE_dump_free(npu_context *ctx, npuE_dump *d);
 /* Shared with exception_dump.c: t as stored in a .npy file (bfloat16 widened to float32,
    exactly; npu_tensor_save_npy's errors, unprefixed); a name for a path ('.', '/', '\\', ' '
-   become '_'; cut to n - 1 bytes). */
+   become '_'; cut to n - 1 bytes); the node a step is named after (the one whose value it
+   outputs: a fused step's last absorbed node; else its own); the microseconds since the Unix
+   epoch a file name holds; a file's path, {dir}/{type}.{name}.{task}.{us}.{kind}.{index}.npy,
+   or {dir}/{type}.{name}.{task}.{us}.{kind} when index < 0 (snprintf's result: n or more
+   when it does not fit). */
 npu_status npuE_dump_write_npy(npu_context *ctx, const npu_tensor *t, const char *path);
 void npuE_dump_sanitise(char *dst, size_t n, const char *src);
+int npuE_dump_step_node(const npuE_plan *p, const npuE_step *step);
+int64_t npuE_dump_now_us(void);
+int npuE_dump_file_path(char *buf, size_t n, const char *dir, const char *type, const char *name,
+                        int task, int64_t us, const char *kind, int index);
 
 /* exec/exception_dump.c: enable_exception_dump.  Called by npuE_run when the kernel of step k
    failed with status s (the context's message says why): unless the option is 0, writes the

@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,7 +33,8 @@
 enum {
   TRACE_CAP = 4096,   /* step events buffered before they are written to trace.json */
   ITER_CAP = 1024,    /* iteration rows buffered */
-  TAIL_RESERVE = 4096 /* bytes of trace.json kept for its closing metadata */
+  TAIL_RESERVE = 4096, /* bytes of trace.json kept for its closing metadata */
+  NOMEM_IDS = 16       /* plans whose record could not be allocated, remembered by id */
 };
 
 typedef enum task_level { TASK_OFF, TASK_L0, TASK_L1 } task_level;
@@ -78,7 +78,7 @@ struct npuE_profile {
   task_level task;
   bool training_trace, host_cpu, host_mem;
   char *fp_point, *bp_point;      /* node names, "" = the plan's first / last step (owned) */
-  const char *fp_from, *bp_from;  /* where they were read, for messages */
+  const char *fp_from, *bp_from;  /* "profiling_options field" or "option", for messages */
   uint64_t storage_limit;         /* bytes trace.json may take */
   char started[32];               /* local time at creation, for info.json */
   int64_t t0;                     /* CLOCK_MONOTONIC at creation: trace times count from it */
@@ -88,6 +88,7 @@ struct npuE_profile {
   plan_rec **plans;
   int n_plans, cap_plans;
   plan_rec *cur; /* the running plan's record; NULL: this run is not profiled */
+  plan_rec *last; /* the last run's record: a session usually runs one plan again and again */
   uint64_t runs;
   /* the running step and iteration */
   int64_t step_start, iter_start, iter_fp, iter_bp, last_iter_end;
@@ -101,8 +102,12 @@ struct npuE_profile {
   FILE *iter_csv;
   iter_ev *iters;
   int n_iters;
-  /* what went wrong on the way (reported at close) */
+  /* what went wrong on the way (reported at close): runs whose new plan's record could not be
+     allocated (the next run of that plan tries again), and the distinct plans among them (their
+     ids, up to NOMEM_IDS; more are counted in n_nomem_plans without being told apart) */
+  uint64_t n_nomem_runs;
   int n_nomem_plans;
+  int nomem_ids[NOMEM_IDS];
   int write_errno;
   const char *write_file;
 };
@@ -125,14 +130,64 @@ static const char *us(char *buf, size_t n, int64_t ns) {
 
 /* ---- options ---- */
 
-/* The JSON escapes \" \\ \/ undone in place (profiling_options keeps values as written). */
-static void unescape(char *s) {
+static int hex4(const char *p) {
+  int v = 0;
+  for (int i = 0; i < 4; i++) {
+    int c = (unsigned char)p[i];
+    int d = c >= '0' && c <= '9' ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+/* A JSON string body decoded in place (profiling_options keeps values as written): \" \\ \/
+   \b \f \n \r \t, and \uXXXX as UTF-8 (a surrogate pair joined).  NULL, or why the value
+   cannot be decoded: an unknown escape, \u0000 (no C string holds it), a lone surrogate. */
+static const char *unescape(char *s) {
   char *w = s;
   for (const char *r = s; *r; r++) {
-    if (r[0] == '\\' && (r[1] == '"' || r[1] == '\\' || r[1] == '/')) r++;
-    *w++ = *r;
+    if (*r != '\\') {
+      *w++ = *r;
+      continue;
+    }
+    char e = r[1];
+    char simple = e == '"' || e == '\\' || e == '/' ? e
+                  : e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'n' ? '\n'
+                  : e == 'r' ? '\r' : e == 't' ? '\t' : 0;
+    if (simple) {
+      *w++ = simple;
+      r++;
+      continue;
+    }
+    if (e != 'u') return "an unknown escape (JSON has \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)";
+    long c = hex4(r + 2);
+    if (c < 0) return "\\u not followed by four hexadecimal digits";
+    r += 5;
+    if (c >= 0xDC00 && c <= 0xDFFF) return "a \\u escape that is a lone low surrogate";
+    if (c >= 0xD800 && c <= 0xDBFF) {
+      long lo = r[1] == '\\' && r[2] == 'u' ? hex4(r + 3) : -1;
+      if (lo < 0xDC00 || lo > 0xDFFF) return "a \\u escape that is a lone high surrogate";
+      c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
+      r += 6;
+    }
+    if (c == 0) return "\\u0000 (a name or path cannot hold a NUL)";
+    if (c < 0x80) {
+      *w++ = (char)c;
+    } else if (c < 0x800) {
+      *w++ = (char)(0xC0 | c >> 6), *w++ = (char)(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+      *w++ = (char)(0xE0 | c >> 12), *w++ = (char)(0x80 | (c >> 6 & 0x3F));
+      *w++ = (char)(0x80 | (c & 0x3F));
+    } else {
+      *w++ = (char)(0xF0 | c >> 18), *w++ = (char)(0x80 | (c >> 12 & 0x3F));
+      *w++ = (char)(0x80 | (c >> 6 & 0x3F)), *w++ = (char)(0x80 | (c & 0x3F));
+    }
   }
   *w = 0;
+  return NULL;
 }
 
 static bool legacy_form(const npu_options *o) {
@@ -177,18 +232,21 @@ static uint64_t read_storage_limit(const npu_options *o, const char *dir) {
   return UINT64_MAX;
 }
 
-/* fp_point / bp_point: the profiling_options field, else the older session option. */
-static char *read_point(npu_context *ctx, const npu_options *o, const char *field,
-                        npu_option_id id, const char **from) {
+/* fp_point / bp_point: the profiling_options field, else the older session option; *from says
+   which, for messages. */
+static npu_status read_point(npu_context *ctx, const npu_options *o, const char *field,
+                             npu_option_id id, char **out, const char **from) {
   char v[1024];
   npuO_profiling_field(o, field, v, sizeof v);
-  unescape(v);
-  *from = "profiling_options";
+  const char *bad = unescape(v);
+  if (bad)
+    return npuC_error(ctx, NPU_ERR_OPTION, "profiling_options field %s: %s", field, bad);
+  *from = "profiling_options field";
   if (!*v && *npuO_string(o, id)) {
     snprintf(v, sizeof v, "%s", npuO_string(o, id));
     *from = "option";
   }
-  return npuC_strdup(ctx, v);
+  return (*out = npuC_strdup(ctx, v)) ? NPU_OK : NPU_ERR_NOMEM;
 }
 
 /* ---- the output directory ---- */
@@ -198,10 +256,15 @@ static char *read_point(npu_context *ctx, const npu_options *o, const char *fiel
 static npu_status make_session_dir(npuE_profile *pr, const npu_options *o) {
   npu_context *ctx = pr->ctx;
   char out[4096];
-  const char *base = NULL, *what = NULL;
+  const char *base = NULL, *what = "profiling";
   npuO_profiling_field(o, "output", out, sizeof out);
-  unescape(out);
   if (legacy_form(o)) out[0] = 0;
+  const char *bad = unescape(out);
+  if (bad) return npuC_error(ctx, NPU_ERR_OPTION, "profiling_options field output: %s", bad);
+  for (const char *c = out; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) /* a \u escape the option's check let by */
+      return npuC_error(ctx, NPU_ERR_OPTION,
+                        "profiling_options field output: the path contains a control character");
   if (*out) {
     base = out;
     what = "profiling_options output";
@@ -209,31 +272,21 @@ static npu_status make_session_dir(npuE_profile *pr, const npu_options *o) {
     base = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
     what = "ASCEND_WORK_PATH (profiling)";
   }
-  if (base) {
-    npu_status s = npuC_make_dirs(ctx, base, what);
-    if (s) return s;
-  }
   time_t now = time(NULL);
   struct tm tm;
   char stamp[32];
   localtime_r(&now, &tm);
   strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm);
   strftime(pr->started, sizeof pr->started, "%Y-%m-%dT%H:%M:%S", &tm);
-  pr->storage_limit = read_storage_limit(o, base ? base : ".");
-  size_t n = (base ? strlen(base) + 1 : 0) + 96;
-  if (n > 3990)
+  size_t n = (base ? strlen(base) + 1 : 0) + 96; /* room for the name and a _n suffix */
+  char path[4096];
+  if (n > 3990 || snprintf(path, sizeof path, "%s%sPROF_%d_%ld_%s", base ? base : "",
+                           base ? "/" : "", pr->session_id, pr->pid, stamp) >= (int)sizeof path)
     return npuC_error(ctx, NPU_ERR_IO, "%s: path '%s' is too long", what, base);
   if (!(pr->dir = npuC_alloc(ctx, n))) return NPU_ERR_NOMEM;
-  for (int attempt = 0; attempt < 100; attempt++) {
-    char suffix[16] = "";
-    if (attempt) snprintf(suffix, sizeof suffix, "_%d", attempt);
-    snprintf(pr->dir, n, "%.3900s%sPROF_%d_%ld_%s%s", base ? base : "", base ? "/" : "",
-             pr->session_id, pr->pid, stamp, suffix);
-    if (mkdir(pr->dir, 0777) == 0) return NPU_OK;
-    if (errno != EEXIST) break;
-  }
-  return npuC_error(ctx, NPU_ERR_IO, "profiling: cannot create directory '%s': %s", pr->dir,
-                    strerror(errno));
+  npu_status s = npuC_make_unique_dir(ctx, path, what, pr->dir, n);
+  if (!s) pr->storage_limit = read_storage_limit(o, base ? base : ".");
+  return s;
 }
 
 static void free_profile(npu_context *ctx, npuE_profile *pr) {
@@ -265,10 +318,8 @@ npu_status npuE_profile_new(npu_context *ctx, const npu_options *o, const npuE_o
   npuO_profiling_field(o, "host_sys_usage", v, sizeof v);
   pr->host_cpu |= strstr(v, "cpu") != NULL, pr->host_mem |= strstr(v, "mem") != NULL;
   pr->last_iter_end = -1;
-  npu_status s = NPU_OK;
-  if (!(pr->fp_point = read_point(ctx, o, "fp_point", NPUO_fp_point, &pr->fp_from)) ||
-      !(pr->bp_point = read_point(ctx, o, "bp_point", NPUO_bp_point, &pr->bp_from)))
-    s = NPU_ERR_NOMEM;
+  npu_status s = read_point(ctx, o, "fp_point", NPUO_fp_point, &pr->fp_point, &pr->fp_from);
+  if (!s) s = read_point(ctx, o, "bp_point", NPUO_bp_point, &pr->bp_point, &pr->bp_from);
   if (!s && pr->task != TASK_OFF && !(pr->evs = npuC_alloc(ctx, TRACE_CAP * sizeof *pr->evs)))
     s = NPU_ERR_NOMEM;
   if (!s && pr->training_trace && !(pr->iters = npuC_alloc(ctx, ITER_CAP * sizeof *pr->iters)))
@@ -552,9 +603,7 @@ static npu_status find_point(npuE_profile *pr, const npu_graph *g, const npuE_pl
   *out = -1;
   if (node < 0)
     return npuC_error(pr->ctx, NPU_ERR_NOT_FOUND,
-                      "profiling: %s %s names no node of the graph: '%s'",
-                      strcmp(from, "option") == 0 ? "option" : "profiling_options field", field,
-                      name);
+                      "profiling: %s %s names no node of the graph: '%s'", from, field, name);
   for (int k = 0; k < p->n_steps && *out < 0; k++) {
     const npuE_step *s = &p->steps[k];
     if (s->node == node) *out = k;
@@ -619,6 +668,10 @@ static npu_status add_plan(npuE_profile *pr, const npuE_state *st, const npuE_pl
   *out = r;
   return NPU_OK;
 nomem:
+  pr->n_nomem_runs++;
+  for (int i = 0; i < pr->n_nomem_plans && i < NOMEM_IDS; i++)
+    if (pr->nomem_ids[i] == p->id) return NPU_OK; /* the same plan, again */
+  if (pr->n_nomem_plans < NOMEM_IDS) pr->nomem_ids[pr->n_nomem_plans] = p->id;
   pr->n_nomem_plans++;
   return NPU_OK;
 }
@@ -649,6 +702,8 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
       pr->evs[pr->n_evs++] =
           (trace_ev){.start_ns = pr->step_start, .dur_ns = d, .iteration = pr->iteration,
                      .plan = r, .step = k};
+      /* only a plan with more steps than the buffer fills it inside an iteration (see
+         ITER_END and RUN_BEGIN) */
       if (pr->n_evs == TRACE_CAP) flush_steps(pr);
     }
     if (k == r->fp_step) pr->iter_fp = pr->step_start;
@@ -664,6 +719,9 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
     int64_t end = now_ns();
     if (!pr->cur) return NPU_OK;
     pr->cur->iterations++;
+    /* the buffer is written out between iterations, after `end` was read, so that the next
+       iteration's steps fit without a write inside it */
+    if (pr->evs && TRACE_CAP - pr->n_evs < pr->cur->n_steps) flush_steps(pr);
     if (!pr->training_trace) return NPU_OK;
     pr->iters[pr->n_iters++] = (iter_ev){
         .iteration = pr->iteration, .plan_id = pr->cur->id, .start_ns = pr->iter_start,
@@ -678,9 +736,12 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
     pr->runs++;
     npu_status s = open_streams(pr);
     if (s) return s;
-    plan_rec *r = find_plan(pr, p->id);
+    plan_rec *r = pr->last && pr->last->id == p->id ? pr->last : find_plan(pr, p->id);
     if (!r && (s = add_plan(pr, st, p, &r))) return s;
-    pr->cur = r;
+    if (!r) return NPU_OK; /* no memory for its record: this run is not profiled */
+    pr->cur = pr->last = r;
+    /* room for the first iteration's steps (the last run may have been another plan's) */
+    if (pr->evs && TRACE_CAP - pr->n_evs < r->n_steps) flush_steps(pr);
     return NPU_OK;
   }
   case NPUE_RUN_END:
@@ -695,7 +756,8 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
 static FILE *open_file(npuE_profile *pr, const char *name) {
   char path[4200];
   FILE *f = file_path(pr, name, path, sizeof path) ? fopen(path, "w") : NULL;
-  if (!f) npuC_error(pr->ctx, NPU_ERR_IO, "profiling: cannot create '%s': %s", path, strerror(errno));
+  if (!f)
+    npuC_error(pr->ctx, NPU_ERR_IO, "profiling: cannot create '%s': %s", path, strerror(errno));
   return f;
 }
 
@@ -844,19 +906,21 @@ static npu_status write_info(npuE_profile *pr) {
   fprintf(f, ",\n  \"storage_limit_bytes\": %llu,\n  \"runs\": %llu,\n  \"plans\": %d,\n"
              "  \"iterations\": %llu,\n  \"trace_events\": %llu,\n"
              "  \"trace_events_dropped\": %llu,\n  \"plans_unprofiled_out_of_memory\": %d,\n"
-             "  \"truncated\": %s,\n  \"notes\": [",
+             "  \"runs_unprofiled_out_of_memory\": %llu,\n  \"truncated\": %s,\n  \"notes\": [",
           (unsigned long long)pr->storage_limit, (unsigned long long)pr->runs, pr->n_plans,
           (unsigned long long)iterations, (unsigned long long)pr->n_events,
-          (unsigned long long)pr->n_dropped, pr->n_nomem_plans, truncated(pr) ? "true" : "false");
+          (unsigned long long)pr->n_dropped, pr->n_nomem_plans,
+          (unsigned long long)pr->n_nomem_runs, truncated(pr) ? "true" : "false");
   const char *sep = "";
   if (pr->n_dropped) {
     fprintf(f, "\"storage_limit reached: %llu events left out of trace.json\"",
             (unsigned long long)pr->n_dropped);
     sep = ", ";
   }
-  if (pr->n_nomem_plans)
-    fprintf(f, "%s\"out of memory for the statistics of %d new plan(s): their runs are missing "
-               "from every file\"", sep, pr->n_nomem_plans);
+  if (pr->n_nomem_runs)
+    fprintf(f, "%s\"out of memory for the statistics of %d new plan(s): %llu of their runs are "
+               "missing from every file (a later run of such a plan tries again)\"", sep,
+            pr->n_nomem_plans, (unsigned long long)pr->n_nomem_runs);
   fputs("]\n}\n", f);
   return close_file(pr, f, "info.json");
 }

@@ -338,8 +338,7 @@ static npu_status build_tensor(importer *im, const char *node, int tf_dtype, con
   if (st) return st == NPU_ERR_NOMEM ? oom(im) : st;
   if (content) {
     if (content_len) memcpy(t->data, content, content_len);
-    if (dt == NPU_DTYPE_BOOL)
-      for (int64_t k = 0; k < numel; k++) ((uint8_t *)t->data)[k] = ((uint8_t *)t->data)[k] != 0;
+    npuT_canonical_bools(t);
   } else if (vals->n > 0) {
     for (int64_t k = 0; k < numel; k++) store_value(t, k, vals, k < vals->n ? k : vals->n - 1);
   }
@@ -1147,8 +1146,7 @@ static npu_status decode_weight(importer *im, const weight_group *wg, size_t *of
     if (dt == NPU_DTYPE_F32) ((float *)t->data)[k] = (float)v;
     else ((int32_t *)t->data)[k] = (int32_t)lround(v);
   }
-  if (qkind == 0 && dt == NPU_DTYPE_BOOL)
-    for (int64_t k = 0; k < numel; k++) ((uint8_t *)t->data)[k] = ((uint8_t *)t->data)[k] != 0;
+  if (qkind == 0) npuT_canonical_bools(t);
   npu_tensor_release(node->weight);
   node->weight = t;
   return NPU_OK;
