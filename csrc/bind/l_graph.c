@@ -245,6 +245,35 @@ static int l_graph_add_control(lua_State *L) {
   return 0;
 }
 
+/* g:region_begin() -> region id; g:region_end(id); g:region() -> the current one (0: top);
+   g:node_region(node).  The facade's npu.cond / npu.while_loop build their branches and
+   bodies between them (lua/npu/control.lua). */
+static int l_graph_region_begin(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  int region;
+  npu_status st = npu_graph_region_begin(g, &region);
+  if (st) return npuB_raise(L, "npu.Graph:region_begin", st);
+  lua_pushinteger(L, region);
+  return 1;
+}
+
+static int l_graph_region_end(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  npu_status st = npu_graph_region_end(g, (int)luaL_checkinteger(L, 2));
+  if (st) return npuB_raise(L, "npu.Graph:region_end", st);
+  return 0;
+}
+
+static int l_graph_region(lua_State *L) {
+  lua_pushinteger(L, npu_graph_region(npuB_check_graph(L, 1)));
+  return 1;
+}
+
+static int l_graph_node_region(lua_State *L) {
+  lua_pushinteger(L, npu_graph_node_region(npuB_check_graph(L, 1), (int)luaL_checkinteger(L, 2)));
+  return 1;
+}
+
 /* g:set_exec_config(node, options or nil): the node's graph-level options (the facade's
    npu.util.set_graph_exec_config builds the npu.Options). */
 static int l_graph_set_exec_config(lua_State *L) {
@@ -480,6 +509,10 @@ void npuB_open_graph(lua_State *L) {
       {"keep_dtype", l_graph_keep_dtype},
       {"keeps_dtype", l_graph_keeps_dtype},
       {"add_control", l_graph_add_control},
+      {"region_begin", l_graph_region_begin},
+      {"region_end", l_graph_region_end},
+      {"region", l_graph_region},
+      {"node_region", l_graph_node_region},
       {"set_exec_config", l_graph_set_exec_config},
       {"exec_config", l_graph_exec_config},
       {NULL, NULL}};

@@ -963,7 +963,9 @@ static npu_status fuse_eltwise(fuser *f) {
 
 npu_status npuP_fuse(npuP_build *b) {
   struct npuP_fusion_config *c = b->cfg->fusion;
-  if (!c || b->cfg->reference) return NPU_OK;
+  /* A plan with run-time shapes or control flow stays unfused: the patterns read fixed shapes
+     (docs/dynamic.md). */
+  if (!c || b->cfg->reference || b->plan->dynamic) return NPU_OK;
   npu_context *ctx = b->ctx;
   npuE_plan *p = b->plan;
   size_t nv = (size_t)(p->n_values ? p->n_values : 1);

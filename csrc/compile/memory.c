@@ -273,7 +273,7 @@ npu_status npuP_plan_memory(npuP_build *b) {
       for (int i = 0; i < st->n_out; i++) root[st->out[i]] = root[st->in[0]];
       continue;
     }
-    if (st->def->kind != NPUX_KIND_KERNEL) continue;
+    if (st->def->kind != NPUX_KIND_KERNEL || st->dynamic) continue; /* sized when it runs */
     bool exempt = *no_reuse && listed(no_reuse, b->graph->nodes[st->node].name, st->def);
     for (int i = 0; i < st->n_out; i++) {
       int v = st->out[i];

@@ -33,6 +33,15 @@ typedef struct npuP_build {
    values now describe them (dtypes included); sets step->scratch_size, grows p->scratch_size. */
 npu_status npuP_step_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
                              const npuG_node *node, bool reference);
+/* compile/plan.c, for the stages that lay out steps (control.c): a node's shape inference on
+   the plan's values, and the step running it (into *step, which the caller placed). */
+npu_status npuP_infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
+                           const npuG_node *node, npu_tensor **known);
+npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg, int id,
+                          const npuG_node *node, bool read, npuE_step *step);
+bool npuP_fully_known(const npuG_value *v);
+/* compile/control.c: the step of cond / while node `id`, its regions compiled into blocks. */
+npu_status npuP_emit_control(npuP_build *b, int id, npuE_step *step);
 npu_status npuP_fuse(npuP_build *b);
 npu_status npuP_assign_precision(npuP_build *b);
 npu_status npuP_select_impl(npuP_build *b);

@@ -34,18 +34,23 @@ bool npuP_matches(const npuE_plan *p, int n_feeds, const int *feeds,
   return true;
 }
 
+void npuP_steps_free(npu_context *ctx, npuE_step *steps, int n) {
+  for (int i = 0; i < n; i++) {
+    npuC_free(ctx, steps[i].in);
+    npuC_free(ctx, steps[i].owned_params);
+    npuC_free(ctx, steps[i].absorbed);
+    npuC_free(ctx, steps[i].widen);
+    npuP_control_free(ctx, steps[i].control);
+  }
+  npuC_free(ctx, steps);
+}
+
 void npuP_free(npu_context *ctx, npuE_plan *p) {
   if (!p) return;
   if (p->slots && p->owned)
     for (int v = 0; v < p->n_values; v++)
       if (p->owned[v]) npu_tensor_release(p->slots[v]);
-  for (int i = 0; i < p->n_steps; i++) {
-    npuC_free(ctx, p->steps[i].in);
-    npuC_free(ctx, p->steps[i].owned_params);
-    npuC_free(ctx, p->steps[i].absorbed);
-    npuC_free(ctx, p->steps[i].widen);
-  }
-  npuC_free(ctx, p->steps);
+  npuP_steps_free(ctx, p->steps, p->n_steps);
   npuC_free(ctx, p->folded);
   npuC_free(ctx, p->feeds);
   npuC_free(ctx, p->fetches);
@@ -58,6 +63,7 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
   npuC_free(ctx, p->owned);
   npuC_free(ctx, p->borrowed);
   npuC_free(ctx, p->scratch);
+  npuC_free(ctx, p->dyn_scratch);
   npuC_free(ctx, p->round_buf);
   npuC_free(ctx, p->in_buf);
   npuC_free(ctx, p->round_meta);
@@ -141,7 +147,7 @@ npu_status npuP_step_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
   return NPU_OK;
 }
 
-static bool fully_known(const npuG_value *v) {
+bool npuP_fully_known(const npuG_value *v) {
   if (v->ndim < 0) return false;
   for (int i = 0; i < v->ndim; i++)
     if (v->shape[i] < 0) return false;
@@ -150,7 +156,7 @@ static bool fully_known(const npuG_value *v) {
 
 /* Runs the op's shape inference with the concrete input shapes (and the inputs' values where
    they are known at compile time); stores the outputs' descriptors in p->values. */
-static npu_status infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
+npu_status npuP_infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
                              const npuG_node *node, npu_tensor **known) {
   const npu_op_def *def = npuX_op(node->op);
   npuG_value in_stack[16];
@@ -179,26 +185,13 @@ static npu_status infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
     npuC_free(ctx, (void *)const_in);
   }
   if (s) return s;
-  for (int i = 0; i < node->n_outputs; i++) {
-    int v = node->first_output + i;
-    if (def->infer) {
-      npuG_value nv = ic.out[i];
-      nv.node = node - g->nodes;
-      nv.index = i;
-      p->values[v] = nv;
-    }
-    if (!fully_known(&p->values[v])) {
-      char sh[96];
-      return npuC_error(ctx, NPU_ERR_SHAPE,
-                        "%s '%s': cannot determine the shape of output %d (%s) from the feeds%s",
-                        def->name, node->name, i,
-                        npuC_shape_str(sh, sizeof sh, p->values[v].ndim, p->values[v].shape),
-                        def->kind == NPUX_KIND_GET_NEXT
-                            ? " (a dataset's batches must all have one shape on the device: "
-                              "batch with drop_remainder=true)"
-                        : p->fold ? ""
-                                  : " (it may need constant folding: oo_constant_folding is off)");
-    }
+  /* An output whose shape is still not fully known (it depends on data, or on a shape only
+     a run gives) makes its step dynamic (npuP_emit_step): shaped when it runs. */
+  for (int i = 0; i < node->n_outputs && def->infer; i++) {
+    npuG_value nv = ic.out[i];
+    nv.node = node - g->nodes;
+    nv.index = i;
+    p->values[node->first_output + i] = nv;
   }
   return NPU_OK;
 }
@@ -206,9 +199,15 @@ static npu_status infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
 /* Constant folding: a kernel op whose inputs are all known is evaluated now (with
    oo_constant_folding on); an op whose value depends only on shapes (Shape) always is, since
    the shapes are concrete here.  Stateful and random ops never are. */
-static bool can_fold(const npuP_config *cfg, const npu_op_def *def, const npuG_node *node,
-                     npu_tensor **known) {
-  if (def->kind != NPUX_KIND_KERNEL || (def->flags & NPUX_F_NO_FOLD) || !def->run) return false;
+static bool can_fold(const npuP_config *cfg, const npuE_plan *p, const npu_op_def *def,
+                     const npuG_node *node, npu_tensor **known) {
+  if (def->kind != NPUX_KIND_KERNEL || (def->flags & (NPUX_F_NO_FOLD | NPUX_F_DATA_SHAPE)) ||
+      !def->run || node->region)
+    return false;
+  for (int i = 0; i < node->n_outputs; i++)
+    if (!npuP_fully_known(&p->values[node->first_output + i])) return false;
+  for (int i = 0; i < node->n_inputs; i++) /* a shape-only op needs its inputs' shapes */
+    if (!npuP_fully_known(&p->values[node->inputs[i]])) return false;
   if (def->flags & NPUX_F_SHAPE_ONLY) return true;
   if (!cfg->fold) return false;
   for (int i = 0; i < node->n_inputs; i++)
@@ -260,11 +259,10 @@ static npu_status fold_node(npu_context *ctx, npuE_plan *p, const npuG_node *nod
   return s;
 }
 
-/* Appends the step that runs node on the device. */
-static npu_status emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg, int id,
-                            const npuG_node *node, bool read) {
+/* Fills *step, the step that runs node on the device (in the plan's list or a nested block). */
+npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg, int id,
+                          const npuG_node *node, bool read, npuE_step *step) {
   const npu_op_def *def = npuX_op(node->op);
-  npuE_step *step = &p->steps[p->n_steps++];
   step->node = id;
   step->def = def;
   step->params = node->params.bytes;
@@ -277,14 +275,21 @@ static npu_status emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *c
   if (!step->in) return NPU_ERR_NOMEM;
   step->out = step->in + step->n_in;
   if (step->n_in) memcpy(step->in, node->inputs, (size_t)step->n_in * sizeof(int));
+  /* shapes known only at run time: the step sizes its outputs and scratch then */
+  step->dynamic = def->kind == NPUX_KIND_KERNEL &&
+                  ((def->flags & NPUX_F_DATA_SHAPE) || node->region);
+  for (int i = 0; i < step->n_in && def->kind == NPUX_KIND_KERNEL; i++)
+    step->dynamic |= !npuP_fully_known(&p->values[step->in[i]]);
   for (int i = 0; i < step->n_out; i++) {
     int v = node->first_output + i;
     step->out[i] = v;
+    if (def->kind == NPUX_KIND_KERNEL) step->dynamic |= !npuP_fully_known(&p->values[v]);
     if (def->kind == NPUX_KIND_VARIABLE || def->kind == NPUX_KIND_ASSIGN ||
-        def->kind == NPUX_KIND_IDENTITY)
+        def->kind == NPUX_KIND_IDENTITY || def->kind == NPUX_KIND_COND)
       p->borrowed[p->n_borrowed++] = v;
   }
-  if (def->kind == NPUX_KIND_KERNEL && def->scratch_size)
+  p->dynamic |= step->dynamic;
+  if (def->kind == NPUX_KIND_KERNEL && def->scratch_size && !step->dynamic)
     return npuP_step_scratch(ctx, p, step, node, cfg->reference);
   return NPU_OK;
 }
@@ -332,6 +337,13 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   for (int i = 0; i < n_targets; i++)
     if (targets[i] < 0 || targets[i] >= n_nodes)
       return npuC_error(ctx, NPU_ERR_ARG, "target %d is not a node of this graph", i + 1);
+  for (int i = 0; i < n_fetches + n_targets; i++) {
+    int node = i < n_fetches ? g->values[fetches[i]].node : targets[i - n_fetches];
+    if (g->nodes[node].region)
+      return npuC_error(ctx, NPU_ERR_ARG, "%s '%s' was built inside a cond branch or while "
+                        "loop: return it from there and fetch the result",
+                        i < n_fetches ? "fetch" : "target", g->nodes[node].name);
+  }
   for (int i = 0; i < n_feeds; i++) {
     npu_status s = check_feed(ctx, g, feeds[i], feed_tensors[i], cfg->any_feed_dims);
     if (s) return s;
@@ -398,7 +410,8 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
         need[g->values[node->inputs[i]].node] |= kind == NPUX_KIND_ASSIGN && i == 0 ? 1 : 3;
     for (int i = 0; i < node->n_controls; i++) need[node->controls[i]] |= 1;
     if (kind != NPUX_KIND_CONST && kind != NPUX_KIND_PLACEHOLDER) n_steps++;
-    if (kind == NPUX_KIND_VARIABLE || kind == NPUX_KIND_ASSIGN || kind == NPUX_KIND_IDENTITY)
+    if (kind == NPUX_KIND_VARIABLE || kind == NPUX_KIND_ASSIGN || kind == NPUX_KIND_IDENTITY ||
+        kind == NPUX_KIND_COND || kind == NPUX_KIND_LOOP_VAR)
       n_borrowed += node->n_outputs;
   }
 
@@ -434,6 +447,14 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     if (!need[id]) continue;
     const npuG_node *node = &g->nodes[id];
     const npu_op_def *def = npuX_op(node->op);
+    if (node->region) continue; /* compiled with the cond / while running it (control.c) */
+    if (def->kind == NPUX_KIND_COND || def->kind == NPUX_KIND_WHILE) {
+      npuP_build b = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .known = known, .need = need};
+      if ((s = npuP_emit_control(&b, id, &p->steps[p->n_steps]))) goto fail;
+      p->n_steps++;
+      p->dynamic = true;
+      continue;
+    }
     if (def->kind == NPUX_KIND_PLACEHOLDER) {
       if (!npuP_is_fed(n_feeds, feeds, node->first_output)) {
         char sh[96];
@@ -467,15 +488,15 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
       p->iterations = npuX_loop_iterations(node);
       continue;
     }
-    s = infer_node(ctx, g, p, node, known);
+    s = npuP_infer_node(ctx, g, p, node, known);
     if (s) goto fail;
-    if (can_fold(cfg, def, node, known)) {
+    if (can_fold(cfg, p, def, node, known)) {
       s = fold_node(ctx, p, node, known, reference);
       if (s) goto fail;
       p->folded[p->n_folded++] = id;
       continue;
     }
-    s = emit_step(ctx, p, cfg, id, node, (need[id] & 2) != 0);
+    s = npuP_emit_step(ctx, p, cfg, id, node, (need[id] & 2) != 0, &p->steps[p->n_steps++]);
     if (s) goto fail;
   }
   if (loop && (s = check_loop(ctx, p, cfg, loop))) goto fail;

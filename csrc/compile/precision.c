@@ -435,7 +435,9 @@ static npu_status reserve_values(npuP_build *b, int n) {
 
 static bool needs_pass(const npuP_build *b) {
   npuP_precision mode = (npuP_precision)b->cfg->precision;
-  if (b->cfg->reference || mode == NPUP_ORIGIN) return false;
+  /* Plans with run-time shapes or control flow compute in their graph dtypes: the reduced
+     storage and its casts are planned for fixed shapes (docs/dynamic.md). */
+  if (b->cfg->reference || mode == NPUP_ORIGIN || b->plan->dynamic) return false;
   if (mode == NPUP_FP32_TO_BF16) return b->cfg->mix && b->cfg->mix->n_rules > 0;
   return true;
 }

@@ -8,7 +8,7 @@
  * Invariants: every value a step reads is available before the step (fed, bound at compile
  * time, or written by an earlier step); each value is written by one step at most; every
  * fetch is available at the end; a kernel step's outputs have concrete shapes and a real
- * dtype; its scratch fits the plan's scratch; its inputs fit the executor's input array.
+ * dtype (but a dynamic step's, shaped when it runs); its scratch fits the plan's scratch; its inputs fit the executor's input array.
  */
 #include <stdio.h>
 #include <string.h>
@@ -60,7 +60,7 @@ npu_status npuP_verify(npuP_build *b, const char *after) {
         s = broken(b, after, k, "is out of range", v);
       } else if (state[v] == 2) {
         s = broken(b, after, k, "is written by two steps", v);
-      } else if (st->def->kind == NPUX_KIND_KERNEL) {
+      } else if (st->def->kind == NPUX_KIND_KERNEL && !st->dynamic) {
         const npuG_value *d = &p->values[v];
         bool ok = d->ndim >= 0 && (unsigned)d->dtype < NPU_DTYPE_COUNT;
         for (int j = 0; ok && j < d->ndim; j++) ok = d->shape[j] >= 0;

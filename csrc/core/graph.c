@@ -54,6 +54,7 @@ void npu_graph_release(npu_graph *g) {
   }
   npuC_free(ctx, g->nodes);
   npuC_free(ctx, g->values);
+  npuC_free(ctx, g->regions);
   npuC_free(ctx, g->name_slots);
   for (int i = 0; i < g->n_datasets; i++) g->dataset_release(g->datasets[i]);
   npuC_free(ctx, g->datasets);
@@ -131,6 +132,7 @@ npu_status npuG_append(npu_graph *g, npuG_node *node, const char *name, const ch
   int id = g->n_nodes;
   node->name = unique;
   node->first_output = g->n_values;
+  node->region = g->cur_region;
   g->nodes[id] = *node;
   for (int i = 0; i < node->n_outputs; i++) {
     npuG_value v = outputs[i];
@@ -156,6 +158,43 @@ void npuG_truncate(npu_graph *g, int n_nodes) {
   g->n_nodes = n_nodes;
   memset(g->name_slots, 0, (size_t)g->n_name_slots * sizeof *g->name_slots);
   for (int i = 0; i < g->n_nodes; i++) index_name(g, i);
+}
+
+bool npuG_region_within(const npu_graph *g, int inner, int outer) {
+  while (inner != outer && inner > 0 && inner <= g->n_regions) inner = g->regions[inner - 1].parent;
+  return inner == outer;
+}
+
+npu_status npu_graph_region_begin(npu_graph *g, int *region) {
+  if (region) *region = -1;
+  if (!g || !region) return NPU_ERR_ARG;
+  if (g->n_regions == g->cap_regions) {
+    int cap = g->cap_regions ? 2 * g->cap_regions : 8;
+    npuG_region *r = npuC_realloc(g->ctx, g->regions, (size_t)cap * sizeof *r);
+    if (!r) return NPU_ERR_NOMEM;
+    g->regions = r;
+    g->cap_regions = cap;
+  }
+  g->regions[g->n_regions++] = (npuG_region){.parent = g->cur_region, .owner = -1, .open = true};
+  *region = g->cur_region = g->n_regions;
+  return NPU_OK;
+}
+
+npu_status npu_graph_region_end(npu_graph *g, int region) {
+  if (!g) return NPU_ERR_ARG;
+  if (region <= 0 || region != g->cur_region)
+    return npuC_error(g->ctx, NPU_ERR_STATE,
+                      "npu_graph_region_end: region %d is not the one being built (%d): regions "
+                      "close in the reverse order they opened", region, g->cur_region);
+  g->regions[region - 1].open = false;
+  g->cur_region = g->regions[region - 1].parent;
+  return NPU_OK;
+}
+
+int npu_graph_region(const npu_graph *g) { return g ? g->cur_region : -1; }
+
+int npu_graph_node_region(const npu_graph *g, int node) {
+  return node >= 0 && node < g->n_nodes ? g->nodes[node].region : -1;
 }
 
 const npuG_attr *npuG_attr_find(const npuG_node *node, const char *name) {

@@ -172,7 +172,19 @@ typedef struct npuG_node {
   npuG_attr *attrs;
   npuG_params params;
   bool keep_dtype; /* npu_graph_keep_dtype: precision modes leave the node in its graph dtypes */
+  int region;      /* the region the node was built in (0: the graph's top level) */
 } npuG_node;
+
+/* Regions hold the nodes of a cond branch or a while loop's condition and body, built between
+   npu_graph_region_begin and _end; the control node that runs them (op cond / while) names
+   them in its attributes and is built after, in the parent region.  A node may read values of
+   its own region and of the regions around it, never of one nested inside (except the control
+   node, reading its regions' results) or of a sibling.  Ids start at 1; regions[id - 1]. */
+typedef struct npuG_region {
+  int parent; /* 0 = top level */
+  int owner;  /* the control node running it, -1 until it is built */
+  bool open;  /* between _begin and _end */
+} npuG_region;
 
 /* Node ids are a topological order: inputs and control dependencies always name earlier
    nodes.  Importers sort before adding. */
@@ -197,7 +209,13 @@ struct npu_graph {
      configs are stale with one comparison per run. */
   int n_exec_configs;
   unsigned exec_config_epoch;
+  npuG_region *regions;
+  int n_regions, cap_regions;
+  int cur_region; /* where npuG_append puts new nodes */
 };
+
+/* Whether region `inner` is `outer` or nested in it (any depth). */
+bool npuG_region_within(const npu_graph *g, int inner, int outer);
 
 int npuG_find_node(const npu_graph *g, const char *name);
 /* Appends a node whose fields (except name, which is copied and uniquified) were prepared by

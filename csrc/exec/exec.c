@@ -126,15 +126,179 @@ static npu_status observe(npuE_state *st, const npuE_plan *p, npuE_event e, int 
   return s;
 }
 
-npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,
-                    npu_tensor **fetch_out) {
+/* ---- dynamic steps: shapes known only when the step runs ---------------------------------- */
+
+/* Slot v: a buffer of its own of exactly this dtype and shape that nobody else holds (kept
+   from the last run when it fits, so a loop whose shapes settle allocates nothing more). */
+static npu_status size_slot(npu_context *ctx, npuE_plan *p, int v, npu_dtype dtype, int ndim,
+                            const int64_t *shape) {
+  npu_tensor *t = p->slots[v];
+  if (t && p->owned[v] && atomic_load(&t->refcount) == 1 && t->dtype == dtype && !t->base &&
+      npuT_same_shape(t->ndim, t->shape, ndim, shape))
+    return NPU_OK;
+  if (p->owned[v]) npu_tensor_release(t);
+  p->slots[v] = NULL;
+  p->owned[v] = 0;
+  npu_status s = npu_tensor_new(ctx, dtype, ndim, shape, &p->slots[v]);
+  if (!s) p->owned[v] = 1;
+  return s;
+}
+
+typedef struct dyn_call {
+  npuE_plan *p;
+  const npuE_step *step;
+  npu_tensor **out;      /* the call's output array */
+  npu_dtype dtype[NPUX_MAX_OUTPUTS];
+} dyn_call;
+
+/* npuX_output for NPUX_F_DATA_SHAPE ops. */
+static npu_status resize_output(const npuX_call *c, int i, int ndim, const int64_t *shape) {
+  dyn_call *d = c->exec;
+  npu_status s = npuT_check_shape(c->ctx, c->node->name, ndim, shape);
+  if (!s) s = size_slot(c->ctx, d->p, d->step->out[i], d->dtype[i], ndim, shape);
+  if (!s) d->out[i] = d->p->slots[d->step->out[i]];
+  return s;
+}
+
+static bool concrete(const npuG_value *v) {
+  if (v->ndim < 0) return false;
+  for (int i = 0; i < v->ndim; i++)
+    if (v->shape[i] < 0) return false;
+  return true;
+}
+
+/* Runs the op's shape inference on the tensors the step gets (their values known, so shapes
+   read from data — a reshape's computed shape — work too), sizes the outputs, then runs the
+   kernel with scratch sized for these shapes. */
+static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *step,
+                              const npuG_node *node, const npuK_pool *pool, int n_threads) {
   npu_context *ctx = st->ctx;
-  const npu_graph *g = st->graph;
-  npu_status s = NPU_OK;
+  const npu_op_def *def = step->def;
+  const void *params = npuE_step_params(step, node);
+  npu_tensor **in = p->in_buf;
+  npuG_value desc_stack[16];
+  npuG_value *desc = step->n_in > 16 ? npuC_alloc(ctx, (size_t)step->n_in * sizeof *desc)
+                                     : desc_stack;
+  if (!desc) return NPU_ERR_NOMEM;
+  for (int i = 0; i < step->n_in; i++) {
+    const npu_tensor *t = in[i] = p->slots[step->in[i]];
+    desc[i] = (npuG_value){.node = -1, .dtype = t->dtype, .ndim = t->ndim};
+    memcpy(desc[i].shape, t->shape, sizeof t->shape);
+  }
+  npuX_infer ic = {.ctx = ctx, .graph = st->graph, .node = node, .op_name = def->name,
+                   .n_inputs = step->n_in, .in = desc,
+                   .const_in = (const npu_tensor *const *)in, .n_outputs = step->n_out};
+  npu_status s = def->infer ? def->infer(&ic, params) : NPU_OK;
+  if (desc != desc_stack) npuC_free(ctx, desc);
+  if (s) return s;
+  npu_tensor *out[NPUX_MAX_OUTPUTS];
+  dyn_call d = {.p = p, .step = step, .out = out};
+  bool data_shape = (def->flags & NPUX_F_DATA_SHAPE) != 0;
+  npu_tensor meta[NPUX_MAX_OUTPUTS];
+  for (int i = 0; i < step->n_out && !s; i++) {
+    const npuG_value *o = &ic.out[i];
+    d.dtype[i] = o->dtype;
+    if (concrete(o)) {
+      s = size_slot(ctx, p, step->out[i], o->dtype, o->ndim, o->shape);
+      out[i] = p->slots[step->out[i]];
+    } else if (data_shape) { /* sized by the kernel (npuX_output); until then a stand-in */
+      meta[i] = (npu_tensor){.dtype = o->dtype, .ndim = o->ndim < 0 ? 0 : o->ndim};
+      memcpy(meta[i].shape, o->shape, sizeof o->shape);
+      out[i] = &meta[i];
+    } else {
+      char sh[96];
+      s = npuC_error(ctx, NPU_ERR_SHAPE, "%s '%s': cannot determine the shape of output %d "
+                     "(%s) from its inputs", def->name, node->name, i,
+                     npuC_shape_str(sh, sizeof sh, o->ndim, o->shape));
+    }
+  }
+  if (s) return s;
+  npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
+                    .params = params, .n_inputs = step->n_in, .in = in,
+                    .n_outputs = step->n_out, .out = out, .step = st->n_iterations,
+                    .impl = step->impl, .resize = data_shape ? resize_output : NULL, .exec = &d};
+  if (def->scratch_size) {
+    size_t bytes = def->scratch_size(&call);
+    if (bytes > p->dyn_scratch_size) {
+      npuC_free(ctx, p->dyn_scratch);
+      p->dyn_scratch_size = 0;
+      if (!(p->dyn_scratch = npuC_alloc(ctx, bytes))) return NPU_ERR_NOMEM;
+      p->dyn_scratch_size = bytes;
+    }
+    call.scratch = p->dyn_scratch;
+  }
+  npu_status (*fn)(const npuX_call *) = p->reference && def->run_ref ? def->run_ref : def->run;
+  if (!fn) return npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", def->name, node->name);
+  s = fn(&call);
+  for (int i = 0; !s && data_shape && i < step->n_out; i++)
+    if (out[i] == &meta[i])
+      s = npuC_error(ctx, NPU_ERR_INTERNAL, "%s '%s': output %d was never sized", def->name,
+                     node->name, i);
+  return s;
+}
+
+npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step, int k) {
+  npu_context *ctx = st->ctx;
+  const npuG_node *node = &st->graph->nodes[step->node];
   const npuK_pool *pool = p->reference ? NULL : npuC_kernel_pool(ctx);
   /* Scratch was sized for p->n_threads slots: never hand a kernel more. */
   int n_threads = p->reference ? 1 : npu_context_n_threads(ctx);
   if (n_threads > p->n_threads) n_threads = p->n_threads;
+  npu_status s = NPU_OK;
+  switch (step->def->kind) {
+  case NPUX_KIND_VARIABLE: {
+    npu_tensor *var = step->node < st->n_variables ? st->variables[step->node] : NULL;
+    if (!var && step->reads_variable)
+      s = npuC_error(ctx, NPU_ERR_STATE,
+                     "variable '%s' is not initialised: run the initializer "
+                     "(g:global_variables_initializer()) or an assign to it first",
+                     node->name);
+    p->slots[step->out[0]] = var;
+    break;
+  }
+  case NPUX_KIND_ASSIGN: s = run_assign(st, p, step); break;
+  case NPUX_KIND_IDENTITY: p->slots[step->out[0]] = p->slots[step->in[0]]; break;
+  case NPUX_KIND_NO_OP: break;
+  case NPUX_KIND_GET_NEXT: s = run_get_next(st, p, step, node); break;
+  case NPUX_KIND_COND:
+  case NPUX_KIND_WHILE: s = npuE_run_control(st, p, step); break;
+  default: {
+    if (step->dynamic) {
+      s = run_dynamic(st, p, step, node, pool, n_threads);
+      if (s && k >= 0) npuE_exception_dump(st, p, k, s);
+      break;
+    }
+    npu_tensor *out_stack[NPUX_MAX_OUTPUTS];
+    npu_tensor **in = p->in_buf; /* sized at compile for the widest step: no allocation */
+    for (int i = 0; i < step->n_in; i++) in[i] = p->slots[step->in[i]];
+    for (int i = 0; i < step->n_out && !s; i++) {
+      s = prepare_output(ctx, p, step->out[i]);
+      out_stack[i] = p->slots[step->out[i]];
+    }
+    if (!s && step->widen) widen_operands(pool, p, step, in, out_stack);
+    if (!s) {
+      npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
+                        .params = npuE_step_params(step, node), .n_inputs = step->n_in,
+                        .in = in, .n_outputs = step->n_out, .out = out_stack,
+                        .scratch = step->scratch_at ? step->scratch_at : p->scratch,
+                        .step = st->n_iterations, .impl = step->impl};
+      npu_status (*fn)(const npuX_call *) =
+          p->reference && step->def->run_ref ? step->def->run_ref : step->def->run;
+      s = fn ? fn(&call)
+             : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
+                          node->name);
+      if (s && fn && k >= 0) npuE_exception_dump(st, p, k, s); /* exec/exception_dump.c */
+      if (!s && step->widen) narrow_outputs(pool, p, step, out_stack);
+    }
+    break;
+  }
+  }
+  return s;
+}
+
+npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,
+                    npu_tensor **fetch_out) {
+  npu_status s = NPU_OK;
   for (int i = 0; i < p->n_feeds; i++) p->slots[p->feeds[i]] = feed_tensors[i];
 
   bool observed = st->dump || st->profile;
@@ -143,50 +307,8 @@ npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensor
 again:
   if (observed && !s) s = observe(st, p, NPUE_ITER_BEGIN, -1);
   for (int k = 0; k < p->n_steps && !s; k++) {
-    const npuE_step *step = &p->steps[k];
-    const npuG_node *node = &g->nodes[step->node];
     if (observed && (s = observe(st, p, NPUE_STEP_BEGIN, k))) break;
-    switch (step->def->kind) {
-    case NPUX_KIND_VARIABLE: {
-      npu_tensor *var = step->node < st->n_variables ? st->variables[step->node] : NULL;
-      if (!var && step->reads_variable)
-        s = npuC_error(ctx, NPU_ERR_STATE,
-                       "variable '%s' is not initialised: run the initializer "
-                       "(g:global_variables_initializer()) or an assign to it first",
-                       node->name);
-      p->slots[step->out[0]] = var;
-      break;
-    }
-    case NPUX_KIND_ASSIGN: s = run_assign(st, p, step); break;
-    case NPUX_KIND_IDENTITY: p->slots[step->out[0]] = p->slots[step->in[0]]; break;
-    case NPUX_KIND_NO_OP: break;
-    case NPUX_KIND_GET_NEXT: s = run_get_next(st, p, step, node); break;
-    default: {
-      npu_tensor *out_stack[NPUX_MAX_OUTPUTS];
-      npu_tensor **in = p->in_buf; /* sized at compile for the widest step: no allocation */
-      for (int i = 0; i < step->n_in; i++) in[i] = p->slots[step->in[i]];
-      for (int i = 0; i < step->n_out && !s; i++) {
-        s = prepare_output(ctx, p, step->out[i]);
-        out_stack[i] = p->slots[step->out[i]];
-      }
-      if (!s && step->widen) widen_operands(pool, p, step, in, out_stack);
-      if (!s) {
-        npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
-                          .params = npuE_step_params(step, node), .n_inputs = step->n_in,
-                          .in = in, .n_outputs = step->n_out, .out = out_stack,
-                          .scratch = step->scratch_at ? step->scratch_at : p->scratch,
-                          .step = st->n_iterations, .impl = step->impl};
-        npu_status (*fn)(const npuX_call *) =
-            p->reference && step->def->run_ref ? step->def->run_ref : step->def->run;
-        s = fn ? fn(&call)
-               : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
-                            node->name);
-        if (s && fn) npuE_exception_dump(st, p, k, s); /* exec/exception_dump.c */
-        if (!s && step->widen) narrow_outputs(pool, p, step, out_stack);
-      }
-      break;
-    }
-    }
+    s = npuE_run_step(st, p, &p->steps[k], k);
     if (observed && !s) s = observe(st, p, NPUE_STEP_END, k);
   }
   if (observed && !s) s = observe(st, p, NPUE_ITER_END, -1);

@@ -15,6 +15,8 @@
 #include "exec/dataset.h"
 #include "ops/ops.h"
 
+struct npuE_control; /* a cond or while step's program (compile/control.c) */
+
 typedef struct npuE_step {
   int node;
   const npu_op_def *def;
@@ -44,7 +46,36 @@ typedef struct npuE_step {
   /* Implementation mode (compile/implmode.c): 0 high_precision, 1 high_performance (npuX_call
      .impl); always 0 on the reference path. */
   uint8_t impl;
+  /* Shapes known only when the step runs (an input or output whose shape the compile could
+     not fix, or an NPUX_F_DATA_SHAPE op): the executor infers the outputs' shapes from the
+     actual inputs, gives them buffers of their own and sizes the scratch then. */
+  bool dynamic;
+  struct npuE_control *control; /* cond / while steps: their blocks (owned), else NULL */
 } npuE_step;
+
+/* A list of steps run in order: a plan's own, or a cond branch's, a while loop's condition or
+   body (nested in a control step). */
+typedef struct npuE_block {
+  int n_steps;
+  npuE_step *steps;
+} npuE_block;
+
+/* The program of a control step (compile/control.c).  Nested steps share the plan's value
+   slots (a branch reads outer values directly, by their ids); only the top-level steps see the
+   passes, so nested values own their buffers and compute in their graph dtypes.
+     cond:  in = {pred, captured outer values}; block[0] then, block[1] else; out[i] = the
+            taken branch's result[b][i] (borrowed, like an identity).
+     while: in = {initial values, captured outer values}; block[0] computes the condition
+            (result[0][0], a bool scalar) from the loop variables args[], block[1] the body's
+            results (result[1][]); the loop holds each variable's current tensor in held[]. */
+typedef struct npuE_control {
+  npuE_block block[2];
+  int n_results;      /* per branch (cond), loop variables (while) */
+  int *result[2];     /* value ids (owned) */
+  int *args;          /* while: the loop_var values, n_results of them (owned) */
+  int64_t max_iterations; /* while: maximum_iterations, -1 = no bound */
+  npu_tensor **held;  /* while: the variables' tensors between iterations (owned refs) */
+} npuE_control;
 
 /* Memory planning (compile/memory.c): the outputs of kernel steps that nothing reads after
    the run share one arena, placed by their lifetimes within one iteration. */
@@ -86,6 +117,10 @@ typedef struct npuE_plan {
   int n_borrowed;
   void *scratch;
   size_t scratch_size;
+  void *dyn_scratch;    /* dynamic steps' scratch, grown when a run needs more */
+  size_t dyn_scratch_size;
+  bool dynamic;         /* some step is dynamic or a control step: the passes that need fixed
+                           shapes (fusion, precision) leave the plan as it is */
   float *round_buf;     /* float32 copies of a step's widened operands (npuE_step.widen) */
   size_t round_size;
   npu_tensor *round_meta; /* stand-ins describing them, one per widened operand */
@@ -195,6 +230,15 @@ npu_status npuP_weights_new(npu_context *ctx, const npu_options *o, int session_
                             npuP_weights **out);
 npu_status npuP_weights_externalize(npuP_weights *w, npu_graph *g, npuE_plan *p);
 void npuP_weights_free(npu_context *ctx, npuP_weights *w);
+
+/* compile/control.c: frees a control step's program. */
+void npuP_control_free(npu_context *ctx, npuE_control *c);
+void npuP_steps_free(npu_context *ctx, npuE_step *steps, int n);
+
+/* exec/exec.c: runs one step of plan p (a top-level one, index k, or a nested one, k = -1). */
+npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step, int k);
+/* exec/control.c: a cond or while step. */
+npu_status npuE_run_control(npuE_state *st, npuE_plan *p, const npuE_step *step);
 
 /* exec/exec.c: runs the plan; fetch_out[i] receives new references. */
 npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,

@@ -303,6 +303,18 @@ NPU_API npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *na
                                     const npu_attr *attrs, int *node_out);
 /* Makes `node` run after `dep` (a control dependency, TensorFlow's ^dep). */
 NPU_API npu_status npu_graph_add_control(npu_graph *g, int node, int dep);
+/* Control flow: the nodes of a cond branch, or of a while loop's condition and body, are built
+   inside a region.  _begin opens a region nested in the current one (*region its id, > 0) and
+   makes it current: nodes added until the matching _end belong to it.  They may read values
+   of their own region and of the regions around it (a branch reads outer tensors directly).
+   The cond / while node that runs the region is added after _end, in the parent region, with
+   the region ids as attributes (docs/dynamic.md).  NPU_ERR_STATE when `region` is not the
+   current one; NPU_ERR_NOMEM.  npu_graph_region: the current region (0: top level);
+   npu_graph_node_region: the node's, -1 for no such node. */
+NPU_API npu_status npu_graph_region_begin(npu_graph *g, int *region);
+NPU_API npu_status npu_graph_region_end(npu_graph *g, int region);
+NPU_API int npu_graph_region(const npu_graph *g);
+NPU_API int npu_graph_node_region(const npu_graph *g, int node);
 
 /* Graph-level options (set_graph_exec_config, 002 §7.3; ExperimentalConfig, 004): node carries
    the options set in overlay (those set by a setter; NULL clears), replacing what it carried.

@@ -7,6 +7,13 @@
 
 #include "ops/ops.h"
 
+npu_status npuX_output(const npuX_call *c, int i, int ndim, const int64_t *shape) {
+  if (!c->resize || i < 0 || i >= c->n_outputs)
+    return npuC_error(c->ctx, NPU_ERR_INTERNAL, "'%s': output %d cannot be sized at run time",
+                      c->node ? c->node->name : "?", i);
+  return c->resize(c, i, ndim, shape);
+}
+
 npu_status npuX_error(npuX_infer *ic, npu_status st, const char *fmt, ...) {
   char msg[NPU_ERRMSG_SIZE];
   va_list ap;

@@ -123,6 +123,17 @@ npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *name, int 
     if (inputs[i] < 0 || inputs[i] >= g->n_values)
       return npuC_error(ctx, NPU_ERR_ARG, "%s: input %d is not a value of this graph",
                         def->name, i + 1);
+  /* A value built inside a region (a cond branch, a loop) is not visible outside it; the
+     control node's own inputs are checked by its infer (they include its regions' results). */
+  bool control = def->kind == NPUX_KIND_COND || def->kind == NPUX_KIND_WHILE;
+  for (int i = 0; i < n_inputs && !control; i++) {
+    const npuG_node *src = &g->nodes[g->values[inputs[i]].node];
+    if (!npuG_region_within(g, g->cur_region, src->region))
+      return npuC_error(ctx, NPU_ERR_ARG,
+                        "%s: input %d ('%s') was built inside a %s and is not visible here: "
+                        "return it from the branch or loop body instead", def->name, i + 1,
+                        src->name, "cond branch or while loop");
+  }
 
   npuG_node node = {.op = id, .n_inputs = n_inputs, .n_attrs = n_attrs};
   npu_status st = copy_attrs(ctx, n_attrs, attrs, &node.attrs);
@@ -157,7 +168,8 @@ npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *name, int 
     const_in[i] = v && v->type == NPU_ATTR_TENSOR ? v->u.tensor : NULL;
   }
   npuX_infer ic = {.ctx = ctx, .graph = g, .node = &node, .op_name = def->name, .n_inputs = n_inputs,
-                   .in = in, .const_in = const_in, .n_outputs = def->n_outputs};
+                   .in = in, .const_in = const_in, .n_outputs = def->n_outputs,
+                   .building = true};
   /* Messages during parse/infer name the node by the name it will most likely get. */
   node.name = (char *)(name ? name : def->tf_type);
   if (def->parse) st = def->parse(&ic, node.params.bytes);
@@ -175,6 +187,13 @@ npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *name, int 
     npuC_free(ctx, (void *)const_in);
   }
   *node_out = g->n_nodes - 1;
+  if (def->kind == NPUX_KIND_COND) { /* its regions now belong to it */
+    int t, e;
+    npuX_cond_regions(&g->nodes[*node_out], &t, &e);
+    g->regions[t - 1].owner = g->regions[e - 1].owner = *node_out;
+  } else if (def->kind == NPUX_KIND_WHILE) {
+    g->regions[npuX_while_region(&g->nodes[*node_out]) - 1].owner = *node_out;
+  }
   return NPU_OK;
 fail:
   if (in != in_stack) {

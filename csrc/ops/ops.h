@@ -33,7 +33,10 @@ typedef enum npuX_kind {
   NPUX_KIND_IDENTITY,    /* output = input 0, no copy */
   NPUX_KIND_NO_OP,       /* no outputs: groups control dependencies */
   NPUX_KIND_LOOP,        /* runs its control dependencies `iterations` times per run */
-  NPUX_KIND_GET_NEXT     /* outputs = the next element of a dataset's iterator */
+  NPUX_KIND_GET_NEXT,    /* outputs = the next element of a dataset's iterator */
+  NPUX_KIND_COND,        /* runs one of two regions (graph.c) by a bool scalar: op_cond.c */
+  NPUX_KIND_WHILE,       /* runs a region while its condition holds: op_while.c */
+  NPUX_KIND_LOOP_VAR     /* inside a while region: a loop variable's current value */
 } npuX_kind;
 
 typedef struct npuX_infer {
@@ -46,9 +49,12 @@ typedef struct npuX_infer {
   const npu_tensor *const *const_in; /* inputs' values when known before running, else NULL */
   int n_outputs;              /* set by parse/infer when the op's count is variable */
   npuG_value out[NPUX_MAX_OUTPUTS];
+  bool building;              /* npu_graph_add_op (the node is new, in graph->cur_region); false
+                                 when a compile or a run infers again */
 } npuX_infer;
 
-typedef struct npuX_call {
+typedef struct npuX_call npuX_call;
+struct npuX_call {
   npu_context *ctx;
   const npuK_pool *pool; /* NULL = serial */
   int n_threads;         /* the pool's thread count, for scratch slots */
@@ -62,7 +68,11 @@ typedef struct npuX_call {
   uint64_t step;          /* iterations the session ran before this one (random ops' draw) */
   int impl;               /* implementation mode (compile/implmode.c): 0 high_precision, 1
                              high_performance (the float32 kernels of kernels/kfast.h) */
-} npuX_call;
+  /* Ops flagged NPUX_F_DATA_SHAPE size their outputs through npuX_output, which calls this
+     (the executor's; NULL where no output may be resized). */
+  npu_status (*resize)(const npuX_call *c, int i, int ndim, const int64_t *shape);
+  void *exec; /* the executor's state for resize */
+};
 
 struct npuX_grad; /* the gradient builder's context: ops/grad.h */
 
@@ -81,7 +91,12 @@ enum {
                                   as stored (float16 / bfloat16), widening and narrowing a block
                                   at a time in its scratch (convolution, matmul): the executor
                                   widens only the other reduced operands (weights, bias), and
-                                  the op's scratch_size sees the stored dtypes (precision.c) */
+                                  the op's scratch_size sees the stored dtypes (precision.c) */,
+  NPUX_F_DATA_SHAPE = 1u << 5  /* some output dims depend on the input DATA (where, unique,
+                                  non-max suppression): infer leaves them -1 even when every
+                                  input is known, the value is sized when the step runs (its
+                                  buffer allocated then), and run sizes each output with
+                                  npuX_output before writing it.  Never folded. */
 };
 
 /* float16 or bfloat16: a value the precision pass stores at half size. */
@@ -135,6 +150,19 @@ enum {
 const npu_op_def *npuX_op(int id);
 /* The iteration count of a loop node (op_loop.c). */
 int64_t npuX_loop_iterations(const npuG_node *node);
+/* loop_var (op_loop_var.c): the variable's position, whether a shape invariant was given. */
+int npuX_loop_var_index(const npuG_node *node);
+bool npuX_loop_var_has_shape(const npuG_node *node);
+/* cond / while (op_cond.c, op_while.c): region ids; a while's maximum_iterations (-1: none). */
+void npuX_cond_regions(const npuG_node *node, int *then_region, int *else_region);
+int npuX_while_region(const npuG_node *node);
+int64_t npuX_while_max_iterations(const npuG_node *node);
+/* Build-time checks of control nodes (op_cond.c): region (attribute attr) can be run by the
+   node being built; input i, a result of region, is visible inside it (what names it). */
+npu_status npuX_check_region(npuX_infer *ic, const char *attr, int64_t region);
+npu_status npuX_check_result(npuX_infer *ic, int i, int64_t region, const char *what);
+/* The loop_var node of `region` with index i, -1 when there is none (op_while.c). */
+int npuX_find_loop_var(const npu_graph *g, int region, int before, int i);
 /* The dataset id (npu_graph_dataset) of an iterator_get_next node (op_iterator_get_next.c). */
 int npuX_get_next_dataset(const npuG_node *node);
 /* Op id by table name or TensorFlow type; -1 when unknown. */
@@ -154,6 +182,10 @@ npu_status npuX_attr_dtype(npuX_infer *ic, const char *name, npu_dtype *v);
 npu_status npuX_attr_ints(npuX_infer *ic, const char *name, int64_t *v, int max, int *n);
 const npu_tensor *npuX_attr_tensor(npuX_infer *ic, const char *name);
 
+/* NPUX_F_DATA_SHAPE ops: gives output i of the running call shape (ndim, shape) (dtype as
+   inferred); c->out[i] then describes a buffer of that shape.  NPU_ERR_NOMEM; NPU_ERR_INTERNAL
+   when the caller cannot resize (an op without the flag). */
+npu_status npuX_output(const npuX_call *c, int i, int ndim, const int64_t *shape);
 /* Error about this node: "<op> '<node>': <message>". */
 npu_status npuX_error(npuX_infer *ic, npu_status st, const char *fmt, ...) NPU_PRINTF(3, 4);
 /* Output 0 = dtype and shape of input i. */

@@ -227,7 +227,8 @@ local function make_op(def)
   end
 end
 
-local skip = { placeholder = true, const = true, variable = true }
+local skip = { placeholder = true, const = true, variable = true, cond = true, ["while"] = true,
+  loop_var = true, tensor_array_write = true }
 for name, def in pairs(ops) do
   if not skip[name] then
     local fn = make_op(def)
@@ -403,6 +404,9 @@ end
 npu.train = require("npu.train")
 npu.gradients = npu.train.gradients
 require("npu.nn_extra").install(npu)
+
+-- Control flow: cond, case, while_loop, map_fn, TensorArray (lua/npu/control.lua)
+require("npu.control").install(npu)
 
 -- Datasets and checkpoints (lua/npu/data.lua, lua/npu/saver.lua)
 npu.data = require("npu.data")

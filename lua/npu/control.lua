@@ -1,0 +1,448 @@
+-- npu.control — control flow with TensorFlow's names: npu.cond, npu.case, npu.while_loop,
+-- npu.map_fn and npu.TensorArray.
+--
+-- A branch or loop body is a Lua function called once, while the graph is built: the ops it
+-- creates go into a region of the graph (g:region_begin/_end), which the cond or while node
+-- runs on the device — only the taken branch, as many iterations as the condition allows.
+-- Functions read outer tensors directly (no explicit capture).  Results may be nested tables
+-- of tensors (lists, or tables with string keys, taken in sorted key order as TensorFlow sorts
+-- dict keys); numbers and npu.Tensors among them become constants.  docs/dynamic.md.
+local core = require("npu.core")
+
+local M = {}
+
+local Output_mt = core.Output_mt
+local function is_output(v) return getmetatable(v) == Output_mt end
+local function is_tensor(v) return getmetatable(v) == core.Tensor_mt end
+
+-- Structures -----------------------------------------------------------------------------
+
+local function is_leaf(v)
+  return is_output(v) or is_tensor(v) or type(v) == "number" or type(v) == "boolean"
+end
+
+-- Flattens v into leaves (appended to out); returns its shape: true for a leaf, else
+-- {keys = {...}, parts = {...}}.  `what` names v in errors.
+local function flatten(v, out, what)
+  if is_leaf(v) then
+    out[#out + 1] = v
+    return true
+  end
+  if type(v) ~= "table" or getmetatable(v) ~= nil and not getmetatable(v).__is_tensor_array then
+    error(("%s: expected tensors, numbers or tables of them, got a %s"):format(what, type(v)), 3)
+  end
+  if getmetatable(v) and getmetatable(v).__is_tensor_array then
+    out[#out + 1] = v
+    return "ta"
+  end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b)
+    if type(a) == type(b) then return a < b end
+    return type(a) == "number"
+  end)
+  local parts = {}
+  for i, k in ipairs(keys) do parts[i] = flatten(v[k], out, what) end
+  return { keys = keys, parts = parts }
+end
+
+local function same_structure(a, b)
+  if a == true or b == true or a == "ta" or b == "ta" then return a == b end
+  if #a.keys ~= #b.keys then return false end
+  for i, k in ipairs(a.keys) do
+    if b.keys[i] ~= k or not same_structure(a.parts[i], b.parts[i]) then return false end
+  end
+  return true
+end
+
+local function describe(s)
+  if s == true then return "tensor" end
+  if s == "ta" then return "TensorArray" end
+  local items = {}
+  for i, k in ipairs(s.keys) do items[i] = tostring(k) .. "=" .. describe(s.parts[i]) end
+  return "{" .. table.concat(items, ", ") .. "}"
+end
+
+-- Rebuilds a structure from leaves (consumed from pos[1] on).
+local function unflatten(s, leaves, pos)
+  if s == true or s == "ta" then
+    pos[1] = pos[1] + 1
+    return leaves[pos[1] - 1]
+  end
+  local t = {}
+  for i, k in ipairs(s.keys) do t[k] = unflatten(s.parts[i], leaves, pos) end
+  return t
+end
+
+local function default_dtype(v)
+  if type(v) == "boolean" then return "bool" end
+  if math.type(v) == "integer" then return "int32" end
+  return "float32"
+end
+
+-- Any leaf as an Output of g (constants in the current region).
+local function as_output(npu, g, v)
+  if is_output(v) then return v end
+  if is_tensor(v) then return g:const(v) end
+  return g:const(core.tensor(v, default_dtype(v)))
+end
+
+local function graph_of(npu, ...)
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if is_output(v) then return v:graph() end
+    if type(v) == "table" and not is_tensor(v) then
+      local leaves = {}
+      pcall(flatten, v, leaves, "")
+      for _, l in ipairs(leaves) do
+        if is_output(l) then return l:graph() end
+        if type(l) == "table" and l.flow then return l.flow:graph() end
+      end
+    end
+  end
+  return npu.get_default_graph()
+end
+
+-- Calls fn(...) inside a new region of g (g the default graph meanwhile); returns the region
+-- and fn's results packed.  The region is closed even when fn fails.
+local function in_region(g, fn, ...)
+  local region = g:region_begin()
+  local ok, res = pcall(function(...)
+    local _ <close> = g:as_default()
+    return table.pack(fn(...))
+  end, ...)
+  g:region_end(region)
+  if not ok then error(res, 0) end
+  return region, res
+end
+
+-- A function's results as one value: nothing -> {}, one -> it, several -> a list of them.
+local function one_value(res)
+  if res.n == 0 then return {} end
+  if res.n == 1 then return res[1] end
+  local t = {}
+  for i = 1, res.n do t[i] = res[i] end
+  return t
+end
+
+-- TensorArray ------------------------------------------------------------------------------
+
+local TensorArray = {}
+TensorArray.__index = TensorArray
+TensorArray.__is_tensor_array = true
+
+function M.install(npu)
+  local function int_const(g, v) return g:const(core.tensor(v, "int32")) end
+  local function index_output(g, i)
+    if is_output(i) then return i end
+    if math.type(i) ~= "integer" then error("npu.TensorArray: an index must be an integer or an int tensor", 3) end
+    return int_const(g, i)
+  end
+
+  local function new_ta(fields) return setmetatable(fields, TensorArray) end
+
+  --- npu.TensorArray(dtype, size, {dynamic_size =, element_shape =, clear_after_read =,
+  -- infer_shape =, name =}) — tf.TensorArray.  Kept as one dense tensor, element i its row i:
+  -- write/scatter return a new TensorArray (use the one returned, as in TF 2).  size may be 0
+  -- with dynamic_size = true.  Elements all have one shape (concat needs that too).
+  function npu.TensorArray(dtype, size, opts)
+    if type(dtype) == "table" and not is_tensor(dtype) then
+      opts = dtype
+      dtype, size = opts.dtype, opts.size
+    end
+    opts = opts or {}
+    if type(dtype) ~= "string" then error("npu.TensorArray: dtype must be a string (\"float32\", ...)", 2) end
+    if math.type(size) ~= "integer" or size < 0 then
+      error("npu.TensorArray: size must be an integer >= 0", 2)
+    end
+    local g = opts.graph or npu.get_default_graph()
+    local dynamic = opts.dynamic_size == true
+    local flow
+    local elem = opts.element_shape
+    local known = elem ~= nil
+    for _, d in ipairs(elem or {}) do known = known and d >= 0 end
+    if known and not dynamic then
+      local shape = { size }
+      for i, d in ipairs(elem) do shape[i + 1] = d end
+      flow = g:const(npu.zeros(shape, dtype))
+    else
+      flow = g:const(npu.zeros({ 0 }, dtype))
+    end
+    return new_ta({ flow = flow, dtype = dtype, size_ = size, dynamic = dynamic,
+      element_shape = elem, graph = g, name = opts.name or "TensorArray" })
+  end
+
+  local function with_flow(ta, flow)
+    return new_ta({ flow = flow, dtype = ta.dtype, size_ = ta.size_, dynamic = ta.dynamic,
+      element_shape = ta.element_shape, graph = ta.graph, name = ta.name })
+  end
+
+  function TensorArray:write(index, value)
+    local v = as_output(npu, self.flow:graph(), value)
+    local y = self.flow:graph():op("tensor_array_write", { self.flow, index_output(self.flow:graph(), index), v },
+      { size = self.dynamic and -1 or self.size_ }, self.name .. "/write")
+    return with_flow(self, y)
+  end
+
+  function TensorArray:scatter(indices, value)
+    local g = self.flow:graph()
+    local idx = is_output(indices) and indices or g:const(core.tensor(indices, "int32"))
+    local y = g:op("tensor_array_write", { self.flow, idx, as_output(npu, g, value) },
+      { size = self.dynamic and -1 or self.size_ }, self.name .. "/scatter")
+    return with_flow(self, y)
+  end
+
+  function TensorArray:read(index)
+    return npu.gather(self.flow, index_output(self.flow:graph(), index))
+  end
+
+  function TensorArray:gather(indices)
+    local g = self.flow:graph()
+    local idx = is_output(indices) and indices or g:const(core.tensor(indices, "int32"))
+    return npu.gather(self.flow, idx)
+  end
+
+  function TensorArray:stack() return npu.identity(self.flow) end
+
+  function TensorArray:unstack(value)
+    local v = as_output(npu, self.flow:graph(), value)
+    return with_flow(self, npu.identity(v))
+  end
+
+  --- Elements joined along their first axis (all elements of one shape here).
+  function TensorArray:concat()
+    local shape = self.flow:shape()
+    if not shape or #shape < 2 then error("npu.TensorArray:concat: elements must have rank >= 1", 2) end
+    local new = { -1 }
+    for i = 3, #shape do new[#new + 1] = shape[i] end
+    return npu.reshape(self.flow, new)
+  end
+
+  function TensorArray:size()
+    if not self.dynamic then return self.flow:graph():const(core.tensor(self.size_, "int32")) end
+    return npu.cast(npu.gather(npu.shape(self.flow), 0), "int32")
+  end
+
+  function TensorArray:__tostring()
+    return ("npu.TensorArray(%s, size %s%s)"):format(self.dtype, tostring(self.size_),
+      self.dynamic and ", dynamic" or "")
+  end
+
+  -- cond ----------------------------------------------------------------------------------
+
+  --- npu.cond(pred, true_fn, false_fn, name) — tf.cond.  pred: a bool scalar tensor (or a Lua
+  -- boolean).  Both functions are traced once; only the taken branch runs.  They must return
+  -- the same structure, with the same dtypes; where shapes differ, the result's dimension is
+  -- known only when it runs.
+  function npu.cond(pred, true_fn, false_fn, name)
+    if type(pred) == "table" and not is_output(pred) and pred.pred ~= nil then -- {pred=, true_fn=, ...}
+      pred, true_fn, false_fn, name = pred.pred, pred.true_fn, pred.false_fn, pred.name
+    end
+    if type(true_fn) ~= "function" or type(false_fn) ~= "function" then
+      error("npu.cond: true_fn and false_fn must be functions", 2)
+    end
+    local g = graph_of(npu, pred)
+    pred = as_output(npu, g, pred)
+    local r_then, res_then = in_region(g, true_fn)
+    local r_else, res_else = in_region(g, false_fn)
+    local leaves_t, leaves_e = {}, {}
+    local vt, ve = one_value(res_then), one_value(res_else)
+    local st = flatten(vt, leaves_t, "npu.cond: true_fn's result")
+    local se = flatten(ve, leaves_e, "npu.cond: false_fn's result")
+    if not same_structure(st, se) then
+      error(("npu.cond: true_fn returns %s but false_fn returns %s: both branches must return the same structure")
+        :format(describe(st), describe(se)), 2)
+    end
+    -- leaves to Outputs (a number or npu.Tensor returned becomes an outer constant, which
+    -- every branch sees)
+    local tas = {}
+    local function outputs(leaves)
+      local outs = {}
+      for i, l in ipairs(leaves) do
+        if type(l) == "table" and l.flow then outs[i], tas[i] = l.flow, l
+        else outs[i] = as_output(npu, g, l) end
+      end
+      return outs
+    end
+    local ot, oe = outputs(leaves_t), outputs(leaves_e)
+    local inputs = { pred }
+    for i = 1, #ot do inputs[#inputs + 1] = ot[i] end
+    for i = 1, #oe do inputs[#inputs + 1] = oe[i] end
+    local node = g:add_op("cond", inputs, { then_region = r_then, else_region = r_else }, name or "cond")
+    local outs = {}
+    for i = 1, #ot do
+      local o = g:output(node, i - 1)
+      outs[i] = tas[i] and with_flow(tas[i], o) or o
+    end
+    return unflatten(st, outs, { 1 })
+  end
+
+  --- npu.case(pred_fn_pairs, {default =, exclusive =, name =}) — tf.case: the function of the
+  -- first pair whose pred is true, else default (else the last pair's function).  exclusive
+  -- is accepted but not checked at run time here.
+  function npu.case(pairs_, opts)
+    opts = opts or {}
+    if type(pairs_) ~= "table" or #pairs_ == 0 then
+      error("npu.case: pred_fn_pairs must be a non-empty list of {pred, fn} pairs", 2)
+    end
+    for i, p in ipairs(pairs_) do
+      if type(p) ~= "table" or p[1] == nil or type(p[2]) ~= "function" then
+        error(("npu.case: pair %d must be {pred, fn}"):format(i), 2)
+      end
+    end
+    local default = opts.default
+    local n = #pairs_
+    if default == nil then
+      default = pairs_[n][2]
+      n = n - 1
+    end
+    local function chain(i)
+      if i > n then return default() end
+      return npu.cond(pairs_[i][1], pairs_[i][2], function() return chain(i + 1) end,
+        (opts.name or "case") .. "/" .. i)
+    end
+    return chain(1)
+  end
+
+  -- while_loop ------------------------------------------------------------------------------
+
+  local function call_with(fn, vars, as_list)
+    if as_list then return table.pack(fn(table.unpack(vars))) end
+    return table.pack(fn(vars))
+  end
+
+  --- npu.while_loop(cond, body, loop_vars, {maximum_iterations =, shape_invariants =, name =,
+  -- parallel_iterations =, back_prop =, swap_memory =}) — tf.while_loop.  loop_vars: a list
+  -- (cond and body get its elements as arguments) or another structure (passed as one
+  -- argument); the body returns the same structure.  shape_invariants: the same structure of
+  -- shapes (-1 where a dimension may change; nil keeps the initial value's shape).  The loop
+  -- stops when cond is false or after maximum_iterations iterations.  Returns the final
+  -- values in loop_vars' structure.  parallel_iterations, back_prop and swap_memory have no
+  -- effect here (iterations run in order on the device; nothing is swapped).
+  function npu.while_loop(cond, body, loop_vars, opts)
+    if type(cond) == "table" and cond.cond then -- {cond =, body =, loop_vars =, ...}
+      opts = cond
+      cond, body, loop_vars = opts.cond, opts.body, opts.loop_vars
+    end
+    opts = opts or {}
+    if type(cond) ~= "function" or type(body) ~= "function" then
+      error("npu.while_loop: cond and body must be functions", 2)
+    end
+    if loop_vars == nil then error("npu.while_loop: loop_vars is required", 2) end
+    local max_it = opts.maximum_iterations
+    if max_it ~= nil and (math.type(max_it) ~= "integer" or max_it < 0) then
+      error("npu.while_loop: maximum_iterations must be an integer >= 0", 2)
+    end
+    local as_list = type(loop_vars) == "table" and not is_output(loop_vars) and not is_tensor(loop_vars)
+      and not loop_vars.flow and #loop_vars > 0
+    local g = graph_of(npu, loop_vars)
+    local leaves = {}
+    local struct = flatten(loop_vars, leaves, "npu.while_loop: loop_vars")
+    local inv_leaves
+    if opts.shape_invariants ~= nil then
+      inv_leaves = {}
+      local function walk(s, inv)
+        if s == true or s == "ta" then inv_leaves[#inv_leaves + 1] = inv or false return end
+        for i, k in ipairs(s.keys) do walk(s.parts[i], type(inv) == "table" and inv[k] or nil) end
+      end
+      walk(struct, opts.shape_invariants)
+    end
+    local inits, tas = {}, {}
+    for i, l in ipairs(leaves) do
+      if type(l) == "table" and l.flow then
+        inits[i], tas[i] = l.flow, l
+      else
+        inits[i] = as_output(npu, g, l)
+      end
+    end
+    local name = opts.name or "while"
+    local region = g:region_begin()
+    local ok, pred_or_err, rl = pcall(function()
+      local _ <close> = g:as_default()
+      local args = {}
+      for i, x in ipairs(inits) do
+        local attrs = { dtype = x:dtype(), index = i - 1 }
+        local inv = inv_leaves and inv_leaves[i]
+        if tas[i] then
+          attrs.any_shape = true
+        elseif inv then
+          attrs.shape = inv
+        end
+        local v = g:output(g:add_op("loop_var", {}, attrs, name .. "/var"), 0)
+        args[i] = tas[i] and with_flow(tas[i], v) or v
+      end
+      local vars = unflatten(struct, args, { 1 })
+      local p = one_value(call_with(cond, vars, as_list))
+      if not is_output(p) and type(p) ~= "boolean" then
+        error("npu.while_loop: cond must return a bool scalar tensor", 0)
+      end
+      local r = one_value(call_with(body, vars, as_list))
+      if as_list and #leaves == 1 and (is_output(r) or is_leaf(r) or (type(r) == "table" and r.flow)) then
+        r = { r }
+      end
+      local rl = {}
+      local rs = flatten(r, rl, "npu.while_loop: body's result")
+      if not same_structure(struct, rs) then
+        error(("npu.while_loop: the body returns %s but loop_vars is %s: they must have the same structure")
+          :format(describe(rs), describe(struct)), 0)
+      end
+      return as_output(npu, g, p), rl
+    end)
+    g:region_end(region)
+    if not ok then error(pred_or_err, 2) end
+    local pred = pred_or_err
+    local inputs = {}
+    for i, x in ipairs(inits) do inputs[i] = x end
+    inputs[#inputs + 1] = pred
+    for i, l in ipairs(rl) do
+      if type(l) == "table" and l.flow then l = l.flow end
+      if not is_output(l) then
+        -- a constant result: built in the loop's region is not possible any more; an outer
+        -- constant is visible there
+        l = as_output(npu, g, l)
+      end
+      inputs[#inputs + 1] = l
+    end
+    local node = g:add_op("while", inputs, { region = region, maximum_iterations = max_it or -1 }, name)
+    local outs = {}
+    for i = 1, #inits do
+      local o = g:output(node, i - 1)
+      outs[i] = tas[i] and with_flow(tas[i], o) or o
+    end
+    return unflatten(struct, outs, { 1 })
+  end
+
+  --- npu.map_fn(fn, elems, {dtype =, fn_output_signature =, name =}) — tf.map_fn over the
+  -- first axis of elems (a tensor): a while_loop writing fn's results into a TensorArray,
+  -- stacked.  dtype: fn's result dtype (default elems' dtype).
+  function npu.map_fn(fn, elems, opts)
+    opts = opts or {}
+    if type(fn) ~= "function" then error("npu.map_fn: fn must be a function", 2) end
+    if not is_output(elems) then
+      local g = npu.get_default_graph()
+      elems = as_output(npu, g, elems)
+    end
+    local g = elems:graph()
+    local dtype = opts.fn_output_signature or opts.dtype or elems:dtype()
+    if type(dtype) == "table" then dtype = dtype.dtype end
+    local shape = elems:shape()
+    local n
+    if shape and shape[1] and shape[1] >= 0 then
+      n = g:const(core.tensor(shape[1], "int32"))
+    else
+      n = npu.cast(npu.gather(npu.shape(elems), 0), "int32")
+    end
+    local ta
+    do
+      local _ <close> = g:as_default()
+      ta = npu.TensorArray(dtype, 0, { dynamic_size = true, graph = g, name = (opts.name or "map") .. "/TensorArray" })
+    end
+    local out = npu.while_loop(function(i) return npu.less(i, n) end, function(i, acc)
+      local y = fn(npu.gather(elems, i))
+      return i + 1, acc:write(i, y)
+    end, { 0, ta }, { name = opts.name or "map" })
+    return out[2]:stack()
+  end
+end
+
+return M
