@@ -188,6 +188,11 @@ static npu_status infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
       p->values[v] = nv;
     }
     if (!fully_known(&p->values[v])) {
+      /* an op whose dims come from the values of const-input operands (range, tile, fill,
+         broadcast_to, ...) fed something only the run produces */
+      bool by_value = false;
+      for (int j = 0; def->tf_const_inputs && j < node->n_inputs && !by_value; j++)
+        by_value = !known[node->inputs[j]];
       char sh[96];
       return npuC_error(ctx, NPU_ERR_SHAPE,
                         "%s '%s': cannot determine the shape of output %d (%s) from the feeds%s",
@@ -196,8 +201,11 @@ static npu_status infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
                         def->kind == NPUX_KIND_GET_NEXT
                             ? " (a dataset's batches must all have one shape on the device: "
                               "batch with drop_remainder=true)"
-                        : p->fold ? ""
-                                  : " (it may need constant folding: oo_constant_folding is off)");
+                        : !p->fold ? " (it may need constant folding: oo_constant_folding is off)"
+                        : by_value ? " (its size depends on the value of an input known only when "
+                                     "the graph runs: for now such sizes must be constants, or "
+                                     "values the compiler folds)"
+                                   : "");
     }
   }
   return NPU_OK;
