@@ -1030,7 +1030,7 @@ local error_cases = {
   { "batch_matmul_inner", "batch_matmul", { { { 2, 3, 4 } }, { { 2, 5, 6 } } }, nil, "NPU_ERR_SHAPE", { "batch_matmul", "[2,3,4]", "[2,5,6]" } },
   { "batch_matmul_batch", "batch_matmul", { { { 2, 3, 4 } }, { { 3, 4, 6 } } }, nil, "NPU_ERR_SHAPE", { "batch_matmul", "[2,3,4]", "[3,4,6]" } },
   { "batch_matmul_rank", "batch_matmul", { { { 4 } }, { { 4, 2 } } }, nil, "NPU_ERR_SHAPE", { "batch_matmul", "[4]" } },
-  { "batch_matmul_int", "batch_matmul", { { { 2, 2 }, I32 }, { { 2, 2 }, I32 } }, nil, "NPU_ERR_DTYPE", { "batch_matmul", "int32" } },
+  { "batch_matmul_int", "batch_matmul", { { { 2, 2 }, I64 }, { { 2, 2 }, I64 } }, nil, "NPU_ERR_DTYPE", { "batch_matmul", "int64" } },
   { "prelu_alpha", "prelu", { { { 2, 3 } }, { { 2 } } }, nil, "NPU_ERR_SHAPE", { "prelu", "[2]", "[2,3]" } },
   { "prelu_alpha_rank", "prelu", { { { 3 } }, { { 2, 3 } } }, nil, "NPU_ERR_SHAPE", { "prelu", "[2,3]", "[3]" } },
   { "prelu_int", "prelu", { { { 3 }, I32 }, { { 3 }, I32 } }, nil, "NPU_ERR_DTYPE", { "prelu", "int32" } },

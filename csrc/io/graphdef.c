@@ -1185,6 +1185,10 @@ static npu_status convert_nms(importer *im, tf_node *n, const npu_op_def *def, i
                               int n_data, npu_attr *attrs, int n_attrs);
 static npu_status convert_resize(importer *im, tf_node *n, const npu_op_def *def, int *in,
                                  int n_data, npu_attr *attrs, int n_attrs);
+static npu_status convert_clip(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                               int n_data, npu_attr *attrs, int n_attrs);
+static npu_status convert_assign_op(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                    int n_data, npu_attr *attrs, int n_attrs);
 
 /* TensorFlow types that are not an op's .tf_type (other versions of the same op, converter
    ops) or that need more than one node.  Everything else is the op table's .tf_type: an
@@ -1210,6 +1214,11 @@ static const struct {
     {"FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},
     {"_FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},
     {"_FusedMatMul", "matmul", convert_fused},
+    /* ops for TensorFlow imports and ported TF 1.15 scripts */
+    {"InTopK", "in_top_k", NULL},             /* V1: k an attribute */
+    {"ClipByValue", "minimum", convert_clip}, /* minimum(maximum(t, min), max) */
+    {"AssignAdd", "assign", convert_assign_op}, /* assign(var, var + value) */
+    {"AssignSub", "assign", convert_assign_op}, /* assign(var, var - value) */
 };
 
 bool npuI_tf_alias(int i, const char **tf_type, const char **op, bool *converts) {
@@ -1706,6 +1715,41 @@ static npu_status convert_resize(importer *im, tf_node *n, const npu_op_def *def
     in[0] = npu_graph_output(im->g, n->last_node, 0);
   }
   return emit_plain(im, n, def, n->name, in, n_data, attrs, n_attrs);
+}
+
+/* ClipByValue(t, clip_value_min, clip_value_max): maximum(t, min) as "<node>/maximum", then
+   minimum(that, max) named after the node — tf.clip_by_value's own composite, so values and
+   gradients (passing where min <= t <= max) are TensorFlow's. */
+static npu_status convert_clip(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                               int n_data, npu_attr *attrs, int n_attrs) {
+  (void)def, (void)attrs, (void)n_attrs;
+  if (n_data != 3)
+    return npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: node '%s' (%s) has %d input(s), needs 3",
+                      im->source, n->name, n->op, n_data);
+  const char *name = fresh_name(im, n->name, "maximum");
+  if (!name) return oom(im);
+  npu_status st = emit(im, n, "maximum", name, 2, in, 0, NULL);
+  if (st) return st;
+  int lo[2] = {npu_graph_output(im->g, n->last_node, 0), in[2]};
+  return emit(im, n, "minimum", n->name, 2, lo, 0, NULL);
+}
+
+/* AssignAdd / AssignSub(ref, value): add / sub of the variable's value and `value` as
+   "<node>/add" ("/sub"), then assign(ref, that) named after the node (the executor's assign
+   reads the variable's value of this run: op_assign.c). */
+static npu_status convert_assign_op(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                    int n_data, npu_attr *attrs, int n_attrs) {
+  (void)attrs, (void)n_attrs;
+  if (n_data != 2)
+    return npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: node '%s' (%s) has %d input(s), needs 2",
+                      im->source, n->name, n->op, n_data);
+  const char *op = strcmp(n->op, "AssignSub") == 0 ? "sub" : "add";
+  const char *name = fresh_name(im, n->name, op);
+  if (!name) return oom(im);
+  npu_status st = emit(im, n, op, name, 2, in, 0, NULL);
+  if (st) return st;
+  int a[2] = {in[0], npu_graph_output(im->g, n->last_node, 0)};
+  return emit(im, n, def->name, n->name, 2, a, 0, NULL);
 }
 
 static npu_status convert_node(importer *im, tf_node *n) {

@@ -84,6 +84,10 @@ static const struct operand_rule {
     {"one_hot", "off_value", NULL, OPD_VALUE, SRC_OUT0, DEF_SCALAR, 0},
     {"non_max_suppression", "iou_threshold", NULL, OPD_FLOAT32, 0, DEF_SCALAR, 0.5},
     {"non_max_suppression", "score_threshold", NULL, OPD_FLOAT32, 0, DEF_SCALAR, -INFINITY},
+    /* ops for TensorFlow imports and ported TF 1.15 scripts */
+    {"broadcast_to", "shape", NULL, OPD_INDEX, 0, DEF_NONE, 0},
+    {"sparse_to_dense", "output_shape", NULL, OPD_INDEX, 0, DEF_NONE, 0},
+    {"in_top_k", "k", NULL, OPD_VALUE, SRC_DATA1, DEF_NONE, 0}, /* the targets' dtype (T) */
 };
 
 static const struct operand_rule *operand_rule(const char *op, const char *attr) {
@@ -193,6 +197,12 @@ static const struct attr_rule {
     {"Const", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
     {"Placeholder", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
     {"NoOp", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
+    /* ops for TensorFlow imports and ported TF 1.15 scripts */
+    {"BroadcastTo", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND0},
+    {"SparseToDense", "T", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OUT0},
+    {"SparseToDense", "Tindices", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA0},
+    {"SparseToDense", "validate_indices", RULE_BOOL, NULL, 1, NULL, 0, 0},
+    {"InTopKV2", "T", RULE_DTYPE, NULL, 0, NULL, 0, SRC_DATA1},
 };
 
 static const struct attr_rule *attr_rule(const char *tf, const char *attr) {
@@ -564,7 +574,9 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
       continue;
     }
     const struct operand_rule *rule = operand_rule(def->name, attr);
-    npu_dtype vdt = rule && rule->src == SRC_OUT0 ? out0 : data0;
+    npu_dtype vdt = rule && rule->src == SRC_OUT0                  ? out0
+                    : rule && rule->src == SRC_DATA1 && n_data > 1 ? g->values[data[1]].dtype
+                                                                   : data0;
     int r = put_operand_const(w, g, node, def, attr, vdt, op);
     if (r < 0)
       return npuC_error(ctx, NPU_ERR_UNSUPPORTED,

@@ -19,9 +19,10 @@
  *   SIN, COS    sinf/cosf (sin/cos for f64)
  *   RECIPROCAL  1 / x (x = 0 gives inf, as TF)
  *   SIGN        -1, 0 or 1 (TF Sign: 0 for 0, -0 and NaN); ints alike
- *   FLOOR       floorf/floor */
+ *   FLOOR       floorf/floor
+ *   CEIL        ceilf/ceil */
 #define NPUK_MATHOP_LIST(X) X(RSQRT, rsqrt) X(SIN, sin) X(COS, cos) X(RECIPROCAL, reciprocal) \
-  X(SIGN, sign) X(FLOOR, floor)
+  X(SIGN, sign) X(FLOOR, floor) X(CEIL, ceil)
 typedef enum {
 #define NPUK_X_(E, s) NPUK_MATH_##E,
   NPUK_MATHOP_LIST(NPUK_X_)

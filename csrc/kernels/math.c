@@ -54,7 +54,7 @@ typedef struct unary_job {
   void *y;
 } unary_job;
 
-#define FLOAT_MATH(T, dt, SQRT, SIN, COS, FLOOR)                                               \
+#define FLOAT_MATH(T, dt, SQRT, SIN, COS, FLOOR, CEIL)                                         \
   static void math_range_##dt(void *arg, int64_t begin, int64_t end) {                        \
     const unary_job *j = arg;                                                                 \
     const T *x = j->x;                                                                        \
@@ -79,6 +79,9 @@ typedef struct unary_job {
     case NPUK_MATH_FLOOR:                                                                     \
       for (int64_t i = begin; i < end; i++) y[i] = FLOOR(x[i]);                               \
       break;                                                                                  \
+    case NPUK_MATH_CEIL:                                                                      \
+      for (int64_t i = begin; i < end; i++) y[i] = CEIL(x[i]);                                \
+      break;                                                                                  \
     default: break;                                                                           \
     }                                                                                         \
   }                                                                                           \
@@ -89,8 +92,8 @@ typedef struct unary_job {
     return 0;                                                                                 \
   }
 
-FLOAT_MATH(float, f32, sqrtf, sinf, cosf, floorf)
-FLOAT_MATH(double, f64, sqrt, sin, cos, floor)
+FLOAT_MATH(float, f32, sqrtf, sinf, cosf, floorf, ceilf)
+FLOAT_MATH(double, f64, sqrt, sin, cos, floor, ceil)
 
 #define INT_MATH(T, dt)                                                                        \
   static void math_range_##dt(void *arg, int64_t begin, int64_t end) {                        \

@@ -3,11 +3,13 @@
  * also V3 with one dtype).  Inputs x (..., m, k) and y (..., k, n), ranks >= 2; attributes
  * adj_x / adj_y (default false: transpose the last two dims of x / y first; real dtypes, so
  * the adjoint is the transpose).  The batch dims (all but the last two) broadcast by NumPy's
- * rules; the output is (broadcast batch..., m, n).  f32, f64.
+ * rules; the output is (broadcast batch..., m, n).  f32, f64, i32.
  * Trust list: a cube op, as matmul.
  * Device: one sgemm/dgemm per batch (npuK_batch_matmul_*: one for all when y is shared and x
- * dense).  Reference: the naive matmul loop per batch.
+ * dense).  Reference: the naive matmul loop per batch.  int32: the plain triple loop per
+ * batch on both paths (npuK_batch_matmul_i32), wrapping modulo 2^32 as TensorFlow.
  */
+#include "kernels/kimport.h"
 #include "kernels/kmath.h"
 #include "ops/opmath.h"
 
@@ -24,7 +26,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
 }
 
 static npu_status infer(npuX_infer *ic, const void *params) {
-  static const npu_dtype ok[] = {NPU_DTYPE_F32, NPU_DTYPE_F64, NPU_DTYPE_COUNT};
+  static const npu_dtype ok[] = {NPU_DTYPE_F32, NPU_DTYPE_F64, NPU_DTYPE_I32, NPU_DTYPE_COUNT};
   const bmm_params *p = params;
   const npuG_value *a = &ic->in[0], *b = &ic->in[1];
   npu_status st = npuX_check_dtype(ic, 0, ok);
@@ -70,7 +72,10 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   int64_t sa[NPU_MAX_DIMS], sb[NPU_MAX_DIMS];
   npuX_strides_of(a->ndim - 2, a->shape, bn, y->shape, sa);
   npuX_strides_of(b->ndim - 2, b->shape, bn, y->shape, sb);
-  if (y->dtype == NPU_DTYPE_F64)
+  if (y->dtype == NPU_DTYPE_I32)
+    npuK_batch_matmul_i32(c->pool, p->adj_x, p->adj_y, bn, y->shape, sa, sb, m, n, k, a->data,
+                          b->data, y->data);
+  else if (y->dtype == NPU_DTYPE_F64)
     (reference ? npuK_batch_matmul_f64_ref : npuK_batch_matmul_f64)(
         c->pool, p->adj_x, p->adj_y, bn, y->shape, sa, sb, m, n, k, a->data, b->data, y->data);
   else

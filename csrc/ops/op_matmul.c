@@ -3,10 +3,12 @@
  * transpose_a / transpose_b attributes).  Trust list: a cube op, may run in float16.
  * Device: OpenBLAS sgemm/dgemm; under the precision pass A and C may be stored float16 /
  * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY).  Reference: the
- * naive triple loop.
+ * naive triple loop.  int32 (TensorFlow's int32 MatMul, e.g. in TF.js models): the plain triple
+ * loop npuK_matmul_i32 on both paths, wrapping modulo 2^32 as TensorFlow; never reduced.
  * Gradient (TensorFlow's _MatMulGrad): two products with the transposes folded into the
  * attributes, e.g. dA = dC B^T, dB = A^T dC.
  */
+#include "kernels/kimport.h"
 #include "ops/grad.h"
 
 typedef struct matmul_params {
@@ -22,7 +24,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
 }
 
 static npu_status infer(npuX_infer *ic, const void *params) {
-  static const npu_dtype ok[] = {NPU_DTYPE_F32, NPU_DTYPE_F64, NPU_DTYPE_COUNT};
+  static const npu_dtype ok[] = {NPU_DTYPE_F32, NPU_DTYPE_F64, NPU_DTYPE_I32, NPU_DTYPE_COUNT};
   const matmul_params *p = params;
   const npuG_value *a = &ic->in[0], *b = &ic->in[1];
   npu_status st = npuX_check_dtype(ic, 0, ok);
@@ -48,7 +50,7 @@ static npu_status infer(npuX_infer *ic, const void *params) {
 static size_t scratch_size(const npuX_call *c) {
   const matmul_params *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
-  if (a->ndim != 2 || y->ndim != 2) return 0;
+  if (a->ndim != 2 || y->ndim != 2 || a->dtype == NPU_DTYPE_I32) return 0;
   return npuK_matmul_half_scratch_size(y->shape[0], y->shape[1], a->shape[p->transpose_a ? 0 : 1],
                                        c->n_threads, (npuK_dtype)a->dtype, (npuK_dtype)y->dtype);
 }
@@ -58,7 +60,9 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   const npu_tensor *a = c->in[0], *b = c->in[1];
   npu_tensor *y = c->out[0];
   int64_t m = y->shape[0], n = y->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
-  if (a->dtype == NPU_DTYPE_F64) {
+  if (a->dtype == NPU_DTYPE_I32) {
+    npuK_matmul_i32(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, y->data);
+  } else if (a->dtype == NPU_DTYPE_F64) {
     (reference ? npuK_matmul_f64_ref : npuK_matmul_f64_blas)(
         c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, y->data);
   } else if (reference) {

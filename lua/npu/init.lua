@@ -420,4 +420,7 @@ npu.model = model
 npu.load_model, npu.import_graph_def, npu.export_graph_def =
   model.load_model, model.import_graph_def, model.export_graph_def
 
+-- TensorFlow 1.15 names for imports and ported scripts (lua/npu/tf_extra.lua)
+require("npu.tf_extra").install(npu)
+
 return npu

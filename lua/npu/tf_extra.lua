@@ -1,0 +1,108 @@
+--- npu.tf_extra — TensorFlow 1.15 names a ported script or an imported graph needs, over the
+-- ops of the op table.  Installed into the module by `require("npu.tf_extra").install(npu)`:
+--   npu.stack / npu.unstack (tf.stack, tf.unstack: pack / unpack),
+--   npu.clip_by_value(t, min, max) (minimum(maximum(t, min), max), as tf.clip_by_value, so its
+--     gradient passes where min <= t <= max; ClipByValue imports as the same two nodes),
+--   npu.assign_add / npu.assign_sub(var, value) and var:assign_add / var:assign_sub
+--     (assign(var, var + value): the executor's assign reads the variable's value of this run),
+--   npu.sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value,
+--     validate_indices), npu.nn.in_top_k / npu.math.in_top_k, npu.math.ceil,
+--   npu.range(start, limit, delta, dtype): graph outputs among the arguments make a range op
+--     (its length must be known when the graph compiles: constants, or values the compiler
+--     folds); plain numbers keep making a tensor (npu.core.range).
+local M = {}
+
+local npu -- set by install
+
+local function graph_of(...)
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if npu.is_output(v) then return v:graph() end
+  end
+  return npu.get_default_graph()
+end
+
+-- v as an output of graph g with the dtype of `like` when it is Lua data.
+local function as_output(g, v, like)
+  if npu.is_output(v) then return v end
+  return npu.convert_to_tensor(v, like and like:dtype() or nil, g)
+end
+
+function M.stack(values, axis, name)
+  return npu.pack(values, { axis = axis or 0, name = name })
+end
+
+function M.unstack(value, num, axis, name)
+  local out = npu.unpack(value, { axis = axis or 0, name = name })
+  if num ~= nil and #out ~= num then
+    error(("npu.unstack: num is %d but axis %d has %d entries"):format(num, axis or 0, #out), 2)
+  end
+  return out
+end
+
+function M.clip_by_value(t, clip_value_min, clip_value_max, name)
+  local g = graph_of(t, clip_value_min, clip_value_max)
+  t = as_output(g, t)
+  local lo = as_output(g, clip_value_min, t)
+  local hi = as_output(g, clip_value_max, t)
+  return npu.minimum(npu.maximum(t, lo), hi, name and { name = name } or nil)
+end
+
+local function assign_op(opname)
+  return function(var, value, name)
+    local v = as_output(var:graph(), value, var)
+    local updated = opname == "add" and npu.add(var, v) or npu.sub(var, v)
+    return npu.assign(var, updated, name and { name = name } or nil)
+  end
+end
+M.assign_add = assign_op("add")
+M.assign_sub = assign_op("sub")
+
+function M.sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value,
+                           validate_indices, name)
+  local g = graph_of(sparse_indices, output_shape, sparse_values, default_value)
+  local values = as_output(g, sparse_values)
+  local inputs = { as_output(g, sparse_indices, nil) }
+  local attrs = { validate_indices = validate_indices ~= false }
+  if npu.is_output(output_shape) then inputs[#inputs + 1] = output_shape
+  else attrs.output_shape = output_shape end
+  inputs[#inputs + 1] = values
+  inputs[#inputs + 1] = as_output(g, default_value or 0, values)
+  return g:op("sparse_to_dense", inputs, attrs, name)
+end
+
+-- npu.range: a tensor (numbers only), or a range op when an argument is a graph output.
+local function range(start, limit, delta, dtype, name)
+  local g
+  for _, v in ipairs({ start, limit, delta }) do
+    if npu.is_output(v) then g = v:graph() end
+  end
+  if not g then return npu.core.range(start, limit, delta, dtype) end
+  if limit == nil then start, limit = 0, start end -- range(limit)
+  local inputs, attrs = {}, { dtype = dtype }
+  for i, k in ipairs({ "start", "limit", "delta" }) do
+    local v = ({ start, limit, delta })[i]
+    if npu.is_output(v) then inputs[#inputs + 1] = v
+    elseif v ~= nil then attrs[k] = v end
+  end
+  return g:op("range", inputs, attrs, name)
+end
+
+--- Installs the functions above into the npu module table.
+function M.install(mod)
+  npu = mod
+  npu.stack, npu.unstack = M.stack, M.unstack
+  npu.clip_by_value = M.clip_by_value
+  npu.assign_add, npu.assign_sub = M.assign_add, M.assign_sub
+  local methods = npu.core.Output_mt.__index
+  methods.assign_add, methods.assign_sub = M.assign_add, M.assign_sub
+  npu.sparse_to_dense = M.sparse_to_dense
+  npu.range = range
+  npu.nn = npu.nn or {}
+  npu.nn.in_top_k = npu.in_top_k
+  npu.math = npu.math or {}
+  npu.math.in_top_k, npu.math.ceil = npu.in_top_k, npu.ceil
+  return M
+end
+
+return M
