@@ -47,6 +47,7 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
   }
   npuC_free(ctx, p->steps);
   npuC_free(ctx, p->folded);
+  npuC_free(ctx, p->next_nodes);
   npuC_free(ctx, p->feeds);
   npuC_free(ctx, p->fetches);
   npuC_free(ctx, p->targets);
@@ -193,11 +194,8 @@ static npu_status infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
                         "%s '%s': cannot determine the shape of output %d (%s) from the feeds%s",
                         def->name, node->name, i,
                         npuC_shape_str(sh, sizeof sh, p->values[v].ndim, p->values[v].shape),
-                        def->kind == NPUX_KIND_GET_NEXT
-                            ? " (a dataset's batches must all have one shape on the device: "
-                              "batch with drop_remainder=true)"
-                        : p->fold ? ""
-                                  : " (it may need constant folding: oo_constant_folding is off)");
+                        p->fold ? ""
+                                : " (it may need constant folding: oo_constant_folding is off)");
     }
   }
   return NPU_OK;
@@ -467,7 +465,9 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
       p->iterations = npuX_loop_iterations(node);
       continue;
     }
-    s = infer_node(ctx, g, p, node, known);
+    /* get_next: the dataset's element spec, its -1 dims those of the next element */
+    s = def->kind == NPUX_KIND_GET_NEXT ? npuE_next_bind(st, p, id)
+                                        : infer_node(ctx, g, p, node, known);
     if (s) goto fail;
     if (can_fold(cfg, def, node, known)) {
       s = fold_node(ctx, p, node, known, reference);

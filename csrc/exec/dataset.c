@@ -773,6 +773,28 @@ npu_status npu_iterator_next(npu_iterator *it, npu_tensor **components_out) {
   return NPU_OK;
 }
 
+/* The shapes of the element the next npu_iterator_next will hand out, without taking it
+   (exec/iterators.c: a plan is compiled for, and chosen by, the shapes of the element its
+   get_next will bind).  Waits like next; *has is false at the end of the data. */
+npu_status npuE_iterator_peek(npu_iterator *it, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS],
+                              bool *has) {
+  *has = false;
+  pthread_mutex_lock(&it->mu);
+  while (it->q_count == 0 && !it->done && !it->error)
+    pthread_cond_wait(&it->filled_cv, &it->mu);
+  if (it->q_count == 0) {
+    npu_status st = it->error;
+    pthread_mutex_unlock(&it->mu);
+    return st ? npuC_error(it->ctx, st, "%s", it->errmsg) : NPU_OK;
+  }
+  int s = it->queue[it->q_head]; /* queued: the producer no longer writes it */
+  pthread_mutex_unlock(&it->mu);
+  for (int c = 0; c < it->n_components; c++)
+    ndims[c] = full_shape(it, c, it->slots[s].dims, shapes[c]);
+  *has = true;
+  return NPU_OK;
+}
+
 void npu_iterator_release(npu_iterator *it) {
   if (!it) return;
   pthread_mutex_lock(&it->mu);

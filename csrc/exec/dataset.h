@@ -68,6 +68,14 @@ typedef struct npuE_iterators {
    node), NPU_ERR_NOMEM, the iterator's (npu_iterator_next). */
 npu_status npuE_iterators_next(npu_context *ctx, npuE_iterators *its, const npu_graph *g,
                                int node, npu_tensor **out);
+/* The shapes of the element npuE_iterators_next would give node next, without taking it
+   (its iterator is created if need be): ndims[c] and shapes[c] per component; *has false at
+   the end of the data.  Errors: those of npuE_iterators_next but the end of data. */
+npu_status npuE_iterators_peek(npu_context *ctx, npuE_iterators *its, const npu_graph *g,
+                               int node, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS], bool *has);
+/* dataset.c: the same for one iterator (nothing created). */
+npu_status npuE_iterator_peek(npu_iterator *it, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS],
+                              bool *has);
 /* Releases every iterator (joining their producers) and the table; *its is zeroed. */
 void npuE_iterators_free(npu_context *ctx, npuE_iterators *its);
 
