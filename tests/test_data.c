@@ -310,6 +310,49 @@ static void test_nested_batch(void) {
   npu_dataset_release(ds);
 }
 
+static npu_dataset *then_shard(npu_dataset *in, int64_t n, int64_t index) {
+  npu_dataset *out = NULL;
+  CHECK(npu_dataset_shard(in, n, index, &out) == NPU_OK);
+  npu_dataset_release(in);
+  return out;
+}
+
+static void test_shard(void) {
+  size_t base = npu_context_live_bytes(ctx);
+  int64_t vals[32];
+  int sizes[16], n_vals;
+  npu_dataset *ds = then_shard(source(10), 3, 1);
+  CHECK_EQ_I64(npu_dataset_cardinality(ds), 3);
+  CHECK(drain(ds, vals, 32, sizes, 16, &n_vals) == 3);
+  CHECK(n_vals == 3 && vals[0] == 1 && vals[1] == 4 && vals[2] == 7);
+  npu_dataset_release(ds);
+  /* counted per pass under a repeat, across passes above one; after a batch: whole batches */
+  ds = then_repeat(then_shard(source(5), 2, 0), 2);
+  CHECK(drain(ds, vals, 32, sizes, 16, &n_vals) == 6);
+  CHECK(vals[0] == 0 && vals[2] == 4 && vals[3] == 0 && vals[5] == 4);
+  npu_dataset_release(ds);
+  ds = then_shard(then_repeat(source(5), 2), 2, 1);
+  CHECK_EQ_I64(npu_dataset_cardinality(ds), 5);
+  CHECK(drain(ds, vals, 32, sizes, 16, &n_vals) == 5);
+  CHECK(vals[0] == 1 && vals[1] == 3 && vals[2] == 0 && vals[3] == 2 && vals[4] == 4);
+  npu_dataset_release(ds);
+  ds = then_shard(then_batch(source(7), 2, 0), 2, 1);
+  CHECK(drain(ds, vals, 32, sizes, 16, &n_vals) == 2);
+  CHECK(sizes[0] == 2 && sizes[1] == 1 && vals[0] == 2 && vals[2] == 6);
+  npu_dataset_release(ds);
+  CHECK_EQ_I64(npu_dataset_cardinality(ds = then_shard(then_repeat(source(3), -1), 4, 3)), -1);
+  npu_dataset_release(ds);
+  /* errors name the arguments */
+  npu_dataset *src = source(4), *out = (npu_dataset *)1;
+  CHECK(npu_dataset_shard(src, 0, 0, &out) == NPU_ERR_ARG && out == NULL);
+  CHECK(strstr(npu_context_errmsg(ctx), "num_shards must be >= 1, got 0"));
+  CHECK(npu_dataset_shard(src, 2, 2, &out) == NPU_ERR_ARG && out == NULL);
+  CHECK(strstr(npu_context_errmsg(ctx), "index must be in [0, num_shards): index 2, num_shards 2"));
+  CHECK(npu_dataset_shard(src, 2, -1, &out) == NPU_ERR_ARG);
+  npu_dataset_release(src);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), base);
+}
+
 static void test_shutdown_and_reuse(void) {
   size_t base = npu_context_live_bytes(ctx);
   npu_dataset *ds = then_prefetch(then_repeat(then_batch(source(100), 10, 1), -1), 1);
@@ -605,6 +648,9 @@ static npu_status workload(npu_tensor *x, npu_tensor *y, const char *path) {
   npu_status s = npu_dataset_from_tensors(ctx, 2, xy, &a);
   if (!s) s = npu_dataset_shuffle(a, 4, 1, 1, &b);
   if (!s) s = npu_dataset_batch(b, 3, 0, &c);
+  npu_dataset *sh = NULL;
+  if (!s) s = npu_dataset_shard(c, 2, 1, &sh);
+  npu_dataset_release(sh);
   if (!s) s = npu_dataset_repeat(c, 2, &d);
   if (!s) s = npu_iterator_new(ctx, d, &it);
   while (!s) {
@@ -688,6 +734,7 @@ int main(void) {
   test_repeat();
   test_shuffle();
   test_nested_batch();
+  test_shard();
   test_shutdown_and_reuse();
   test_graph();
   test_safetensors();

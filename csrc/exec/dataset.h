@@ -20,7 +20,8 @@ typedef enum npuE_ds_kind {
   NPUE_DS_SHUFFLE,    /* n = buffer size (cut to the input's cardinality), seed, flag = reshuffle */
   NPUE_DS_BATCH,      /* n = batch size, flag = drop_remainder */
   NPUE_DS_REPEAT,     /* n = count, -1 forever */
-  NPUE_DS_PREFETCH    /* n = queue capacity */
+  NPUE_DS_PREFETCH,   /* n = queue capacity */
+  NPUE_DS_SHARD       /* n = num_shards, index = the shard kept */
 } npuE_ds_kind;
 
 /* One component of an element: dtype and shape, -1 for a batch dim that may be partial. */
@@ -39,6 +40,7 @@ struct npu_dataset {
   int depth;             /* stages below this one (0: the source) */
   int64_t n;             /* the stage's size parameter (see npuE_ds_kind) */
   uint64_t seed;
+  int64_t index;         /* shard: input element i is kept when i % n == index */
   bool flag;
   /* source only: the components (retained) and their common dim 0 */
   npu_tensor **components;

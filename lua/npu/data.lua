@@ -111,6 +111,12 @@ function Dataset:prefetch(buffer_size)
   return wrap(self._handle:prefetch(buffer_size or -1), self._structure)
 end
 
+--- ds:shard(num_shards, index): the elements i (from 0, per pass) with
+-- i % num_shards == index, as tf.data's shard (one worker's part of the data).
+function Dataset:shard(num_shards, index)
+  return wrap(self._handle:shard(num_shards, index), self._structure)
+end
+
 --- Elements per pass (-1: infinite).
 function Dataset:cardinality() return self._handle:cardinality() end
 
