@@ -1,6 +1,7 @@
 /*
  * session.c — sessions: a graph, a checked copy of the options, the variables, and a cache
- * of plans keyed by the fetch/feed signature.  Ties the layers together.
+ * of plans keyed by the fetch/feed signature (and, for a dataset whose element shape varies,
+ * by the shapes of the elements its iterators deliver next).  Ties the layers together.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -7,6 +7,11 @@
 --   local batch = it:get_next()          -- {x = Output, y = Output}: graph outputs
 --   for b in ds:iterate() do ... end      -- or on the host: {x = Tensor, y = Tensor}
 --
+-- Also shard (C, on the producer thread), and map / filter / padded_batch (graph functions
+-- evaluated once on the host when defined: see below and docs/training.md).  A batch that
+-- keeps its short last batch runs on the device too: the session compiles a plan per element
+-- shape.
+--
 -- Components: a single npu.Tensor (elements are tensors), a list of tensors (elements are
 -- lists) or a string-keyed table (elements are tables with the same keys; components are
 -- kept in sorted key order).  Plain Lua tables of numbers are converted with npu.tensor
