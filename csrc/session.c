@@ -1,6 +1,7 @@
 /*
  * session.c — sessions: a graph, a checked copy of the options, the variables, and a cache
- * of plans keyed by the fetch/feed signature.  Ties the layers together.
+ * of plans keyed by the fetch/feed signature (and, for a dataset whose element shape varies,
+ * by the shapes of the elements its iterators deliver next).  Ties the layers together.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,17 @@ static int cached_plan(const npu_session *s, const run_sig *r, npu_tensor *const
   return -1;
 }
 
+/* Whether cached plan i is the one for this run: compiled for its signature and feed shapes,
+   and for the shapes of the elements its get_next nodes deliver next when they vary
+   (exec/iterators.c: a short last batch has a plan of its own). */
+static npu_status plan_fits(npu_session *s, int i, const run_sig *r,
+                            npu_tensor *const *feed_tensors, bool *fits) {
+  *fits = npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
+                       r->fetches, r->n_targets, r->targets);
+  return *fits && s->plans[i]->n_next ? npuE_next_matches(&s->state, s->plans[i], fits)
+                                      : NPU_OK;
+}
+
 /* Compiles the plan of a signature and caches it (the oldest plan goes beyond MAX_PLANS). */
 static npu_status compile_plan(npu_session *s, npuP_config *cfg, const run_sig *r,
                                npu_tensor *const *feed_tensors, npuE_plan **out) {
@@ -335,12 +347,15 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
 
   run_sig r = {n_feeds, feed_values, n_fetches, fetch_values, n_targets, target_nodes};
   npuE_plan *plan = NULL;
-  if (s->n_plans && npuP_matches(s->plans[s->last_plan], n_feeds, feed_values, feed_tensors,
-                                 n_fetches, fetch_values, n_targets, target_nodes)) {
+  bool fits = false;
+  if (s->n_plans && (st = plan_fits(s, s->last_plan, &r, feed_tensors, &fits))) return st;
+  if (fits) {
     plan = s->plans[s->last_plan];
   } else {
-    int i = cached_plan(s, &r, feed_tensors);
-    if (i >= 0) plan = s->plans[s->last_plan = i];
+    for (int i = 0; i < s->n_plans && !plan; i++) {
+      if ((st = plan_fits(s, i, &r, feed_tensors, &fits))) return st;
+      if (fits) plan = s->plans[s->last_plan = i];
+    }
   }
   if (!plan) {
     /* dynamic_dims: the profile of the feeds, -1 for none (a cached plan was compiled for
@@ -375,11 +390,19 @@ npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
   for (int i = 0; fetch_out && i < n_fetches; i++) fetch_out[i] = NULL;
   if (n_fetches > 0 && !fetch_out)
     return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_run: bad argument arrays");
-  npuE_plan *plan;
-  npu_status st = find_plan(s, "npu_session_run", n_feeds, feed_values, feed_tensors, n_fetches,
-                            fetch_values, n_targets, target_nodes, &plan);
-  if (st) return st;
-  return npuE_run(&s->state, plan, feed_tensors, fetch_out);
+  /* A loop whose dataset's element changes shape returns early (state.loop_left): the plan
+     of the new shape runs the remaining iterations, and its last step gives the fetches. */
+  s->state.loop_left = 0;
+  for (;;) {
+    npuE_plan *plan;
+    npu_status st = find_plan(s, "npu_session_run", n_feeds, feed_values, feed_tensors,
+                              n_fetches, fetch_values, n_targets, target_nodes, &plan);
+    if (!st) st = npuE_run(&s->state, plan, feed_tensors, fetch_out);
+    if (st || !s->state.loop_left) {
+      s->state.loop_left = 0;
+      return st;
+    }
+  }
 }
 
 npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_values,

@@ -244,3 +244,27 @@ function TestData:test_close_with_scope()
   end
   lu.assertEquals(live(), before)
 end
+
+function TestData:test_shard()
+  lu.assertEquals(collect(range_ds(10):shard(3, 0)), { 0, 3, 6, 9 })
+  lu.assertEquals(collect(range_ds(10):shard(3, 2)), { 2, 5, 8 })
+  lu.assertEquals(range_ds(10):shard(3, 1):cardinality(), 3)
+  lu.assertEquals(collect(range_ds(10):shard(1, 0)), collect(range_ds(10)))
+  -- per pass under a repeat; whole batches after a batch
+  lu.assertEquals(collect(range_ds(5):shard(2, 1):repeat_(2)), { 1, 3, 1, 3 })
+  lu.assertEquals(collect(range_ds(7):batch(2):shard(2, 1)), { { 2, 3 }, { 6 } })
+  -- the workers' shards cover the data once
+  local all = {}
+  for k = 0, 3 do for _, v in ipairs(collect(range_ds(11):shard(4, k))) do all[#all + 1] = v end end
+  table.sort(all)
+  lu.assertEquals(all, collect(range_ds(11)))
+  local ok, err = pcall(function() return range_ds(4):shard(2, 2) end)
+  lu.assertFalse(ok)
+  lu.assertEquals(npu.error_code(err), "NPU_ERR_ARG")
+  lu.assertStrContains(err, "npu.Dataset:shard")
+  lu.assertStrContains(err, "index must be in [0, num_shards): index 2, num_shards 2")
+  ok, err = pcall(function() return range_ds(4):shard(0, 0) end)
+  lu.assertStrContains(err, "num_shards must be >= 1, got 0")
+  ok, err = pcall(function() return range_ds(4):shard(2) end)
+  lu.assertStrContains(err, "index must be an integer")
+end

@@ -125,6 +125,18 @@ static int m_prefetch(lua_State *L) {
   return 1;
 }
 
+/* ds:shard(num_shards, index) */
+static int m_shard(lua_State *L) {
+  static const char where[] = "npu.Dataset:shard";
+  npu_dataset *in = check_dataset(L, 1);
+  int64_t n = check_i64(L, 2, where, "num_shards");
+  int64_t index = check_i64(L, 3, where, "index");
+  dataset_box *box = new_dataset_box(L);
+  npu_status st = npu_dataset_shard(in, n, index, &box->ds);
+  if (st) return npuB_raise(L, where, st);
+  return 1;
+}
+
 static int m_n_components(lua_State *L) {
   lua_pushinteger(L, npu_dataset_n_components(check_dataset(L, 1)));
   return 1;
@@ -312,6 +324,7 @@ void npuB_open_data(lua_State *L) {
   static const luaL_Reg dataset_methods[] = {
       {"shuffle", m_shuffle},   {"batch", m_batch},
       {"repeat_", m_repeat},    {"prefetch", m_prefetch},
+      {"shard", m_shard},
       {"n_components", m_n_components}, {"dtype", m_dtype},
       {"shape", m_shape},       {"cardinality", m_cardinality},
       {"iterator", m_iterator}, {NULL, NULL}};

@@ -52,6 +52,7 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
       if (p->owned[v]) npu_tensor_release(p->slots[v]);
   npuP_steps_free(ctx, p->steps, p->n_steps);
   npuC_free(ctx, p->folded);
+  npuC_free(ctx, p->next_nodes);
   npuC_free(ctx, p->feeds);
   npuC_free(ctx, p->fetches);
   npuC_free(ctx, p->targets);
@@ -488,7 +489,9 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
       p->iterations = npuX_loop_iterations(node);
       continue;
     }
-    s = npuP_infer_node(ctx, g, p, node, known);
+    /* get_next: the dataset's element spec, its -1 dims those of the next element */
+    s = def->kind == NPUX_KIND_GET_NEXT ? npuE_next_bind(st, p, id)
+                                        : npuP_infer_node(ctx, g, p, node, known);
     if (s) goto fail;
     if (can_fold(cfg, p, def, node, known)) {
       s = fold_node(ctx, p, node, known, reference);

@@ -244,6 +244,30 @@ npu_status npu_dataset_prefetch(const npu_dataset *in, int64_t buffer_size, npu_
   return NPU_OK;
 }
 
+npu_status npu_dataset_shard(const npu_dataset *in, int64_t num_shards, int64_t index,
+                             npu_dataset **out) {
+  static const char fn[] = "npu_dataset_shard";
+  if (out) *out = NULL;
+  if (!in) return NPU_ERR_ARG;
+  if (!out) return npuC_error(in->ctx, NPU_ERR_ARG, "%s: out is NULL", fn);
+  if (num_shards < 1)
+    return npuC_error(in->ctx, NPU_ERR_ARG, "%s: num_shards must be >= 1, got %lld", fn,
+                      (long long)num_shards);
+  if (index < 0 || index >= num_shards)
+    return npuC_error(in->ctx, NPU_ERR_ARG,
+                      "%s: index must be in [0, num_shards): index %lld, num_shards %lld", fn,
+                      (long long)index, (long long)num_shards);
+  npu_dataset *ds;
+  npu_status st = ds_alloc(in->ctx, in, NPUE_DS_SHARD, in->n_components, &ds);
+  if (st) return st;
+  ds->n = num_shards;
+  ds->index = index;
+  int64_t c = in->cardinality;
+  if (c >= 0) ds->cardinality = c / num_shards + (index < c % num_shards);
+  *out = ds;
+  return NPU_OK;
+}
+
 int npu_dataset_n_components(const npu_dataset *ds) { return ds ? ds->n_components : 0; }
 
 npu_dtype npu_dataset_dtype(const npu_dataset *ds, int i) {
@@ -368,6 +392,7 @@ static void stage_reset(stage *s) {
       s->produced = false;
       s->finished = s->ds->n == 0;
       break;
+    case NPUE_DS_SHARD: s->pos = 0; break;
     case NPUE_DS_BATCH:
     case NPUE_DS_PREFETCH: break;
     }
@@ -458,6 +483,15 @@ static int batch_next(npu_iterator *it, stage *s, elem **out) {
   return 1;
 }
 
+/* The input's elements i with i % num_shards == index, passed through as they are. */
+static int shard_next(npu_iterator *it, stage *s, elem **out) {
+  for (;;) {
+    int r = stage_next(it, s->input, out);
+    if (r != 1) return r;
+    if (s->pos++ % s->ds->n == s->ds->index) return 1;
+  }
+}
+
 static int repeat_next(npu_iterator *it, stage *s, elem **out) {
   for (;;) {
     if (s->finished) return 0;
@@ -490,6 +524,7 @@ static int stage_next(npu_iterator *it, stage *s, elem **out) {
   case NPUE_DS_BATCH: return batch_next(it, s, out);
   case NPUE_DS_REPEAT: return repeat_next(it, s, out);
   case NPUE_DS_PREFETCH: return stage_next(it, s->input, out);
+  case NPUE_DS_SHARD: return shard_next(it, s, out);
   }
   return producer_error(it, "internal error: unknown dataset stage");
 }
@@ -770,6 +805,28 @@ npu_status npu_iterator_next(npu_iterator *it, npu_tensor **components_out) {
   }
   wake_producer(it); /* the queue has room again */
   pthread_mutex_unlock(&it->mu);
+  return NPU_OK;
+}
+
+/* The shapes of the element the next npu_iterator_next will hand out, without taking it
+   (exec/iterators.c: a plan is compiled for, and chosen by, the shapes of the element its
+   get_next will bind).  Waits like next; *has is false at the end of the data. */
+npu_status npuE_iterator_peek(npu_iterator *it, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS],
+                              bool *has) {
+  *has = false;
+  pthread_mutex_lock(&it->mu);
+  while (it->q_count == 0 && !it->done && !it->error)
+    pthread_cond_wait(&it->filled_cv, &it->mu);
+  if (it->q_count == 0) {
+    npu_status st = it->error;
+    pthread_mutex_unlock(&it->mu);
+    return st ? npuC_error(it->ctx, st, "%s", it->errmsg) : NPU_OK;
+  }
+  int s = it->queue[it->q_head]; /* queued: the producer no longer writes it */
+  pthread_mutex_unlock(&it->mu);
+  for (int c = 0; c < it->n_components; c++)
+    ndims[c] = full_shape(it, c, it->slots[s].dims, shapes[c]);
+  *has = true;
   return NPU_OK;
 }
 

@@ -20,7 +20,8 @@ typedef enum npuE_ds_kind {
   NPUE_DS_SHUFFLE,    /* n = buffer size (cut to the input's cardinality), seed, flag = reshuffle */
   NPUE_DS_BATCH,      /* n = batch size, flag = drop_remainder */
   NPUE_DS_REPEAT,     /* n = count, -1 forever */
-  NPUE_DS_PREFETCH    /* n = queue capacity */
+  NPUE_DS_PREFETCH,   /* n = queue capacity */
+  NPUE_DS_SHARD       /* n = num_shards, index = the shard kept */
 } npuE_ds_kind;
 
 /* One component of an element: dtype and shape, -1 for a batch dim that may be partial. */
@@ -39,6 +40,7 @@ struct npu_dataset {
   int depth;             /* stages below this one (0: the source) */
   int64_t n;             /* the stage's size parameter (see npuE_ds_kind) */
   uint64_t seed;
+  int64_t index;         /* shard: input element i is kept when i % n == index */
   bool flag;
   /* source only: the components (retained) and their common dim 0 */
   npu_tensor **components;
@@ -68,6 +70,14 @@ typedef struct npuE_iterators {
    node), NPU_ERR_NOMEM, the iterator's (npu_iterator_next). */
 npu_status npuE_iterators_next(npu_context *ctx, npuE_iterators *its, const npu_graph *g,
                                int node, npu_tensor **out);
+/* The shapes of the element npuE_iterators_next would give node next, without taking it
+   (its iterator is created if need be): ndims[c] and shapes[c] per component; *has false at
+   the end of the data.  Errors: those of npuE_iterators_next but the end of data. */
+npu_status npuE_iterators_peek(npu_context *ctx, npuE_iterators *its, const npu_graph *g,
+                               int node, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS], bool *has);
+/* dataset.c: the same for one iterator (nothing created). */
+npu_status npuE_iterator_peek(npu_iterator *it, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS],
+                              bool *has);
 /* Releases every iterator (joining their producers) and the table; *its is zeroed. */
 void npuE_iterators_free(npu_context *ctx, npuE_iterators *its);
 

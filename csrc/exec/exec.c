@@ -45,8 +45,8 @@ static npu_status run_assign(npuE_state *st, npuE_plan *p, const npuE_step *step
 }
 
 /* GET_NEXT: the next element of the node's dataset, through the session's iterator for it (a
-   producer thread keeps its queue ahead of the device).  The plan's shapes are static, so an
-   element of another shape (a short last batch) is an error that says how to avoid it. */
+   producer thread keeps its queue ahead of the device).  The plan was chosen for the shape of
+   this element (exec/iterators.c: npuE_next_matches), so another shape is a broken promise. */
 static npu_status run_get_next(npuE_state *st, npuE_plan *p, const npuE_step *step,
                                const npuG_node *node) {
   npu_context *ctx = st->ctx;
@@ -66,8 +66,7 @@ static npu_status run_get_next(npuE_state *st, npuE_plan *p, const npuE_step *st
     if (!s && !npuT_same_shape(want->ndim, want->shape, outs[i]->ndim, outs[i]->shape)) {
       char a[96], b[96];
       s = npuC_error(ctx, NPU_ERR_SHAPE,
-                     "iterator '%s': component %d is %s, the plan expects %s (batch with "
-                     "drop_remainder=true so every batch has the same shape on the device)",
+                     "iterator '%s': component %d is %s, the plan expects %s",
                      node->name, i, npuC_shape_str(a, sizeof a, outs[i]->ndim, outs[i]->shape),
                      npuC_shape_str(b, sizeof b, want->ndim, want->shape));
     }
@@ -303,7 +302,8 @@ npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensor
 
   bool observed = st->dump || st->profile;
   if (observed) s = observe(st, p, NPUE_RUN_BEGIN, -1);
-  int64_t iteration = 0;
+  int64_t iteration = 0, iterations = st->loop_left > 0 ? st->loop_left : p->iterations;
+  st->loop_left = 0;
 again:
   if (observed && !s) s = observe(st, p, NPUE_ITER_BEGIN, -1);
   for (int k = 0; k < p->n_steps && !s; k++) {
@@ -314,12 +314,19 @@ again:
   if (observed && !s) s = observe(st, p, NPUE_ITER_END, -1);
   /* iterations_per_loop: the whole plan again, without returning to the caller */
   if (!s) st->n_iterations++;
-  if (!s && ++iteration < p->iterations) goto again;
+  if (!s && ++iteration < iterations) {
+    /* a dataset's next element of another shape: the session runs the remaining iterations
+       with the plan of that shape (the fetches are then that plan's last step's) */
+    bool same = true;
+    if (p->n_next) s = npuE_next_matches(st, p, &same);
+    if (!s && same) goto again;
+    if (!s) st->loop_left = iterations - iteration;
+  }
   if (observed) { /* before the fetches are handed out: a failing dump fails the run */
     npu_status end = observe(st, p, NPUE_RUN_END, -1);
     if (!s) s = end;
   }
-  if (!s)
+  if (!s && !st->loop_left)
     for (int i = 0; i < p->n_fetches; i++) fetch_out[i] = npu_tensor_retain(p->slots[p->fetches[i]]);
   /* Borrowed slots must not outlive this call: feeds belong to the caller. */
   for (int i = 0; i < p->n_borrowed; i++) p->slots[p->borrowed[i]] = NULL;

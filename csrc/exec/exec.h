@@ -131,6 +131,11 @@ typedef struct npuE_plan {
   int n_folded;         /* nodes evaluated at compile time, */
   int *folded;          /* their ids, in graph order */
   int64_t iterations;   /* times the steps run per call (a loop target), 1 otherwise */
+  /* get_next nodes whose element shape varies (a batch that keeps its short last batch):
+     the plan is compiled for the shapes of their next elements when it was made, found in
+     p->values (exec/iterators.c) */
+  int n_next;
+  int *next_nodes;      /* node ids, n_next (owned) */
   npuE_memory memory;   /* compile/memory.c */
   const struct npuP_config *config; /* compiled with (borrowed: outlives the plan) */
   unsigned long uses;
@@ -146,6 +151,10 @@ typedef struct npuE_state {
   int n_variables;        /* capacity */
   uint64_t n_iterations;  /* plan iterations run so far (npuX_call.step) */
   npuE_iterators iterators; /* one per iterator_get_next node, made on first use */
+  /* iterations_per_loop across plans: in, the iterations npuE_run is to do (0: the plan's
+     own count); out, those it left (0 when it ran them all) because a dataset's next element
+     has another shape than the plan's: the session goes on with the plan of that shape */
+  int64_t loop_left;
   /* exec/observe.h: the data dump and the profiler, NULL when off (owned by the session) */
   struct npuE_dump *dump;
   struct npuE_profile *profile;
@@ -240,7 +249,16 @@ npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step, in
 /* exec/control.c: a cond or while step. */
 npu_status npuE_run_control(npuE_state *st, npuE_plan *p, const npuE_step *step);
 
-/* exec/exec.c: runs the plan; fetch_out[i] receives new references. */
+/* exec/iterators.c: elements whose shape varies.  npuE_next_bind (while compiling p): when
+   get_next node's outputs have -1 dims, gives them the shapes of the element it delivers next
+   (peeked, not taken) and records the node in p->next_nodes; NPU_ERR_OUT_OF_RANGE at the end
+   of the data.  npuE_next_matches: whether p's recorded nodes' next elements have p's
+   shapes (true at the end of the data: the get_next step reports it). */
+npu_status npuE_next_bind(npuE_state *st, npuE_plan *p, int node);
+npu_status npuE_next_matches(npuE_state *st, const npuE_plan *p, bool *match);
+
+/* exec/exec.c: runs the plan; fetch_out[i] receives new references, except when it returns
+   early with st->loop_left set (fetch_out untouched: the session finishes the loop). */
 npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,
                     npu_tensor **fetch_out);
 

@@ -454,8 +454,8 @@ NPU_API npu_status npu_graph_serialize_graphdef(npu_graph *g, npu_tensor **out);
 /* ---------------------------------------------------------------- datasets */
 
 /* Input pipelines as tf.data describes them: an immutable, reference-counted description
-   (source, then any chain of shuffle / batch / repeat / prefetch), and iterators that produce
-   its elements on a producer thread while the caller computes.
+   (source, then any chain of shuffle / batch / repeat / prefetch / shard), and iterators that
+   produce its elements on a producer thread while the caller computes.
    An element is n_components tensors (1..16).  Element shapes: the source's slices (its
    components' shapes without dim 0), each batch prepending a dim of batch_size, or -1 when a
    last partial batch may come (drop_remainder false).
@@ -498,6 +498,11 @@ NPU_API npu_status npu_dataset_repeat(const npu_dataset *in, int64_t count, npu_
    prefetch, and with AUTOTUNE, the queue holds about 4 MiB of elements (2 to 1024).  Errors: NPU_ERR_ARG, NPU_ERR_NOMEM. */
 NPU_API npu_status npu_dataset_prefetch(const npu_dataset *in, int64_t buffer_size,
                                         npu_dataset **out);
+/* The input's elements i (counted from 0 in each pass) with i % num_shards == index
+   (tf.data shard: one worker's part).  Errors: NPU_ERR_ARG (num_shards < 1, index outside
+   [0, num_shards), both named), NPU_ERR_NOMEM. */
+NPU_API npu_status npu_dataset_shard(const npu_dataset *in, int64_t num_shards, int64_t index,
+                                     npu_dataset **out);
 NPU_API npu_dataset *npu_dataset_retain(npu_dataset *ds);
 NPU_API void npu_dataset_release(npu_dataset *ds);
 /* The element spec.  i out of range: dtype NPU_DTYPE_COUNT, ndim -1, shape NULL.  The shape
