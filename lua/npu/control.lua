@@ -367,6 +367,8 @@ function M.install(npu)
           attrs.any_shape = true
         elseif inv then
           attrs.shape = inv
+        else -- TensorFlow's default invariant: the initial value's static shape
+          attrs.shape = x:shape()
         end
         local v = g:output(g:add_op("loop_var", {}, attrs, name .. "/var"), 0)
         args[i] = tas[i] and with_flow(tas[i], v) or v
