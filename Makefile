@@ -139,6 +139,7 @@ bench: all $(BENCH_BIN)
 	$(LUA) bench/fusion.lua
 	$(LUA) bench/implmode.lua
 	$(LUA) bench/profile.lua
+	$(LUA) bench/control.lua
 
 docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md

@@ -6,9 +6,11 @@
  * read values of their own region or of the regions around it.  Nested steps share the plan's
  * value slots, so a branch reads an outer value by its id; the control step lists those outer
  * values (the captures) among its inputs, so the passes over the top-level steps (memory
- * planning, the verifier) see them read there.  Kernel steps inside regions are dynamic
- * (exec.c: their shapes are inferred when they run): a loop variable may change shape from one
- * iteration to the next, and a branch's values are sized only when it is taken.
+ * planning, the verifier) see them read there.  A step inside a region runs as a static
+ * step (its shapes fixed at compile time, its buffers kept between runs, the plan's scratch)
+ * unless a shape it reads or writes is known only when it runs (a loop variable whose
+ * invariant has -1 dims, a cond result whose branches differ): then it is dynamic (exec.c).
+ * Nested values stay out of the memory arena: they live across the loop's iterations.
  *
  * A while loop's region holds its condition and its body: the condition's block is what the
  * condition value needs, the body's block the rest of what the results need; both run every
@@ -138,6 +140,7 @@ static npu_status compile_block(npuP_build *b, int region, const uint8_t *mark, 
     default:
       s = npuP_infer_node(ctx, g, p, node, b->known);
       if (!s) s = npuP_emit_step(ctx, p, b->cfg, id, node, true, &blk->steps[blk->n_steps]);
+      if (!s && blk->steps[blk->n_steps].scratch_size) p->nested_scratch = true;
       break;
     }
     blk->n_steps++; /* counted even on failure: its fields are freed with the block */

@@ -277,8 +277,7 @@ npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg
   step->out = step->in + step->n_in;
   if (step->n_in) memcpy(step->in, node->inputs, (size_t)step->n_in * sizeof(int));
   /* shapes known only at run time: the step sizes its outputs and scratch then */
-  step->dynamic = def->kind == NPUX_KIND_KERNEL &&
-                  ((def->flags & NPUX_F_DATA_SHAPE) || node->region);
+  step->dynamic = def->kind == NPUX_KIND_KERNEL && (def->flags & NPUX_F_DATA_SHAPE);
   for (int i = 0; i < step->n_in && def->kind == NPUX_KIND_KERNEL; i++)
     step->dynamic |= !npuP_fully_known(&p->values[step->in[i]]);
   for (int i = 0; i < step->n_out; i++) {
@@ -536,7 +535,9 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
       goto fail;
     }
   }
-  if (p->scratch_size && !p->memory.buffers) {
+  /* nested steps (compile/control.c) use the plan's own scratch, even when memory planning
+     put the top-level steps' scratch in its arena */
+  if (p->scratch_size && (!p->memory.buffers || p->nested_scratch)) {
     p->scratch = npuC_alloc(ctx, p->scratch_size);
     if (!p->scratch) {
       s = NPU_ERR_NOMEM;

@@ -117,6 +117,7 @@ typedef struct npuE_plan {
   int n_borrowed;
   void *scratch;
   size_t scratch_size;
+  bool nested_scratch;  /* a step inside a cond / while needs p->scratch */
   void *dyn_scratch;    /* dynamic steps' scratch, grown when a run needs more */
   size_t dyn_scratch_size;
   bool dynamic;         /* some step is dynamic or a control step: the passes that need fixed
