@@ -17,6 +17,18 @@ function TestExamples:test_quickstart()
   lu.assertEquals(select(2, out:gsub("image %d: top class %d", "")), 4)
 end
 
+function TestExamples:test_control_flow()
+  local out, rc = run("lua5.4 examples/control_flow.lua")
+  lu.assertEquals(rc, 0, out)
+  lu.assertStrContains(out, "[[2, 3, 4], ")
+  lu.assertStrContains(out, "[1.414214, 1000, 0.5]]")
+  local k = tonumber(out:match("Newton iterations until converged: (%d+)"))
+  lu.assertTrue(k and k > 5 and k < 100, out)
+  -- rows of a: [4, 9, 16] / sqrt(353); the zero row stays zero
+  lu.assertStrContains(out, "[[0.2128985, 0.4790217, 0.8515941]")
+  lu.assertStrContains(out, "[0, 0, 0]")
+end
+
 function TestExamples:test_weight_update()
   local out, rc = run("lua5.4 examples/weight_update.lua")
   lu.assertEquals(rc, 0, out)
