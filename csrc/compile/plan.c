@@ -450,9 +450,9 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
     if (node->region) continue; /* compiled with the cond / while running it (control.c) */
     if (def->kind == NPUX_KIND_COND || def->kind == NPUX_KIND_WHILE) {
       npuP_build b = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .known = known, .need = need};
-      if ((s = npuP_emit_control(&b, id, &p->steps[p->n_steps]))) goto fail;
-      p->n_steps++;
+      s = npuP_emit_control(&b, id, &p->steps[p->n_steps++]); /* counted: freed on failure */
       p->dynamic = true;
+      if (s) goto fail;
       continue;
     }
     if (def->kind == NPUX_KIND_PLACEHOLDER) {
