@@ -228,6 +228,17 @@ function M.install(npu)
       self.dynamic and ", dynamic" or "")
   end
 
+  -- The n outputs of a cond / while node; where the leaf was a TensorArray (tas[i]), a
+  -- TensorArray whose buffer is that output.
+  local function node_outputs(g, node, n, tas)
+    local outs = {}
+    for i = 1, n do
+      local o = g:output(node, i - 1)
+      outs[i] = tas[i] and with_flow(tas[i], o) or o
+    end
+    return outs
+  end
+
   -- cond ----------------------------------------------------------------------------------
 
   --- npu.cond(pred, true_fn, false_fn, name) — tf.cond.  pred: a bool scalar tensor (or a Lua
@@ -269,12 +280,7 @@ function M.install(npu)
     for i = 1, #ot do inputs[#inputs + 1] = ot[i] end
     for i = 1, #oe do inputs[#inputs + 1] = oe[i] end
     local node = g:add_op("cond", inputs, { then_region = r_then, else_region = r_else }, name or "cond")
-    local outs = {}
-    for i = 1, #ot do
-      local o = g:output(node, i - 1)
-      outs[i] = tas[i] and with_flow(tas[i], o) or o
-    end
-    return unflatten(st, outs, { 1 })
+    return unflatten(st, node_outputs(g, node, #ot, tas), { 1 })
   end
 
   --- npu.case(pred_fn_pairs, {default =, exclusive =, name =}) — tf.case: the function of the
@@ -406,12 +412,7 @@ function M.install(npu)
       inputs[#inputs + 1] = l
     end
     local node = g:add_op("while", inputs, { region = region, maximum_iterations = max_it or -1 }, name)
-    local outs = {}
-    for i = 1, #inits do
-      local o = g:output(node, i - 1)
-      outs[i] = tas[i] and with_flow(tas[i], o) or o
-    end
-    return unflatten(struct, outs, { 1 })
+    return unflatten(struct, node_outputs(g, node, #inits, tas), { 1 })
   end
 
   --- npu.map_fn(fn, elems, {dtype =, fn_output_signature =, name =}) — tf.map_fn over the
