@@ -1206,6 +1206,7 @@ static const struct {
     {"NonMaxSuppressionV4", "non_max_suppression", convert_nms},
     {"NonMaxSuppressionV5", "non_max_suppression", convert_nms},
     {"ResizeBilinear", "resize_bilinear", convert_resize},
+    {"UniqueV2", "unique", NULL}, /* axis: a const input, [0] for the 1-D inputs we take */
     {"_FusedConv2D", "conv2d", convert_fused},
     {"FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},
     {"_FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},

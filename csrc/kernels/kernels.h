@@ -491,6 +491,21 @@ void npuK_top_k_i64(const npuK_pool *pool, int64_t rows, int64_t cols, int64_t k
                     const int64_t *x, int64_t *values, int32_t *indices);
 void npuK_top_k_i64_ref(const npuK_pool *pool, int64_t rows, int64_t cols, int64_t k,
                         const int64_t *x, int64_t *values, int32_t *indices);
+/* where: the coordinates of x's nonzero elements (x != 0: -0.0 is zero, NaN is not; f16/bf16
+ *   as bit patterns) in row-major order.  npuK_count_nonzero counts them over n elements;
+ *   npuK_where writes count * ndim int64 coordinates for x of dims[ndim].
+ * unique: x (n) of dtype; ids[k] (n) = the number of the value of x[k], values numbered by
+ *   first occurrence (floats compared as numbers: -0.0 == 0.0, a NaN equals nothing); returns
+ *   the count.  npuK_unique_values writes each value once, at its number, to y.  scratch:
+ *   npuK_unique_scratch_size(n) bytes.  Single implementations. */
+int64_t npuK_count_nonzero(int64_t n, const void *x, npuK_dtype dtype);
+void npuK_where(int ndim, const int64_t *dims, const void *x, npuK_dtype dtype,
+                int64_t *coords);
+size_t npuK_unique_scratch_size(int64_t n);
+int64_t npuK_unique_ids(int64_t n, const void *x, npuK_dtype dtype, int64_t *ids,
+                        void *scratch);
+void npuK_unique_values(int64_t n, const void *x, size_t elem_size, const int64_t *ids,
+                        void *y);
 size_t npuK_nms_scratch_size(int64_t n);
 int64_t npuK_non_max_suppression_f32(int64_t n, const float *boxes, const float *scores,
                                      int64_t max_output, float iou_threshold,

@@ -1,5 +1,6 @@
-/* select.c: kernels that choose elements by value: top_k (per row, the k largest) and
- * non_max_suppression (greedy box selection by score and overlap).
+/* select.c: kernels that choose elements by value: top_k (per row, the k largest),
+ * non_max_suppression (greedy box selection by score and overlap), where (the coordinates of
+ * nonzero elements) and unique (values by first occurrence).
  *
  * The order both use is total, so results never depend on the thread count or on the sort
  * algorithm: larger value first, equal values by lower index (TensorFlow's TopKV2 and
@@ -8,7 +9,9 @@
  */
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/half.h"
 #include "kernels/kutil.h"
 
 /* ---- top_k -------------------------------------------------------------------------------- */
@@ -156,4 +159,100 @@ int64_t npuK_non_max_suppression_f32(int64_t n, const float *boxes, const float 
   }
   for (int64_t s = count; s < max_output; s++) selected[s] = pad;
   return count;
+}
+
+/* ---- where, unique ---------------------------------------------------------------------- */
+
+/* Element i of x is nonzero: -0.0 is zero and NaN is not, as x != 0 tests it. */
+static bool nonzero_at(const void *x, npuK_dtype dtype, int64_t i) {
+  switch (dtype) {
+  case NPUK_F32: return ((const float *)x)[i] != 0;
+  case NPUK_F64: return ((const double *)x)[i] != 0;
+  case NPUK_F16:
+  case NPUK_BF16: return (((const uint16_t *)x)[i] & 0x7fff) != 0;
+  case NPUK_I32: return ((const int32_t *)x)[i] != 0;
+  case NPUK_I64: return ((const int64_t *)x)[i] != 0;
+  case NPUK_I8:
+  case NPUK_U8:
+  case NPUK_BOOL: return ((const uint8_t *)x)[i] != 0;
+  default: return false;
+  }
+}
+
+int64_t npuK_count_nonzero(int64_t n, const void *x, npuK_dtype dtype) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; i++) count += nonzero_at(x, dtype, i);
+  return count;
+}
+
+void npuK_where(int ndim, const int64_t *dims, const void *x, npuK_dtype dtype,
+                int64_t *coords) {
+  int64_t n = 1, at[NPUK_MAX_DIMS] = {0};
+  for (int d = 0; d < ndim; d++) n *= dims[d];
+  for (int64_t i = 0; i < n; i++) {
+    if (nonzero_at(x, dtype, i))
+      for (int d = 0; d < ndim; d++) *coords++ = at[d];
+    for (int d = ndim - 1; d >= 0 && ++at[d] == dims[d]; d--) at[d] = 0; /* row-major odometer */
+  }
+}
+
+/* unique: the elements sorted by (key, index) bring equal values together; the first of each
+   run is its value's first occurrence.  Floats are keyed as doubles (exact for every float
+   dtype; -0.0 == 0.0), integers as int64; a NaN equals nothing, so each is its own value. */
+typedef struct unique_entry {
+  double f;
+  int64_t i, index;
+} unique_entry;
+
+static int by_double(const void *pa, const void *pb) {
+  const unique_entry *a = pa, *b = pb;
+  bool na = a->f != a->f, nb = b->f != b->f;
+  if (na != nb) return na ? 1 : -1; /* NaNs last, by index */
+  if (!na && a->f != b->f) return a->f < b->f ? -1 : 1;
+  return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int by_int(const void *pa, const void *pb) {
+  const unique_entry *a = pa, *b = pb;
+  if (a->i != b->i) return a->i < b->i ? -1 : 1;
+  return a->index < b->index ? -1 : a->index > b->index;
+}
+
+size_t npuK_unique_scratch_size(int64_t n) { return (size_t)(n > 0 ? n : 1) * sizeof(unique_entry); }
+
+int64_t npuK_unique_ids(int64_t n, const void *x, npuK_dtype dtype, int64_t *ids, void *scratch) {
+  unique_entry *e = scratch;
+  bool is_float = dtype == NPUK_F32 || dtype == NPUK_F64 || dtype == NPUK_F16 || dtype == NPUK_BF16;
+  for (int64_t k = 0; k < n; k++) {
+    e[k] = (unique_entry){.index = k};
+    switch (dtype) {
+    case NPUK_F32: e[k].f = ((const float *)x)[k]; break;
+    case NPUK_F64: e[k].f = ((const double *)x)[k]; break;
+    case NPUK_F16:
+    case NPUK_BF16: {
+      uint16_t h = ((const uint16_t *)x)[k];
+      e[k].f = dtype == NPUK_F16 ? npu_f16_to_f32(h) : npu_bf16_to_f32(h);
+      break;
+    }
+    case NPUK_I32: e[k].i = ((const int32_t *)x)[k]; break;
+    case NPUK_I64: e[k].i = ((const int64_t *)x)[k]; break;
+    case NPUK_I8: e[k].i = ((const int8_t *)x)[k]; break;
+    default: e[k].i = ((const uint8_t *)x)[k]; break;
+    }
+  }
+  if (n > 1) qsort(e, (size_t)n, sizeof *e, is_float ? by_double : by_int);
+  /* ids[index] = the index of its value's first occurrence, then renumbered in order */
+  for (int64_t k = 0; k < n; k++) {
+    bool same = k > 0 && (is_float ? e[k].f == e[k - 1].f : e[k].i == e[k - 1].i);
+    ids[e[k].index] = same ? ids[e[k - 1].index] : e[k].index;
+  }
+  int64_t count = 0;
+  for (int64_t k = 0; k < n; k++) ids[k] = ids[k] == k ? count++ : ids[ids[k]];
+  return count;
+}
+
+void npuK_unique_values(int64_t n, const void *x, size_t elem_size, const int64_t *ids, void *y) {
+  int64_t next = 0;
+  for (int64_t k = 0; k < n; k++)
+    if (ids[k] == next) memcpy((char *)y + (size_t)next++ * elem_size, (const char *)x + (size_t)k * elem_size, elem_size);
 }
