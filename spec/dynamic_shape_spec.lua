@@ -272,3 +272,103 @@ function TestDynamicShapeImport.test_where_unique()
   local r = run_named(g, { "w:0", "u:0", "u:1", "u2:0", "u2:1" }, { ["x:0"] = { 3, 0, 3, 1 } })
   lu.assertEquals(r, { { { 0 }, { 2 }, { 3 } }, { 3, 0, 1 }, { 0, 1, 0, 2 }, { 3, 0, 1 }, { 0, 1, 0, 2 } })
 end
+
+-- ---- non-max suppression with its true output size ---------------------------------------
+-- A (0.9) overlaps B (IoU 1/3), B overlaps C (IoU 1/3), A and C do not: visited by score, A
+-- keeps and drops B, so C survives; were B first, it would drop both.
+local ABC = { { 0, 0, 2, 2 }, { 0, 1, 2, 3 }, { 0, 2, 2, 4 } }
+
+TestDynamicShapeNms = {}
+
+function TestDynamicShapeNms.test_v3_order_and_score_threshold()
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { -1, 4 }, "b")
+  local s = g:placeholder(F32, { -1 }, "s")
+  local kept = npu.image.non_max_suppression(b, s, 10, 0.3)
+  local high = npu.image.non_max_suppression(b, s, 10, 0.3, 0.75)
+  lu.assertEquals(kept:shape(), { -1 })
+  local r = run_both(g, { kept, high }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })
+  lu.assertEquals(r[1], { dtype = "int32", shape = { 2 }, value = { 0, 2 } })
+  lu.assertEquals(r[2].value, { 0 }) -- C is below 0.75, B is dropped by A
+  r = run_both(g, { kept, high }, { [b] = ABC, [s] = { 0.9, 0.95, 0.7 } })
+  lu.assertEquals(r[1].value, { 1 }) -- B first: it drops A and C
+  lu.assertEquals(r[2].value, { 1 })
+end
+
+function TestDynamicShapeNms.test_padded_with_valid_outputs()
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { 3, 4 }, "b")
+  local s = g:placeholder(F32, { 3 }, "s")
+  local idx, valid = npu.image.non_max_suppression_padded(b, s, 4, 0.3, nil, true)
+  local idx_short, valid_short = npu.image.non_max_suppression_padded(b, s, 4, 0.3)
+  lu.assertEquals(idx:shape(), { 4 })
+  lu.assertEquals(idx_short:shape(), { -1 })
+  local r = run_both(g, { idx, valid, idx_short, valid_short }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })
+  lu.assertEquals(r[1].value, { 0, 2, 0, 0 })
+  lu.assertEquals(r[2].value, 2)
+  lu.assertEquals(r[3].value, { 0, 2 })
+  lu.assertEquals(r[4].value, 2)
+end
+
+-- Soft NMS (sigma 0.5: weight exp(-iou^2)), iou_threshold 1 so nothing is dropped outright:
+-- A 0.9 kept; B 0.8 * exp(-1/9) = 0.71587 kept next; C 0.7 * exp(-1/9) (for B; A is apart)
+-- = 0.62639 last.
+function TestDynamicShapeNms.test_v5_soft_nms_scores()
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { 3, 4 }, "b")
+  local s = g:placeholder(F32, { 3 }, "s")
+  local idx, scores = npu.image.non_max_suppression_with_scores(b, s, 3, 1.0, 0, 0.5)
+  local hidx, hscores = npu.image.non_max_suppression_with_scores(b, s, 3, 0.3)
+  local r = run_both(g, { idx, scores, hidx, hscores }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })
+  lu.assertEquals(r[1].value, { 0, 1, 2 })
+  local w = math.exp(-1 / 9)
+  local want = { 0.9, 0.8 * w, 0.7 * w }
+  for i = 1, 3 do lu.assertAlmostEquals(r[2].value[i], want[i], 1e-6) end
+  lu.assertEquals(r[3].value, { 0, 2 })
+  lu.assertAlmostEquals(r[4].value[2], 0.7, 1e-7) -- hard NMS: scores unchanged
+  -- max_output_size 1 stops after the first
+  local one = npu.image.non_max_suppression_with_scores(b, s, 1, 1.0, 0, 0.5)
+  lu.assertEquals(run_both(g, { one }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })[1].value, { 0 })
+end
+
+function TestDynamicShapeNms.test_resized_runs()
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { -1, 4 }, "b")
+  local s = g:placeholder(F32, { -1 }, "s")
+  local m = g:placeholder("int32", {}, "m")
+  local kept = npu.image.non_max_suppression(b, s, m, 0.3)
+  local sess <close> = npu.Session { graph = g }
+  local cases = {
+    { ABC, { 0.9, 0.8, 0.7 }, 5, { 0, 2 } },
+    { { { 0, 0, 1, 1 } }, { 0.5 }, 5, { 0 } },
+    { ABC, { 0.1, 0.2, 0.3 }, 1, { 2 } },
+    { npu.zeros({ 0, 4 }), npu.zeros({ 0 }), 5, {} },
+    { ABC, { 0.9, 0.8, 0.7 }, 0, {} },
+  }
+  for i, c in ipairs(cases) do
+    local r = sess:run(kept, { [b] = c[1], [s] = c[2], [m] = npu.tensor(c[3], "int32") })
+    lu.assertEquals(r:shape(), { #c[4] }, "run " .. i)
+    lu.assertEquals(r:totable(), c[4], "run " .. i)
+  end
+end
+
+function TestDynamicShapeNms.test_errors()
+  local g = npu.Graph()
+  local err = expect_error("NPU_ERR_DTYPE", g.op, g, "non_max_suppression",
+    { g:placeholder("float64", { 3, 4 }), g:placeholder(F32, { 3 }) }, { max_output_size = 2 }, "nms64")
+  lu.assertStrContains(err, "non_max_suppression 'nms64'")
+  err = expect_error("NPU_ERR_SHAPE", g.op, g, "non_max_suppression",
+    { g:placeholder(F32, { 3, 4 }), g:placeholder(F32, { 2 }) }, { max_output_size = 2 }, "nms_n")
+  lu.assertStrContains(err, "non_max_suppression 'nms_n'")
+  lu.assertStrContains(err, "[3,4]")
+  err = expect_error("NPU_ERR_ARG", g.op, g, "non_max_suppression",
+    { g:placeholder(F32, { 3, 4 }), g:placeholder(F32, { 3 }) }, { max_output_size = 2, soft_nms_sigma = -1 }, "nms_s")
+  lu.assertStrContains(err, "soft_nms_sigma -1")
+  -- a fed max_output_size out of range: at run time, naming the node
+  local m = g:placeholder("int32", {}, "m")
+  local b, s = g:placeholder(F32, { 3, 4 }), g:placeholder(F32, { 3 })
+  local kept = g:op("non_max_suppression", { b, s, m }, nil, "nms_m")
+  local sess <close> = npu.Session { graph = g }
+  err = expect_error("NPU_ERR_ARG", sess.run, sess, kept[1], { [b] = ABC, [s] = { 1, 2, 3 }, [m] = npu.tensor(-1, "int32") })
+  lu.assertStrContains(err, "'nms_m'")
+end

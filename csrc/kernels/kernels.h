@@ -472,9 +472,12 @@ void npuK_range_i64(int64_t n, int64_t start, int64_t delta, int64_t *y);
  * non_max_suppression: boxes (n, 4) as (y1, x1, y2, x2), corners in either order; scores (n).
  *   Candidates are the boxes with score > score_threshold (NaN never), by descending score
  *   (ties: lower index); each is kept unless its IoU with a box kept before is >
- *   iou_threshold; at most max_output are kept.  Writes their indices to selected[0..count),
- *   `pad` to selected[count..max_output) and returns count (TensorFlow NonMaxSuppressionV3's
- *   selection).  scratch: npuK_nms_scratch_size(n) bytes.  Single implementation. */
+ *   iou_threshold; at most max_output are kept (TensorFlow NonMaxSuppressionV5).  With
+ *   soft_nms_sigma > 0 (soft NMS) overlap lowers a candidate's score by exp(-iou^2 / (2 sigma))
+ *   instead (to 0 past iou_threshold), and it competes again while above score_threshold.
+ *   Writes the indices and final scores to selected / selected_scores[0..count) (room for
+ *   min(n, max_output)) and returns count.  scratch: npuK_nms_scratch_size(n) bytes.  Single
+ *   implementation. */
 void npuK_top_k_f32(const npuK_pool *pool, int64_t rows, int64_t cols, int64_t k,
                     const float *x, float *values, int32_t *indices);
 void npuK_top_k_f32_ref(const npuK_pool *pool, int64_t rows, int64_t cols, int64_t k,
@@ -509,8 +512,8 @@ void npuK_unique_values(int64_t n, const void *x, size_t elem_size, const int64_
 size_t npuK_nms_scratch_size(int64_t n);
 int64_t npuK_non_max_suppression_f32(int64_t n, const float *boxes, const float *scores,
                                      int64_t max_output, float iou_threshold,
-                                     float score_threshold, int32_t pad, int32_t *selected,
-                                     void *scratch);
+                                     float score_threshold, float soft_nms_sigma,
+                                     int32_t *selected, float *selected_scores, void *scratch);
 
 /* ---------------------------------------------------------------- fused steps (fused.c)
  * What the fusion passes (compile/fusion.c) run.  An epilogue is applied in place to a block

@@ -7,6 +7,7 @@
  * NonMaxSuppressionV3 tie rule); for top_k a NaN counts as larger than every number (NaNs by
  * index, as NumPy sorts them to one end).
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,15 +114,36 @@ TOP_K_DEF(i64, int64_t)
 
 /* ---- non_max_suppression ------------------------------------------------------------------ */
 
+/* A candidate box: its current score (soft-NMS lowers it), its index, and how many selected
+   boxes it has been compared with already. */
 typedef struct nms_candidate {
   float score;
-  int64_t index;
+  int64_t index, begin;
 } nms_candidate;
 
-static int by_score(const void *pa, const void *pb) {
-  const nms_candidate *a = pa, *b = pb;
-  if (a->score != b->score) return a->score > b->score ? -1 : 1;
-  return a->index < b->index ? -1 : a->index > b->index;
+/* a is popped before b: higher score, ties by lower index. */
+static bool nms_before(const nms_candidate *a, const nms_candidate *b) {
+  return a->score != b->score ? a->score > b->score : a->index < b->index;
+}
+
+static void heap_up(nms_candidate *h, int64_t i) {
+  while (i > 0 && nms_before(&h[i], &h[(i - 1) / 2])) {
+    nms_candidate t = h[i];
+    h[i] = h[(i - 1) / 2], h[(i - 1) / 2] = t;
+    i = (i - 1) / 2;
+  }
+}
+
+static void heap_down(nms_candidate *h, int64_t n, int64_t i) {
+  for (;;) {
+    int64_t best = i, l = 2 * i + 1, r = l + 1;
+    if (l < n && nms_before(&h[l], &h[best])) best = l;
+    if (r < n && nms_before(&h[r], &h[best])) best = r;
+    if (best == i) return;
+    nms_candidate t = h[i];
+    h[i] = h[best], h[best] = t;
+    i = best;
+  }
 }
 
 static float minf(float a, float b) { return a < b ? a : b; }
@@ -141,23 +163,48 @@ static float iou(const float *a, const float *b) {
 
 size_t npuK_nms_scratch_size(int64_t n) { return (size_t)(n > 0 ? n : 1) * sizeof(nms_candidate); }
 
+/* TensorFlow's NonMaxSuppressionV5 loop: the best candidate is compared with the boxes
+   selected since it was last looked at; hard NMS drops it at an IoU > iou_threshold, soft NMS
+   scales its score by exp(-iou^2 / (2 sigma)) (0 past iou_threshold) and puts it back while
+   the score stays above score_threshold; an unchanged score selects it. */
 int64_t npuK_non_max_suppression_f32(int64_t n, const float *boxes, const float *scores,
                                      int64_t max_output, float iou_threshold,
-                                     float score_threshold, int32_t pad, int32_t *selected,
-                                     void *scratch) {
-  nms_candidate *cand = scratch;
-  int64_t n_cand = 0, count = 0;
+                                     float score_threshold, float soft_nms_sigma,
+                                     int32_t *selected, float *selected_scores, void *scratch) {
+  nms_candidate *heap = scratch;
+  int64_t n_heap = 0, count = 0;
+  bool soft = soft_nms_sigma > 0;
+  float scale = soft ? -0.5f / soft_nms_sigma : 0.0f;
   for (int64_t i = 0; i < n; i++)
-    if (scores[i] > score_threshold) cand[n_cand++] = (nms_candidate){scores[i], i};
-  if (n_cand > 1) qsort(cand, (size_t)n_cand, sizeof *cand, by_score);
-  for (int64_t c = 0; c < n_cand && count < max_output; c++) {
-    const float *box = boxes + 4 * cand[c].index;
-    bool keep = true;
-    for (int64_t s = 0; s < count && keep; s++)
-      keep = !(iou(box, boxes + 4 * (int64_t)selected[s]) > iou_threshold);
-    if (keep) selected[count++] = (int32_t)cand[c].index;
+    if (scores[i] > score_threshold) {
+      heap[n_heap] = (nms_candidate){scores[i], i, 0};
+      heap_up(heap, n_heap++);
+    }
+  while (count < max_output && n_heap > 0) {
+    nms_candidate c = heap[0];
+    heap[0] = heap[--n_heap];
+    heap_down(heap, n_heap, 0);
+    float original = c.score;
+    bool hard = false;
+    for (int64_t j = count - 1; j >= c.begin; j--) {
+      float sim = iou(boxes + 4 * c.index, boxes + 4 * (int64_t)selected[j]);
+      c.score *= sim <= iou_threshold ? expf(scale * sim * sim) : 0.0f;
+      if (!soft && sim > iou_threshold) {
+        hard = true;
+        break;
+      }
+      if (c.score <= score_threshold) break;
+    }
+    c.begin = count;
+    if (hard) continue;
+    if (c.score == original) {
+      selected[count] = (int32_t)c.index;
+      selected_scores[count++] = c.score;
+    } else if (c.score > score_threshold) {
+      heap[n_heap] = c;
+      heap_up(heap, n_heap++);
+    }
   }
-  for (int64_t s = count; s < max_output; s++) selected[s] = pad;
   return count;
 }
 

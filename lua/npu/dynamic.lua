@@ -1,7 +1,8 @@
 -- npu.dynamic — ops whose results are sized by the data (docs/dynamic.md, "Values sized when
 -- they run"): npu.where (one argument: the coordinates of the true elements; three: select_v2),
 -- npu.unique (values and their positions, two results), npu.boolean_mask (a composite of
--- reshape, where and gather).  The steps that consume them are sized when they run too.
+-- reshape, where and gather), npu.image's non-max suppression (true output size, padded,
+-- soft).  The steps that consume them are sized when they run too.
 local core = require("npu.core")
 
 local M = {}
@@ -75,6 +76,40 @@ function M.install(npu)
     end
     local idx = npu.reshape(npu.where(mask), { -1 })
     return npu.gather(flat, idx, axis, opts.name and { name = opts.name } or nil)
+  end
+
+  -- non_max_suppression (NonMaxSuppressionV5): operands given as numbers become attributes,
+  -- as Outputs inputs (in TensorFlow's order).
+  local function nms(boxes, scores, operands, pad, name)
+    local g = is_output(boxes) and boxes:graph() or is_output(scores) and scores:graph() or npu.get_default_graph()
+    local inputs, attrs = { boxes, scores }, { pad_to_max_output_size = pad or nil }
+    local names = { "max_output_size", "iou_threshold", "score_threshold", "soft_nms_sigma" }
+    for i, k in ipairs(names) do
+      local v = operands[i]
+      if is_output(v) then inputs[#inputs + 1] = v elseif v ~= nil then attrs[k] = v end
+    end
+    return g:op("non_max_suppression", inputs, attrs, name)
+  end
+  npu.image = npu.image or {}
+  --- npu.image.non_max_suppression(boxes, scores, max_output_size [, iou_threshold = 0.5
+  -- [, score_threshold = -inf [, name]]]): int32 (n), the indices of the boxes kept, best
+  -- first; n <= max_output_size is known when it runs (tf.image.non_max_suppression).
+  function npu.image.non_max_suppression(boxes, scores, max_output_size, iou_threshold, score_threshold, name)
+    return nms(boxes, scores, { max_output_size, iou_threshold, score_threshold }, false, name)[1]
+  end
+  --- npu.image.non_max_suppression_padded(boxes, scores, max_output_size [, iou_threshold
+  -- [, score_threshold [, pad_to_max_output_size = false [, name]]]]) -> selected_indices,
+  -- valid_outputs (padded with 0 to max_output_size when asked).
+  function npu.image.non_max_suppression_padded(boxes, scores, max_output_size, iou_threshold, score_threshold, pad, name)
+    local r = nms(boxes, scores, { max_output_size, iou_threshold, score_threshold }, pad, name)
+    return r[1], r[3]
+  end
+  --- npu.image.non_max_suppression_with_scores(boxes, scores, max_output_size [, iou_threshold
+  -- [, score_threshold [, soft_nms_sigma = 0 [, name]]]]) -> selected_indices, selected_scores
+  -- (soft NMS when soft_nms_sigma > 0: overlapping boxes' scores decay instead of dropping).
+  function npu.image.non_max_suppression_with_scores(boxes, scores, max_output_size, iou_threshold, score_threshold, sigma, name)
+    local r = nms(boxes, scores, { max_output_size, iou_threshold, score_threshold, sigma }, false, name)
+    return r[1], r[2]
   end
 
   local Output_methods = core.Output_mt.__index
