@@ -2,7 +2,7 @@
 -- the bytes TensorFlow writes for the same node (ops whose const inputs come first: Split,
 -- Fill, Conv2DBackpropInput; Pad / PadV2 / MirrorPad; operands left at their defaults), round
 -- trips through .pb with equal results, the import aliases and expansions (BatchMatMul /
--- BatchMatMulV3, Inv, StopGradient, PadV2, NonMaxSuppressionV4 / V5, ResizeBilinear on integer
+-- BatchMatMulV3, Inv, StopGradient, PadV2, NonMaxSuppressionV3 / V4 / V5, ResizeBilinear on integer
 -- images, IdentityN, Floor, Size), TensorFlow.js details (64-bit constants stored narrow,
 -- signatures), their errors, and a model that is not among the shared ones
 -- (spec/fixtures/age) against TensorFlow.js.
@@ -246,27 +246,24 @@ function TestExportTF:test_defaults_of_reductions_and_transpose()
     { 21, { { 1, 4 }, { 2, 5 }, { 3, 6 } } })
 end
 
--- non_max_suppression goes out as NonMaxSuppressionV4 (its two outputs); pad_value 0 is
--- pad_to_max_output_size; another pad_value has no TensorFlow form.
-function TestExportTF:test_non_max_suppression_exports_as_v4()
+-- non_max_suppression goes out as NonMaxSuppressionV5 (its three outputs), with
+-- pad_to_max_output_size and soft_nms_sigma (its default 0 written as a Const).
+function TestExportTF:test_non_max_suppression_exports_as_v5()
   local g = npu.Graph()
   local boxes = g:placeholder("float32", { 6, 4 }, "boxes")
   local scores = g:placeholder("float32", { 6 }, "scores")
-  g:op("non_max_suppression", { boxes, scores }, { max_output_size = 4, iou_threshold = 0.5, score_threshold = 0, pad_value = 0 }, "nms")
+  g:op("non_max_suppression", { boxes, scores }, { max_output_size = 4, iou_threshold = 0.5, score_threshold = 0, pad_to_max_output_size = true }, "nms")
   local bytes = model.export_graph_def(g)
   local nd = node_bytes(bytes, "nms")
-  lu.assertStrContains(nd, "NonMaxSuppressionV4")
+  lu.assertStrContains(nd, "NonMaxSuppressionV5")
   lu.assertStrContains(nd, field(1, 2, "pad_to_max_output_size") .. field(2, 2, A.b(true)))
   local g2 = model.import_graph_def(bytes)
   local feeds = { ["boxes:0"] = { { 0, 0, 1, 1 }, { 0, 0.1, 1, 1.1 }, { 0, -0.1, 1, 0.9 }, { 0, 10, 1, 11 }, { 0, 10.1, 1, 11.1 }, { 0, 100, 1, 101 } },
     ["scores:0"] = { 0.9, 0.75, 0.6, 0.95, 0.5, 0.3 } }
-  lu.assertEquals(totables(run(g2, { "nms:0", "nms:1" }, feeds)), { { 3, 0, 5, 0 }, 3 })
-  local g3 = npu.Graph()
-  g3:op("non_max_suppression", { g3:placeholder("float32", { 6, 4 }), g3:placeholder("float32", { 6 }) },
-    { max_output_size = 4, pad_value = 5 }, "odd")
-  local err = expect_error("NPU_ERR_UNSUPPORTED", model.export_graph_def, g3)
-  lu.assertStrContains(err, "'odd'")
-  lu.assertStrContains(err, "pad_value 5")
+  local r = totables(run(g2, { "nms:0", "nms:1", "nms:2" }, feeds))
+  lu.assertEquals(r[1], { 3, 0, 5, 0 })
+  lu.assertEquals(r[3], 3)
+  lu.assertAlmostEquals(r[2][3], 0.3, 1e-7)
 end
 
 -- IdentityN: T is the list of the inputs' dtypes, no N.
@@ -391,16 +388,21 @@ local function nms_graph(op, max_out, extra_inputs, attrs)
   })
 end
 
--- V3: padded with -1 (our op's rule); V4: pad_to_max_output_size pads with 0, as TensorFlow;
--- V5: the selected scores as output 1 (0 past valid_outputs), the count as output 2.
+-- V3: the kept indices only (as many as kept); V4: pad_to_max_output_size pads with 0 and
+-- name:1 is valid_outputs (an identity_n of our op's outputs 0 and 2); V5: our op, scores as
+-- output 1 (0 past valid_outputs), the count as output 2, soft NMS and a max_output_size
+-- known only when it runs included.
 function TestImportAliases:test_non_max_suppression_v3_v4_v5()
   local feeds = { ["boxes:0"] = BOXES, ["scores:0"] = SCORES }
   local g3 = model.import_graph_def(nms_graph("NonMaxSuppressionV3", 4))
-  lu.assertEquals(totables(run(g3, { "nms:0", "nms:1" }, feeds)), { { 3, 0, 5, -1 }, 3 })
+  lu.assertEquals(totables(run(g3, { "nms:0" }, feeds)), { { 3, 0, 5 } })
   local g4 = model.import_graph_def(nms_graph("NonMaxSuppressionV4", 4, nil, ', "pad_to_max_output_size": {"b": true}'))
+  lu.assertEquals(g4:get_operation_by_name("nms"):type(), "identity_n")
   lu.assertEquals(totables(run(g4, { "nms:0", "nms:1" }, feeds)), { { 3, 0, 5, 0 }, 3 })
+  g4 = model.import_graph_def(nms_graph("NonMaxSuppressionV4", 4))
+  lu.assertEquals(totables(run(g4, { "nms:0", "nms:1" }, feeds)), { { 3, 0, 5 }, 3 })
   local g5 = model.import_graph_def(nms_graph("NonMaxSuppressionV5", 4, { "sigma" }, ', "pad_to_max_output_size": {"b": true}'))
-  lu.assertEquals(g5:get_operation_by_name("nms"):type(), "identity_n")
+  lu.assertEquals(g5:get_operation_by_name("nms"):type(), "non_max_suppression")
   local r = totables(run(g5, { "nms:0", "nms:1", "nms:2" }, feeds))
   lu.assertEquals(r[1], { 3, 0, 5, 0 })
   lu.assertAlmostEquals(r[2][1], 0.95, 1e-7)
@@ -408,14 +410,15 @@ function TestImportAliases:test_non_max_suppression_v3_v4_v5()
   lu.assertAlmostEquals(r[2][3], 0.3, 1e-7)
   lu.assertEquals(r[2][4], 0)
   lu.assertEquals(r[3], 3)
-  -- errors: soft NMS, a max_output_size known only at run time, a wrong input count
-  local err = expect_error("NPU_ERR_UNSUPPORTED", model.import_graph_def, nms_graph("NonMaxSuppressionV5", 4, { "sigma1" }))
-  lu.assertStrContains(err, "node 'nms' (NonMaxSuppressionV5)")
-  lu.assertStrContains(err, "soft_nms_sigma")
+  -- soft NMS (sigma 0.5): here every overlap is past iou_threshold, so the same boxes
+  local soft = model.import_graph_def(nms_graph("NonMaxSuppressionV5", 4, { "sigma1" }))
+  lu.assertEquals(totables(run(soft, { "nms:0", "nms:2" }, feeds)), { { 3, 0, 5 }, 3 })
+  -- max_output_size fed when it runs
   local text = nms_graph("NonMaxSuppressionV5", 4, { "sigma" }):gsub('"scores","max"', '"scores","m"')
-  err = expect_error("NPU_ERR_UNSUPPORTED", model.import_graph_def, text)
-  lu.assertStrContains(err, "max_output_size")
-  err = expect_error("NPU_ERR_FORMAT", model.import_graph_def, nms_graph("NonMaxSuppressionV4", 4, { "sigma" }))
+  local gm = model.import_graph_def(text)
+  feeds["m:0"] = npu.tensor(2, "int32")
+  lu.assertEquals(totables(run(gm, { "nms:0", "nms:2" }, feeds)), { { 3, 0 }, 2 })
+  local err = expect_error("NPU_ERR_FORMAT", model.import_graph_def, nms_graph("NonMaxSuppressionV4", 4, { "sigma" }))
   lu.assertStrContains(err, "has 6 input(s), needs 5")
 end
 
@@ -483,12 +486,12 @@ function TestImportAliases:test_bad_attribute_and_unknown_dtype_in_pb()
   lu.assertStrContains(err, "DT_<99> is not a TensorFlow dtype")
 end
 
--- Every allocation of imports that expand (NonMaxSuppressionV5, a cast before ResizeBilinear)
+-- Every allocation of imports that expand (NonMaxSuppressionV4, a cast before ResizeBilinear)
 -- failing in turn: a clean NPU_ERR_NOMEM and nothing left allocated.
 function TestImportAliases:test_allocation_failure_sweep()
   local core = npu.core
   local texts = {
-    nms_graph("NonMaxSuppressionV5", 4, { "sigma" }),
+    nms_graph("NonMaxSuppressionV4", 4),
     json_graph({ jplaceholder("img", { 1, 2, 2, 1 }, "DT_UINT8"), jconst("size", "DT_INT32", { 2 }, { 3, 3 }),
       jnode("r", "ResizeBilinear", { "img", "size" }, '"T": {"type": "DT_UINT8"}') }),
   }

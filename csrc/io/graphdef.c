@@ -13,7 +13,7 @@
  *      first), "^name" inputs being control dependencies and "name:i" output i;
  *   3. each node becomes one npu node, or several where the alias table names a converter:
  *      converter-fused ops (_FusedConv2D, FusedDepthwiseConv2dNative, _FusedMatMul: the
- *      conv/matmul then each of fused_ops in order), NonMaxSuppressionV5 (its scores output),
+ *      conv/matmul then each of fused_ops in order), NonMaxSuppressionV4 (its two outputs),
  *      ResizeBilinear of a non-float32 image (a cast first); the last node carries the
  *      TensorFlow name so "name:i" still finds the result; inputs TensorFlow passes as
  *      constants (op table .tf_const_inputs, the single list of them) become attributes;
@@ -1207,9 +1207,11 @@ static const struct {
     {"Inv", "reciprocal", NULL}, /* the old name of Reciprocal */
     {"BatchMatMul", "batch_matmul", NULL},   /* V1: no broadcasting, a special case of V2 */
     {"BatchMatMulV3", "batch_matmul", NULL}, /* V3: Ta, Tb, Tout; one dtype here */
+    {"NonMaxSuppressionV2", "non_max_suppression", NULL}, /* output 0 only, unpadded */
+    {"NonMaxSuppressionV3", "non_max_suppression", NULL},
     {"NonMaxSuppressionV4", "non_max_suppression", convert_nms},
-    {"NonMaxSuppressionV5", "non_max_suppression", convert_nms},
     {"ResizeBilinear", "resize_bilinear", convert_resize},
+    {"UniqueV2", "unique", NULL}, /* axis: a const input, [0] for the 1-D inputs we take */
     {"_FusedConv2D", "conv2d", convert_fused},
     {"FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},
     {"_FusedDepthwiseConv2dNative", "depthwise_conv2d", convert_fused},
@@ -1626,80 +1628,21 @@ static npu_status convert_fused(importer *im, tf_node *n, const npu_op_def *def,
 }
 
 /* Removes attribute `name` from attrs; its bool value (false when absent). */
-static bool take_bool_attr(npu_attr *attrs, int *n_attrs, const char *name) {
-  for (int i = 0; i < *n_attrs; i++) {
-    if (strcmp(attrs[i].name, name) != 0) continue;
-    bool v = attrs[i].type == NPU_ATTR_BOOL && attrs[i].u.i;
-    attrs[i] = attrs[--*n_attrs];
-    return v;
-  }
-  return false;
-}
-
-/* NonMaxSuppressionV4 (outputs selected_indices, valid_outputs: ours) and V5 (+ soft_nms_sigma
-   input, which must be 0; outputs selected_indices, selected_scores, valid_outputs).  Our op
-   always pads to max_output_size (op_non_max_suppression.c); TensorFlow pads with 0 when
-   pad_to_max_output_size is set, so pad_value is 0 then.  V5 pads with 0 always, since its
-   scores are scores[selected_indices] (zeroed past valid_outputs, as TensorFlow's padding);
-   the three outputs are gathered by an identity_n carrying the TensorFlow name, so "name:1"
-   is the scores as in TensorFlow. */
+/* NonMaxSuppressionV4: outputs selected_indices and valid_outputs, which are our op's
+   (NonMaxSuppressionV5's) outputs 0 and 2: the op under a fresh name, then an identity_n of
+   those two carrying the TensorFlow name, so "name:1" is the count as in TensorFlow. */
 static npu_status convert_nms(importer *im, tf_node *n, const npu_op_def *def, int *in,
                               int n_data, npu_attr *attrs, int n_attrs) {
-  bool v5 = strcmp(n->op, "NonMaxSuppressionV5") == 0;
-  bool pad = take_bool_attr(attrs, &n_attrs, "pad_to_max_output_size");
-  if (n_data != (v5 ? 6 : 5))
-    return npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: node '%s' (%s) has %d input(s), needs %d",
-                      im->source, n->name, n->op, n_data, v5 ? 6 : 5);
-  if (v5) {
-    const npu_tensor *sigma = const_value(im->g, in[5]);
-    if (!sigma || sigma->numel != 1 || npu_tensor_get(sigma, 0) != 0)
-      return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED,
-                        "%s: node '%s' (%s): soft_nms_sigma (input 6, '%s') must be a constant "
-                        "0: soft non-max suppression is not supported",
-                        im->source, n->name, n->op, n->inputs[5]);
-    n_data = 5;
-  }
-  attrs[n_attrs++] = (npu_attr){.name = "pad_value", .type = NPU_ATTR_INT, .u.i = v5 || pad ? 0 : -1};
-  if (!v5) return emit_plain(im, n, def, n->name, in, n_data, attrs, n_attrs);
-  int scores = in[1];
+  if (n_data != 5)
+    return npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: node '%s' (%s) has %d input(s), needs 5",
+                      im->source, n->name, n->op, n_data);
   const char *name = fresh_name(im, n->name, def->name);
   if (!name) return oom(im);
   npu_status st = emit_plain(im, n, def, name, in, n_data, attrs, n_attrs);
   if (st) return st;
   int nms = n->last_node;
-  int idx = npu_graph_output(im->g, nms, 0), count = npu_graph_output(im->g, nms, 1);
-  int64_t m = npu_graph_value_shape(im->g, idx)[0];
-  if (m < 0)
-    return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED,
-                      "%s: node '%s' (%s): max_output_size ('%s') must be a constant",
-                      im->source, n->name, n->op, n->inputs[2]);
-  /* scores[indices] * (iota < count) */
-  npu_tensor *iota;
-  if ((st = npu_tensor_new(im->ctx, NPU_DTYPE_I32, 1, &m, &iota)))
-    return st == NPU_ERR_NOMEM ? oom(im) : st;
-  for (int64_t k = 0; k < m; k++) ((int32_t *)iota->data)[k] = (int32_t)k;
-  static const char *const parts[] = {"gather", "iota", "valid", "mask", "scores"};
-  const char *names[5];
-  for (int i = 0; i < 5; i++)
-    if (!(names[i] = fresh_name(im, n->name, parts[i]))) {
-      npu_tensor_release(iota);
-      return oom(im);
-    }
-  npu_attr a_axis = {.name = "axis", .type = NPU_ATTR_INT, .u.i = 0};
-  npu_attr a_iota = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = iota};
-  npu_attr a_f32 = {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32};
-  int v[3];
-  st = emit(im, n, "gather", names[0], 2, (int[]){scores, idx}, 1, &a_axis);
-  if (!st) v[0] = npu_graph_output(im->g, n->last_node, 0);
-  if (!st) st = emit(im, n, "const", names[1], 0, NULL, 1, &a_iota);
-  npu_tensor_release(iota);
-  if (!st) st = emit(im, n, "less", names[2], 2, (int[]){npu_graph_output(im->g, n->last_node, 0), count}, 0, NULL);
-  if (!st) st = emit(im, n, "cast", names[3], 1, (int[]){npu_graph_output(im->g, n->last_node, 0)}, 1, &a_f32);
-  if (!st) v[1] = npu_graph_output(im->g, n->last_node, 0);
-  if (!st) st = emit(im, n, "mul", names[4], 2, v, 0, NULL);
-  if (st) return st;
-  int outs[3] = {idx, npu_graph_output(im->g, n->last_node, 0), count};
-  return emit(im, n, "identity_n", n->name, 3, outs, 0, NULL);
+  int outs[2] = {npu_graph_output(im->g, nms, 0), npu_graph_output(im->g, nms, 2)};
+  return emit(im, n, "identity_n", n->name, 2, outs, 0, NULL);
 }
 
 /* ResizeBilinear: TensorFlow takes integer (and half, double) images and always returns

@@ -88,6 +88,7 @@ static const struct operand_rule {
     {"broadcast_to", "shape", NULL, OPD_INDEX, 0, DEF_NONE, 0},
     {"sparse_to_dense", "output_shape", NULL, OPD_INDEX, 0, DEF_NONE, 0},
     {"in_top_k", "k", NULL, OPD_VALUE, SRC_DATA1, DEF_NONE, 0}, /* the targets' dtype (T) */
+    {"non_max_suppression", "soft_nms_sigma", NULL, OPD_FLOAT32, 0, DEF_SCALAR, 0},
 };
 
 static const struct operand_rule *operand_rule(const char *op, const char *attr) {
@@ -183,8 +184,7 @@ static const struct attr_rule {
     {"Range", "T", RULE_OMIT, NULL, 0, NULL, 0, 0},
     {"Range", "Tidx", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OUT0},
     {"IdentityN", "N", RULE_OMIT, NULL, 0, NULL, 0, 0},
-    {"NonMaxSuppressionV4", "pad_value", RULE_OMIT, NULL, 0, NULL, 0, 0},
-    {"NonMaxSuppressionV4", "T_threshold", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OPERAND1},
+    {"NonMaxSuppressionV5", "pad_to_max_output_size", RULE_BOOL, NULL, 0, NULL, 0, 0},
     {"Fill", "dtype", RULE_OMIT, NULL, 0, NULL, 0, 0}, /* T says it */
     {"OneHot", "dtype", RULE_OMIT, NULL, 0, NULL, 0, 0},
     {"OneHot", "T", RULE_DTYPE, NULL, 0, NULL, 0, SRC_OUT0},
@@ -525,20 +525,6 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
   char attr[64];
   while (npuI_list_item(names, n_names, attr, sizeof attr)) n_names++;
   if (strcmp(def->name, "pad") == 0) tf = pad_type(node, &n_names);
-  /* non_max_suppression has V4's outputs (indices padded to max_output_size, count); V4 pads
-     with 0 when pad_to_max_output_size is set, and without it has no padding at all, which
-     our default pad_value -1 stands for */
-  int64_t nms_pad = -1;
-  if (strcmp(def->name, "non_max_suppression") == 0) {
-    tf = "NonMaxSuppressionV4";
-    const npuG_attr *pv = npuG_attr_find(node, "pad_value");
-    if (pv && pv->type == NPU_ATTR_INT) nms_pad = pv->u.i;
-    if (nms_pad != 0 && nms_pad != -1)
-      return npuC_error(ctx, NPU_ERR_UNSUPPORTED,
-                        "node '%s': pad_value %lld has no TensorFlow form (0: "
-                        "pad_to_max_output_size, -1: none)",
-                        node->name, (long long)nms_pad);
-  }
   if (n_names > MAX_OPERANDS)
     return npuC_error(ctx, NPU_ERR_UNSUPPORTED, "node '%s': %s has more than %d const inputs",
                       node->name, def->name, MAX_OPERANDS);
@@ -643,9 +629,6 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
       o->a.u.ints.n = 4;
     }
   }
-  if (strcmp(tf, "NonMaxSuppressionV4") == 0)
-    out[n_out++] = (out_attr){.name = "pad_to_max_output_size",
-                              .a = {.type = NPU_ATTR_BOOL, .u.i = nms_pad == 0}};
   /* the rules of this type, then T and N where TensorFlow has them */
   npu_dtype operand0 = n_ops ? ops[0].dtype : NPU_DTYPE_I32;
   npu_dtype operand1 = n_ops > 1 ? ops[1].dtype : NPU_DTYPE_F32;

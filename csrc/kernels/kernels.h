@@ -472,9 +472,12 @@ void npuK_range_i64(int64_t n, int64_t start, int64_t delta, int64_t *y);
  * non_max_suppression: boxes (n, 4) as (y1, x1, y2, x2), corners in either order; scores (n).
  *   Candidates are the boxes with score > score_threshold (NaN never), by descending score
  *   (ties: lower index); each is kept unless its IoU with a box kept before is >
- *   iou_threshold; at most max_output are kept.  Writes their indices to selected[0..count),
- *   `pad` to selected[count..max_output) and returns count (TensorFlow NonMaxSuppressionV3's
- *   selection).  scratch: npuK_nms_scratch_size(n) bytes.  Single implementation. */
+ *   iou_threshold; at most max_output are kept (TensorFlow NonMaxSuppressionV5).  With
+ *   soft_nms_sigma > 0 (soft NMS) overlap lowers a candidate's score by exp(-iou^2 / (2 sigma))
+ *   instead (to 0 past iou_threshold), and it competes again while above score_threshold.
+ *   Writes the indices and final scores to selected / selected_scores[0..count) (room for
+ *   min(n, max_output)) and returns count.  scratch: npuK_nms_scratch_size(n) bytes.  Single
+ *   implementation. */
 void npuK_top_k_f32(const npuK_pool *pool, int64_t rows, int64_t cols, int64_t k,
                     const float *x, float *values, int32_t *indices);
 void npuK_top_k_f32_ref(const npuK_pool *pool, int64_t rows, int64_t cols, int64_t k,
@@ -491,11 +494,26 @@ void npuK_top_k_i64(const npuK_pool *pool, int64_t rows, int64_t cols, int64_t k
                     const int64_t *x, int64_t *values, int32_t *indices);
 void npuK_top_k_i64_ref(const npuK_pool *pool, int64_t rows, int64_t cols, int64_t k,
                         const int64_t *x, int64_t *values, int32_t *indices);
+/* where: the coordinates of x's nonzero elements (x != 0: -0.0 is zero, NaN is not; f16/bf16
+ *   as bit patterns) in row-major order.  npuK_count_nonzero counts them over n elements;
+ *   npuK_where writes count * ndim int64 coordinates for x of dims[ndim].
+ * unique: x (n) of dtype; ids[k] (n) = the number of the value of x[k], values numbered by
+ *   first occurrence (floats compared as numbers: -0.0 == 0.0, a NaN equals nothing); returns
+ *   the count.  npuK_unique_values writes each value once, at its number, to y.  scratch:
+ *   npuK_unique_scratch_size(n) bytes.  Single implementations. */
+int64_t npuK_count_nonzero(int64_t n, const void *x, npuK_dtype dtype);
+void npuK_where(int ndim, const int64_t *dims, const void *x, npuK_dtype dtype,
+                int64_t *coords);
+size_t npuK_unique_scratch_size(int64_t n);
+int64_t npuK_unique_ids(int64_t n, const void *x, npuK_dtype dtype, int64_t *ids,
+                        void *scratch);
+void npuK_unique_values(int64_t n, const void *x, size_t elem_size, const int64_t *ids,
+                        void *y);
 size_t npuK_nms_scratch_size(int64_t n);
 int64_t npuK_non_max_suppression_f32(int64_t n, const float *boxes, const float *scores,
                                      int64_t max_output, float iou_threshold,
-                                     float score_threshold, int32_t pad, int32_t *selected,
-                                     void *scratch);
+                                     float score_threshold, float soft_nms_sigma,
+                                     int32_t *selected, float *selected_scores, void *scratch);
 
 /* ---------------------------------------------------------------- fused steps (fused.c)
  * What the fusion passes (compile/fusion.c) run.  An epilogue is applied in place to a block

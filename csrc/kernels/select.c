@@ -1,14 +1,18 @@
-/* select.c: kernels that choose elements by value: top_k (per row, the k largest) and
- * non_max_suppression (greedy box selection by score and overlap).
+/* select.c: kernels that choose elements by value: top_k (per row, the k largest),
+ * non_max_suppression (greedy box selection by score and overlap), where (the coordinates of
+ * nonzero elements) and unique (values by first occurrence).
  *
  * The order both use is total, so results never depend on the thread count or on the sort
  * algorithm: larger value first, equal values by lower index (TensorFlow's TopKV2 and
  * NonMaxSuppressionV3 tie rule); for top_k a NaN counts as larger than every number (NaNs by
  * index, as NumPy sorts them to one end).
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/half.h"
 #include "kernels/kutil.h"
 
 /* ---- top_k -------------------------------------------------------------------------------- */
@@ -110,15 +114,36 @@ TOP_K_DEF(i64, int64_t)
 
 /* ---- non_max_suppression ------------------------------------------------------------------ */
 
+/* A candidate box: its current score (soft-NMS lowers it), its index, and how many selected
+   boxes it has been compared with already. */
 typedef struct nms_candidate {
   float score;
-  int64_t index;
+  int64_t index, begin;
 } nms_candidate;
 
-static int by_score(const void *pa, const void *pb) {
-  const nms_candidate *a = pa, *b = pb;
-  if (a->score != b->score) return a->score > b->score ? -1 : 1;
-  return a->index < b->index ? -1 : a->index > b->index;
+/* a is popped before b: higher score, ties by lower index. */
+static bool nms_before(const nms_candidate *a, const nms_candidate *b) {
+  return a->score != b->score ? a->score > b->score : a->index < b->index;
+}
+
+static void heap_up(nms_candidate *h, int64_t i) {
+  while (i > 0 && nms_before(&h[i], &h[(i - 1) / 2])) {
+    nms_candidate t = h[i];
+    h[i] = h[(i - 1) / 2], h[(i - 1) / 2] = t;
+    i = (i - 1) / 2;
+  }
+}
+
+static void heap_down(nms_candidate *h, int64_t n, int64_t i) {
+  for (;;) {
+    int64_t best = i, l = 2 * i + 1, r = l + 1;
+    if (l < n && nms_before(&h[l], &h[best])) best = l;
+    if (r < n && nms_before(&h[r], &h[best])) best = r;
+    if (best == i) return;
+    nms_candidate t = h[i];
+    h[i] = h[best], h[best] = t;
+    i = best;
+  }
 }
 
 static float minf(float a, float b) { return a < b ? a : b; }
@@ -138,22 +163,143 @@ static float iou(const float *a, const float *b) {
 
 size_t npuK_nms_scratch_size(int64_t n) { return (size_t)(n > 0 ? n : 1) * sizeof(nms_candidate); }
 
+/* TensorFlow's NonMaxSuppressionV5 loop: the best candidate is compared with the boxes
+   selected since it was last looked at; hard NMS drops it at an IoU > iou_threshold, soft NMS
+   scales its score by exp(-iou^2 / (2 sigma)) (0 past iou_threshold) and puts it back while
+   the score stays above score_threshold; an unchanged score selects it. */
 int64_t npuK_non_max_suppression_f32(int64_t n, const float *boxes, const float *scores,
                                      int64_t max_output, float iou_threshold,
-                                     float score_threshold, int32_t pad, int32_t *selected,
-                                     void *scratch) {
-  nms_candidate *cand = scratch;
-  int64_t n_cand = 0, count = 0;
+                                     float score_threshold, float soft_nms_sigma,
+                                     int32_t *selected, float *selected_scores, void *scratch) {
+  nms_candidate *heap = scratch;
+  int64_t n_heap = 0, count = 0;
+  bool soft = soft_nms_sigma > 0;
+  float scale = soft ? -0.5f / soft_nms_sigma : 0.0f;
   for (int64_t i = 0; i < n; i++)
-    if (scores[i] > score_threshold) cand[n_cand++] = (nms_candidate){scores[i], i};
-  if (n_cand > 1) qsort(cand, (size_t)n_cand, sizeof *cand, by_score);
-  for (int64_t c = 0; c < n_cand && count < max_output; c++) {
-    const float *box = boxes + 4 * cand[c].index;
-    bool keep = true;
-    for (int64_t s = 0; s < count && keep; s++)
-      keep = !(iou(box, boxes + 4 * (int64_t)selected[s]) > iou_threshold);
-    if (keep) selected[count++] = (int32_t)cand[c].index;
+    if (scores[i] > score_threshold) {
+      heap[n_heap] = (nms_candidate){scores[i], i, 0};
+      heap_up(heap, n_heap++);
+    }
+  while (count < max_output && n_heap > 0) {
+    nms_candidate c = heap[0];
+    heap[0] = heap[--n_heap];
+    heap_down(heap, n_heap, 0);
+    float original = c.score;
+    bool hard = false;
+    for (int64_t j = count - 1; j >= c.begin; j--) {
+      float sim = iou(boxes + 4 * c.index, boxes + 4 * (int64_t)selected[j]);
+      c.score *= sim <= iou_threshold ? expf(scale * sim * sim) : 0.0f;
+      if (!soft && sim > iou_threshold) {
+        hard = true;
+        break;
+      }
+      if (c.score <= score_threshold) break;
+    }
+    c.begin = count;
+    if (hard) continue;
+    if (c.score == original) {
+      selected[count] = (int32_t)c.index;
+      selected_scores[count++] = c.score;
+    } else if (c.score > score_threshold) {
+      heap[n_heap] = c;
+      heap_up(heap, n_heap++);
+    }
   }
-  for (int64_t s = count; s < max_output; s++) selected[s] = pad;
   return count;
+}
+
+/* ---- where, unique ---------------------------------------------------------------------- */
+
+/* Element i of x is nonzero: -0.0 is zero and NaN is not, as x != 0 tests it. */
+static bool nonzero_at(const void *x, npuK_dtype dtype, int64_t i) {
+  switch (dtype) {
+  case NPUK_F32: return ((const float *)x)[i] != 0;
+  case NPUK_F64: return ((const double *)x)[i] != 0;
+  case NPUK_F16:
+  case NPUK_BF16: return (((const uint16_t *)x)[i] & 0x7fff) != 0;
+  case NPUK_I32: return ((const int32_t *)x)[i] != 0;
+  case NPUK_I64: return ((const int64_t *)x)[i] != 0;
+  case NPUK_I8:
+  case NPUK_U8:
+  case NPUK_BOOL: return ((const uint8_t *)x)[i] != 0;
+  default: return false;
+  }
+}
+
+int64_t npuK_count_nonzero(int64_t n, const void *x, npuK_dtype dtype) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; i++) count += nonzero_at(x, dtype, i);
+  return count;
+}
+
+void npuK_where(int ndim, const int64_t *dims, const void *x, npuK_dtype dtype,
+                int64_t *coords) {
+  int64_t n = 1, at[NPUK_MAX_DIMS] = {0};
+  for (int d = 0; d < ndim; d++) n *= dims[d];
+  for (int64_t i = 0; i < n; i++) {
+    if (nonzero_at(x, dtype, i))
+      for (int d = 0; d < ndim; d++) *coords++ = at[d];
+    for (int d = ndim - 1; d >= 0 && ++at[d] == dims[d]; d--) at[d] = 0; /* row-major odometer */
+  }
+}
+
+/* unique: the elements sorted by (key, index) bring equal values together; the first of each
+   run is its value's first occurrence.  Floats are keyed as doubles (exact for every float
+   dtype; -0.0 == 0.0), integers as int64; a NaN equals nothing, so each is its own value. */
+typedef struct unique_entry {
+  double f;
+  int64_t i, index;
+} unique_entry;
+
+static int by_double(const void *pa, const void *pb) {
+  const unique_entry *a = pa, *b = pb;
+  bool na = a->f != a->f, nb = b->f != b->f;
+  if (na != nb) return na ? 1 : -1; /* NaNs last, by index */
+  if (!na && a->f != b->f) return a->f < b->f ? -1 : 1;
+  return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int by_int(const void *pa, const void *pb) {
+  const unique_entry *a = pa, *b = pb;
+  if (a->i != b->i) return a->i < b->i ? -1 : 1;
+  return a->index < b->index ? -1 : a->index > b->index;
+}
+
+size_t npuK_unique_scratch_size(int64_t n) { return (size_t)(n > 0 ? n : 1) * sizeof(unique_entry); }
+
+int64_t npuK_unique_ids(int64_t n, const void *x, npuK_dtype dtype, int64_t *ids, void *scratch) {
+  unique_entry *e = scratch;
+  bool is_float = dtype == NPUK_F32 || dtype == NPUK_F64 || dtype == NPUK_F16 || dtype == NPUK_BF16;
+  for (int64_t k = 0; k < n; k++) {
+    e[k] = (unique_entry){.index = k};
+    switch (dtype) {
+    case NPUK_F32: e[k].f = ((const float *)x)[k]; break;
+    case NPUK_F64: e[k].f = ((const double *)x)[k]; break;
+    case NPUK_F16:
+    case NPUK_BF16: {
+      uint16_t h = ((const uint16_t *)x)[k];
+      e[k].f = dtype == NPUK_F16 ? npu_f16_to_f32(h) : npu_bf16_to_f32(h);
+      break;
+    }
+    case NPUK_I32: e[k].i = ((const int32_t *)x)[k]; break;
+    case NPUK_I64: e[k].i = ((const int64_t *)x)[k]; break;
+    case NPUK_I8: e[k].i = ((const int8_t *)x)[k]; break;
+    default: e[k].i = ((const uint8_t *)x)[k]; break;
+    }
+  }
+  if (n > 1) qsort(e, (size_t)n, sizeof *e, is_float ? by_double : by_int);
+  /* ids[index] = the index of its value's first occurrence, then renumbered in order */
+  for (int64_t k = 0; k < n; k++) {
+    bool same = k > 0 && (is_float ? e[k].f == e[k - 1].f : e[k].i == e[k - 1].i);
+    ids[e[k].index] = same ? ids[e[k - 1].index] : e[k].index;
+  }
+  int64_t count = 0;
+  for (int64_t k = 0; k < n; k++) ids[k] = ids[k] == k ? count++ : ids[ids[k]];
+  return count;
+}
+
+void npuK_unique_values(int64_t n, const void *x, size_t elem_size, const int64_t *ids, void *y) {
+  int64_t next = 0;
+  for (int64_t k = 0; k < n; k++)
+    if (ids[k] == next) memcpy((char *)y + (size_t)next++ * elem_size, (const char *)x + (size_t)k * elem_size, elem_size);
 }

@@ -408,6 +408,9 @@ require("npu.nn_extra").install(npu)
 -- Control flow: cond, case, while_loop, map_fn, TensorArray (lua/npu/control.lua)
 require("npu.control").install(npu)
 
+-- Values sized by the data: where, unique, boolean_mask, image NMS (lua/npu/dynamic.lua)
+require("npu.dynamic").install(npu)
+
 -- Datasets and checkpoints (lua/npu/data.lua, lua/npu/saver.lua)
 npu.data = require("npu.data")
 npu.errors = npu.errors or {}

@@ -1,0 +1,120 @@
+-- npu.dynamic — ops whose results are sized by the data (docs/dynamic.md, "Values sized when
+-- they run"): npu.where (one argument: the coordinates of the true elements; three: select_v2),
+-- npu.unique (values and their positions, two results), npu.boolean_mask (a composite of
+-- reshape, where and gather), npu.image's non-max suppression (true output size, padded,
+-- soft).  The steps that consume them are sized when they run too.
+local core = require("npu.core")
+
+local M = {}
+
+local function is_output(v) return getmetatable(v) == core.Output_mt end
+
+function M.install(npu)
+  local where_op, select_v2, unique_op = npu.where, npu.select_v2, npu.unique
+
+  --- npu.where(cond [, opts]): int64 (n, rank(cond)), the coordinates of cond's true
+  -- (nonzero) elements in row-major order.  npu.where(cond, x, y [, opts]): elementwise
+  -- choice, broadcasting (tf.where in TensorFlow 2 = select_v2).
+  function npu.where(cond, x, y, opts)
+    if x == nil or (y == nil and type(x) == "table" and not is_output(x) and not npu.is_tensor(x)
+        and next(x) ~= nil and type(next(x)) == "string") then
+      return where_op(cond, x) -- x: the options table, or nil
+    end
+    if y == nil then error("npu.where: NPU_ERR_ARG: give cond alone, or cond, x and y", 2) end
+    return select_v2(cond, x, y, opts)
+  end
+
+  --- npu.unique(x [, out_idx] [, opts]) -> y, idx: x (1-D)'s distinct values in order of first
+  -- occurrence, and for each element of x the position of its value in y (int32, or out_idx
+  -- "int64").  y[idx[i]] == x[i].
+  function npu.unique(x, out_idx, opts)
+    local r = unique_op(x, out_idx, opts)
+    return r[1], r[2]
+  end
+
+  --- npu.boolean_mask(tensor, mask [, {axis = 0, name = ...}]): the elements (or slices) of
+  -- tensor where mask is true, mask (bool, rank k, known) covering dims axis .. axis+k-1 of
+  -- tensor, which become one dim of the selected count (tf.boolean_mask).
+  function npu.boolean_mask(tensor, mask, opts)
+    opts = opts or {}
+    local where_ = "npu.boolean_mask"
+    if not is_output(tensor) then tensor = npu.convert_to_tensor(tensor, nil, is_output(mask) and mask:graph() or nil) end
+    if not is_output(mask) then mask = npu.convert_to_tensor(mask, "bool", tensor:graph()) end
+    if mask:dtype() ~= "bool" then
+      error(("%s: NPU_ERR_DTYPE: mask must be bool, got %s"):format(where_, mask:dtype()), 2)
+    end
+    local mshape, tshape = mask:shape(), tensor:shape()
+    if mshape == nil then error(where_ .. ": NPU_ERR_SHAPE: the mask's rank must be known", 2) end
+    local k, axis = #mshape, opts.axis or 0
+    if k == 0 then error(where_ .. ": NPU_ERR_SHAPE: the mask must not be a scalar", 2) end
+    local rank = tshape and #tshape
+    if rank then
+      if axis < 0 then axis = axis + rank end
+      if axis < 0 or axis + k > rank then
+        error(("%s: NPU_ERR_SHAPE: a rank-%d mask at axis %s does not fit a tensor of shape [%s]")
+          :format(where_, k, tostring(opts.axis or 0), table.concat(tshape, ",")), 2)
+      end
+      for i = 1, k do
+        local a, b = tshape[axis + i], mshape[i]
+        if a >= 0 and b >= 0 and a ~= b then
+          error(("%s: NPU_ERR_SHAPE: mask [%s] does not match dims %d..%d of tensor [%s]")
+            :format(where_, table.concat(mshape, ","), axis, axis + k - 1, table.concat(tshape, ",")), 2)
+        end
+      end
+    elseif axis < 0 then
+      error(where_ .. ": NPU_ERR_SHAPE: a negative axis needs the tensor's rank", 2)
+    end
+    local g = tensor:graph()
+    local flat = tensor
+    if k > 1 then -- the k masked dims become one: shape[:axis] ++ {-1} ++ shape[axis+k:]
+      local s = npu.shape(tensor)
+      local n = rank or -1
+      local parts = { npu.slice(s, { 0 }, { axis }), g:const(npu.tensor({ -1 }, "int32")) }
+      parts[3] = npu.slice(s, { axis + k }, { n < 0 and -1 or n - axis - k })
+      flat = npu.reshape(tensor, npu.concat(parts, 0))
+      mask = npu.reshape(mask, { -1 })
+    end
+    local idx = npu.reshape(npu.where(mask), { -1 })
+    return npu.gather(flat, idx, axis, opts.name and { name = opts.name } or nil)
+  end
+
+  -- non_max_suppression (NonMaxSuppressionV5): operands given as numbers become attributes,
+  -- as Outputs inputs (in TensorFlow's order).
+  local function nms(boxes, scores, operands, pad, name)
+    local g = is_output(boxes) and boxes:graph() or is_output(scores) and scores:graph() or npu.get_default_graph()
+    local inputs, attrs = { boxes, scores }, { pad_to_max_output_size = pad or nil }
+    local names = { "max_output_size", "iou_threshold", "score_threshold", "soft_nms_sigma" }
+    for i, k in ipairs(names) do
+      local v = operands[i]
+      if is_output(v) then inputs[#inputs + 1] = v elseif v ~= nil then attrs[k] = v end
+    end
+    return g:op("non_max_suppression", inputs, attrs, name)
+  end
+  npu.image = npu.image or {}
+  --- npu.image.non_max_suppression(boxes, scores, max_output_size [, iou_threshold = 0.5
+  -- [, score_threshold = -inf [, name]]]): int32 (n), the indices of the boxes kept, best
+  -- first; n <= max_output_size is known when it runs (tf.image.non_max_suppression).
+  function npu.image.non_max_suppression(boxes, scores, max_output_size, iou_threshold, score_threshold, name)
+    return nms(boxes, scores, { max_output_size, iou_threshold, score_threshold }, false, name)[1]
+  end
+  --- npu.image.non_max_suppression_padded(boxes, scores, max_output_size [, iou_threshold
+  -- [, score_threshold [, pad_to_max_output_size = false [, name]]]]) -> selected_indices,
+  -- valid_outputs (padded with 0 to max_output_size when asked).
+  function npu.image.non_max_suppression_padded(boxes, scores, max_output_size, iou_threshold, score_threshold, pad, name)
+    local r = nms(boxes, scores, { max_output_size, iou_threshold, score_threshold }, pad, name)
+    return r[1], r[3]
+  end
+  --- npu.image.non_max_suppression_with_scores(boxes, scores, max_output_size [, iou_threshold
+  -- [, score_threshold [, soft_nms_sigma = 0 [, name]]]]) -> selected_indices, selected_scores
+  -- (soft NMS when soft_nms_sigma > 0: overlapping boxes' scores decay instead of dropping).
+  function npu.image.non_max_suppression_with_scores(boxes, scores, max_output_size, iou_threshold, score_threshold, sigma, name)
+    local r = nms(boxes, scores, { max_output_size, iou_threshold, score_threshold, sigma }, false, name)
+    return r[1], r[2]
+  end
+
+  local Output_methods = core.Output_mt.__index
+  Output_methods.where, Output_methods.unique, Output_methods.boolean_mask =
+    npu.where, npu.unique, npu.boolean_mask
+end
+
+return M

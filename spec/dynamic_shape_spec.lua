@@ -1,0 +1,374 @@
+-- spec/dynamic_shape_spec.lua — values sized when they run (docs/dynamic.md): where (one
+-- input), unique, boolean_mask and non_max_suppression with its true output size.  Values
+-- computed by hand; the same graphs on the device and on the host reference path
+-- (use_off_line = false); one session fed data of different sizes run after run (the
+-- buffers resized); ops fed by a data-sized value (gather_nd of where, then a reduction);
+-- errors naming the node.
+--
+-- Defines global test tables TestDynamicShape*; spec/run.lua runs LuaUnit.
+local lu = require("luaunit")
+local npu = require("npu")
+
+local F32 = "float32"
+
+-- Runs fetches with feeds on both paths; returns the device results (as tables) after
+-- checking the reference path gives the same.
+local function run_both(g, fetches, feeds)
+  local results = {}
+  for _, path in ipairs({ "device", "reference" }) do
+    local sess <close> = npu.Session { graph = g, options = path == "reference" and { use_off_line = false } or nil }
+    local r = sess:run(fetches, feeds)
+    local out = {}
+    for i, t in ipairs(r) do out[i] = { dtype = t:dtype(), shape = t:shape(), value = t:totable() } end
+    results[path] = out
+  end
+  -- NaN ~= NaN: compared as text
+  local function text(v) return type(v) == "table" and v or v ~= v and "nan" or v end
+  for i, out in ipairs(results.device) do
+    local a, b = {}, {}
+    for k, v in ipairs(type(out.value) == "table" and out.value or {}) do a[k] = text(v) end
+    for k, v in ipairs(type(results.reference[i].value) == "table" and results.reference[i].value or {}) do b[k] = text(v) end
+    lu.assertEquals(b, a)
+    lu.assertEquals(results.reference[i].shape, out.shape)
+    lu.assertEquals(results.reference[i].dtype, out.dtype)
+  end
+  return results.device
+end
+
+local function expect_error(code, f, ...)
+  local ok, err = pcall(f, ...)
+  lu.assertFalse(ok, "expected " .. code)
+  err = tostring(err)
+  lu.assertEquals(npu.error_code(err), code, err)
+  return err
+end
+
+TestDynamicShapeWhere = {}
+
+function TestDynamicShapeWhere.test_bool_2d_3d_and_float()
+  local g = npu.Graph()
+  local b2 = g:placeholder("bool", { 2, 3 }, "b2")
+  local b3 = g:placeholder("bool", { 2, 2, 2 }, "b3")
+  local f = g:placeholder(F32, { 5 }, "f")
+  local r = run_both(g, { npu.where(b2), npu.where(b3), npu.where(f) }, {
+    [b2] = npu.tensor({ { true, false, true }, { false, true, false } }, "bool"),
+    [b3] = npu.tensor({ { { false, true }, { false, false } }, { { true, true }, { false, true } } }, "bool"),
+    [f] = npu.tensor({ 0, -0.0, 2.5, 0 / 0, -1 }, F32), -- -0.0 is false, NaN true
+  })
+  lu.assertEquals(r[1], { dtype = "int64", shape = { 3, 2 }, value = { { 0, 0 }, { 0, 2 }, { 1, 1 } } })
+  lu.assertEquals(r[2].shape, { 4, 3 })
+  lu.assertEquals(r[2].value, { { 0, 0, 1 }, { 1, 0, 0 }, { 1, 0, 1 }, { 1, 1, 1 } })
+  lu.assertEquals(r[3].value, { { 2 }, { 3 }, { 4 } })
+end
+
+function TestDynamicShapeWhere.test_none_true_is_zero_rows()
+  local g = npu.Graph()
+  local x = g:placeholder("int32", { 2, 3 }, "x")
+  local r = run_both(g, { npu.where(x) }, { [x] = npu.zeros({ 2, 3 }):astype("int32") })
+  lu.assertEquals(r[1].shape, { 0, 2 })
+  lu.assertEquals(r[1].dtype, "int64")
+end
+
+function TestDynamicShapeWhere.test_shape_inference()
+  local g = npu.Graph()
+  local w = npu.where(g:placeholder(F32, { -1, 4, 2 }))
+  lu.assertEquals(w:shape(), { -1, 3 })
+  lu.assertEquals(w:dtype(), "int64")
+  lu.assertEquals(npu.ops.where.tf_type, "Where")
+end
+
+-- where feeding gather_nd and a reduction: those steps are sized when they run too; one
+-- session, feeds of different sizes run after run.
+function TestDynamicShapeWhere.test_downstream_and_resized_runs()
+  local g = npu.Graph()
+  local x = g:placeholder(F32, { -1, -1 }, "x")
+  local idx = npu.where(npu.greater(x, 0))
+  local picked = npu.gather_nd(x, idx)
+  local total = npu.reduce_sum(picked)
+  local count = npu.shape(idx)
+  for _, path in ipairs({ "device", "reference" }) do
+    local sess <close> = npu.Session { graph = g, options = path == "reference" and { use_off_line = false } or nil }
+    local cases = {
+      { { { 1, -2, 3 }, { -4, 5, -6 } }, { 1, 3, 5 }, 9 },
+      { { { -1 } }, {}, 0 },
+      { { { 1, 2 }, { 3, 4 }, { 5, -6 }, { 7, 8 } }, { 1, 2, 3, 4, 5, 7, 8 }, 30 },
+      { { { 2, -1, 0 }, { 0, 0, 0 } }, { 2 }, 2 },
+    }
+    for i, c in ipairs(cases) do
+      local r = sess:run({ picked, total, count }, { [x] = c[1] })
+      lu.assertEquals(r[1]:totable(), c[2], path .. " run " .. i)
+      lu.assertEquals(r[1]:shape(), { #c[2] }, path .. " run " .. i)
+      lu.assertEquals(r[2]:item(), c[3], path .. " run " .. i)
+      lu.assertEquals(r[3]:totable(), { #c[2], 2 }, path .. " run " .. i)
+    end
+  end
+end
+
+function TestDynamicShapeWhere.test_three_arguments_select()
+  local g = npu.Graph()
+  local c = g:placeholder("bool", { 3 }, "c")
+  local y = npu.where(c, g:const({ 1, 2, 3 }), g:const({ -1, -2, -3 }))
+  lu.assertEquals(y:op():type(), "select_v2")
+  local sess <close> = npu.Session { graph = g }
+  lu.assertEquals(sess:run(y, { [c] = npu.tensor({ true, false, true }, "bool") }):totable(), { 1, -2, 3 })
+end
+
+function TestDynamicShapeWhere.test_errors()
+  local g = npu.Graph()
+  local err = expect_error("NPU_ERR_SHAPE", g.op, g, "where", { g:placeholder(F32, nil, "unranked") }, nil, "w")
+  lu.assertStrContains(err, "where 'w'")
+  lu.assertStrContains(err, "known rank")
+  err = expect_error("NPU_ERR_ARG", function() return npu.where(npu.constant({ 1 }), npu.constant({ 1 })) end)
+  lu.assertStrContains(err, "npu.where")
+end
+
+TestDynamicShapeUnique = {}
+
+function TestDynamicShapeUnique.test_values_and_both_index_dtypes()
+  local g = npu.Graph()
+  local x = g:placeholder("int32", { -1 }, "x")
+  local f = g:placeholder(F32, { 6 }, "f")
+  local y, idx = npu.unique(x)
+  local y64, idx64 = npu.unique(x, "int64")
+  local fy, fidx = npu.unique(f)
+  lu.assertEquals(y:shape(), { -1 })
+  lu.assertEquals(idx:dtype(), "int32")
+  lu.assertEquals(idx64:dtype(), "int64")
+  local r = run_both(g, { y, idx, y64, idx64, fy, fidx }, {
+    [x] = npu.tensor({ 1, 1, 2, 4, 4, 4, 7, 8, 8 }, "int32"),
+    [f] = npu.tensor({ 0.5, -0.0, 0.5, 0, 0 / 0, -3 }, F32), -- -0.0 == 0 (the first kept); NaN alone
+  })
+  lu.assertEquals(r[1], { dtype = "int32", shape = { 5 }, value = { 1, 2, 4, 7, 8 } })
+  lu.assertEquals(r[2].value, { 0, 0, 1, 2, 2, 2, 3, 4, 4 })
+  lu.assertEquals(r[3].value, r[1].value)
+  lu.assertEquals(r[4], { dtype = "int64", shape = { 9 }, value = { 0, 0, 1, 2, 2, 2, 3, 4, 4 } })
+  lu.assertEquals(r[5].shape, { 4 })
+  lu.assertEquals(r[5].value[1], 0.5)
+  lu.assertEquals(1 / r[5].value[2], -math.huge) -- -0.0 came first
+  lu.assertNotEquals(r[5].value[3], r[5].value[3])
+  lu.assertEquals(r[5].value[4], -3)
+  lu.assertEquals(r[6].value, { 0, 1, 0, 1, 2, 3 })
+end
+
+function TestDynamicShapeUnique.test_order_of_first_occurrence_and_resized_runs()
+  local g = npu.Graph()
+  local x = g:placeholder("int64", { -1 }, "x")
+  local y, idx = npu.unique(x)
+  local sess <close> = npu.Session { graph = g }
+  local cases = {
+    { { 5, 3, 5, 1, 3 }, { 5, 3, 1 }, { 0, 1, 0, 2, 1 } },
+    { {}, {}, {} },
+    { { 9 }, { 9 }, { 0 } },
+    { { 2, 2, 2, 2, 2, 2, 2, 1 }, { 2, 1 }, { 0, 0, 0, 0, 0, 0, 0, 1 } },
+  }
+  for i, c in ipairs(cases) do
+    local r = sess:run({ y, idx }, { [x] = npu.tensor(c[1], "int64") })
+    lu.assertEquals(r[1]:totable(), c[2], "run " .. i)
+    lu.assertEquals(r[1]:shape(), { #c[2] }, "run " .. i)
+    lu.assertEquals(r[2]:totable(), c[3], "run " .. i)
+  end
+end
+
+function TestDynamicShapeUnique.test_errors()
+  local g = npu.Graph()
+  local err = expect_error("NPU_ERR_SHAPE", g.op, g, "unique", { g:placeholder(F32, { 2, 3 }) }, nil, "u2")
+  lu.assertStrContains(err, "unique 'u2'")
+  lu.assertStrContains(err, "[2,3]")
+  err = expect_error("NPU_ERR_DTYPE", g.op, g, "unique", { g:placeholder(F32, { 3 }) }, { out_idx = "float32" }, "uf")
+  lu.assertStrContains(err, "unique 'uf'")
+  lu.assertStrContains(err, "out_idx")
+  err = expect_error("NPU_ERR_UNSUPPORTED", g.op, g, "unique", { g:placeholder(F32, { 3 }) }, { axis = { 1 } }, "ua")
+  lu.assertStrContains(err, "unique 'ua'")
+end
+
+TestDynamicShapeBooleanMask = {}
+
+function TestDynamicShapeBooleanMask.test_axes_and_ranks()
+  local g = npu.Graph()
+  local x = g:placeholder(F32, { -1, 3 }, "x")
+  local m = g:placeholder("bool", { -1 }, "m")
+  local m2 = g:placeholder("bool", { 2, 3 }, "m2")
+  local c = g:placeholder("bool", { 3 }, "c")
+  local t3 = g:placeholder(F32, { 2, 2, 2 }, "t3")
+  local m3 = g:placeholder("bool", { 2, 2 }, "m3")
+  local r = run_both(g, {
+    npu.boolean_mask(x, m), npu.boolean_mask(x, m2), npu.boolean_mask(x, c, { axis = 1 }),
+    npu.boolean_mask(t3, m3, { axis = 1 }), npu.boolean_mask(t3, m3),
+  }, {
+    [x] = { { 1, 2, 3 }, { 4, 5, 6 } }, [m] = npu.tensor({ false, true }, "bool"),
+    [m2] = npu.tensor({ { true, false, true }, { false, false, true } }, "bool"),
+    [c] = npu.tensor({ true, false, true }, "bool"),
+    [t3] = { { { 1, 2 }, { 3, 4 } }, { { 5, 6 }, { 7, 8 } } },
+    [m3] = npu.tensor({ { false, true }, { true, true } }, "bool"),
+  })
+  lu.assertEquals(r[1].value, { { 4, 5, 6 } })
+  lu.assertEquals(r[2].value, { 1, 3, 6 })
+  lu.assertEquals(r[3].value, { { 1, 3 }, { 4, 6 } })
+  lu.assertEquals(r[4].value, { { 2, 3, 4 }, { 6, 7, 8 } }) -- dims 1, 2 masked: (2, 3)
+  lu.assertEquals(r[5].value, { { 3, 4 }, { 5, 6 }, { 7, 8 } }) -- dims 0, 1 masked: (3, 2)
+end
+
+function TestDynamicShapeBooleanMask.test_all_false_and_errors()
+  local g = npu.Graph()
+  local x = g:placeholder(F32, { 3, 2 }, "x")
+  local m = g:placeholder("bool", { 3 }, "m")
+  local r = run_both(g, { npu.boolean_mask(x, m) }, { [x] = { { 1, 2 }, { 3, 4 }, { 5, 6 } },
+    [m] = npu.tensor({ false, false, false }, "bool") })
+  lu.assertEquals(r[1].shape, { 0, 2 })
+  local err = expect_error("NPU_ERR_SHAPE", npu.boolean_mask, x, g:placeholder("bool", { 2 }))
+  lu.assertStrContains(err, "mask [2]")
+  lu.assertStrContains(err, "[3,2]")
+  err = expect_error("NPU_ERR_DTYPE", npu.boolean_mask, x, g:placeholder(F32, { 3 }))
+  lu.assertStrContains(err, "bool")
+  err = expect_error("NPU_ERR_SHAPE", npu.boolean_mask, x, g:placeholder("bool", { 3, 2 }), { axis = 1 })
+  lu.assertStrContains(err, "axis 1")
+end
+
+-- ---- TensorFlow import: Where, Unique, UniqueV2 (and non-max suppression below) ----------
+
+local FLOAT = '{"type": "DT_FLOAT"}'
+local function json_graph(nodes)
+  return '{"format": "graph-model", "modelTopology": {"node": [' .. table.concat(nodes, ",") .. "]}}"
+end
+local function jplaceholder(name, dims, dtype)
+  local d = {}
+  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
+  return ('{"name": "%s", "op": "Placeholder", "attr": {"dtype": {"type": "%s"}, "shape": {"shape": {"dim": [%s]}}}}')
+      :format(name, dtype or "DT_FLOAT", table.concat(d, ","))
+end
+local function jnode(name, op, inputs, attrs)
+  local q = {}
+  for i, v in ipairs(inputs) do q[i] = '"' .. v .. '"' end
+  return ('{"name": "%s", "op": "%s", "input": [%s], "attr": {%s}}'):format(name, op, table.concat(q, ","), attrs or '"T": ' .. FLOAT)
+end
+local function jconst(name, dtype, dims, values)
+  local d = {}
+  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
+  local key = dtype == "DT_FLOAT" and "floatVal" or "intVal"
+  local vs = {}
+  for i, v in ipairs(values) do vs[i] = dtype == "DT_FLOAT" and tostring(v) or ('"%d"'):format(v) end
+  return ('{"name": "%s", "op": "Const", "attr": {"dtype": {"type": "%s"}, "value": {"tensor": {"dtype": "%s", "tensorShape": {"dim": [%s]}, "%s": [%s]}}}}')
+      :format(name, dtype, dtype, table.concat(d, ","), key, table.concat(vs, ","))
+end
+local function run_named(g, names, feeds)
+  local sess <close> = npu.Session { graph = g }
+  local r = sess:run(names, feeds)
+  for i, t in ipairs(r) do r[i] = t:totable() end
+  return r
+end
+
+TestDynamicShapeImport = {}
+
+function TestDynamicShapeImport.test_where_unique()
+  local g = npu.import_graph_def(json_graph({
+    jplaceholder("x", { -1 }),
+    jnode("w", "Where", { "x" }),
+    jnode("u", "Unique", { "x" }, '"T": ' .. FLOAT .. ', "out_idx": {"type": "DT_INT64"}'),
+    jconst("axis", "DT_INT32", { 1 }, { 0 }),
+    jnode("u2", "UniqueV2", { "x", "axis" }, '"T": ' .. FLOAT .. ', "Taxis": {"type": "DT_INT32"}, "out_idx": {"type": "DT_INT32"}'),
+  }))
+  lu.assertEquals(g:get_operation_by_name("w"):type(), "where")
+  lu.assertEquals(g:get_operation_by_name("u2"):type(), "unique")
+  local r = run_named(g, { "w:0", "u:0", "u:1", "u2:0", "u2:1" }, { ["x:0"] = { 3, 0, 3, 1 } })
+  lu.assertEquals(r, { { { 0 }, { 2 }, { 3 } }, { 3, 0, 1 }, { 0, 1, 0, 2 }, { 3, 0, 1 }, { 0, 1, 0, 2 } })
+end
+
+-- ---- non-max suppression with its true output size ---------------------------------------
+-- A (0.9) overlaps B (IoU 1/3), B overlaps C (IoU 1/3), A and C do not: visited by score, A
+-- keeps and drops B, so C survives; were B first, it would drop both.
+local ABC = { { 0, 0, 2, 2 }, { 0, 1, 2, 3 }, { 0, 2, 2, 4 } }
+
+TestDynamicShapeNms = {}
+
+function TestDynamicShapeNms.test_v3_order_and_score_threshold()
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { -1, 4 }, "b")
+  local s = g:placeholder(F32, { -1 }, "s")
+  local kept = npu.image.non_max_suppression(b, s, 10, 0.3)
+  local high = npu.image.non_max_suppression(b, s, 10, 0.3, 0.75)
+  lu.assertEquals(kept:shape(), { -1 })
+  local r = run_both(g, { kept, high }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })
+  lu.assertEquals(r[1], { dtype = "int32", shape = { 2 }, value = { 0, 2 } })
+  lu.assertEquals(r[2].value, { 0 }) -- C is below 0.75, B is dropped by A
+  r = run_both(g, { kept, high }, { [b] = ABC, [s] = { 0.9, 0.95, 0.7 } })
+  lu.assertEquals(r[1].value, { 1 }) -- B first: it drops A and C
+  lu.assertEquals(r[2].value, { 1 })
+end
+
+function TestDynamicShapeNms.test_padded_with_valid_outputs()
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { 3, 4 }, "b")
+  local s = g:placeholder(F32, { 3 }, "s")
+  local idx, valid = npu.image.non_max_suppression_padded(b, s, 4, 0.3, nil, true)
+  local idx_short, valid_short = npu.image.non_max_suppression_padded(b, s, 4, 0.3)
+  lu.assertEquals(idx:shape(), { 4 })
+  lu.assertEquals(idx_short:shape(), { -1 })
+  local r = run_both(g, { idx, valid, idx_short, valid_short }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })
+  lu.assertEquals(r[1].value, { 0, 2, 0, 0 })
+  lu.assertEquals(r[2].value, 2)
+  lu.assertEquals(r[3].value, { 0, 2 })
+  lu.assertEquals(r[4].value, 2)
+end
+
+-- Soft NMS (sigma 0.5: weight exp(-iou^2)), iou_threshold 1 so nothing is dropped outright:
+-- A 0.9 kept; B 0.8 * exp(-1/9) = 0.71587 kept next; C 0.7 * exp(-1/9) (for B; A is apart)
+-- = 0.62639 last.
+function TestDynamicShapeNms.test_v5_soft_nms_scores()
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { 3, 4 }, "b")
+  local s = g:placeholder(F32, { 3 }, "s")
+  local idx, scores = npu.image.non_max_suppression_with_scores(b, s, 3, 1.0, 0, 0.5)
+  local hidx, hscores = npu.image.non_max_suppression_with_scores(b, s, 3, 0.3)
+  local r = run_both(g, { idx, scores, hidx, hscores }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })
+  lu.assertEquals(r[1].value, { 0, 1, 2 })
+  local w = math.exp(-1 / 9)
+  local want = { 0.9, 0.8 * w, 0.7 * w }
+  for i = 1, 3 do lu.assertAlmostEquals(r[2].value[i], want[i], 1e-6) end
+  lu.assertEquals(r[3].value, { 0, 2 })
+  lu.assertAlmostEquals(r[4].value[2], 0.7, 1e-7) -- hard NMS: scores unchanged
+  -- max_output_size 1 stops after the first
+  local one = npu.image.non_max_suppression_with_scores(b, s, 1, 1.0, 0, 0.5)
+  lu.assertEquals(run_both(g, { one }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })[1].value, { 0 })
+end
+
+function TestDynamicShapeNms.test_resized_runs()
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { -1, 4 }, "b")
+  local s = g:placeholder(F32, { -1 }, "s")
+  local m = g:placeholder("int32", {}, "m")
+  local kept = npu.image.non_max_suppression(b, s, m, 0.3)
+  local sess <close> = npu.Session { graph = g }
+  local cases = {
+    { ABC, { 0.9, 0.8, 0.7 }, 5, { 0, 2 } },
+    { { { 0, 0, 1, 1 } }, { 0.5 }, 5, { 0 } },
+    { ABC, { 0.1, 0.2, 0.3 }, 1, { 2 } },
+    { npu.zeros({ 0, 4 }), npu.zeros({ 0 }), 5, {} },
+    { ABC, { 0.9, 0.8, 0.7 }, 0, {} },
+  }
+  for i, c in ipairs(cases) do
+    local r = sess:run(kept, { [b] = c[1], [s] = c[2], [m] = npu.tensor(c[3], "int32") })
+    lu.assertEquals(r:shape(), { #c[4] }, "run " .. i)
+    lu.assertEquals(r:totable(), c[4], "run " .. i)
+  end
+end
+
+function TestDynamicShapeNms.test_errors()
+  local g = npu.Graph()
+  local err = expect_error("NPU_ERR_DTYPE", g.op, g, "non_max_suppression",
+    { g:placeholder("float64", { 3, 4 }), g:placeholder(F32, { 3 }) }, { max_output_size = 2 }, "nms64")
+  lu.assertStrContains(err, "non_max_suppression 'nms64'")
+  err = expect_error("NPU_ERR_SHAPE", g.op, g, "non_max_suppression",
+    { g:placeholder(F32, { 3, 4 }), g:placeholder(F32, { 2 }) }, { max_output_size = 2 }, "nms_n")
+  lu.assertStrContains(err, "non_max_suppression 'nms_n'")
+  lu.assertStrContains(err, "[3,4]")
+  err = expect_error("NPU_ERR_ARG", g.op, g, "non_max_suppression",
+    { g:placeholder(F32, { 3, 4 }), g:placeholder(F32, { 3 }) }, { max_output_size = 2, soft_nms_sigma = -1 }, "nms_s")
+  lu.assertStrContains(err, "soft_nms_sigma -1")
+  -- a fed max_output_size out of range: at run time, naming the node
+  local m = g:placeholder("int32", {}, "m")
+  local b, s = g:placeholder(F32, { 3, 4 }), g:placeholder(F32, { 3 })
+  local kept = g:op("non_max_suppression", { b, s, m }, nil, "nms_m")
+  local sess <close> = npu.Session { graph = g }
+  err = expect_error("NPU_ERR_ARG", sess.run, sess, kept[1], { [b] = ABC, [s] = { 1, 2, 3 }, [m] = npu.tensor(-1, "int32") })
+  lu.assertStrContains(err, "'nms_m'")
+end
