@@ -100,9 +100,6 @@ test sanitize: export NPU_VERIFY_PLANS = 1
 # $ASCEND_WORK_PATH/FE/<pid>/ when that is set, else in the working directory.  The suite's
 # sessions put theirs in the build tree.
 test sanitize: export ASCEND_WORK_PATH ?= $(abspath $(BUILD))/ascend_work
-# enable_exception_dump (default 2) leaves a failing kernel's inputs under $NPU_COLLECT_PATH
-# (else ./extra-info): the specs that make kernels fail on purpose put them in the build tree.
-test sanitize: export NPU_COLLECT_PATH ?= $(abspath $(BUILD))/collect
 test: deps
 	$(MAKE) all $(C_TESTS) $(EMBED) $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
