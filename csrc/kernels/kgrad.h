@@ -26,7 +26,7 @@ void npuK_act_grad_f64(const npuK_pool *pool, npuK_act_grad op, int64_t n, const
 
 /* softmax / log_softmax gradients over the last axis: y (the forward output), dy, dx are
  * (rows, cols).  softmax: dx = (dy - sum(dy * y)) * y; log_softmax: dx = dy - exp(y) * sum(dy);
- * sums per row in ascending column order in the element type.  dx may alias dy. */
+ * sums per row in ascending column order in float64, rounded once.  dx may alias dy. */
 void npuK_softmax_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols, const float *y,
                            const float *dy, float *dx);
 void npuK_softmax_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols, const double *y,
@@ -37,7 +37,7 @@ void npuK_log_softmax_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols
                                const double *y, const double *dy, double *dx);
 
 /* bias_add's bias gradient: dy is (rows, cols), db (cols) = the sum over rows, accumulated in
- * ascending row order in the element type (parallel over column blocks). */
+ * ascending row order in float64 and rounded once (parallel over column blocks). */
 void npuK_bias_add_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols, const float *dy,
                             float *db);
 void npuK_bias_add_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols, const double *dy,
