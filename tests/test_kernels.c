@@ -614,6 +614,16 @@ static void test_reduce_accuracy(void) {
   double e = 0;
   for (int64_t i = 0; i < 1000000; i++) e += x[i];
   CHECK(fabs(o[0] - e) <= 0x1p-24 * fabs(e) + 1e-12 * absum);
+  /* few outputs, long sums, reduced groups either side of a kept one: the outputs are cut
+     into pieces spread over the pool (the same pieces whatever the pool) */
+  int64_t dg[3] = {250000, 2, 4};
+  float q[2];
+  npuK_reduce_f32(NULL, NPUK_RED_MEAN, 3, dg, 5u, x, o);
+  npuK_reduce_f32(&pool_odd, NPUK_RED_MEAN, 3, dg, 5u, x, p1);
+  npuK_reduce_f32(&pool_two, NPUK_RED_MEAN, 3, dg, 5u, x, p2);
+  npuK_reduce_f32_ref(NULL, NPUK_RED_MEAN, 3, dg, 5u, x, q);
+  CHECK(bits_equal(o, p1, sizeof p1) && bits_equal(o, p2, sizeof p2));
+  CHECK(f32_within_ulp(o, q, 2));
   free(x);
 }
 

@@ -224,12 +224,13 @@ void npuK_log_softmax_f64(const npuK_pool *pool, int64_t rows, int64_t cols, con
  * |sum - exact| <= 2^-24 |exact| + n 2^-53 sum|x| (the second term is below float32's
  * resolution until n nears 2^29); f64 sums accumulate in float64, ints wrap; max and min
  * combine in the element type.
- * Order: fixed by the shape alone, never by the thread count (work is split over outputs):
- * fast, a contiguous float32 run is summed in 16 float64 lanes added pairwise; kept-inner
- * (column) reductions add whole rows in ascending order; everything else ascends input
- * index.  ref: each output folds its inputs in ascending index order, one at a time (f32:
- * in float64), so fast and ref agree bitwise for f64, ints, max and min, and for f32 sums
- * to within the float32 rounding of nearly equal float64 values (see docs/numerics.md).
+ * Order: fixed by the shape alone, never by the thread count: fast f32 sums take contiguous
+ * runs in 16 float64 lanes added pairwise, kept-inner (column) reductions add rows four at a
+ * time, and few long outputs are cut into shape-fixed pieces added in ascending order;
+ * everything else ascends input index.  ref: each output folds its inputs in ascending
+ * index order, one at a time (f32 sum/mean/prod in float64), so fast and ref agree bitwise
+ * for f64, ints, max and min, and f32 sums to one ulp (two float64 sums rounded to float32;
+ * docs/numerics.md).
  * mean = sum / count (in float64 for f32; integer division truncating toward zero for ints).
  * Empty reductions (a reduced dim of size 0): sum 0, prod 1, mean NaN (ints: 0),
  * max -inf (ints: MIN), min +inf (ints: MAX). max/min propagate NaN. Integer sum/prod wrap. */

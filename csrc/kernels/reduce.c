@@ -1,12 +1,19 @@
 /* reduce.c: sum / mean / max / min / prod over a set of axes, and argmax / argmin.
  *
  * x is dense (dims); axes in axes_mask are reduced; out holds the kept elements in row-major
- * order. Order invariant (shared by fast and ref, hence bitwise equal): each output starts from
- * its FIRST input (lowest index) and combines the others in ascending input index order, in the
- * element type. The fast path groups dims into alternating kept/reduced blocks; when the
- * innermost block is reduced each output is a contiguous-run reduction, when it is kept the
- * outputs of a row are reduced together as vectors (still ascending per element). Work is split
- * over outputs (or output row chunks), never inside one output.
+ * order. The fast path groups dims into alternating kept/reduced blocks; when the innermost
+ * block is reduced each output is a fold over contiguous runs (scalar mode), when it is kept
+ * the outputs of a row are reduced together as vectors (vector mode).
+ *
+ * Accuracy: float32 sum, mean and prod accumulate in float64 and round once (docs/numerics.md):
+ * runs are summed in 16 float64 lanes added pairwise, vector mode adds rows four at a time
+ * into float64 accumulators, and a few long outputs are cut into pieces whose partial sums are
+ * added in ascending order. Other types (and max, min) combine in the element type, ascending.
+ * Determinism: every order above is fixed by the shape alone; threads only pick up whole
+ * outputs, output row chunks or pieces, so results are the same bits at any thread count.
+ * The reference twin folds each output's inputs one at a time in ascending index order (f32
+ * sum/mean/prod in float64): bitwise equal to the fast path except for those, which agree to
+ * within the float32 rounding of two float64 sums (one ulp).
  */
 #include <math.h>
 #include <string.h>
@@ -107,7 +114,7 @@ static double sum_run_f32(double acc, const float *x, int64_t n) {
    scalar-mode range (innermost group reduced: each output folds contiguous runs) and the
    vector-mode range (innermost group kept: a chunk of an output row is accumulated as a
    vector, reduced rows ascending).  FINISH(op, acc, count) gives the stored value. */
-#define DEFINE_DRIVERS(T, AT, dt, name, COMBINE, RUN1, FINISH)                                 \
+#define DEFINE_DRIVERS(T, AT, dt, name, COMBINE, RUN1, FINISH, GROUP4)                               \
   static AT fold_##dt##_##name(AT acc, const T *x, int64_t stride, int64_t n) {                \
     if (stride == 1) return RUN1(acc, x, n);                                                   \
     for (int64_t i = 0; i < n; i++) acc = COMBINE(acc, (AT)x[i * stride]);                     \
@@ -150,7 +157,27 @@ static double sum_run_f32(double acc, const float *x, int64_t n) {
       T *o = out + row * p->inner + c0;                                                        \
       for (int64_t i = 0; i < n; i++) acc[i] = (AT)base[i];                                    \
       k_geom_seek(&p->gr, 1, rc, ro);                                                          \
-      for (int64_t r = 1; r < p->count; r++) {                                                 \
+      int64_t r = 1;                                                                           \
+      if (GROUP4) /* four rows added together, then to acc: a quarter of acc's traffic */      \
+        for (; r + 4 <= p->count; r += 4) {                                                    \
+          const T *x0 = base + ro[0], *x1, *x2, *x3;                                           \
+          k_geom_advance(&p->gr, rc, ro, 1);                                                   \
+          x1 = base + ro[0];                                                                   \
+          k_geom_advance(&p->gr, rc, ro, 1);                                                   \
+          x2 = base + ro[0];                                                                   \
+          k_geom_advance(&p->gr, rc, ro, 1);                                                   \
+          x3 = base + ro[0];                                                                   \
+          k_geom_advance(&p->gr, rc, ro, 1);                                                   \
+          int64_t i = 0;                                                                       \
+          for (; i + RED_LANES <= n; i += RED_LANES)                                           \
+            for (int k = 0; k < RED_LANES; k++)                                                \
+              acc[i + k] = COMBINE(acc[i + k], COMBINE(COMBINE((AT)x0[i + k], (AT)x1[i + k]),  \
+                                                       COMBINE((AT)x2[i + k], (AT)x3[i + k]))); \
+          for (; i < n; i++)                                                                   \
+            acc[i] = COMBINE(acc[i], COMBINE(COMBINE((AT)x0[i], (AT)x1[i]),                    \
+                                             COMBINE((AT)x2[i], (AT)x3[i])));                  \
+        }                                                                                      \
+      for (; r < p->count; r++) {                                                              \
         const T *xr = base + ro[0];                                                            \
         int64_t i = 0;                                                                         \
         for (; i + RED_LANES <= n; i += RED_LANES)                                             \
@@ -163,6 +190,62 @@ static double sum_run_f32(double acc, const float *x, int64_t n) {
     }                                                                                          \
   }
 
+/* Scalar mode with few outputs and long sums (a loss, a global mean): each output's inputs
+   are cut into pieces whose number depends only on the shape (count / RED_PIECE, at most
+   RED_PARTIALS over all outputs); the pieces are spread over the pool, each summed from -0.0
+   (the exact identity), and each output adds its pieces' partial sums in ascending order.  So
+   the order is still fixed by the shape; threads only change who computes a piece.  Returns
+   0 (nothing done) when the shape does not call for it. */
+#define RED_PIECE ((int64_t)1 << 16)
+#define RED_PARTIALS 256
+
+typedef struct split_job {
+  const red_plan *p;
+  const void *x;
+  int64_t pieces, piece_len;
+  double *partial; /* [n_out * pieces] */
+} split_job;
+
+#define DEFINE_SPLIT_SUM(T, AT, dt, RUN1, FINISH)                                              \
+  static void split_range_##dt(void *arg, int64_t begin, int64_t end) {                        \
+    const split_job *j = arg;                                                                  \
+    const red_plan *p = j->p;                                                                  \
+    int64_t kc[K_GEOM_MAX_DIMS], ko[1], rc[K_GEOM_MAX_DIMS], ro[1];                            \
+    int rl = p->gr.ndim - 1;                                                                   \
+    for (int64_t it = begin; it < end; it++) {                                                 \
+      int64_t o = it / j->pieces, i = it % j->pieces * j->piece_len;                           \
+      int64_t stop = i + j->piece_len < p->count ? i + j->piece_len : p->count;                \
+      k_geom_seek(&p->gk, o, kc, ko);                                                          \
+      k_geom_seek(&p->gr, i, rc, ro);                                                          \
+      const T *base = (const T *)j->x + ko[0];                                                 \
+      AT acc = -0.0;                                                                           \
+      while (i < stop) {                                                                       \
+        int64_t run = k_geom_run(&p->gr, rc, stop - i);                                        \
+        if (p->gr.s[0][rl] == 1) acc = RUN1(acc, base + ro[0], run);                           \
+        else                                                                                   \
+          for (int64_t k = 0; k < run; k++) acc += (AT)base[ro[0] + k * p->gr.s[0][rl]];       \
+        i += run;                                                                              \
+        k_geom_advance(&p->gr, rc, ro, run);                                                   \
+      }                                                                                        \
+      j->partial[it] = acc;                                                                    \
+    }                                                                                          \
+  }                                                                                            \
+  static int split_sum_##dt(const npuK_pool *pool, const red_plan *p, npuK_redop op,           \
+                            const T *x, T *out) {                                              \
+    int64_t pieces = p->count / RED_PIECE, most = RED_PARTIALS / p->n_out;                     \
+    if (pieces > most) pieces = most;                                                          \
+    if (pieces < 2) return 0;                                                                  \
+    double partial[RED_PARTIALS];                                                              \
+    split_job j = {p, x, pieces, (p->count + pieces - 1) / pieces, partial};                   \
+    npuK_parallel_for(pool, p->n_out * pieces, 1, split_range_##dt, &j);                       \
+    for (int64_t o = 0; o < p->n_out; o++) {                                                   \
+      AT acc = partial[o * pieces];                                                            \
+      for (int64_t k = 1; k < pieces; k++) acc += partial[o * pieces + k];                     \
+      out[o] = FINISH(op, acc, p->count);                                                      \
+    }                                                                                          \
+    return 1;                                                                                  \
+  }
+
 /* Sequential runs for the types that keep the element type (and for every prod). */
 #define DEFINE_SEQ_RUN(T, AT, dt, name, COMBINE)                                               \
   static AT run_##dt##_##name(AT acc, const T *x, int64_t n) {                                 \
@@ -172,17 +255,18 @@ static double sum_run_f32(double acc, const float *x, int64_t n) {
 
 #define KEEP(op, acc, count) (acc)
 
-#define DEFINE_REDUCE(T, AT, dt, ADD, MUL, MAX, MIN, LOWEST, HIGHEST, NAN_MEAN, SUM_RUN)       \
+#define DEFINE_REDUCE(T, AT, dt, ADD, MUL, MAX, MIN, LOWEST, HIGHEST, NAN_MEAN, SUM_RUN, ACCURATE) \
   static T finish_##dt(npuK_redop op, AT acc, int64_t count) {                                 \
     return op == NPUK_RED_MEAN ? MEAN_DIV_##dt(acc, count) : (T)acc;                           \
   }                                                                                            \
   DEFINE_SEQ_RUN(T, AT, dt, prod, MUL)                                                         \
   DEFINE_SEQ_RUN(T, T, dt, max, MAX)                                                           \
   DEFINE_SEQ_RUN(T, T, dt, min, MIN)                                                           \
-  DEFINE_DRIVERS(T, AT, dt, sum, ADD, SUM_RUN, finish_##dt)                                    \
-  DEFINE_DRIVERS(T, AT, dt, prod, MUL, run_##dt##_prod, finish_##dt)                           \
-  DEFINE_DRIVERS(T, T, dt, max, MAX, run_##dt##_max, KEEP)                                     \
-  DEFINE_DRIVERS(T, T, dt, min, MIN, run_##dt##_min, KEEP)                                     \
+  DEFINE_DRIVERS(T, AT, dt, sum, ADD, SUM_RUN, finish_##dt, ACCURATE)                          \
+  DEFINE_SPLIT_SUM(T, AT, dt, SUM_RUN, finish_##dt)                                            \
+  DEFINE_DRIVERS(T, AT, dt, prod, MUL, run_##dt##_prod, finish_##dt, 0)                        \
+  DEFINE_DRIVERS(T, T, dt, max, MAX, run_##dt##_max, KEEP, 0)                                  \
+  DEFINE_DRIVERS(T, T, dt, min, MIN, run_##dt##_min, KEEP, 0)                                  \
   static const npuK_range_fn scalar_##dt[NPUK_RED_COUNT] = {                                   \
     [NPUK_RED_SUM] = red_scalar_##dt##_sum, [NPUK_RED_MEAN] = red_scalar_##dt##_sum,           \
     [NPUK_RED_MAX] = red_scalar_##dt##_max, [NPUK_RED_MIN] = red_scalar_##dt##_min,            \
@@ -218,7 +302,8 @@ static double sum_run_f32(double acc, const float *x, int64_t n) {
       int64_t items = p.n_out / p.inner * j.n_chunks;                                          \
       int64_t work = p.count * (p.inner < RED_CHUNK ? p.inner : RED_CHUNK);                    \
       npuK_parallel_for(pool, items, 1 + K_GRAIN_ELEMS / work, vector_##dt[op], &j);           \
-    } else {                                                                                   \
+    } else if (!(ACCURATE && (op == NPUK_RED_SUM || op == NPUK_RED_MEAN) &&                    \
+                 split_sum_##dt(pool, &p, op, x, out))) {                                      \
       npuK_parallel_for(pool, p.n_out, 1 + K_GRAIN_ELEMS / p.count, scalar_##dt[op], &j);      \
     }                                                                                          \
   }                                                                                            \
@@ -288,10 +373,10 @@ DEFINE_SEQ_RUN(double, double, f64, sum, F_ADD)
 DEFINE_SEQ_RUN(int32_t, int32_t, i32, sum, I32_ADD)
 DEFINE_SEQ_RUN(int64_t, int64_t, i64, sum, I64_ADD)
 
-DEFINE_REDUCE(float, double, f32, F_ADD, F_MUL, F_MAX, F_MIN, -INFINITY, INFINITY, NAN, sum_run_f32)
-DEFINE_REDUCE(double, double, f64, F_ADD, F_MUL, F_MAX, F_MIN, -INFINITY, INFINITY, NAN, run_f64_sum)
-DEFINE_REDUCE(int32_t, int32_t, i32, I32_ADD, I32_MUL, I_MAX, I_MIN, INT32_MIN, INT32_MAX, 0, run_i32_sum)
-DEFINE_REDUCE(int64_t, int64_t, i64, I64_ADD, I64_MUL, I_MAX, I_MIN, INT64_MIN, INT64_MAX, 0, run_i64_sum)
+DEFINE_REDUCE(float, double, f32, F_ADD, F_MUL, F_MAX, F_MIN, -INFINITY, INFINITY, NAN, sum_run_f32, 1)
+DEFINE_REDUCE(double, double, f64, F_ADD, F_MUL, F_MAX, F_MIN, -INFINITY, INFINITY, NAN, run_f64_sum, 0)
+DEFINE_REDUCE(int32_t, int32_t, i32, I32_ADD, I32_MUL, I_MAX, I_MIN, INT32_MIN, INT32_MAX, 0, run_i32_sum, 0)
+DEFINE_REDUCE(int64_t, int64_t, i64, I64_ADD, I64_MUL, I_MAX, I_MIN, INT64_MIN, INT64_MAX, 0, run_i64_sum, 0)
 
 /* ---- argmax / argmin ------------------------------------------------------------------------
  * x is (outer, axis_len, inner); out is (outer, inner). Ties keep the first index; a NaN beats
