@@ -1,6 +1,6 @@
 -- spec/reduce_accuracy_spec.lua — float32 sums are as good as their float64 sums rounded once
--- (docs/numerics.md).  reduce_sum, reduce_mean, the softmax / log_softmax denominators and
--- bias_add_grad used to add element after element in float32, on the device and on the
+-- (docs/numerics.md).  reduce_sum, reduce_mean, the softmax / log_softmax denominators,
+-- bias_add_grad and conv2d's filter gradient used to add element after element in float32, on the device and on the
 -- reference twin alike (reduce_mean of 1e6 x 0.1 gave 0.1009583, reduce_sum of 2^25 ones gave
 -- 16777216), so no comparison between the two could see it.  The oracle here is float64
 -- arithmetic in plain Lua, on inputs exact in float32, on the device path, the
@@ -206,5 +206,37 @@ function TestReduceAccuracy:test_same_bits_with_one_thread_and_two()
     end
     core.set_n_threads(n0)
     for i = 1, #ys do lu.assertTrue(npu.allclose(got[1][i], got[2][i], 0, 0), "output " .. i) end
+  end
+end
+
+-- conv2d's filter gradient sums over every position: a 1x1 filter over 300 x 300 positions,
+-- positive terms (so float32 accumulation drifts), float32 over blocks of 64 positions and
+-- float64 across them: within 2^-24 |s| + 2^-18 s.
+function TestReduceAccuracy:test_conv2d_filter_gradient_over_many_positions()
+  local H, W, C, OC = 300, 300, 2, 3
+  local r = S.lcg(13)
+  local function pos(n)
+    local t = {}
+    for i = 1, n do t[i] = 0.5 + r() / (1 << 23) end
+    return t
+  end
+  local xs, dys = pos(H * W * C), pos(H * W * OC)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 1, H, W, C }, "x")
+  local dy = g:placeholder("float32", { 1, H, W, OC }, "dy")
+  local df = g:op("conv2d_backprop_filter", { x, dy }, { filter_sizes = { 1, 1, C, OC },
+    strides = { 1, 1, 1, 1 }, padding = "VALID" })
+  local feed = { [x] = npu.tensor(xs, "float32"):reshape({ 1, H, W, C }),
+    [dy] = npu.tensor(dys, "float32"):reshape({ 1, H, W, OC }) }
+  for name, res in pairs(run_paths(g, { df }, feed)) do
+    local got = S.flatten(res[1]:totable())
+    for ci = 0, C - 1 do
+      for co = 0, OC - 1 do
+        local s = 0.0
+        for p = 0, H * W - 1 do s = s + xs[p * C + ci + 1] * dys[p * OC + co + 1] end
+        local v = got[ci * OC + co + 1]
+        lu.assertTrue(math.abs(v - s) <= (U + 2.0 ^ -18) * s, ("%s: df[%d,%d] %.9g vs %.9g"):format(name, ci, co, v, s))
+      end
+    end
   end
 end

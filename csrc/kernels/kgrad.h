@@ -59,20 +59,25 @@ void npuK_scale_f64(const npuK_pool *pool, int64_t n, double s, const double *x,
  * avg_pool_grad: dx = each dy divided by its window's count of non-padded positions, added at
  *   each of them (TF's AvgPoolGrad).  Items: (n, channel) pairs.
  * conv2d_backprop_filter: filter (k_h, k_w, c, out_c); df[kh, kw, ci, co] = the sum over
- *   (n, oh, ow) of x[n, ih, iw, ci] * dy[n, oh, ow, co].  Items: (kh, kw) pairs.
+ *   (n, oh, ow) of x[n, ih, iw, ci] * dy[n, oh, ow, co].  Items: (kh, kw) pairs.  The sums
+ *   run in float32 over blocks of 64 positions and in float64 across blocks, in scratch of
+ *   npuK_filter_grad_f32_scratch_size bytes (NULL scratch: float32 throughout).
  * conv2d_backprop_input: dx[n, ih, iw, ci] = the sum over (oh, ow, kh, kw, co) of
  *   dy[n, oh, ow, co] * filter[kh, kw, ci, co].  Items: the batch.
  * depthwise_conv2d_backprop_input: filter (k_h, k_w, c, m), dy (n, out_h, out_w, c * m);
  *   dx[n, ih, iw, ci] = the sum over (oh, ow, kh, kw, j) of dy[.., ci * m + j] * f[kh, kw, ci, j].
  *   Items: the batch.
  * depthwise_conv2d_backprop_filter: df[kh, kw, ci, j] = the sum over (n, oh, ow) of
- *   x[n, ih, iw, ci] * dy[n, oh, ow, ci * m + j].  Items: (kh, kw) pairs. */
+ *   x[n, ih, iw, ci] * dy[n, oh, ow, ci * m + j].  Items: (kh, kw) pairs.  Sums and scratch
+ *   as conv2d_backprop_filter's (out_c = m). */
 void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                             const float *dy, float *dx);
 void npuK_avg_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *dy,
                             float *dx);
+size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c);
 void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
-                                     int64_t out_c, const float *x, const float *dy, float *df);
+                                     int64_t out_c, const float *x, const float *dy, float *df,
+                                     double *scratch);
 void npuK_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_window2d *w,
                                     int64_t out_c, const float *dy, const float *filter,
                                     float *dx);
@@ -81,7 +86,7 @@ void npuK_depthwise_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_
                                               const float *filter, float *dx);
 void npuK_depthwise_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
                                                int64_t multiplier, const float *x,
-                                               const float *dy, float *df);
+                                               const float *dy, float *df, double *scratch);
 
 /* ---------------------------------------------------------------- training (train.c)
  * one_hot: indices (idx_dtype NPUK_I32, NPUK_I64 or NPUK_U8) viewed as (outer, inner); y is
