@@ -240,8 +240,9 @@ void npuK_gelu_f32_fast(const npuK_pool *pool, int approximate, int64_t n, const
 
 /* ---- softmax, log_softmax ------------------------------------------------------------------
  * Per row: the max (NaN anywhere makes every output NaN through x - max, as in nn.c), then
- * e^(x - max) by blocks, summed in B float64 lanes (a long row's denominator is as good as its
- * float64 sum rounded once) that are added pairwise in a fixed order at the end. */
+ * e^(x - max) by blocks, summed in B float32 lanes over 16 blocks at a time and then in B
+ * float64 lanes (so a long row's denominator keeps float32 rounding to 16 terms), added
+ * pairwise in a fixed order at the end. */
 typedef struct rows_job {
   int64_t cols;
   const float *x;
@@ -284,17 +285,25 @@ static inline float row_max(const float *x, int64_t cols) {
   return any_nan ? NAN : m;
 }
 
-/* e^(x - m) into y (when y is not NULL; y may be x); returns the sum. */
+/* e^(x - m) into y (when y is not NULL; y may be x); returns the sum: float32 lanes over up
+   to EXP_FLUSH blocks (each lane adds at most EXP_FLUSH terms, all in (0, 1]), then added into
+   float64 lanes; the flush points depend only on cols. */
+#define EXP_FLUSH 16
 static inline double row_exp_sum(const float *x, float *y, int64_t cols, float m) {
-  float in[B], out[B];
+  float in[B], out[B], part[B];
   double lane[B];
-  for (int j = 0; j < B; j++) lane[j] = 0.0;
+  for (int j = 0; j < B; j++) lane[j] = 0.0, part[j] = 0.0f;
   int64_t c = 0;
-  for (; c + B <= cols; c += B) {
+  for (int blocks = 0; c + B <= cols; c += B) {
     for (int j = 0; j < B; j++) out[j] = f_exp(x[c + j] - m);
-    for (int j = 0; j < B; j++) lane[j] += (double)out[j];
+    for (int j = 0; j < B; j++) part[j] += out[j];
     if (y) memcpy(y + c, out, sizeof out);
+    if (++blocks == EXP_FLUSH) {
+      for (int j = 0; j < B; j++) lane[j] += (double)part[j], part[j] = 0.0f;
+      blocks = 0;
+    }
   }
+  for (int j = 0; j < B; j++) lane[j] += (double)part[j];
   if (c < cols) {
     size_t rest = (size_t)(cols - c) * sizeof *x;
     for (int j = 0; j < B; j++) in[j] = m; /* padding: e^0, not added */
