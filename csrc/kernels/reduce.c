@@ -96,9 +96,14 @@ typedef struct red_job {
 #define RED_LANES 16   /* float32 runs: double lanes; fixed trip counts, so -O2 vectorises */
 
 /* acc + the sum of a contiguous float32 run, in RED_LANES double lanes (element i goes to lane
-   i % RED_LANES) added pairwise at the end.  Lanes start at -0.0, the identity that keeps a
-   sum of negative zeros negative.  The order depends only on n, never on threads. */
+   i % RED_LANES) added pairwise at the end, or one by one when the run is short.  Lanes start
+   at -0.0, the identity that keeps a sum of negative zeros negative.  The order depends only
+   on n, never on threads. */
 static double sum_run_f32(double acc, const float *x, int64_t n) {
+  if (n < 2 * RED_LANES) { /* short runs (a small reduced axis): lanes would cost more */
+    for (int64_t i = 0; i < n; i++) acc += (double)x[i];
+    return acc;
+  }
   double lane[RED_LANES];
   for (int k = 0; k < RED_LANES; k++) lane[k] = -0.0;
   int64_t i = 0;
@@ -114,7 +119,7 @@ static double sum_run_f32(double acc, const float *x, int64_t n) {
    scalar-mode range (innermost group reduced: each output folds contiguous runs) and the
    vector-mode range (innermost group kept: a chunk of an output row is accumulated as a
    vector, reduced rows ascending).  FINISH(op, acc, count) gives the stored value. */
-#define DEFINE_DRIVERS(T, AT, dt, name, COMBINE, RUN1, FINISH, GROUP4)                               \
+#define DEFINE_DRIVERS(T, AT, dt, name, COMBINE, RUN1, FINISH, GROUP4)                        \
   static AT fold_##dt##_##name(AT acc, const T *x, int64_t stride, int64_t n) {                \
     if (stride == 1) return RUN1(acc, x, n);                                                   \
     for (int64_t i = 0; i < n; i++) acc = COMBINE(acc, (AT)x[i * stride]);                     \
