@@ -133,8 +133,15 @@ $(BENCH_BIN): bench/bench_matmul.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
 
-bench: all $(BENCH_BIN)
+BENCH_REDUCE = $(BUILD)/bench/bench_reduce
+$(BENCH_REDUCE): bench/bench_reduce.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
+
+bench: all $(BENCH_BIN) $(BENCH_REDUCE)
 	$(BENCH_BIN)
+	$(BENCH_REDUCE)
+	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua
 	$(LUA) bench/fusion.lua
 	$(LUA) bench/implmode.lua

@@ -145,4 +145,13 @@ function TestDocs:test_compiler_md_names_every_pass_and_precision_mode()
   lu.assertStrContains(read_all(ROOT .. "/README.md") or "", "docs/ops.md")
 end
 
+-- docs/numerics.md states the bound spec/reduce_accuracy_spec.lua checks (within a factor 2
+-- for the float64 term), and the README links it.
+function TestDocs:test_numerics_md_states_the_bound_the_spec_checks()
+  local doc = read_all(ROOT .. "/docs/numerics.md")
+  lu.assertNotNil(doc, "docs/numerics.md is missing")
+  lu.assertStrContains(doc, "|r - s| <= 2^-24 |s| + n 2^-53 sum|x|")
+  lu.assertStrContains(read_all(ROOT .. "/README.md") or "", "docs/numerics.md")
+end
+
 if SPEC_DIR == nil then os.exit(lu.LuaUnit.run()) end

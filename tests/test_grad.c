@@ -5,6 +5,7 @@
  * clean NPU_ERR_NOMEM, the graph unchanged, the outs -1, zero live bytes once released).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "npu_test.h"
@@ -230,7 +231,7 @@ static void test_window_kernels_are_adjoints(void) {
   /* conv2d */
   npuK_conv2d_f32_ref(NULL, &w, OC, x, f, y, NULL, 1);
   npuK_conv2d_backprop_input_f32(NULL, &w, OC, dy, f, dx);
-  npuK_conv2d_backprop_filter_f32(NULL, &w, OC, x, dy, df);
+  npuK_conv2d_backprop_filter_f32(NULL, &w, OC, x, dy, df, NULL);
   double lhs = dot(no * OC, y, dy);
   CHECK_NEAR(dot(nx, x, dx), lhs, 1e-5);
   CHECK_NEAR(dot(KH * KW * C * OC, f, df), lhs, 1e-5);
@@ -238,7 +239,7 @@ static void test_window_kernels_are_adjoints(void) {
   fill(dy, no * C * M, 4);
   npuK_depthwise_conv2d_f32_ref(NULL, &w, M, x, f, y);
   npuK_depthwise_conv2d_backprop_input_f32(NULL, &w, M, dy, f, dx);
-  npuK_depthwise_conv2d_backprop_filter_f32(NULL, &w, M, x, dy, df);
+  npuK_depthwise_conv2d_backprop_filter_f32(NULL, &w, M, x, dy, df, NULL);
   lhs = dot(no * C * M, y, dy);
   CHECK_NEAR(dot(nx, x, dx), lhs, 1e-5);
   CHECK_NEAR(dot(KH * KW * C * M, f, df), lhs, 1e-5);
@@ -255,7 +256,54 @@ static void test_window_kernels_are_adjoints(void) {
   CHECK_NEAR(dot(nx, x, dx), dot(np, y, dy), 1e-5);
 }
 
+/* The filter gradients sum over every position (n, oh, ow): float32 over blocks of 64, float64
+   across them.  A 1x1 filter over 300 x 300 positive terms: within 2^-24 |s| + 2^-18 sum|t|
+   (one rounding, plus a float32 sum of 64 terms), which a float32 sum of all 90000 misses;
+   and the scratch needs no clearing by the caller: stale scratch gives the same bits. */
+static void test_filter_grad_accuracy(void) {
+  enum { H = 300, WD = 300, C = 2, OC = 3 };
+  npuK_window2d w = {.n = 1, .in_h = H, .in_w = WD, .c = C, .k_h = 1, .k_w = 1, .stride_h = 1,
+                     .stride_w = 1, .dilation_h = 1, .dilation_w = 1, .out_h = H, .out_w = WD};
+  float *x = malloc(H * WD * C * sizeof *x), *dy = malloc(H * WD * OC * C * sizeof *dy);
+  float df[9 * C * OC * C], df2[9 * C * OC * C];
+  double *acc = malloc(9 * C * OC * C * sizeof *acc); /* enough for every case below */
+  CHECK(x && dy && acc);
+  unsigned seed = 7;
+  for (int i = 0; i < H * WD * C; i++) x[i] = 0.5f + (float)((seed = seed * 1103515245u + 12345u) >> 9) / 8388608.0f;
+  for (int i = 0; i < H * WD * OC * C; i++) dy[i] = 0.5f + (float)((seed = seed * 1103515245u + 12345u) >> 9) / 8388608.0f;
+  npuK_conv2d_backprop_filter_f32(NULL, &w, OC, x, dy, df, acc);
+  int ok = 1;
+  for (int ci = 0; ci < C; ci++)
+    for (int co = 0; co < OC; co++) {
+      double s = 0;
+      for (int p = 0; p < H * WD; p++) s += (double)x[p * C + ci] * dy[p * OC + co];
+      ok &= fabs(df[ci * OC + co] - s) <= 0x1p-24 * s + 0x1p-18 * s; /* terms > 0: sum|t| = s */
+    }
+  CHECK(ok);
+  /* depthwise (multiplier 2): dy rows hold C * 2 values */
+  npuK_depthwise_conv2d_backprop_filter_f32(NULL, &w, 2, x, dy, df, acc);
+  ok = 1;
+  for (int ci = 0; ci < C; ci++)
+    for (int m = 0; m < 2; m++) {
+      double s = 0;
+      for (int p = 0; p < H * WD; p++) s += (double)x[p * C + ci] * dy[p * C * 2 + ci * 2 + m];
+      ok &= fabs(df[ci * 2 + m] - s) <= 0x1p-24 * s + 0x1p-18 * s;
+    }
+  CHECK(ok);
+  /* a 3x3 filter, SAME padding: items one at a time versus all at once */
+  w.k_h = w.k_w = 3;
+  w.pad_top = w.pad_left = 1;
+  npuK_conv2d_backprop_filter_f32(NULL, &w, OC, x, dy, df, acc);
+  memset(acc, 0xff, npuK_filter_grad_f32_scratch_size(&w, OC)); /* stale scratch is ignored */
+  npuK_conv2d_backprop_filter_f32(NULL, &w, OC, x, dy, df2, acc);
+  CHECK(memcmp(df, df2, 9 * C * OC * sizeof *df) == 0);
+  free(x);
+  free(dy);
+  free(acc);
+}
+
 int main(void) {
+  test_filter_grad_accuracy();
   test_window_kernels_are_adjoints();
   test_values();
   test_errors();

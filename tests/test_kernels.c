@@ -521,7 +521,7 @@ static void test_nn(void) {
         npuK_reduce_##dt##_ref(NULL, (npuK_redop)op, nd, d, mask, x, o2);                      \
         npuK_reduce_##dt(&pool_two, (npuK_redop)op, nd, d, mask, x, o3);                       \
         npuK_reduce_##dt(&pool_odd, (npuK_redop)op, nd, d, mask, x, o4);                       \
-        CHECK(bits_equal(o1, o2, (size_t)no * sizeof(T)));                                     \
+        CHECK(REF_AGREES_##dt(op, o1, o2, no));                                                \
         CHECK(bits_equal(o1, o3, (size_t)no * sizeof(T)));                                     \
         CHECK(bits_equal(o1, o4, (size_t)no * sizeof(T)));                                     \
       }                                                                                        \
@@ -550,10 +550,82 @@ static void test_nn(void) {
     }                                                                                          \
   }
 
+/* The fast path and the reference agree bitwise except for f32 sum/mean/prod: both accumulate
+   in float64, in different orders (lanes / one at a time), so the float64 values differ in the
+   last bits and their float32 roundings may differ by one ulp. */
+static int f32_within_ulp(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    if (a[i] == b[i] || (a[i] != a[i] && b[i] != b[i])) continue;
+    if (nextafterf(a[i], INFINITY) != b[i] && nextafterf(a[i], -INFINITY) != b[i]) return 0;
+  }
+  return 1;
+}
+#define REF_AGREES_f32(op, a, b, n)                                                            \
+  ((op) == NPUK_RED_MAX || (op) == NPUK_RED_MIN ? bits_equal(a, b, (size_t)(n) * 4)            \
+                                                : f32_within_ulp(a, b, n))
+#define REF_AGREES_f64(op, a, b, n) bits_equal(a, b, (size_t)(n) * 8)
+#define REF_AGREES_i32(op, a, b, n) bits_equal(a, b, (size_t)(n) * 4)
+#define REF_AGREES_i64(op, a, b, n) bits_equal(a, b, (size_t)(n) * 8)
+
 TEST_REDUCE_DT(float, f32, rng_f32())
 TEST_REDUCE_DT(double, f64, rng_f32() * 10.0)
 TEST_REDUCE_DT(int32_t, i32, (int32_t)rng_int(-100, 100))
 TEST_REDUCE_DT(int64_t, i64, rng_int(-100000, 100000))
+
+/* Long float32 sums are float64 sums rounded once: the cases a float32 accumulator gets
+   wrong (it stops at 2^24 when adding ones; 1e6 * 0.1f drifts to 0.10096), row and column
+   reductions alike, fast and reference, and the same bits on any pool. */
+static void test_reduce_accuracy(void) {
+  int64_t n = (int64_t)1 << 25;
+  float *x = malloc((size_t)n * sizeof *x), o[4], r[4];
+  for (int64_t i = 0; i < n; i++) x[i] = 1.0f;
+  int64_t d1[1] = {n};
+  npuK_reduce_f32(NULL, NPUK_RED_SUM, 1, d1, 1u, x, o);
+  npuK_reduce_f32_ref(NULL, NPUK_RED_SUM, 1, d1, 1u, x, r);
+  CHECK(o[0] == 33554432.0f && r[0] == 33554432.0f);
+  int64_t dc[2] = {n / 4, 4}; /* columns: the kept inner axis */
+  npuK_reduce_f32(&pool_odd, NPUK_RED_SUM, 2, dc, 1u, x, o);
+  CHECK(o[0] == 8388608.0f && o[3] == 8388608.0f);
+  for (int64_t i = 0; i < 1000000; i++) x[i] = 0.1f;
+  int64_t dm[1] = {1000000};
+  npuK_reduce_f32(NULL, NPUK_RED_MEAN, 1, dm, 1u, x, o);
+  npuK_reduce_f32_ref(NULL, NPUK_RED_MEAN, 1, dm, 1u, x, r);
+  CHECK(o[0] == 0.1f && r[0] == 0.1f);
+  /* uneven values: against a float64 sum, and the same bits on every pool */
+  uint32_t s = 12345;
+  double exact[2] = {0, 0}, absum = 0;
+  for (int64_t i = 0; i < 2000000; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (float)((double)(s >> 8) / 16777216.0 - 0.25) * (i % 3 ? 1.0f : 1000.0f);
+    exact[i % 2] += x[i];
+    absum += fabs(x[i]);
+  }
+  int64_t dr[2] = {1000000, 2};
+  float p1[2], p2[2];
+  npuK_reduce_f32(NULL, NPUK_RED_SUM, 2, dr, 1u, x, o);
+  npuK_reduce_f32(&pool_two, NPUK_RED_SUM, 2, dr, 1u, x, p1);
+  npuK_reduce_f32(&pool_odd, NPUK_RED_SUM, 2, dr, 1u, x, p2);
+  CHECK(bits_equal(o, p1, sizeof p1) && bits_equal(o, p2, sizeof p2));
+  for (int k = 0; k < 2; k++) CHECK(fabs(o[k] - exact[k]) <= 0x1p-24 * fabs(exact[k]) + 1e-12 * absum);
+  int64_t dt[2] = {2, 1000000}; /* rows: the same numbers, reduced along contiguous runs */
+  npuK_reduce_f32(NULL, NPUK_RED_SUM, 1, dt + 1, 1u, x, o);
+  npuK_reduce_f32(&pool_odd, NPUK_RED_SUM, 1, dt + 1, 1u, x, p1);
+  CHECK(bits_equal(o, p1, sizeof(float)));
+  double e = 0;
+  for (int64_t i = 0; i < 1000000; i++) e += x[i];
+  CHECK(fabs(o[0] - e) <= 0x1p-24 * fabs(e) + 1e-12 * absum);
+  /* few outputs, long sums, reduced groups either side of a kept one: the outputs are cut
+     into pieces spread over the pool (the same pieces whatever the pool) */
+  int64_t dg[3] = {250000, 2, 4};
+  float q[2];
+  npuK_reduce_f32(NULL, NPUK_RED_MEAN, 3, dg, 5u, x, o);
+  npuK_reduce_f32(&pool_odd, NPUK_RED_MEAN, 3, dg, 5u, x, p1);
+  npuK_reduce_f32(&pool_two, NPUK_RED_MEAN, 3, dg, 5u, x, p2);
+  npuK_reduce_f32_ref(NULL, NPUK_RED_MEAN, 3, dg, 5u, x, q);
+  CHECK(bits_equal(o, p1, sizeof p1) && bits_equal(o, p2, sizeof p2));
+  CHECK(f32_within_ulp(o, q, 2));
+  free(x);
+}
 
 static void test_reduce_hand(void) {
   float x[6] = {1, 2, 3, 4, 5, 6}, o[6];
@@ -1139,6 +1211,7 @@ int main(void) {
   test_reduce_i32();
   test_reduce_i64();
   test_reduce_hand();
+  test_reduce_accuracy();
   test_transpose();
   test_movement();
   test_cast();

@@ -240,7 +240,9 @@ void npuK_gelu_f32_fast(const npuK_pool *pool, int approximate, int64_t n, const
 
 /* ---- softmax, log_softmax ------------------------------------------------------------------
  * Per row: the max (NaN anywhere makes every output NaN through x - max, as in nn.c), then
- * e^(x - max) by blocks, summed in B lanes that are added pairwise in a fixed order at the end. */
+ * e^(x - max) by blocks, summed in B float32 lanes over 16 blocks at a time and then in B
+ * float64 lanes (so a long row's denominator keeps float32 rounding to 16 terms), added
+ * pairwise in a fixed order at the end. */
 typedef struct rows_job {
   int64_t cols;
   const float *x;
@@ -252,7 +254,7 @@ static int64_t rows_grain(int64_t cols) {
   return g < 1 ? 1 : g;
 }
 
-static inline float lanes_sum(float *lane) {
+static inline double lanes_sum(double *lane) {
   for (int w = B / 2; w >= 1; w /= 2)
     for (int j = 0; j < w; j++) lane[j] += lane[j + w];
   return lane[0];
@@ -283,22 +285,31 @@ static inline float row_max(const float *x, int64_t cols) {
   return any_nan ? NAN : m;
 }
 
-/* e^(x - m) into y (when y is not NULL; y may be x); returns the sum. */
-static inline float row_exp_sum(const float *x, float *y, int64_t cols, float m) {
-  float lane[B], in[B], out[B];
-  for (int j = 0; j < B; j++) lane[j] = 0.0f;
+/* e^(x - m) into y (when y is not NULL; y may be x); returns the sum: float32 lanes over up
+   to EXP_FLUSH blocks (each lane adds at most EXP_FLUSH terms, all in (0, 1]), then added into
+   float64 lanes; the flush points depend only on cols. */
+#define EXP_FLUSH 16
+static inline double row_exp_sum(const float *x, float *y, int64_t cols, float m) {
+  float in[B], out[B], part[B];
+  double lane[B];
+  for (int j = 0; j < B; j++) lane[j] = 0.0, part[j] = 0.0f;
   int64_t c = 0;
-  for (; c + B <= cols; c += B) {
+  for (int blocks = 0; c + B <= cols; c += B) {
     for (int j = 0; j < B; j++) out[j] = f_exp(x[c + j] - m);
-    for (int j = 0; j < B; j++) lane[j] += out[j];
+    for (int j = 0; j < B; j++) part[j] += out[j];
     if (y) memcpy(y + c, out, sizeof out);
+    if (++blocks == EXP_FLUSH) {
+      for (int j = 0; j < B; j++) lane[j] += (double)part[j], part[j] = 0.0f;
+      blocks = 0;
+    }
   }
+  for (int j = 0; j < B; j++) lane[j] += (double)part[j];
   if (c < cols) {
     size_t rest = (size_t)(cols - c) * sizeof *x;
     for (int j = 0; j < B; j++) in[j] = m; /* padding: e^0, not added */
     memcpy(in, x + c, rest);
     for (int j = 0; j < B; j++) out[j] = f_exp(in[j] - m);
-    for (int j = 0; j < B; j++) lane[j] += j < cols - c ? out[j] : 0.0f;
+    for (int j = 0; j < B; j++) lane[j] += j < cols - c ? (double)out[j] : 0.0;
     if (y) memcpy(y + c, out, rest);
   }
   return lanes_sum(lane);
@@ -317,7 +328,7 @@ CLONES static void softmax_range(void *arg, int64_t begin, int64_t end) {
     const float *x = j->x + r * j->cols;
     float *y = j->y + r * j->cols;
     float m = row_max(x, j->cols);
-    float sum = row_exp_sum(x, y, j->cols, m);
+    float sum = (float)row_exp_sum(x, y, j->cols, m);
     scale_row(y, j->cols, 1.0f / sum);
   }
 }
@@ -328,7 +339,7 @@ CLONES static void log_softmax_range(void *arg, int64_t begin, int64_t end) {
     const float *x = j->x + r * j->cols;
     float *y = j->y + r * j->cols;
     float m = row_max(x, j->cols);
-    float ls = logf(row_exp_sum(x, NULL, j->cols, m)), v[B];
+    float ls = logf((float)row_exp_sum(x, NULL, j->cols, m)), v[B];
     int64_t c = 0;
     for (; c + B <= j->cols; c += B) {
       for (int k = 0; k < B; k++) v[k] = (x[c + k] - m) - ls;

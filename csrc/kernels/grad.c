@@ -3,7 +3,9 @@
  *
  * Elementwise kernels split over elements; row kernels over rows; the bias gradient over
  * column blocks, each column summed over rows in ascending order.  So every result is bitwise
- * independent of the thread count.  Gradients "select" rather than multiply by a mask (as
+ * independent of the thread count.  Every sum (a row's sum(dy * y) or sum(dy), a column of
+ * the bias gradient) accumulates in float64 (A) and is rounded once, so long rows and large
+ * batches keep float32 results as good as their float64 sums.  Gradients "select" rather than multiply by a mask (as
  * TensorFlow's kernels do): a NaN upstream gradient where the mask is 0 gives 0.
  */
 #include <math.h>
@@ -19,7 +21,7 @@ typedef struct ag_job {
   int64_t rows, cols;
 } ag_job;
 
-#define DEFINE_GRAD(T, dt, EXP)                                                                 \
+#define DEFINE_GRAD(T, A, dt, EXP)                                                                 \
   static void ag_range_##dt(void *arg, int64_t begin, int64_t end) {                            \
     const ag_job *j = arg;                                                                      \
     const T *a = j->a, *b = j->b;                                                               \
@@ -62,8 +64,10 @@ typedef struct ag_job {
     const ag_job *j = arg;                                                                      \
     for (int64_t r = begin; r < end; r++) {                                                     \
       const T *y = (const T *)j->a + r * j->cols, *dy = (const T *)j->b + r * j->cols;          \
-      T *dx = (T *)j->out + r * j->cols, s = 0;                                                 \
-      for (int64_t c = 0; c < j->cols; c++) s += dy[c] * y[c];                                  \
+      T *dx = (T *)j->out + r * j->cols;                                                        \
+      A acc = 0;                                                                                \
+      for (int64_t c = 0; c < j->cols; c++) acc += (A)dy[c] * (A)y[c];                          \
+      T s = (T)acc;                                                                             \
       for (int64_t c = 0; c < j->cols; c++) dx[c] = (dy[c] - s) * y[c];                         \
     }                                                                                           \
   }                                                                                             \
@@ -71,8 +75,10 @@ typedef struct ag_job {
     const ag_job *j = arg;                                                                      \
     for (int64_t r = begin; r < end; r++) {                                                     \
       const T *y = (const T *)j->a + r * j->cols, *dy = (const T *)j->b + r * j->cols;          \
-      T *dx = (T *)j->out + r * j->cols, s = 0;                                                 \
-      for (int64_t c = 0; c < j->cols; c++) s += dy[c];                                         \
+      T *dx = (T *)j->out + r * j->cols;                                                        \
+      A acc = 0;                                                                                \
+      for (int64_t c = 0; c < j->cols; c++) acc += (A)dy[c];                                    \
+      T s = (T)acc;                                                                             \
       for (int64_t c = 0; c < j->cols; c++) dx[c] = dy[c] - EXP(y[c]) * s;                      \
     }                                                                                           \
   }                                                                                             \
@@ -86,15 +92,24 @@ typedef struct ag_job {
     ag_job j = {.a = y, .b = dy, .out = dx, .cols = cols};                                      \
     npuK_parallel_for(pool, rows, row_grain(cols), log_softmax_grad_range_##dt, &j);            \
   }                                                                                             \
-  /* columns [begin, end): db[c] = sum over rows of dy[r][c], rows ascending */                 \
+  /* columns [begin, end): db[c] = sum over rows of dy[r][c], rows ascending, in A; taken   \
+     BG_CHUNK columns at a time so the accumulators live on the stack */                       \
   static void bias_grad_range_##dt(void *arg, int64_t begin, int64_t end) {                     \
     const ag_job *j = arg;                                                                      \
     const T *dy = j->a;                                                                         \
     T *db = j->out;                                                                             \
-    for (int64_t c = begin; c < end; c++) db[c] = 0;                                            \
-    for (int64_t r = 0; r < j->rows; r++) {                                                     \
-      const T *row = dy + r * j->cols;                                                          \
-      for (int64_t c = begin; c < end; c++) db[c] += row[c];                                    \
+    A acc[BG_CHUNK];                                                                            \
+    for (int64_t c0 = begin; c0 < end; c0 += BG_CHUNK) {                                        \
+      int64_t n = end - c0 < BG_CHUNK ? end - c0 : BG_CHUNK;                                    \
+      for (int64_t c = 0; c < n; c++) acc[c] = 0;                                               \
+      for (int64_t r = 0; r < j->rows; r++) {                                                   \
+        const T *row = dy + r * j->cols + c0;                                                   \
+        int64_t c = 0;                                                                          \
+        for (; c + 16 <= n; c += 16)                                                            \
+          for (int k = 0; k < 16; k++) acc[c + k] += (A)row[c + k];                             \
+        for (; c < n; c++) acc[c] += (A)row[c];                                                 \
+      }                                                                                         \
+      for (int64_t c = 0; c < n; c++) db[c0 + c] = (T)acc[c];                                   \
     }                                                                                           \
   }                                                                                             \
   void npuK_bias_add_grad_##dt(const npuK_pool *pool, int64_t rows, int64_t cols, const T *dy, \
@@ -109,5 +124,7 @@ static int64_t row_grain(int64_t cols) {
   return g < 1 ? 1 : g;
 }
 
-DEFINE_GRAD(float, f32, expf)
-DEFINE_GRAD(double, f64, exp)
+#define BG_CHUNK 512
+
+DEFINE_GRAD(float, double, f32, expf)
+DEFINE_GRAD(double, double, f64, exp)

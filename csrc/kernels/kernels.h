@@ -202,7 +202,7 @@ int npuK_unary_mixed(const npuK_pool *pool, npuK_unary_f32_fn f32, npuK_unop op,
 /* ---------------------------------------------------------------- bias_add, softmax (nn.c)
  * bias_add: x is (rows, cols), bias is (cols), y = x + bias broadcast over rows; in-place ok.
  * softmax / log_softmax over the last axis: x, y are (rows, cols); per row: m = max, sum of
- * exp(x - m) accumulated in the element type in ascending column order, y = exp(x - m) / sum,
+ * exp(x - m) accumulated in float64 in ascending column order, y = exp(x - m) / sum,
  * log_softmax y = x - m - log(sum). In-place ok. Single implementations (parallel over rows). */
 void npuK_bias_add_f32(const npuK_pool *pool, int64_t rows, int64_t cols, const float *x,
                        const float *bias, float *y);
@@ -220,10 +220,18 @@ void npuK_log_softmax_f64(const npuK_pool *pool, int64_t rows, int64_t cols, con
  * x is dense (dims[0..ndim)); bit i of axes_mask set = axis i reduced (bits >= ndim ignored).
  * out holds the reduced elements in row-major order of the kept axes (keepdims is the caller's
  * business: the data is the same). axes_mask == 0 copies x.
- * Order: each output element starts from its first input (lowest index) and combines the rest
- * in ascending input index order, in the element type (f32 sums in float, no pairwise or
- * Kahan), so fast == ref bitwise and results do not depend on threads.
- * mean = sum / count (integer division truncating toward zero for ints).
+ * Accuracy: f32 sum, mean and prod accumulate in float64 and round to float32 once, so
+ * |sum - exact| <= 2^-24 |exact| + n 2^-53 sum|x| (the second term is below float32's
+ * resolution until n nears 2^29); f64 sums accumulate in float64, ints wrap; max and min
+ * combine in the element type.
+ * Order: fixed by the shape alone, never by the thread count: fast f32 sums take contiguous
+ * runs in 16 float64 lanes added pairwise, kept-inner (column) reductions add rows four at a
+ * time, and few long outputs are cut into shape-fixed pieces added in ascending order;
+ * everything else ascends input index.  ref: each output folds its inputs in ascending
+ * index order, one at a time (f32 sum/mean/prod in float64), so fast and ref agree bitwise
+ * for f64, ints, max and min, and f32 sums to one ulp (two float64 sums rounded to float32;
+ * docs/numerics.md).
+ * mean = sum / count (in float64 for f32; integer division truncating toward zero for ints).
  * Empty reductions (a reduced dim of size 0): sum 0, prod 1, mean NaN (ints: 0),
  * max -inf (ints: MIN), min +inf (ints: MAX). max/min propagate NaN. Integer sum/prod wrap. */
 #define NPUK_REDOP_LIST(X) X(SUM, sum) X(MEAN, mean) X(MAX, max) X(MIN, min) X(PROD, prod)

@@ -48,7 +48,8 @@ int npuK_unary_has_fast(npuK_unop op);
 
 /* softmax / log_softmax over the last axis (x, y are (rows, cols); in-place ok), as
    npuK_softmax_f32 / npuK_log_softmax_f32 but with the fast exp, the row sum in 16 lanes
-   added in a fixed order, and softmax multiplying by the reciprocal of the sum. */
+   (float32 over 16 blocks, then float64) added in a fixed order, and softmax multiplying by
+   the reciprocal of the sum. */
 void npuK_softmax_f32_fast(const npuK_pool *pool, int64_t rows, int64_t cols, const float *x,
                            float *y);
 void npuK_log_softmax_f32_fast(const npuK_pool *pool, int64_t rows, int64_t cols,

@@ -26,7 +26,7 @@ void npuK_act_grad_f64(const npuK_pool *pool, npuK_act_grad op, int64_t n, const
 
 /* softmax / log_softmax gradients over the last axis: y (the forward output), dy, dx are
  * (rows, cols).  softmax: dx = (dy - sum(dy * y)) * y; log_softmax: dx = dy - exp(y) * sum(dy);
- * sums per row in ascending column order in the element type.  dx may alias dy. */
+ * sums per row in ascending column order in float64, rounded once.  dx may alias dy. */
 void npuK_softmax_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols, const float *y,
                            const float *dy, float *dx);
 void npuK_softmax_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols, const double *y,
@@ -37,7 +37,7 @@ void npuK_log_softmax_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols
                                const double *y, const double *dy, double *dx);
 
 /* bias_add's bias gradient: dy is (rows, cols), db (cols) = the sum over rows, accumulated in
- * ascending row order in the element type (parallel over column blocks). */
+ * ascending row order in float64 and rounded once (parallel over column blocks). */
 void npuK_bias_add_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols, const float *dy,
                             float *db);
 void npuK_bias_add_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols, const double *dy,
@@ -59,20 +59,25 @@ void npuK_scale_f64(const npuK_pool *pool, int64_t n, double s, const double *x,
  * avg_pool_grad: dx = each dy divided by its window's count of non-padded positions, added at
  *   each of them (TF's AvgPoolGrad).  Items: (n, channel) pairs.
  * conv2d_backprop_filter: filter (k_h, k_w, c, out_c); df[kh, kw, ci, co] = the sum over
- *   (n, oh, ow) of x[n, ih, iw, ci] * dy[n, oh, ow, co].  Items: (kh, kw) pairs.
+ *   (n, oh, ow) of x[n, ih, iw, ci] * dy[n, oh, ow, co].  Items: (kh, kw) pairs.  The sums
+ *   run in float32 over blocks of 64 positions and in float64 across blocks, in scratch of
+ *   npuK_filter_grad_f32_scratch_size bytes (NULL scratch: float32 throughout).
  * conv2d_backprop_input: dx[n, ih, iw, ci] = the sum over (oh, ow, kh, kw, co) of
  *   dy[n, oh, ow, co] * filter[kh, kw, ci, co].  Items: the batch.
  * depthwise_conv2d_backprop_input: filter (k_h, k_w, c, m), dy (n, out_h, out_w, c * m);
  *   dx[n, ih, iw, ci] = the sum over (oh, ow, kh, kw, j) of dy[.., ci * m + j] * f[kh, kw, ci, j].
  *   Items: the batch.
  * depthwise_conv2d_backprop_filter: df[kh, kw, ci, j] = the sum over (n, oh, ow) of
- *   x[n, ih, iw, ci] * dy[n, oh, ow, ci * m + j].  Items: (kh, kw) pairs. */
+ *   x[n, ih, iw, ci] * dy[n, oh, ow, ci * m + j].  Items: (kh, kw) pairs.  Sums and scratch
+ *   as conv2d_backprop_filter's (out_c = m). */
 void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                             const float *dy, float *dx);
 void npuK_avg_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *dy,
                             float *dx);
+size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c);
 void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
-                                     int64_t out_c, const float *x, const float *dy, float *df);
+                                     int64_t out_c, const float *x, const float *dy, float *df,
+                                     double *scratch);
 void npuK_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_window2d *w,
                                     int64_t out_c, const float *dy, const float *filter,
                                     float *dx);
@@ -81,7 +86,7 @@ void npuK_depthwise_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_
                                               const float *filter, float *dx);
 void npuK_depthwise_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
                                                int64_t multiplier, const float *x,
-                                               const float *dy, float *df);
+                                               const float *dy, float *df, double *scratch);
 
 /* ---------------------------------------------------------------- training (train.c)
  * one_hot: indices (idx_dtype NPUK_I32, NPUK_I64 or NPUK_U8) viewed as (outer, inner); y is

@@ -1,8 +1,10 @@
 /* nn.c: bias_add and softmax / log_softmax over the last axis.
  *
  * x and y are (rows, cols), row-major; bias is (cols). Work is split over rows only; inside a
- * row the max and the sum of exp(x - max) are taken in ascending column order in the element
- * type, so results do not depend on the thread count. In-place (y == x) is allowed.
+ * row the max and the sum of exp(x - max) are taken in ascending column order, the sum in
+ * float64 (A) whatever the element type, so a long float32 row's denominator is its float64
+ * sum rounded once and results do not depend on the thread count. These are also the
+ * reference twins of kfast.h's softmax. In-place (y == x) is allowed.
  */
 #include <math.h>
 
@@ -19,7 +21,7 @@ static int64_t row_grain(int64_t cols) {
   return g < 1 ? 1 : g;
 }
 
-#define DEFINE_NN(T, dt, EXP, LOG)                                                              \
+#define DEFINE_NN(T, A, dt, EXP, LOG)                                                              \
   static void bias_range_##dt(void *arg, int64_t begin, int64_t end) {                          \
     const nn_job *j = arg;                                                                      \
     const T *x = j->x, *bias = j->bias;                                                         \
@@ -32,15 +34,15 @@ static int64_t row_grain(int64_t cols) {
     nn_job j = {cols, x, bias, y};                                                              \
     npuK_parallel_for(pool, rows, row_grain(cols), bias_range_##dt, &j);                        \
   }                                                                                             \
-  /* Writes exp(x - max) into y and returns the row sum; *mx gets the max. */                    \
-  static T exp_row_##dt(const T *x, T *y, int64_t cols, T *mx) {                                \
+  /* Writes exp(x - max) into y and returns the row sum (in A); *mx gets the max. */             \
+  static A exp_row_##dt(const T *x, T *y, int64_t cols, T *mx) {                                \
     T m = -INFINITY;                                                                            \
     for (int64_t c = 0; c < cols; c++)                                                          \
       if (x[c] > m || x[c] != x[c]) m = x[c];                                                   \
-    T sum = 0;                                                                                  \
+    A sum = 0;                                                                                  \
     for (int64_t c = 0; c < cols; c++) {                                                        \
       y[c] = EXP(x[c] - m);                                                                     \
-      sum += y[c];                                                                              \
+      sum += (A)y[c];                                                                           \
     }                                                                                           \
     *mx = m;                                                                                    \
     return sum;                                                                                 \
@@ -50,7 +52,7 @@ static int64_t row_grain(int64_t cols) {
     for (int64_t r = begin; r < end; r++) {                                                     \
       const T *x = (const T *)j->x + r * j->cols;                                               \
       T *y = (T *)j->y + r * j->cols, m;                                                        \
-      T sum = exp_row_##dt(x, y, j->cols, &m);                                                  \
+      T sum = (T)exp_row_##dt(x, y, j->cols, &m);                                               \
       for (int64_t c = 0; c < j->cols; c++) y[c] /= sum;                                        \
     }                                                                                           \
   }                                                                                             \
@@ -60,12 +62,12 @@ static int64_t row_grain(int64_t cols) {
       const T *x = (const T *)j->x + r * j->cols;                                               \
       T *y = (T *)j->y + r * j->cols, m;                                                        \
       /* y may alias x: every x[c] is read before y[c] is written. */                          \
-      T sum = 0;                                                                                \
+      A sum = 0;                                                                                \
       m = -INFINITY;                                                                            \
       for (int64_t c = 0; c < j->cols; c++)                                                     \
         if (x[c] > m || x[c] != x[c]) m = x[c];                                                 \
-      for (int64_t c = 0; c < j->cols; c++) sum += EXP(x[c] - m);                               \
-      T ls = LOG(sum);                                                                          \
+      for (int64_t c = 0; c < j->cols; c++) sum += (A)EXP(x[c] - m);                            \
+      T ls = LOG((T)sum);                                                                       \
       for (int64_t c = 0; c < j->cols; c++) y[c] = (x[c] - m) - ls;                             \
     }                                                                                           \
   }                                                                                             \
@@ -79,5 +81,5 @@ static int64_t row_grain(int64_t cols) {
     npuK_parallel_for(pool, rows, row_grain(cols), log_softmax_range_##dt, &j);                 \
   }
 
-DEFINE_NN(float, f32, expf, logf)
-DEFINE_NN(double, f64, exp, log)
+DEFINE_NN(float, double, f32, expf, logf)
+DEFINE_NN(double, double, f64, exp, log)

@@ -18,6 +18,7 @@ typedef struct wg_job {
   bool depthwise; /* dy rows hold c * multiplier values, channel ci's from ci * multiplier */
   const float *a, *b;
   float *out;
+  double *acc;    /* filter gradients: float64 accumulators, one per filter element (or NULL) */
 } wg_job;
 
 static inline int64_t in_row(const npuK_window2d *w, int64_t oh, int64_t kh) {
@@ -114,16 +115,31 @@ static inline int64_t dy_row_size(const wg_job *j) {
   return j->depthwise ? j->w->c * j->out_c : j->out_c;
 }
 
-/* Filter gradient, items (kh, kw): a (c, out_c) block of rank-1 updates. */
+/* acc += df, df = 0: the float32 partial sums of FG_BLOCK positions go into float64. */
+#define FG_BLOCK 64
+static void flush(float *df, double *acc, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    acc[i] += (double)df[i];
+    df[i] = 0;
+  }
+}
+
+/* Filter gradient, items (kh, kw): a (c, out_c) block of rank-1 updates, one per position
+   (n, oh, ow).  The updates go into df in float32 (the fast inner loop); every FG_BLOCK
+   positions df is added into the item's float64 accumulators and cleared, so a sum over many
+   positions is float32-rounded over 64 terms at most and float64 beyond; df = acc at the end.
+   The blocks are counted within the item: fixed by the shape, not the threads. */
 static void filter_grad_range(void *arg, int64_t begin, int64_t end) {
   const wg_job *j = arg;
   const npuK_window2d *w = j->w;
   const int64_t c = w->c, oc = j->out_c, dy_row = dy_row_size(j);
   const int64_t dy_ci_step = j->depthwise ? oc : 0;
   for (int64_t item = begin; item < end; item++) {
-    int64_t kh = item / w->k_w, kw = item % w->k_w;
+    int64_t kh = item / w->k_w, kw = item % w->k_w, since = 0;
     float *df = j->out + item * c * oc;
+    double *acc = j->acc ? j->acc + item * c * oc : NULL;
     memset(df, 0, (size_t)(c * oc) * sizeof *df);
+    if (acc) memset(acc, 0, (size_t)(c * oc) * sizeof *acc);
     for (int64_t n = 0; n < w->n; n++)
       for (int64_t oh = 0; oh < w->out_h; oh++) {
         int64_t ih = in_row(w, oh, kh);
@@ -139,8 +155,16 @@ static void filter_grad_range(void *arg, int64_t begin, int64_t end) {
             float *row = df + ci * oc;
             for (int64_t co = 0; co < oc; co++) row[co] += xv * dyc[co];
           }
+          if (acc && ++since == FG_BLOCK) {
+            flush(df, acc, c * oc);
+            since = 0;
+          }
         }
       }
+    if (acc) {
+      flush(df, acc, c * oc);
+      for (int64_t i = 0; i < c * oc; i++) df[i] = (float)acc[i];
+    }
   }
 }
 
@@ -176,9 +200,14 @@ static void input_grad_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c) {
+  return (size_t)(w->k_h * w->k_w * w->c * out_c) * sizeof(double);
+}
+
 void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
-                                     int64_t out_c, const float *x, const float *dy, float *df) {
-  wg_job j = {.w = w, .out_c = out_c, .a = x, .b = dy, .out = df};
+                                     int64_t out_c, const float *x, const float *dy, float *df,
+                                     double *scratch) {
+  wg_job j = {.w = w, .out_c = out_c, .a = x, .b = dy, .out = df, .acc = scratch};
   npuK_parallel_for(pool, w->k_h * w->k_w, 1, filter_grad_range, &j);
 }
 
@@ -198,7 +227,8 @@ void npuK_depthwise_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_
 
 void npuK_depthwise_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
                                                int64_t multiplier, const float *x,
-                                               const float *dy, float *df) {
-  wg_job j = {.w = w, .out_c = multiplier, .depthwise = true, .a = x, .b = dy, .out = df};
+                                               const float *dy, float *df, double *scratch) {
+  wg_job j = {.w = w, .out_c = multiplier, .depthwise = true, .a = x, .b = dy, .out = df,
+              .acc = scratch};
   npuK_parallel_for(pool, w->k_h * w->k_w, 1, filter_grad_range, &j);
 }

@@ -3,7 +3,7 @@
  * every axis but the last (TensorFlow BiasAddGrad).  dy has rank >= 2; the output is
  * (channels).  Attribute data_format ("NHWC" only, as bias_add).  f32, f64.
  * Block list: a long accumulation.  Kernel view: dy is (rows, cols) with cols = the last dim,
- * each column summed in ascending row order.
+ * each column summed in ascending row order in float64, rounded once.
  */
 #include "ops/grad.h"
 

@@ -16,15 +16,25 @@ static npu_status infer(npuX_infer *ic, const void *params) {
   return npuX_filter_grad_infer(ic, params, true);
 }
 
+/* float64 accumulators, one per filter element (kgrad.h); none when the window does not fit
+   (run reports that) */
+static size_t scratch_size(const npuX_call *c) {
+  const npuX_window_grad_params *p = c->params;
+  const npu_tensor *x = c->in[0], *f = c->out[0];
+  npuK_window2d w;
+  if (npuX_window_geometry(&p->win, x, f->shape[0], f->shape[1], &w)) return 0;
+  return npuK_filter_grad_f32_scratch_size(&w, f->shape[3]);
+}
+
 static npu_status run(const npuX_call *c) {
   const npu_tensor *x = c->in[0], *f = c->out[0];
   npuK_window2d w;
   npu_status st = npuX_window_grad_geometry(c, x->shape[0], x->shape, f->shape[0], f->shape[1], &w);
-  if (!st) npuK_depthwise_conv2d_backprop_filter_f32(c->pool, &w, f->shape[3], x->data, c->in[1]->data, c->out[0]->data);
+  if (!st) npuK_depthwise_conv2d_backprop_filter_f32(c->pool, &w, f->shape[3], x->data, c->in[1]->data, c->out[0]->data, c->scratch);
   return st;
 }
 
 const npu_op_def npuX_op_depthwise_conv2d_backprop_filter = {
     .name = "depthwise_conv2d_backprop_filter", .tf_type = "DepthwiseConv2dNativeBackpropFilter", .min_inputs = 2,
     .max_inputs = 2, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .parse = parse, .infer = infer,
-    .run = run};
+    .scratch_size = scratch_size, .run = run};

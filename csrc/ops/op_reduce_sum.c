@@ -5,8 +5,9 @@
  * keepdims (default false: reduced axes are dropped; true: kept with size 1).  f32, f64, i32,
  * i64 (integer sums wrap).
  * Block list: a long accumulation that float16 rounds away and overflows, so it stays float32.
- * Both paths accumulate each output in ascending input order in the element type, so the
- * device and the reference agree bitwise.
+ * float32 accumulates in float64 and rounds once (docs/numerics.md): the device in lanes and
+ * shape-fixed pieces (the same bits at any thread count), the reference one input at a time,
+ * so the two agree to one float32 ulp; float64 and ints: ascending in the type, bitwise.
  * Gradient: dy broadcast back over the reduced axes (broadcast_like).
  */
 #include "ops/grad.h"
