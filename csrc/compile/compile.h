@@ -58,6 +58,10 @@ typedef struct npuE_step {
      actual inputs, gives them buffers of their own and sizes the scratch then. */
   bool dynamic;
   struct npuE_control *control; /* cond / while steps: their blocks (owned), else NULL */
+  /* The step's number in the plan (npuE_plan.all_steps): a top-level step's is its position in
+     p->steps, nested steps follow in a depth-first walk.  Names the step to the observers
+     (the dump's task id, the profile's step). */
+  int index;
 } npuE_step;
 
 /* A list of steps run in order: a plan's own, or a cond branch's, a while loop's condition or
@@ -118,6 +122,8 @@ typedef struct npuE_plan {
   uint8_t *owned;       /* slot holds a reference of the plan's */
   int n_steps;
   npuE_step *steps;
+  int n_all_steps;      /* the top-level steps and those nested in control steps, */
+  const npuE_step **all_steps; /* by npuE_step.index (owned array; the steps are the plan's) */
   int *borrowed;        /* slots to clear after each run (feeds, variables, identities) */
   npu_tensor **in_buf;  /* a step's input tensors, as many as the widest step has */
   int max_in;
@@ -233,5 +239,12 @@ void npuP_weights_free(npu_context *ctx, npuP_weights *w);
 /* compile/control.c: frees a control step's program. */
 void npuP_control_free(npu_context *ctx, npuE_control *c);
 void npuP_steps_free(npu_context *ctx, npuE_step *steps, int n);
+/* compile/plan.c: calls fn on each step of the n in steps and, depth first, on the steps nested
+   in their control steps, with the nesting depth (0 for the given steps) and the control step
+   holding it (NULL at depth 0) and that step's block b. */
+typedef void (*npuP_step_visit)(void *ud, const npuE_step *step, int depth,
+                                const npuE_step *parent, int b);
+void npuP_walk_steps(const npuE_step *steps, int n, int depth, const npuE_step *parent, int b,
+                     npuP_step_visit fn, void *ud);
 
 #endif

@@ -12,7 +12,7 @@
  *            (constant subgraphs evaluated now) or emit its step; every needed placeholder is
  *            fed; constants bound once; cond / while nodes compile their regions (control.c);
  *  passes    fusion, precision, implementation modes, memory (compile/passes.h);
- *  allocate  the run's buffers, scratch sized for the largest step.
+ *  allocate  the run's buffers, scratch sized for the largest step; every step numbered.
  */
 #include <string.h>
 
@@ -49,12 +49,24 @@ void npuP_steps_free(npu_context *ctx, npuE_step *steps, int n) {
   npuC_free(ctx, steps);
 }
 
+void npuP_walk_steps(const npuE_step *steps, int n, int depth, const npuE_step *parent, int b,
+                     npuP_step_visit fn, void *ud) {
+  for (int k = 0; k < n; k++) {
+    const npuE_step *step = &steps[k];
+    fn(ud, step, depth, parent, b);
+    for (int j = 0; step->control && j < 2; j++)
+      npuP_walk_steps(step->control->block[j].steps, step->control->block[j].n_steps, depth + 1,
+                      step, j, fn, ud);
+  }
+}
+
 void npuP_free(npu_context *ctx, npuE_plan *p) {
   if (!p) return;
   if (p->slots && p->owned)
     for (int v = 0; v < p->n_values; v++)
       if (p->owned[v]) npu_tensor_release(p->slots[v]);
   npuP_steps_free(ctx, p->steps, p->n_steps);
+  npuC_free(ctx, (void *)p->all_steps);
   npuC_free(ctx, p->folded);
   npuC_free(ctx, p->next_nodes);
   npuC_free(ctx, p->feeds);
@@ -571,6 +583,22 @@ static npu_status passes(compiling *c) {
   return s;
 }
 
+static void count_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                       int b) {
+  (void)step, (void)depth, (void)parent, (void)b;
+  ((npuE_plan *)ud)->n_all_steps++;
+}
+
+/* The top-level steps keep their positions as numbers; nested ones are numbered after them. */
+static void number_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                        int b) {
+  (void)parent, (void)b;
+  npuE_plan *p = ud;
+  npuE_step *mut = (npuE_step *)step; /* the plan's own step, walked through const */
+  mut->index = depth ? p->n_all_steps++ : (int)(step - p->steps);
+  p->all_steps[mut->index] = step;
+}
+
 /* allocate: the run's buffers, sized by the passes: the widest step's input array, the
    widening buffer and its stand-ins, the scratch (unless memory planning put the buffers in
    its arena). */
@@ -587,6 +615,13 @@ static npu_status allocate(compiling *c) {
   }
   if (p->scratch_size && !p->memory.buffers && !(p->scratch = npuC_alloc(ctx, p->scratch_size)))
     return NPU_ERR_NOMEM;
+  /* every step by its number, for the observers */
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, count_step, p);
+  p->all_steps = npuC_alloc(ctx, (size_t)(p->n_all_steps ? p->n_all_steps : 1) *
+                                     sizeof *p->all_steps);
+  if (!p->all_steps) return NPU_ERR_NOMEM;
+  p->n_all_steps = p->n_steps;
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, number_step, p);
   return NPU_OK;
 }
 

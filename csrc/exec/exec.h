@@ -9,6 +9,16 @@
 #include "compile/compile.h"
 #include "exec/dataset.h"
 
+/* Where the running step is nested (exec/control.c keeps it up to date; the observers read it
+   to name what they write): the control steps around it and, among them, the while loops and
+   their current iterations, outermost first (those past NPUE_MAX_LOOPS are not recorded). */
+#define NPUE_MAX_LOOPS 8
+typedef struct npuE_nest {
+  int level; /* control steps around the running step: 0 for a top-level step */
+  int depth; /* while loops among them */
+  int64_t iteration[NPUE_MAX_LOOPS];
+} npuE_nest;
+
 /* The session state a plan runs against. */
 typedef struct npuE_state {
   npu_context *ctx;
@@ -24,10 +34,11 @@ typedef struct npuE_state {
   /* exec/observe.h: the data dump and the profiler, NULL when off (owned by the session) */
   struct npuE_dump *dump;
   struct npuE_profile *profile;
+  npuE_nest nest;
 } npuE_state;
 
-/* exec/exec.c: runs one step of plan p (a top-level one, index k, or a nested one, k = -1). */
-npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step, int k);
+/* exec/exec.c: runs one step of plan p (a top-level one or a nested one). */
+npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step);
 /* exec/control.c: a cond or while step. */
 npu_status npuE_run_control(npuE_state *st, npuE_plan *p, const npuE_step *step);
 
