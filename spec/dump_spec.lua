@@ -516,3 +516,61 @@ function TestDump:test_off_by_default()
   sess:run(y, { [x] = X })
   lu.assertEquals(#dumped(self.dir), 0)
 end
+
+-- v <- v * two while i < 3 (maximum_iterations 5), then neg(v) if sum(v) > 0 else v.
+local function control_graph()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", { 2 }, "x")
+  local two = g:const(npu.tensor({ 2, 2 }), "two")
+  local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
+    function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
+    { maximum_iterations = 5, name = "loop" })
+  local p = npu.greater(npu.reduce_sum(r[2]), 0)
+  local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
+    function() return r[2] end, "pick")
+  return g, x, y
+end
+
+-- Steps in a loop body dump once per iteration, the iteration in the file name; a taken
+-- branch's steps dump as any step does.
+function TestDump:test_steps_inside_loops_and_branches_are_dumped()
+  local dir = tmpdir()
+  local g, x, y = control_graph()
+  local sess = session(g, { enable_dump = true, dump_path = dir, dump_mode = "output" })
+  lu.assertEquals(sess:run(y, { [x] = npu.tensor({ 1, 2 }) }):totable(), { -8, -16 })
+  local iters, negate = {}, 0
+  for _, r in ipairs(dumped(dir)) do
+    local it = r.file:match("^mul%.double%.iter(%d+)%.%d+%.%d+%.output%.0%.npy$")
+    if it then
+      iters[#iters + 1] = tonumber(it)
+      local t = npu.load(r.path):totable()
+      lu.assertEquals(t, { 2 ^ (it + 1), 2 ^ (it + 2) }) -- v after iteration it
+    end
+    if r.type == "neg" and r.name == "negate" then negate = negate + 1 end
+  end
+  table.sort(iters)
+  lu.assertEquals(iters, { 0, 1, 2 })
+  lu.assertEquals(negate, 1)
+  rmdir(dir)
+end
+
+-- Overflow inside a loop body is found in the iteration that made it, named in the files.
+function TestDump:test_overflow_inside_a_loop_names_the_iteration()
+  local dir = tmpdir()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", { 1 }, "x")
+  local big = g:const(npu.tensor({ 1e30 }), "big")
+  local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
+    function(i, v) return i + 1, npu.mul(v, big, { name = "grow" }) end, { 0, x })
+  local sess = session(g, { enable_dump_debug = true, dump_path = dir })
+  lu.assertEquals(sess:run(r[2], { [x] = npu.tensor({ 1 }) }):totable()[1], math.huge)
+  -- 1 * 1e30 is finite, 1e30 * 1e30 overflows float32 in iteration 1; iteration 2 only
+  -- propagates it
+  local files = {}
+  for _, rec in ipairs(dumped(dir)) do files[#files + 1] = rec.file end
+  lu.assertTrue(#files > 0)
+  for _, f in ipairs(files) do lu.assertStrContains(f, "grow.iter1.") end
+  rmdir(dir)
+end

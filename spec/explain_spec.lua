@@ -190,3 +190,69 @@ function TestExplain:test_errors()
   lu.assertErrorMsgContains("npu.Session:explain: NPU_ERR_STATE: the session is closed", sess.explain, sess, y,
     { [x] = npu.zeros({ 3, 6 }) })
 end
+
+-- v <- v * two while i < 3 (maximum_iterations 5), then neg(v) if sum(v) > 0 else v.
+local function control_graph()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", { 2 }, "x")
+  local two = g:const(npu.tensor({ 2, 2 }), "two")
+  local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
+    function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
+    { maximum_iterations = 5, name = "loop", shape_invariants = { {}, { -1 } } })
+  local p = npu.greater(npu.reduce_sum(r[2]), 0)
+  local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
+    function() return r[2] end, "pick")
+  return g, x, y
+end
+
+local function walk(steps, fn, depth)
+  for _, s in ipairs(steps or {}) do
+    fn(s, depth or 0)
+    for _, b in ipairs(s.blocks or {}) do walk(b.steps, fn, (depth or 0) + 1) end
+  end
+end
+
+function TestExplain:test_control_flow_shows_blocks_dynamic_steps_and_maximum_iterations()
+  local g, x, y = control_graph()
+  local sess = session(g)
+  local e = sess:explain(y, { [x] = npu.ones({ 2 }) })
+  local loop, pick
+  for _, s in ipairs(e.steps) do
+    if s.op == "while" then loop = s end
+    if s.op == "cond" then pick = s end
+  end
+  lu.assertNotNil(loop, tostring(e))
+  lu.assertNotNil(pick, tostring(e))
+  lu.assertEquals(loop.node, "loop")
+  lu.assertEquals(loop.max_iterations, 5)
+  lu.assertEquals({ loop.blocks[1].name, loop.blocks[2].name }, { "cond", "body" })
+  local double = by_node({ steps = loop.blocks[2].steps }, "double")
+  lu.assertTrue(double.dynamic) -- v's invariant [-1]: shaped when it runs
+  lu.assertEquals({ pick.blocks[1].name, pick.blocks[2].name }, { "then", "else" })
+  lu.assertNotNil(by_node({ steps = pick.blocks[1].steps }, "negate"))
+  lu.assertEquals(#pick.blocks[2].steps, 0) -- the else branch only passes v on
+  lu.assertNil(pick.max_iterations)
+  -- every step, nested ones too, has its own number; top-level steps keep their positions
+  local seen, n = {}, 0
+  walk(e.steps, function(s)
+    lu.assertNil(seen[s.index], "index " .. tostring(s.index) .. " twice")
+    seen[s.index] = true
+    n = n + 1
+  end)
+  for i = 0, n - 1 do lu.assertTrue(seen[i], "no step " .. i) end
+  for i, s in ipairs(e.steps) do lu.assertEquals(s.index, i - 1) end
+  -- the listing: the blocks indented under their step
+  local text = tostring(e)
+  lu.assertStrContains(text, "maximum_iterations 5")
+  lu.assertStrContains(text, "(shaped when it runs)")
+  lu.assertNotNil(text:find("\n +body:\n +%d+  add +Add [^\n]*\n +%d+  mul +double "), text)
+  lu.assertNotNil(text:find("\n +then:\n +%d+  neg +negate "), text)
+  lu.assertStrContains(text, "else: (no steps)")
+  -- a loop without a bound says so
+  local g2 = npu.Graph()
+  local _ <close> = g2:as_default()
+  local r = npu.while_loop(function(i) return npu.less(i, 4) end, function(i) return i + 1 end, { 0 })
+  local e2 = session(g2):explain(r[1])
+  lu.assertStrContains(tostring(e2), "maximum_iterations none")
+end

@@ -302,3 +302,43 @@ function TestGraphDump:test_a_bad_value_fails_the_session()
   local out = run(self.dir, "DUMP_GE_GRAPH=4")
   lu.assertStrContains(out, "environment variable DUMP_GE_GRAPH='4'")
 end
+
+-- A cond and a while loop: their regions are clusters of the DOT, labelled with the node
+-- running them, the nested steps inside; the JSON's steps hold their blocks.
+local CONTROL_SCRIPT = [==[
+local npu = require("npu")
+local g = npu.Graph()
+local _ <close> = g:as_default()
+local x = g:placeholder("float32", { 2 }, "x")
+local two = g:const(npu.tensor({ 2, 2 }), "two")
+local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
+  function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
+  { maximum_iterations = 5, name = "loop" })
+local p = npu.greater(npu.reduce_sum(r[2]), 0)
+local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
+  function() return r[2] end, "pick")
+local sess = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+print(sess:run(y, { [x] = npu.tensor({ 1, 2 }) }):totable()[1])
+]==]
+
+function TestGraphDump:test_regions_are_clusters_labelled_with_their_cond_or_while()
+  local out = S.run_lua(self.dir, "-u DUMP_GE_GRAPH -u DUMP_GRAPH_LEVEL -u DUMP_GRAPH_PATH " ..
+    "DUMP_GE_GRAPH=2 DUMP_GRAPH_PATH=" .. sh_quote(self.out), CONTROL_SCRIPT)
+  lu.assertStrContains(out, "-8")
+  for _, stage in ipairs({ "00_PreRunBegin", "05_MemoryPlanning" }) do
+    local dot = S.read(("%s/ge_proto_%08d_%s.dot"):format(self.out, 0, stage))
+    lu.assertStrContains(dot, "subgraph cluster_r")
+    lu.assertStrContains(dot, "label=\"while 'loop': loop\"")
+    lu.assertStrContains(dot, "label=\"cond 'pick': then\"")
+    lu.assertStrContains(dot, "label=\"cond 'pick': else\"")
+    -- the loop body's step sits in the loop's cluster
+    local cluster = dot:match("subgraph cluster_r%d+ {\n%s*label=\"while 'loop': loop\";(.-)\n%s*}")
+    lu.assertNotNil(cluster, dot)
+    lu.assertStrContains(cluster, "double")
+    lu.assertNotNil(dot:find("-> s%d+ %[label"), dot)
+  end
+  local j = json(self.out, 0, "05_MemoryPlanning")
+  local loop = by_node(j.plan and j.plan.steps or j.steps, "loop")
+  lu.assertNotNil(loop, S.read(("%s/ge_proto_%08d_05_MemoryPlanning.json"):format(self.out, 0)))
+  lu.assertNotNil(by_node(loop.blocks[2].steps, "double"))
+end

@@ -421,3 +421,46 @@ function TestProfile:test_ascend_work_path_then_the_working_directory()
   local dir = prof_dir(cwd)
   lu.assertTrue(exists(dir .. "/trace.json"))
 end
+
+-- v <- v * two while i < 3 (maximum_iterations 5), then neg(v) if sum(v) > 0 else v.
+local function control_graph()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", { 2 }, "x")
+  local two = g:const(npu.tensor({ 2, 2 }), "two")
+  local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
+    function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
+    { maximum_iterations = 5, name = "loop" })
+  local p = npu.greater(npu.reduce_sum(r[2]), 0)
+  local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
+    function() return r[2] end, "pick")
+  return g, x, y
+end
+
+-- Steps inside a loop body and a taken branch have rows and events of their own: a body
+-- step one event per iteration, with args.loop_iteration.
+function TestProfile:test_steps_inside_loops_and_branches_are_profiled()
+  local base = self.base
+  local g, x, y = control_graph()
+  local sess = npu.Session { graph = g, options = { profiling_mode = true,
+    profiling_options = '{"output":"' .. base .. '/out","task_trace":"on"}' } }
+  for _ = 1, 2 do sess:run(y, { [x] = npu.tensor({ 1, 2 }) }) end
+  sess:close()
+  local dir = prof_dir(base .. "/out")
+  local counts = {}
+  for _, r in ipairs(csv(dir .. "/op_summary.csv")) do counts[r.op_name] = tonumber(r.count) end
+  lu.assertEquals(counts.double, 6) -- 3 iterations, 2 runs
+  lu.assertEquals(counts.negate, 2)
+  lu.assertEquals(counts.loop, 2)
+  local text = read(dir .. "/trace.json")
+  local its, loop_ev, negate_ev = {}, nil, nil
+  for _, e in ipairs(x_events(text, "op")) do
+    if e.name == "double" then its[#its + 1] = tonumber(e.line:match('"loop_iteration":(%d+)')) end
+    if e.name == "loop" then loop_ev = e end
+    if e.name == "negate" then negate_ev = e end
+  end
+  lu.assertEquals(its, { 0, 1, 2, 0, 1, 2 })
+  lu.assertNil(negate_ev.line:match('"loop_iteration"')) -- in a branch, not in a loop
+  -- the loop's own event spans its body's (its clock runs while they do)
+  lu.assertTrue(loop_ev.dur > 0)
+end

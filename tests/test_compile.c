@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "compile/passes.h"
+#include "exec/exec.h" /* npuE_state: the session state npuP_compile reads */
 #include "options/options_int.h"
 
 static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }

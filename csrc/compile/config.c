@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "compile/precision.h"
-#include "exec/exec.h"
+#include "compile/compile.h"
 #include "options/options_int.h"
 
 /* accelerate_train_mode, validated by the option table: "fast|step|0.9" runs the steps before

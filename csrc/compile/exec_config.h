@@ -13,7 +13,7 @@
 #ifndef NPU_EXEC_CONFIG_H
 #define NPU_EXEC_CONFIG_H
 
-#include "exec/exec.h"
+#include "compile/compile.h"
 
 typedef struct npuP_graph_config {
   int node;             /* the node carrying the overlay */

@@ -18,7 +18,7 @@
 
 /* ---- a minimal JSON writer ---- */
 
-#define JW_MAX_DEPTH 16
+#define JW_MAX_DEPTH 64 /* control steps nest 3 levels each (step, blocks, block) */
 
 typedef struct jw {
   npu_context *ctx;
@@ -145,6 +145,9 @@ static const mem_kind out_kind[] = {
     [NPUX_KIND_ASSIGN] = MEM_VARIABLE,  [NPUX_KIND_IDENTITY] = MEM_ALIAS,
     [NPUX_KIND_NO_OP] = MEM_NONE,       [NPUX_KIND_LOOP] = MEM_NONE,
     [NPUX_KIND_GET_NEXT] = MEM_ITERATOR,
+    [NPUX_KIND_COND] = MEM_ALIAS,       /* the taken branch's results, borrowed */
+    [NPUX_KIND_WHILE] = MEM_OWN,        /* the loop variables' final tensors */
+    [NPUX_KIND_LOOP_VAR] = MEM_ALIAS,
 };
 
 typedef struct ex {
@@ -248,6 +251,9 @@ static void s_impl(jw *w, const ex *e, const npuE_step *s) {
 static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
   (void)e, num(w, (int64_t)s->scratch_size);
 }
+static void s_index(jw *w, const ex *e, const npuE_step *s) { (void)e, num(w, s->index); }
+/* shaped when it runs: outputs and scratch sized from the actual inputs (exec.c run_dynamic) */
+static void s_dynamic(jw *w, const ex *e, const npuE_step *s) { (void)e, boolean(w, s->dynamic); }
 
 static const struct {
   const char *name;
@@ -263,7 +269,54 @@ static const struct {
     {"round_out", s_round_out},
     {"scratch_bytes", s_scratch},
     {"impl", s_impl},
+    {"index", s_index},
+    {"dynamic", s_dynamic},
 };
+
+/* ---- control steps: their blocks, each a list of steps ---- */
+
+static void step(jw *w, const ex *e, const npuE_step *s);
+
+static void steps(jw *w, const ex *e, const npuE_step *list, int n) {
+  open_(w, '[');
+  for (int k = 0; k < n; k++) step(w, e, &list[k]);
+  close_(w, ']');
+}
+
+/* cond: "then", "else"; while: "cond" (what the condition needs), "body" (the rest). */
+static const char *const block_names[2][2] = {{"then", "else"}, {"cond", "body"}};
+
+/* "max_iterations" (while: null = no bound) and "blocks": [{"name", "steps"}, ...] */
+static void control(jw *w, const ex *e, const npuE_step *s) {
+  const npuE_control *c = s->control;
+  bool loop = s->def->kind == NPUX_KIND_WHILE;
+  if (loop) {
+    key(w, "max_iterations");
+    if (c->max_iterations < 0) str(w, NULL);
+    else num(w, c->max_iterations);
+  }
+  key(w, "blocks");
+  open_(w, '[');
+  for (int b = 0; b < 2; b++) {
+    open_(w, '{');
+    key(w, "name");
+    str(w, block_names[loop][b]);
+    key(w, "steps");
+    steps(w, e, c->block[b].steps, c->block[b].n_steps);
+    close_(w, '}');
+  }
+  close_(w, ']');
+}
+
+static void step(jw *w, const ex *e, const npuE_step *s) {
+  open_(w, '{');
+  for (size_t i = 0; i < npu_countof(step_fields); i++) {
+    key(w, step_fields[i].name);
+    step_fields[i].fn(w, e, s);
+  }
+  if (s->control) control(w, e, s);
+  close_(w, '}');
+}
 
 /* ---- memory fields ---- */
 
@@ -354,19 +407,7 @@ static void p_folded_nodes(jw *w, const ex *e) {
 static void p_iterations(jw *w, const ex *e) { num(w, e->p->iterations); }
 static void p_feeds(jw *w, const ex *e) { values(w, e, e->p->n_feeds, e->p->feeds); }
 static void p_fetches(jw *w, const ex *e) { values(w, e, e->p->n_fetches, e->p->fetches); }
-static void p_steps(jw *w, const ex *e) {
-  open_(w, '[');
-  for (int k = 0; k < e->p->n_steps; k++) {
-    const npuE_step *s = &e->p->steps[k];
-    open_(w, '{');
-    for (size_t i = 0; i < npu_countof(step_fields); i++) {
-      key(w, step_fields[i].name);
-      step_fields[i].fn(w, e, s);
-    }
-    close_(w, '}');
-  }
-  close_(w, ']');
-}
+static void p_steps(jw *w, const ex *e) { steps(w, e, e->p->steps, e->p->n_steps); }
 static void p_memory(jw *w, const ex *e) {
   open_(w, '{');
   for (size_t i = 0; i < npu_countof(memory_fields); i++) {
@@ -392,20 +433,25 @@ static const struct {
     {"memory", p_memory},
 };
 
-/* Classifies every value by where its memory lives and marks those the run reads. */
+static void classify_step(void *ud, const npuE_step *s, int depth, const npuE_step *parent,
+                          int b) {
+  (void)depth, (void)parent, (void)b;
+  ex *e = ud;
+  for (int i = 0; i < s->n_in; i++) e->used[s->in[i]] = 1;
+  for (int i = 0; i < s->n_out; i++) {
+    int v = s->out[i];
+    mem_kind m = (size_t)s->def->kind < npu_countof(out_kind) ? out_kind[s->def->kind] : MEM_OWN;
+    if (m == MEM_OWN && arena_offset(e->p, v) >= 0) m = MEM_ARENA;
+    if (e->kind[v] != MEM_FEED) e->kind[v] = (uint8_t)m;
+  }
+}
+
+/* Classifies every value by where its memory lives and marks those the run reads (the steps
+   nested in control steps included). */
 static void classify(ex *e) {
   const npuE_plan *p = e->p;
   for (int i = 0; i < p->n_feeds; i++) e->kind[p->feeds[i]] = MEM_FEED;
-  for (int k = 0; k < p->n_steps; k++) {
-    const npuE_step *s = &p->steps[k];
-    for (int i = 0; i < s->n_in; i++) e->used[s->in[i]] = 1;
-    for (int i = 0; i < s->n_out; i++) {
-      int v = s->out[i];
-      mem_kind m = (size_t)s->def->kind < npu_countof(out_kind) ? out_kind[s->def->kind] : MEM_OWN;
-      if (m == MEM_OWN && arena_offset(p, v) >= 0) m = MEM_ARENA;
-      if (e->kind[v] != MEM_FEED) e->kind[v] = (uint8_t)m;
-    }
-  }
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, classify_step, e);
   for (int i = 0; i < p->n_fetches; i++) e->used[p->fetches[i]] = 1;
   /* what is left with a tensor bound at compile time: constants and folded values */
   for (int v = 0; v < p->n_values; v++)

@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "exec/exec.h"
+#include "compile/compile.h"
 #include "options/options_int.h"
 
 typedef struct weight_file {

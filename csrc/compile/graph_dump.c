@@ -12,8 +12,12 @@
  * Each selected stage writes ge_proto_<N>_<SS>_<Stage>.json and .dot, N (8 digits) the
  * context's dumped compilations counted from 0, SS the stage, into $DUMP_GRAPH_PATH (created
  * when missing, once per compilation, by npuP_graph_dump_begin) or the working directory.
- * DUMP_GRAPH_LEVEL (default 2): 1 and 2 every stage (plans have no subgraphs), 3 the final
- * plan only, 4 stage 0 only.
+ * DUMP_GRAPH_LEVEL (default 2): 1 and 2 every stage, 3 the final plan only, 4 stage 0 only.
+ * Cond branches and while loops are drawn inside: the steps nested in control steps are
+ * "s<k>" nodes too (numbered as the plan numbers them, after the top-level ones), and the DOT
+ * puts each region's steps in a cluster ("subgraph cluster_r<region>") labelled with the
+ * cond or while node running it, nested as the regions are; the level-3 JSON gives such a
+ * step its "region" and "owner".
  *
  * The JSON is a header plus, by DUMP_GE_GRAPH: 1 the plan's description (npuP_explain, the
  * text sess:explain decodes) and the data of every constant the plan reads (at most
@@ -49,6 +53,10 @@ typedef struct dumper {
      head[id], next[head[id]], ... (-1 ends) */
   int *head; /* by node id */
   int *next; /* by value id */
+  /* every step drawn, "s<k>": the top-level ones by position, then those nested in control
+     steps (depth first), as the plan numbers them (npuE_step.index) */
+  const npuE_step **all;
+  int n_all;
   FILE *f;
 } dumper;
 
@@ -100,7 +108,20 @@ static void shape_text(FILE *f, const npuG_value *v) {
 
 /* ---- the node/edge view, shared by the level-3 JSON and the DOT ---- */
 
-/* Which value producers are steps, which values the run reads, which graph nodes stand for
+static void count_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                       int b) {
+  (void)step, (void)depth, (void)parent, (void)b;
+  ((dumper *)ud)->n_all++;
+}
+
+static void list_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                      int b) {
+  (void)parent, (void)b;
+  dumper *d = ud;
+  d->all[depth ? d->n_all++ : (int)(step - d->p->steps)] = step;
+}
+
+/* Which value producers are steps (nested ones included), which values the run reads, which graph nodes stand for
    values that exist before the run (feeds, constants, folded values). */
 static npu_status index_plan(dumper *d) {
   const npuE_plan *p = d->p;
@@ -110,10 +131,16 @@ static npu_status index_plan(dumper *d) {
   d->head = npuC_alloc(d->ctx, (size_t)(d->g->n_nodes ? d->g->n_nodes : 1) * sizeof *d->head);
   d->next = npuC_alloc(d->ctx, nv * sizeof *d->next);
   if (!d->producer || !d->used || !d->head || !d->next) return NPU_ERR_NOMEM;
+  d->n_all = 0;
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, count_step, d);
+  d->all = npuC_alloc(d->ctx, (size_t)(d->n_all ? d->n_all : 1) * sizeof *d->all);
+  if (!d->all) return NPU_ERR_NOMEM;
+  d->n_all = p->n_steps;
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, list_step, d);
   for (int n = 0; n < d->g->n_nodes; n++) d->head[n] = -1;
   for (int v = 0; v < p->n_values; v++) d->producer[v] = -1;
-  for (int k = 0; k < p->n_steps; k++) {
-    const npuE_step *s = &p->steps[k];
+  for (int k = 0; k < d->n_all; k++) {
+    const npuE_step *s = d->all[k];
     for (int i = 0; i < s->n_in; i++) d->used[s->in[i]] = 1;
     for (int i = 0; i < s->n_out; i++)
       if (!is_fed(p, s->out[i])) d->producer[s->out[i]] = k;
@@ -195,6 +222,11 @@ static void json_constants(const dumper *d) {
   fputc(']', d->f);
 }
 
+/* The region a step's node was built in (0: the top level; a fused step's is its own). */
+static int region_of(const dumper *d, const npuE_step *s) {
+  return s->node >= 0 && s->node < d->g->n_nodes ? d->g->nodes[s->node].region : 0;
+}
+
 /* DUMP_GE_GRAPH=3: nodes and edges, no dtypes, shapes or data. */
 static void json_relations(const dumper *d) {
   const npuE_plan *p = d->p;
@@ -212,14 +244,19 @@ static void json_relations(const dumper *d) {
     json_str(d->f, source_kind(d, n));
     fputc('}', d->f);
   }
-  for (int k = 0; k < p->n_steps; k++) {
-    const npuE_step *s = &p->steps[k];
+  for (int k = 0; k < d->n_all; k++) {
+    const npuE_step *s = d->all[k];
     fprintf(d->f, "%s{\"id\":\"s%d\",\"name\":", first ? "" : ",", k);
     first = false;
     json_str(d->f, node_name(d, s->node));
     fputs(",\"op\":", d->f);
     json_str(d->f, s->def->name);
     fputs(",\"kind\":\"step\"", d->f);
+    int r = region_of(d, s);
+    if (r) { /* inside a cond branch or loop: the region and the node running it */
+      fprintf(d->f, ",\"region\":%d,\"owner\":", r);
+      json_str(d->f, node_name(d, d->g->regions[r - 1].owner));
+    }
     if (s->pass) {
       fputs(",\"pass\":", d->f);
       json_str(d->f, s->pass);
@@ -236,9 +273,9 @@ static void json_relations(const dumper *d) {
   }
   fputs("],\"edges\":[", d->f);
   first = true;
-  for (int k = 0; k < p->n_steps; k++)
-    for (int i = 0; i < p->steps[k].n_in; i++) {
-      producer_id(d, p->steps[k].in[i], id, sizeof id);
+  for (int k = 0; k < d->n_all; k++)
+    for (int i = 0; i < d->all[k]->n_in; i++) {
+      producer_id(d, d->all[k]->in[i], id, sizeof id);
       fprintf(d->f, "%s{\"from\":\"%s\",\"to\":\"s%d\"}", first ? "" : ",", id, k);
       first = false;
     }
@@ -251,6 +288,67 @@ static void json_relations(const dumper *d) {
 }
 
 /* ---- DOT ---- */
+
+/* Step k's node statement. */
+static void dot_step(const dumper *d, int k, const char *indent) {
+  const npuE_step *s = d->all[k];
+  FILE *f = d->f;
+  fprintf(f, "%ss%d [label=\"", indent, k);
+  dot_text(f, s->def->name);
+  fputs("\\n", f);
+  dot_text(f, node_name(d, s->node));
+  if (s->n_absorbed) {
+    fputs("\\nabsorbed:", f);
+    for (int i = 0; i < s->n_absorbed; i++) {
+      fputs(i ? ", " : " ", f);
+      dot_text(f, node_name(d, s->absorbed[i]));
+    }
+  }
+  if (s->pass) {
+    fputs("\\n(", f);
+    dot_text(f, s->pass);
+    fputc(')', f);
+  }
+  for (int i = 0; d->mode != 3 && i < s->n_out; i++) {
+    fputs("\\n", f);
+    shape_text(f, &d->p->values[s->out[i]]);
+  }
+  fputs(s->n_absorbed || s->pass ? "\", style=filled, fillcolor=lightblue];\n" : "\"];\n", f);
+}
+
+/* What region r is to the node running it: "then" / "else" (cond), "loop" (while). */
+static const char *region_role(const npu_graph *g, int r) {
+  const npuG_node *owner = &g->nodes[g->regions[r - 1].owner];
+  if (npuX_op(owner->op)->kind != NPUX_KIND_COND) return "loop";
+  int then_r, else_r;
+  npuX_cond_regions(owner, &then_r, &else_r);
+  return r == then_r ? "then" : "else";
+}
+
+/* Region r as a cluster labelled with the node running it: its steps, then the regions
+   nested in it.  depth bounds the indentation (regions nest as deep as the graph says). */
+static void dot_region(const dumper *d, int r, int depth) {
+  const npu_graph *g = d->g;
+  FILE *f = d->f;
+  char indent[34];
+  int w = depth < 15 ? 2 * depth + 2 : 32;
+  memset(indent, ' ', (size_t)w);
+  indent[w] = 0;
+  int owner = g->regions[r - 1].owner;
+  bool built = owner >= 0 && owner < g->n_nodes;
+  fprintf(f, "%ssubgraph cluster_r%d {\n%s  label=\"", indent, r, indent);
+  dot_text(f, built ? node_op(d, owner) : "?");
+  fputs(" '", f);
+  dot_text(f, built ? node_name(d, owner) : "?");
+  fprintf(f, "': %s\";\n%s  style=rounded;\n", built ? region_role(g, r) : "?", indent);
+  char inner[40];
+  snprintf(inner, sizeof inner, "%s  ", indent);
+  for (int k = 0; k < d->n_all; k++)
+    if (region_of(d, d->all[k]) == r) dot_step(d, k, inner);
+  for (int c = 1; c <= g->n_regions; c++)
+    if (g->regions[c - 1].parent == r) dot_region(d, c, depth + 1);
+  fprintf(f, "%s}\n", indent);
+}
 
 static void dot_graph(const dumper *d, int graph, int stage, const char *name) {
   const npuE_plan *p = d->p;
@@ -275,33 +373,16 @@ static void dot_graph(const dumper *d, int graph, int stage, const char *name) {
     }
     fputs("\"];\n", f);
   }
-  for (int k = 0; k < p->n_steps; k++) {
-    const npuE_step *s = &p->steps[k];
-    fprintf(f, "  s%d [label=\"", k);
-    dot_text(f, s->def->name);
-    fputs("\\n", f);
-    dot_text(f, node_name(d, s->node));
-    if (s->n_absorbed) {
-      fputs("\\nabsorbed:", f);
-      for (int i = 0; i < s->n_absorbed; i++) {
-        fputs(i ? ", " : " ", f);
-        dot_text(f, node_name(d, s->absorbed[i]));
-      }
-    }
-    if (s->pass) {
-      fputs("\\n(", f);
-      dot_text(f, s->pass);
-      fputc(')', f);
-    }
-    for (int i = 0; typed && i < s->n_out; i++) {
-      fputs("\\n", f);
-      shape_text(f, &p->values[s->out[i]]);
-    }
-    fputs(s->n_absorbed || s->pass ? "\", style=filled, fillcolor=lightblue];\n" : "\"];\n", f);
-  }
-  for (int k = 0; k < p->n_steps; k++)
-    for (int i = 0; i < p->steps[k].n_in; i++) {
-      int v = p->steps[k].in[i];
+  for (int k = 0; k < d->n_all; k++)
+    if (!region_of(d, d->all[k])) dot_step(d, k, "  ");
+  /* cond branches and loop bodies: a cluster per region, nested as the regions are */
+  bool any = false;
+  for (int k = 0; k < d->n_all && !any; k++) any = region_of(d, d->all[k]) != 0;
+  for (int r = 1; any && r <= d->g->n_regions; r++)
+    if (d->g->regions[r - 1].parent == 0) dot_region(d, r, 0);
+  for (int k = 0; k < d->n_all; k++)
+    for (int i = 0; i < d->all[k]->n_in; i++) {
+      int v = d->all[k]->in[i];
       producer_id(d, v, id, sizeof id);
       fprintf(f, "  %s -> s%d", id, k);
       if (typed) {
@@ -395,6 +476,8 @@ static npu_status write_stage(dumper *d, const npuP_config *cfg, int graph, int 
   npuC_free(d->ctx, d->used);
   npuC_free(d->ctx, d->head);
   npuC_free(d->ctx, d->next);
+  npuC_free(d->ctx, d->all);
+  d->all = NULL;
   return s;
 }
 

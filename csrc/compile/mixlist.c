@@ -30,7 +30,7 @@
 #include <cjson/cJSON.h>
 
 #include "compile/precision.h"
-#include "exec/exec.h"
+#include "compile/compile.h"
 #include "options/options_int.h"
 
 npuX_prec npuP_mix_list(const struct npuP_mix_config *mix, int op) {

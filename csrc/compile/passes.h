@@ -17,7 +17,7 @@
  */
 #ifndef NPU_PASSES_H
 #define NPU_PASSES_H
-#include "exec/exec.h"
+#include "compile/compile.h"
 
 typedef struct npuP_build {
   npu_context *ctx;

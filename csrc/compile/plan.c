@@ -1,14 +1,18 @@
 /*
  * plan.c — compiling one fetch/feed signature of a graph into a plan.
  *
- *  1. prune: mark the nodes the fetches and targets need, walking node ids downwards (ids are a
- *     topological order) and stopping at fed values;
- *  2. check: every needed placeholder is fed, feeds agree with their placeholders' dtype and
- *     shape (-1 matches any size);
- *  3. infer: run each needed op's shape inference again with the feeds' concrete shapes, so
- *     every value has a known shape and a wrong combination fails now, naming the node;
- *  4. lay out: one slot per value, constants bound once, scratch sized for the largest step;
- *  5. passes: fusion, precision, implementation modes, memory (compile/passes.h).
+ * npuP_compile is a list of stages, each a static function below:
+ *  check     the signature names values and nodes of the graph, feeds agree with their
+ *            placeholders' dtype and shape (-1 matches any size);
+ *  new_plan  the plan's signature and one slot and descriptor per value;
+ *  prune     mark the nodes the fetches and targets need, walking node ids downwards (ids are
+ *            a topological order) and stopping at fed values;
+ *  emit      per needed node in id order: infer (the op's shape inference again with the
+ *            feeds' concrete shapes, so a wrong combination fails now, naming the node), fold
+ *            (constant subgraphs evaluated now) or emit its step; every needed placeholder is
+ *            fed; constants bound once; cond / while nodes compile their regions (control.c);
+ *  passes    fusion, precision, implementation modes, memory (compile/passes.h);
+ *  allocate  the run's buffers, scratch sized for the largest step; every step numbered.
  */
 #include <string.h>
 
@@ -45,12 +49,24 @@ void npuP_steps_free(npu_context *ctx, npuE_step *steps, int n) {
   npuC_free(ctx, steps);
 }
 
+void npuP_walk_steps(const npuE_step *steps, int n, int depth, const npuE_step *parent, int b,
+                     npuP_step_visit fn, void *ud) {
+  for (int k = 0; k < n; k++) {
+    const npuE_step *step = &steps[k];
+    fn(ud, step, depth, parent, b);
+    for (int j = 0; step->control && j < 2; j++)
+      npuP_walk_steps(step->control->block[j].steps, step->control->block[j].n_steps, depth + 1,
+                      step, j, fn, ud);
+  }
+}
+
 void npuP_free(npu_context *ctx, npuE_plan *p) {
   if (!p) return;
   if (p->slots && p->owned)
     for (int v = 0; v < p->n_values; v++)
       if (p->owned[v]) npu_tensor_release(p->slots[v]);
   npuP_steps_free(ctx, p->steps, p->n_steps);
+  npuC_free(ctx, (void *)p->all_steps);
   npuC_free(ctx, p->folded);
   npuC_free(ctx, p->next_nodes);
   npuC_free(ctx, p->feeds);
@@ -319,61 +335,76 @@ static npu_status check_loop(npu_context *ctx, const npuE_plan *p, const npuP_co
   return NPU_OK;
 }
 
-npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
-                        npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
-                        int n_targets, const int *targets, const npuP_config *cfg,
-                        npuE_plan **out) {
-  npu_context *ctx = st->ctx;
-  bool reference = cfg->reference;
-  const npu_graph *g = st->graph;
-  *out = NULL;
-  int n_nodes = g->n_nodes, n_values = g->n_values;
-  for (int i = 0; i < n_feeds; i++)
-    if (feeds[i] < 0 || feeds[i] >= n_values)
+/* ---- npuP_compile's stages ---- */
+
+/* One compilation under way: the signature, the build the passes share, and what the stages
+   hand on (prune's counts, the graph dump's number, the iterations_per_loop node). */
+typedef struct compiling {
+  npuE_state *st;
+  int n_feeds, n_fetches, n_targets;
+  const int *feeds, *fetches, *targets;
+  npu_tensor *const *feed_tensors;
+  npuP_build b;  /* ctx, graph, cfg; plan, need (nodes), known (values) as the stages make them */
+  int n_steps;   /* prune: steps at most (folded nodes count: they bound n_folded too) */
+  int n_borrowed; /* prune: borrowed slots at most */
+  int dump;      /* DUMP_GE_GRAPH: this compilation's number in the dump files, -1 off */
+  const npuG_node *loop; /* the iterations_per_loop node, NULL when none */
+} compiling;
+
+/* check: the signature names values and nodes of the graph, fetches and targets are outside
+   every region, and each feed agrees with the value it replaces. */
+static npu_status check(const compiling *c) {
+  npu_context *ctx = c->b.ctx;
+  const npu_graph *g = c->b.graph;
+  for (int i = 0; i < c->n_feeds; i++)
+    if (c->feeds[i] < 0 || c->feeds[i] >= g->n_values)
       return npuC_error(ctx, NPU_ERR_ARG, "feed %d is not a value of this graph", i + 1);
-  for (int i = 0; i < n_fetches; i++)
-    if (fetches[i] < 0 || fetches[i] >= n_values)
+  for (int i = 0; i < c->n_fetches; i++)
+    if (c->fetches[i] < 0 || c->fetches[i] >= g->n_values)
       return npuC_error(ctx, NPU_ERR_ARG, "fetch %d is not a value of this graph", i + 1);
-  for (int i = 0; i < n_targets; i++)
-    if (targets[i] < 0 || targets[i] >= n_nodes)
+  for (int i = 0; i < c->n_targets; i++)
+    if (c->targets[i] < 0 || c->targets[i] >= g->n_nodes)
       return npuC_error(ctx, NPU_ERR_ARG, "target %d is not a node of this graph", i + 1);
-  for (int i = 0; i < n_fetches + n_targets; i++) {
-    int node = i < n_fetches ? g->values[fetches[i]].node : targets[i - n_fetches];
+  for (int i = 0; i < c->n_fetches + c->n_targets; i++) {
+    bool fetch = i < c->n_fetches;
+    int node = fetch ? g->values[c->fetches[i]].node : c->targets[i - c->n_fetches];
     if (g->nodes[node].region)
       return npuC_error(ctx, NPU_ERR_ARG, "%s '%s' was built inside a cond branch or while "
                         "loop: return it from there and fetch the result",
-                        i < n_fetches ? "fetch" : "target", g->nodes[node].name);
+                        fetch ? "fetch" : "target", g->nodes[node].name);
   }
-  for (int i = 0; i < n_feeds; i++) {
-    npu_status s = check_feed(ctx, g, feeds[i], feed_tensors[i], cfg->any_feed_dims);
+  for (int i = 0; i < c->n_feeds; i++) {
+    npu_status s = check_feed(ctx, g, c->feeds[i], c->feed_tensors[i], c->b.cfg->any_feed_dims);
     if (s) return s;
   }
+  return NPU_OK;
+}
 
-  npuE_plan *p = npuC_calloc(ctx, 1, sizeof *p);
+/* The plan's signature and its per-value arrays (the graph's descriptors, feeds' shapes put
+   in by infer), and the prune marks.  The plan is c->b.plan even on failure (npuP_free). */
+static npu_status new_plan(compiling *c) {
+  npu_context *ctx = c->b.ctx;
+  const npu_graph *g = c->b.graph;
+  const npuP_config *cfg = c->b.cfg;
+  int n_feeds = c->n_feeds, n_values = g->n_values;
+  npuE_plan *p = c->b.plan = npuC_calloc(ctx, 1, sizeof *p);
   /* need[id]: bit 0 the node runs, bit 1 its value is read (for variables: an assign's
      target input is a write, not a read). */
-  uint8_t *need = npuC_calloc(ctx, (size_t)n_nodes + 1, 1);
-  if (!p || !need) {
-    npuC_free(ctx, p);
-    npuC_free(ctx, need);
-    return NPU_ERR_NOMEM;
-  }
-  npu_status s = NPU_OK;
+  uint8_t *need = npuC_calloc(ctx, (size_t)g->n_nodes + 1, 1);
+  c->b.need = need;
+  if (!p || !need) return NPU_ERR_NOMEM;
   bool ok = true;
-  npu_tensor **known = NULL;
-  int dump = -1; /* DUMP_GE_GRAPH: this compilation's number in the dump files, -1 off */
-  p->reference = reference;
+  p->reference = cfg->reference;
   p->fold = cfg->fold;
   p->config = cfg;
   p->iterations = 1;
-  const npuG_node *loop = NULL;
   p->n_threads = npu_context_n_threads(ctx);
   p->n_feeds = n_feeds;
-  p->n_fetches = n_fetches;
-  p->n_targets = n_targets;
-  p->feeds = dup_ints(ctx, feeds, n_feeds, &ok);
-  p->fetches = dup_ints(ctx, fetches, n_fetches, &ok);
-  p->targets = dup_ints(ctx, targets, n_targets, &ok);
+  p->n_fetches = c->n_fetches;
+  p->n_targets = c->n_targets;
+  p->feeds = dup_ints(ctx, c->feeds, n_feeds, &ok);
+  p->fetches = dup_ints(ctx, c->fetches, c->n_fetches, &ok);
+  p->targets = dup_ints(ctx, c->targets, c->n_targets, &ok);
   p->n_values = n_values;
   if (n_feeds) {
     p->feed_dtypes = npuC_alloc(ctx, (size_t)n_feeds * sizeof *p->feed_dtypes);
@@ -384,24 +415,29 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   p->values = npuC_alloc(ctx, (size_t)(n_values ? n_values : 1) * sizeof *p->values);
   p->slots = npuC_calloc(ctx, (size_t)(n_values ? n_values : 1), sizeof *p->slots);
   p->owned = npuC_calloc(ctx, (size_t)(n_values ? n_values : 1), 1);
-  if (!ok || !p->values || !p->slots || !p->owned) {
-    s = NPU_ERR_NOMEM;
-    goto fail;
-  }
+  if (!ok || !p->values || !p->slots || !p->owned) return NPU_ERR_NOMEM;
   for (int i = 0; i < n_feeds; i++) {
-    const npu_tensor *t = feed_tensors[i];
+    const npu_tensor *t = c->feed_tensors[i];
     p->feed_dtypes[i] = t->dtype;
     p->feed_ndims[i] = t->ndim;
     memcpy(p->feed_shapes + i * NPU_MAX_DIMS, t->shape, sizeof t->shape);
   }
   if (n_values) memcpy(p->values, g->values, (size_t)n_values * sizeof *p->values);
+  return NPU_OK;
+}
 
-  /* 1. prune */
-  for (int i = 0; i < n_fetches; i++)
-    if (!npuP_is_fed(n_feeds, feeds, fetches[i])) need[g->values[fetches[i]].node] = 3;
-  for (int i = 0; i < n_targets; i++) need[targets[i]] = 1;
-  int n_steps = 0, n_borrowed = n_feeds;
-  for (int id = n_nodes - 1; id >= 0; id--) {
+/* prune: marks the nodes the fetches and targets need, walking node ids downwards (ids are a
+   topological order) and stopping at fed values; counts the steps and borrowed slots. */
+static void prune(compiling *c) {
+  const npu_graph *g = c->b.graph;
+  uint8_t *need = (uint8_t *)c->b.need;
+  int n_feeds = c->n_feeds;
+  const int *feeds = c->feeds;
+  for (int i = 0; i < c->n_fetches; i++)
+    if (!npuP_is_fed(n_feeds, feeds, c->fetches[i])) need[g->values[c->fetches[i]].node] = 3;
+  for (int i = 0; i < c->n_targets; i++) need[c->targets[i]] = 1;
+  c->n_borrowed = n_feeds;
+  for (int id = g->n_nodes - 1; id >= 0; id--) {
     if (!need[id]) continue;
     const npuG_node *node = &g->nodes[id];
     npuX_kind kind = npuX_op(node->op)->kind;
@@ -409,148 +445,214 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
       if (!npuP_is_fed(n_feeds, feeds, node->inputs[i]))
         need[g->values[node->inputs[i]].node] |= kind == NPUX_KIND_ASSIGN && i == 0 ? 1 : 3;
     for (int i = 0; i < node->n_controls; i++) need[node->controls[i]] |= 1;
-    if (kind != NPUX_KIND_CONST && kind != NPUX_KIND_PLACEHOLDER) n_steps++;
+    if (kind != NPUX_KIND_CONST && kind != NPUX_KIND_PLACEHOLDER) c->n_steps++;
     if (kind == NPUX_KIND_VARIABLE || kind == NPUX_KIND_ASSIGN || kind == NPUX_KIND_IDENTITY ||
         kind == NPUX_KIND_COND || kind == NPUX_KIND_LOOP_VAR)
-      n_borrowed += node->n_outputs;
+      c->n_borrowed += node->n_outputs;
   }
+}
 
-  if ((s = npuP_graph_dump_begin(ctx, cfg, &dump))) goto fail;
-  if (dump >= 0) {
-    npuP_build given = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .need = need};
-    if ((s = npuP_graph_dump(&given, dump, 0, "PreRunBegin", false))) goto fail;
-  }
+/* DUMP_GE_GRAPH: the graph as given (stage 0), after prune. */
+static npu_status dump_given(compiling *c) {
+  npu_status s = npuP_graph_dump_begin(c->b.ctx, c->b.cfg, &c->dump);
+  if (!s && c->dump >= 0) s = npuP_graph_dump(&c->b, c->dump, 0, "PreRunBegin", false);
+  return s;
+}
 
-  /* 2 + 3. check feeds, infer concrete shapes, lay out steps */
-  for (int i = 0; i < n_feeds; i++) {
-    npuG_value *v = &p->values[feeds[i]];
-    const npu_tensor *t = feed_tensors[i];
+/* The arrays emit fills: the steps, the folded nodes, the borrowed slots (the feeds first),
+   and known[v], the value of v when it is fixed at compile time (constants, folded nodes);
+   the feeds' values take the fed shapes, so inference runs on them. */
+static npu_status start_layout(compiling *c) {
+  npu_context *ctx = c->b.ctx;
+  npuE_plan *p = c->b.plan;
+  int n_steps = c->n_steps, n_values = c->b.graph->n_values;
+  for (int i = 0; i < c->n_feeds; i++) {
+    npuG_value *v = &p->values[c->feeds[i]];
+    const npu_tensor *t = c->feed_tensors[i];
     v->ndim = t->ndim;
     memcpy(v->shape, t->shape, sizeof t->shape);
   }
   p->steps = npuC_calloc(ctx, (size_t)(n_steps ? n_steps : 1), sizeof *p->steps);
-  /* folded nodes were counted as steps: n_steps bounds them too */
   p->folded = npuC_alloc(ctx, (size_t)(n_steps ? n_steps : 1) * sizeof *p->folded);
-  p->borrowed = npuC_alloc(ctx, (size_t)(n_borrowed ? n_borrowed : 1) * sizeof *p->borrowed);
-  if (!p->steps || !p->borrowed || !p->folded) {
-    s = NPU_ERR_NOMEM;
-    goto fail;
+  p->borrowed = npuC_alloc(ctx, (size_t)(c->n_borrowed ? c->n_borrowed : 1) * sizeof *p->borrowed);
+  c->b.known = npuC_calloc(ctx, (size_t)(n_values ? n_values : 1), sizeof *c->b.known);
+  if (!p->steps || !p->borrowed || !p->folded || !c->b.known) return NPU_ERR_NOMEM;
+  for (int i = 0; i < c->n_feeds; i++) p->borrowed[p->n_borrowed++] = c->feeds[i];
+  return NPU_OK;
+}
+
+/* A placeholder must be fed: a value for it is missing otherwise. */
+static npu_status check_fed(const compiling *c, const npuG_node *node) {
+  if (npuP_is_fed(c->n_feeds, c->feeds, node->first_output)) return NPU_OK;
+  char sh[96];
+  const npuG_value *v = &c->b.graph->values[node->first_output];
+  return npuC_error(c->b.ctx, NPU_ERR_ARG,
+                    "placeholder '%s' (%s %s) must be fed: a value for it is missing",
+                    node->name, npu_dtype_name(v->dtype),
+                    npuC_shape_str(sh, sizeof sh, v->ndim, v->shape));
+}
+
+/* A Const's slot holds a reference: the graph's Const value may be replaced while this plan
+   lives (by a file-backed twin, compile/external_weight.c).  A fed Const has no slot of its
+   own. */
+static void bind_const(compiling *c, const npuG_node *node) {
+  npuE_plan *p = c->b.plan;
+  int v = node->first_output;
+  if (npuP_is_fed(c->n_feeds, c->feeds, v)) return;
+  p->slots[v] = c->b.known[v] = npu_tensor_retain(npuG_attr_find(node, "value")->u.tensor);
+  p->owned[v] = 1;
+}
+
+/* An iterations_per_loop node: the plan runs its steps that many times per call. */
+static npu_status take_loop(compiling *c, const npuG_node *node) {
+  const npuG_node *loop = c->loop;
+  if (loop && npuX_loop_iterations(loop) != npuX_loop_iterations(node))
+    return npuC_error(c->b.ctx, NPU_ERR_ARG, "loops '%s' (%lld iterations) and '%s' (%lld) "
+                      "cannot run in one call", loop->name, (long long)npuX_loop_iterations(loop),
+                      node->name, (long long)npuX_loop_iterations(node));
+  c->loop = node;
+  c->b.plan->iterations = npuX_loop_iterations(node);
+  return NPU_OK;
+}
+
+/* A kernel-like node: infer its concrete shapes (get_next: the dataset's element spec, its -1
+   dims those of the next element), then fold it to a constant or emit its step. */
+static npu_status infer_fold_emit(compiling *c, int id, const npuG_node *node,
+                                  const npu_op_def *def) {
+  npu_context *ctx = c->b.ctx;
+  npuE_plan *p = c->b.plan;
+  npu_status s = def->kind == NPUX_KIND_GET_NEXT
+                     ? npuE_next_bind(c->st, p, id)
+                     : npuP_infer_node(ctx, c->b.graph, p, node, c->b.known);
+  if (s) return s;
+  if (can_fold(c->b.cfg, p, def, node, c->b.known)) {
+    s = fold_node(ctx, p, node, c->b.known, c->b.cfg->reference);
+    if (!s) p->folded[p->n_folded++] = id;
+    return s;
   }
-  for (int i = 0; i < n_feeds; i++) p->borrowed[p->n_borrowed++] = feeds[i];
-  /* known[v]: the value of v when it is fixed at compile time (constants, folded nodes) */
-  known = npuC_calloc(ctx, (size_t)(n_values ? n_values : 1), sizeof *known);
-  if (!known) {
-    s = NPU_ERR_NOMEM;
-    goto fail;
-  }
-  for (int id = 0; id < n_nodes; id++) {
-    if (!need[id]) continue;
+  /* counted even on failure: its fields are freed with the plan */
+  return npuP_emit_step(ctx, p, c->b.cfg, id, node, (c->b.need[id] & 2) != 0,
+                        &p->steps[p->n_steps++]);
+}
+
+/* emit: each needed node outside regions in id order (a region's nodes are compiled with the
+   cond / while running it, compile/control.c). */
+static npu_status emit(compiling *c) {
+  const npu_graph *g = c->b.graph;
+  npuE_plan *p = c->b.plan;
+  for (int id = 0; id < g->n_nodes; id++) {
     const npuG_node *node = &g->nodes[id];
+    if (!c->b.need[id] || node->region) continue;
     const npu_op_def *def = npuX_op(node->op);
-    if (node->region) continue; /* compiled with the cond / while running it (control.c) */
-    if (def->kind == NPUX_KIND_COND || def->kind == NPUX_KIND_WHILE) {
-      npuP_build b = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .known = known, .need = need};
-      s = npuP_emit_control(&b, id, &p->steps[p->n_steps++]); /* counted: freed on failure */
+    npu_status s = NPU_OK;
+    switch (def->kind) {
+    case NPUX_KIND_COND:
+    case NPUX_KIND_WHILE:
+      s = npuP_emit_control(&c->b, id, &p->steps[p->n_steps++]); /* counted, as above */
       p->dynamic = true;
-      if (s) goto fail;
-      continue;
+      break;
+    case NPUX_KIND_PLACEHOLDER: s = check_fed(c, node); break;
+    case NPUX_KIND_CONST: bind_const(c, node); break;
+    case NPUX_KIND_LOOP: s = take_loop(c, node); break;
+    default: s = infer_fold_emit(c, id, node, def); break;
     }
-    if (def->kind == NPUX_KIND_PLACEHOLDER) {
-      if (!npuP_is_fed(n_feeds, feeds, node->first_output)) {
-        char sh[96];
-        const npuG_value *v = &g->values[node->first_output];
-        s = npuC_error(ctx, NPU_ERR_ARG,
-                       "placeholder '%s' (%s %s) must be fed: a value for it is missing",
-                       node->name, npu_dtype_name(v->dtype),
-                       npuC_shape_str(sh, sizeof sh, v->ndim, v->shape));
-        goto fail;
-      }
-      continue;
-    }
-    if (def->kind == NPUX_KIND_CONST) {
-      /* retained: the graph's Const value may be replaced while this plan lives (by a file-
-         backed twin, compile/external_weight.c) */
-      if (!npuP_is_fed(n_feeds, feeds, node->first_output)) {
-        p->slots[node->first_output] = known[node->first_output] =
-            npu_tensor_retain(npuG_attr_find(node, "value")->u.tensor);
-        p->owned[node->first_output] = 1;
-      }
-      continue;
-    }
-    if (def->kind == NPUX_KIND_LOOP) {
-      if (loop && npuX_loop_iterations(loop) != npuX_loop_iterations(node)) {
-        s = npuC_error(ctx, NPU_ERR_ARG, "loops '%s' (%lld iterations) and '%s' (%lld) cannot run "
-                       "in one call", loop->name, (long long)npuX_loop_iterations(loop), node->name,
-                       (long long)npuX_loop_iterations(node));
-        goto fail;
-      }
-      loop = node;
-      p->iterations = npuX_loop_iterations(node);
-      continue;
-    }
-    /* get_next: the dataset's element spec, its -1 dims those of the next element */
-    s = def->kind == NPUX_KIND_GET_NEXT ? npuE_next_bind(st, p, id)
-                                        : npuP_infer_node(ctx, g, p, node, known);
-    if (s) goto fail;
-    if (can_fold(cfg, p, def, node, known)) {
-      s = fold_node(ctx, p, node, known, reference);
-      if (s) goto fail;
-      p->folded[p->n_folded++] = id;
-      continue;
-    }
-    s = npuP_emit_step(ctx, p, cfg, id, node, (need[id] & 2) != 0, &p->steps[p->n_steps++]);
-    if (s) goto fail;
+    if (s) return s;
   }
-  if (loop && (s = check_loop(ctx, p, cfg, loop))) goto fail;
-  /* 5. passes (compile/passes.h) */
-  {
-    npuP_build b = {.ctx = ctx, .graph = g, .plan = p, .cfg = cfg, .known = known, .need = need};
-    static const struct {
-      const char *name;
-      npu_status (*run)(npuP_build *);
-    } passes[] = {{"fusion", npuP_fuse},
-                  {"precision assignment", npuP_assign_precision},
-                  {"implementation selection", npuP_select_impl},
-                  {"memory planning", npuP_plan_memory}};
-    if (cfg->verify && (s = npuP_verify(&b, "layout"))) goto fail;
-    if (dump >= 0 && (s = npuP_graph_dump(&b, dump, 1, "constant folding", false))) goto fail;
-    for (size_t i = 0; i < npu_countof(passes) && !s; i++) {
-      if (!(s = passes[i].run(&b)) && cfg->verify) s = npuP_verify(&b, passes[i].name);
-      if (!s && dump >= 0)
-        s = npuP_graph_dump(&b, dump, (int)i + 2, passes[i].name, i + 1 == npu_countof(passes));
-    }
-    known = b.known; /* a pass that adds values (precision: casts) grows it */
-    if (s) goto fail;
+  return c->loop ? check_loop(c->b.ctx, p, c->b.cfg, c->loop) : NPU_OK;
+}
+
+/* passes (compile/passes.h), each verified (NPU_VERIFY_PLANS) and dumped (DUMP_GE_GRAPH). */
+static npu_status passes(compiling *c) {
+  static const struct {
+    const char *name;
+    npu_status (*run)(npuP_build *);
+  } list[] = {{"fusion", npuP_fuse},
+              {"precision assignment", npuP_assign_precision},
+              {"implementation selection", npuP_select_impl},
+              {"memory planning", npuP_plan_memory}};
+  npuP_build *b = &c->b;
+  bool verify = b->cfg->verify;
+  npu_status s = verify ? npuP_verify(b, "layout") : NPU_OK;
+  if (!s && c->dump >= 0) s = npuP_graph_dump(b, c->dump, 1, "constant folding", false);
+  for (size_t i = 0; i < npu_countof(list) && !s; i++) {
+    if (!(s = list[i].run(b)) && verify) s = npuP_verify(b, list[i].name);
+    if (!s && c->dump >= 0)
+      s = npuP_graph_dump(b, c->dump, (int)i + 2, list[i].name, i + 1 == npu_countof(list));
   }
+  return s;
+}
+
+static void count_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                       int b) {
+  (void)step, (void)depth, (void)parent, (void)b;
+  ((npuE_plan *)ud)->n_all_steps++;
+}
+
+/* The top-level steps keep their positions as numbers; nested ones are numbered after them. */
+static void number_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                        int b) {
+  (void)parent, (void)b;
+  npuE_plan *p = ud;
+  npuE_step *mut = (npuE_step *)step; /* the plan's own step, walked through const */
+  mut->index = depth ? p->n_all_steps++ : (int)(step - p->steps);
+  p->all_steps[mut->index] = step;
+}
+
+/* allocate: the run's buffers, sized by the passes: the widest step's input array, the
+   widening buffer and its stand-ins, the scratch (unless memory planning put the buffers in
+   its arena). */
+static npu_status allocate(compiling *c) {
+  npu_context *ctx = c->b.ctx;
+  npuE_plan *p = c->b.plan;
   p->in_buf = npuC_alloc(ctx, (size_t)(p->max_in ? p->max_in : 1) * sizeof *p->in_buf);
-  if (!p->in_buf) {
-    s = NPU_ERR_NOMEM;
-    goto fail;
-  }
-  if (p->round_size) { /* (memory planning may have put the buffers in its arena) */
-    if (!p->memory.buffers) p->round_buf = npuC_alloc(ctx, p->round_size);
+  if (!p->in_buf) return NPU_ERR_NOMEM;
+  if (p->round_size) {
+    if (!p->memory.buffers && !(p->round_buf = npuC_alloc(ctx, p->round_size)))
+      return NPU_ERR_NOMEM;
     p->round_meta = npuC_alloc(ctx, (size_t)p->n_round_meta * sizeof *p->round_meta);
-    if ((!p->round_buf && !p->memory.buffers) || !p->round_meta) {
-      s = NPU_ERR_NOMEM;
-      goto fail;
-    }
+    if (!p->round_meta) return NPU_ERR_NOMEM;
   }
   /* nested steps (compile/control.c) use the plan's own scratch, even when memory planning
      put the top-level steps' scratch in its arena */
-  if (p->scratch_size && (!p->memory.buffers || p->nested_scratch)) {
-    p->scratch = npuC_alloc(ctx, p->scratch_size);
-    if (!p->scratch) {
-      s = NPU_ERR_NOMEM;
-      goto fail;
-    }
-  }
-  npuC_free(ctx, need);
-  npuC_free(ctx, known);
-  *out = p;
+  if (p->scratch_size && (!p->memory.buffers || p->nested_scratch) &&
+      !(p->scratch = npuC_alloc(ctx, p->scratch_size)))
+    return NPU_ERR_NOMEM;
+  /* every step by its number, for the observers */
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, count_step, p);
+  p->all_steps = npuC_alloc(ctx, (size_t)(p->n_all_steps ? p->n_all_steps : 1) *
+                                     sizeof *p->all_steps);
+  if (!p->all_steps) return NPU_ERR_NOMEM;
+  p->n_all_steps = p->n_steps;
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, number_step, p);
   return NPU_OK;
-fail:
-  npuC_free(ctx, need);
-  npuC_free(ctx, known);
-  npuP_free(ctx, p);
-  return s;
+}
+
+npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
+                        npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
+                        int n_targets, const int *targets, const npuP_config *cfg,
+                        npuE_plan **out) {
+  *out = NULL;
+  compiling c = {.st = st, .n_feeds = n_feeds, .n_fetches = n_fetches, .n_targets = n_targets,
+                 .feeds = feeds, .fetches = fetches, .targets = targets,
+                 .feed_tensors = feed_tensors, .dump = -1,
+                 .b = {.ctx = st->ctx, .graph = st->graph, .cfg = cfg}};
+  npu_status s = check(&c);
+  if (s) return s;
+  if (!(s = new_plan(&c))) {
+    prune(&c);
+    s = dump_given(&c);
+  }
+  if (!s) s = start_layout(&c);
+  if (!s) s = emit(&c);
+  if (!s) s = passes(&c);
+  if (!s) s = allocate(&c);
+  npu_context *ctx = st->ctx;
+  npuC_free(ctx, (void *)c.b.need);
+  npuC_free(ctx, c.b.known); /* a pass that adds values (precision: casts) may have grown it */
+  if (s) {
+    npuP_free(ctx, c.b.plan);
+    return s;
+  }
+  *out = c.b.plan;
+  return NPU_OK;
 }

@@ -8,11 +8,23 @@
  * slot when it fits, so the next iteration writes there and a loop whose shapes settle
  * allocates nothing.  The outputs take the final tensors.
  */
-#include "exec/exec.h"
+#include "exec/observe.h"
 
+/* The observers see nested steps as they see top-level ones (exec/observe.h), by their
+   numbers (npuE_step.index), st->nest saying where they are; unobserved, a block costs one
+   test more than its steps. */
 static npu_status run_block(npuE_state *st, npuE_plan *p, const npuE_block *b) {
   npu_status s = NPU_OK;
-  for (int k = 0; k < b->n_steps && !s; k++) s = npuE_run_step(st, p, &b->steps[k], -1);
+  if (!st->dump && !st->profile) {
+    for (int k = 0; k < b->n_steps && !s; k++) s = npuE_run_step(st, p, &b->steps[k]);
+    return s;
+  }
+  for (int k = 0; k < b->n_steps && !s; k++) {
+    const npuE_step *step = &b->steps[k];
+    if ((s = npuE_observe(st, p, NPUE_STEP_BEGIN, step->index))) break;
+    s = npuE_run_step(st, p, step);
+    if (!s) s = npuE_observe(st, p, NPUE_STEP_END, step->index);
+  }
   return s;
 }
 
@@ -81,12 +93,15 @@ static npu_status run_while(npuE_state *st, npuE_plan *p, const npuE_step *step)
     p->slots[c->args[i]] = c->held[i];
   }
   npu_status s = NPU_OK;
+  int depth = st->nest.depth++;
   for (int64_t it = 0; c->max_iterations < 0 || it < c->max_iterations; it++) {
+    if (depth < NPUE_MAX_LOOPS) st->nest.iteration[depth] = it;
     if ((s = run_block(st, p, &c->block[0]))) break;
     if (!truth(p->slots[c->result[0][0]])) break;
     if ((s = run_block(st, p, &c->block[1]))) break;
     if ((s = next_values(st, p, step, it))) break;
   }
+  st->nest.depth--;
   for (int i = 0; i < n; i++) {
     int v = step->out[i];
     if (p->owned[v]) npu_tensor_release(p->slots[v]);
@@ -99,5 +114,8 @@ static npu_status run_while(npuE_state *st, npuE_plan *p, const npuE_step *step)
 }
 
 npu_status npuE_run_control(npuE_state *st, npuE_plan *p, const npuE_step *step) {
-  return step->def->kind == NPUX_KIND_COND ? run_cond(st, p, step) : run_while(st, p, step);
+  st->nest.level++;
+  npu_status s = step->def->kind == NPUX_KIND_COND ? run_cond(st, p, step) : run_while(st, p, step);
+  st->nest.level--;
+  return s;
 }

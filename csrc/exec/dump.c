@@ -15,7 +15,9 @@
  *               plan's iteration.  A plan counts its own iterations from 0
  *               (iterations_per_loop runs several per call), as a model does.
  * Files: {op_type}.{op_name}.{taskid}.{timestamp}.{input|output}.{i}.npy — taskid the step's
- * index in the plan, timestamp the microseconds since the Unix epoch when the step began (one
+ * number in the plan (npuE_step.index: top-level steps by position, the steps nested in cond
+ * branches and loop bodies after them), op_name followed, for a step inside while loops, by
+ * .iter<i> (nested loops: .iter<outer>_<inner>) so each iteration's files are apart; timestamp the microseconds since the Unix epoch when the step began (one
  * per step: its input and output files share it).  dump_data=stats writes stats.csv in the
  * iteration's directory instead, one row per tensor.  '.', '/', '\\' and ' ' in names
  * become '_'.
@@ -100,6 +102,7 @@ struct npuE_dump {
   char dir[DUMP_PATH_MAX]; /* the iteration's directory, "" until made */
   FILE *stats_file;
   int64_t step_us;         /* when the current step began */
+  const npuE_nest *nest;   /* where the current step is nested (the run's npuE_state) */
 };
 
 /* ---- small helpers ---- */
@@ -255,6 +258,18 @@ int npuE_dump_step_node(const npuE_plan *p, const npuE_step *step) {
   return step->n_out ? p->values[step->out[0]].node : step->node;
 }
 
+void npuE_dump_step_name(char *dst, size_t n, const npu_graph *g, const npuE_plan *p,
+                         const npuE_step *step, const npuE_nest *nest) {
+  npuE_dump_sanitise(dst, n, g->nodes[npuE_dump_step_node(p, step)].name);
+  int depth = nest->depth < NPUE_MAX_LOOPS ? nest->depth : NPUE_MAX_LOOPS;
+  size_t len = strlen(dst);
+  for (int i = 0; i < depth && len + 1 < n; i++) {
+    int w = snprintf(dst + len, n - len, "%s%" PRId64, i ? "_" : ".iter", nest->iteration[i]);
+    if (w < 0 || (size_t)w >= n - len) break; /* cut: snprintf left it terminated */
+    len += (size_t)w;
+  }
+}
+
 static bool layer_selects(const npuE_dump *d, const npu_graph *g, const npuE_plan *p,
                           const npuE_step *step) {
   if (!d->n_layers) return true;
@@ -302,7 +317,7 @@ static void mark_data(const npuE_plan *p, const int *producer, uint8_t *flags, b
     }
     int k = producer[v];
     if (k < 0) return; /* a constant, a folded value */
-    const npuE_step *s = &p->steps[k];
+    const npuE_step *s = p->all_steps[k];
     if (s->def->kind == NPUX_KIND_GET_NEXT) flags[k] |= STEP_DATA;
     if (s->def->kind != NPUX_KIND_IDENTITY || s->n_in < 1) return;
     v = s->in[0];
@@ -315,7 +330,7 @@ static npu_status make_schedule(npuE_dump *d, const npu_graph *g, const npuE_pla
   npu_status s = check_layers(d, g);
   if (s) return s;
   pd->id = p->id;
-  pd->flags = npuC_calloc(ctx, (size_t)(p->n_steps ? p->n_steps : 1), 1);
+  pd->flags = npuC_calloc(ctx, (size_t)(p->n_all_steps ? p->n_all_steps : 1), 1);
   int *producer = npuC_alloc(ctx, (size_t)(p->n_values ? p->n_values : 1) * sizeof *producer);
   bool *fed = npuC_calloc(ctx, (size_t)(p->n_feeds ? p->n_feeds : 1), sizeof *fed);
   if (!pd->flags || !producer || !fed) {
@@ -323,10 +338,10 @@ static npu_status make_schedule(npuE_dump *d, const npu_graph *g, const npuE_pla
     goto done;
   }
   for (int v = 0; v < p->n_values; v++) producer[v] = -1;
-  for (int k = 0; k < p->n_steps; k++)
-    for (int i = 0; i < p->steps[k].n_out; i++) producer[p->steps[k].out[i]] = k;
-  for (int k = 0; k < p->n_steps; k++) {
-    const npuE_step *step = &p->steps[k];
+  for (int k = 0; k < p->n_all_steps; k++)
+    for (int i = 0; i < p->all_steps[k]->n_out; i++) producer[p->all_steps[k]->out[i]] = k;
+  for (int k = 0; k < p->n_all_steps; k++) {
+    const npuE_step *step = p->all_steps[k];
     npuX_kind kind = step->def->kind;
     if (kind == NPUX_KIND_KERNEL && d->check) pd->flags[k] |= STEP_CHECK;
     if (!d->dump) continue;
@@ -345,9 +360,9 @@ static npu_status make_schedule(npuE_dump *d, const npu_graph *g, const npuE_pla
     }
     for (int f = 0; f < p->n_feeds; f++) {
       int v = p->feeds[f], task = -1;
-      for (int k = 0; k < p->n_steps && task < 0; k++)
-        for (int i = 0; i < p->steps[k].n_in; i++)
-          if (p->steps[k].in[i] == v) task = k;
+      for (int k = 0; k < p->n_all_steps && task < 0; k++)
+        for (int i = 0; i < p->all_steps[k]->n_in; i++)
+          if (p->all_steps[k]->in[i] == v) task = k;
       if (task < 0) continue; /* fed and fetched, or read by nothing */
       if (d->n_layers && !fed[f] && !named(d, g->nodes[p->values[v].node].name)) continue;
       bool twice = false; /* one value fed twice in one signature: dump it once */
@@ -453,9 +468,12 @@ static void op_of_node(dump_op *op, const npu_graph *g, const char *type, int no
   op->us = us;
 }
 
-static void op_of_step(dump_op *op, const npu_graph *g, const npuE_plan *p, int k, int64_t us) {
-  const npuE_step *step = &p->steps[k];
+/* A step's files carry its loop iterations in the name (npuE_dump_step_name). */
+static void op_of_step(dump_op *op, const npu_graph *g, const npuE_plan *p, int k,
+                       const npuE_nest *nest, int64_t us) {
+  const npuE_step *step = p->all_steps[k];
   op_of_node(op, g, step->def->name, npuE_dump_step_node(p, step), k, us);
+  npuE_dump_step_name(op->name, sizeof op->name, g, p, step, nest);
 }
 
 /* The tensor as stored, in .npy; bfloat16 (no NumPy dtype) as float32, exactly (observe.h). */
@@ -593,9 +611,9 @@ static npu_status dump_tensor(npuE_dump *d, const dump_op *op, bool input, int i
 
 static npu_status dump_step_io(npuE_dump *d, const npu_graph *g, const npuE_plan *p, int k,
                                bool input, bool npy) {
-  const npuE_step *step = &p->steps[k];
+  const npuE_step *step = p->all_steps[k];
   dump_op op;
-  op_of_step(&op, g, p, k, d->step_us);
+  op_of_step(&op, g, p, k, d->nest, d->step_us);
   int n = input ? step->n_in : step->n_out;
   const int *v = input ? step->in : step->out;
   for (int i = 0; i < n; i++) {
@@ -656,7 +674,7 @@ static bool abnormal(const overflow *o) { return o->nan || o->inf || o->saturate
 /* After step k: an output with Inf/NaN (or float16 at +-65504) from inputs that have none
    dumps the step's inputs and outputs and says so in the log. */
 static npu_status check_step(npuE_dump *d, const npu_graph *g, const npuE_plan *p, int k) {
-  const npuE_step *step = &p->steps[k];
+  const npuE_step *step = p->all_steps[k];
   overflow sum = {0};
   for (int i = 0; i < step->n_out; i++) {
     const npu_tensor *t = p->slots[step->out[i]];
@@ -672,11 +690,17 @@ static npu_status check_step(npuE_dump *d, const npu_graph *g, const npuE_plan *
   npu_status s = dump_step_io(d, g, p, k, true, true);
   if (!s) s = dump_step_io(d, g, p, k, false, true);
   if (s) return s;
+  /* inside while loops: their iterations, as the file names carry them (sanitised names
+     hold no '.', so the first one starts the suffix) */
+  char name[DUMP_NAME_MAX];
+  npuE_dump_step_name(name, sizeof name, g, p, step, d->nest);
+  const char *iter = strchr(name, '.');
   npuC_log(d->ctx, 2,
-           "enable_dump_debug: overflow in %s '%s' (task %d, iteration %" PRIu64 " of model "
-           "%s): %" PRId64 " NaN, %" PRId64 " Inf, %" PRId64 " float16 at +-65504 in its "
+           "enable_dump_debug: overflow in %s '%s' (task %d, %s%s%siteration %" PRIu64 " of "
+           "model %s): %" PRId64 " NaN, %" PRId64 " Inf, %" PRId64 " float16 at +-65504 in its "
            "outputs from finite inputs; inputs and outputs dumped to '%s'",
-           step->def->name, g->nodes[npuE_dump_step_node(p, step)].name, k, d->iteration,
+           step->def->name, g->nodes[npuE_dump_step_node(p, step)].name, k,
+           iter ? "loop iteration " : "", iter ? iter + 5 : "", iter ? ", " : "", d->iteration,
            d->cur->model, sum.nan, sum.inf, sum.saturated, d->dir);
   return NPU_OK;
 }
@@ -721,6 +745,7 @@ static npu_status end_iteration(npuE_dump *d) {
 npu_status npuE_dump_event(npuE_dump *d, npuE_state *st, const npuE_plan *p, npuE_event e,
                            int k) {
   const npu_graph *g = st->graph;
+  d->nest = &st->nest;
   switch (e) {
   case NPUE_RUN_BEGIN: d->cur = NULL; return find_plan(d, g, p, &d->cur);
   case NPUE_ITER_BEGIN: return d->cur ? begin_iteration(d, g, p) : NPU_OK;

@@ -114,7 +114,7 @@ void npuE_exception_dump(npuE_state *st, const npuE_plan *p, int k, npu_status s
   memcpy(saved, ctx->errmsg, sizeof saved);
 
   const npu_graph *g = st->graph;
-  const npuE_step *step = &p->steps[k];
+  const npuE_step *step = p->all_steps[k];
   const npuG_node *node = &g->nodes[step->node];
   /* named after the node whose value it outputs (a fused step: the last node it absorbed), as
      the data dump names a step */
@@ -123,7 +123,7 @@ void npuE_exception_dump(npuE_state *st, const npuE_plan *p, int k, npu_status s
   char type[XDUMP_NAME_MAX], name[XDUMP_NAME_MAX], dir[XDUMP_PATH_MAX];
   char path[XDUMP_PATH_MAX + 2 * XDUMP_NAME_MAX + 64];
   npuE_dump_sanitise(type, sizeof type, step->def->name);
-  npuE_dump_sanitise(name, sizeof name, named->name);
+  npuE_dump_step_name(name, sizeof name, g, p, step, &st->nest); /* with its loop iterations */
   int64_t us = npuE_dump_now_us();
   int n_written = 0, n_failed = 0;
   cJSON *root = NULL;
@@ -156,6 +156,17 @@ void npuE_exception_dump(npuE_state *st, const npuE_plan *p, int k, npu_status s
             cJSON_AddStringToObject(root, "status", npu_status_name(s)) &&
             cJSON_AddStringToObject(root, "message", saved) &&
             cJSON_AddNumberToObject(root, "workspace_bytes", (double)step->scratch_size);
+  /* inside while loops: their iterations, outermost first */
+  cJSON *loops = ok && st->nest.depth ? cJSON_AddArrayToObject(root, "loop_iterations") : NULL;
+  for (int i = 0; loops && i < st->nest.depth && i < NPUE_MAX_LOOPS; i++) {
+    cJSON *n = cJSON_CreateNumber((double)st->nest.iteration[i]);
+    if (!cJSON_AddItemToArray(loops, n)) {
+      cJSON_Delete(n);
+      ok = false;
+      break;
+    }
+  }
+  if (st->nest.depth && !loops) ok = false;
   cJSON *inputs = ok ? cJSON_AddArrayToObject(root, "inputs") : NULL;
   cJSON *outputs = inputs ? cJSON_AddArrayToObject(root, "outputs") : NULL;
   ok = outputs != NULL;

@@ -113,7 +113,7 @@ static void narrow_outputs(const npuK_pool *pool, npuE_plan *p, const npuE_step 
 /* Tells the observers (exec/observe.h) of event e: the dump sees a step's inputs before the
    profiler starts its clock, and its outputs after the clock stopped, so dumping does not
    count as the step's time. */
-static npu_status observe(npuE_state *st, const npuE_plan *p, npuE_event e, int k) {
+npu_status npuE_observe(npuE_state *st, const npuE_plan *p, npuE_event e, int k) {
   bool before = e == NPUE_RUN_BEGIN || e == NPUE_ITER_BEGIN || e == NPUE_STEP_BEGIN;
   npu_status s = NPU_OK;
   if (st->dump && before) s = npuE_dump_event(st->dump, st, p, e, k);
@@ -236,7 +236,7 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   return s;
 }
 
-npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step, int k) {
+npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   npu_context *ctx = st->ctx;
   const npuG_node *node = &st->graph->nodes[step->node];
   const npuK_pool *pool = p->reference ? NULL : npuC_kernel_pool(ctx);
@@ -264,7 +264,7 @@ npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step, in
   default: {
     if (step->dynamic) {
       s = run_dynamic(st, p, step, node, pool, n_threads);
-      if (s && k >= 0) npuE_exception_dump(st, p, k, s);
+      if (s) npuE_exception_dump(st, p, step->index, s);
       break;
     }
     npu_tensor *out_stack[NPUX_MAX_OUTPUTS];
@@ -286,7 +286,7 @@ npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step, in
       s = fn ? fn(&call)
              : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
                           node->name);
-      if (s && fn && k >= 0) npuE_exception_dump(st, p, k, s); /* exec/exception_dump.c */
+      if (s && fn) npuE_exception_dump(st, p, step->index, s); /* exec/exception_dump.c */
       if (!s && step->widen) narrow_outputs(pool, p, step, out_stack);
     }
     break;
@@ -301,17 +301,18 @@ npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensor
   for (int i = 0; i < p->n_feeds; i++) p->slots[p->feeds[i]] = feed_tensors[i];
 
   bool observed = st->dump || st->profile;
-  if (observed) s = observe(st, p, NPUE_RUN_BEGIN, -1);
+  st->nest = (npuE_nest){0};
+  if (observed) s = npuE_observe(st, p, NPUE_RUN_BEGIN, -1);
   int64_t iteration = 0, iterations = st->loop_left > 0 ? st->loop_left : p->iterations;
   st->loop_left = 0;
 again:
-  if (observed && !s) s = observe(st, p, NPUE_ITER_BEGIN, -1);
+  if (observed && !s) s = npuE_observe(st, p, NPUE_ITER_BEGIN, -1);
   for (int k = 0; k < p->n_steps && !s; k++) {
-    if (observed && (s = observe(st, p, NPUE_STEP_BEGIN, k))) break;
-    s = npuE_run_step(st, p, &p->steps[k], k);
-    if (observed && !s) s = observe(st, p, NPUE_STEP_END, k);
+    if (observed && (s = npuE_observe(st, p, NPUE_STEP_BEGIN, k))) break;
+    s = npuE_run_step(st, p, &p->steps[k]);
+    if (observed && !s) s = npuE_observe(st, p, NPUE_STEP_END, k);
   }
-  if (observed && !s) s = observe(st, p, NPUE_ITER_END, -1);
+  if (observed && !s) s = npuE_observe(st, p, NPUE_ITER_END, -1);
   /* iterations_per_loop: the whole plan again, without returning to the caller */
   if (!s) st->n_iterations++;
   if (!s && ++iteration < iterations) {
@@ -323,7 +324,7 @@ again:
     if (!s) st->loop_left = iterations - iteration;
   }
   if (observed) { /* before the fetches are handed out: a failing dump fails the run */
-    npu_status end = observe(st, p, NPUE_RUN_END, -1);
+    npu_status end = npuE_observe(st, p, NPUE_RUN_END, -1);
     if (!s) s = end;
   }
   if (!s && !st->loop_left)

@@ -14,11 +14,18 @@ typedef enum npuE_event {
   NPUE_RUN_BEGIN,  /* a call of npuE_run (k = -1) */
   NPUE_ITER_BEGIN, /* an iteration of the plan, st->n_iterations its index (k = -1);
                       iterations_per_loop runs several in one call */
-  NPUE_STEP_BEGIN, /* step k is about to run: its inputs are in p->slots, as stored */
-  NPUE_STEP_END,   /* step k ran: its outputs are in p->slots, as stored */
+  NPUE_STEP_BEGIN, /* step k (p->all_steps[k]) is about to run: its inputs are in p->slots, as
+                      stored; a nested step's nesting and loop iterations are in st->nest */
+  NPUE_STEP_END,   /* step k ran: its outputs are in p->slots, as stored; a control step's
+                      END follows its nested steps' events */
   NPUE_ITER_END,   /* the iteration ended (k = -1) */
   NPUE_RUN_END     /* the call ends, also when it failed (k = -1) */
 } npuE_event;
+
+/* exec/exec.c: tells the observers of event e (dump before the profiler's clock, after it
+   on the way out).  Called by npuE_run for top-level steps and by exec/control.c for nested
+   ones, only when st->dump or st->profile is set: an unobserved run pays one test a block. */
+npu_status npuE_observe(npuE_state *st, const npuE_plan *p, npuE_event e, int k);
 
 /* Who a session is, for the names of the files observers write. */
 typedef struct npuE_observed {
@@ -45,12 +52,17 @@ void npuE_dump_free(npu_context *ctx, npuE_dump *d);
 npu_status npuE_dump_write_npy(npu_context *ctx, const npu_tensor *t, const char *path);
 void npuE_dump_sanitise(char *dst, size_t n, const char *src);
 int npuE_dump_step_node(const npuE_plan *p, const npuE_step *step);
+/* The step's name for a file name: its node's (npuE_dump_step_node), sanitised, then, inside
+   while loops, ".iter<i>" with the loops' current iterations joined by '_', outermost first
+   (".iter2_0": iteration 2 of the outer loop, 0 of the inner). */
+void npuE_dump_step_name(char *dst, size_t n, const npu_graph *g, const npuE_plan *p,
+                         const npuE_step *step, const npuE_nest *nest);
 int64_t npuE_dump_now_us(void);
 int npuE_dump_file_path(char *buf, size_t n, const char *dir, const char *type, const char *name,
                         int task, int64_t us, const char *kind, int index);
 
-/* exec/exception_dump.c: enable_exception_dump.  Called by npuE_run when the kernel of step k
-   failed with status s (the context's message says why): unless the option is 0, writes the
+/* exec/exception_dump.c: enable_exception_dump.  Called by npuE_run_step when the kernel of
+   step k (p->all_steps[k], nested ones too: st->nest says in which loop iteration) failed with status s (the context's message says why): unless the option is 0, writes the
    step's inputs (.npy) and a JSON description into the exception-dump directory.  Cannot fail
    and leaves the context's message as it found it: a file that cannot be written is reported
    through the log hook. */

@@ -9,7 +9,9 @@
  *
  * Invariants:
  *  - The run path pays two clock readings and a few adds a step: a plan's statistics are an
- *    array of n_steps counters made at the plan's first run; events for trace.json and the
+ *    array of counters, one per step (npuE_step.index: the steps nested in cond branches and
+ *    loop bodies too, a trace event of a step inside a while loop carrying args.loop_iteration),
+ *    made at the plan's first run; events for trace.json and the
  *    iteration rows go into fixed buffers made with the profile, formatted and written out
  *    when a buffer fills (after the step's clock stopped) and at close.  Memory is bounded
  *    however long the session runs; trace.json is streamed and capped by storage_limit.
@@ -60,6 +62,7 @@ typedef struct plan_rec {
 typedef struct trace_ev {
   int64_t start_ns, dur_ns;
   uint64_t iteration;
+  int64_t loop_iteration; /* a step inside while loops: the innermost one's iteration, else -1 */
   const plan_rec *plan;
   int step;
 } trace_ev;
@@ -90,8 +93,10 @@ struct npuE_profile {
   plan_rec *cur; /* the running plan's record; NULL: this run is not profiled */
   plan_rec *last; /* the last run's record: a session usually runs one plan again and again */
   uint64_t runs;
-  /* the running step and iteration */
-  int64_t step_start, iter_start, iter_fp, iter_bp, last_iter_end;
+  /* the running steps (by nesting level: a control step runs while its nested steps do) and
+     iteration */
+  int64_t step_start[NPUE_MAX_LOOPS + 1];
+  int64_t iter_start, iter_fp, iter_bp, last_iter_end;
   uint64_t iteration;
   /* trace.json, streamed */
   FILE *trace;
@@ -449,6 +454,10 @@ static void step_line(const npuE_profile *pr, const trace_ev *e, bool shapes, li
   put_int(l, e->step);
   put_str(l, ",\"iteration\":");
   put_u64(l, e->iteration);
+  if (e->loop_iteration >= 0) {
+    put_str(l, ",\"loop_iteration\":");
+    put_int(l, e->loop_iteration);
+  }
   if (sr->pass) {
     put_str(l, ",\"pass\":\"");
     put_str(l, sr->pass);
@@ -626,8 +635,8 @@ static npu_status add_plan(npuE_profile *pr, const npuE_state *st, const npuE_pl
   if (s) return s;
   bool l1 = pr->task == TASK_L1;
   size_t text = 0;
-  for (int k = 0; k < p->n_steps; k++) {
-    const npuE_step *sp = &p->steps[k];
+  for (int k = 0; k < p->n_all_steps; k++) {
+    const npuE_step *sp = p->all_steps[k];
     text += strlen(node_name(g, sp->node)) + 1;
     if (l1)
       text += value_list(NULL, p, sp->n_in, sp->in, false) +
@@ -641,15 +650,15 @@ static npu_status add_plan(npuE_profile *pr, const npuE_state *st, const npuE_pl
     if (!grown) goto nomem;
     pr->plans = grown, pr->cap_plans = cap;
   }
-  plan_rec *r = npuC_alloc(ctx, sizeof *r + (size_t)p->n_steps * sizeof(step_rec) + text + 1);
+  plan_rec *r = npuC_alloc(ctx, sizeof *r + (size_t)p->n_all_steps * sizeof(step_rec) + text + 1);
   if (!r) goto nomem;
-  *r = (plan_rec){.id = p->id, .n_steps = p->n_steps, .fp_step = fp, .bp_step = bp,
+  *r = (plan_rec){.id = p->id, .n_steps = p->n_all_steps, .fp_step = fp, .bp_step = bp,
                   .steps = (step_rec *)(r + 1)};
-  char *t = (char *)(r->steps + p->n_steps);
+  char *t = (char *)(r->steps + p->n_all_steps);
   *t = 0;
   const char *empty = t++;
-  for (int k = 0; k < p->n_steps; k++) {
-    const npuE_step *sp = &p->steps[k];
+  for (int k = 0; k < p->n_all_steps; k++) {
+    const npuE_step *sp = p->all_steps[k];
     step_rec *sr = &r->steps[k];
     *sr = (step_rec){.op = sp->def->name, .pass = sp->pass, .in_shapes = empty,
                      .in_dtypes = empty, .out_shapes = empty, .out_dtypes = empty};
@@ -688,10 +697,11 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
                               npuE_event e, int k) {
   switch (e) {
   case NPUE_STEP_BEGIN:
-    pr->step_start = now_ns();
+    pr->step_start[st->nest.level < NPUE_MAX_LOOPS ? st->nest.level : NPUE_MAX_LOOPS] = now_ns();
     return NPU_OK;
   case NPUE_STEP_END: {
-    int64_t end = now_ns(), d = end - pr->step_start;
+    int level = st->nest.level < NPUE_MAX_LOOPS ? st->nest.level : NPUE_MAX_LOOPS;
+    int64_t end = now_ns(), start = pr->step_start[level], d = end - start;
     plan_rec *r = pr->cur;
     if (!r) return NPU_OK;
     if (pr->task != TASK_OFF) {
@@ -699,14 +709,17 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
       if (!sr->count++ || d < sr->min_ns) sr->min_ns = d;
       if (d > sr->max_ns) sr->max_ns = d;
       sr->total_ns += d;
-      pr->evs[pr->n_evs++] =
-          (trace_ev){.start_ns = pr->step_start, .dur_ns = d, .iteration = pr->iteration,
-                     .plan = r, .step = k};
+      int depth = st->nest.depth;
+      pr->evs[pr->n_evs++] = (trace_ev){
+          .start_ns = start, .dur_ns = d, .iteration = pr->iteration, .plan = r, .step = k,
+          .loop_iteration = depth ? st->nest.iteration[depth <= NPUE_MAX_LOOPS ? depth - 1
+                                                                               : NPUE_MAX_LOOPS - 1]
+                                  : -1};
       /* only a plan with more steps than the buffer fills it inside an iteration (see
          ITER_END and RUN_BEGIN) */
       if (pr->n_evs == TRACE_CAP) flush_steps(pr);
     }
-    if (k == r->fp_step) pr->iter_fp = pr->step_start;
+    if (k == r->fp_step) pr->iter_fp = start;
     if (k == r->bp_step) pr->iter_bp = end;
     return NPU_OK;
   }

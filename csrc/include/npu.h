@@ -623,7 +623,8 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
       "steps": [{"op": "matmul", "node": "MatMul", "pass": null or "...FusionPass",
                  "absorbed": ["node", ...], "inputs": [V...], "outputs": [V...],
                  "round_in": null or "float16", "round_out": ..., "scratch_bytes": 0,
-                 "impl": "high_precision" or "high_performance"}, ...],
+                 "impl": "high_precision" or "high_performance", "index": k,
+                 "dynamic": false}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "live_peak_bytes": n, "own_bytes": n,
                  "fetched_bytes": n, "constant_bytes": n, "variable_bytes": n,
@@ -640,6 +641,10 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
    constants the steps read + scratch and widening buffers when not in the arena.
    arena_shared: static_memory_policy 2/4, the arena is the session's (arena_bytes is this
    plan's need).  NPU_MEMORY_PLAN=0 turns planning off (planning false, arena 0).
+   index: the step's number in the plan (top-level steps by position, then nested ones), as
+   dumps and profiles name it; dynamic: shaped when it runs.  A cond or while step also has
+   "blocks": [{"name": "then"|"else" (cond), "cond"|"body" (while), "steps": [...]}, ...]
+   and a while step "max_iterations" (null: no bound).
    Passes may add fields; none is removed.  Same thread rules as npu_session_run. */
 NPU_API npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_values,
                                        npu_tensor *const *feed_tensors, int n_fetches,

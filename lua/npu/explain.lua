@@ -1,6 +1,9 @@
 -- explain.lua — the listing that print(sess:explain(fetches)) shows: a header with the plan's
 -- totals and memory, then one line per step: index, op, node, the pass that made the step
--- with the nodes it absorbed, and each output's dtype, shape, size and where it lives.
+-- with the nodes it absorbed, and each output's dtype, shape, size and where it lives.  A cond's
+-- branches and a while loop's condition and body follow their step, indented, their steps
+-- numbered as the plan numbers them (the step's index, from 1 here; dumps and profiles name a
+-- step by its index from 0).
 -- The table itself comes from the binding (npu_session_explain's JSON, decoded); this file
 -- only formats it.
 local M = {}
@@ -44,17 +47,29 @@ function M.tostring(e)
     lines[#lines + 1] = "folded: " .. table.concat(shown, ", ") ..
       (#folded > 8 and (", ... (%d more)"):format(#folded - 8) or "")
   end
-  for i, s in ipairs(e.steps or {}) do
-    local outs = {}
-    for j, v in ipairs(s.outputs or {}) do outs[j] = value_str(v) end
-    local rounding = ""
-    if s.round_in or s.round_out then
-      rounding = (" round %s/%s"):format(s.round_in or "-", s.round_out or "-")
+  -- one line per step; a cond's or while's blocks below it, indented, each under its name
+  local function list(steps, indent)
+    for i, s in ipairs(steps or {}) do
+      local outs = {}
+      for j, v in ipairs(s.outputs or {}) do outs[j] = value_str(v) end
+      local notes = ""
+      if s.round_in or s.round_out then
+        notes = (" round %s/%s"):format(s.round_in or "-", s.round_out or "-")
+      end
+      if s.impl == "high_performance" then notes = notes .. " high_performance" end
+      if s.dynamic then notes = notes .. " (shaped when it runs)" end
+      if s.blocks and s.op == "while" then
+        notes = notes .. (" maximum_iterations %s"):format(s.max_iterations or "none")
+      end
+      lines[#lines + 1] = ("%s%4d  %-18s %-28s %-24s -> %s%s"):format(indent, s.index and s.index + 1 or i,
+        s.op, s.node, pass_str(s), table.concat(outs, "; "), notes)
+      for _, b in ipairs(s.blocks or {}) do
+        lines[#lines + 1] = ("%s      %s:%s"):format(indent, b.name, #b.steps == 0 and " (no steps)" or "")
+        list(b.steps, indent .. "        ")
+      end
     end
-    if s.impl == "high_performance" then rounding = rounding .. " high_performance" end
-    lines[#lines + 1] = ("%4d  %-18s %-28s %-24s -> %s%s"):format(i, s.op, s.node, pass_str(s),
-      table.concat(outs, "; "), rounding)
   end
+  list(e.steps, "")
   return table.concat(lines, "\n")
 end
 
