@@ -1,8 +1,9 @@
 /*
  * test_grad.c — npu_graph_gradients through the C API alone: gradient values against values
  * computed here, the argument errors, a failure leaving the graph exactly as it was (nodes,
- * values, names), and the allocation-failure sweep (fail the N-th allocation for every N: a
- * clean NPU_ERR_NOMEM, the graph unchanged, the outs -1, zero live bytes once released).
+ * values, names), and the allocation-failure sweeps, plain and through cond and while (fail
+ * the N-th allocation for every N: a clean NPU_ERR_NOMEM, the graph unchanged, the outs -1,
+ * zero live bytes once released).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -200,6 +201,90 @@ static void test_allocation_failure_sweep(void) {
   npu_context_release(ctx);
 }
 
+/* The sweep over control flow: loss = while (i < 3) { i += 1; v *= w } starting at
+   v = cond(p, x * w, exp(x)); gradients to x and w (a grad cond, a recording loop and a
+   backward loop, each with regions of clones). */
+static npu_status scalar_ph(npu_graph *g, const char *name, npu_dtype dtype, int *v) {
+  npu_attr a[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = dtype},
+                  {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
+  return add(g, "placeholder", name, 0, NULL, 2, a, v);
+}
+
+static npu_status int_const(npu_context *ctx, npu_graph *g, int32_t k, int *v) {
+  npu_tensor *t;
+  TRY(npu_tensor_from_data(ctx, NPU_DTYPE_I32, 0, NULL, &k, sizeof k, &t));
+  npu_attr a = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = t};
+  npu_status st = add(g, "const", NULL, 0, NULL, 1, &a, v);
+  npu_tensor_release(t);
+  return st;
+}
+
+static npu_status build_control(npu_context *ctx, npu_graph *g, int *x, int *w, int *loss) {
+  int p, t, e, c, zero, three, one, lv0, lv1, less, i1, v1, r_then, r_else, r_loop, node;
+  TRY(scalar_ph(g, "x", NPU_DTYPE_F64, x));
+  TRY(scalar_ph(g, "w", NPU_DTYPE_F64, w));
+  TRY(scalar_ph(g, "p", NPU_DTYPE_BOOL, &p));
+  TRY(npu_graph_region_begin(g, &r_then));
+  TRY(add(g, "mul", NULL, 2, (int[]){*x, *w}, 0, NULL, &t));
+  TRY(npu_graph_region_end(g, r_then));
+  TRY(npu_graph_region_begin(g, &r_else));
+  TRY(add(g, "exp", NULL, 1, x, 0, NULL, &e));
+  TRY(npu_graph_region_end(g, r_else));
+  npu_attr ac[] = {{.name = "then_region", .type = NPU_ATTR_INT, .u.i = r_then},
+                   {.name = "else_region", .type = NPU_ATTR_INT, .u.i = r_else}};
+  TRY(add(g, "cond", "c", 3, (int[]){p, t, e}, 2, ac, &c));
+  TRY(int_const(ctx, g, 0, &zero));
+  TRY(int_const(ctx, g, 3, &three));
+  TRY(int_const(ctx, g, 1, &one));
+  TRY(npu_graph_region_begin(g, &r_loop));
+  npu_attr a0[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I32},
+                   {.name = "index", .type = NPU_ATTR_INT, .u.i = 0}};
+  npu_attr a1[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F64},
+                   {.name = "index", .type = NPU_ATTR_INT, .u.i = 1}};
+  TRY(add(g, "loop_var", NULL, 0, NULL, 2, a0, &lv0));
+  TRY(add(g, "loop_var", NULL, 0, NULL, 2, a1, &lv1));
+  TRY(add(g, "less", NULL, 2, (int[]){lv0, three}, 0, NULL, &less));
+  TRY(add(g, "add", NULL, 2, (int[]){lv0, one}, 0, NULL, &i1));
+  TRY(add(g, "mul", NULL, 2, (int[]){lv1, *w}, 0, NULL, &v1));
+  TRY(npu_graph_region_end(g, r_loop));
+  npu_attr aw = {.name = "region", .type = NPU_ATTR_INT, .u.i = r_loop};
+  TRY(npu_graph_add_op(g, "while", "loop", 5, (int[]){zero, c, less, i1, v1}, 1, &aw, &node));
+  *loss = npu_graph_output(g, node, 1);
+  return NPU_OK;
+}
+
+static npu_status control_setup(npu_context *ctx, void *ud) {
+  grad_case *c = ud;
+  *c = (grad_case){.dx = {7, 7, 7}};
+  TRY(npu_graph_new(ctx, &c->g));
+  npu_status st = build_control(ctx, c->g, &c->xs[0], &c->xs[1], &c->loss);
+  if (st) {
+    npu_graph_release(c->g);
+    return st;
+  }
+  c->xs[2] = c->xs[0];
+  c->n_nodes = npu_graph_n_nodes(c->g);
+  c->n_values = npu_graph_n_values(c->g);
+  return NPU_OK;
+}
+
+static void control_after(npu_context *ctx, npu_status st, void *ud) {
+  grad_case *c = ud;
+  if (st != NPU_OK) CHECK(npu_graph_region(c->g) == 0); /* every region it opened was closed */
+  grad_after(ctx, st, ud);
+}
+
+static void test_control_flow_sweep(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  grad_case c;
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.setup = control_setup, .run = grad_run, .after = control_after,
+                           .ud = &c, .what = "control flow gradients"});
+  CHECK(n_failures > 50);
+  npu_context_release(ctx);
+}
+
 /* The window gradient kernels are adjoints: <A x, dy> = <x, A^T dy> for conv2d and
    depthwise_conv2d in the input and in the filter, avg_pool, and max_pool (a selection). */
 static double dot(int64_t n, const float *a, const float *b) {
@@ -308,5 +393,6 @@ int main(void) {
   test_values();
   test_errors();
   test_allocation_failure_sweep();
+  test_control_flow_sweep();
   return check_summary("test_grad");
 }

@@ -273,6 +273,14 @@ npu_status npuP_plan_memory(npuP_build *b) {
       for (int i = 0; i < st->n_out; i++) root[st->out[i]] = root[st->in[0]];
       continue;
     }
+    if (st->def->kind == NPUX_KIND_COND || st->def->kind == NPUX_KIND_WHILE) {
+      /* a branch result or a loop's initial value from around it may become an output (the
+         outputs borrow it, exec/control.c), which outlives this step: no reuse of its buffer */
+      const npuG_node *node = &b->graph->nodes[st->node];
+      for (int i = 0; i < node->n_inputs; i++)
+        for (int j = 0; j < st->n_in; j++)
+          if (st->in[j] == node->inputs[i]) keep[root[st->in[j]]] = 1;
+    }
     if (st->def->kind != NPUX_KIND_KERNEL || st->dynamic) continue; /* sized when it runs */
     bool exempt = *no_reuse && listed(no_reuse, b->graph->nodes[st->node].name, st->def);
     for (int i = 0; i < st->n_out; i++) {

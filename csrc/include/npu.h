@@ -369,10 +369,17 @@ NPU_API const int64_t *npu_graph_value_shape(const npu_graph *g, int value);
    grad_ys (NULL: ones of each y's shape; an entry -1: ones for that y) are the upstream
    gradients, of the ys' dtypes and shapes.  Gradients reaching a value from several consumers
    are summed; integer values carry no gradient; stop_gradient stops it.  Nodes are named
-   "gradients/<node>_grad/<Op>".  Errors: NPU_ERR_ARG (ids not of g), NPU_ERR_DTYPE /
-   NPU_ERR_SHAPE (a grad_ys entry not matching its y), NPU_ERR_UNSUPPORTED (an op on the path
-   without a gradient, naming it; a broadcast that cannot be undone for lack of a rank),
-   NPU_ERR_NOMEM.  On failure g is left exactly as it was and every dx_out[i] is -1.
+   "gradients/<node>_grad/<Op>".  Gradients flow through cond and while nodes (to the values
+   their regions read from around them and a loop's initial values): the gradient of a cond
+   is a cond over the same pred; that of a while loop a recording loop (the forward loop again,
+   stacking the variables' values per iteration) and a backward loop over the iterations in
+   reverse; both recompute the region's nodes in regions of their own (docs/dynamic.md,
+   "Gradients").  The walk covers the nodes of the current region and of the regions around
+   it.  Errors: NPU_ERR_ARG (ids not of g), NPU_ERR_DTYPE / NPU_ERR_SHAPE (a grad_ys entry not
+   matching its y), NPU_ERR_UNSUPPORTED (an op on the path without a gradient, naming it, inside
+   a region too; a broadcast that cannot be undone for lack of a rank; a node of a region that
+   cannot be recomputed (placeholder, variable, assign, iterator, random op); a loop variable
+   that is a TensorArray), NPU_ERR_NOMEM.  On failure g is left exactly as it was and every dx_out[i] is -1.
    Thread rules: those of g's context. */
 NPU_API npu_status npu_graph_gradients(npu_graph *g, int n_ys, const int *ys, const int *grad_ys,
                                        int n_xs, const int *xs, int *dx_out);

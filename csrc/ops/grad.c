@@ -8,8 +8,14 @@
  * gradients flowing into each output (from all consumers: add, or add_n when the op table has
  * it) and calls its op's `.grad`, which adds nodes and names the gradients of its inputs;
  * those flowing into path inputs are recorded for the inputs' producers.  Integer inputs
- * never receive gradients.  A failure removes every node the call added (the graph is as it
- * was), sets the message and the outs to -1.
+ * never receive gradients.  A failure removes every node (and region) the call added (the
+ * graph is as it was), sets the message and the outs to -1.
+ *
+ * Regions: the walk differentiates the nodes of the current region and of the regions around
+ * it; a node inside a cond branch or a loop body contributes through its control node, whose
+ * inputs for the walk are the values it reads from around it and whose gradient
+ * (grad_control.c) builds new control nodes, walking clones of its regions with
+ * npuX_gradients_in (the nodes of one region only, the xs as leaves).
  */
 #include <stdio.h>
 #include <string.h>
@@ -364,6 +370,8 @@ typedef struct walk {
   int *summed;    /* per value: the summed gradient; -1 not yet summed, -2 none */
   contrib *c;
   int n_c, cap_c;
+  int region;     /* the nodes walked: those of this region, */
+  bool strict;    /* only (gradients of a control node's region), else those around it too */
 } walk;
 
 enum { REACH = 1, NEED = 2, PATH = REACH | NEED };
@@ -440,23 +448,74 @@ static int ones_like(npu_graph *g, int y, npu_status *st) {
   return r;
 }
 
+/* Whether the walk differentiates node n (a node of a region nested deeper contributes
+   through its control node). */
+static bool in_walk(const walk *w, int n) {
+  int r = w->g->nodes[n].region;
+  return w->strict ? r == w->region : npuG_region_within(w->g, w->region, r);
+}
+
+static bool is_control(const npu_graph *g, int n) {
+  npuX_kind k = npuX_op(g->nodes[n].op)->kind;
+  return k == NPUX_KIND_COND || k == NPUX_KIND_WHILE;
+}
+
+/* The inputs of node n for the walk: its own, or a control node's npuX_control_inputs (then
+   *owned is the list to free). */
+static npu_status walk_inputs(const walk *w, int n, const int **in, int *n_in, int **owned) {
+  *owned = NULL;
+  if (!is_control(w->g, n)) {
+    *in = w->g->nodes[n].inputs;
+    *n_in = w->g->nodes[n].n_inputs;
+    return NPU_OK;
+  }
+  npu_status st = npuX_control_inputs(w->g, n, owned, n_in);
+  *in = *owned;
+  return st;
+}
+
 static bool is_stop_gradient(const npu_graph *g, int node) {
   return strcmp(npuX_op(g->nodes[node].op)->name, "stop_gradient") == 0;
 }
 
 /* Calls the grad of node n with the summed gradients of its outputs. */
+static npu_status control_node(walk *w, int n, const int *dy) {
+  npu_graph *g = w->g;
+  const int *in;
+  int n_in, *owned;
+  npu_status st = walk_inputs(w, n, &in, &n_in, &owned);
+  bool *wanted = st ? NULL : npuC_alloc(g->ctx, (size_t)(n_in + 1) * sizeof *wanted);
+  int *din = wanted ? npuC_alloc(g->ctx, (size_t)(n_in + 1) * sizeof *din) : NULL;
+  if (!st && !din) st = NPU_ERR_NOMEM;
+  if (!st) {
+    for (int i = 0; i < n_in; i++) wanted[i] = on_path(w, in[i]);
+    st = npuX_control_grad(g, n, dy, n_in, in, wanted, din);
+  }
+  for (int i = 0; i < n_in && !st; i++)
+    if (din[i] >= 0 && wanted[i]) st = push(w, in[i], din[i]);
+  npuC_free(g->ctx, owned);
+  npuC_free(g->ctx, wanted);
+  npuC_free(g->ctx, din);
+  return st;
+}
+
 static npu_status grad_node(walk *w, int n) {
   npu_graph *g = w->g;
+  if (!in_walk(w, n)) return NPU_OK;
   npu_context *ctx = g->ctx;
   const npuG_node *node = &g->nodes[n];
   const npu_op_def *def = npuX_op(node->op);
   int n_in = node->n_inputs, n_out = node->n_outputs;
+  const int *ins;
+  int n_ins, *owned;
+  npu_status st = walk_inputs(w, n, &ins, &n_ins, &owned);
   bool any_in = false;
-  for (int i = 0; i < n_in; i++) any_in |= on_path(w, node->inputs[i]);
-  if (!any_in || is_stop_gradient(g, n)) return NPU_OK;
+  for (int i = 0; i < n_ins && !st; i++) any_in |= on_path(w, ins[i]);
+  npuC_free(ctx, owned);
+  if (st || !any_in || is_stop_gradient(g, n)) return st;
+  node = &g->nodes[n];
   int dy[NPUX_MAX_OUTPUTS], y[NPUX_MAX_OUTPUTS];
   bool any_dy = false;
-  npu_status st = NPU_OK;
   for (int i = 0; i < n_out; i++) {
     y[i] = node->first_output + i;
     dy[i] = on_path(w, y[i]) ? sum_into(w, y[i], &st) : -1;
@@ -465,6 +524,7 @@ static npu_status grad_node(walk *w, int n) {
     node = &g->nodes[n]; /* summing may have grown the node array */
   }
   if (!any_dy) return NPU_OK;
+  if (is_control(g, n)) return control_node(w, n, dy);
   if (!def->grad)
     return npuC_error(ctx, NPU_ERR_UNSUPPORTED,
                       "npu_graph_gradients: no gradient is defined for op %s (node '%s')",
@@ -506,19 +566,24 @@ static npu_status check_ids(npu_graph *g, const char *what, int n, const int *id
 static npu_status gradients(walk *w, int n_ys, const int *ys, const int *grad_ys, int n_xs,
                             const int *xs, int *dx_out) {
   npu_graph *g = w->g;
-  const int nv = w->n_values, nn = g->n_nodes;
+  const int nn = g->n_nodes;
+  npu_status st = NPU_OK;
   /* forward: values that depend on an x through floats and differentiable ops */
   int first = nn;
   for (int i = 0; i < n_xs; i++) {
     if (npuX_is_float(g->values[xs[i]].dtype)) w->flags[xs[i]] |= REACH;
     if (g->values[xs[i]].node < first) first = g->values[xs[i]].node;
   }
-  for (int n = first; n < nn; n++) {
-    const npuG_node *node = &g->nodes[n];
-    if (is_stop_gradient(g, n)) continue;
+  for (int n = first; n < nn && !st; n++) {
+    if (!in_walk(w, n) || is_stop_gradient(g, n)) continue;
+    const int *in;
+    int n_in, *owned;
+    st = walk_inputs(w, n, &in, &n_in, &owned);
     bool any = false;
-    for (int i = 0; i < node->n_inputs && !any; i++) any = w->flags[node->inputs[i]] & REACH;
+    for (int i = 0; i < n_in && !any && !st; i++) any = w->flags[in[i]] & REACH;
+    npuC_free(g->ctx, owned);
     if (!any) continue;
+    const npuG_node *node = &g->nodes[n];
     for (int i = 0; i < node->n_outputs; i++) {
       int v = node->first_output + i;
       if (npuX_is_float(g->values[v].dtype)) w->flags[v] |= REACH;
@@ -530,15 +595,19 @@ static npu_status gradients(walk *w, int n_ys, const int *ys, const int *grad_ys
     w->flags[ys[i]] |= NEED;
     if (g->values[ys[i]].node > last) last = g->values[ys[i]].node;
   }
-  for (int n = last; n >= 0; n--) {
+  for (int n = last; n >= 0 && !st; n--) {
+    if (!in_walk(w, n)) continue;
     const npuG_node *node = &g->nodes[n];
     bool any = false;
     for (int i = 0; i < node->n_outputs && !any; i++) any = w->flags[node->first_output + i] & NEED;
-    if (any)
-      for (int i = 0; i < node->n_inputs; i++) w->flags[node->inputs[i]] |= NEED;
+    if (!any) continue;
+    const int *in;
+    int n_in, *owned;
+    st = walk_inputs(w, n, &in, &n_in, &owned);
+    for (int i = 0; i < n_in && !st; i++) w->flags[in[i]] |= NEED;
+    npuC_free(g->ctx, owned);
   }
   /* seeds */
-  npu_status st = NPU_OK;
   for (int i = 0; i < n_ys && !st; i++) {
     int y = ys[i];
     if (!(w->flags[y] & REACH)) continue;
@@ -549,8 +618,35 @@ static npu_status gradients(walk *w, int n_ys, const int *ys, const int *grad_ys
   for (int n = last; n >= first && !st; n--) st = grad_node(w, n);
   for (int i = 0; i < n_xs && !st; i++)
     dx_out[i] = on_path(w, xs[i]) ? sum_into(w, xs[i], &st) : -1;
-  (void)nv;
   return st;
+}
+
+/* One walk over the nodes of the current region (strict) or of it and the regions around it. */
+static npu_status run_walk(npu_graph *g, bool strict, int n_ys, const int *ys, const int *grad_ys,
+                           int n_xs, const int *xs, int *dx_out) {
+  npu_context *ctx = g->ctx;
+  const int nv = g->n_values;
+  npu_status st = NPU_OK;
+  walk w = {.g = g, .n_values = nv, .region = g->cur_region, .strict = strict};
+  w.flags = npuC_calloc(ctx, (size_t)nv, 1);
+  w.head = npuC_alloc(ctx, (size_t)nv * sizeof *w.head);
+  w.summed = npuC_alloc(ctx, (size_t)nv * sizeof *w.summed);
+  if (!w.flags || !w.head || !w.summed) st = NPU_ERR_NOMEM;
+  else {
+    for (int v = 0; v < nv; v++) w.head[v] = w.summed[v] = -1;
+    st = gradients(&w, n_ys, ys, grad_ys, n_xs, xs, dx_out);
+  }
+  npuC_free(ctx, w.flags);
+  npuC_free(ctx, w.head);
+  npuC_free(ctx, w.summed);
+  npuC_free(ctx, w.c);
+  return st;
+}
+
+npu_status npuX_gradients_in(npu_graph *g, int n_ys, const int *ys, const int *grad_ys, int n_xs,
+                             const int *xs, int *dx) {
+  for (int i = 0; i < n_xs; i++) dx[i] = -1;
+  return run_walk(g, true, n_ys, ys, grad_ys, n_xs, xs, dx);
 }
 
 npu_status npu_graph_gradients(npu_graph *g, int n_ys, const int *ys, const int *grad_ys,
@@ -568,22 +664,12 @@ npu_status npu_graph_gradients(npu_graph *g, int n_ys, const int *ys, const int 
   if (st) return st;
   if (n_xs == 0) return NPU_OK;
 
-  const int n_nodes0 = g->n_nodes, nv = g->n_values;
-  walk w = {.g = g, .n_values = nv};
-  w.flags = npuC_calloc(ctx, (size_t)nv, 1);
-  w.head = npuC_alloc(ctx, (size_t)nv * sizeof *w.head);
-  w.summed = npuC_alloc(ctx, (size_t)nv * sizeof *w.summed);
-  if (!w.flags || !w.head || !w.summed) st = NPU_ERR_NOMEM;
-  else {
-    for (int v = 0; v < nv; v++) w.head[v] = w.summed[v] = -1;
-    st = gradients(&w, n_ys, ys, grad_ys, n_xs, xs, dx_out);
-  }
-  npuC_free(ctx, w.flags);
-  npuC_free(ctx, w.head);
-  npuC_free(ctx, w.summed);
-  npuC_free(ctx, w.c);
-  if (st) {
+  const int n_nodes0 = g->n_nodes, n_regions0 = g->n_regions, region0 = g->cur_region;
+  st = run_walk(g, false, n_ys, ys, grad_ys, n_xs, xs, dx_out);
+  if (st) { /* undo: the nodes and the regions (the gradients of control nodes) it added */
     npuG_truncate(g, n_nodes0);
+    g->n_regions = n_regions0;
+    g->cur_region = region0;
     for (int i = 0; i < n_xs; i++) dx_out[i] = -1;
   }
   return st;

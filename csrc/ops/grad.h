@@ -143,6 +143,22 @@ npu_status npuX_filter_grad_infer(npuX_infer *ic, const void *params, bool depth
    attributes; the filter's shape and the input's (but the batch) must be known. */
 npu_status npuX_conv_grad(npuX_grad *gc, const char *input_op, const char *filter_op);
 
+/* ---- control flow (grad_control.c) ---- */
+
+/* The values cond / while node `node` reads from around it, the inputs the walk gives it: its
+   own inputs outside its regions and what its regions' nodes (any depth) read from outside
+   them, each once.  *list is allocated (npuC_free), NULL when *n is 0. */
+npu_status npuX_control_inputs(const npu_graph *g, int node, int **list, int *n);
+/* The gradient of control node n: dy per output (-1 none); in, wanted: its
+   npuX_control_inputs and which are on the path; din: per input, its gradient or -1. */
+npu_status npuX_control_grad(npu_graph *g, int n, const int *dy, int n_in, const int *in,
+                             const bool *wanted, int *din);
+/* npu_graph_gradients restricted to the nodes of the current region (the xs are leaves:
+   nothing flows past them into the nodes around it), every grad_ys[i] given; no argument
+   checks and no undo on failure (the outer call undoes). */
+npu_status npuX_gradients_in(npu_graph *g, int n_ys, const int *ys, const int *grad_ys, int n_xs,
+                             const int *xs, int *dx);
+
 /* Grad functions of the family ops (defined with the ops' families, used by their files). */
 npu_status npuX_reduce_sum_grad(struct npuX_grad *gc);
 npu_status npuX_reduce_mean_grad(struct npuX_grad *gc);
