@@ -2317,6 +2317,11 @@ static npu_status build_loop(tf1 *t, int f) {
     }
     i++;
   }
+  for (int k = 0; k < t->n_nodes; k++) { /* an Exit is the output of its Switch's variable */
+    tf_node *e = &im->nodes[k];
+    if (e->role == ROLE_OUT && e->construct == c)
+      e->out_index = im->nodes[loop_merge_of(im, &im->nodes[e->in_node[0]])].out_index;
+  }
   return NPU_OK;
 }
 
@@ -3220,8 +3225,9 @@ static npu_status build_scope(importer *im, int s) {
 
 /* A loop variable: its dtype that of the value the loop starts with; its shape that value's
    rank with every dimension free (TensorFlow checks invariants when it builds the graph, so
-   an imported body is trusted), or anything for a TensorArray buffer (it grows) and values
-   of unknown rank. */
+   an imported body is trusted), or anything for values of unknown rank.  A TensorArray's
+   buffer keeps its shape when it is fixed (a fixed size, a known element shape), else takes
+   any (the first write shapes it, a growing array grows). */
 static npu_status build_loop_var(importer *im, int k) {
   tf_node *n = &im->nodes[k];
   const tf_construct *c = &im->constructs[n->construct];
@@ -3229,9 +3235,15 @@ static npu_status build_loop_var(importer *im, int k) {
   npu_status st = resolve(im, c->a[n->out_index].node, c->a[n->out_index].index, &init);
   if (st) return st;
   int ndim = npu_graph_value_ndim(im->g, init);
-  bool any = ndim < 0 || ta_origin(im, c->a[n->out_index]) >= 0;
+  const int64_t *shape = npu_graph_value_shape(im->g, init);
+  bool ta = ta_origin(im, c->a[n->out_index]) >= 0;
+  bool any = ndim < 0;
   int64_t dims[NPU_MAX_DIMS];
-  for (int d = 0; d < ndim && d < NPU_MAX_DIMS; d++) dims[d] = -1;
+  for (int d = 0; d < ndim && d < NPU_MAX_DIMS; d++) {
+    dims[d] = ta ? shape[d] : -1;
+    any |= ta && shape[d] < 0;
+  }
+  any |= ta && ndim == 1 && shape[0] == 0; /* an array nothing was written to: shaped by writes */
   npu_attr attrs[3] = {
       {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = npu_graph_value_dtype(im->g, init)},
       {.name = "index", .type = NPU_ATTR_INT, .u.i = n->out_index},
