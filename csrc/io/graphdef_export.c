@@ -464,7 +464,7 @@ typedef struct operand {
   bool is_input;
   int value;
   npu_dtype dtype; /* of the Const */
-  char name[300];
+  char name[1100];  /* TensorFlow names can be long (rvm's reach 250): never cut */
 } operand;
 
 /* Writes the Const for operand `attr` of node (its attribute, or the default rule's value)
@@ -531,9 +531,9 @@ static int put_operand_const(npuI_pb_writer *w, const npu_graph *g, const npuG_n
     dims[0] = n / 2, ndim = 2; /* (rank, 2) pairs */
   }
   const char *tf_arg = rule && rule->tf_arg ? rule->tf_arg : attr;
-  snprintf(op->name, sizeof op->name, "%.200s/%s", node->name, tf_arg);
+  snprintf(op->name, sizeof op->name, "%.1000s/%s", node->name, tf_arg);
   for (int k = 1; npuG_find_node(g, op->name) >= 0; k++)
-    snprintf(op->name, sizeof op->name, "%.200s/%s_%d", node->name, tf_arg, k);
+    snprintf(op->name, sizeof op->name, "%.1000s/%s_%d", node->name, tf_arg, k);
   op->is_input = false;
   op->dtype = dt;
   size_t m = npuI_pb_begin(w, field);
@@ -670,7 +670,7 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
   if (!def->tf_const_inputs_first)
     for (int i = 0; i < n_data; i++) put_input_name(w, g, fs, data[i]);
   for (int i = 0; i < n_ops; i++) {
-    char buf[400];
+    char buf[1200];
     if (ops[i].is_input) put_input_name(w, g, fs, ops[i].value);
     else if (fs) { /* a Const of the function: its output "output:0" */
       snprintf(buf, sizeof buf, "%s:output:0", ops[i].name);
