@@ -65,8 +65,23 @@ if exists(ref_json) then
   end
 end
 
+-- inputs: reference.json's names and files (tfjs_reference.mjs numbers them in the
+-- Placeholders' order, which may differ from the signature's), else the signature's order
 local feeds = {}
-for i, e in ipairs(info.inputs) do feeds[e.name] = npu.load(("%s/input_%d.npy"):format(ref_dir, i - 1)) end
+local ref_inputs = exists(ref_json) and (function()
+  local f = assert(io.open(ref_json, "r"))
+  local text = f:read("a")
+  f:close()
+  return text:match('"inputs":%s*(%b[])')
+end)()
+if ref_inputs then
+  for entry in ref_inputs:gmatch("%b{}") do
+    local name, file = entry:match('"name":%s*"([^"]+)"'), entry:match('"file":%s*"([^"]+)"')
+    feeds[name] = npu.load(ref_dir .. "/" .. file)
+  end
+else
+  for i, e in ipairs(info.inputs) do feeds[e.name] = npu.load(("%s/input_%d.npy"):format(ref_dir, i - 1)) end
+end
 local sess <close> = npu.Session { graph = g, options = options }
 local t0 = os.clock()
 local ys = sess:run(names, feeds)

@@ -163,18 +163,27 @@ placeholders.forEach((node, i) => {
   inputsMeta.push({ index: i, name: `${node.name}:0`, dtype: input.dtype, shape: input.shape, file: `input_${i}.npy` });
 });
 
-const run = () => {
-  const out = graphModel.execute(feeds, outputNames);
+// Models with control flow (Switch/Merge, loops) need executeAsync; the others run as before.
+let dynamic = false;
+const run = async () => {
+  let out;
+  if (!dynamic) {
+    try { out = graphModel.execute(feeds, outputNames); } catch (e) {
+      if (!/executeAsync/.test(e.message)) throw e;
+      dynamic = true;
+    }
+  }
+  if (dynamic) out = await graphModel.executeAsync(feeds, outputNames);
   const list = Array.isArray(out) ? out : [out];
   const vals = list.map(t => ({ dtype: t.dtype, shape: t.shape, values: t.dataSync() }));
   tf.dispose(list);
   return vals;
 };
-const outs = run();
+const outs = await run();
 const times = [];
 for (let k = 0; k < 5; k++) {
   const t0 = process.hrtime.bigint();
-  run();
+  await run();
   times.push(Number(process.hrtime.bigint() - t0) / 1e6);
 }
 times.sort((a, b) => a - b);

@@ -48,16 +48,17 @@ static bool in_regions(const ctl *c, int region) {
 }
 
 /* The values the control node reads from around it: its own inputs that are not its
-   regions' values, and what its regions' nodes (at any depth) read from outside them.  With
-   list NULL, only counts. */
+   regions' values, and what its regions' nodes (at any depth) read from outside them.  A
+   while's initial values come first, one per loop variable even when two are the same value
+   (run_while takes variable i from entry i).  With list NULL, only counts. */
 static int captures(const ctl *c, int *list, uint8_t *seen) {
   const npu_graph *g = c->g;
   const npuG_node *node = &g->nodes[c->id];
-  int n = 0;
+  int n = 0, n_inits = npuX_op(node->op)->kind == NPUX_KIND_WHILE ? (node->n_inputs - 1) / 2 : 0;
   memset(seen, 0, (size_t)g->n_values);
   for (int i = 0; i < node->n_inputs; i++) {
     int v = node->inputs[i];
-    if (in_regions(c, g->nodes[g->values[v].node].region) || seen[v]) continue;
+    if (in_regions(c, g->nodes[g->values[v].node].region) || (seen[v] && i >= n_inits)) continue;
     seen[v] = 1;
     if (list) list[n] = v;
     n++;

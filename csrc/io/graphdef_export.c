@@ -34,7 +34,11 @@
 #include "io/protobuf.h"
 
 /* GraphDef field numbers (the .proto files of tensorflow/core/framework). */
-enum { GRAPH_NODE = 1 };
+enum { GRAPH_NODE = 1, GRAPH_LIBRARY = 2 };
+/* FunctionDefLibrary: function 1; FunctionDef: signature 1 (OpDef: name 1, input_arg 2,
+   output_arg 3; ArgDef: name 1, type 3), node_def 3, ret 4 (map: key 1, value 2). */
+enum { LIBRARY_FUNCTION = 1, FUNCTION_SIGNATURE = 1, FUNCTION_NODE = 3, FUNCTION_RET = 4 };
+enum { ATTR_FUNC = 10 };
 enum { NODE_NAME = 1, NODE_OP = 2, NODE_INPUT = 3, NODE_ATTR = 5 };
 enum { ATTR_LIST = 1, ATTR_S = 2, ATTR_I = 3, ATTR_F = 4, ATTR_B = 5, ATTR_TYPE = 6,
        ATTR_SHAPE = 7, ATTR_TENSOR = 8 };
@@ -380,6 +384,78 @@ static void put_type_list(npuI_pb_writer *w, const char *name, const npu_graph *
   npuI_pb_end(w, m);
 }
 
+/* ---- functions: where a node is written and how it names values -------------------------- */
+
+/* A FunctionDef being written (NULL: the graph itself): its arguments are values of the graph
+   around it (args[i], named "a<i>") and, for a loop, its variables (the loop_var nodes of
+   `loop_region`, named "v<index>"); any other value is a node of the function,
+   "node:<output arg>:<index>" as TensorFlow names outputs inside functions. */
+typedef struct fn_scope {
+  int n_args;
+  const int *args;
+  int loop_region; /* 0: not a loop's */
+} fn_scope;
+
+/* TensorFlow's name of the output argument of type tf holding output `index` (in buf); *sub:
+   the index in that argument.  Most ops have one output argument; a list (Split, Unpack,
+   IdentityN, If, While) holds them all. */
+static const char *output_arg(const char *tf, int index, int *sub, char *buf, size_t size) {
+  static const struct {
+    const char *tf, *args;
+  } multi[] = {{"TopKV2", "values,indices"},
+               {"NonMaxSuppressionV4", "selected_indices,valid_outputs"},
+               {"NonMaxSuppressionV5", "selected_indices,selected_scores,valid_outputs"}};
+  static const char *const z_ops[] = {"Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum",
+                                      "Minimum", "Less", "LessEqual", "Greater", "GreaterEqual",
+                                      "Equal", "NotEqual", "LogicalAnd", "LogicalOr", "FloorDiv",
+                                      "FloorMod", "Pow", "SquaredDifference", "Atan2"};
+  static const char *const y_ops[] = {"Neg", "Abs", "Exp", "Log", "Sqrt", "Rsqrt", "Square",
+                                      "Sigmoid", "Tanh", "Sin", "Cos", "Floor", "Ceil",
+                                      "Reciprocal", "Sign", "Cast", "LogicalNot", "IsFinite"};
+  *sub = index;
+  for (size_t i = 0; i < npu_countof(multi); i++)
+    if (strcmp(multi[i].tf, tf) == 0 && npuI_list_item(multi[i].args, index, buf, size)) {
+      *sub = 0;
+      return buf;
+    }
+  for (size_t i = 0; i < npu_countof(z_ops); i++)
+    if (strcmp(z_ops[i], tf) == 0) return "z";
+  for (size_t i = 0; i < npu_countof(y_ops); i++)
+    if (strcmp(y_ops[i], tf) == 0) return "y";
+  if (strcmp(tf, "Relu") == 0 || strcmp(tf, "Relu6") == 0 || strcmp(tf, "LeakyRelu") == 0)
+    return "activations";
+  if (strcmp(tf, "Softmax") == 0) return "softmax";
+  if (strcmp(tf, "MatMul") == 0) return "product";
+  return "output";
+}
+
+static const char *export_type(const npuG_node *node);
+
+/* The name a value has where fs writes (a graph input name, or a function's). */
+static void value_name(const npu_graph *g, const fn_scope *fs, int value, char *buf, size_t size) {
+  const npuG_value *v = &g->values[value];
+  const npuG_node *src = &g->nodes[v->node];
+  if (fs) {
+    for (int i = 0; i < fs->n_args; i++)
+      if (fs->args[i] == value) {
+        snprintf(buf, size, "a%d", i);
+        return;
+      }
+    if (fs->loop_region && src->region == fs->loop_region &&
+        npuX_op(src->op)->kind == NPUX_KIND_LOOP_VAR) {
+      snprintf(buf, size, "v%d", npuX_loop_var_index(src));
+      return;
+    }
+    int sub;
+    char abuf[64];
+    const char *arg = output_arg(export_type(src), v->index, &sub, abuf, sizeof abuf);
+    snprintf(buf, size, "%.1000s:%s:%d", src->name, arg, sub);
+    return;
+  }
+  if (v->index == 0) snprintf(buf, size, "%.1000s", src->name);
+  else snprintf(buf, size, "%.1000s:%d", src->name, v->index);
+}
+
 /* ---- operands ----------------------------------------------------------------------------- */
 
 /* One TensorFlow input standing for one of our const-input attributes: a Const this exporter
@@ -388,7 +464,7 @@ typedef struct operand {
   bool is_input;
   int value;
   npu_dtype dtype; /* of the Const */
-  char name[300];
+  char name[1100];  /* TensorFlow names can be long (rvm's reach 250): never cut */
 } operand;
 
 /* Writes the Const for operand `attr` of node (its attribute, or the default rule's value)
@@ -396,7 +472,7 @@ typedef struct operand {
    attribute has no constant form. */
 static int put_operand_const(npuI_pb_writer *w, const npu_graph *g, const npuG_node *node,
                              const npu_op_def *def, const char *attr, npu_dtype value_dtype,
-                             operand *op) {
+                             operand *op, uint32_t field) {
   const struct operand_rule *rule = operand_rule(def->name, attr);
   const npuG_attr *a = npuG_attr_find(node, attr);
   int64_t ints[2 * NPU_MAX_DIMS];
@@ -455,12 +531,12 @@ static int put_operand_const(npuI_pb_writer *w, const npu_graph *g, const npuG_n
     dims[0] = n / 2, ndim = 2; /* (rank, 2) pairs */
   }
   const char *tf_arg = rule && rule->tf_arg ? rule->tf_arg : attr;
-  snprintf(op->name, sizeof op->name, "%.200s/%s", node->name, tf_arg);
+  snprintf(op->name, sizeof op->name, "%.1000s/%s", node->name, tf_arg);
   for (int k = 1; npuG_find_node(g, op->name) >= 0; k++)
-    snprintf(op->name, sizeof op->name, "%.200s/%s_%d", node->name, tf_arg, k);
+    snprintf(op->name, sizeof op->name, "%.1000s/%s_%d", node->name, tf_arg, k);
   op->is_input = false;
   op->dtype = dt;
-  size_t m = npuI_pb_begin(w, GRAPH_NODE);
+  size_t m = npuI_pb_begin(w, field);
   npuI_pb_put_string(w, NODE_NAME, op->name);
   npuI_pb_put_string(w, NODE_OP, "Const");
   npu_attr da = {.type = NPU_ATTR_DTYPE, .u.i = dt};
@@ -475,12 +551,9 @@ static int put_operand_const(npuI_pb_writer *w, const npu_graph *g, const npuG_n
   return 1;
 }
 
-static void put_input_name(npuI_pb_writer *w, const npu_graph *g, int value) {
-  const npuG_value *v = &g->values[value];
-  const char *src = g->nodes[v->node].name;
-  char buf[1100];
-  if (v->index == 0) snprintf(buf, sizeof buf, "%.1000s", src);
-  else snprintf(buf, sizeof buf, "%.1000s:%d", src, v->index);
+static void put_input_name(npuI_pb_writer *w, const npu_graph *g, const fn_scope *fs, int value) {
+  char buf[1200];
+  value_name(g, fs, value, buf, sizeof buf);
   npuI_pb_put_string(w, NODE_INPUT, buf);
 }
 
@@ -511,7 +584,9 @@ static bool has_attr(const out_attr *attrs, int n, const char *name) {
   return false;
 }
 
-static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *node) {
+static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *node,
+                           const fn_scope *fs) {
+  uint32_t field = fs ? FUNCTION_NODE : GRAPH_NODE;
   npu_context *ctx = g->ctx;
   const npu_op_def *def = npuX_op(node->op);
   if (def->kind == NPUX_KIND_VARIABLE || def->kind == NPUX_KIND_ASSIGN)
@@ -563,7 +638,7 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
     npu_dtype vdt = rule && rule->src == SRC_OUT0                  ? out0
                     : rule && rule->src == SRC_DATA1 && n_data > 1 ? g->values[data[1]].dtype
                                                                    : data0;
-    int r = put_operand_const(w, g, node, def, attr, vdt, op);
+    int r = put_operand_const(w, g, node, def, attr, vdt, op, field);
     if (r < 0)
       return npuC_error(ctx, NPU_ERR_UNSUPPORTED,
                         "node '%s': attribute '%s' cannot be written as a constant input",
@@ -575,20 +650,26 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
     if (n_ops == MAX_OPERANDS) break;
     ops[n_ops++] = (operand){.is_input = true, .value = given[next_given]};
   }
-  size_t m = npuI_pb_begin(w, GRAPH_NODE);
+  size_t m = npuI_pb_begin(w, field);
   npuI_pb_put_string(w, NODE_NAME, node->name);
   npuI_pb_put_string(w, NODE_OP, tf);
   if (!def->tf_const_inputs_first)
-    for (int i = 0; i < n_data; i++) put_input_name(w, g, data[i]);
+    for (int i = 0; i < n_data; i++) put_input_name(w, g, fs, data[i]);
   for (int i = 0; i < n_ops; i++) {
-    if (ops[i].is_input) put_input_name(w, g, ops[i].value);
-    else npuI_pb_put_string(w, NODE_INPUT, ops[i].name);
+    char buf[1200];
+    if (ops[i].is_input) put_input_name(w, g, fs, ops[i].value);
+    else if (fs) { /* a Const of the function: its output "output:0" */
+      snprintf(buf, sizeof buf, "%s:output:0", ops[i].name);
+      npuI_pb_put_string(w, NODE_INPUT, buf);
+    } else npuI_pb_put_string(w, NODE_INPUT, ops[i].name);
   }
   if (def->tf_const_inputs_first)
-    for (int i = 0; i < n_data; i++) put_input_name(w, g, data[i]);
+    for (int i = 0; i < n_data; i++) put_input_name(w, g, fs, data[i]);
   for (int i = 0; i < node->n_controls; i++) {
     char buf[1100];
-    snprintf(buf, sizeof buf, "^%.1000s", g->nodes[node->controls[i]].name);
+    const npuG_node *dep = &g->nodes[node->controls[i]];
+    if (dep->region != node->region) continue; /* inside another function: dropped */
+    snprintf(buf, sizeof buf, "^%.1000s", dep->name);
     npuI_pb_put_string(w, NODE_INPUT, buf);
   }
   /* attributes: ours (renamed, window ones widened), then the rules', sorted */
@@ -685,10 +766,302 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
   return st;
 }
 
-static npu_status serialize(npu_graph *g, npuI_pb_writer *w) {
+/* ---- control flow: If / While with a function library -------------------------------------
+ * A cond is written as TensorFlow's If and a while as its While (TF2's functional control
+ * flow), the regions as FunctionDefs of the graph's library:
+ *   - every value a control node's regions read from around them (at any depth), and the
+ *     results that are such values, is *captured*: an argument of its functions, passed by
+ *     the If after pred, by the While after the loop variables (as more loop variables the body
+ *     returns unchanged, as TensorFlow's while_v2 does);
+ *   - an If's branches are "<fn>_then" / "<fn>_else" (args: the captures; rets: the results);
+ *     a While's "<fn>_cond" (the region's nodes its condition needs) and "<fn>_body" (args: the
+ *     loop variables, then the captures; rets: the next values, then the captures);
+ *   - nodes inside a function name their inputs "node:<output arg>:<index>"; nested control
+ *     nodes are If / While nodes of the function, with their own functions in the library.
+ * The importer reads these back into the same cond and while nodes (graphdef.c). */
+
+static bool is_control(const npuG_node *node) {
+  int kind = npuX_op(node->op)->kind;
+  return kind == NPUX_KIND_COND || kind == NPUX_KIND_WHILE;
+}
+
+static const char *export_type(const npuG_node *node) {
+  const npu_op_def *def = npuX_op(node->op);
+  int unused;
+  if (def->kind == NPUX_KIND_COND) return "If";
+  if (def->kind == NPUX_KIND_WHILE) return "While";
+  if (strcmp(def->name, "pad") == 0) return pad_type(node, &unused);
+  if (strcmp(def->name, "non_max_suppression") == 0) return "NonMaxSuppressionV4";
+  return def->tf_type ? def->tf_type : def->name;
+}
+
+static int control_regions(const npuG_node *node, int r[2]) {
+  if (npuX_op(node->op)->kind == NPUX_KIND_COND) {
+    npuX_cond_regions(node, &r[0], &r[1]);
+    return 2;
+  }
+  r[0] = npuX_while_region(node), r[1] = 0;
+  return 1;
+}
+
+static bool inside(const npu_graph *g, const int r[2], int region) {
+  return (r[0] && npuG_region_within(g, region, r[0])) || (r[1] && npuG_region_within(g, region, r[1]));
+}
+
+/* The captures of control node `id` (see above), in first-use order; their count.  list NULL:
+   only counts.  seen: scratch of n_values bytes. */
+static int captures_of(const npu_graph *g, int id, int *list, uint8_t *seen) {
+  const npuG_node *node = &g->nodes[id];
+  int r[2], n = 0;
+  control_regions(node, r);
+  memset(seen, 0, (size_t)g->n_values);
+  bool is_while = npuX_op(node->op)->kind == NPUX_KIND_WHILE;
+  int first = is_while ? (node->n_inputs - 1) / 2 : 1; /* results (and a while's pred) */
   for (int k = 0; k < g->n_nodes; k++) {
-    npu_status st = put_node(g, w, &g->nodes[k]);
+    const npuG_node *m = &g->nodes[k];
+    bool mine = m->region && inside(g, r, m->region);
+    if (!mine && k != id) continue;
+    for (int i = k == id ? first : 0; i < m->n_inputs; i++) {
+      int v = m->inputs[i];
+      if (inside(g, r, g->nodes[g->values[v].node].region) || seen[v]) continue;
+      seen[v] = 1;
+      if (list) list[n] = v;
+      n++;
+    }
+  }
+  return n;
+}
+
+static void put_func_attr(npuI_pb_writer *w, const char *name, const char *fn) {
+  size_t m = npuI_pb_begin(w, NODE_ATTR);
+  npuI_pb_put_string(w, 1, name);
+  size_t v = npuI_pb_begin(w, 2);
+  size_t f = npuI_pb_begin(w, ATTR_FUNC);
+  npuI_pb_put_string(w, 1, fn);
+  npuI_pb_end(w, f);
+  npuI_pb_end(w, v);
+  npuI_pb_end(w, m);
+}
+
+static void put_dtypes_attr(npuI_pb_writer *w, const char *name, const npu_graph *g, int n1,
+                            const int *v1, int n2, const int *v2) {
+  size_t m = npuI_pb_begin(w, NODE_ATTR);
+  npuI_pb_put_string(w, 1, name);
+  size_t v = npuI_pb_begin(w, 2);
+  size_t l = npuI_pb_begin(w, ATTR_LIST);
+  size_t p = npuI_pb_begin(w, 6);
+  for (int i = 0; i < n1 + n2; i++)
+    npuI_pb_put_raw_varint(w, (uint64_t)npuI_dtype_to_tf(g->values[i < n1 ? v1[i] : v2[i - n1]].dtype));
+  npuI_pb_end(w, p);
+  npuI_pb_end(w, l);
+  npuI_pb_end(w, v);
+  npuI_pb_end(w, m);
+}
+
+static void fn_name(const npuG_node *node, int id, const char *part, char *buf, size_t size) {
+  snprintf(buf, size, "%.200s_%d_%s", node->name, id, part);
+  for (char *c = buf; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+          *c == '_' || *c == '.' || *c == '-'))
+      *c = '_';
+}
+
+/* The If / While node of control node id (attributes sorted by name). */
+static npu_status put_control(npu_graph *g, npuI_pb_writer *w, int id, const fn_scope *fs) {
+  const npuG_node *node = &g->nodes[id];
+  bool is_while = npuX_op(node->op)->kind == NPUX_KIND_WHILE;
+  uint8_t *seen = npuC_alloc(g->ctx, (size_t)g->n_values + 1);
+  int *caps = seen ? npuC_alloc(g->ctx, (size_t)g->n_values * sizeof *caps + 1) : NULL;
+  if (!caps) {
+    npuC_free(g->ctx, seen);
+    return npuC_error(g->ctx, NPU_ERR_NOMEM, "export: out of memory");
+  }
+  int n_caps = captures_of(g, id, caps, seen);
+  int n = (node->n_inputs - 1) / 2;
+  char a[300], b[300];
+  size_t m = npuI_pb_begin(w, fs ? FUNCTION_NODE : GRAPH_NODE);
+  npuI_pb_put_string(w, NODE_NAME, node->name);
+  npuI_pb_put_string(w, NODE_OP, is_while ? "While" : "If");
+  if (is_while)
+    for (int i = 0; i < n; i++) put_input_name(w, g, fs, node->inputs[i]);
+  else put_input_name(w, g, fs, node->inputs[0]);
+  for (int i = 0; i < n_caps; i++) put_input_name(w, g, fs, caps[i]);
+  if (is_while) {
+    int outs[NPUX_MAX_OUTPUTS];
+    for (int i = 0; i < n; i++) outs[i] = node->first_output + i;
+    put_dtypes_attr(w, "T", g, n, outs, n_caps, caps);
+    fn_name(node, id, "body", a, sizeof a);
+    put_func_attr(w, "body", a);
+    fn_name(node, id, "cond", b, sizeof b);
+    put_func_attr(w, "cond", b);
+    npu_attr pi = {.type = NPU_ATTR_INT, .u.i = 10};
+    put_attr(w, "parallel_iterations", &pi, false);
+  } else {
+    npu_attr tc = {.type = NPU_ATTR_DTYPE, .u.i = g->values[node->inputs[0]].dtype};
+    put_attr(w, "Tcond", &tc, false);
+    put_dtypes_attr(w, "Tin", g, n_caps, caps, 0, NULL);
+    int outs[NPUX_MAX_OUTPUTS];
+    for (int i = 0; i < n; i++) outs[i] = node->first_output + i;
+    put_dtypes_attr(w, "Tout", g, n, outs, 0, NULL);
+    fn_name(node, id, "else", a, sizeof a);
+    put_func_attr(w, "else_branch", a);
+    fn_name(node, id, "then", b, sizeof b);
+    put_func_attr(w, "then_branch", b);
+  }
+  npuI_pb_end(w, m);
+  npuC_free(g->ctx, caps);
+  npuC_free(g->ctx, seen);
+  return NPU_OK;
+}
+
+static void put_arg(npuI_pb_writer *w, uint32_t field, const char *name, npu_dtype dt) {
+  size_t m = npuI_pb_begin(w, field);
+  npuI_pb_put_string(w, 1, name);
+  npuI_pb_put_varint(w, 3, (uint64_t)npuI_dtype_to_tf(dt));
+  npuI_pb_end(w, m);
+}
+
+/* The nodes of `region` (those marked in need, when need is given) as the function's nodes. */
+static npu_status put_region_nodes(npu_graph *g, npuI_pb_writer *w, int region, const uint8_t *need,
+                                   const fn_scope *fs) {
+  for (int k = 0; k < g->n_nodes; k++) {
+    const npuG_node *m = &g->nodes[k];
+    if (m->region != region || (need && !need[k]) || npuX_op(m->op)->kind == NPUX_KIND_LOOP_VAR)
+      continue;
+    npu_status st = is_control(m) ? put_control(g, w, k, fs) : put_node(g, w, m, fs);
     if (st) return st;
+  }
+  return NPU_OK;
+}
+
+/* One FunctionDef: args (n_vars loop variables v<i>, then the captures a<i>), the nodes of
+   region, rets r<i> = results. */
+static npu_status put_function(npu_graph *g, npuI_pb_writer *w, const char *name, int region,
+                               const uint8_t *need, int n_vars, const int *var_values,
+                               const fn_scope *fs, int n_res, const int *res) {
+  char buf[1200], key[32];
+  size_t f = npuI_pb_begin(w, LIBRARY_FUNCTION);
+  size_t sig = npuI_pb_begin(w, FUNCTION_SIGNATURE);
+  npuI_pb_put_string(w, 1, name);
+  for (int i = 0; i < n_vars; i++) {
+    snprintf(key, sizeof key, "v%d", i);
+    put_arg(w, 2, key, g->values[var_values[i]].dtype);
+  }
+  for (int i = 0; i < fs->n_args; i++) {
+    snprintf(key, sizeof key, "a%d", i);
+    put_arg(w, 2, key, g->values[fs->args[i]].dtype);
+  }
+  for (int i = 0; i < n_res; i++) {
+    snprintf(key, sizeof key, "r%d", i);
+    put_arg(w, 3, key, g->values[res[i]].dtype);
+  }
+  npuI_pb_end(w, sig);
+  npu_status st = put_region_nodes(g, w, region, need, fs);
+  for (int i = 0; i < n_res && !st; i++) {
+    size_t r = npuI_pb_begin(w, FUNCTION_RET);
+    snprintf(key, sizeof key, "r%d", i);
+    npuI_pb_put_string(w, 1, key);
+    value_name(g, fs, res[i], buf, sizeof buf);
+    npuI_pb_put_string(w, 2, buf);
+    npuI_pb_end(w, r);
+  }
+  npuI_pb_end(w, f);
+  return st;
+}
+
+/* Marks the nodes of `region` that value `root` needs (through nested control nodes). */
+static void mark_needs(const npu_graph *g, int region, int root, uint8_t *need) {
+  int r = g->values[root].node;
+  if (g->nodes[r].region != region) return;
+  need[r] = 1;
+  for (int k = r; k >= 0; k--) {
+    const npuG_node *m = &g->nodes[k];
+    if (!need[k]) continue;
+    for (int i = 0; i < m->n_inputs; i++) {
+      int src = g->values[m->inputs[i]].node;
+      if (g->nodes[src].region == region) need[src] = 1;
+      else if (is_control(m)) { /* values its regions read from this region */
+        for (int j = src; j >= 0; j = g->regions[g->nodes[j].region - 1].owner) {
+          if (g->nodes[j].region == region) {
+            need[j] = 1;
+            break;
+          }
+          if (!g->nodes[j].region) break;
+        }
+      }
+    }
+    if (is_control(m)) {
+      int rr[2];
+      control_regions(m, rr);
+      for (int j = 0; j < k; j++) {
+        const npuG_node *x = &g->nodes[j];
+        if (!x->region || !inside(g, rr, x->region)) continue;
+        for (int i = 0; i < x->n_inputs; i++) {
+          int src = g->values[x->inputs[i]].node;
+          if (g->nodes[src].region == region) need[src] = 1;
+        }
+      }
+    }
+  }
+}
+
+/* The functions of control node id. */
+static npu_status put_functions(npu_graph *g, npuI_pb_writer *w, int id) {
+  const npuG_node *node = &g->nodes[id];
+  bool is_while = npuX_op(node->op)->kind == NPUX_KIND_WHILE;
+  uint8_t *seen = npuC_alloc(g->ctx, (size_t)g->n_values + (size_t)g->n_nodes + 1);
+  int *caps = seen ? npuC_alloc(g->ctx, ((size_t)g->n_values + 2 * NPUX_MAX_OUTPUTS + 1) * sizeof *caps) : NULL;
+  if (!caps) {
+    npuC_free(g->ctx, seen);
+    return npuC_error(g->ctx, NPU_ERR_NOMEM, "export: out of memory");
+  }
+  int n_caps = captures_of(g, id, caps, seen);
+  int n = (node->n_inputs - 1) / 2, r[2];
+  control_regions(node, r);
+  char name[300];
+  npu_status st = NPU_OK;
+  if (!is_while) {
+    fn_scope fs = {.n_args = n_caps, .args = caps};
+    for (int b = 0; b < 2 && !st; b++) {
+      fn_name(node, id, b ? "else" : "then", name, sizeof name);
+      st = put_function(g, w, name, r[b], NULL, 0, NULL, &fs, n, node->inputs + 1 + b * n);
+    }
+  } else {
+    fn_scope fs = {.n_args = n_caps, .args = caps, .loop_region = r[0]};
+    int outs[NPUX_MAX_OUTPUTS];
+    for (int i = 0; i < n; i++) outs[i] = node->first_output + i;
+    uint8_t *need = seen + g->n_values;
+    memset(need, 0, (size_t)g->n_nodes);
+    mark_needs(g, r[0], node->inputs[n], need);
+    fn_name(node, id, "cond", name, sizeof name);
+    st = put_function(g, w, name, r[0], need, n, outs, &fs, 1, node->inputs + n);
+    int *res = caps + n_caps; /* the next values, then the captures unchanged */
+    for (int i = 0; i < n; i++) res[i] = node->inputs[n + 1 + i];
+    for (int i = 0; i < n_caps; i++) res[n + i] = caps[i];
+    fn_name(node, id, "body", name, sizeof name);
+    if (!st) st = put_function(g, w, name, r[0], NULL, n, outs, &fs, n + n_caps, res);
+  }
+  npuC_free(g->ctx, caps);
+  npuC_free(g->ctx, seen);
+  return st;
+}
+
+static npu_status serialize(npu_graph *g, npuI_pb_writer *w) {
+  bool any = false;
+  for (int k = 0; k < g->n_nodes; k++) {
+    const npuG_node *node = &g->nodes[k];
+    any |= is_control(node);
+    if (node->region) continue; /* written in its function */
+    npu_status st = is_control(node) ? put_control(g, w, k, NULL) : put_node(g, w, node, NULL);
+    if (st) return st;
+  }
+  if (any) {
+    size_t lib = npuI_pb_begin(w, GRAPH_LIBRARY);
+    for (int k = 0; k < g->n_nodes; k++) {
+      npu_status st = is_control(&g->nodes[k]) ? put_functions(g, w, k) : NPU_OK;
+      if (st) return st;
+    }
+    npuI_pb_end(w, lib);
   }
   if (w->failed) return npuC_error(g->ctx, NPU_ERR_NOMEM, "export: out of memory");
   return NPU_OK;
