@@ -249,6 +249,9 @@ static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
   (void)e, num(w, (int64_t)s->scratch_size);
 }
 
+/* shaped when it runs (docs/dynamic.md): its outputs' shapes here may hold -1 */
+static void s_dynamic(jw *w, const ex *e, const npuE_step *s) { (void)e, boolean(w, s->dynamic); }
+
 static const struct {
   const char *name;
   step_field fn;
@@ -263,6 +266,7 @@ static const struct {
     {"round_out", s_round_out},
     {"scratch_bytes", s_scratch},
     {"impl", s_impl},
+    {"dynamic", s_dynamic},
 };
 
 /* ---- memory fields ---- */
@@ -352,6 +356,10 @@ static void p_folded_nodes(jw *w, const ex *e) {
   close_(w, ']');
 }
 static void p_iterations(jw *w, const ex *e) { num(w, e->p->iterations); }
+/* compiled for feeds with -1 dims (a dynamic-shape plan: any size there) */
+static void p_generic(jw *w, const ex *e) { boolean(w, e->p->generic); }
+static void p_dynamic(jw *w, const ex *e) { boolean(w, e->p->dynamic); }
+static void p_id(jw *w, const ex *e) { num(w, e->p->id); }
 static void p_feeds(jw *w, const ex *e) { values(w, e, e->p->n_feeds, e->p->feeds); }
 static void p_fetches(jw *w, const ex *e) { values(w, e, e->p->n_fetches, e->p->fetches); }
 static void p_steps(jw *w, const ex *e) {
@@ -386,6 +394,9 @@ static const struct {
     {"folded", p_folded},
     {"folded_nodes", p_folded_nodes},
     {"iterations", p_iterations},
+    {"id", p_id},
+    {"generic", p_generic},
+    {"dynamic", p_dynamic},
     {"feeds", p_feeds},
     {"fetches", p_fetches},
     {"steps", p_steps},

@@ -28,9 +28,10 @@ end
 function M.tostring(e)
   local m = e.memory or {}
   local lines = {
-    ("plan: %d steps, %d folded, %d iteration%s, precision %s%s"):format(e.n_steps, e.folded,
+    ("plan: %d steps, %d folded, %d iteration%s, precision %s%s%s"):format(e.n_steps, e.folded,
       e.iterations, e.iterations == 1 and "" or "s", tostring(e.precision_mode),
-      e.reference and " (reference path)" or ""),
+      e.reference and " (reference path)" or "",
+      e.generic and ", dynamic shape (any size at the feeds' -1 dims)" or ""),
     ("memory: arena %d B%s for %d values%s (%d B unplanned, live peak %d B%s), own %d B, constants %d B, scratch %d B, widening %d B, total %d B"):format(
       m.arena_bytes or 0, m.arena_shared and " (the session's, shared)" or "", m.planned_values or 0,
       m.buffers_in_arena and " and the step buffers" or "", m.planned_bytes or 0, m.live_peak_bytes or 0,
@@ -52,6 +53,7 @@ function M.tostring(e)
       rounding = (" round %s/%s"):format(s.round_in or "-", s.round_out or "-")
     end
     if s.impl == "high_performance" then rounding = rounding .. " high_performance" end
+    if s.dynamic then rounding = rounding .. " dynamic" end
     lines[#lines + 1] = ("%4d  %-18s %-28s %-24s -> %s%s"):format(i, s.op, s.node, pass_str(s),
       table.concat(outs, "; "), rounding)
   end
