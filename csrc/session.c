@@ -1,7 +1,10 @@
 /*
  * session.c — sessions: a graph, a checked copy of the options, the variables, and a cache
  * of plans keyed by the fetch/feed signature (and, for a dataset whose element shape varies,
- * by the shapes of the elements its iterators deliver next).  Ties the layers together.
+ * by the shapes of the elements its iterators deliver next).  A dynamic-shape plan, compiled
+ * from feeds with -1 dims (compile_hybrid_mode, compile_dynamic_mode,
+ * shape_generalization_mode), takes any size there; a static plan of the exact shapes wins.
+ * Ties the layers together.
  */
 #include <stdlib.h>
 #include <string.h>
