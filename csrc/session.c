@@ -1,13 +1,17 @@
 /*
  * session.c — sessions: a graph, a checked copy of the options, the variables, and a cache
  * of plans keyed by the fetch/feed signature (and, for a dataset whose element shape varies,
- * by the shapes of the elements its iterators deliver next).  Ties the layers together.
+ * by the shapes of the elements its iterators deliver next).  A dynamic-shape plan, compiled
+ * from feeds with -1 dims (compile_hybrid_mode, compile_dynamic_mode,
+ * shape_generalization_mode), takes any size there; a static plan of the exact shapes wins.
+ * Ties the layers together.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compile/dims_profiles.h"
 #include "compile/exec_config.h"
+#include "compile/generalize.h"
 #include "compile/precision.h"
 #include "exec/observe.h"
 #include "options/options_int.h"
@@ -41,6 +45,7 @@ struct npu_session {
   int n_compiled;    /* plans compiled so far: the next plan's id */
   npuP_dims *dims;   /* input_shape + dynamic_dims (compile/dims_profiles.c), from the 1st run */
   npuP_weights *weights; /* external_weight: its weight files (compile/external_weight.c) */
+  npuP_generic generic;  /* stand-in feeds of dynamic-shape plans (compile/generalize.c) */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -129,6 +134,7 @@ void npu_session_release(npu_session *s) {
   npuP_config_free(ctx, &s->compile);
   npuP_graph_configs_free(ctx, &s->graph_configs, NULL);
   npuP_dims_free(ctx, s->dims);
+  npuP_generic_free(ctx, &s->generic);
   npu_options_release(s->options);
   npuC_free(ctx, s);
   npu_context_release(ctx);
@@ -136,6 +142,19 @@ void npu_session_release(npu_session *s) {
 
 const npu_options *npu_session_options(const npu_session *s) { return s->options; }
 int npu_session_n_plans(const npu_session *s) { return s->n_plans; }
+
+int64_t npu_session_stat(const npu_session *s, npu_session_stat_kind which) {
+  int64_t n = 0;
+  switch (which) {
+  case NPU_SESSION_STAT_PLANS: return s->n_plans;
+  case NPU_SESSION_STAT_COMPILED: return s->n_compiled;
+  case NPU_SESSION_STAT_DYNAMIC_PLANS:
+    for (int i = 0; i < s->n_plans; i++) n += s->plans[i]->generic;
+    return n;
+  case NPU_SESSION_STAT_EMPTY_SKIPS: return s->state.n_empty_skips;
+  }
+  return -1;
+}
 
 /* Variables are stored by node id; the graph may have grown since the last run. */
 static npu_status reserve_variables(npu_session *s) {
@@ -231,24 +250,70 @@ typedef struct run_sig {
   const int *targets;
 } run_sig;
 
-/* The index of the cached plan of this signature and feed shapes, -1 for none. */
-static int cached_plan(const npu_session *s, const run_sig *r, npu_tensor *const *feed_tensors) {
+/* The index of the cached plan of this signature and feed shapes (a static plan, or a
+   dynamic-shape one when generic), -1 for none. */
+static int cached_plan(const npu_session *s, const run_sig *r, npu_tensor *const *feed_tensors,
+                       bool generic) {
   for (int i = 0; i < s->n_plans; i++)
-    if (npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches, r->fetches,
+    if (s->plans[i]->generic == generic &&
+        npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches, r->fetches,
                      r->n_targets, r->targets))
       return i;
   return -1;
 }
 
-/* Whether cached plan i is the one for this run: compiled for its signature and feed shapes,
-   and for the shapes of the elements its get_next nodes deliver next when they vary
-   (exec/iterators.c: a short last batch has a plan of its own). */
+/* Whether cached plan i is the one for this run: a static plan (a dynamic-shape one when
+   generic) compiled for its signature and feed shapes, and for the shapes of the elements its
+   get_next nodes deliver next when they vary (exec/iterators.c: a short last batch has a plan
+   of its own). */
 static npu_status plan_fits(npu_session *s, int i, const run_sig *r,
-                            npu_tensor *const *feed_tensors, bool *fits) {
-  *fits = npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
+                            npu_tensor *const *feed_tensors, bool generic, bool *fits) {
+  *fits = s->plans[i]->generic == generic &&
+          npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
                        r->fetches, r->n_targets, r->targets);
   return *fits && s->plans[i]->n_next ? npuE_next_matches(&s->state, s->plans[i], fits)
                                       : NPU_OK;
+}
+
+/* The cached plan for this run, the last one used first (a loop runs the same signature);
+   NULL when none fits.  Static plans and dynamic-shape ones are looked up apart: a plan
+   compiled for exactly these shapes wins over one that takes any size. */
+static npu_status lookup(npu_session *s, const run_sig *r, npu_tensor *const *feed_tensors,
+                         bool generic, npuE_plan **out) {
+  bool fits = false;
+  npu_status st = NPU_OK;
+  *out = NULL;
+  if (s->n_plans && (st = plan_fits(s, s->last_plan, r, feed_tensors, generic, &fits))) return st;
+  if (fits) {
+    *out = s->plans[s->last_plan];
+    return NPU_OK;
+  }
+  for (int i = 0; i < s->n_plans; i++) {
+    if ((st = plan_fits(s, i, r, feed_tensors, generic, &fits))) return st;
+    if (fits) {
+      *out = s->plans[s->last_plan = i];
+      return NPU_OK;
+    }
+  }
+  return NPU_OK;
+}
+
+/* compile_dynamic_mode / shape_generalization_mode: the feeds to compile a new plan of this
+   run from (compile/generalize.c), from the signature's last plan; the run's own when no dim
+   is generalised. */
+static npu_status generalized_feeds(npu_session *s, const npuP_config *cfg, const run_sig *r,
+                                    npu_tensor *const *feed_tensors, npu_tensor *const **in) {
+  const npuE_plan *prev = NULL;
+  for (int i = s->n_plans - 1; i >= 0 && !prev && cfg->generalize != NPUP_GEN_STRICT; i--)
+    if (npuP_same_signature(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
+                            r->fetches, r->n_targets, r->targets))
+      prev = s->plans[i];
+  npu_tensor *const *key;
+  npu_status st = npuP_generalize(&s->generic, s->ctx, s->state.graph, cfg->generalize,
+                                  cfg->any_feed_dims, r->n_feeds, r->feeds, feed_tensors, prev,
+                                  &key);
+  *in = key ? key : feed_tensors;
+  return st;
 }
 
 /* Compiles the plan of a signature and caches it (the oldest plan goes beyond MAX_PLANS). */
@@ -291,7 +356,7 @@ static npu_status signature_seen(npu_session *s, int profile, const run_sig *r,
     if (k == profile) continue;
     npu_status st = npuP_dims_feeds(s->dims, s->ctx, k, r->n_feeds, r->feeds, feed_tensors, &in);
     if (st) return st;
-    *seen = cached_plan(s, r, in) >= 0;
+    *seen = cached_plan(s, r, in, false) >= 0;
   }
   return NPU_OK;
 }
@@ -305,10 +370,21 @@ static npu_status compile_profiles(npu_session *s, npuP_config *cfg, int profile
     npuE_plan *plan;
     if (k == profile) continue;
     st = npuP_dims_feeds(s->dims, s->ctx, k, r->n_feeds, r->feeds, feed_tensors, &in);
-    if (st || cached_plan(s, r, in) >= 0) continue; /* (two profiles alike on this run's feeds) */
+    if (st || cached_plan(s, r, in, false) >= 0) continue; /* (two profiles alike here) */
     st = compile_plan(s, cfg, r, in, &plan);
     if (st) st = npuC_error_prefix(s->ctx, st, "dynamic_dims profile %d", k);
     else n_new++;
+  }
+  /* compile_hybrid_mode: and the dynamic-shape plan, for the feeds outside the profiles */
+  if (!st && profile != NPUP_DIMS_OUTSIDE && npuP_dims_hybrid(s->dims)) {
+    npu_tensor *const *in;
+    npuE_plan *plan;
+    st = npuP_dims_feeds(s->dims, s->ctx, -1, r->n_feeds, r->feeds, feed_tensors, &in);
+    if (!st && cached_plan(s, r, in, true) < 0) {
+      st = compile_plan(s, cfg, r, in, &plan);
+      if (st) st = npuC_error_prefix(s->ctx, st, "compile_hybrid_mode's dynamic-shape plan");
+      else n_new++;
+    }
   }
   if (st) {
     for (int i = s->n_plans - n_new; i < s->n_plans; i++) npuP_free(s->ctx, s->plans[i]);
@@ -347,23 +423,19 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
 
   run_sig r = {n_feeds, feed_values, n_fetches, fetch_values, n_targets, target_nodes};
   npuE_plan *plan = NULL;
-  bool fits = false;
-  if (s->n_plans && (st = plan_fits(s, s->last_plan, &r, feed_tensors, &fits))) return st;
-  if (fits) {
-    plan = s->plans[s->last_plan];
-  } else {
-    for (int i = 0; i < s->n_plans && !plan; i++) {
-      if ((st = plan_fits(s, i, &r, feed_tensors, &fits))) return st;
-      if (fits) plan = s->plans[s->last_plan = i];
-    }
-  }
+  int profile = -1;
+  if ((st = lookup(s, &r, feed_tensors, false, &plan))) return st;
   if (!plan) {
-    /* dynamic_dims: the profile of the feeds, -1 for none (a cached plan was compiled for
-       feeds that passed this check: its shapes are the run's) */
-    int profile;
+    /* dynamic_dims: the profile of the feeds, -1 for none, NPUP_DIMS_OUTSIDE (hybrid) for the
+       dynamic-shape plan (a cached static plan was compiled for feeds that passed this check:
+       its shapes are the run's) */
     st = npuP_dims_match(&s->dims, ctx, s->options, s->state.graph, n_feeds, feed_values,
                          feed_tensors, &profile);
     if (st) return st;
+    /* a dynamic-shape plan that takes these feeds (never for a profile's: its static plan) */
+    if (profile < 0 && (st = lookup(s, &r, feed_tensors, true, &plan))) return st;
+  }
+  if (!plan) {
     /* the session's config, or a graph-level one (set_graph_exec_config) the run reaches */
     npuP_config *cfg;
     bool made;
@@ -373,8 +445,15 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
     if (st) return st;
     if (made && cfg->accel.on) cfg->precision = accelerate_precision(s, cfg);
     bool seen = true;
-    if (profile >= 0) st = signature_seen(s, profile, &r, feed_tensors, &seen);
-    if (!st) st = compile_plan(s, cfg, &r, feed_tensors, &plan);
+    if (profile != -1) st = signature_seen(s, profile, &r, feed_tensors, &seen);
+    /* what the plan is compiled from: the feeds, or stand-ins with some dims -1 */
+    npu_tensor *const *in = feed_tensors;
+    if (st) return st;
+    if (profile == NPUP_DIMS_OUTSIDE)
+      st = npuP_dims_feeds(s->dims, ctx, -1, n_feeds, feed_values, feed_tensors, &in);
+    else if (profile == -1)
+      st = generalized_feeds(s, cfg, &r, feed_tensors, &in);
+    if (!st) st = compile_plan(s, cfg, &r, in, &plan);
     if (!st && !seen) st = compile_profiles(s, cfg, profile, &r, feed_tensors);
     if (st) return st;
   }

@@ -1,6 +1,7 @@
 -- dynamic_mode_spec.lua — compile_dynamic_mode (000: "all input shapes are generalised to -1"):
--- a placeholder's declared dims stop binding its feeds (its rank still does), shape inference
--- runs on the fed shapes, and an op that cannot take them fails naming itself.
+-- a placeholder's declared dims stop binding its feeds (its rank still does), one dynamic-shape
+-- plan runs every shape (its steps shaped when they run), and an op that cannot take them fails
+-- naming itself.
 local lu = require("luaunit")
 local npu = require("npu")
 
@@ -35,7 +36,7 @@ function TestCompileDynamicMode:test_declared_dims_stop_binding_feeds()
   -- the rank still binds
   lu.assertStrContains(fails(on.run, on, y, { [x] = npu.ones({ 5, 3, 1 }) }),
     "placeholder 'x' expects [2,3], got [5,3,1]")
-  -- an op that cannot take the fed shape fails the compile, naming itself
+  -- an op that cannot take the fed shape fails the run, naming itself (its step is dynamic)
   local gr = npu.Graph()
   local xr = gr:placeholder("float32", { 2, 3 }, "xr")
   local r = npu.reshape(xr, { 3, 2 }, { name = "fixed_reshape" })

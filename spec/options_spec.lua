@@ -149,7 +149,9 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     if info.effect:match("^real: ") then real[#real + 1] = info.name end
   end
   table.sort(real)
-  lu.assertEquals(real, { "accelerate_train_mode", "bp_point", "compile_dynamic_mode", "customize_dtypes", "deterministic",
+  lu.assertEquals(real, { "accelerate_train_mode", "all_tensor_not_empty", -- exec/exec.c run_dynamic
+    "bp_point", "compile_dynamic_mode", "compile_hybrid_mode", -- compile/generalize.c, session.c
+    "customize_dtypes", "deterministic",
     "dump_data", "dump_debug_mode", "dump_layer", "dump_mode", "dump_path", "dump_step", -- exec/dump.c
     "dynamic_dims", "dynamic_input",
     "dynamic_inputs_shape_range", "dynamic_node_type", "enable_dump", "enable_dump_debug", -- exec/dump.c
@@ -161,7 +163,7 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "oo_constant_folding", "op_precision_mode", "op_select_implmode",
     "optypelist_for_implmode", "precision_mode", "precision_mode_v2",
     "profiling_mode", "profiling_options", -- exec/profile.c (and bp_point, fp_point)
-    "session_device_id", "static_memory_policy", "use_off_line" })
+    "session_device_id", "shape_generalization_mode", "static_memory_policy", "use_off_line" })
 end
 
 function TestOptionsTable:test_hardware_options_say_no_effect_on_the_cpu()

@@ -2,8 +2,10 @@
  * test_dims_profiles.c — dynamic dimension profiles (input_shape, dynamic_dims,
  * dynamic_node_type; compile/dims_profiles.c) through the C API: the values of every profile,
  * the plans compiled at the first run, the refusal of a feed that is no profile and of an
- * input_shape that does not describe the graph, and the allocation-failure sweep over all of
- * it (a clean NPU_ERR_NOMEM and zero live bytes at every failing allocation).
+ * input_shape that does not describe the graph, the dynamic-shape plans of compile_hybrid_mode,
+ * compile_dynamic_mode and shape_generalization_mode (with all_tensor_not_empty's empty-tensor
+ * check), and the allocation-failure sweep over all of it (a clean NPU_ERR_NOMEM and zero live
+ * bytes at every failing allocation).
  */
 #include <string.h>
 
@@ -11,8 +13,8 @@
 
 typedef struct handles {
   npu_graph *g;
-  npu_options *o, *bad;
-  npu_session *s, *s_bad;
+  npu_options *o, *bad, *dyn[3];
+  npu_session *s, *s_bad, *s_dyn[3];
   npu_tensor *x, *out;
 } handles;
 
@@ -21,6 +23,10 @@ static void release_all(handles *h) {
   npu_tensor_release(h->x);
   npu_session_release(h->s);
   npu_session_release(h->s_bad);
+  for (int i = 0; i < 3; i++) {
+    npu_session_release(h->s_dyn[i]);
+    npu_options_release(h->dyn[i]);
+  }
   npu_options_release(h->o);
   npu_options_release(h->bad);
   npu_graph_release(h->g);
@@ -28,20 +34,55 @@ static void release_all(handles *h) {
 }
 
 /* Runs y = x + x for a (1, n) x of 1, 2, ...; checks the values when asked. */
-static npu_status run_n(npu_context *ctx, handles *h, int fetch, int feed, int64_t n,
-                        int check_values) {
+static npu_status run_on(npu_context *ctx, handles *h, npu_session *s, int fetch, int feed,
+                         int64_t n, int check_values) {
   npu_tensor_release(h->x);
   npu_tensor_release(h->out);
   h->x = h->out = NULL;
   TRY(npu_tensor_new(ctx, NPU_DTYPE_F32, 2, (int64_t[]){1, n}, &h->x));
   float *xd = npu_tensor_data(h->x);
   for (int64_t i = 0; i < n; i++) xd[i] = (float)(i + 1);
-  TRY(npu_session_run(h->s, 1, &feed, &h->x, 1, &fetch, &h->out, 0, NULL));
+  TRY(npu_session_run(s, 1, &feed, &h->x, 1, &fetch, &h->out, 0, NULL));
   if (check_values) {
     CHECK_EQ_I64(npu_tensor_shape(h->out)[1], n);
     const float *y = npu_tensor_data(h->out);
     for (int64_t i = 0; i < n; i++) CHECK_NEAR(y[i], 2.0 * (double)(i + 1), 0);
   }
+  return NPU_OK;
+}
+
+static npu_status run_n(npu_context *ctx, handles *h, int fetch, int feed, int64_t n,
+                        int check_values) {
+  return run_on(ctx, h, h->s, fetch, feed, n, check_values);
+}
+
+/* compile_hybrid_mode, compile_dynamic_mode, shape_generalization_mode ADAPTIVE: which plans
+   the runs compile (npu_session_stat), and the empty-tensor check on a batch of 0. */
+static npu_status dynamic_plans(npu_context *ctx, handles *h, int y, int x, int check_values) {
+  for (int i = 0; i < 3; i++) TRY(npu_options_new(ctx, &h->dyn[i]));
+  TRY(npu_options_set_string(h->dyn[0], "input_shape", "x:1,-1"));
+  TRY(npu_options_set_string(h->dyn[0], "dynamic_dims", "2;4"));
+  TRY(npu_options_set_int(h->dyn[0], "dynamic_node_type", 1));
+  TRY(npu_options_set_int(h->dyn[0], "compile_hybrid_mode", 1));
+  TRY(npu_options_set_bool(h->dyn[1], "compile_dynamic_mode", 1));
+  TRY(npu_options_set_string(h->dyn[2], "jit_compile", "true"));
+  TRY(npu_options_set_string(h->dyn[2], "shape_generalization_mode", "ADAPTIVE"));
+  for (int i = 0; i < 3; i++) TRY(npu_session_new(ctx, h->g, h->dyn[i], &h->s_dyn[i]));
+  /* hybrid: both profiles and the dynamic-shape plan at the first run, which is outside */
+  TRY(run_on(ctx, h, h->s_dyn[0], y, x, 3, check_values));
+  TRY(run_on(ctx, h, h->s_dyn[0], y, x, 4, check_values));
+  TRY(run_on(ctx, h, h->s_dyn[0], y, x, 7, check_values));
+  CHECK_EQ_I64(npu_session_stat(h->s_dyn[0], NPU_SESSION_STAT_COMPILED), 3);
+  CHECK_EQ_I64(npu_session_stat(h->s_dyn[0], NPU_SESSION_STAT_DYNAMIC_PLANS), 1);
+  /* compile_dynamic_mode: one plan; a batch of 0 skips the add (all_tensor_not_empty False) */
+  for (int64_t n = 1; n < 4; n++) TRY(run_on(ctx, h, h->s_dyn[1], y, x, n, check_values));
+  TRY(run_on(ctx, h, h->s_dyn[1], y, x, 0, check_values));
+  CHECK_EQ_I64(npu_session_stat(h->s_dyn[1], NPU_SESSION_STAT_COMPILED), 1);
+  CHECK_EQ_I64(npu_session_stat(h->s_dyn[1], NPU_SESSION_STAT_EMPTY_SKIPS), 1);
+  /* ADAPTIVE: a static plan, then one with the changed dim -1 */
+  for (int64_t n = 2; n < 6; n++) TRY(run_on(ctx, h, h->s_dyn[2], y, x, n, check_values));
+  CHECK_EQ_I64(npu_session_stat(h->s_dyn[2], NPU_SESSION_STAT_COMPILED), 2);
+  CHECK_EQ_I64(npu_session_stat(h->s_dyn[2], NPU_SESSION_STAT_PLANS), 2);
   return NPU_OK;
 }
 
@@ -90,7 +131,7 @@ static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
   CHECK(strstr(npu_context_errmsg(ctx), "input_shape names 'w', which is not a node of the graph") !=
         NULL);
   CHECK(strstr(npu_context_errmsg(ctx), "its placeholders: 'x', 'z'") != NULL);
-  return NPU_OK;
+  return dynamic_plans(ctx, h, y, x, check_values);
 }
 
 static npu_status run_checking_values(npu_context *ctx, void *h) { return scenario(ctx, h, 1); }

@@ -472,8 +472,9 @@ static int l_op_list(lua_State *L) {
         [NPUX_KIND_CONST] = "const",       [NPUX_KIND_VARIABLE] = "variable",
         [NPUX_KIND_ASSIGN] = "assign",     [NPUX_KIND_IDENTITY] = "identity",
         [NPUX_KIND_NO_OP] = "no_op",       [NPUX_KIND_LOOP] = "loop",
-        [NPUX_KIND_GET_NEXT] = "get_next"};
-    _Static_assert(npu_countof(kinds) == NPUX_KIND_GET_NEXT + 1, "a kind without a name");
+        [NPUX_KIND_GET_NEXT] = "get_next", [NPUX_KIND_COND] = "cond",
+        [NPUX_KIND_WHILE] = "while",       [NPUX_KIND_LOOP_VAR] = "loop_var"};
+    _Static_assert(npu_countof(kinds) == NPUX_KIND_LOOP_VAR + 1, "a kind without a name");
     lua_pushstring(L, kinds[d->kind]);
     lua_setfield(L, -2, "kind");
     static const char *const precs[] = {"gray", "trust", "block"};

@@ -75,6 +75,24 @@ static int l_session_n_plans(lua_State *L) {
   return 1;
 }
 
+/* sess:stats() -> {plans =, compiled =, dynamic_plans =, empty_skips =} (npu_session_stat). */
+static int l_session_stats(lua_State *L) {
+  npu_session *s = check_open(L, "npu.Session:stats");
+  static const struct {
+    const char *name;
+    npu_session_stat_kind kind;
+  } stats[] = {{"plans", NPU_SESSION_STAT_PLANS},
+               {"compiled", NPU_SESSION_STAT_COMPILED},
+               {"dynamic_plans", NPU_SESSION_STAT_DYNAMIC_PLANS},
+               {"empty_skips", NPU_SESSION_STAT_EMPTY_SKIPS}};
+  lua_createtable(L, 0, (int)(sizeof stats / sizeof stats[0]));
+  for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
+    lua_pushinteger(L, (lua_Integer)npu_session_stat(s, stats[i].kind));
+    lua_setfield(L, -2, stats[i].name);
+  }
+  return 1;
+}
+
 /* ---- fetch collection ---- */
 
 typedef struct fetch_set {
@@ -426,6 +444,7 @@ static int l_session_options(lua_State *L) {
 void npuB_open_session(lua_State *L) {
   static const luaL_Reg methods[] = {{"run", l_session_run},         {"close", l_session_close},
                                      {"closed", l_session_closed},   {"n_plans", l_session_n_plans},
+                                     {"stats", l_session_stats},
                                      {"options", l_session_options}, {"last_plan", l_session_last_plan},
                                      {"set_progress", l_session_set_progress},
                                      {"reduced_precision", l_session_reduced_precision},

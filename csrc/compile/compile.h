@@ -155,6 +155,8 @@ typedef struct npuE_plan {
   unsigned long uses;
   int id;               /* the session's compilations counted from 0 when this one was made:
                            names the plan in dumps and profiles */
+  bool generic;         /* compiled for feeds with unknown (-1) dims: a dynamic-shape plan that
+                           npuP_matches takes for any size there */
 } npuE_plan;
 
 /* compile/plan.c */
@@ -164,10 +166,24 @@ typedef struct npuE_plan {
 struct npuP_fusion_config; /* compile/fusion.c */
 struct npuP_mix_config;    /* compile/precision.c */
 struct npuP_impl_config;   /* compile/implmode.c */
+/* Which feed dims a plan leaves unknown (-1), so that one dynamic-shape plan serves many feed
+   shapes (compile/generalize.c): STRICT none (a plan per shape); FULL every dim the graph leaves
+   unknown, once a feed's shape changed between runs (shape_generalization_mode FULL); ADAPTIVE
+   the dims that changed; ALL every dim from the first run (compile_dynamic_mode). */
+typedef enum {
+  NPUP_GEN_STRICT,
+  NPUP_GEN_FULL,
+  NPUP_GEN_ADAPTIVE,
+  NPUP_GEN_ALL
+} npuP_generalize_mode;
+
 typedef struct npuP_config {
   bool reference; /* use_off_line = false: reference kernels, serial, no precision changes */
   bool fold;      /* oo_constant_folding: evaluate constant subgraphs at compile time */
   bool any_feed_dims; /* compile_dynamic_mode: placeholders' declared dims read as -1 */
+  int generalize; /* npuP_generalize_mode: when a run's feed shapes become -1 (session.c) */
+  bool skip_empty; /* all_tensor_not_empty False: a dynamic step whose outputs are all empty
+                      skips its kernel (exec.c run_dynamic) */
   bool training;  /* graph_run_mode 1 */
   int64_t iterations_per_loop; /* the session option, checked against loop nodes */
   int precision;  /* npuP_precision */
@@ -205,7 +221,8 @@ npu_status npuP_compile(struct npuE_state *st, int n_feeds, const int *feeds,
                         npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
                         int n_targets, const int *targets, const npuP_config *cfg,
                         npuE_plan **out);
-/* Whether plan p was compiled for exactly this signature. */
+/* Whether plan p was compiled for this signature: same feed, fetch and target ids, feed dtypes
+   and ranks, and equal feed dims (any size where a generic plan has -1). */
 bool npuP_matches(const npuE_plan *p, int n_feeds, const int *feeds,
                   npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
                   int n_targets, const int *targets);

@@ -37,6 +37,17 @@ static bool verify_plans(void) {
   return v && strcmp(v, "1") == 0;
 }
 
+/* compile_dynamic_mode generalises every input from the first run (000: "the first iteration
+   generalizes all input shapes to -1, and the shape_generalization_mode setting does not take
+   effect"); else shape_generalization_mode, which the option table lets leave STRICT only with
+   jit_compile=true. */
+static int generalize_mode(const npu_options *o) {
+  if (npuO_bool(o, NPUO_compile_dynamic_mode)) return NPUP_GEN_ALL;
+  const char *m = npuO_string(o, NPUO_shape_generalization_mode);
+  return !strcmp(m, "FULL") ? NPUP_GEN_FULL : !strcmp(m, "ADAPTIVE") ? NPUP_GEN_ADAPTIVE
+                                                                      : NPUP_GEN_STRICT;
+}
+
 npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config *cfg) {
   /* 004: "the configured cache directory must exist. Otherwise, the compilation fails." */
   const char *cache_dir = npuO_string(o, NPUO_graph_compiler_cache_dir);
@@ -51,6 +62,8 @@ npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config 
       .reference = !npuO_bool(o, NPUO_use_off_line),
       .fold = npuO_bool(o, NPUO_oo_constant_folding),
       .any_feed_dims = npuO_bool(o, NPUO_compile_dynamic_mode),
+      .generalize = generalize_mode(o),
+      .skip_empty = !npuO_bool(o, NPUO_all_tensor_not_empty),
       .training = npuO_training(o),
       .iterations_per_loop = npuO_int(o, NPUO_iterations_per_loop),
       .precision = (int)npuP_precision_mode(o),

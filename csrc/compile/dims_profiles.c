@@ -28,6 +28,7 @@ typedef struct dims_entry {
 
 struct npuP_dims {
   int node_type; /* dynamic_node_type: 0 dataset outputs, 1 placeholders */
+  bool hybrid;   /* compile_hybrid_mode 1: a feed outside the profiles runs the dynamic plan */
   int n_entries;
   dims_entry *entries;
   int n_profiles, n_dyn;
@@ -114,6 +115,7 @@ static npu_status parse(npu_context *ctx, const npu_options *o, npuP_dims **out)
   npuP_dims *d = npuC_calloc(ctx, 1, sizeof *d);
   if (!d) return NPU_ERR_NOMEM;
   d->node_type = (int)npuO_int(o, NPUO_dynamic_node_type);
+  d->hybrid = npuO_int(o, NPUO_compile_hybrid_mode) == 1;
   d->n_entries = count_char(shape, ';') + 1;
   d->n_profiles = count_char(dims, ';') + 1;
   d->n_dyn = count_char(shape, '-'); /* an upper bound of the -1s (the grammar: only -1 has '-') */
@@ -153,11 +155,16 @@ void npuP_dims_free(npu_context *ctx, npuP_dims *d) {
 }
 
 int npuP_dims_n_profiles(const npuP_dims *d) { return d ? d->n_profiles : 0; }
+bool npuP_dims_hybrid(const npuP_dims *d) { return d && d->hybrid; }
 
 /* ------------------------------------------------------------------ shapes and messages */
 
-/* Entry en's shape in profile k. */
+/* Entry en's shape in profile k; k < 0: input_shape's own, -1 at the profile dims. */
 static void profile_shape(const npuP_dims *d, const dims_entry *en, int k, int64_t *shape) {
+  if (k < 0) {
+    memcpy(shape, en->shape, (size_t)en->ndim * sizeof *shape);
+    return;
+  }
   const int64_t *sz = d->sizes + (size_t)k * (size_t)d->n_dyn + (size_t)en->first_dyn;
   for (int i = 0, j = 0; i < en->ndim; i++) shape[i] = en->shape[i] == -1 ? sz[j++] : en->shape[i];
 }
@@ -376,6 +383,16 @@ static npu_status check_dataset(npuP_dims *d, npu_context *ctx, const npu_graph 
 
 /* ------------------------------------------------------------------ the run check */
 
+/* compile_hybrid_mode: whether feed t, no profile's, may run the dynamic-shape plan: its rank
+   and the dims input_shape fixes are input_shape's (else it is refused as before: the plan
+   binds those dims). */
+static bool is_outside(const dims_entry *en, const npu_tensor *t) {
+  if (t->ndim != en->ndim) return false;
+  for (int i = 0; i < en->ndim; i++)
+    if (en->shape[i] != -1 && en->shape[i] != t->shape[i]) return false;
+  return true;
+}
+
 npu_status npuP_dims_match(npuP_dims **dims, npu_context *ctx, const npu_options *o,
                            const npu_graph *g, int n_feeds, const int *feeds,
                            npu_tensor *const *feed_tensors, int *profile) {
@@ -394,7 +411,7 @@ npu_status npuP_dims_match(npuP_dims **dims, npu_context *ctx, const npu_options
   }
   if (d->node_type == 0) return NPU_OK; /* one element shape, checked once above */
   memset(d->cand, 1, (size_t)d->n_profiles);
-  bool fed_any = false;
+  bool fed_any = false, outside = false;
   for (int i = 0; i < d->n_entries; i++) {
     const dims_entry *en = &d->entries[i];
     const npu_tensor *t = NULL;
@@ -408,6 +425,19 @@ npu_status npuP_dims_match(npuP_dims **dims, npu_context *ctx, const npu_options
       some |= is;
       d->cand[k] &= is;
     }
+    if (!some && d->hybrid && is_outside(en, t)) {
+      outside = true;
+      continue;
+    }
+    if (!some && d->hybrid) {
+      char a[96], b[96];
+      return npuC_error(ctx, NPU_ERR_ARG,
+                        "feed '%s' has shape %s: compile_hybrid_mode runs a feed outside the "
+                        "dynamic_dims profiles on the dynamic-shape plan only when it has "
+                        "input_shape's rank and fixed dims: %s",
+                        en->name, npuC_shape_str(a, sizeof a, t->ndim, t->shape),
+                        npuC_shape_str(b, sizeof b, en->ndim, en->shape));
+    }
     if (!some) {
       char a[96], allowed[300] = "";
       list_shapes(allowed, sizeof allowed, d, en);
@@ -417,11 +447,15 @@ npu_status npuP_dims_match(npuP_dims **dims, npu_context *ctx, const npu_options
     }
   }
   if (!fed_any) return NPU_OK;
-  for (int k = 0; k < d->n_profiles; k++)
+  for (int k = 0; k < d->n_profiles && !outside; k++)
     if (d->cand[k]) {
       *profile = k;
       return NPU_OK;
     }
+  if (d->hybrid) { /* no profile, or feeds of different profiles: the dynamic-shape plan */
+    *profile = NPUP_DIMS_OUTSIDE;
+    return NPU_OK;
+  }
   /* each feed is some profile's, but not all the same profile's */
   char got[200] = "", allowed[300] = "";
   for (int i = 0; i < d->n_entries; i++) {

@@ -405,6 +405,10 @@ static void p_folded_nodes(jw *w, const ex *e) {
   close_(w, ']');
 }
 static void p_iterations(jw *w, const ex *e) { num(w, e->p->iterations); }
+/* compiled for feeds with -1 dims (a dynamic-shape plan: any size there) */
+static void p_generic(jw *w, const ex *e) { boolean(w, e->p->generic); }
+static void p_dynamic(jw *w, const ex *e) { boolean(w, e->p->dynamic); }
+static void p_id(jw *w, const ex *e) { num(w, e->p->id); }
 static void p_feeds(jw *w, const ex *e) { values(w, e, e->p->n_feeds, e->p->feeds); }
 static void p_fetches(jw *w, const ex *e) { values(w, e, e->p->n_fetches, e->p->fetches); }
 static void p_steps(jw *w, const ex *e) { steps(w, e, e->p->steps, e->p->n_steps); }
@@ -427,6 +431,9 @@ static const struct {
     {"folded", p_folded},
     {"folded_nodes", p_folded_nodes},
     {"iterations", p_iterations},
+    {"id", p_id},
+    {"generic", p_generic},
+    {"dynamic", p_dynamic},
     {"feeds", p_feeds},
     {"fetches", p_fetches},
     {"steps", p_steps},

@@ -56,7 +56,11 @@ struct npuP_weights {
 npu_status npuP_weights_new(npu_context *ctx, const npu_options *o, int session_id,
                             npuP_weights **out) {
   *out = NULL;
-  if (!npuO_bool(o, NPUO_external_weight)) return NPU_OK;
+  /* 000: with compile_hybrid_mode 1, "if weight externalization ... is not enabled via
+     external_weight, the system automatically enables this function to share weight files":
+     the profiles' plans and the dynamic-shape plan then share one mapping per constant */
+  if (!npuO_bool(o, NPUO_external_weight) && npuO_int(o, NPUO_compile_hybrid_mode) != 1)
+    return NPU_OK;
   const char *base = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
   if (!*base) base = ".";
   char name[64];

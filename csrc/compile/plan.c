@@ -30,10 +30,10 @@ bool npuP_matches(const npuE_plan *p, int n_feeds, const int *feeds,
   if (n_feeds && memcmp(p->feeds, feeds, (size_t)n_feeds * sizeof *feeds)) return false;
   for (int i = 0; i < n_feeds; i++) {
     const npu_tensor *t = feed_tensors[i];
-    if (t->dtype != p->feed_dtypes[i] || t->ndim != p->feed_ndims[i] ||
-        (t->ndim && memcmp(t->shape, p->feed_shapes + i * NPU_MAX_DIMS,
-                           (size_t)t->ndim * sizeof(int64_t))))
-      return false;
+    const int64_t *want = p->feed_shapes + i * NPU_MAX_DIMS;
+    if (t->dtype != p->feed_dtypes[i] || t->ndim != p->feed_ndims[i]) return false;
+    for (int k = 0; k < t->ndim; k++) /* a generic plan's -1 takes any size */
+      if (want[k] != t->shape[k] && !(p->generic && want[k] < 0)) return false;
   }
   return true;
 }
@@ -421,6 +421,7 @@ static npu_status new_plan(compiling *c) {
     p->feed_dtypes[i] = t->dtype;
     p->feed_ndims[i] = t->ndim;
     memcpy(p->feed_shapes + i * NPU_MAX_DIMS, t->shape, sizeof t->shape);
+    for (int k = 0; k < t->ndim; k++) p->generic |= t->shape[k] < 0; /* compile/generalize.c */
   }
   if (n_values) memcpy(p->values, g->values, (size_t)n_values * sizeof *p->values);
   return NPU_OK;

@@ -212,6 +212,19 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
     }
   }
   if (s) return s;
+  /* all_tensor_not_empty False (the default): the empty-tensor check.  A step whose outputs
+     are all sized and all empty has nothing to compute, so its kernel is not called (an op
+     sized by its kernel, NPUX_F_DATA_SHAPE, is not known empty before it runs).  True: the
+     kernel runs whatever the sizes, as 000 says of removing the check nodes. */
+  if (p->config && p->config->skip_empty && step->n_out) {
+    bool empty = true;
+    for (int i = 0; i < step->n_out && empty; i++)
+      empty = out[i] != &meta[i] && out[i]->numel == 0;
+    if (empty) {
+      st->n_empty_skips++;
+      return NPU_OK;
+    }
+  }
   npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
                     .params = params, .n_inputs = step->n_in, .in = in,
                     .n_outputs = step->n_out, .out = out, .step = st->n_iterations,

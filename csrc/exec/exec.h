@@ -35,6 +35,7 @@ typedef struct npuE_state {
   struct npuE_dump *dump;
   struct npuE_profile *profile;
   npuE_nest nest;
+  int64_t n_empty_skips; /* dynamic steps whose kernel was skipped: all outputs empty */
 } npuE_state;
 
 /* exec/exec.c: runs one step of plan p (a top-level one or a nested one). */

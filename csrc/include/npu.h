@@ -610,6 +610,18 @@ NPU_API void npu_session_release(npu_session *s);
 NPU_API const npu_options *npu_session_options(const npu_session *s);
 /* Number of plans compiled so far (the plan cache's size). */
 NPU_API int npu_session_n_plans(const npu_session *s);
+/* A session's counters, for npu_session_stat. */
+typedef enum npu_session_stat_kind {
+  NPU_SESSION_STAT_PLANS,         /* plans in the cache now (npu_session_n_plans) */
+  NPU_SESSION_STAT_COMPILED,      /* plans compiled since the session was made */
+  NPU_SESSION_STAT_DYNAMIC_PLANS, /* cached plans compiled for feeds with unknown (-1) dims,
+                                     which take any size there (compile_hybrid_mode,
+                                     compile_dynamic_mode, shape_generalization_mode) */
+  NPU_SESSION_STAT_EMPTY_SKIPS    /* dynamic steps whose kernel was not called because all
+                                     their outputs were empty (all_tensor_not_empty False) */
+} npu_session_stat_kind;
+/* The counter which of s; -1 for an unknown kind.  Thread rules: those of s. */
+NPU_API int64_t npu_session_stat(const npu_session *s, npu_session_stat_kind which);
 /* accelerate_train_mode: the training progress, as TellMeStepOrLossHook tells it — the current
    step and the total steps ("...|step|r"), or the current loss and the target loss
    ("...|loss|r").  Without it the session reads STEP_NOW/TOTAL_STEP or LOSS_NOW/TARGET_LOSS

@@ -31,9 +31,10 @@ end
 function M.tostring(e)
   local m = e.memory or {}
   local lines = {
-    ("plan: %d steps, %d folded, %d iteration%s, precision %s%s"):format(e.n_steps, e.folded,
+    ("plan: %d steps, %d folded, %d iteration%s, precision %s%s%s"):format(e.n_steps, e.folded,
       e.iterations, e.iterations == 1 and "" or "s", tostring(e.precision_mode),
-      e.reference and " (reference path)" or ""),
+      e.reference and " (reference path)" or "",
+      e.generic and ", dynamic shape (any size at the feeds' -1 dims)" or ""),
     ("memory: arena %d B%s for %d values%s (%d B unplanned, live peak %d B%s), own %d B, constants %d B, scratch %d B, widening %d B, total %d B"):format(
       m.arena_bytes or 0, m.arena_shared and " (the session's, shared)" or "", m.planned_values or 0,
       m.buffers_in_arena and " and the step buffers" or "", m.planned_bytes or 0, m.live_peak_bytes or 0,
