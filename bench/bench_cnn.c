@@ -11,7 +11,8 @@
  *
  * Threads: the session at 1 and 2 device threads (npu_context_set_n_threads; OpenBLAS at one
  * thread, as the context sets it); the twin with OpenBLAS at the same thread count.
- * Usage: bench_cnn [reps] (default 41).  Also prints the session's step-by-step split.
+ * Usage: bench_cnn [reps] (default 41).  With BENCH_CNN_SESSION_ONLY set, the twin is not
+ * run (for a profiler's view of the session alone); with BENCH_CNN_FORWARD_ONLY, no train step.
  */
 #include <cblas.h>
 #include <float.h>
@@ -389,17 +390,28 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  int max_threads = npu_context_n_threads(n.ctx);
+  if (getenv("BENCH_CNN_EXPLAIN")) { /* the plans' steps, one a line */
+    for (int mode = 0; mode < N_MODES; mode++) {
+      char *json = NULL;
+      st = mode ? npu_session_explain(n.s, 2, feeds_v, feeds, 0, NULL, 6, n.updates, &json)
+                : npu_session_explain(n.s, 1, feeds_v, feeds, 1, &n.logits, 0, NULL, &json);
+      if (st) return fail(n.ctx, "explain", st);
+      printf("%s plan: %s\n", mode ? "train" : "forward", json);
+      npu_free(n.ctx, json);
+    }
+  }
+  int max_threads = npu_context_n_threads(n.ctx), twin_too = !getenv("BENCH_CNN_SESSION_ONLY");
   printf("%-11s %7s %10s %10s %9s\n", "mode", "threads", "session ms", "hand C ms", "ratio");
   double *ts = malloc(sizeof(double) * (size_t)reps), *tc = malloc(sizeof(double) * (size_t)reps);
-  for (int mode = 0; mode < N_MODES; mode++)
+  int n_modes = getenv("BENCH_CNN_FORWARD_ONLY") ? 1 : N_MODES;
+  for (int mode = 0; mode < n_modes; mode++)
     for (int threads = 1; threads <= (max_threads < 2 ? max_threads : 2); threads++) {
       npu_context_set_n_threads(n.ctx, threads);
       for (int r = -3; r < reps; r++) { /* three warm-ups */
         openblas_set_num_threads(threads);
         double t0 = now();
-        if (mode == 0) twin_forward(&t);
-        else twin_train(&t);
+        if (twin_too && mode == 0) twin_forward(&t);
+        else if (twin_too) twin_train(&t);
         double t1 = now();
         openblas_set_num_threads(1);
         if (mode == 0) {
