@@ -50,8 +50,9 @@ static void window_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, i
   *k1 = b;
 }
 
-static void max_pool_grad_range(void *arg, int64_t begin, int64_t end) {
-  const wg_job *j = arg;
+static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_job *j,
+                                                                       int64_t begin,
+                                                                       int64_t end) {
   const npuK_window2d *w = j->w;
   const int64_t c = w->c, n_cb = (c + MPG_CB - 1) / MPG_CB, pixels = w->in_h * w->in_w;
   for (int64_t item = begin; item < end; item++) {
@@ -100,10 +101,27 @@ static void max_pool_grad_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+static void max_pool_grad_range(void *arg, int64_t begin, int64_t end) {
+  max_pool_grad_items(arg, begin, end);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The same code with 256-bit vectors: compares and selects only, so the same bits. */
+__attribute__((target("avx2"))) static void max_pool_grad_range_avx2(void *arg, int64_t begin,
+                                                                     int64_t end) {
+  max_pool_grad_items(arg, begin, end);
+}
+#endif
+
 void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                             const float *dy, float *dx) {
   wg_job j = {.w = w, .a = x, .b = dy, .out = dx};
-  npuK_parallel_for(pool, w->n * ((w->c + MPG_CB - 1) / MPG_CB), 1, max_pool_grad_range, &j);
+  void (*range)(void *, int64_t, int64_t) = max_pool_grad_range;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) range = max_pool_grad_range_avx2;
+#endif
+  npuK_parallel_for(pool, w->n * ((w->c + MPG_CB - 1) / MPG_CB), 1, range, &j);
 }
 
 static void avg_pool_grad_range(void *arg, int64_t begin, int64_t end) {
