@@ -138,9 +138,15 @@ $(BENCH_REDUCE): bench/bench_reduce.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
 
-bench: all $(BENCH_BIN) $(BENCH_REDUCE)
+BENCH_CNN = $(BUILD)/bench/bench_cnn
+$(BENCH_CNN): bench/bench_cnn.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
+
+bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN)
 	$(BENCH_BIN)
 	$(BENCH_REDUCE)
+	$(BENCH_CNN)
 	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua
 	$(LUA) bench/fusion.lua

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "core/half.h"
 #include "kernels/kernels.h"
+#include "kernels/kgrad.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -1049,6 +1050,90 @@ static void test_conv_random(void) {
   }
 }
 
+/* max_pool_grad against the plain loop over (n, channel) it replaced: ties (values drawn
+   from a few), NaNs, overlapping windows, padding, channel counts off the 8-lane vectors and
+   past the 64-channel items; the same bits on any pool. */
+static void naive_max_pool_grad(const npuK_window2d *w, const float *x, const float *dy,
+                                float *dx) {
+  const int64_t c = w->c;
+  memset(dx, 0, (size_t)(w->n * w->in_h * w->in_w * c) * sizeof *dx);
+  for (int64_t n = 0; n < w->n; n++)
+    for (int64_t ci = 0; ci < c; ci++)
+      for (int64_t oh = 0; oh < w->out_h; oh++)
+        for (int64_t ow = 0; ow < w->out_w; ow++) {
+          int64_t best = -1;
+          float m = 0;
+          for (int64_t kh = 0; kh < w->k_h; kh++)
+            for (int64_t kw = 0; kw < w->k_w; kw++) {
+              int64_t ih = oh * w->stride_h - w->pad_top + kh, iw = ow * w->stride_w - w->pad_left + kw;
+              if (ih < 0 || ih >= w->in_h || iw < 0 || iw >= w->in_w) continue;
+              float v = x[((n * w->in_h + ih) * w->in_w + iw) * c + ci];
+              if (best < 0 || v > m || (v != v && m == m)) best = ih * w->in_w + iw, m = v;
+            }
+          if (best >= 0)
+            dx[(n * w->in_h * w->in_w + best) * c + ci] += dy[((n * w->out_h + oh) * w->out_w + ow) * c + ci];
+        }
+}
+
+static void test_max_pool_grad(void) {
+  static const int64_t shapes[][8] = { /* n h w c k s same */
+      {2, 6, 6, 8, 2, 2, 0}, {1, 7, 5, 13, 3, 2, 1}, {3, 5, 5, 70, 3, 1, 1}, {1, 4, 4, 1, 2, 1, 0},
+      {2, 9, 9, 17, 3, 3, 1}, {1, 3, 3, 9, 4, 1, 1}};
+  for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+    const int64_t *s = shapes[t];
+    npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[4], s[5], s[5], 1, 1, (int)s[6]);
+    CHECK(g.n > 0);
+    int64_t nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * g.c;
+    float *x = rand_f32(nx), *dy = rand_f32(ny), *d1 = rand_f32(nx), *d2 = rand_f32(nx);
+    float *d3 = rand_f32(nx);
+    for (int64_t i = 0; i < nx; i++) x[i] = (float)((int)(x[i] * 3)); /* ties */
+    if (t % 2) x[nx / 3] = NAN, x[nx / 2] = NAN;
+    naive_max_pool_grad(&g, x, dy, d1);
+    npuK_max_pool_grad_f32(NULL, &g, x, dy, d2);
+    CHECK(bits_equal(d1, d2, (size_t)nx * 4));
+    npuK_max_pool_grad_f32(&pool_two, &g, x, dy, d3);
+    CHECK(bits_equal(d1, d3, (size_t)nx * 4));
+    npuK_max_pool_grad_f32(&pool_odd, &g, x, dy, d3);
+    CHECK(bits_equal(d1, d3, (size_t)nx * 4));
+    free(x); free(dy); free(d1); free(d2); free(d3);
+  }
+}
+
+/* conv2d_backprop_filter: the register-tiled kernel against the direct loops, bit for bit
+   (the same sums in the same order), on any pool: channel counts off the tiles (4 input
+   channels, 16 / 8 output channels and a scalar tail), more than 16 input channels (several
+   items per (kh, kw)), blocks of 64 positions crossing rows and images, strides, dilation,
+   SAME and VALID; and float32 throughout when there is no scratch. */
+static void test_conv_filter_grad(void) {
+  static const int64_t shapes[][11] = { /* n h w c kh kw s d same oc */
+      {1, 5, 5, 1, 3, 3, 1, 1, 1, 32, 0}, {2, 9, 7, 3, 3, 3, 1, 1, 1, 17, 0},
+      {3, 11, 13, 20, 3, 3, 2, 1, 1, 9, 0}, {1, 8, 8, 5, 1, 1, 1, 1, 0, 64, 0},
+      {2, 12, 10, 7, 3, 2, 1, 2, 0, 24, 0}, {5, 6, 6, 33, 2, 2, 2, 1, 1, 7, 0},
+      {1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0},    {4, 14, 14, 32, 3, 3, 1, 1, 1, 64, 0}};
+  for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+    const int64_t *s = shapes[t];
+    npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[6], s[7], s[7],
+                                  (int)s[8]);
+    CHECK(g.n > 0);
+    int64_t oc = s[9], nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * oc;
+    int64_t nf = g.k_h * g.k_w * g.c * oc;
+    float *x = rand_f32(nx), *dy = rand_f32(ny), *f1 = rand_f32(nf), *f2 = rand_f32(nf);
+    float *f3 = rand_f32(nf), *f4 = rand_f32(nf);
+    double *acc = malloc(npuK_filter_grad_f32_scratch_size(&g, oc));
+    npuK_conv2d_backprop_filter_f32_ref(NULL, &g, oc, x, dy, f1, acc);
+    npuK_conv2d_backprop_filter_f32(NULL, &g, oc, x, dy, f2, acc);
+    CHECK(bits_equal(f1, f2, (size_t)nf * 4));
+    npuK_conv2d_backprop_filter_f32(&pool_two, &g, oc, x, dy, f3, acc);
+    CHECK(bits_equal(f1, f3, (size_t)nf * 4));
+    npuK_conv2d_backprop_filter_f32(&pool_odd, &g, oc, x, dy, f4, acc);
+    CHECK(bits_equal(f1, f4, (size_t)nf * 4));
+    npuK_conv2d_backprop_filter_f32_ref(NULL, &g, oc, x, dy, f1, NULL);
+    npuK_conv2d_backprop_filter_f32(&pool_two, &g, oc, x, dy, f2, NULL);
+    CHECK(bits_equal(f1, f2, (size_t)nf * 4));
+    free(x); free(dy); free(f1); free(f2); free(f3); free(f4); free(acc);
+  }
+}
+
 /* The fast depthwise kernel's paths (register tiles of 4 columns x 16 or 8 channels, a scalar
    channel tail, border columns with their own kw range, rows with no valid kh, multiplier > 1,
    epilogues applied in registers) against the naive ref: the same summation order, so the
@@ -1221,5 +1306,7 @@ int main(void) {
   test_depthwise_pool_hand();
   test_depthwise_paths();
   test_pool_paths();
+  test_conv_filter_grad();
+  test_max_pool_grad();
   return check_summary("test_kernels");
 }

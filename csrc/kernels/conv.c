@@ -117,6 +117,17 @@ static const float *in_row(const npuK_window2d *w, const void *x, npuK_dtype xdt
   return row;
 }
 
+/* dst[0, n) = src[0, n): a few floats (a 3x3 window's row of a 1-channel image is 3) by a
+   fixed-size copy the compiler inlines, rather than a library call per row */
+static inline void copy_floats(float *dst, const float *src, int64_t n) {
+  switch (n) {
+#define COPY_N(k) case k: memcpy(dst, src, k * sizeof *dst); return;
+    COPY_N(1) COPY_N(2) COPY_N(3) COPY_N(4) COPY_N(5) COPY_N(6) COPY_N(7) COPY_N(8)
+#undef COPY_N
+  default: memcpy(dst, src, (size_t)n * sizeof *dst);
+  }
+}
+
 /* col is (rows, k_h*k_w*c): im2col of output pixels [m0, m0 + rows) of x (dtype xdt; a reduced
    one read through ring). */
 static void im2col(const npuK_window2d *w, const void *x, npuK_dtype xdt, row_ring *ring,
@@ -136,7 +147,7 @@ static void im2col(const npuK_window2d *w, const void *x, npuK_dtype xdt, row_ri
       }
       const float *src = in_row(w, x, xdt, ring, nb, ih);
       if (cols_inside && w->dilation_w == 1) {
-        memcpy(dst, src + iw0 * c, (size_t)kwc * sizeof *dst);
+        copy_floats(dst, src + iw0 * c, kwc);
         continue;
       }
       for (int64_t kw = 0; kw < w->k_w; kw++) {
@@ -181,6 +192,64 @@ typedef struct conv_job {
   const npuK_epilogue *ep; /* fused steps: applied to each block as soon as it is computed */
 } conv_job;
 
+/* bias + relu (or bias alone), the commonest epilogue, in one pass over a block of rows
+   (out_c each) instead of npuK_epilogue_f32's two: the same float32 operations, so the same
+   bits (relu as unary.c's: x <= 0 ? 0 : x, NaN kept). */
+typedef float ep_vec __attribute__((vector_size(8 * sizeof(float))));
+typedef int32_t ep_ivec __attribute__((vector_size(8 * sizeof(float))));
+
+static int ep_is_bias_relu(const npuK_epilogue *ep) {
+  return ep && ep->bias && (ep->act == NPUK_ACT_NONE || ep->act == NPUK_ACT_RELU);
+}
+
+static inline __attribute__((always_inline)) void bias_relu_block(const npuK_epilogue *ep,
+                                                                  int64_t rows, int64_t oc,
+                                                                  float *y) {
+  const int relu = ep->act == NPUK_ACT_RELU;
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = y + r * oc;
+    int64_t c = 0;
+    for (; c + 8 <= oc; c += 8) {
+      ep_vec v, b;
+      memcpy(&v, row + c, sizeof v);
+      memcpy(&b, ep->bias + c, sizeof b);
+      v = v + b;
+      if (relu) v = (ep_vec)(~(v <= 0) & (ep_ivec)v);
+      memcpy(row + c, &v, sizeof v);
+    }
+    for (; c < oc; c++) {
+      float v = row[c] + ep->bias[c];
+      row[c] = relu && v <= 0 ? 0 : v;
+    }
+  }
+}
+
+static void bias_relu_plain(const npuK_epilogue *ep, int64_t rows, int64_t oc, float *y) {
+  bias_relu_block(ep, rows, oc, y);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void bias_relu_avx2(const npuK_epilogue *ep, int64_t rows,
+                                                           int64_t oc, float *y) {
+  bias_relu_block(ep, rows, oc, y);
+}
+#endif
+
+static void conv_epilogue(const npuK_epilogue *ep, int64_t rows, int64_t oc, float *y) {
+  if (!ep_is_bias_relu(ep)) {
+    npuK_epilogue_f32(ep, rows, oc, oc, y);
+    return;
+  }
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) {
+    bias_relu_avx2(ep, rows, oc, y);
+    return;
+  }
+#endif
+  bias_relu_plain(ep, rows, oc, y);
+}
+
 /* Each block: its columns (im2col, or the rows of a pointwise x, widened when x is reduced)
    times the filter into y's rows, or into the slot's float32 block narrowed into a reduced y
    after the epilogue — the same sgemm calls as float32 x and y, so the bits of widening x in
@@ -206,7 +275,7 @@ static void conv_slot_range(void *arg, int64_t begin, int64_t end) {
       else if (!j->pointwise) im2col(j->w, j->x, j->x_dtype, &ring, m0, rows, col);
       float *y = yblock ? yblock : (float *)j->y + m0 * j->out_c;
       npuK_matmul_f32_blas(NULL, 0, 0, rows, j->out_c, p->k, a, j->filter, y);
-      if (j->ep) npuK_epilogue_f32(j->ep, rows, j->out_c, j->out_c, y);
+      if (j->ep) conv_epilogue(j->ep, rows, j->out_c, y);
       if (yblock)
         npuK_cast(NULL, rows * j->out_c, NPUK_F32, yblock, j->y_dtype,
                   (uint16_t *)j->y + m0 * j->out_c);

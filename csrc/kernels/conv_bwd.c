@@ -1,7 +1,10 @@
-/* conv_bwd.c: conv2d's input gradient through sgemm (kmath.h,
- * npuK_conv2d_backprop_input_f32_gemm); the direct loops of window_grad.c
- * (npuK_conv2d_backprop_input_f32, kgrad.h) are its reference twin.
+/* conv_bwd.c: conv2d's gradients.  The input gradient through sgemm (kmath.h,
+ * npuK_conv2d_backprop_input_f32_gemm; the direct loops of window_grad.c,
+ * npuK_conv2d_backprop_input_f32 (kgrad.h), are its reference twin), and the filter gradient
+ * with register tiles (npuK_conv2d_backprop_filter_f32, bit for bit its twin
+ * npuK_conv2d_backprop_filter_f32_ref; see below).
  *
+ * Input gradient:
  * Per image, output rows are taken in blocks of R (sized so the block's columns stay near
  * 4 MiB): col (R * out_w, k_h * k_w * c) = dy_block (R * out_w, out_c) x filter^T, the filter
  * being (k_h * k_w * c, out_c) row-major (HWIO); then each column entry is added to the input
@@ -10,6 +13,7 @@
  */
 #include <string.h>
 
+#include "kernels/kgrad.h"
 #include "kernels/kmath.h"
 #include "kernels/kutil.h"
 
@@ -75,4 +79,152 @@ void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_windo
       int64_t grain = K_GRAIN_ELEMS / (w->in_w * w->c * w->k_h + 1) + 1;
       npuK_parallel_for(pool, w->in_h, grain, col2im_rows, &j);
     }
+}
+
+/* ---- filter gradient ----------------------------------------------------------------------
+ * df[kh, kw, ci, co] = the sum over the positions p = (n, oh, ow) whose input pixel (ih, iw)
+ * lies inside x of x[n, ih, iw, ci] * dy[p, co] — a GEMM, col^T x dy, whose every element is
+ * summed in float32 over blocks of FG_BLOCK valid positions (counted within the (kh, kw)
+ * item, in (n, oh, ow) order) and in float64 across blocks.  The twin (window_grad.c) does
+ * that with one rank-1 update of the whole (c, out_c) block per position, re-reading and
+ * re-writing it in memory each time.  Here a block of positions is gathered once (pointers
+ * to its x and dy rows), and tiles of FG_TC input channels x FG_TV vectors of FG_VL output
+ * channels stay in registers over the block's positions, then go into the float64
+ * accumulators.  Each element is still 0 + x*dy + x*dy + ... in position order, a separate
+ * multiply and add (no FMA: ISO C does not contract, the AVX2 clone does not enable it), so
+ * the result is the twin's bit for bit, at any thread count: items are (kh, kw, a range of
+ * FG_CI_ITEM input channels), each owning its filter elements. */
+
+#define FG_BLOCK 64    /* positions per float32 partial sum: the twin's */
+#define FG_VL 8        /* floats per vector */
+#define FG_TV 2        /* vectors per tile row */
+#define FG_TC 4        /* input channels per tile */
+#define FG_CI_ITEM 16  /* input channels per work item */
+
+typedef float fg_vec __attribute__((vector_size(FG_VL * sizeof(float))));
+
+typedef struct fg_job {
+  const npuK_window2d *w;
+  int64_t out_c, n_ci_items;
+  const float *x, *dy;
+  float *df;
+  double *acc;
+} fg_job;
+
+/* tile rows [ci0, ci0 + nc) x output channels [co0, co0 + nv * FG_VL) over the block's np
+   positions, added into acc (out_c per row) */
+static inline __attribute__((always_inline)) void
+fg_tile(const float *const *xs, const float *const *dys, int np, int64_t ci0, const int nc,
+        int64_t co0, const int nv, double *acc, int64_t oc) {
+  fg_vec t[FG_TC][FG_TV];
+#pragma GCC unroll 4
+  for (int r = 0; r < nc; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) t[r][v] = (fg_vec){0};
+  for (int p = 0; p < np; p++) {
+    fg_vec d[FG_TV];
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) memcpy(&d[v], dys[p] + co0 + v * FG_VL, sizeof d[v]);
+    const float *xr = xs[p] + ci0;
+#pragma GCC unroll 4
+    for (int r = 0; r < nc; r++) {
+      fg_vec b = (fg_vec){0} + xr[r];
+#pragma GCC unroll 2
+      for (int v = 0; v < nv; v++) t[r][v] = t[r][v] + b * d[v];
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < nc; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) {
+      double *a = acc + (ci0 + r) * oc + co0 + v * FG_VL;
+      for (int l = 0; l < FG_VL; l++) a[l] += (double)t[r][v][l];
+    }
+}
+
+/* rows [ci0, ci0 + nc) (nc <= FG_TC): every output channel */
+static inline __attribute__((always_inline)) void
+fg_rows(const float *const *xs, const float *const *dys, int np, int64_t ci0, const int nc,
+        double *acc, int64_t oc) {
+  int64_t co = 0;
+  for (; co + FG_TV * FG_VL <= oc; co += FG_TV * FG_VL) fg_tile(xs, dys, np, ci0, nc, co, FG_TV, acc, oc);
+  for (; co + FG_VL <= oc; co += FG_VL) fg_tile(xs, dys, np, ci0, nc, co, 1, acc, oc);
+  for (; co < oc; co++) /* the last oc % FG_VL channels, one at a time */
+    for (int r = 0; r < nc; r++) {
+      float t = 0;
+      for (int p = 0; p < np; p++) t += xs[p][ci0 + r] * dys[p][co];
+      acc[(ci0 + r) * oc + co] += (double)t;
+    }
+}
+
+static inline __attribute__((always_inline)) void fg_items(const fg_job *j, int64_t begin,
+                                                           int64_t end) {
+  const npuK_window2d *w = j->w;
+  const int64_t c = w->c, oc = j->out_c;
+  const float *xs[FG_BLOCK], *dys[FG_BLOCK];
+  for (int64_t item = begin; item < end; item++) {
+    int64_t khw = item / j->n_ci_items, kh = khw / w->k_w, kw = khw % w->k_w;
+    int64_t c0 = item % j->n_ci_items * FG_CI_ITEM, c1 = c0 + FG_CI_ITEM < c ? c0 + FG_CI_ITEM : c;
+    double *acc = j->acc + khw * c * oc;
+    for (int64_t i = c0 * oc; i < c1 * oc; i++) acc[i] = 0;
+    int np = 0;
+    for (int64_t n = 0; n < w->n; n++)
+      for (int64_t oh = 0; oh < w->out_h; oh++) {
+        int64_t ih = oh * w->stride_h - w->pad_top + kh * w->dilation_h;
+        if (ih < 0 || ih >= w->in_h) continue;
+        const float *xrow = j->x + (n * w->in_h + ih) * w->in_w * c;
+        const float *dyrow = j->dy + (n * w->out_h + oh) * w->out_w * oc;
+        for (int64_t ow = 0; ow < w->out_w; ow++) {
+          int64_t iw = ow * w->stride_w - w->pad_left + kw * w->dilation_w;
+          if (iw < 0 || iw >= w->in_w) continue;
+          xs[np] = xrow + iw * c;
+          dys[np] = dyrow + ow * oc;
+          if (++np < FG_BLOCK) continue;
+          int64_t ci = c0;
+          for (; ci + FG_TC <= c1; ci += FG_TC) fg_rows(xs, dys, np, ci, FG_TC, acc, oc);
+          for (; ci < c1; ci++) fg_rows(xs, dys, np, ci, 1, acc, oc);
+          np = 0;
+        }
+      }
+    if (np) {
+      int64_t ci = c0;
+      for (; ci + FG_TC <= c1; ci += FG_TC) fg_rows(xs, dys, np, ci, FG_TC, acc, oc);
+      for (; ci < c1; ci++) fg_rows(xs, dys, np, ci, 1, acc, oc);
+    }
+    float *df = j->df + khw * c * oc;
+    for (int64_t i = c0 * oc; i < c1 * oc; i++) df[i] = (float)acc[i];
+  }
+}
+
+static void fg_range(void *arg, int64_t begin, int64_t end) { fg_items(arg, begin, end); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FG_AVX2 1
+/* The same code with 256-bit vectors (no FMA: that would change the rounding). */
+__attribute__((target("avx2"))) static void fg_range_avx2(void *arg, int64_t begin,
+                                                          int64_t end) {
+  fg_items(arg, begin, end);
+}
+
+static int fg_have_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}
+#else
+#define FG_AVX2 0
+#endif
+
+void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const float *x, const float *dy, float *df,
+                                     double *scratch) {
+  if (!scratch || w->c == 0 || out_c == 0) { /* float32 throughout: the twin's loops */
+    npuK_conv2d_backprop_filter_f32_ref(pool, w, out_c, x, dy, df, scratch);
+    return;
+  }
+  fg_job j = {w, out_c, (w->c + FG_CI_ITEM - 1) / FG_CI_ITEM, x, dy, df, scratch};
+  void (*range)(void *, int64_t, int64_t) = fg_range;
+#if FG_AVX2
+  if (fg_have_avx2()) range = fg_range_avx2;
+#endif
+  npuK_parallel_for(pool, w->k_h * w->k_w * j.n_ci_items, 1, range, &j);
 }

@@ -9,6 +9,7 @@
  * TensorFlow's kernels do): a NaN upstream gradient where the mask is 0 gives 0.
  */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kgrad.h"
 #include "kernels/kutil.h"
@@ -21,6 +22,26 @@ typedef struct ag_job {
   int64_t rows, cols;
 } ag_job;
 
+/* relu_grad for float32, 4 lanes (one SSE register) at a time: b > 0 ? a : 0 as a select (the loop below
+   does not vectorise at -O2), the same values */
+typedef float ag_vec __attribute__((vector_size(4 * sizeof(float))));
+typedef int32_t ag_ivec __attribute__((vector_size(4 * sizeof(float))));
+
+static int64_t relu_grad_lanes(const float *a, const float *b, float *o, int64_t begin,
+                               int64_t end) {
+  int64_t i = begin;
+  for (; i + 4 <= end; i += 4) {
+    ag_vec va, vb;
+    memcpy(&va, a + i, sizeof va);
+    memcpy(&vb, b + i, sizeof vb);
+    va = (ag_vec)((vb > 0) & (ag_ivec)va);
+    memcpy(o + i, &va, sizeof va);
+  }
+  return i;
+}
+#define RELU_LANES_f32(a, b, o, begin, end) relu_grad_lanes(a, b, o, begin, end)
+#define RELU_LANES_f64(a, b, o, begin, end) (begin)
+
 #define DEFINE_GRAD(T, A, dt, EXP)                                                                 \
   static void ag_range_##dt(void *arg, int64_t begin, int64_t end) {                            \
     const ag_job *j = arg;                                                                      \
@@ -28,7 +49,8 @@ typedef struct ag_job {
     T *o = j->out;                                                                              \
     switch (j->op) {                                                                            \
     case NPUK_AG_RELU:                                                                          \
-      for (int64_t i = begin; i < end; i++) o[i] = b[i] > 0 ? a[i] : (T)0;                      \
+      for (int64_t i = RELU_LANES_##dt(a, b, o, begin, end); i < end; i++)                      \
+        o[i] = b[i] > 0 ? a[i] : (T)0;                                                          \
       break;                                                                                    \
     case NPUK_AG_RELU6:                                                                         \
       for (int64_t i = begin; i < end; i++) o[i] = b[i] > 0 && b[i] < 6 ? a[i] : (T)0;          \

@@ -55,13 +55,15 @@ void npuK_scale_f64(const npuK_pool *pool, int64_t n, double s, const double *x,
  * the thread count.
  * max_pool_grad: dx (x's shape) = each dy added at the first maximum of its window (row-major
  *   window order; padding never wins; a NaN counts as the maximum, as the forward propagates
- *   it).  Items: (n, channel) pairs.
+ *   it).  Items: (n, 64 channels), 8 channels at a time in registers.
  * avg_pool_grad: dx = each dy divided by its window's count of non-padded positions, added at
  *   each of them (TF's AvgPoolGrad).  Items: (n, channel) pairs.
  * conv2d_backprop_filter: filter (k_h, k_w, c, out_c); df[kh, kw, ci, co] = the sum over
- *   (n, oh, ow) of x[n, ih, iw, ci] * dy[n, oh, ow, co].  Items: (kh, kw) pairs.  The sums
- *   run in float32 over blocks of 64 positions and in float64 across blocks, in scratch of
- *   npuK_filter_grad_f32_scratch_size bytes (NULL scratch: float32 throughout).
+ *   (n, oh, ow) of x[n, ih, iw, ci] * dy[n, oh, ow, co].  The sums run in float32 over
+ *   blocks of 64 positions and in float64 across blocks, in scratch of
+ *   npuK_filter_grad_f32_scratch_size bytes (NULL scratch: float32 throughout).  _ref: direct
+ *   loops, items (kh, kw) pairs; the fast kernel (conv_bwd.c: register tiles, items (kh, kw,
+ *   16 input channels)) gives its bits at any thread count.
  * conv2d_backprop_input: dx[n, ih, iw, ci] = the sum over (oh, ow, kh, kw, co) of
  *   dy[n, oh, ow, co] * filter[kh, kw, ci, co].  Items: the batch.
  * depthwise_conv2d_backprop_input: filter (k_h, k_w, c, m), dy (n, out_h, out_w, c * m);
@@ -75,6 +77,9 @@ void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const
 void npuK_avg_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *dy,
                             float *dx);
 size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c);
+void npuK_conv2d_backprop_filter_f32_ref(const npuK_pool *pool, const npuK_window2d *w,
+                                         int64_t out_c, const float *x, const float *dy,
+                                         float *df, double *scratch);
 void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
                                      int64_t out_c, const float *x, const float *dy, float *df,
                                      double *scratch);

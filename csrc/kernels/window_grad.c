@@ -28,41 +28,100 @@ static inline int64_t in_col(const npuK_window2d *w, int64_t ow, int64_t kw) {
   return ow * w->stride_w - w->pad_left + kw * w->dilation_w;
 }
 
-/* ---- pools: items are (n, channel) pairs ---- */
+/* ---- pools ---- */
 
-static void max_pool_grad_range(void *arg, int64_t begin, int64_t end) {
-  const wg_job *j = arg;
+/* max_pool_grad, items (n, a block of MPG_CB channels): each owns its dx elements.  Per
+   output pixel the valid window (a rectangle) is found once; MPG_VL channels at a time keep
+   the running maximum and its position in registers, in the window's row-major order with
+   the scalar rule (the first valid tap starts it; a later one wins if greater, or if NaN
+   over a number), then each dy goes to its position.  The windows of a channel are visited
+   in (oh, ow) order, as (n, channel) items did: the same dx at any thread count. */
+#define MPG_VL 8
+#define MPG_CB 64
+typedef float mpg_vec __attribute__((vector_size(MPG_VL * sizeof(float))));
+typedef int32_t mpg_ivec __attribute__((vector_size(MPG_VL * sizeof(float))));
+
+static void window_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t dil,
+                            int64_t in, int64_t *k0, int64_t *k1) {
+  int64_t i0 = o * stride - pad, a = 0, b = k;
+  while (a < b && i0 + a * dil < 0) a++;
+  while (b > a && i0 + (b - 1) * dil >= in) b--;
+  *k0 = a;
+  *k1 = b;
+}
+
+static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_job *j,
+                                                                       int64_t begin,
+                                                                       int64_t end) {
   const npuK_window2d *w = j->w;
-  const int64_t c = w->c;
+  const int64_t c = w->c, n_cb = (c + MPG_CB - 1) / MPG_CB, pixels = w->in_h * w->in_w;
   for (int64_t item = begin; item < end; item++) {
-    int64_t n = item / c, ci = item % c;
-    const float *x = j->a + n * w->in_h * w->in_w * c + ci;
-    const float *dy = j->b + n * w->out_h * w->out_w * c + ci;
-    float *dx = j->out + n * w->in_h * w->in_w * c + ci;
-    for (int64_t p = 0; p < w->in_h * w->in_w; p++) dx[p * c] = 0;
+    int64_t n = item / n_cb, c0 = item % n_cb * MPG_CB, c1 = c0 + MPG_CB < c ? c0 + MPG_CB : c;
+    const float *x = j->a + n * pixels * c;
+    const float *dy = j->b + n * w->out_h * w->out_w * c;
+    float *dx = j->out + n * pixels * c;
+    for (int64_t p = 0; p < pixels; p++) memset(dx + p * c + c0, 0, (size_t)(c1 - c0) * sizeof *dx);
     for (int64_t oh = 0; oh < w->out_h; oh++)
       for (int64_t ow = 0; ow < w->out_w; ow++) {
-        int64_t best = -1;
-        float m = 0;
-        for (int64_t kh = 0; kh < w->k_h; kh++) {
-          int64_t ih = in_row(w, oh, kh);
-          if (ih < 0 || ih >= w->in_h) continue;
-          for (int64_t kw = 0; kw < w->k_w; kw++) {
-            int64_t iw = in_col(w, ow, kw);
-            if (iw < 0 || iw >= w->in_w) continue;
-            float v = x[(ih * w->in_w + iw) * c];
-            if (best < 0 || v > m || (v != v && m == m)) best = ih * w->in_w + iw, m = v;
-          }
+        int64_t kh0, kh1, kw0, kw1;
+        window_range_1d(oh, w->stride_h, w->pad_top, w->k_h, w->dilation_h, w->in_h, &kh0, &kh1);
+        window_range_1d(ow, w->stride_w, w->pad_left, w->k_w, w->dilation_w, w->in_w, &kw0, &kw1);
+        if (kh0 >= kh1 || kw0 >= kw1) continue;
+        const int64_t ih0 = oh * w->stride_h - w->pad_top, iw0 = ow * w->stride_w - w->pad_left;
+        const float *dyp = dy + (oh * w->out_w + ow) * c;
+        int64_t ci = c0;
+        for (; ci + MPG_VL <= c1; ci += MPG_VL) {
+          int32_t first = (int32_t)((ih0 + kh0 * w->dilation_h) * w->in_w + iw0 + kw0 * w->dilation_w);
+          mpg_vec m;
+          memcpy(&m, x + first * c + ci, sizeof m);
+          mpg_ivec best = (mpg_ivec){0} + first;
+          for (int64_t kh = kh0; kh < kh1; kh++)
+            for (int64_t kw = kh == kh0 ? kw0 + 1 : kw0; kw < kw1; kw++) {
+              int32_t at = (int32_t)((ih0 + kh * w->dilation_h) * w->in_w + iw0 + kw * w->dilation_w);
+              mpg_vec v;
+              memcpy(&v, x + at * c + ci, sizeof v);
+              mpg_ivec take = (v > m) | ((v != v) & (m == m));
+              m = (mpg_vec)((take & (mpg_ivec)v) | (~take & (mpg_ivec)m));
+              best = (take & ((mpg_ivec){0} + at)) | (~take & best);
+            }
+          for (int l = 0; l < MPG_VL; l++) dx[best[l] * c + ci + l] += dyp[ci + l];
         }
-        if (best >= 0) dx[best * c] += dy[(oh * w->out_w + ow) * c];
+        for (; ci < c1; ci++) {
+          int64_t best = -1;
+          float m = 0;
+          for (int64_t kh = kh0; kh < kh1; kh++)
+            for (int64_t kw = kw0; kw < kw1; kw++) {
+              int64_t at = (ih0 + kh * w->dilation_h) * w->in_w + iw0 + kw * w->dilation_w;
+              float v = x[at * c + ci];
+              if (best < 0 || v > m || (v != v && m == m)) best = at, m = v;
+            }
+          dx[best * c + ci] += dyp[ci];
+        }
       }
   }
 }
 
+static void max_pool_grad_range(void *arg, int64_t begin, int64_t end) {
+  max_pool_grad_items(arg, begin, end);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The same code with 256-bit vectors: compares and selects only, so the same bits. */
+__attribute__((target("avx2"))) static void max_pool_grad_range_avx2(void *arg, int64_t begin,
+                                                                     int64_t end) {
+  max_pool_grad_items(arg, begin, end);
+}
+#endif
+
 void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                             const float *dy, float *dx) {
   wg_job j = {.w = w, .a = x, .b = dy, .out = dx};
-  npuK_parallel_for(pool, w->n * w->c, 1, max_pool_grad_range, &j);
+  void (*range)(void *, int64_t, int64_t) = max_pool_grad_range;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) range = max_pool_grad_range_avx2;
+#endif
+  npuK_parallel_for(pool, w->n * ((w->c + MPG_CB - 1) / MPG_CB), 1, range, &j);
 }
 
 static void avg_pool_grad_range(void *arg, int64_t begin, int64_t end) {
@@ -204,9 +263,9 @@ size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c) 
   return (size_t)(w->k_h * w->k_w * w->c * out_c) * sizeof(double);
 }
 
-void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
-                                     int64_t out_c, const float *x, const float *dy, float *df,
-                                     double *scratch) {
+void npuK_conv2d_backprop_filter_f32_ref(const npuK_pool *pool, const npuK_window2d *w,
+                                         int64_t out_c, const float *x, const float *dy,
+                                         float *df, double *scratch) {
   wg_job j = {.w = w, .out_c = out_c, .a = x, .b = dy, .out = df, .acc = scratch};
   npuK_parallel_for(pool, w->k_h * w->k_w, 1, filter_grad_range, &j);
 }

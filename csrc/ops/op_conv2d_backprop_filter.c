@@ -4,7 +4,8 @@
  * (x, dy) — the convolution's NHWC input and its output's gradient; attribute filter_sizes
  * (the filter's shape, HWIO (k_h, k_w, c, out_c)) and conv2d's window attributes (strides,
  * dilations, padding, explicit_paddings, data_format).  f32.
- * Trust list, as its forward op: sums of products.  Kernel: kgrad.h.
+ * Trust list, as its forward op: sums of products.  Kernel: register tiles (conv_bwd.c);
+ * reference: the direct loops of window_grad.c, bit for bit the same (kgrad.h).
  */
 #include "ops/grad.h"
 
@@ -26,15 +27,20 @@ static size_t scratch_size(const npuX_call *c) {
   return npuK_filter_grad_f32_scratch_size(&w, f->shape[3]);
 }
 
-static npu_status run(const npuX_call *c) {
+static npu_status run_impl(const npuX_call *c, bool reference) {
   const npu_tensor *x = c->in[0], *f = c->out[0];
   npuK_window2d w;
   npu_status st = npuX_window_grad_geometry(c, x->shape[0], x->shape, f->shape[0], f->shape[1], &w);
-  if (!st) npuK_conv2d_backprop_filter_f32(c->pool, &w, f->shape[3], x->data, c->in[1]->data, c->out[0]->data, c->scratch);
-  return st;
+  if (st) return st;
+  (reference ? npuK_conv2d_backprop_filter_f32_ref : npuK_conv2d_backprop_filter_f32)(
+      c->pool, &w, f->shape[3], x->data, c->in[1]->data, c->out[0]->data, c->scratch);
+  return NPU_OK;
 }
+
+static npu_status run(const npuX_call *c) { return run_impl(c, false); }
+static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
 const npu_op_def npuX_op_conv2d_backprop_filter = {
     .name = "conv2d_backprop_filter", .tf_type = "Conv2DBackpropFilter", .min_inputs = 2,
     .max_inputs = 2, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .parse = parse, .infer = infer,
-    .scratch_size = scratch_size, .run = run};
+    .scratch_size = scratch_size, .run = run, .run_ref = run_ref};
