@@ -138,9 +138,16 @@ $(BENCH_REDUCE): bench/bench_reduce.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
 
-bench: all $(BENCH_BIN) $(BENCH_REDUCE)
+BENCH_MLP = $(BUILD)/bench/bench_mlp
+$(BENCH_MLP): bench/bench_mlp.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
+
+bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_MLP)
 	$(BENCH_BIN)
 	$(BENCH_REDUCE)
+	$(BENCH_MLP)
+	$(LUA) bench/mlp.lua
 	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua
 	$(LUA) bench/fusion.lua
