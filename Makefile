@@ -143,10 +143,17 @@ $(BENCH_CNN): bench/bench_cnn.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
 
-bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN)
+BENCH_MLP = $(BUILD)/bench/bench_mlp
+$(BENCH_MLP): bench/bench_mlp.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
+
+bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP)
 	$(BENCH_BIN)
 	$(BENCH_REDUCE)
 	$(BENCH_CNN)
+	$(BENCH_MLP)
+	$(LUA) bench/mlp.lua
 	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua
 	$(LUA) bench/fusion.lua

@@ -247,6 +247,136 @@ end
 
 -- ---------------------------------------------------------------- ConvBiasAddFusionPass
 
+-- ---------------------------------------------------------------- ApplyGradientDescentFusionPass
+
+TestFusionApplyGradientDescent = {}
+
+local SGD_OFF = '{"Switch":{"GraphFusion":{"ApplyGradientDescentFusionPass":"off"}}}'
+
+-- w (r, c) -= lr * op(a) op(b), a and b fed: the train op and the variable.
+local function sgd_graph(r, c, k, ta, tb, lr_of)
+  local g = npu.Graph()
+  local a = g:placeholder("float32", ta and { k, r } or { r, k }, "a")
+  local b = g:placeholder("float32", tb and { c, k } or { k, c }, "b")
+  local w = g:variable(randn({ r, c }, 1), "w")
+  local d = npu.matmul(a, b, { transpose_a = ta, transpose_b = tb, name = "dW" })
+  local step = npu.assign(w, w - (lr_of and lr_of(g) or g:const(0.0123, "lr")) * d)
+  local feeds = { [a] = randn(ta and { k, r } or { r, k }, 2), [b] = randn(tb and { c, k } or { k, c }, 3) }
+  return g, w, step, feeds, d
+end
+
+-- Three updates, then w: under the given options and switches.
+local function sgd_run(g, w, step, feeds, opts, switches)
+  local sess = session(g, opts, switches)
+  sess:run(g:global_variables_initializer())
+  for _ = 1, 3 do sess:run(step, feeds) end
+  return sess:run(w), sess:explain(step, feeds)
+end
+
+-- Few rows (1, 2, 3, 5: GEMV or sgemm), row blocks, column blocks, every transpose: one step,
+-- the unfused bits, the same bits at 1 and 2 threads, the reference path within 1e-5.
+function TestFusionApplyGradientDescent:test_update_is_one_step_with_the_unfused_bits()
+  local n0 = npu.core.n_threads()
+  for _, sz in ipairs({ { 1, 300, 20 }, { 2, 10, 7 }, { 3, 5, 2 }, { 5, 17, 9 }, { 600, 64, 64 }, { 40, 1100, 64 } }) do
+    for _, ta in ipairs({ false, true }) do
+      for _, tb in ipairs({ false, true }) do
+        local what = ("%dx%dx%d, transpose_a %s transpose_b %s"):format(sz[1], sz[2], sz[3], ta, tb)
+        local g, w, step, feeds = sgd_graph(sz[1], sz[2], sz[3], ta, tb)
+        npu.core.set_n_threads(1)
+        local on, e_on = sgd_run(g, w, step, feeds)
+        local off, e_off = sgd_run(g, w, step, feeds, nil, SGD_OFF)
+        npu.core.set_n_threads(2)
+        local on2 = sgd_run(g, w, step, feeds)
+        npu.core.set_n_threads(n0)
+        local ref = sgd_run(g, w, step, feeds, { use_off_line = false })
+        lu.assertEquals(shape_of(e_on), { "variable", "fused_apply_gradient_descent<ApplyGradientDescentFusionPass:Mul,Sub,Assign>" }, what)
+        lu.assertEquals(shape_of(e_off), { "variable", "matmul", "fused_elementwise<TbeEltwiseFusionPass:Sub>", "assign" }, what)
+        assert_same_bits(on, off, what)
+        assert_same_bits(on2, on, what .. ", 2 threads")
+        assert_close(on, ref, 1e-5, what .. ", reference")
+      end
+    end
+  end
+end
+
+-- The optimizer's own graph (tf.train.GradientDescentOptimizer): every dense kernel's update
+-- fuses, the weights after three steps are the bits of the unfused update.
+function TestFusionApplyGradientDescent:test_gradient_descent_optimizer_on_an_mlp()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 16, 30 }, "x")
+  local y = g:placeholder("int32", { 16 }, "y")
+  local init = npu.initializers.glorot_uniform
+  local h = npu.layers.dense(x, 20, { activation = "relu", kernel_initializer = init { seed = 1 } })
+  local logits = npu.layers.dense(h, 4, { kernel_initializer = init { seed = 2 } })
+  local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits { labels = y, logits = logits })
+  local train_op = npu.train.GradientDescentOptimizer(0.1):minimize(loss)
+  local feeds = { [x] = randn({ 16, 30 }, 5), [y] = npu.tensor({ 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3 }, "int32") }
+  local vars = g:global_variables()
+  local function train(switches)
+    local sess = session(g, nil, switches)
+    sess:run(g:global_variables_initializer())
+    for _ = 1, 3 do sess:run(train_op, feeds) end
+    local n = 0
+    for _, st in ipairs(sess:explain(train_op, feeds).steps) do
+      if st.op == "fused_apply_gradient_descent" then n = n + 1 end
+    end
+    return sess:run(vars), n
+  end
+  local on, n_on = train()
+  local off, n_off = train(SGD_OFF)
+  lu.assertEquals(n_on, 2)
+  lu.assertEquals(n_off, 0)
+  for i = 1, #vars do assert_same_bits(on[i], off[i], "variable " .. i) end
+end
+
+-- What stays unfused: a fetched gradient, a learning rate of several elements, a product that
+-- reads the variable it updates, a precision mode that stores products in float16.
+function TestFusionApplyGradientDescent:test_leaves_what_it_cannot_update_in_place()
+  local cases = {
+    { "the gradient is fetched", function()
+      local g, w, step, feeds, d = sgd_graph(4, 6, 3, false, false)
+      return g, w, { step, d }, feeds
+    end },
+    { "lr per column", function()
+      return sgd_graph(4, 6, 3, false, false, function(g) return g:const(randn({ 6 }, 9)) end)
+    end },
+    { "the product reads the variable", function()
+      local g = npu.Graph()
+      local a = g:placeholder("float32", { 5, 5 }, "a")
+      local w = g:variable(randn({ 5, 5 }, 1), "w")
+      local step = npu.assign(w, w - g:const(0.01, "lr") * npu.matmul(a, w, { name = "dW" }))
+      return g, w, step, { [a] = randn({ 5, 5 }, 2) }
+    end },
+  }
+  for _, c in ipairs(cases) do
+    local g, w, step, feeds = c[2]()
+    local on, e_on = sgd_run(g, w, step, feeds)
+    local off = sgd_run(g, w, step, feeds, nil, SGD_OFF)
+    for _, st in ipairs(e_on.steps) do lu.assertNotEquals(st.op, "fused_apply_gradient_descent", c[1]) end
+    assert_same_bits(on, off, c[1])
+  end
+  local g, w, step, feeds = sgd_graph(4, 6, 3, false, false)
+  local _, e = sgd_run(g, w, step, feeds, { precision_mode = "allow_mix_precision" })
+  for _, st in ipairs(e.steps) do lu.assertNotEquals(st.op, "fused_apply_gradient_descent", "mixed precision") end
+end
+
+-- A fetched value of the variable keeps the value it had (the update copies first); the next
+-- run's update starts from the variable, not from the fetched copy.
+function TestFusionApplyGradientDescent:test_fetched_values_are_not_written()
+  local g, w, step, feeds = sgd_graph(3, 200, 8, false, false)
+  local sess = session(g)
+  sess:run(g:global_variables_initializer())
+  local before = sess:run(w)
+  local copy = flat(before)
+  sess:run(step, feeds)
+  assert_same_bits(before, npu.tensor(copy):reshape({ 3, 200 }), "held value")
+  local after = sess:run(w)
+  local off = session(g, nil, SGD_OFF)
+  off:run(g:global_variables_initializer())
+  off:run(step, feeds)
+  assert_same_bits(after, off:run(w), "updated value")
+end
+
 TestFusionConv = {}
 
 local function conv_graph(depthwise, opts)

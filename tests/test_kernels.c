@@ -228,6 +228,111 @@ static void test_matmul(void) {
   npuK_blas_set_threads(old);
 }
 
+/* Few rows (blas.c: GEMV_MAX_M): rows as matrix-vector products where that is faster — one
+   row against many columns, or up to four rows of a product too big for OpenBLAS's small
+   kernel — else sgemm.  Whatever the path: within float32 rounding of the float64 sum (each
+   |c - exact| <= k 2^-23 sum|a||b|, the classic bound), the same bits through a 2-thread and
+   an odd-chunk pool, the epilogue's result (bias, relu) within the same bound of the plain
+   product plus the epilogue (the bias enters the sum first there), and float64 likewise.  Shapes: m 1, 2, 3, 5 (5: sgemm) against n of 10
+   (sgemm), 200 (gemv), 4100 (column blocks), every transpose. */
+static void test_matmul_small_m(void) {
+  uint64_t saved_rng = rng_state; /* the later tests keep the draws they were written with */
+  static const int64_t sizes[][3] = {{1, 10, 300},  {1, 200, 33},  {1, 4100, 600},
+                                     {2, 300, 2000}, {3, 700, 600}, {5, 300, 1000},
+                                     {2, 1, 3},     {1, 129, 1}};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t m = sizes[s][0], n = sizes[s][1], k = sizes[s][2];
+        float *a = rand_f32(m * k), *b = rand_f32(k * n), *bias = rand_f32(n);
+        float *c1 = rand_f32(m * n), *c2 = rand_f32(m * n), *c3 = rand_f32(m * n);
+        npuK_matmul_f32_blas(NULL, ta, tb, m, n, k, a, b, c1);
+        int ok = 1;
+        for (int64_t i = 0; i < m && ok; i++)
+          for (int64_t j = 0; j < n && ok; j++) {
+            double exact = 0, mag = 0;
+            for (int64_t p = 0; p < k; p++) {
+              double x = a[ta ? p * m + i : i * k + p], y = b[tb ? j * k + p : p * n + j];
+              exact += x * y;
+              mag += fabs(x * y);
+            }
+            ok = fabs(c1[i * n + j] - exact) <= (double)k * 0x1p-23 * mag + 1e-30;
+          }
+        CHECK(ok);
+        npuK_matmul_f32_blas(&pool_two, ta, tb, m, n, k, a, b, c2);
+        CHECK(bits_equal(c1, c2, (size_t)(m * n) * sizeof *c1));
+        npuK_matmul_f32_blas(&pool_odd, ta, tb, m, n, k, a, b, c2);
+        CHECK(bits_equal(c1, c2, (size_t)(m * n) * sizeof *c1));
+        npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+        npuK_matmul_f32_blas_ep(&pool_two, ta, tb, m, n, k, a, b, &ep, c2);
+        npuK_matmul_f32_blas_ep(NULL, ta, tb, m, n, k, a, b, &ep, c3);
+        CHECK(bits_equal(c2, c3, (size_t)(m * n) * sizeof *c2));
+        npuK_epilogue_f32(&ep, m, n, n, c1);
+        int within = 1; /* the bias enters the sum first there, last here: k + 2 roundings */
+        for (int64_t i = 0; i < m && within; i++)
+          for (int64_t j = 0; j < n && within; j++) {
+            double mag = fabs(bias[j]);
+            for (int64_t p = 0; p < k; p++)
+              mag += fabs((double)a[ta ? p * m + i : i * k + p] * b[tb ? j * k + p : p * n + j]);
+            within = fabs((double)c2[i * n + j] - c1[i * n + j]) <= (double)(k + 2) * 0x1p-23 * mag;
+          }
+        CHECK(within);
+        double *ad = rand_f64(m * k), *bd = rand_f64(k * n), *d1 = rand_f64(m * n),
+               *d2 = rand_f64(m * n);
+        npuK_matmul_f64_blas(NULL, ta, tb, m, n, k, ad, bd, d1);
+        npuK_matmul_f64_ref(NULL, ta, tb, m, n, k, ad, bd, d2);
+        double md = 0;
+        for (int64_t i = 0; i < m * n; i++) md = fmax(md, fabs(d1[i] - d2[i]));
+        CHECK(md < 1e-11 * (double)k);
+        npuK_matmul_f64_blas(&pool_two, ta, tb, m, n, k, ad, bd, d2);
+        CHECK(bits_equal(d1, d2, (size_t)(m * n) * sizeof *d1));
+        free(a); free(b); free(bias); free(c1); free(c2); free(c3);
+        free(ad); free(bd); free(d1); free(d2);
+      }
+  rng_state = saved_rng;
+}
+
+/* npuK_matmul_f32_sgd: w - lr * (op(A) op(B)) block by block from scratch, the same bits as
+   the matmul kernel, then lr * d, then w - that; bitwise the same through a 2-thread pool
+   (more slots, more scratch) and an odd-chunk one.  Shapes: few rows (m 1, 2, 3, 5: sgemv or
+   sgemm), row blocks (m 600 of a product over SMALL_WORK), column blocks (n 1100), every
+   transpose. */
+static void test_matmul_sgd(void) {
+  uint64_t saved_rng = rng_state;
+  static const int64_t sizes[][3] = {{1, 300, 20}, {2, 10, 7},    {3, 700, 600},
+                                     {5, 17, 9},   {600, 64, 64}, {40, 1100, 64}};
+  const float lr = 0.0123f;
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        int64_t m = sizes[s][0], n = sizes[s][1], k = sizes[s][2];
+        float *a = rand_f32(m * k), *b = rand_f32(k * n), *w = rand_f32(m * n);
+        float *d = malloc((size_t)(m * n) * sizeof *d), *want = malloc((size_t)(m * n) * sizeof *d);
+        float *w1 = malloc((size_t)(m * n) * sizeof *d), *w2 = malloc((size_t)(m * n) * sizeof *d);
+        npuK_matmul_f32_blas(NULL, ta, tb, m, n, k, a, b, d);
+        for (int64_t i = 0; i < m * n; i++) {
+          float step = lr * d[i];
+          want[i] = w[i] - step;
+        }
+        size_t bytes1 = npuK_matmul_sgd_scratch_size(m, n, k, 1);
+        size_t bytes3 = npuK_matmul_sgd_scratch_size(m, n, k, 3);
+        CHECK(bytes1 > 0 && bytes3 >= bytes1);
+        float *scratch = malloc(bytes3);
+        memcpy(w1, w, (size_t)(m * n) * sizeof *w);
+        npuK_matmul_f32_sgd(NULL, ta, tb, m, n, k, a, b, lr, w1, scratch, 1);
+        CHECK(bits_equal(w1, want, (size_t)(m * n) * sizeof *w));
+        memcpy(w2, w, (size_t)(m * n) * sizeof *w);
+        npuK_matmul_f32_sgd(&pool_two, ta, tb, m, n, k, a, b, lr, w2, scratch, 3);
+        CHECK(bits_equal(w2, want, (size_t)(m * n) * sizeof *w));
+        memcpy(w2, w, (size_t)(m * n) * sizeof *w);
+        npuK_matmul_f32_sgd(&pool_odd, ta, tb, m, n, k, a, b, lr, w2, scratch, 3);
+        CHECK(bits_equal(w2, want, (size_t)(m * n) * sizeof *w));
+        free(a); free(b); free(w); free(d); free(want); free(w1); free(w2); free(scratch);
+      }
+  CHECK_EQ_I64((int64_t)npuK_matmul_sgd_scratch_size(3, 4, 0, 1), 0);
+  rng_state = saved_rng;
+}
+
 /* ---- binary ------------------------------------------------------------------------------- */
 
 /* Broadcast strides of an input of shape (in_ndim, in_dims) against an output of out_ndim. */
@@ -1284,6 +1389,8 @@ int main(void) {
   test_dtype_size();
   test_half();
   test_matmul();
+  test_matmul_small_m();
+  test_matmul_sgd();
   test_binary_f32();
   test_binary_f64();
   test_binary_i32();

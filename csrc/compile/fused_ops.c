@@ -67,6 +67,35 @@ const npu_op_def npuP_op_fused_matmul = {
     .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
     .scratch_size = matmul_scratch, .run = matmul_run, .run_ref = matmul_ref};
 
+/* ---- gradient descent through the gradient's GEMM (ApplyGradientDescentFusionPass) ---- */
+
+static size_t sgd_scratch(const npuX_call *c) {
+  const npuP_fused_sgd *p = c->params;
+  const npu_tensor *w = c->out[0], *a = c->in[1];
+  if (w->ndim != 2 || a->ndim != 2) return 0;
+  return npuK_matmul_sgd_scratch_size(w->shape[0], w->shape[1], a->shape[p->transpose_a ? 0 : 1],
+                                      c->n_threads);
+}
+
+/* in: var (its storage, exclusive: exec.c), a, b, lr; out: var.  The pass checked shapes
+   (0 < m, n, k <= INT_MAX) and float32; lr is read now, so a schedule's value counts. */
+static npu_status sgd_run(const npuX_call *c) {
+  const npuP_fused_sgd *p = c->params;
+  npu_status st = check_f32(c, "fused_apply_gradient_descent");
+  if (st) return st;
+  const npu_tensor *a = c->in[1], *b = c->in[2], *lr = c->in[3];
+  npu_tensor *w = c->out[0];
+  npuK_matmul_f32_sgd(c->pool, p->transpose_a, p->transpose_b, w->shape[0], w->shape[1],
+                      a->shape[p->transpose_a ? 0 : 1], a->data, b->data,
+                      *(const float *)lr->data, w->data, c->scratch, c->n_threads);
+  return NPU_OK;
+}
+
+const npu_op_def npuP_op_fused_sgd = {
+    .name = "fused_apply_gradient_descent", .tf_type = "ApplyGradientDescent", .min_inputs = 4,
+    .max_inputs = 4, .n_outputs = 1, .kind = NPUX_KIND_ASSIGN, .prec = NPUX_PREC_BLOCK,
+    .flags = NPUX_F_NO_FOLD, .scratch_size = sgd_scratch, .run = sgd_run};
+
 /* ---- convolution + bias + activation (a folded batch norm is a new filter and bias) ---- */
 
 static size_t conv_scratch(const npuX_call *c) {

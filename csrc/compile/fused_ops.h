@@ -19,6 +19,13 @@ typedef struct npuP_fused_matmul {
   float alpha;
 } npuP_fused_matmul;
 
+/* fused_apply_gradient_descent: an assign step (kind NPUX_KIND_ASSIGN with a kernel: the
+   executor hands it the variable's own storage, made exclusive, as input 0 and output 0);
+   inputs var (m, n), a, b, lr (one element); var = var - lr * (op(a) op(b)). */
+typedef struct npuP_fused_sgd {
+  bool transpose_a, transpose_b;
+} npuP_fused_sgd;
+
 /* fused_conv2d / fused_depthwise_conv2d: inputs x, filter [, bias (channels)] [, prelu slopes
    (channels)].  Batch-norm folding gives the step a new filter and bias: plan constants made
    at compile time. */
@@ -38,6 +45,7 @@ typedef struct npuP_fused_eltwise {
 } npuP_fused_eltwise;
 
 extern const npu_op_def npuP_op_fused_matmul;
+extern const npu_op_def npuP_op_fused_sgd;
 extern const npu_op_def npuP_op_fused_conv2d;
 extern const npu_op_def npuP_op_fused_depthwise_conv2d;
 /* The same program under two precision lists: gray when every op of the chain is gray (it

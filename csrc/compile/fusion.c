@@ -21,6 +21,7 @@
  * and merged into fusion_result.json: after each compile (2) or when the session ends (1).
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 
 #include "compile/fused_ops.h"
 #include "compile/passes.h"
+#include "compile/precision.h"
 #include "options/options_int.h"
 
 typedef struct fuser fuser;
@@ -584,6 +586,77 @@ static npu_status fuse_matmul_bias(fuser *f) {
                                   .act = act, .alpha = alpha};
     npu_status s = commit(f, &pt, &npuP_op_fused_matmul, params, 0);
     if (s) return s;
+  }
+  return NPU_OK;
+}
+
+/* ---- ApplyGradientDescentFusionPass ---- */
+
+/* The kind of the step that makes value v (a plan value keeps its graph node). */
+static npuX_kind producer_kind(const fuser *f, int v) {
+  return npuX_op(f->b->graph->nodes[value(f, v)->node].op)->kind;
+}
+
+/* Whether the fused step may read value v at the assign's place and while the variable is
+   written: v is no view of a variable (a kernel's own buffer, a constant, a feed), so no
+   assign between can change it, and it is not the storage being updated. */
+static bool stable_operand(const fuser *f, int v) {
+  npuX_kind k = producer_kind(f, v);
+  return k == NPUX_KIND_KERNEL || k == NPUX_KIND_CONST || k == NPUX_KIND_PLACEHOLDER;
+}
+
+/* Value v (read by no one else, not fetched or fed) may vanish into the fused step. */
+static bool private_value(const fuser *f, int v) { return f->n_readers[v] == 1 && !f->pinned[v]; }
+
+/* The lr of step s = mul(lr, d) or mul(d, lr) with lr one float32 element and s of d's shape;
+   its value id, or -1. */
+static int lr_of(const fuser *f, const npuE_step *s, int d) {
+  if (s->def != &npuX_op_mul || s->n_in != 2 || (s->in[0] == d) == (s->in[1] == d) ||
+      !same_shape(value(f, s->out[0]), value(f, d)))
+    return -1;
+  int lr = s->in[0] == d ? s->in[1] : s->in[0];
+  return is_f32(f, lr) && numel(value(f, lr)) == 1 ? lr : -1;
+}
+
+/* matmul d = op(a) op(b), then mul by a scalar lr, then sub from a variable's value, then the
+   assign of that to the variable (tf.train.GradientDescentOptimizer's var - lr * grad for a
+   dense layer's kernel): one step updating the variable block by block from the GEMM. */
+static npu_status fuse_apply_gradient_descent(fuser *f) {
+  npuE_plan *p = f->p;
+  /* a reduced precision mode would store the gradient product in float16: keep its steps */
+  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *mm = &p->steps[k];
+    if (mm->def != &npuX_op_matmul || !is_f32(f, mm->out[0])) continue;
+    int d = mm->out[0], km = next_step(f, d), lr = km >= 0 ? lr_of(f, &p->steps[km], d) : -1;
+    if (lr < 0) continue;
+    int t = p->steps[km].out[0], ks = next_step(f, t);
+    const npuE_step *sub = ks >= 0 ? &p->steps[ks] : NULL;
+    if (!sub || sub->def != &npuX_op_sub || sub->in[1] != t || sub->in[0] == t ||
+        producer_kind(f, sub->in[0]) != NPUX_KIND_VARIABLE ||
+        !same_shape(value(f, sub->in[0]), value(f, d)) || !is_f32(f, sub->in[0]))
+      continue;
+    int var = sub->in[0], u = sub->out[0], ka = next_step(f, u);
+    const npuE_step *as = ka >= 0 ? &p->steps[ka] : NULL;
+    if (!as || as->def != &npuX_op_assign || as->in[0] != var || as->in[1] != u) continue;
+    f->match++;
+    const npuG_value *w = value(f, d), *a = value(f, mm->in[0]);
+    const npuG_node *node = node_of(f, mm);
+    bool ta = attr_number(node, "transpose_a", 0) != 0, tb = attr_number(node, "transpose_b", 0) != 0;
+    int64_t m = w->shape[0], n = w->shape[1], kk = a->ndim == 2 ? a->shape[ta ? 0 : 1] : -1;
+    if (!private_value(f, d) || !private_value(f, t) || !foldable(f, u, ks, ka) ||
+        !stable_operand(f, mm->in[0]) || !stable_operand(f, mm->in[1]) || !stable_operand(f, lr) ||
+        m <= 0 || n <= 0 || kk <= 0 || m > INT_MAX || n > INT_MAX || kk > INT_MAX)
+      continue;
+    npuP_fused_sgd *params = npuC_alloc(f->b->ctx, sizeof *params);
+    if (!params) return NPU_ERR_NOMEM;
+    *params = (npuP_fused_sgd){.transpose_a = ta, .transpose_b = tb};
+    size_t scratch = npuK_matmul_sgd_scratch_size(m, n, kk, p->n_threads);
+    pattern pt = {.steps = {k, km, ks, ka}, .n_steps = 4,
+                  .in = {var, mm->in[0], mm->in[1], lr}, .n_in = 4, .out = as->out[0]};
+    npu_status s = commit(f, &pt, &npuP_op_fused_sgd, params, scratch);
+    if (s) return s;
+    if (scratch > p->scratch_size) p->scratch_size = scratch;
   }
   return NPU_OK;
 }

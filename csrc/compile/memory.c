@@ -315,7 +315,7 @@ npu_status npuP_plan_memory(npuP_build *b) {
   for (int i = 0; i < n; i++) m->planned_bytes += c[i].bytes;
   for (int k = 0; k < ns; k++) {
     const npuE_step *st = &p->steps[k];
-    size_t scratch = st->def->kind == NPUX_KIND_KERNEL ? st->scratch_size : 0;
+    size_t scratch = st->scratch_size; /* kernel steps, and assigns with a kernel (fused) */
     size_t rounds = round_bytes(p, st);
     if (scratch) c[n++] = (block){.kind = BLOCK_SCRATCH, .id = k, .first = k, .last = k, .bytes = scratch};
     if (rounds) c[n++] = (block){.kind = BLOCK_ROUND, .id = k, .first = k, .last = k, .bytes = rounds};

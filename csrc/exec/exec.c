@@ -44,6 +44,40 @@ static npu_status run_assign(npuE_state *st, npuE_plan *p, const npuE_step *step
   return NPU_OK;
 }
 
+/* An assign step with a kernel (a fused update, compile/fused_ops.c): the kernel updates the
+   variable's storage in place, handed to it as input 0 and output 0.  The storage is made
+   exclusive first, as run_assign does, but keeping its value: a fetched tensor or an earlier
+   result still sharing it keeps the old value. */
+static npu_status run_update(npuE_state *st, npuE_plan *p, const npuE_step *step,
+                             const npuG_node *node, const npuK_pool *pool, int n_threads) {
+  int var_node = st->graph->values[step->in[0]].node;
+  npu_tensor *cur = st->variables[var_node];
+  if (!cur)
+    return npuC_error(st->ctx, NPU_ERR_STATE, "variable '%s' is not initialised: run the "
+                      "initializer (g:global_variables_initializer()) or an assign to it first",
+                      st->graph->nodes[var_node].name);
+  if (atomic_load(&cur->refcount) != 1) {
+    npu_tensor *fresh;
+    npu_status s = npu_tensor_new(st->ctx, cur->dtype, cur->ndim, cur->shape, &fresh);
+    if (s) return s;
+    memcpy(fresh->data, cur->data, cur->nbytes);
+    npu_tensor_release(cur);
+    st->variables[var_node] = cur = fresh;
+  }
+  npu_tensor **in = p->in_buf;
+  for (int i = 0; i < step->n_in; i++) in[i] = p->slots[step->in[i]];
+  in[0] = cur;
+  npu_tensor *out[1] = {cur};
+  npuX_call call = {.ctx = st->ctx, .pool = pool, .n_threads = n_threads, .node = node,
+                    .params = npuE_step_params(step, node), .n_inputs = step->n_in, .in = in,
+                    .n_outputs = 1, .out = out,
+                    .scratch = step->scratch_at ? step->scratch_at : p->scratch,
+                    .step = st->n_iterations, .impl = step->impl};
+  npu_status s = step->def->run(&call);
+  p->slots[step->out[0]] = cur;
+  return s;
+}
+
 /* GET_NEXT: the next element of the node's dataset, through the session's iterator for it (a
    producer thread keeps its queue ahead of the device).  The plan was chosen for the shape of
    this element (exec/iterators.c: npuE_next_matches), so another shape is a broken promise. */
@@ -268,7 +302,9 @@ npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
     p->slots[step->out[0]] = var;
     break;
   }
-  case NPUX_KIND_ASSIGN: s = run_assign(st, p, step); break;
+  case NPUX_KIND_ASSIGN:
+    s = step->def->run ? run_update(st, p, step, node, pool, n_threads) : run_assign(st, p, step);
+    break;
   case NPUX_KIND_IDENTITY: p->slots[step->out[0]] = p->slots[step->in[0]]; break;
   case NPUX_KIND_NO_OP: break;
   case NPUX_KIND_GET_NEXT: s = run_get_next(st, p, step, node); break;

@@ -10,6 +10,13 @@
  * count: results are bitwise identical across thread counts (the `deterministic` option), and
  * the device has one pool instead of two fighting over the cores.
  * Dimensions that do not fit in blasint fall back to the reference loop.
+ *
+ * Few rows (m <= GEMV_MAX_M): each row of a block is one matrix-vector product (sgemv: no
+ * packing of B), when that is measured faster than OpenBLAS's sgemm: one row against an op(B)
+ * of at least GEMV_MIN_N columns, or up to GEMV_MAX_M rows of a product too big for OpenBLAS's
+ * small-matrix kernel (m n k > GEMV_BIG_WORK), whose packing of B costs ~4-8x the whole GEMV
+ * (bench/bench_mlp.c; 1 x 1024 x 1024: sgemm 430 us, sgemv 53 us).  The choice is a function of
+ * (m, n, k) alone, made once per GEMM, so thread counts still do not change the bits.
  */
 #include <limits.h>
 #include <string.h>
@@ -24,9 +31,15 @@ static int fits_blasint(int64_t m, int64_t n, int64_t k) {
 /* The block plan of one GEMM: by rows when there are enough, else by columns, at most
    MAX_BLOCKS blocks of at least MIN_BLOCK; small products are one block. */
 enum { MIN_BLOCK = 256, MAX_BLOCKS = 32, SMALL_WORK = 1 << 21 };
+enum { GEMV_MAX_M = 4, GEMV_MIN_N = 128, GEMV_BIG_WORK = 1 << 20 };
+
+/* Whether a GEMM of these shapes runs its rows as matrix-vector products (see the top). */
+static int use_gemv(int64_t m, int64_t n, int64_t k) {
+  return (m == 1 && n >= GEMV_MIN_N) || (m <= GEMV_MAX_M && m * n * k > GEMV_BIG_WORK);
+}
 
 typedef struct gemm_job {
-  int trans_a, trans_b, by_rows, f64;
+  int trans_a, trans_b, by_rows, f64, gemv;
   int64_t m, n, k, block;
   const void *a, *b;
   void *c;
@@ -49,16 +62,58 @@ static void plan_blocks(gemm_job *j, int64_t *n_blocks) {
   *n_blocks = (len + block - 1) / block;
 }
 
-/* One float32 block C (m, n; row stride ldc) = op(A) op(B), columns col0.. of the whole.  A
-   fused step's epilogue: the block starts as the bias (beta = 1 accumulates onto it) and gets
-   its activation while it is still in cache. */
-static void sgemm_block(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
-                        int64_t k, const float *a, blasint lda, const float *b, blasint ldb,
-                        const npuK_epilogue *ep, int64_t col0, float *c, blasint ldc) {
+/* Row r of op(A) (A's block as the GEMM passes it, leading dimension lda) and its stride. */
+static size_t a_row(enum CBLAS_TRANSPOSE ta, blasint lda, int64_t r, blasint *inc) {
+  *inc = ta == CblasTrans ? lda : 1;
+  return (size_t)(ta == CblasTrans ? r : r * lda);
+}
+
+/* C's row r (n) = op(B) applied to row r of op(A) (k), plus beta times C's row: y = B^T x
+   when B is stored (k, n), y = B x when it is stored (n, k) (trans_b). */
+static void sgemv_rows(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+                       int64_t k, const float *a, blasint lda, const float *b, blasint ldb,
+                       float beta, float *c, blasint ldc) {
+  for (int64_t r = 0; r < m; r++) {
+    blasint inc;
+    const float *x = a + a_row(ta, lda, r, &inc);
+    if (tb == CblasTrans)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)k, 1.0f, b, ldb, x, inc, beta,
+                  c + r * ldc, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasTrans, (blasint)k, (blasint)n, 1.0f, b, ldb, x, inc, beta,
+                  c + r * ldc, 1);
+  }
+}
+
+static void dgemv_rows(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int64_t m, int64_t n,
+                       int64_t k, const double *a, blasint lda, const double *b, blasint ldb,
+                       double *c, blasint ldc) {
+  for (int64_t r = 0; r < m; r++) {
+    blasint inc;
+    const double *x = a + a_row(ta, lda, r, &inc);
+    if (tb == CblasTrans)
+      cblas_dgemv(CblasRowMajor, CblasNoTrans, (blasint)n, (blasint)k, 1.0, b, ldb, x, inc, 0.0,
+                  c + r * ldc, 1);
+    else
+      cblas_dgemv(CblasRowMajor, CblasTrans, (blasint)k, (blasint)n, 1.0, b, ldb, x, inc, 0.0,
+                  c + r * ldc, 1);
+  }
+}
+
+/* One float32 block C (m, n; row stride ldc) = op(A) op(B), columns col0.. of the whole, by
+   sgemm or (gemv) by rows.  A fused step's epilogue: the block starts as the bias (beta = 1
+   accumulates onto it) and gets its activation while it is still in cache. */
+static void sgemm_block(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int gemv, int64_t m,
+                        int64_t n, int64_t k, const float *a, blasint lda, const float *b,
+                        blasint ldb, const npuK_epilogue *ep, int64_t col0, float *c,
+                        blasint ldc) {
   if (ep && ep->bias)
     for (int64_t r = 0; r < m; r++) memcpy(c + r * ldc, ep->bias + col0, (size_t)n * sizeof *c);
-  cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f, a, lda, b, ldb,
-              ep && ep->bias ? 1.0f : 0.0f, c, ldc);
+  float beta = ep && ep->bias ? 1.0f : 0.0f;
+  if (gemv) sgemv_rows(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)k, 1.0f, a, lda, b, ldb,
+                beta, c, ldc);
   if (ep && ep->act != NPUK_ACT_NONE) {
     npuK_epilogue act = {.act = ep->act, .alpha = ep->alpha,
                          .slope = ep->slope ? ep->slope + col0 : NULL};
@@ -87,13 +142,18 @@ static void gemm_range(void *arg, int64_t b0, int64_t b1) {
       c += (size_t)lo * es;
       n = len;
     }
+    if (j->f64 && j->gemv) {
+      dgemv_rows(ta, tb, m, n, j->k, (const double *)a, lda, (const double *)b, ldb,
+                 (double *)c, (blasint)j->n);
+      continue;
+    }
     if (j->f64) {
       cblas_dgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)j->k, 1.0,
                   (const double *)a, lda, (const double *)b, ldb, 0.0, (double *)c,
                   (blasint)j->n);
       continue;
     }
-    sgemm_block(ta, tb, m, n, j->k, (const float *)a, lda, (const float *)b, ldb, j->ep,
+    sgemm_block(ta, tb, j->gemv, m, n, j->k, (const float *)a, lda, (const float *)b, ldb, j->ep,
                 j->by_rows ? 0 : lo, (float *)c, (blasint)j->n);
   }
 }
@@ -101,7 +161,7 @@ static void gemm_range(void *arg, int64_t b0, int64_t b1) {
 static void gemm(const npuK_pool *pool, int f64, int trans_a, int trans_b, int64_t m, int64_t n,
                  int64_t k, const void *a, const void *b, const npuK_epilogue *ep, void *c) {
   gemm_job j = {.trans_a = trans_a, .trans_b = trans_b, .f64 = f64, .m = m, .n = n, .k = k,
-                .a = a, .b = b, .c = c, .ep = ep};
+                .a = a, .b = b, .c = c, .ep = ep, .gemv = use_gemv(m, n, k)};
   int64_t n_blocks;
   plan_blocks(&j, &n_blocks);
   npuK_parallel_for(pool, n_blocks, 1, gemm_range, &j);
@@ -178,6 +238,7 @@ static int64_t c_floats(const gemm_job *g, npuK_dtype c_dtype) {
 static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots) {
   h->g.m = m, h->g.n = n, h->g.k = k;
   h->blas = k > 0 && fits_blasint(m, n, k);
+  h->g.gemv = use_gemv(m, n, k);
   plan_blocks(&h->g, &h->n_blocks);
   if (!h->blas) { /* the reference loop, on one block of all rows */
     h->g.by_rows = 1;
@@ -244,7 +305,7 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
                      : cbuf;
       int64_t ldc = h->c_dtype == NPUK_F32 ? g->n : n;
       if (h->blas) {
-        sgemm_block(ta, tb, m, n, g->k, a, lda, b, ldb, g->ep, g->by_rows ? 0 : lo, c,
+        sgemm_block(ta, tb, g->gemv, m, n, g->k, a, lda, b, ldb, g->ep, g->by_rows ? 0 : lo, c,
                     (blasint)ldc);
       } else { /* the one block of all rows (half_plan): C is (m, n) */
         npuK_matmul_f32_ref_ep(NULL, g->trans_a, g->trans_b, m, n, g->k, a, b, g->ep, c);
@@ -274,6 +335,90 @@ void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_
                 .a = a, .c = c, .a_dtype = a_dtype, .c_dtype = c_dtype, .scratch = scratch};
   half_plan(&h, m, n, k > 0 ? k : 0, n_slots);
   npuK_parallel_for(pool, h.n_slots, 1, half_range, &h);
+}
+
+/* ---- gradient descent through the GEMM (kernels.h: npuK_matmul_f32_sgd) ---- */
+
+typedef struct sgd_job {
+  gemm_job g;
+  float lr;
+  float *w, *scratch;
+  int64_t n_blocks, n_slots, slot_floats;
+} sgd_job;
+
+static void sgd_plan(sgd_job *j, int64_t m, int64_t n, int64_t k, int n_slots) {
+  j->g.m = m, j->g.n = n, j->g.k = k;
+  j->g.gemv = use_gemv(m, n, k);
+  plan_blocks(&j->g, &j->n_blocks);
+  j->n_slots = n_slots < 1 ? 1 : n_slots;
+  if (j->n_slots > j->n_blocks) j->n_slots = j->n_blocks;
+  j->slot_floats = j->g.by_rows ? j->g.block * n : m * j->g.block;
+}
+
+size_t npuK_matmul_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  sgd_job j = {0};
+  sgd_plan(&j, m, n, k, n_slots);
+  return (size_t)(j.n_slots * j.slot_floats) * sizeof(float);
+}
+
+/* w[c] = w[c] - lr * d[c]: the mul op, then the sub op (two statements: no contraction into
+   an fma).  Eight lanes through a local array, which the compiler vectorises at -O2. */
+static void sgd_row(int64_t n, float lr, const float *d, float *w) {
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) {
+    float r[8];
+    for (int l = 0; l < 8; l++) {
+      float step = lr * d[c + l];
+      r[l] = w[c + l] - step;
+    }
+    for (int l = 0; l < 8; l++) w[c + l] = r[l];
+  }
+  for (; c < n; c++) {
+    float step = lr * d[c];
+    w[c] = w[c] - step;
+  }
+}
+
+static void sgd_range(void *arg, int64_t s0, int64_t s1) {
+  const sgd_job *j = arg;
+  const gemm_job *g = &j->g;
+  enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
+  blasint lda = (blasint)(g->trans_a ? g->m : g->k), ldb = (blasint)(g->trans_b ? g->k : g->n);
+  float lr = j->lr;
+  for (int64_t s = s0; s < s1; s++) {
+    float *d = j->scratch + s * j->slot_floats;
+    int64_t b0 = s * j->n_blocks / j->n_slots, b1 = (s + 1) * j->n_blocks / j->n_slots;
+    for (int64_t blk = b0; blk < b1; blk++) { /* gemm_range's block, C in scratch */
+      int64_t lo = blk * g->block, len = (g->by_rows ? g->m : g->n) - lo;
+      if (len > g->block) len = g->block;
+      const float *a = g->a, *b = g->b;
+      float *w = j->w;
+      int64_t m = g->m, n = g->n;
+      if (g->by_rows) {
+        a += g->trans_a ? lo : lo * g->k;
+        w += lo * g->n;
+        m = len;
+      } else {
+        b += g->trans_b ? lo * g->k : lo;
+        w += lo;
+        n = len;
+      }
+      sgemm_block(ta, tb, g->gemv, m, n, g->k, a, lda, b, ldb, NULL, 0, d, (blasint)n);
+      for (int64_t r = 0; r < m; r++) sgd_row(n, lr, d + r * n, w + r * g->n);
+    }
+  }
+}
+
+void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                         int64_t k, const float *a, const float *b, float lr, float *w,
+                         float *scratch, int n_slots) {
+  if (m <= 0 || n <= 0 || k <= 0 || !fits_blasint(m, n, k)) return; /* the caller's promise */
+  sgd_job j = {.g = {.trans_a = trans_a, .trans_b = trans_b, .a = a, .b = b}, .lr = lr, .w = w,
+               .scratch = scratch};
+  sgd_plan(&j, m, n, k, n_slots);
+  npuK_parallel_for(pool, j.n_slots, 1, sgd_range, &j);
 }
 
 void npuK_blas_set_threads(int n) {

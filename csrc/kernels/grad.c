@@ -14,6 +14,40 @@
 #include "kernels/kgrad.h"
 #include "kernels/kutil.h"
 
+/* relu_grad and relu6_grad of float32: o = mask(b) ? a : +0 as a select of bits (NaN in a
+   kept where the mask holds, +0 elsewhere, exactly the ternary), eight lanes through a local
+   array so the compiler vectorises it at -O2: on random signs the branchy ternary mispredicts
+   every other element (~2 ns each). */
+static inline float select_f32(int keep, float a) {
+  uint32_t bits, mask = (uint32_t)0 - (uint32_t)keep;
+  memcpy(&bits, &a, sizeof bits);
+  bits &= mask;
+  memcpy(&a, &bits, sizeof a);
+  return a;
+}
+
+#define SEL_LOOP(KEEP)                                                                             \
+  do {                                                                                             \
+    int64_t i = 0;                                                                                 \
+    for (; i + 8 <= n; i += 8) {                                                                   \
+      float r[8];                                                                                  \
+      for (int l = 0; l < 8; l++) {                                                                \
+        float x = b[i + l];                                                                        \
+        r[l] = select_f32(KEEP, a[i + l]);                                                         \
+      }                                                                                            \
+      for (int l = 0; l < 8; l++) o[i + l] = r[l];                                                 \
+    }                                                                                              \
+    for (; i < n; i++) {                                                                           \
+      float x = b[i];                                                                              \
+      o[i] = select_f32(KEEP, a[i]);                                                               \
+    }                                                                                              \
+  } while (0)
+
+static void relu_grad_sel_f32(int six, int64_t n, const float *a, const float *b, float *o) {
+  if (six) SEL_LOOP((x > 0) & (x < 6));
+  else SEL_LOOP(x > 0);
+}
+
 typedef struct ag_job {
   npuK_act_grad op;
   const void *a, *b;
@@ -53,6 +87,11 @@ static int64_t relu_grad_lanes(const float *a, const float *b, float *o, int64_t
         o[i] = b[i] > 0 ? a[i] : (T)0;                                                          \
       break;                                                                                    \
     case NPUK_AG_RELU6:                                                                         \
+      if (sizeof(T) == sizeof(float)) {                                                         \
+        relu_grad_sel_f32(1, end - begin, (const float *)a + begin, (const float *)b + begin,   \
+                          (float *)o + begin);                                                  \
+        break;                                                                                  \
+      }                                                                                         \
       for (int64_t i = begin; i < end; i++) o[i] = b[i] > 0 && b[i] < 6 ? a[i] : (T)0;          \
       break;                                                                                    \
     case NPUK_AG_SIGMOID:                                                                       \

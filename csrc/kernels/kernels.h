@@ -563,6 +563,16 @@ void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_
 void npuK_matmul_f32_ref_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
                             int64_t n, int64_t k, const float *a, const float *b,
                             const npuK_epilogue *ep, float *c);
+/* Gradient descent through a GEMM: w (m, n) = w - lr * (op(A) op(B)), the product never
+ * stored whole: each block of npuK_matmul_f32_blas's plan (the same sgemm / sgemv calls, so
+ * the same product bits) is computed into the slot's scratch and w's block updated from it
+ * while it is in cache, as a multiply then a subtract (two roundings): the bits of the matmul,
+ * mul and sub ops one after the other.  Needs 0 < m, n, k <= INT_MAX.  Slot s takes blocks
+ * [s nb / slots, (s + 1) nb / slots); scratch: npuK_matmul_sgd_scratch_size bytes. */
+size_t npuK_matmul_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots);
+void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                         int64_t k, const float *a, const float *b, float lr, float *w,
+                         float *scratch, int n_slots);
 /* conv2d / depthwise_conv2d with an epilogue applied to each block of output pixels right
  * after it is computed (cols = output channels); same arguments and scratch as the plain
  * kernels, same bits as the plain kernel followed by bias_add and the activation. */
