@@ -44,7 +44,7 @@ MODULE   = $(MODULE_DIR)/npu/core.so
 LIB_A    = $(BUILD)/libnpu.a
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize bench docs clean install lua-links fuzz serve
+.PHONY: all deps example test check sanitize bench bench-serve docs clean install lua-links fuzz serve
 
 all: $(MODULE) $(LIB_A) $(LIB_SO) lua-links serve
 
@@ -162,6 +162,14 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE)
 	$(LUA) bench/implmode.lua
 	$(LUA) bench/profile.lua
 	$(LUA) bench/control.lua
+
+# npu-serve under load: 16 clients x 1000 requests, batching off and on, a version swap mid-run.
+SERVE_LOAD = $(BUILD)/bench/serve_load
+$(SERVE_LOAD): bench/serve_load.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -o $@ $< -lpthread
+bench-serve: all $(SERVE_LOAD)
+	$(LUA) bench/serving.lua
 
 docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md

@@ -263,3 +263,50 @@ function TestServing:test_batching_merges_concurrent_requests()
   lu.assertNil(text:match('processed_batch_size_bucket{model_name="m",le="1"} [1-9]'),
                "padded to an allowed batch size (4, 8 or 16), never run as 1")
 end
+
+-- The reference's config.cfg (TF Serving's platform_configs, the session's NpuOptimizer
+-- parameter_map), as docs/serving.md shows it.
+local PLATFORM_CONFIG = [[
+platform_configs {
+  key: "tensorflow"
+  value {
+    source_adapter_config {
+      [type.googleapis.com/tensorflow.serving.SavedModelBundleSourceAdapterConfig] {
+        legacy_config {
+          session_config {
+            graph_options {
+              rewrite_options {
+                custom_optimizers {
+                  name: "NpuOptimizer"
+                  parameter_map: { key: "use_off_line" value: { b: true } }
+                  parameter_map: { key: "mix_compile_mode" value: { b: true } }
+                  parameter_map: { key: "graph_run_mode" value: { i: 0 } }
+                  parameter_map: { key: "precision_mode" value: { s: "%s" } }
+                }
+                remapping: OFF
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+]]
+
+function TestServing:test_platform_config()
+  S.write(self.dir .. "/config.cfg", PLATFORM_CONFIG:format("force_fp32"))
+  local srv = start(self.dir, "--model_name=m --model_base_path=" .. q(self.dir .. "/m") ..
+    " --file_system_poll_wait_seconds=0 --platform_config_file=" .. q(self.dir .. "/config.cfg"))
+  self.srv = srv
+  lu.assertStrContains(S.read(srv.log), "4 NpuOptimizer parameter(s)")
+  local code, r = json(srv, "POST", "/v1/models/m:predict", '{"inputs": [[1, 2, 3]]}')
+  lu.assertEquals(code, 200)
+  near(r.outputs.y, { (direct(1, { X[1] }))[1] }, "y under the platform config")
+  -- a value the option table refuses stops the server before it serves
+  S.write(self.dir .. "/bad.cfg", PLATFORM_CONFIG:format("fp64_please"))
+  local out = io.popen(("%s --model_base_path=%s --platform_config_file=%s 2>&1; echo rc=$?"):format(
+    q(SERVE), q(self.dir .. "/m"), q(self.dir .. "/bad.cfg"))):read("a")
+  lu.assertStrContains(out, "parameter_map 'precision_mode'")
+  lu.assertStrContains(out, "rc=1")
+end
