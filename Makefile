@@ -44,9 +44,24 @@ MODULE   = $(MODULE_DIR)/npu/core.so
 LIB_A    = $(BUILD)/libnpu.a
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize bench docs clean install lua-links fuzz
+.PHONY: all deps example test check sanitize bench bench-serve docs clean install lua-links fuzz serve
 
-all: $(MODULE) $(LIB_A) $(LIB_SO) lua-links
+all: $(MODULE) $(LIB_A) $(LIB_SO) lua-links serve
+
+# npu-serve (tools/serve/): TF Serving's REST API over the C API.  Optional: it needs
+# libmicrohttpd (Debian libmicrohttpd-dev, which tools/install-deps.sh installs); without it
+# everything else builds and the serving spec skips, saying why.
+MHD_INCDIR ?= /usr/include
+SERVE     = $(BUILD)/npu-serve
+SERVE_SRC = $(wildcard tools/serve/*.c)
+ifneq ($(wildcard $(MHD_INCDIR)/microhttpd.h),)
+serve: $(SERVE)
+$(SERVE): $(SERVE_SRC) $(wildcard tools/serve/*.h) $(LIB_A)
+	$(CC) $(ALL_CFLAGS) -I$(MHD_INCDIR) -Itools/serve -o $@ $(SERVE_SRC) $(LIB_A) -lmicrohttpd $(LIBS)
+else
+serve:
+	@echo "npu-serve: not built: libmicrohttpd-dev is missing ($(MHD_INCDIR)/microhttpd.h); tools/install-deps.sh installs it"
+endif
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -161,6 +176,14 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP)
 	$(LUA) bench/profile.lua
 	$(LUA) bench/control.lua
 
+# npu-serve under load: 16 clients x 1000 requests, batching off and on, a version swap mid-run.
+SERVE_LOAD = $(BUILD)/bench/serve_load
+$(SERVE_LOAD): bench/serve_load.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -o $@ $< -lpthread
+bench-serve: all $(SERVE_LOAD)
+	$(LUA) bench/serving.lua
+
 docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md
 	$(BUILD)/gen_ops_doc csrc/ops/ops.def > docs/ops.md
@@ -171,6 +194,7 @@ install: all
 	cp $(MODULE) $(INST_LIBDIR)/npu/core.so
 	cp $(LUA_SRC) $(INST_LUADIR)/npu/
 	if [ -n "$(INST_BINDIR)" ]; then mkdir -p $(INST_BINDIR) && cp tools/npu-run $(INST_BINDIR)/npu-run && chmod 755 $(INST_BINDIR)/npu-run; fi
+	if [ -n "$(INST_BINDIR)" ] && [ -f $(SERVE) ]; then cp $(SERVE) $(INST_BINDIR)/npu-serve && chmod 755 $(INST_BINDIR)/npu-serve; fi
 
 clean:
 	rm -rf build build-san npu

@@ -3,7 +3,8 @@
 -- graph_run_mode 0, remapping and memory optimisation off), run the batches in a loop, and
 -- report the first run (which compiles the graph) apart from the steady state.
 --
---   lua5.4 examples/infer_from_pb.lua [--model_path=model.pb|model.json] [--batchsize=4]
+--   lua5.4 examples/infer_from_pb.lua [--model_path=model.pb|model.json|saved_model_dir]
+--          [--batchsize=4]
 --          [--batches=20] [--input_tensor_name=data:0] [--output_tensor_name=...:0]
 --          [--precision_mode=force_fp16]
 --

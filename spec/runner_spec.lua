@@ -116,3 +116,18 @@ function TestRunner:test_infer_from_pb_example()
   lu.assertStrMatches(out, ".*steady state over 2 batches of 2: median [%d.]+ ms.*")
   lu.assertStrContains(out, "output batchnorm0/add_1:0 of the last batch: 2x256")
 end
+
+function TestRunner:test_runs_a_saved_model_directory()
+  local S = dofile(SPEC_DIR .. "/support.lua")
+  local tmp = S.tmpdir()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { -1, 2 }, "x")
+  local y = npu.multiply(x, g:const(npu.tensor({ 2, 4 }, "float32"), "w"), { name = "y" })
+  npu.export_saved_model(g, tmp .. "/1", { inputs = { x = x }, outputs = { y = y }, variables = { "w" } })
+  npu.tensor({ { 1, 1 }, { 3, 1 } }, "float32"):save(tmp .. "/x.npy")
+  local out, code = run(("%q --input x=%q"):format(tmp .. "/1", tmp .. "/x.npy"))
+  lu.assertEquals(code, 0, out)
+  lu.assertStrContains(out, "input  x:0 float32 [-1,2] <- " .. tmp .. "/x.npy")
+  lu.assertStrContains(out, "output y:0 float32 [2,2] min 2 max 6 mean 4")
+  S.rm_rf(tmp)
+end

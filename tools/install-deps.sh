@@ -3,6 +3,9 @@
 # `make test` run this first).  Needs root or sudo only when something is missing.
 set -e
 PKGS="lua5.4 liblua5.4-dev libcjson-dev libopenblas-dev lua-unit luarocks gcc make"
+# npu-serve's HTTP library and the serving spec's client: optional at build time (the
+# Makefile builds without them and the spec skips), installed here so `make test` has them.
+PKGS="$PKGS libmicrohttpd-dev curl"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

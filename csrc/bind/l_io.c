@@ -5,6 +5,8 @@
  *
  *   core.graph_import_file(path)        -> npu.Graph, info
  *   core.graph_import_graphdef(bytes)   -> npu.Graph, info
+ *   core.graph_import_savedmodel(dir, tags, signature_key) -> npu.Graph, info
+ *   core.graph_export_savedmodel(g, dir, key, in_keys, in_names, out_keys, out_names, vars)
  *   core.graph_export_graphdef(g, path) -> true
  *   core.graph_serialize_graphdef(g)    -> bytes (a string)
  *   core.monotonic_time()               -> seconds (a float) of a monotonic wall clock, for
@@ -86,6 +88,19 @@ static int finish_import(lua_State *L, const npu_model_info *info) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setfield(L, -2, "outputs");
+  if (npu_model_info_signature_key(info)) { /* SavedModel */
+    lua_pushstring(L, npu_model_info_signature_key(info));
+    lua_setfield(L, -2, "signature_key");
+    lua_pushstring(L, npu_model_info_method_name(info));
+    lua_setfield(L, -2, "method_name");
+    n = npu_model_info_n_signatures(info);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+      lua_pushstring(L, npu_model_info_signature_at(info, i));
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "signatures");
+  }
   lua_remove(L, -2); /* the info box: its __gc frees the info */
   return 2;
 }
@@ -118,6 +133,51 @@ static int l_import_tfjs(lua_State *L) {
   npu_status st = npu_graph_import_tfjs(npuB_context(L), json, len, dir, &gb->g, &ib->info);
   if (st) return npuB_raise(L, "npu.import_graph_def", st);
   return finish_import(L, ib->info);
+}
+
+static int l_import_savedmodel(lua_State *L) {
+  const char *dir = luaL_checkstring(L, 1);
+  const char *tags = luaL_optstring(L, 2, NULL);
+  const char *sig = luaL_optstring(L, 3, NULL);
+  npuB_graph_box *gb = new_graph_box(L);
+  info_box *ib = new_info_box(L);
+  npu_status st = npu_graph_import_savedmodel(npuB_context(L), dir, tags, sig, &gb->g, &ib->info);
+  if (st) return npuB_raise(L, "npu.load_model", st);
+  return finish_import(L, ib->info);
+}
+
+/* Names from a Lua list at index idx into a userdata array (no malloc in binding code). */
+static const char **check_names(lua_State *L, int idx, const char *what, int *n) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  *n = (int)luaL_len(L, idx);
+  if (*n > 128) luaL_error(L, "npu.export_saved_model: more than 128 %s", what);
+  const char **v = lua_newuserdatauv(L, ((size_t)*n + 1) * sizeof *v, 0);
+  for (int i = 0; i < *n; i++) {
+    lua_geti(L, idx, i + 1);
+    if (!lua_isstring(L, -1)) luaL_error(L, "npu.export_saved_model: %s[%d] is not a string", what, i + 1);
+    v[i] = lua_tostring(L, -1); /* kept alive by the table */
+    lua_pop(L, 1);
+  }
+  return v;
+}
+
+/* core.graph_export_savedmodel(g, dir, signature_key|nil, input_keys, input_names,
+   output_keys, output_names, variables) -> true */
+static int l_export_savedmodel(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  const char *dir = luaL_checkstring(L, 2);
+  const char *key = luaL_optstring(L, 3, NULL);
+  int n_ik, n_in, n_ok, n_on, n_var;
+  const char **ik = check_names(L, 4, "input keys", &n_ik);
+  const char **in = check_names(L, 5, "input names", &n_in);
+  const char **ok = check_names(L, 6, "output keys", &n_ok);
+  const char **on = check_names(L, 7, "output names", &n_on);
+  const char **vars = check_names(L, 8, "variables", &n_var);
+  if (n_ik != n_in || n_ok != n_on) luaL_error(L, "npu.export_saved_model: keys and names differ in number");
+  npu_status st = npu_graph_export_savedmodel(g, dir, key, n_in, ik, in, n_on, ok, on, n_var, vars);
+  if (st) return npuB_raise(L, "npu.export_saved_model", st);
+  lua_pushboolean(L, 1);
+  return 1;
 }
 
 static int l_export_graphdef(lua_State *L) {
@@ -153,6 +213,8 @@ void npuB_open_io(lua_State *L) {
   static const luaL_Reg funcs[] = {{"graph_import_file", l_import_file},
                                    {"graph_import_graphdef", l_import_graphdef},
                                    {"graph_import_tfjs", l_import_tfjs},
+                                   {"graph_import_savedmodel", l_import_savedmodel},
+                                   {"graph_export_savedmodel", l_export_savedmodel},
                                    {"graph_export_graphdef", l_export_graphdef},
                                    {"graph_serialize_graphdef", l_serialize_graphdef},
                                    {"monotonic_time", l_monotonic_time},

@@ -442,11 +442,56 @@ NPU_API int npu_model_info_n_inputs(const npu_model_info *info);
 NPU_API int npu_model_info_n_outputs(const npu_model_info *info);
 NPU_API const npu_model_io *npu_model_info_input(const npu_model_info *info, int i);
 NPU_API const npu_model_io *npu_model_info_output(const npu_model_info *info, int i);
-/* "tfjs" or "graphdef"; and where the signature came from: "userDefinedMetadata.signature",
-   "signature" or "graph".  Static storage. */
+/* "tfjs", "graphdef" or "savedmodel"; and where the signature came from:
+   "userDefinedMetadata.signature", "signature", "signature_def" or "graph".  Static storage. */
 NPU_API const char *npu_model_info_format(const npu_model_info *info);
 NPU_API const char *npu_model_info_signature_source(const npu_model_info *info);
 NPU_API void npu_model_info_release(npu_model_info *info);
+
+/* SavedModel directories (dir/saved_model.pb, dir/variables/variables.index + .data-*):
+   the meta graph whose tag set is exactly `tags` (comma-separated; NULL: "serve"), and its
+   signature `signature_key` (NULL: "serving_default", else the first key in sorted order).
+   The graph holds what that signature needs: its outputs' ancestors up to its inputs (each
+   input's node becomes a Placeholder of the TensorInfo's dtype and shape); variables
+   (VariableV2, VarHandleOp) become Consts holding their values from the tensor bundle (every
+   block and tensor CRC-32C checked), ReadVariableOp an Identity: the model is frozen, nothing
+   to initialise.  info: the signature's inputs and outputs with their keys, format
+   "savedmodel", signature_source "signature_def", plus npu_model_info_signature_key & co.
+   npu_graph_import_file on a directory does this with the defaults (or, without a
+   saved_model.pb, reads its model.json or its one .pb).
+   Errors: NPU_ERR_IO (a file, named), NPU_ERR_NOT_FOUND (no meta graph with those tags, no
+   such signature: the message lists those there are), NPU_ERR_FORMAT (corrupt protos, a
+   corrupt index, a checksum mismatch, a variable missing from the bundle, a signature
+   naming a tensor the graph lacks), NPU_ERR_UNSUPPORTED (text-format saved_model.pbtxt, TF2
+   function-based graphs (StatefulPartitionedCall), sparse signature tensors, and what the
+   GraphDef import refuses), NPU_ERR_NOMEM.  Outs NULL on failure. */
+NPU_API npu_status npu_graph_import_savedmodel(npu_context *ctx, const char *dir, const char *tags,
+                                               const char *signature_key, npu_graph **graph_out,
+                                               npu_model_info **info_out);
+/* SavedModel only (NULL / 0 otherwise): the signature's key and method name
+   ("tensorflow/serving/predict"), and every signature key of the meta graph, sorted.
+   Borrowed, valid while info lives. */
+NPU_API const char *npu_model_info_signature_key(const npu_model_info *info);
+NPU_API const char *npu_model_info_method_name(const npu_model_info *info);
+NPU_API int npu_model_info_n_signatures(const npu_model_info *info);
+NPU_API const char *npu_model_info_signature_at(const npu_model_info *info, int i);
+/* Writes g as a SavedModel directory (created as needed): one meta graph tagged "serve", the
+   GraphDef of npu_graph_export_graphdef with the const nodes named in `variables` written as
+   VariableV2 nodes whose values go to variables/variables.{index,data-00000-of-00001}, and
+   one signature (signature_key, NULL: "serving_default"; method
+   "tensorflow/serving/predict") of the tensors named (input_names[i] under input_keys[i],
+   ...; at least one output, at most 128 in all).  The saved_model.pb has no saver_def and no
+   restore ops: npu_graph_import_savedmodel reads it back; TensorFlow's loader would leave
+   the variables uninitialised.  Errors: NPU_ERR_ARG (a variable that is not a const node),
+   NPU_ERR_NOT_FOUND (a signature tensor not in g), NPU_ERR_IO, NPU_ERR_UNSUPPORTED (what the
+   GraphDef export refuses), NPU_ERR_NOMEM. */
+NPU_API npu_status npu_graph_export_savedmodel(npu_graph *g, const char *dir,
+                                               const char *signature_key, int n_inputs,
+                                               const char *const *input_keys,
+                                               const char *const *input_names, int n_outputs,
+                                               const char *const *output_keys,
+                                               const char *const *output_names, int n_variables,
+                                               const char *const *variables);
 
 /* Writes g as a binary GraphDef (.pb): every node with its TensorFlow type and attributes
    (keepdims -> keep_dims, dtypes as DataType, "T" added), attributes TensorFlow takes as

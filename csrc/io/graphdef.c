@@ -3294,14 +3294,6 @@ static npu_status build_graph(importer *im) {
 
 /* ---- signature ------------------------------------------------------------------------- */
 
-struct npu_model_info {
-  npu_context *ctx;
-  const char *format, *signature_source;
-  int n_inputs, n_outputs;
-  int n_io;         /* entries allocated (zeroed): a failed build frees them all */
-  npu_model_io *io; /* inputs, then outputs */
-};
-
 void npu_model_info_release(npu_model_info *info) {
   if (!info) return;
   npu_context *ctx = info->ctx;
@@ -3310,6 +3302,7 @@ void npu_model_info_release(npu_model_info *info) {
     npuC_free(ctx, (char *)info->io[i].name);
   }
   npuC_free(ctx, info->io);
+  npuI_model_info_free_signatures(info); /* io/savedmodel.c */
   npuC_free(ctx, info);
   npu_context_release(ctx);
 }
@@ -3465,8 +3458,8 @@ npu_status npu_graph_import_graphdef(npu_context *ctx, const void *data, size_t 
   return finish(&im, st, NULL, NULL, false, graph_out, info_out);
 }
 
-static npu_status import_pb_named(npu_context *ctx, const char *path, const uint8_t *data,
-                                  size_t size, npu_graph **graph_out, npu_model_info **info_out) {
+npu_status npuI_import_pb_named(npu_context *ctx, const char *path, const uint8_t *data,
+                                size_t size, npu_graph **graph_out, npu_model_info **info_out) {
   importer im = {.ctx = ctx, .ar = {.ctx = ctx}, .source = path};
   npu_status st = parse_pb(&im, data, size);
   return finish(&im, st, NULL, NULL, false, graph_out, info_out);
@@ -3527,6 +3520,8 @@ npu_status npu_graph_import_file(npu_context *ctx, const char *path, npu_graph *
   if (info_out) *info_out = NULL;
   if (!ctx || !path || !graph_out)
     return npuC_error(ctx, NPU_ERR_ARG, "npu_graph_import_file: NULL argument");
+  if (npuI_is_dir(path)) /* a SavedModel, or a version directory (io/savedmodel.c) */
+    return npuI_import_dir(ctx, path, graph_out, info_out);
   uint8_t *data;
   size_t size;
   npu_status st = read_file(ctx, path, "model file", &data, &size);
@@ -3555,7 +3550,7 @@ npu_status npu_graph_import_file(npu_context *ctx, const char *path, npu_graph *
     dir[len] = 0;
     st = import_json_named(ctx, path, (const char *)data, size, dir, graph_out, info_out);
   } else {
-    st = import_pb_named(ctx, path, data, size, graph_out, info_out);
+    st = npuI_import_pb_named(ctx, path, data, size, graph_out, info_out);
   }
   npuC_free(ctx, data);
   return st;

@@ -31,4 +31,26 @@ bool npuI_tf_alias(int i, const char **tf_type, const char **op, bool *converts)
 /* The i-th comma-separated entry of list (copied into buf), or NULL past the end. */
 const char *npuI_list_item(const char *list, int i, char *buf, size_t size);
 
+/* A model's signature (npu.h).  The SavedModel fields are NULL / 0 for the other formats. */
+struct npu_model_info {
+  npu_context *ctx;
+  const char *format, *signature_source;
+  int n_inputs, n_outputs;
+  int n_io;         /* entries allocated (zeroed): a failed build frees them all */
+  npu_model_io *io; /* inputs, then outputs */
+  char *signature_key, *method_name; /* SavedModel: this signature's */
+  int n_signatures;                  /* SavedModel: every signature key of the meta graph */
+  char **signatures;
+};
+
+/* Binary GraphDef bytes into a graph, messages naming `path` (graphdef.c). */
+npu_status npuI_import_pb_named(npu_context *ctx, const char *path, const uint8_t *data,
+                                size_t size, npu_graph **graph_out, npu_model_info **info_out);
+/* io/savedmodel.c: 1 when path is a directory; a directory's model (a SavedModel, a
+   TensorFlow.js model.json, a single .pb); freeing the SavedModel fields of an info. */
+int npuI_is_dir(const char *path);
+npu_status npuI_import_dir(npu_context *ctx, const char *dir, npu_graph **graph_out,
+                           npu_model_info **info_out);
+void npuI_model_info_free_signatures(npu_model_info *info);
+
 #endif

@@ -420,8 +420,8 @@ npu.train.Saver = require("npu.saver").Saver
 -- Models: TensorFlow graphs in and out (lua/npu/model.lua)
 local model = require("npu.model")
 npu.model = model
-npu.load_model, npu.import_graph_def, npu.export_graph_def =
-  model.load_model, model.import_graph_def, model.export_graph_def
+npu.load_model, npu.import_graph_def, npu.export_graph_def, npu.export_saved_model =
+  model.load_model, model.import_graph_def, model.export_graph_def, model.export_saved_model
 
 -- TensorFlow 1.15 names for imports and ported scripts (lua/npu/tf_extra.lua)
 require("npu.tf_extra").install(npu)

@@ -6,8 +6,8 @@
 --
 -- The graph keeps the model's node names (g:get_tensor_by_name("input:0")).  `info` is the
 -- model's signature:
---   info.format            "tfjs" or "graphdef"
---   info.signature_source  "userDefinedMetadata.signature", "signature" or "graph" (no
+--   info.format            "tfjs", "graphdef" or "savedmodel"
+--   info.signature_source  "userDefinedMetadata.signature", "signature", "signature_def" or "graph" (no
 --                          signature: the Placeholders and the outputs no node consumes)
 --   info.inputs, info.outputs   lists of {key =, name = "node:i", dtype =, shape = {...}}
 --                          (-1 for unknown dims; shape nil for an unknown rank), in the
@@ -30,15 +30,69 @@ local function decorate(info)
   return info
 end
 
---- npu.load_model(path) -> npu.Graph, info.  path: a TensorFlow.js model.json (its weight
--- files beside it) or a binary GraphDef .pb.  Errors name the file and the node
--- (NPU_ERR_IO, NPU_ERR_FORMAT, NPU_ERR_UNSUPPORTED listing every unsupported op type).
-function M.load_model(path)
+--- npu.load_model(path [, opts]) -> npu.Graph, info.  path: a TensorFlow.js model.json (its
+-- weight files beside it), a binary GraphDef .pb, or a directory: a SavedModel
+-- (saved_model.pb + variables/), else the directory's model.json or its one .pb.
+-- opts (SavedModel only): tags = "serve" (comma-separated, the meta graph's exact tag set),
+-- signature = "serving_default" (a signature key; info.signatures lists them all).
+-- A SavedModel's info also has format "savedmodel", signature_key, method_name, signatures.
+-- Errors name the file and the node (NPU_ERR_IO, NPU_ERR_FORMAT, NPU_ERR_NOT_FOUND,
+-- NPU_ERR_UNSUPPORTED listing every unsupported op type).
+function M.load_model(path, opts)
   if type(path) ~= "string" then
     error(("npu.load_model: expected a file name, got %s"):format(type(path)), 2)
   end
-  local g, info = core.graph_import_file(path)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("npu.load_model: opts must be a table, got %s"):format(type(opts)), 2)
+  end
+  local g, info
+  if opts and (opts.tags or opts.signature) then
+    g, info = core.graph_import_savedmodel(path, opts.tags, opts.signature)
+  else
+    g, info = core.graph_import_file(path)
+  end
   return g, decorate(info)
+end
+
+local function tensor_name(v)
+  if type(v) == "string" then return v end
+  local ok, name = pcall(function() return v:name() end) -- an npu.Output
+  return ok and name or tostring(v)
+end
+
+local function io_lists(spec, what)
+  local keys, names = {}, {}
+  if spec == nil then return keys, names end
+  if type(spec) ~= "table" then
+    error(("npu.export_saved_model: %s must be a table"):format(what), 3)
+  end
+  if #spec > 0 then -- a list of tensor names: the key is the node name
+    for i, name in ipairs(spec) do
+      names[i] = tensor_name(name)
+      keys[i] = names[i]:gsub(":%d+$", "")
+    end
+  else
+    for k in pairs(spec) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for i, k in ipairs(keys) do names[i] = tensor_name(spec[k]) end
+  end
+  return keys, names
+end
+
+--- npu.export_saved_model(g, dir, {inputs = {x = "x:0"}, outputs = {y = "y:0"},
+--    variables = {"w", "b"}, signature_key = "serving_default"}) writes a SavedModel
+-- directory: the graph as a GraphDef, the const nodes named in variables as VariableV2 with
+-- their values in variables/ (a tensor bundle), and one predict signature.  inputs/outputs:
+-- {key = tensor name or npu.Output} or a list of them (keyed by node name).  Returns true.
+function M.export_saved_model(g, dir, spec)
+  if type(dir) ~= "string" then
+    error(("npu.export_saved_model: expected a directory name, got %s"):format(type(dir)), 2)
+  end
+  spec = spec or {}
+  local ik, iname = io_lists(spec.inputs, "inputs")
+  local ok, oname = io_lists(spec.outputs, "outputs")
+  return core.graph_export_savedmodel(g, dir, spec.signature_key, ik, iname, ok, oname,
+                                      spec.variables or {})
 end
 
 local function is_file(s)
