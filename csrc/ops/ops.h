@@ -72,6 +72,10 @@ struct npuX_call {
      (the executor's; NULL where no output may be resized). */
   npu_status (*resize)(const npuX_call *c, int i, int ndim, const int64_t *shape);
   void *exec; /* the executor's state for resize */
+  /* An iteration of an iterations_per_loop run other than the last: its fetched values are
+     dropped, so ops whose outputs only go to fetches (the summary ops, ops/summary.h) may skip
+     their work.  false everywhere else (compile-time folding, single runs, the last one). */
+  bool discarded;
 };
 
 struct npuX_grad; /* the gradient builder's context: ops/grad.h */
