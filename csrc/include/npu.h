@@ -694,7 +694,9 @@ NPU_API const char *npu_event_writer_path(const npu_event_writer *w);
 NPU_API npu_status npu_event_writer_add_summary(npu_event_writer *w, const void *summary,
                                                 size_t n, int64_t step, double wall_time);
 /* Queues Event {wall_time, step, graph_def} with g as npu_graph_serialize_graphdef writes it
-   (TensorBoard's graph tab).  Errors: those of npu_graph_serialize_graphdef, NPU_ERR_STATE. */
+   (TensorBoard's graph tab), except that nodes a TensorFlow reader could not load (variables,
+   assigns, ops with attributes that have no GraphDef form) are drawn from their name,
+   TensorFlow type and inputs instead of failing.  Errors: NPU_ERR_NOMEM, NPU_ERR_STATE. */
 NPU_API npu_status npu_event_writer_add_graph(npu_event_writer *w, npu_graph *g, int64_t step,
                                               double wall_time);
 /* Waits until everything queued is written.  NPU_ERR_IO when a write failed since the last

@@ -205,7 +205,7 @@ npu_status npu_event_writer_add_graph(npu_event_writer *w, npu_graph *g, int64_t
                                       double wall_time) {
   if (!w || !g) return NPU_ERR_ARG;
   npu_tensor *def = NULL;
-  npu_status s = npu_graph_serialize_graphdef(g, &def);
+  npu_status s = npuI_graph_serialize_for_drawing(g, &def);
   if (s) return npuC_error_prefix(w->ctx, s, "add_graph: ");
   s = queue_event(w, wall_time < 0 ? wall_now() : wall_time, step, EVENT_GRAPH_DEF,
                   def->data, def->nbytes);

@@ -31,4 +31,9 @@ bool npuI_tf_alias(int i, const char **tf_type, const char **op, bool *converts)
 /* The i-th comma-separated entry of list (copied into buf), or NULL past the end. */
 const char *npuI_list_item(const char *list, int i, char *buf, size_t size);
 
+/* graphdef_export.c: g as a GraphDef for drawing (TensorBoard's graph tab): nodes TensorFlow
+   could not load (variables, assigns, ops without a GraphDef form) are written as their name,
+   TensorFlow type and inputs instead of failing the export.  *out: uint8 bytes, owned. */
+npu_status npuI_graph_serialize_for_drawing(npu_graph *g, npu_tensor **out);
+
 #endif
