@@ -5,10 +5,12 @@
  * (the writer's buffers come from the context on the caller's thread: every failure is a clean
  * NPU_ERR_NOMEM with zero live bytes after, and the writer thread never allocates).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/ksummary.h"
 #include "npu_test.h"
 
 static char tmp_root[] = "/tmp/npu_test_events_XXXXXX";
@@ -102,6 +104,40 @@ static void test_errors(npu_context *ctx) {
   npu_event_reader_release(NULL);
 }
 
+/* The histogram kernel's exponent table against its bisecting twin: the limits themselves and
+   their neighbours, zeros, the smallest and largest doubles, random values over 40 decades. */
+static void test_histogram_kernel_twins(void) {
+  int n_limits = npuK_histogram_n_limits();
+  double *limits = malloc(sizeof(double) * (size_t)n_limits);
+  double *a = malloc(sizeof(double) * (size_t)n_limits), *b = malloc(sizeof(double) * (size_t)n_limits);
+  enum { N = 20000 };
+  double *x = malloc(sizeof(double) * N);
+  npuK_histogram_limits(limits);
+  int n = 0;
+  for (int i = 0; i < n_limits && n + 3 <= N; i++) {
+    x[n++] = limits[i];
+    x[n++] = nextafter(limits[i], 0);
+    x[n++] = nextafter(limits[i], limits[i] > 0 ? 1e308 : -1e308);
+  }
+  double specials[] = {0.0, -0.0, 5e-324, -5e-324, 1e-300, 1.7976931348623157e308,
+                       -1.7976931348623157e308, 1e20, -1e20, 1e25};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) x[n++] = specials[i];
+  uint64_t r = 88172645463325252ull;
+  while (n < N) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    double mag = pow(10.0, (double)(r % 4000) / 100.0 - 15.0);
+    x[n++] = (r & (1ull << 40)) ? mag : -mag;
+  }
+  npuK_histo ha, hb;
+  CHECK(npuK_histogram(N, x, n_limits, limits, &ha, a) == -1);
+  CHECK(npuK_histogram_ref(N, x, n_limits, limits, &hb, b) == -1);
+  CHECK(memcmp(a, b, sizeof(double) * (size_t)n_limits) == 0);
+  CHECK(memcmp(&ha, &hb, sizeof ha) == 0);
+  x[7] = NAN;
+  CHECK(npuK_histogram(N, x, n_limits, limits, &ha, a) == 7);
+  free(limits), free(a), free(b), free(x);
+}
+
 static void test_allocation_failure_sweep(npu_context *ctx) {
   round_trip rt;
   snprintf(rt.dir, sizeof rt.dir, "%s/sweep", tmp_root);
@@ -119,6 +155,7 @@ int main(void) {
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
   test_round_trip(ctx);
   test_errors(ctx);
+  test_histogram_kernel_twins();
   test_allocation_failure_sweep(ctx);
   CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
   npu_context_release(ctx);

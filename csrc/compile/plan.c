@@ -304,7 +304,7 @@ npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg
         def->kind == NPUX_KIND_IDENTITY || def->kind == NPUX_KIND_COND)
       p->borrowed[p->n_borrowed++] = v;
   }
-  p->dynamic |= step->dynamic;
+  if (!(def->flags & NPUX_F_SUMMARY)) p->dynamic |= step->dynamic; /* ops.h */
   if (def->kind == NPUX_KIND_KERNEL && def->scratch_size && !step->dynamic)
     return npuP_step_scratch(ctx, p, step, node, cfg->reference);
   return NPU_OK;

@@ -44,10 +44,14 @@ void npuK_histogram_limits(double *limits);
 typedef struct npuK_histo {
   double min, max, num, sum, sum_squares; /* min DBL_MAX and max -DBL_MAX when empty */
 } npuK_histo;
-/* Fills h and counts (n_limits doubles) from the n values x.  Returns the index of the first
-   value that is not finite (nothing is counted then), or -1. */
+/* Fills h and counts (n_limits doubles) from the n values x, limits being the default ones
+   (npuK_histogram_limits).  Returns the index of the first value that is not finite (nothing
+   is counted then), or -1.  The device kernel finds buckets through a table of the values'
+   binary exponents (about two compares a value); its twin _ref bisects the limits. */
 int64_t npuK_histogram(int64_t n, const double *x, int n_limits, const double *limits,
                        npuK_histo *h, double *counts);
+int64_t npuK_histogram_ref(int64_t n, const double *x, int n_limits, const double *limits,
+                           npuK_histo *h, double *counts);
 size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h, int n_limits,
                               const double *limits, const double *counts);
 

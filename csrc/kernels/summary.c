@@ -231,27 +231,88 @@ void npuK_histogram_limits(double *limits) {
   (void)total;
 }
 
-int64_t npuK_histogram(int64_t n, const double *x, int n_limits, const double *limits,
-                       npuK_histo *h, double *counts) {
-  *h = (npuK_histo){.min = DBL_MAX, .max = -DBL_MAX};
-  for (int i = 0; i < n_limits; i++) counts[i] = 0;
+/* The first index whose limit is > v, by bisection: the reference for the table walk below. */
+static int bucket_bisect(double v, int n_limits, const double *limits) {
+  int lo = 0, hi = n_limits - 1; /* the last limit, DBL_MAX, is > every finite value but itself */
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2;
+    if (limits[mid] > v) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+static void add_value(npuK_histo *h, double *counts, int b, double v) {
+  counts[b] += 1;
+  if (v < h->min) h->min = v;
+  if (v > h->max) h->max = v;
+  h->num += 1;
+  h->sum += v;
+  h->sum_squares += v * v;
+}
+
+static int64_t first_non_finite(int64_t n, const double *x) {
   for (int64_t i = 0; i < n; i++)
     if (!isfinite(x[i])) return i;
-  for (int64_t i = 0; i < n; i++) {
-    double v = x[i];
-    int lo = 0, hi = n_limits - 1; /* the first limit > v: the last one, DBL_MAX, always is */
-    while (lo < hi) {
-      int mid = lo + (hi - lo) / 2;
-      if (limits[mid] > v) hi = mid;
-      else lo = mid + 1;
-    }
-    counts[lo] += 1;
-    if (v < h->min) h->min = v;
-    if (v > h->max) h->max = v;
-    h->num += 1;
-    h->sum += v;
-    h->sum_squares += v * v;
+  return -1;
+}
+
+int64_t npuK_histogram_ref(int64_t n, const double *x, int n_limits, const double *limits,
+                           npuK_histo *h, double *counts) {
+  *h = (npuK_histo){.min = DBL_MAX, .max = -DBL_MAX};
+  for (int i = 0; i < n_limits; i++) counts[i] = 0;
+  int64_t bad = first_non_finite(n, x);
+  if (bad >= 0) return bad;
+  for (int64_t i = 0; i < n; i++) add_value(h, counts, bucket_bisect(x[i], n_limits, limits), x[i]);
+  return -1;
+}
+
+/* The default limits are symmetric around 0: with k1 positive limits p_1 .. p_k1 (the last
+   DBL_MAX) at indices k1 + i, 0 at k1 and -p_i at k1 - i, the first limit > v is
+   k1 + 1 + #{p <= v} for v >= 0 (DBL_MAX itself goes to the last bucket) and k1 - #{p < -v}
+   for v < 0.  The counts come from a table
+   of slices of the doubles' binary exponents (8 per octave, by the top 3 mantissa bits: each
+   narrower than the 1.1 ratio between limits): start[s] = #{p < the slice's lower end}, then
+   a step or two along p. */
+enum { SLICE_EMIN = -41, SLICE_EMAX = 67, SLICES = (SLICE_EMAX - SLICE_EMIN + 1) * 8 };
+
+int64_t npuK_histogram(int64_t n, const double *x, int n_limits, const double *limits,
+                       npuK_histo *h, double *counts) {
+  int k1 = (n_limits - 1) / 2; /* positive limits */
+  const double *p = limits + k1 + 1;
+  int16_t start[SLICES];
+  for (int s = 0, i = 0; s < SLICES; s++) {
+    uint64_t bits = (uint64_t)(s / 8 + SLICE_EMIN + 1023) << 52 | (uint64_t)(s % 8) << 49;
+    double lower;
+    memcpy(&lower, &bits, sizeof lower);
+    while (i < k1 && p[i] < lower) i++;
+    start[s] = (int16_t)i;
   }
+  for (int i = 0; i < n_limits; i++) counts[i] = 0;
+  *h = (npuK_histo){.min = DBL_MAX, .max = -DBL_MAX};
+  int64_t bad = first_non_finite(n, x);
+  if (bad >= 0) return bad;
+  /* the statistics in locals: counts may alias nothing, but the compiler cannot know */
+  double lo = DBL_MAX, hi = -DBL_MAX, sum = 0, sum_squares = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double v = x[i], u = fabs(v);
+    uint64_t bits = double_bits(u);
+    int e = (int)(bits >> 52) - 1023, c;
+    if (e < SLICE_EMIN) c = 0; /* 0, subnormals, and up to 2^-41 < p_1 = 1e-12 */
+    else if (e > SLICE_EMAX) c = k1 - 1; /* past 1e20: above every limit but DBL_MAX */
+    else { /* a slice holds at most 2 limits (1.1^2 > 9/8): two steps at most */
+      c = start[(e - SLICE_EMIN) * 8 + (int)((bits >> 49) & 7)];
+      int pos = v > 0;
+      c += p[c] < u || (pos && p[c] == u);
+      c += p[c] < u || (pos && p[c] == u);
+    }
+    counts[v >= 0 ? k1 + 1 + c : k1 - c] += 1;
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+    sum += v;
+    sum_squares += v * v;
+  }
+  h->min = lo, h->max = hi, h->num = (double)n, h->sum = sum, h->sum_squares = sum_squares;
   return -1;
 }
 
@@ -260,6 +321,7 @@ typedef struct histo_arg {
   const npuK_histo *h;
   int n_limits;
   const double *limits, *counts;
+  int n_entries; /* histo_entries' count, computed once */
 } histo_arg;
 
 /* Calls emit(b, limit, count) for each entry the proto lists (histogram.cc's EncodeToProto
@@ -292,11 +354,11 @@ static void histo_proto(wbuf *b, const void *arg) {
   put_double(b, 3, a->h->num);
   put_double(b, 4, a->h->sum);
   put_double(b, 5, a->h->sum_squares);
-  int n = histo_entries(NULL, a, 6);
   for (uint32_t field = 6; field <= 7; field++) {
     put_tag(b, field, 2);
-    put_varint(b, (uint64_t)n * 8);
-    histo_entries(b, a, (int)field);
+    put_varint(b, (uint64_t)a->n_entries * 8);
+    if (b->p) histo_entries(b, a, (int)field);
+    else b->n += (size_t)a->n_entries * 8; /* a counting pass */
   }
 }
 
@@ -309,7 +371,8 @@ static void histo_body(wbuf *b, const void *arg) {
 size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h, int n_limits,
                               const double *limits, const double *counts) {
   wbuf b = {out, 0};
-  histo_arg a = {tag, h, n_limits, limits, counts};
+  histo_arg a = {tag, h, n_limits, limits, counts, 0};
+  a.n_entries = histo_entries(NULL, &a, 6);
   put_message(&b, 1, histo_body, &a);
   return b.n;
 }

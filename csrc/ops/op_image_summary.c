@@ -86,5 +86,5 @@ static npu_status run(const npuX_call *c) {
 const npu_op_def npuX_op_image_summary = {
     .name = "image_summary", .tf_type = "ImageSummary", .args = "tag,max_outputs",
     .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_BLOCK,
-    .flags = NPUX_F_DATA_SHAPE, .parse = parse, .infer = infer, .scratch_size = scratch_size,
+    .flags = NPUX_F_DATA_SHAPE | NPUX_F_SUMMARY, .parse = parse, .infer = infer, .scratch_size = scratch_size,
     .run = run};

@@ -73,5 +73,5 @@ static npu_status run(const npuX_call *c) {
 
 const npu_op_def npuX_op_merge_summary = {
     .name = "merge_summary", .tf_type = "MergeSummary", .min_inputs = 1, .max_inputs = -1,
-    .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_DATA_SHAPE, .parse = parse,
+    .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_DATA_SHAPE | NPUX_F_SUMMARY, .parse = parse,
     .infer = infer, .run = run};

@@ -37,5 +37,5 @@ static npu_status run(const npuX_call *c) {
 
 const npu_op_def npuX_op_scalar_summary = {
     .name = "scalar_summary", .tf_type = "ScalarSummary", .args = "tag", .min_inputs = 1,
-    .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_DATA_SHAPE,
+    .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_DATA_SHAPE | NPUX_F_SUMMARY,
     .parse = npuX_summary_parse, .infer = infer, .run = run};

@@ -32,5 +32,5 @@ static npu_status run(const npuX_call *c) {
 
 const npu_op_def npuX_op_text_summary = {
     .name = "text_summary", .tf_type = "TensorSummaryV2", .args = "tag", .min_inputs = 1,
-    .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_DATA_SHAPE,
+    .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_DATA_SHAPE | NPUX_F_SUMMARY,
     .parse = npuX_summary_parse, .infer = infer, .run = run};

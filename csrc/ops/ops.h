@@ -100,7 +100,12 @@ enum {
                                   non-max suppression): infer leaves them -1 even when every
                                   input is known, the value is sized when the step runs (its
                                   buffer allocated then), and run sizes each output with
-                                  npuX_output before writing it.  Never folded. */
+                                  npuX_output before writing it.  Never folded. */,
+  NPUX_F_SUMMARY = 1u << 6     /* with DATA_SHAPE: outputs bytes for the host (the summary ops,
+                                  ops/summary.h) and reads its inputs as stored, whatever their
+                                  dtype: its step, shaped when it runs, does not turn the plan's
+                                  fusion and precision passes off (a step reading its output has
+                                  an input of unknown shape, and that one does) */
 };
 
 /* float16 or bfloat16: a value the precision pass stores at half size. */

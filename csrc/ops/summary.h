@@ -7,7 +7,9 @@
  * known only when the op runs (NPUX_F_DATA_SHAPE).  Inside an iterations_per_loop run only the
  * last iteration's fetches come back, so the other iterations (npuX_call.discarded) output 0
  * bytes without computing anything: a summary fetched with the training loop costs one encoding
- * per sess:run, not one per step.  The tag is the node's string attribute "tag" (required,
+ * per sess:run, not one per step.  Flagged NPUX_F_SUMMARY too, so that such a step leaves the
+ * rest of the plan fused and in its precision mode (ops.h), the kernels read their inputs in
+ * the dtype they are stored in (float16 under a reduced precision mode).  The tag is the node's string attribute "tag" (required,
  * non-empty), read when the op runs.
  */
 #ifndef NPU_OPS_SUMMARY_H
