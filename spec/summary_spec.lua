@@ -359,9 +359,11 @@ function TestSummaryOps:test_a_summary_in_a_loop_is_the_last_steps()
   local loop = npu.util.set_iteration_per_loop(sess, train_op, 10)
   local dir = tmpdir()
   local writer = npu.summary.FileWriter(dir)
+  local doubled = x * 2 -- fetched only: skipped on the iterations whose fetches are dropped
   for k = 1, 3 do
-    local r = sess:run({ merged, gs, loop })
+    local r = sess:run({ merged, gs, loop, doubled })
     lu.assertEquals(r[2]:item(), 10 * k) -- the step after the loop's last iteration
+    lu.assertEquals(r[4]:item(), 20 * k)
     writer:add_summary(r[1], r[2])
     local v = decode_summary(bytes(r[1]))
     lu.assertEquals(v[1], { tag = "x", simple_value = 10 * k }) -- the last element fed
@@ -558,4 +560,30 @@ function TestEventFiles:test_writes_happen_on_the_writer_thread()
   npu.summary.FileWriter(self.dir .. "/c"):add_summary(s, 1)
   collectgarbage(); collectgarbage()
   lu.assertEquals(#decode_file(read(self.dir .. "/c/" .. ls(self.dir .. "/c")[1])), 2)
+end
+
+-- ---- the example ----------------------------------------------------------------------------
+
+function TestEventFiles:test_train_digits_writes_summaries_given_a_logdir()
+  local root = ROOT_DIR or "."
+  local logdir = self.dir .. "/digits"
+  local p = io.popen("cd " .. support.sh_quote(root) .. " && lua5.4 examples/train_digits.lua 2 " ..
+    support.sh_quote(logdir) .. " 2>&1")
+  local out = p:read("a")
+  lu.assertTrue(p:close(), out)
+  local path = out:match("summaries: (%S+)")
+  lu.assertNotNil(path, out)
+  local losses, tags, graph = {}, {}, false
+  for step, tag, value, item in npu.summary.read_events(path) do
+    if item.kind == "graph" then graph = #value > 1000 end
+    if tag then tags[tag] = (tags[tag] or 0) + 1 end
+    if tag == "loss" then losses[#losses + 1] = { step, value } end
+  end
+  lu.assertTrue(graph)
+  lu.assertEquals(tags, { loss = 2, accuracy = 2, ["weights/hidden/kernel"] = 2,
+    ["weights/logits/kernel"] = 2, ["weights/logits/bias"] = 2 })
+  lu.assertEquals({ losses[1][1], losses[2][1] }, { 100, 200 })
+  -- the printed loss is the loss the summary holds (the same, last, step)
+  local printed = tonumber(out:match("step   200  loss ([%d.]+)"))
+  lu.assertAlmostEquals(losses[2][2], printed, 1e-4)
 end

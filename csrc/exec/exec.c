@@ -311,6 +311,9 @@ again:
   st->discarded = iteration + 1 < iterations;
   if (observed && !s) s = npuE_observe(st, p, NPUE_ITER_BEGIN, -1);
   for (int k = 0; k < p->n_steps && !s; k++) {
+    /* an iteration whose fetches are dropped skips what only they need (compile.h); the
+       observers see every step */
+    if (st->discarded && p->steps[k].fetch_only && !observed) continue;
     if (observed && (s = npuE_observe(st, p, NPUE_STEP_BEGIN, k))) break;
     s = npuE_run_step(st, p, &p->steps[k]);
     if (observed && !s) s = npuE_observe(st, p, NPUE_STEP_END, k);
