@@ -147,6 +147,7 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE)
 	$(LUA) bench/implmode.lua
 	$(LUA) bench/profile.lua
 	$(LUA) bench/control.lua
+	$(LUA) bench/summary.lua
 
 docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md
