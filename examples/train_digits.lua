@@ -2,14 +2,17 @@
 -- (1797 samples, examples/data/README.md), with the training loop on the device: a dataset
 -- feeds the graph (shuffle, batch 64, repeat) and each sess:run performs iterations_per_loop
 -- SGD steps without coming back to Lua.  Prints the loss per loop (with a progress bar on a
--- terminal) and the test accuracy on a fixed held-out split.
+-- terminal) and the test accuracy on a fixed held-out split.  Given a logdir, it also writes
+-- TensorBoard summaries there (the loss, the batch accuracy, histograms of the weights, the
+-- graph): `tensorboard --logdir <logdir>` shows them (docs/summaries.md).
 --
---   lua5.4 examples/train_digits.lua [loops]      (default 15 loops of 100 steps)
+--   lua5.4 examples/train_digits.lua [loops [logdir]]   (default 15 loops of 100 steps)
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath
 local npu = require("npu")
 
 local LOOPS = tonumber(arg and arg[1]) or 15
+local LOGDIR = arg and arg[2]
 local ITERATIONS_PER_LOOP = 100
 local BATCH = 64
 local N_TEST = 360
@@ -54,6 +57,19 @@ local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits { l
 local global_step = npu.train.get_or_create_global_step(g)
 local train_op = npu.train.GradientDescentOptimizer(0.2):minimize(loss, { global_step = global_step })
 
+-- Summaries: ops of the graph like any other, computed on the device; fetched with the loop,
+-- they are the last step's (and only that step computes them).
+local summaries
+if LOGDIR then
+  local correct = npu.equal(npu.argmax(logits, 1, { output_type = "int32" }), batch[2])
+  npu.summary.scalar("loss", loss)
+  npu.summary.scalar("accuracy", npu.reduce_mean(npu.cast(correct, "float32")))
+  for _, name in ipairs({ "hidden/kernel", "logits/kernel", "logits/bias" }) do
+    npu.summary.histogram("weights/" .. name, g:get_tensor_by_name(name .. ":0"))
+  end
+  summaries = npu.summary.merge_all(g)
+end
+
 -- Evaluation shares the variables: the same layers applied to a placeholder.
 local x_eval = g:placeholder("float32", { -1, 64 }, "x_eval")
 local eval_logits = npu.nn.bias_add(
@@ -88,9 +104,15 @@ local function progress(i, n, text)
   end
 end
 
+local writer = LOGDIR and npu.summary.FileWriter(LOGDIR, g)
 for i = 1, LOOPS do
-  local r = sess:run({ loss, global_step, loop })
+  local r = sess:run({ loss, global_step, loop, summaries })
+  if writer then writer:add_summary(r[4], r[2]) end
   progress(i, LOOPS, ("step %5d  loss %.4f"):format(r[2]:item(), r[1]:item()))
+end
+if writer then
+  writer:close()
+  print("summaries: " .. writer:path())
 end
 
 local predicted = sess:run(predictions, { [x_eval] = x_test }):totable()

@@ -72,5 +72,6 @@ void npuB_open_options(lua_State *L);
 void npuB_open_io(lua_State *L);
 void npuB_open_train(lua_State *L);
 void npuB_open_data(lua_State *L);
+void npuB_open_summary(lua_State *L);
 
 #endif

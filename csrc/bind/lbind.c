@@ -111,5 +111,6 @@ NPU_API int luaopen_npu_core(lua_State *L) {
   npuB_open_io(L);
   npuB_open_train(L);
   npuB_open_data(L);
+  npuB_open_summary(L);
   return 1;
 }

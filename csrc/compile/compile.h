@@ -57,6 +57,11 @@ typedef struct npuE_step {
      not fix, or an NPUX_F_DATA_SHAPE op): the executor infers the outputs' shapes from the
      actual inputs, gives them buffers of their own and sizes the scratch then. */
   bool dynamic;
+  /* A kernel step (not stateful: no NPUX_F_NO_FOLD) whose outputs reach nothing but the
+     fetches: an iterations_per_loop iteration whose fetches are dropped skips it (exec.c;
+     an accuracy computed only for a summary).  Set by allocate (plan.c), top-level steps of
+     plans without control steps. */
+  bool fetch_only;
   struct npuE_control *control; /* cond / while steps: their blocks (owned), else NULL */
   /* The step's number in the plan (npuE_plan.all_steps): a top-level step's is its position in
      p->steps, nested steps follow in a depth-first walk.  Names the step to the observers

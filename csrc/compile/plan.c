@@ -304,7 +304,7 @@ npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg
         def->kind == NPUX_KIND_IDENTITY || def->kind == NPUX_KIND_COND)
       p->borrowed[p->n_borrowed++] = v;
   }
-  p->dynamic |= step->dynamic;
+  if (!(def->flags & NPUX_F_SUMMARY)) p->dynamic |= step->dynamic; /* ops.h */
   if (def->kind == NPUX_KIND_KERNEL && def->scratch_size && !step->dynamic)
     return npuP_step_scratch(ctx, p, step, node, cfg->reference);
   return NPU_OK;
@@ -599,6 +599,24 @@ static void number_step(void *ud, const npuE_step *step, int depth, const npuE_s
   p->all_steps[mut->index] = step;
 }
 
+/* Steps whose outputs reach only the fetches (npuE_step.fetch_only), walking back from the
+   last step: a step is kept when it is not a plain kernel or something kept reads an output. */
+static npu_status mark_fetch_only(npu_context *ctx, npuE_plan *p) {
+  for (int k = 0; k < p->n_steps; k++)
+    if (p->steps[k].control) return NPU_OK; /* regions read outer values of their own accord */
+  uint8_t *needed = npuC_calloc(ctx, (size_t)(p->n_values ? p->n_values : 1), 1);
+  if (!needed) return NPU_ERR_NOMEM;
+  for (int k = p->n_steps - 1; k >= 0; k--) {
+    npuE_step *step = &p->steps[k];
+    bool skip = step->def->kind == NPUX_KIND_KERNEL && !(step->def->flags & NPUX_F_NO_FOLD);
+    for (int i = 0; i < step->n_out && skip; i++) skip = !needed[step->out[i]];
+    step->fetch_only = skip;
+    for (int i = 0; i < step->n_in && !skip; i++) needed[step->in[i]] = 1;
+  }
+  npuC_free(ctx, needed);
+  return NPU_OK;
+}
+
 /* allocate: the run's buffers, sized by the passes: the widest step's input array, the
    widening buffer and its stand-ins, the scratch (unless memory planning put the buffers in
    its arena). */
@@ -625,7 +643,7 @@ static npu_status allocate(compiling *c) {
   if (!p->all_steps) return NPU_ERR_NOMEM;
   p->n_all_steps = p->n_steps;
   npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, number_step, p);
-  return NPU_OK;
+  return p->iterations > 1 ? mark_fetch_only(ctx, p) : NPU_OK;
 }
 
 npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,

@@ -262,7 +262,8 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
                     .params = params, .n_inputs = step->n_in, .in = in,
                     .n_outputs = step->n_out, .out = out, .step = st->n_iterations,
-                    .impl = step->impl, .resize = data_shape ? resize_output : NULL, .exec = &d};
+                    .impl = step->impl, .resize = data_shape ? resize_output : NULL, .exec = &d,
+                    .discarded = st->discarded};
   if (def->scratch_size) {
     size_t bytes = def->scratch_size(&call);
     if (bytes > p->dyn_scratch_size) {
@@ -329,7 +330,8 @@ npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
                         .params = npuE_step_params(step, node), .n_inputs = step->n_in,
                         .in = in, .n_outputs = step->n_out, .out = out_stack,
                         .scratch = step->scratch_at ? step->scratch_at : p->scratch,
-                        .step = st->n_iterations, .impl = step->impl};
+                        .step = st->n_iterations, .impl = step->impl,
+                        .discarded = st->discarded};
       npu_status (*fn)(const npuX_call *) =
           p->reference && step->def->run_ref ? step->def->run_ref : step->def->run;
       s = fn ? fn(&call)
@@ -355,8 +357,12 @@ npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensor
   int64_t iteration = 0, iterations = st->loop_left > 0 ? st->loop_left : p->iterations;
   st->loop_left = 0;
 again:
+  st->discarded = iteration + 1 < iterations;
   if (observed && !s) s = npuE_observe(st, p, NPUE_ITER_BEGIN, -1);
   for (int k = 0; k < p->n_steps && !s; k++) {
+    /* an iteration whose fetches are dropped skips what only they need (compile.h); the
+       observers see every step */
+    if (st->discarded && p->steps[k].fetch_only && !observed) continue;
     if (observed && (s = npuE_observe(st, p, NPUE_STEP_BEGIN, k))) break;
     s = npuE_run_step(st, p, &p->steps[k]);
     if (observed && !s) s = npuE_observe(st, p, NPUE_STEP_END, k);
@@ -364,6 +370,7 @@ again:
   if (observed && !s) s = npuE_observe(st, p, NPUE_ITER_END, -1);
   /* iterations_per_loop: the whole plan again, without returning to the caller */
   if (!s) st->n_iterations++;
+  st->discarded = false;
   if (!s && ++iteration < iterations) {
     /* a dataset's next element of another shape: the session runs the remaining iterations
        with the plan of that shape (the fetches are then that plan's last step's) */

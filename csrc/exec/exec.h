@@ -31,6 +31,9 @@ typedef struct npuE_state {
      own count); out, those it left (0 when it ran them all) because a dataset's next element
      has another shape than the plan's: the session goes on with the plan of that shape */
   int64_t loop_left;
+  /* true during an iterations_per_loop iteration whose fetches are dropped (all but the last):
+     npuX_call.discarded */
+  bool discarded;
   /* exec/observe.h: the data dump and the profiler, NULL when off (owned by the session) */
   struct npuE_dump *dump;
   struct npuE_profile *profile;

@@ -715,6 +715,105 @@ NPU_API npu_status npu_session_explain(npu_session *s, int n_feeds, const int *f
                                        const int *fetch_values, int n_targets,
                                        const int *target_nodes, char **json_out);
 
+/* ---------------------------------------------------------------- event files (TensorBoard) */
+
+/* TensorBoard event files (docs/summaries.md): TFRecords (length, masked CRC-32C of it, data,
+   masked CRC-32C of the data) holding Event protos (tensorflow/core/util/event.proto), the first
+   one file_version "brain.Event:2".  The summary ops (scalar_summary, histogram_summary,
+   image_summary, text_summary, merge_summary) make the serialized Summary protos written here. */
+typedef struct npu_event_writer npu_event_writer;
+
+typedef struct npu_event_writer_config {
+  int max_queue;               /* events buffered before the writer thread is woken (0: 10) */
+  double flush_secs;           /* the writer thread writes what is buffered at least this often,
+                                  in seconds (0: 120) */
+  const char *filename_suffix; /* appended to the file's name (NULL: nothing) */
+  const char *path;            /* NULL, or the exact file to write instead of one in logdir
+                                  (tools, and tests: "/dev/full" is a full disk) */
+} npu_event_writer_config;
+
+/* Creates <logdir>/events.out.tfevents.<Unix time, 10 digits>.<host name><suffix> (logdir and
+   its parents made when missing), queues the file_version event and starts the writer's own
+   thread, which does the writing: the add calls only encode and append to a buffer, so the
+   training thread never waits on the disk.  cfg may be NULL.  Owned by the caller
+   (npu_event_writer_release).  Errors: NPU_ERR_ARG, NPU_ERR_IO (logdir or the file cannot be
+   made, named), NPU_ERR_NOMEM.  Threads: the writer is used by one thread at a time, the one
+   using ctx; its thread allocates nothing and never touches ctx. */
+NPU_API npu_status npu_event_writer_new(npu_context *ctx, const char *logdir,
+                                        const npu_event_writer_config *cfg,
+                                        npu_event_writer **out);
+/* The file's path; borrowed, valid while w lives. */
+NPU_API const char *npu_event_writer_path(const npu_event_writer *w);
+/* Queues Event {wall_time, step, summary} with summary the n bytes of a serialized Summary
+   (a summary op's output; several values, merged, are one Summary).  wall_time < 0: now.
+   Errors: NPU_ERR_STATE (closed), NPU_ERR_NOMEM.  A failed write is not reported here but by
+   the next flush or close. */
+NPU_API npu_status npu_event_writer_add_summary(npu_event_writer *w, const void *summary,
+                                                size_t n, int64_t step, double wall_time);
+/* Queues Event {wall_time, step, graph_def} with g as npu_graph_serialize_graphdef writes it
+   (TensorBoard's graph tab), except that nodes a TensorFlow reader could not load (variables,
+   assigns, ops with attributes that have no GraphDef form) are drawn from their name,
+   TensorFlow type and inputs instead of failing.  Errors: NPU_ERR_NOMEM, NPU_ERR_STATE. */
+NPU_API npu_status npu_event_writer_add_graph(npu_event_writer *w, npu_graph *g, int64_t step,
+                                              double wall_time);
+/* Waits until everything queued is written.  NPU_ERR_IO when a write failed since the last
+   report (a full disk: the file is cut back to its last whole record, so it stays readable;
+   the message counts the events lost; later events are written when there is room again) or
+   when the file has disappeared (its logdir removed); the error is reported once.
+   NPU_ERR_STATE when closed. */
+NPU_API npu_status npu_event_writer_flush(npu_event_writer *w);
+/* Writes what is queued, stops the thread and closes the file; reports as flush does.  A
+   second close does nothing. */
+NPU_API npu_status npu_event_writer_close(npu_event_writer *w);
+/* Closes when still open (an error is then dropped) and frees.  NULL is a no-op. */
+NPU_API void npu_event_writer_release(npu_event_writer *w);
+
+typedef struct npu_event_reader npu_event_reader;
+
+typedef enum npu_event_kind {
+  NPU_EVENT_FILE_VERSION, /* data: "brain.Event:2" */
+  NPU_EVENT_GRAPH,        /* data: a GraphDef */
+  NPU_EVENT_SCALAR,       /* simple_value */
+  NPU_EVENT_HISTOGRAM,    /* min .. buckets */
+  NPU_EVENT_IMAGE,        /* height, width, colorspace; data: the encoded image (PNG) */
+  NPU_EVENT_TENSOR,       /* tensor_dtype; data: its first string_val (text summaries) */
+  NPU_EVENT_OTHER         /* an Event or a value of another kind (log message, audio, ...) */
+} npu_event_kind;
+
+/* One item of an event file: an Event, or one value of an Event's summary.  Pointers are
+   borrowed from the reader, valid until its next call; strings are not NUL-terminated. */
+typedef struct npu_event_value {
+  int64_t step;
+  double wall_time;
+  int64_t offset;          /* the record's byte offset in the file */
+  npu_event_kind kind;
+  const char *tag;
+  size_t tag_len;
+  double simple_value;
+  double min, max, num, sum, sum_squares;
+  int n_buckets;
+  const uint8_t *bucket_limits, *buckets; /* n_buckets little-endian doubles each */
+  int64_t height, width, colorspace;
+  int tensor_dtype;        /* TensorFlow's DataType number (7: DT_STRING) */
+  const uint8_t *data;
+  size_t n_data;
+  const char *plugin_name; /* the value's metadata.plugin_data.plugin_name, or NULL */
+  size_t plugin_name_len;
+} npu_event_value;
+
+/* Reads the file at path (whole) for npu_event_reader_next.  Errors: NPU_ERR_IO (named),
+   NPU_ERR_NOMEM. */
+NPU_API npu_status npu_event_reader_open(npu_context *ctx, const char *path,
+                                         npu_event_reader **out);
+/* The next item.  NPU_ERR_OUT_OF_RANGE at the end, also when the last record is incomplete (a
+   writer killed while writing: skipped as TensorBoard skips it, npu_event_reader_truncated
+   says how many bytes); NPU_ERR_FORMAT naming the file and the record's offset when a CRC does
+   not match or a record is not an Event. */
+NPU_API npu_status npu_event_reader_next(npu_event_reader *r, npu_event_value *out);
+/* Bytes of an incomplete last record skipped; 0 when none (so far). */
+NPU_API size_t npu_event_reader_truncated(const npu_event_reader *r);
+NPU_API void npu_event_reader_release(npu_event_reader *r);
+
 #ifdef __cplusplus
 }
 #endif

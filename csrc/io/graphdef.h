@@ -53,4 +53,9 @@ npu_status npuI_import_dir(npu_context *ctx, const char *dir, npu_graph **graph_
                            npu_model_info **info_out);
 void npuI_model_info_free_signatures(npu_model_info *info);
 
+/* graphdef_export.c: g as a GraphDef for drawing (TensorBoard's graph tab): nodes TensorFlow
+   could not load (variables, assigns, ops without a GraphDef form) are written as their name,
+   TensorFlow type and inputs instead of failing the export.  *out: uint8 bytes, owned. */
+npu_status npuI_graph_serialize_for_drawing(npu_graph *g, npu_tensor **out);
+
 #endif

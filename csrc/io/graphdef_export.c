@@ -1046,13 +1046,39 @@ static npu_status put_functions(npu_graph *g, npuI_pb_writer *w, int id) {
   return st;
 }
 
-static npu_status serialize(npu_graph *g, npuI_pb_writer *w) {
+/* For drawing (TensorBoard's graph tab): a node as name, TensorFlow type (VariableV2 and
+   Assign for variables) and inputs, control inputs as "^name". */
+static void put_sketch(npu_graph *g, npuI_pb_writer *w, const npuG_node *node) {
+  const npu_op_def *def = npuX_op(node->op);
+  size_t m = npuI_pb_begin(w, GRAPH_NODE);
+  npuI_pb_put_string(w, NODE_NAME, node->name);
+  npuI_pb_put_string(w, NODE_OP, def->kind == NPUX_KIND_VARIABLE ? "VariableV2"
+                                 : def->kind == NPUX_KIND_ASSIGN ? "Assign"
+                                 : def->tf_type ? def->tf_type : def->name);
+  for (int i = 0; i < node->n_inputs; i++) put_input_name(w, g, NULL, node->inputs[i]);
+  for (int i = 0; i < node->n_controls; i++) {
+    char buf[1100];
+    snprintf(buf, sizeof buf, "^%.1000s", g->nodes[node->controls[i]].name);
+    npuI_pb_put_string(w, NODE_INPUT, buf);
+  }
+  npuI_pb_end(w, m);
+}
+
+/* sketch: a node TensorFlow could not load is written as put_sketch draws it instead of
+   failing the export (npuI_graph_serialize_for_drawing). */
+static npu_status serialize_mode(npu_graph *g, npuI_pb_writer *w, bool sketch) {
   bool any = false;
   for (int k = 0; k < g->n_nodes; k++) {
     const npuG_node *node = &g->nodes[k];
     any |= is_control(node);
     if (node->region) continue; /* written in its function */
+    size_t mark = w->n;
     npu_status st = is_control(node) ? put_control(g, w, k, NULL) : put_node(g, w, node, NULL);
+    if (st && sketch && st != NPU_ERR_NOMEM && !w->failed) {
+      w->n = mark;
+      put_sketch(g, w, node);
+      st = NPU_OK;
+    }
     if (st) return st;
   }
   if (any) {
@@ -1067,17 +1093,27 @@ static npu_status serialize(npu_graph *g, npuI_pb_writer *w) {
   return NPU_OK;
 }
 
-npu_status npu_graph_serialize_graphdef(npu_graph *g, npu_tensor **out) {
+static npu_status serialize(npu_graph *g, npuI_pb_writer *w) { return serialize_mode(g, w, false); }
+
+static npu_status serialize_to_tensor(npu_graph *g, bool sketch, npu_tensor **out) {
   if (out) *out = NULL;
   if (!g || !out) return NPU_ERR_ARG;
   npuI_pb_writer w = {.ctx = g->ctx};
-  npu_status st = serialize(g, &w);
+  npu_status st = serialize_mode(g, &w, sketch);
   if (!st) {
     int64_t n = (int64_t)w.n;
     st = npu_tensor_from_data(g->ctx, NPU_DTYPE_U8, 1, &n, w.buf, w.n, out);
   }
   npuI_pb_writer_free(&w);
   return st;
+}
+
+npu_status npu_graph_serialize_graphdef(npu_graph *g, npu_tensor **out) {
+  return serialize_to_tensor(g, false, out);
+}
+
+npu_status npuI_graph_serialize_for_drawing(npu_graph *g, npu_tensor **out) {
+  return serialize_to_tensor(g, true, out);
 }
 
 npu_status npu_graph_export_graphdef(npu_graph *g, const char *path) {

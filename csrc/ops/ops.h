@@ -72,6 +72,10 @@ struct npuX_call {
      (the executor's; NULL where no output may be resized). */
   npu_status (*resize)(const npuX_call *c, int i, int ndim, const int64_t *shape);
   void *exec; /* the executor's state for resize */
+  /* An iteration of an iterations_per_loop run other than the last: its fetched values are
+     dropped, so ops whose outputs only go to fetches (the summary ops, ops/summary.h) may skip
+     their work.  false everywhere else (compile-time folding, single runs, the last one). */
+  bool discarded;
 };
 
 struct npuX_grad; /* the gradient builder's context: ops/grad.h */
@@ -96,7 +100,12 @@ enum {
                                   non-max suppression): infer leaves them -1 even when every
                                   input is known, the value is sized when the step runs (its
                                   buffer allocated then), and run sizes each output with
-                                  npuX_output before writing it.  Never folded. */
+                                  npuX_output before writing it.  Never folded. */,
+  NPUX_F_SUMMARY = 1u << 6     /* with DATA_SHAPE: outputs bytes for the host (the summary ops,
+                                  ops/summary.h) and reads its inputs as stored, whatever their
+                                  dtype: its step, shaped when it runs, does not turn the plan's
+                                  fusion and precision passes off (a step reading its output has
+                                  an input of unknown shape, and that one does) */
 };
 
 /* float16 or bfloat16: a value the precision pass stores at half size. */

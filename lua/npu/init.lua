@@ -426,4 +426,7 @@ npu.load_model, npu.import_graph_def, npu.export_graph_def, npu.export_saved_mod
 -- TensorFlow 1.15 names for imports and ported scripts (lua/npu/tf_extra.lua)
 require("npu.tf_extra").install(npu)
 
+-- TensorBoard summaries and event files (lua/npu/summary.lua)
+require("npu.summary").install(npu)
+
 return npu

@@ -1,0 +1,50 @@
+/*
+ * op_histogram_summary.c — histogram_summary: tf.summary.histogram's op (TensorFlow
+ * HistogramSummary): a Summary {value {tag, histo}} of every element of its input (any shape,
+ * any numeric dtype, read as float64), with TensorFlow's default bucket limits and its
+ * encoding (kernels/ksummary.h).  A NaN or infinite element fails the run with NPU_ERR_ARG
+ * ("Nan in summary histogram for: <tag>"), as in TensorFlow.  Attribute tag.  Output uint8 (n)
+ * (ops/summary.h).  Scratch: the values as float64, the limits, the counts.  No gradient.
+ * Kernels: npuK_histogram (reference path: npuK_histogram_ref), npuK_summary_histogram.
+ */
+#include "ops/summary.h"
+
+static npu_status infer(npuX_infer *ic, const void *params) {
+  (void)params;
+  npuX_summary_output(ic);
+  return NPU_OK;
+}
+
+static size_t scratch_size(const npuX_call *c) {
+  return ((size_t)c->in[0]->numel + 2 * (size_t)npuK_histogram_n_limits()) * sizeof(double);
+}
+
+typedef int64_t (*histogram_fn)(int64_t, const double *, int, const double *, npuK_histo *,
+                                double *);
+
+static npu_status run_with(const npuX_call *c, histogram_fn histogram) {
+  if (c->discarded) return npuX_summary_empty(c);
+  const npu_tensor *x = c->in[0];
+  int n_limits = npuK_histogram_n_limits();
+  double *values = c->scratch, *limits = values + x->numel, *counts = limits + n_limits;
+  npuK_cast(c->pool, x->numel, (npuK_dtype)x->dtype, x->data, NPUK_F64, values);
+  npuK_histogram_limits(limits);
+  npuK_histo h;
+  const char *tag = npuX_summary_tag(c);
+  if (histogram(x->numel, values, n_limits, limits, &h, counts) >= 0)
+    return npuC_error(c->ctx, NPU_ERR_ARG, "histogram_summary '%s': Nan in summary histogram for: %s",
+                      c->node->name, tag);
+  int64_t n = (int64_t)npuK_summary_histogram(NULL, tag, &h, n_limits, limits, counts);
+  npu_status st = npuX_output(c, 0, 1, &n);
+  if (!st) npuK_summary_histogram(c->out[0]->data, tag, &h, n_limits, limits, counts);
+  return st;
+}
+
+static npu_status run(const npuX_call *c) { return run_with(c, npuK_histogram); }
+static npu_status run_ref(const npuX_call *c) { return run_with(c, npuK_histogram_ref); }
+
+const npu_op_def npuX_op_histogram_summary = {
+    .name = "histogram_summary", .tf_type = "HistogramSummary", .args = "tag", .min_inputs = 1,
+    .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .flags = NPUX_F_DATA_SHAPE | NPUX_F_SUMMARY,
+    .parse = npuX_summary_parse, .infer = infer, .scratch_size = scratch_size, .run = run,
+    .run_ref = run_ref};

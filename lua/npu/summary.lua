@@ -1,0 +1,186 @@
+--- npu.summary — TensorBoard summaries with TensorFlow 1.15's API (tf.summary), and event
+-- files written and read back (docs/summaries.md).
+--
+--   npu.summary.scalar(name, tensor [, collections [, family]])
+--   npu.summary.histogram(name, values [, collections [, family]])
+--   npu.summary.image(name, tensor [, max_outputs = 3 [, collections [, family]]])
+--   npu.summary.text(name, tensor [, collections])        tensor: a Lua string, or uint8 bytes
+--   npu.summary.merge(inputs [, collections [, name]]), npu.summary.merge_all([key | graph])
+-- are graph ops: they run on the device like any other (ops/summary.h) and output the
+-- serialized Summary protocol buffer as a uint8 vector (the library has no string dtype:
+-- npu.summary.bytes(t) gives it as a Lua string).  Fetched with an iterations_per_loop loop,
+-- the summary is the last iteration's, and only that iteration computes it.
+--
+--   local w <close> = npu.summary.FileWriter(logdir [, graph [, {max_queue =, flush_secs =,
+--                                             filename_suffix =}]])
+--   w:add_summary(summary, global_step)   summary: a summary op's fetched value (or its bytes)
+--   w:add_graph(graph), w:flush(), w:close(), w:get_logdir(), w:path()
+-- writes events.out.tfevents.<time>.<host> on a thread of its own; a failed write (a full
+-- disk, a removed logdir) is raised by the next flush or close.
+--
+--   for step, tag, value, item in npu.summary.read_events(path) do ... end
+-- reads an event file back (CRCs checked; an incomplete last record ends the loop, as in
+-- TensorBoard, and the reader's :truncated() says how many bytes it had).
+local core = require("npu.core")
+
+local M = {}
+local npu -- set by install
+
+-- The summaries of each graph, by collection key (tf.GraphKeys.SUMMARIES = "summaries").
+local collections = setmetatable({}, { __mode = "k" })
+local last_graph = setmetatable({}, { __mode = "v" })
+
+local function collect(g, keys, s)
+  collections[g] = collections[g] or {}
+  for _, key in ipairs(keys or { "summaries" }) do
+    local c = collections[g][key] or {}
+    collections[g][key] = c
+    c[#c + 1] = s
+  end
+  last_graph[1] = g
+end
+
+-- TensorFlow's tag cleaning (summary_op_util.clean_tag): characters other than letters,
+-- digits, '_', '-', '/', '.' become '_'; a leading '/' is dropped.
+local function clean_tag(name)
+  return (tostring(name):gsub("[^%w_%-/%.]", "_"):gsub("^/+", ""))
+end
+
+-- A node name of g not taken yet: base, base_1, base_2, ... (what the graph would make).
+local function unique_name(g, base)
+  if not pcall(g.get_operation_by_name, g, base) then return base end
+  for k = 1, math.huge do
+    local name = base .. "_" .. k
+    if not pcall(g.get_operation_by_name, g, name) then return name end
+  end
+end
+
+local function graph_of(v)
+  if npu.is_output(v) then return v:graph() end
+  return npu.get_default_graph()
+end
+
+local function summary_op(op, name, family, input, attrs, collections_arg)
+  local g = graph_of(input)
+  local base = clean_tag(name)
+  if family then base = clean_tag(family) .. "/" .. base end
+  local node_name = unique_name(g, base)
+  attrs.tag = node_name
+  local s = g:op(op, { input }, attrs, node_name)
+  collect(g, collections_arg, s)
+  return s
+end
+
+function M.scalar(name, tensor, collections_arg, family)
+  return summary_op("scalar_summary", name, family, tensor, {}, collections_arg)
+end
+
+function M.histogram(name, values, collections_arg, family)
+  return summary_op("histogram_summary", name, family, values, {}, collections_arg)
+end
+
+function M.image(name, tensor, max_outputs, collections_arg, family)
+  return summary_op("image_summary", name, family, tensor, { max_outputs = max_outputs or 3 },
+    collections_arg)
+end
+
+--- tensor: a Lua string (its bytes, UTF-8 for TensorBoard), or a uint8 vector of bytes.
+function M.text(name, tensor, collections_arg)
+  if type(tensor) == "string" then
+    tensor = npu.get_default_graph():const(core.bytes_tensor(tensor), "uint8")
+  end
+  return summary_op("text_summary", name, nil, tensor, {}, collections_arg)
+end
+
+function M.merge(inputs, collections_arg, name)
+  if type(inputs) ~= "table" or #inputs == 0 then
+    error("npu.summary.merge: a non-empty list of summaries expected", 2)
+  end
+  local g = graph_of(inputs[1])
+  local m = g:op("merge_summary", inputs, nil, name or "Merge/MergeSummary")
+  if collections_arg then collect(g, collections_arg, m) end
+  return m
+end
+
+--- merge_all([key = "summaries" | graph [, scope [, name]]]): every summary of the collection
+-- merged, or nil when there is none.  The graph: the one given, else the default graph when it
+-- has summaries, else the graph of the last summary made.
+function M.merge_all(key, scope, name)
+  local g
+  if getmetatable(key) == core.Graph_mt then g, key = key, nil end
+  key = key or "summaries"
+  if not g then
+    local default = npu.get_default_graph()
+    g = collections[default] and collections[default][key] and default or last_graph[1] or default
+  end
+  local list = {}
+  for _, s in ipairs(collections[g] and collections[g][key] or {}) do
+    if scope == nil or s:name():find(scope, 1, true) == 1 then list[#list + 1] = s end
+  end
+  if #list == 0 then return nil end
+  return M.merge(list, nil, name)
+end
+
+--- The bytes of a fetched summary (a uint8 tensor) as a Lua string.
+function M.bytes(t)
+  if type(t) == "string" then return t end
+  return core.tensor_bytes(t)
+end
+
+-- FileWriter ---------------------------------------------------------------------------------
+
+local FileWriter = {}
+FileWriter.__index = FileWriter
+
+local function step_of(v)
+  if v == nil then return 0 end
+  if npu.is_tensor(v) then v = v:item() end
+  return math.tointeger(v) or error("npu.summary.FileWriter: global_step must be an integer", 3)
+end
+
+function FileWriter:add_summary(summary, global_step)
+  self._w:add_summary(summary, step_of(global_step))
+end
+function FileWriter:add_graph(graph, global_step)
+  self._w:add_graph(graph, step_of(global_step))
+end
+function FileWriter:flush() self._w:flush() end
+function FileWriter:close() self._w:close() end
+function FileWriter:get_logdir() return self._logdir end
+function FileWriter:path() return self._w:path() end
+FileWriter.__close = function(self) self._w:close() end
+
+--- FileWriter(logdir [, graph [, opts]]): opts max_queue (10), flush_secs (120),
+-- filename_suffix; path (the exact file, for tests).  The graph, when given, is written first.
+function M.FileWriter(logdir, graph, opts)
+  if type(logdir) ~= "string" then error("npu.summary.FileWriter: a logdir (string) expected", 2) end
+  if opts == nil and type(graph) == "table" and getmetatable(graph) == nil then graph, opts = nil, graph end
+  local self = setmetatable({ _logdir = logdir, _w = core.event_writer_new(logdir, opts) }, FileWriter)
+  if graph ~= nil then self:add_graph(graph) end
+  return self
+end
+M.FileWriterCache = nil
+
+-- Reading ------------------------------------------------------------------------------------
+
+--- for step, tag, value, item in npu.summary.read_events(path) do ... end
+-- item: {kind, step, wall_time, offset, tag, value, plugin_name}; kind "file_version",
+-- "graph", "scalar", "histogram", "image", "tensor" (text) or "other".  Returns the iterator,
+-- the reader (reader:truncated()), nil, and the reader again as the loop's closing value.
+function M.read_events(path)
+  local reader = core.event_reader_open(path)
+  local function iter(r)
+    local item = r:next()
+    if item == nil then return nil end
+    return item.step, item.tag, item.value, item
+  end
+  return iter, reader, nil, reader
+end
+
+function M.install(npu_module)
+  npu = npu_module
+  npu.summary = M
+  return M
+end
+
+return M

@@ -1,0 +1,164 @@
+/*
+ * test_events.c — TensorBoard event files through the C API (io/events.c): a writer's records
+ * read back by the reader (the file version first, a graph, summaries with their steps), a
+ * second close, the reader's errors, and the allocation-failure sweep over the whole round trip
+ * (the writer's buffers come from the context on the caller's thread: every failure is a clean
+ * NPU_ERR_NOMEM with zero live bytes after, and the writer thread never allocates).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/ksummary.h"
+#include "npu_test.h"
+
+static char tmp_root[] = "/tmp/npu_test_events_XXXXXX";
+
+/* A Summary {value {tag "t", simple_value 1.5}}: 0x0a len {0x0a 1 't', 0x15 float}. */
+static const uint8_t summary[] = {0x0a, 0x08, 0x0a, 0x01, 't', 0x15, 0x00, 0x00, 0xc0, 0x3f};
+
+typedef struct round_trip {
+  char dir[512];
+  int n_items, n_scalars;
+  int64_t last_step;
+} round_trip;
+
+static npu_status run_round_trip(npu_context *ctx, void *ud) {
+  round_trip *rt = ud;
+  npu_event_writer *w = NULL;
+  npu_event_reader *r = NULL;
+  npu_graph *g = NULL;
+  char path[600] = "";
+  rt->n_items = rt->n_scalars = 0;
+  npu_event_writer_config cfg = {.max_queue = 2};
+  npu_status st = npu_event_writer_new(ctx, rt->dir, &cfg, &w);
+  if (!st) st = npu_graph_new(ctx, &g);
+  int node;
+  npu_attr dt = {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32};
+  if (!st) st = npu_graph_add_op(g, "placeholder", "x", 0, NULL, 1, &dt, &node);
+  if (!st) st = npu_event_writer_add_graph(w, g, 0, -1);
+  for (int step = 1; step <= 5 && !st; step++)
+    st = npu_event_writer_add_summary(w, summary, sizeof summary, step * 10, 1000.0 + step);
+  if (!st) st = npu_event_writer_flush(w);
+  if (!st) snprintf(path, sizeof path, "%s", npu_event_writer_path(w));
+  if (!st) st = npu_event_writer_close(w);
+  if (!st) CHECK(npu_event_writer_close(w) == NPU_OK);
+  npu_event_writer_release(w);
+  npu_graph_release(g);
+  if (!st) st = npu_event_reader_open(ctx, path, &r);
+  npu_event_value v;
+  while (!st && (st = npu_event_reader_next(r, &v)) == NPU_OK) {
+    if (rt->n_items == 0) {
+      CHECK(v.kind == NPU_EVENT_FILE_VERSION);
+      CHECK(v.n_data == 13 && memcmp(v.data, "brain.Event:2", 13) == 0);
+    }
+    if (rt->n_items == 1) CHECK(v.kind == NPU_EVENT_GRAPH);
+    if (v.kind == NPU_EVENT_SCALAR) {
+      rt->n_scalars++;
+      CHECK(v.tag_len == 1 && v.tag[0] == 't');
+      CHECK(v.simple_value == 1.5);
+      CHECK(v.wall_time == 1000.0 + (double)v.step / 10);
+      rt->last_step = v.step;
+    }
+    rt->n_items++;
+  }
+  if (st == NPU_ERR_OUT_OF_RANGE) st = NPU_OK;
+  if (!st) CHECK_EQ_I64((int64_t)npu_event_reader_truncated(r), 0);
+  npu_event_reader_release(r);
+  if (path[0]) unlink(path);
+  return st;
+}
+
+static void test_round_trip(npu_context *ctx) {
+  round_trip rt;
+  snprintf(rt.dir, sizeof rt.dir, "%s/logs", tmp_root);
+  CHECK(run_round_trip(ctx, &rt) == NPU_OK);
+  CHECK_EQ_I64(rt.n_items, 7);
+  CHECK_EQ_I64(rt.n_scalars, 5);
+  CHECK_EQ_I64(rt.last_step, 50);
+}
+
+static void test_errors(npu_context *ctx) {
+  npu_event_writer *w = (npu_event_writer *)1;
+  CHECK(npu_event_writer_new(ctx, NULL, NULL, &w) == NPU_ERR_ARG);
+  CHECK(w == NULL);
+  char file[600];
+  snprintf(file, sizeof file, "%s/a_file", tmp_root);
+  write_text(file, "x");
+  char below[700];
+  snprintf(below, sizeof below, "%s/sub", file);
+  CHECK(npu_event_writer_new(ctx, below, NULL, &w) == NPU_ERR_IO);
+  CHECK(w == NULL);
+  npu_event_reader *r = (npu_event_reader *)1;
+  snprintf(below, sizeof below, "%s/missing", tmp_root);
+  CHECK(npu_event_reader_open(ctx, below, &r) == NPU_ERR_IO);
+  CHECK(r == NULL);
+  /* "x" is a truncated record: the reader skips it */
+  CHECK(npu_event_reader_open(ctx, file, &r) == NPU_OK);
+  npu_event_value v;
+  CHECK(npu_event_reader_next(r, &v) == NPU_ERR_OUT_OF_RANGE);
+  CHECK_EQ_I64((int64_t)npu_event_reader_truncated(r), 1);
+  npu_event_reader_release(r);
+  npu_event_writer_release(NULL);
+  npu_event_reader_release(NULL);
+}
+
+/* The histogram kernel's exponent table against its bisecting twin: the limits themselves and
+   their neighbours, zeros, the smallest and largest doubles, random values over 40 decades. */
+static void test_histogram_kernel_twins(void) {
+  int n_limits = npuK_histogram_n_limits();
+  double *limits = malloc(sizeof(double) * (size_t)n_limits);
+  double *a = malloc(sizeof(double) * (size_t)n_limits), *b = malloc(sizeof(double) * (size_t)n_limits);
+  enum { N = 20000 };
+  double *x = malloc(sizeof(double) * N);
+  npuK_histogram_limits(limits);
+  int n = 0;
+  for (int i = 0; i < n_limits && n + 3 <= N; i++) {
+    x[n++] = limits[i];
+    x[n++] = nextafter(limits[i], 0);
+    x[n++] = nextafter(limits[i], limits[i] > 0 ? 1e308 : -1e308);
+  }
+  double specials[] = {0.0, -0.0, 5e-324, -5e-324, 1e-300, 1.7976931348623157e308,
+                       -1.7976931348623157e308, 1e20, -1e20, 1e25};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) x[n++] = specials[i];
+  uint64_t r = 88172645463325252ull;
+  while (n < N) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    double mag = pow(10.0, (double)(r % 4000) / 100.0 - 15.0);
+    x[n++] = (r & (1ull << 40)) ? mag : -mag;
+  }
+  npuK_histo ha, hb;
+  CHECK(npuK_histogram(N, x, n_limits, limits, &ha, a) == -1);
+  CHECK(npuK_histogram_ref(N, x, n_limits, limits, &hb, b) == -1);
+  CHECK(memcmp(a, b, sizeof(double) * (size_t)n_limits) == 0);
+  CHECK(memcmp(&ha, &hb, sizeof ha) == 0);
+  x[7] = NAN;
+  CHECK(npuK_histogram(N, x, n_limits, limits, &ha, a) == 7);
+  free(limits), free(a), free(b), free(x);
+}
+
+static void test_allocation_failure_sweep(npu_context *ctx) {
+  round_trip rt;
+  snprintf(rt.dir, sizeof rt.dir, "%s/sweep", tmp_root);
+  int failures = sweep_alloc_failures(ctx, &(scenario_def){.run = run_round_trip, .ud = &rt,
+                                                          .what = "event file round trip"});
+  CHECK(failures >= 8);
+}
+
+int main(void) {
+  if (!mkdtemp(tmp_root)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  npu_context *ctx = NULL;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  test_round_trip(ctx);
+  test_errors(ctx);
+  test_histogram_kernel_twins();
+  test_allocation_failure_sweep(ctx);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+  remove_tree(tmp_root);
+  return check_summary("test_events");
+}
