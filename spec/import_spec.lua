@@ -452,7 +452,8 @@ function TestImportAliases:test_identity_n_floor_size()
   lu.assertEquals(r[1]:totable(), 4)
   lu.assertEquals(r[2]:totable(), { { -2, 2, -1 }, { 3, 1e9, -8 } })
   lu.assertEquals({ r[3]:dtype(), r[3]:totable() }, { "int32", 6 })
-  lu.assertEquals({ r[4]:dtype(), r[4]:totable() }, { "int64", 1 })
+  -- DT_INT64 in the JSON form is TensorFlow.js's int32 (test_64_bit_dtypes_read_narrow)
+  lu.assertEquals({ r[4]:dtype(), r[4]:totable() }, { "int32", 1 })
   -- identity_n's gradient: each output's to its input
   local gg = npu.Graph()
   local p, q = gg:placeholder("float32", { 2 }, "p"), gg:placeholder("float32", { 3 }, "q")
@@ -545,6 +546,36 @@ function TestImportTfjs:test_64_bit_constants_stored_narrow()
   local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/bad.json")
   lu.assertStrContains(err, "weight 'd' is float32 but its Const node declares DT_INT32")
   os.execute("rm -rf '" .. tmp .. "'")
+end
+
+-- ... and TensorFlow.js reads every DT_DOUBLE / DT_INT64 of the graph as float32 / int32
+-- (faceboxes' image_padding divides in DT_DOUBLE by a Const stored as float32): so does the
+-- import of the JSON form, inline constants included; a .pb keeps TensorFlow's 64-bit dtypes.
+function TestImportTfjs:test_64_bit_dtypes_read_narrow()
+  local text = json_graph({
+    jplaceholder("n", {}, "DT_INT32"), jplaceholder("d", { 2 }, "DT_DOUBLE"),
+    jnode("c", "Cast", { "n" }, '"SrcT": {"type": "DT_INT32"}, "DstT": {"type": "DT_DOUBLE"}, "Truncate": {"b": false}'),
+    '{"name": "k", "op": "Const", "attr": {"dtype": {"type": "DT_DOUBLE"}, "value": {"tensor": {"dtype": "DT_DOUBLE", "tensorShape": {}, "doubleVal": [0.25]}}}}',
+    jnode("q", "Mul", { "c", "k" }, '"T": {"type": "DT_DOUBLE"}'),
+    jnode("up", "Ceil", { "q" }, '"T": {"type": "DT_DOUBLE"}'),
+    jnode("i", "Cast", { "up" }, '"SrcT": {"type": "DT_DOUBLE"}, "DstT": {"type": "DT_INT64"}, "Truncate": {"b": false}'),
+    -- tensorContent of int64 (8 bytes each: 5, -1): narrowed after it is read
+    '{"name": "k64", "op": "Const", "attr": {"dtype": {"type": "DT_INT64"}, "value": {"tensor": {"dtype": "DT_INT64", "tensorShape": {"dim": [{"size": "2"}]}, "tensorContent": "BQAAAAAAAAD//////////w=="}}}}',
+    jnode("s", "Add", { "i", "k64" }, '"T": {"type": "DT_INT64"}'),
+    jnode("dd", "Add", { "d", "d" }, '"T": {"type": "DT_DOUBLE"}'),
+  })
+  local g = model.import_graph_def(text)
+  local r = run(g, { "q:0", "i:0", "s:0", "dd:0" }, { ["n:0"] = npu.tensor(7, "int32"), ["d:0"] = npu.tensor({ 0.5, 1e-30 }, "float32") })
+  lu.assertEquals({ r[1]:dtype(), r[1]:totable() }, { "float32", 1.75 })
+  lu.assertEquals({ r[2]:dtype(), r[2]:totable() }, { "int32", 2 })
+  lu.assertEquals({ r[3]:dtype(), r[3]:totable() }, { "int32", { 7, 1 } })
+  lu.assertEquals(r[4]:dtype(), "float32")
+  -- a float64 graph exported to .pb and read back stays float64
+  local g64 = npu.Graph()
+  local p = g64:placeholder("float64", { 2 }, "p")
+  npu.add(p, p, { name = "twice" })
+  local g64b = model.import_graph_def(model.export_graph_def(g64))
+  lu.assertEquals(run(g64b, "twice:0", { ["p:0"] = npu.tensor({ 0.1, 1e-300 }, "float64") }):dtype(), "float64")
 end
 
 -- Signature names without ":i" are output 0 (and said so); a signature that lists only

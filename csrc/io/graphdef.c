@@ -916,13 +916,41 @@ static int json_dtype(const cJSON *j) {
   return json_int(j, &v) == 0 && v >= 0 && v < 1000 ? (int)v : -1;
 }
 
+/* TensorFlow.js has no 64-bit dtypes: its converter writes DT_DOUBLE and DT_INT64 Consts as
+   float32 and int32 weights, and TensorFlow.js reads every DT_DOUBLE / DT_INT64 in the graph
+   (a Cast's DstT, a Placeholder's dtype, an op's T) as float32 / int32 (parseDtypeParam in
+   tfjs-converter), so a model computes in 32 bits there.  The JSON form is TensorFlow.js's,
+   so it is read the same way: every dtype in it goes through this.  (Its other mappings,
+   DT_HALF to float32 and DT_INT8 / DT_UINT8 to int32, are not made: those dtypes exist here.) */
+static int tfjs_dtype(int tf_dtype) {
+  return tf_dtype == NPUI_TF_DOUBLE ? NPUI_TF_FLOAT
+         : tf_dtype == NPUI_TF_INT64 ? NPUI_TF_INT32
+                                     : tf_dtype;
+}
+
 static npu_status json_dtype_checked(importer *im, const char *node, const cJSON *j, int *out) {
   int t = json_dtype(j);
   if (t == -2)
     return npuC_error(im->ctx, NPU_ERR_FORMAT, "%s: node '%s': unknown dtype '%s'", im->source,
                       node, j->valuestring);
   if (t < 0) return bad_json(im, node, "malformed dtype");
-  *out = t;
+  *out = tfjs_dtype(t);
+  return NPU_OK;
+}
+
+/* An inline constant of a 64-bit dtype as TensorFlow.js holds it (tfjs_dtype). */
+static npu_status narrow_tensor(importer *im, npu_tensor **t) {
+  npu_tensor *w = *t;
+  if (w->dtype != NPU_DTYPE_F64 && w->dtype != NPU_DTYPE_I64) return NPU_OK;
+  npu_tensor *n;
+  npu_status st = npu_tensor_new(im->ctx, w->dtype == NPU_DTYPE_F64 ? NPU_DTYPE_F32 : NPU_DTYPE_I32,
+                                 w->ndim, w->shape, &n);
+  if (st) return st == NPU_ERR_NOMEM ? oom(im) : st;
+  for (int64_t k = 0; k < w->numel; k++)
+    if (w->dtype == NPU_DTYPE_F64) ((float *)n->data)[k] = (float)((const double *)w->data)[k];
+    else ((int32_t *)n->data)[k] = (int32_t)(uint32_t)((const int64_t *)w->data)[k];
+  npu_tensor_release(w);
+  *t = n;
   return NPU_OK;
 }
 
@@ -977,7 +1005,8 @@ static npu_status json_tensor(importer *im, const char *node, const cJSON *j, np
   tf_shape shape;
   npu_status st;
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(j, "dtype");
-  if (dt && (st = json_dtype_checked(im, node, dt, &tf_dtype))) return st;
+  if (dt && (tf_dtype = json_dtype(dt)) < 0) /* as written: tensorContent has its width */
+    return json_dtype_checked(im, node, dt, &tf_dtype);
   if ((st = json_shape(im, node, cJSON_GetObjectItemCaseSensitive(j, "tensorShape"), &shape)))
     return st;
   const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "tensorContent");
@@ -998,7 +1027,7 @@ static npu_status json_tensor(importer *im, const char *node, const cJSON *j, np
   if (!any) {
     /* TensorFlow.js: the value is in the weights; still check the dtype is one we have */
     npu_dtype unused;
-    return check_dtype(im, node, "constant dtype", tf_dtype, &unused);
+    return check_dtype(im, node, "constant dtype", tfjs_dtype(tf_dtype), &unused);
   }
   uint8_t *bytes = NULL;
   size_t n_bytes = 0;
@@ -1008,7 +1037,8 @@ static npu_status json_tensor(importer *im, const char *node, const cJSON *j, np
     if (rc == -2) return oom(im);
     if (rc) return bad_json(im, node, "tensorContent is not base64");
   }
-  return build_tensor(im, node, tf_dtype, &shape, bytes, n_bytes, &v, out);
+  if ((st = build_tensor(im, node, tf_dtype, &shape, bytes, n_bytes, &v, out))) return st;
+  return narrow_tensor(im, out);
 }
 
 static npu_status json_list(importer *im, const char *node, tf_attr *a, const cJSON *list) {
@@ -1025,7 +1055,7 @@ static npu_status json_list(importer *im, const char *node, tf_attr *a, const cJ
     cJSON_ArrayForEach(e, arr) {
       int64_t v;
       if (is_bool) v = cJSON_IsTrue(e);
-      else if (is_type) v = json_dtype(e);
+      else if (is_type) v = tfjs_dtype(json_dtype(e));
       else if (json_int(e, &v)) return bad_json(im, node, "malformed integer in attribute list");
       a->ints[a->n++] = v;
     }
@@ -1388,12 +1418,8 @@ static npu_status decode_weight(importer *im, const weight_group *wg, size_t *of
   /* the Const's declared dtype and shape must agree with the manifest */
   const tf_attr *va = node_attr(node, "value"), *da = node_attr(node, "dtype");
   npu_dtype dt = weight_dtypes[di].dtype;
-  /* TensorFlow.js has no 64-bit dtypes: its converter stores a DT_DOUBLE Const as float32 and
-     a DT_INT64 one as int32, and TensorFlow.js computes with those; so do we. */
-  bool narrowed = da && da->kind == TA_TYPE &&
-                  ((da->i == NPUI_TF_DOUBLE && dt == NPU_DTYPE_F32) ||
-                   (da->i == NPUI_TF_INT64 && dt == NPU_DTYPE_I32));
-  if (da && da->kind == TA_TYPE && !narrowed && npuI_tf_to_dtype((int)da->i) != (int)dt) {
+  /* (a DT_DOUBLE / DT_INT64 Const's dtype already reads float32 / int32: tfjs_dtype) */
+  if (da && da->kind == TA_TYPE && npuI_tf_to_dtype((int)da->i) != (int)dt) {
     char tb[16];
     return npuC_error(im->ctx, NPU_ERR_FORMAT,
                       "%s: weight '%s' is %s but its Const node declares %s", im->source, name,
