@@ -239,15 +239,19 @@ static bool is_window_attr(const char *tf, const char *name) {
   return false;
 }
 
-/* pad: Pad, PadV2 when constant_values is set and not 0, MirrorPad for REFLECT / SYMMETRIC;
-   *n_operands: how many of pad's operands (paddings, constant_values) the type takes. */
+/* pad: Pad, PadV2 when constant_values is set and not 0 or an input, MirrorPad for REFLECT /
+   SYMMETRIC; *n_operands: how many of pad's operands (paddings, constant_values) the type
+   takes. */
 static const char *pad_type(const npuG_node *node, int *n_operands) {
   const npuG_attr *mode = npuG_attr_find(node, "mode");
   const npuG_attr *cv = npuG_attr_find(node, "constant_values");
+  /* constant_values an input: one after x and paddings (an input too, unless an attribute) */
+  bool cv_input = !cv && node->n_inputs > (npuG_attr_find(node, "paddings") ? 1 : 2);
   *n_operands = 1;
   if (mode && mode->type == NPU_ATTR_STRING && strcmp(mode->u.s, "CONSTANT") != 0)
     return "MirrorPad";
-  if (cv && ((cv->type == NPU_ATTR_FLOAT && cv->u.f != 0) || (cv->type == NPU_ATTR_INT && cv->u.i != 0))) {
+  if ((cv && ((cv->type == NPU_ATTR_FLOAT && cv->u.f != 0) || (cv->type == NPU_ATTR_INT && cv->u.i != 0))) ||
+      cv_input) {
     *n_operands = 2;
     return "PadV2";
   }
