@@ -166,10 +166,11 @@ static void arena_free(arena *a) {
 /* ---- the intermediate form ----------------------------------------------------------- */
 
 typedef enum {
-  TA_OTHER = 0, /* func, placeholder, list of shapes/tensors, empty AttrValue: ignored */
+  TA_OTHER = 0, /* placeholder, list of tensors / funcs, empty AttrValue: ignored */
   TA_S, TA_I, TA_F, TA_B, TA_TYPE, TA_SHAPE, TA_TENSOR,
   TA_LIST_I, TA_LIST_F, TA_LIST_S, TA_LIST_EMPTY,
-  TA_FUNC /* a function of the library: its name in s */
+  TA_FUNC, /* a function of the library: its name in s */
+  TA_LIST_SHAPE /* shapes (a While's output_shapes) */
 } tf_attr_kind;
 
 typedef struct tf_shape {
@@ -190,6 +191,7 @@ typedef struct tf_attr {
   int64_t *ints;
   double *floats;
   const char **strs;
+  tf_shape *shapes; /* LIST_SHAPE */
 } tf_attr;
 
 /* What a node is for control flow: most become npu nodes (ROLE_NODE); the others make none
@@ -568,14 +570,14 @@ static npu_status pb_tensor(importer *im, const char *node, const uint8_t *data,
 static npu_status pb_list(importer *im, const char *node, tf_attr *a, const uint8_t *data,
                           size_t len) {
   /* ListValue: s = 2, i = 3, f = 4, b = 5, type = 6, shape = 7, tensor = 8, func = 9 */
-  int n_i = 0, n_f = 0, n_s = 0, n_other = 0;
+  int n_i = 0, n_f = 0, n_s = 0, n_sh = 0, n_other = 0;
   tf_vals vi = {0}, vf = {0};
   for (int pass = 0; pass < 2; pass++) {
     npuI_pb_reader r = npuI_pb_reader_of(data, len);
     npuI_pb_field f;
     int k;
     vi.n = vf.n = 0;
-    n_s = 0;
+    n_s = n_sh = 0;
     while ((k = npuI_pb_next(&r, &f)) == 1) {
       int rc = 0;
       if (f.number == 3 || f.number == 5 || f.number == 6) rc = pb_vals(&f, 2, &vi, pass);
@@ -584,6 +586,10 @@ static npu_status pb_list(importer *im, const char *node, tf_attr *a, const uint
         if (pass && !(a->strs[n_s] = arena_strndup(&im->ar, (const char *)f.data, f.len)))
           return oom(im);
         n_s++;
+      } else if (f.number == 7 && f.wire == NPUI_PB_BYTES) {
+        npu_status st = pass ? pb_shape(im, node, f.data, f.len, &a->shapes[n_sh]) : NPU_OK;
+        if (st) return st;
+        n_sh++;
       } else if (!pass) n_other++;
       if (rc < 0) return bad_pb(im, "AttrValue.list", node);
     }
@@ -593,9 +599,12 @@ static npu_status pb_list(importer *im, const char *node, tf_attr *a, const uint
       if (n_i && !(vi.i = arena_calloc(&im->ar, (size_t)n_i, sizeof *vi.i))) return oom(im);
       if (n_f && !(vf.d = arena_calloc(&im->ar, (size_t)n_f, sizeof *vf.d))) return oom(im);
       if (n_s && !(a->strs = arena_calloc(&im->ar, (size_t)n_s, sizeof *a->strs))) return oom(im);
+      if (n_sh && !(a->shapes = arena_calloc(&im->ar, (size_t)n_sh, sizeof *a->shapes)))
+        return oom(im);
     }
   }
   if (n_i) a->kind = TA_LIST_I, a->n = n_i, a->ints = vi.i;
+  else if (n_sh) a->kind = TA_LIST_SHAPE, a->n = n_sh;
   else if (n_f) a->kind = TA_LIST_F, a->n = n_f, a->floats = vf.d;
   else if (n_s) a->kind = TA_LIST_S, a->n = n_s;
   else a->kind = n_other ? TA_OTHER : TA_LIST_EMPTY;
@@ -1083,6 +1092,16 @@ static npu_status json_list(importer *im, const char *node, tf_attr *a, const cJ
       a->strs[a->n++] = (const char *)b;
     }
     if (a->n) a->kind = TA_LIST_S;
+  } else if ((arr = cJSON_GetObjectItemCaseSensitive(list, "shape"))) {
+    int n = cJSON_GetArraySize(arr);
+    if (!cJSON_IsArray(arr)) return bad_json(im, node, "malformed attribute list");
+    if (!(a->shapes = arena_calloc(&im->ar, (size_t)n + 1, sizeof *a->shapes))) return oom(im);
+    cJSON_ArrayForEach(e, arr) {
+      npu_status st = json_shape(im, node, e, &a->shapes[a->n]);
+      if (st) return st;
+      a->n++;
+    }
+    if (a->n) a->kind = TA_LIST_SHAPE;
   } else if (list->child)
     a->kind = TA_OTHER; /* shapes, tensors, funcs */
   return NPU_OK;
@@ -3192,11 +3211,13 @@ static npu_status build_scope(importer *im, int s) {
   return NPU_OK;
 }
 
-/* A loop variable: its dtype that of the value the loop starts with; its shape that value's
-   rank with every dimension free (TensorFlow checks invariants when it builds the graph, so
-   an imported body is trusted), or anything for values of unknown rank.  A TensorArray's
-   buffer keeps its shape when it is fixed (a fixed size, a known element shape), else takes
-   any (the first write shapes it, a growing array grows). */
+/* A loop variable: its dtype that of the value the loop starts with; its shape the TF2
+   While's output_shapes entry for it when it has one of that value's rank (TensorFlow checked
+   the invariants when it built the graph; an unknown rank: any shape), else that value's rank
+   with every dimension free (an imported body is trusted), or anything for values of unknown
+   rank.  A TensorArray's buffer (whose TensorFlow shape is a handle's) keeps its shape when it
+   is fixed (a fixed size, a known element shape), else takes any (the first write shapes it, a
+   growing array grows). */
 static npu_status build_loop_var(importer *im, int k) {
   tf_node *n = &im->nodes[k];
   const tf_construct *c = &im->constructs[n->construct];
@@ -3206,10 +3227,15 @@ static npu_status build_loop_var(importer *im, int k) {
   int ndim = npu_graph_value_ndim(im->g, init);
   const int64_t *shape = npu_graph_value_shape(im->g, init);
   bool ta = ta_origin(im, c->a[n->out_index]) >= 0;
-  bool any = ndim < 0;
+  const tf_attr *os = node_attr(&im->nodes[c->node], "output_shapes");
+  const tf_shape *inv = !ta && os && os->kind == TA_LIST_SHAPE && n->out_index < os->n
+                            ? &os->shapes[n->out_index]
+                            : NULL;
+  if (inv && inv->ndim >= 0 && inv->ndim != ndim) inv = NULL; /* not this value's: ignored */
+  bool any = ndim < 0 || (inv && inv->ndim < 0);
   int64_t dims[NPU_MAX_DIMS];
   for (int d = 0; d < ndim && d < NPU_MAX_DIMS; d++) {
-    dims[d] = ta ? shape[d] : -1;
+    dims[d] = ta ? shape[d] : inv ? inv->dims[d] : -1;
     any |= ta && shape[d] < 0;
   }
   any |= ta && ndim == 1 && shape[0] == 0; /* an array nothing was written to: shaped by writes */
