@@ -24,6 +24,7 @@ end
 
 local function q(s) return '"' .. s .. '"' end
 local function list(items) return "[" .. table.concat(items, ",") .. "]" end
+local list_json = list
 local function dims_json(dims)
   local d = {}
   for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
@@ -214,6 +215,46 @@ function TestImportControlTF2.test_tensor_list_in_while()
   })
 end
 
+-- A TF2 While's output_shapes are its variables' shape invariants: x grows a dimension each
+-- iteration (x1 = ExpandDims(x, 0): an unknown rank), i keeps its [] and s a fixed [2]; the
+-- export writes them back (the loop_var's shape, any shape as an unknown rank).
+function TestImportControlTF2.test_while_output_shapes()
+  local function shapes(list)
+    local t = {}
+    for i, d in ipairs(list) do t[i] = d == "?" and '{"unknownRank": true}' or dims_json(d) end
+    return '{"list": {"shape": ' .. list_json(t) .. "}}"
+  end
+  local text = graph({
+    placeholder("n", "DT_INT32", {}), const("zero", "DT_INT32", {}, { 0 }), const("x0", "DT_FLOAT", {}, { 1.5 }),
+    const("s0", "DT_FLOAT", { 2 }, { 0, 0 }),
+    node("w", "StatelessWhile", { "zero", "x0", "s0", "n" }, {
+      T = type_list({ "DT_INT32", "DT_FLOAT", "DT_FLOAT", "DT_INT32" }), cond = func_attr("c"), body = func_attr("b"),
+      output_shapes = shapes({ {}, "?", { 2 }, {} }),
+    }),
+  }, {
+    func("c", { { "i", "DT_INT32" }, { "x", "DT_FLOAT" }, { "s", "DT_FLOAT" }, { "n", "DT_INT32" } }, { { "ok", "DT_BOOL" } },
+      { node("less", "Less", { "i", "n" }, { T = INT }) }, { ok = "less:z:0" }),
+    func("b", { { "i", "DT_INT32" }, { "x", "DT_FLOAT" }, { "s", "DT_FLOAT" }, { "n", "DT_INT32" } },
+      { { "i1", "DT_INT32" }, { "x1", "DT_FLOAT" }, { "s1", "DT_FLOAT" }, { "n1", "DT_INT32" } }, {
+        const("one", "DT_INT32", {}, { 1 }), const("axis", "DT_INT32", {}, { 0 }),
+        node("inc", "AddV2", { "i", "one:output:0" }, { T = INT }),
+        node("grow", "ExpandDims", { "x", "axis:output:0" }, { T = FLOAT, Tdim = INT }),
+        node("acc", "AddV2", { "s", "s" }, { T = FLOAT }),
+      }, { i1 = "inc:z:0", x1 = "grow:output:0", s1 = "acc:z:0", n1 = "n" }),
+  })
+  local g = model.import_graph_def(text)
+  lu.assertEquals(g:get_tensor_by_name("w/loop_var_2:0"):shape(), { 2 })
+  local g2 = check(g, { "w:1", "w:2" }, {
+    { { ["n:0"] = ti(2) }, { { { 1.5 } }, { 0, 0 } } },
+    { { ["n:0"] = ti(0) }, { 1.5, { 0, 0 } } },
+  })
+  lu.assertEquals(g2:get_tensor_by_name("w/loop_var_2:0"):shape(), { 2 })
+  -- without output_shapes x keeps its rank (0) and the body's rank 1 is refused
+  local plain = text:gsub(',"output_shapes": %b{}', "")
+  lu.assertNotEquals(plain, text)
+  expect_error("NPU_ERR_SHAPE", { "loop variable 2", "enters the body as []" }, model.import_graph_def, plain)
+end
+
 -- ---- TF1: Switch / Merge conds, while frames -----------------------------------------------
 
 TestImportControlTF1 = {}
@@ -297,6 +338,29 @@ local function tf1_while_nodes()
     const("three", "DT_INT32", {}, { 3 }),
     node("third", "TensorArrayReadV3", { "ta", "three", W .. "Exit_flow" }, { dtype = INT }),
   }
+end
+
+-- The same frame with a TensorArray of dynamic size (no element shape: its buffer takes any
+-- shape in the loop) and a body constant whose control input is the loop's Merge (a loop
+-- variable: an argument once exported, the control edge dropped): the .pb round trip writes
+-- the buffer's invariant as an unknown rank in output_shapes.
+function TestImportControlTF1.test_while_frame_growing_tensor_array_round_trip()
+  local nodes = tf1_while_nodes()
+  for i, nd in ipairs(nodes) do
+    if nd:find('"name": "ta"', 1, true) then
+      nodes[i] = node("ta", "TensorArrayV3", { "size" }, {
+        dtype = INT, element_shape = '{"shape": {"unknownRank": true}}', dynamic_size = '{"b": true}',
+        clear_after_read = '{"b": true}', identical_element_shapes = '{"b": true}', tensor_array_name = '{"s": ""}',
+      })
+    elseif nd:find('"name": "while/one"', 1, true) then
+      nodes[i] = const("while/one", "DT_INT32", {}, { 1 }, "while/Merge")
+    end
+  end
+  local g = model.import_graph_def(graph(nodes))
+  check(g, { "total:0", "squares:0", "third:0", "ta_size:0" }, {
+    { { ["n:0"] = ti(5) }, { 19, { 0, 1, 4, 9, 16 }, 9, 5 } },
+    { { ["n:0"] = ti(7) }, { 30, { 0, 1, 4, 9, 16, 25, 36 }, 9, 7 } },
+  })
 end
 
 function TestImportControlTF1.test_while_frame_with_cond_and_tensor_array()

@@ -365,14 +365,80 @@ function TestImportAliases:test_pad_v2_constant_values()
   lu.assertEquals(op:type(), "pad")
   lu.assertEquals(#op:inputs(), 1)
   lu.assertEquals(run(g, "p:0", { ["x:0"] = { { 1, 2 } } }):totable(), { { -7, 1, 2 }, { -7, -7, -7 } })
-  -- a constant_values computed at run time cannot be an attribute: a clear error
+  -- an operand input that is not a constant, for an op that needs it when the graph is
+  -- built (ArgMax's dimension), is a clear error
   local err = expect_error("NPU_ERR_UNSUPPORTED", model.import_graph_def, json_graph({
-    jplaceholder("x", { 1, 2 }), jplaceholder("v", {}), jconst("pads", "DT_INT32", { 2, 2 }, { 0, 1, 1, 0 }),
-    jnode("p", "PadV2", { "x", "pads", "v" }),
+    jplaceholder("x", { 1, 2 }), jplaceholder("d", {}, "DT_INT32"),
+    jnode("a", "ArgMax", { "x", "d" }, '"T": ' .. FLOAT .. ', "Tidx": {"type": "DT_INT32"}'),
   }))
-  lu.assertStrContains(err, "node 'p' (PadV2)")
-  lu.assertStrContains(err, "constant_values")
+  lu.assertStrContains(err, "node 'a' (ArgMax)")
+  lu.assertStrContains(err, "input 2 ('d', the axis)")
   lu.assertStrContains(err, "not a constant")
+end
+
+-- Pad / PadV2 whose paddings or constant_values are known only when the graph runs
+-- (handtrack's and faceboxes' pads to a computed size): they stay inputs of pad, whose output
+-- is sized when it runs; the .pb export writes them as Pad / PadV2 inputs.
+function TestImportAliases:test_pad_of_run_time_paddings()
+  local g = model.import_graph_def(json_graph({
+    jplaceholder("x", { -1, 2 }), jplaceholder("n", {}, "DT_INT32"), jplaceholder("v", {}),
+    jconst("zero", "DT_INT32", {}, { 0 }), jconst("one", "DT_INT32", {}, { 1 }), jconst("s22", "DT_INT32", { 2 }, { 2, 2 }),
+    jnode("pk", "Pack", { "zero", "n", "one", "zero" }, '"T": {"type": "DT_INT32"}, "N": {"i": "4"}, "axis": {"i": "0"}'),
+    jnode("pads", "Reshape", { "pk", "s22" }, '"T": {"type": "DT_INT32"}, "Tshape": {"type": "DT_INT32"}'),
+    jnode("p", "Pad", { "x", "pads" }, '"T": ' .. FLOAT .. ', "Tpaddings": {"type": "DT_INT32"}'),
+    jconst("pads2", "DT_INT32", { 2, 2 }, { 1, 0, 0, 0 }),
+    jnode("p2", "PadV2", { "x", "pads2", "v" }, '"T": ' .. FLOAT .. ', "Tpaddings": {"type": "DT_INT32"}'),
+    jnode("p3", "PadV2", { "x", "pads", "v" }, '"T": ' .. FLOAT .. ', "Tpaddings": {"type": "DT_INT32"}'),
+  }))
+  lu.assertEquals(#g:get_operation_by_name("p"):inputs(), 2)
+  lu.assertEquals(#g:get_operation_by_name("p2"):inputs(), 2)
+  lu.assertEquals(#g:get_operation_by_name("p3"):inputs(), 3)
+  local function feeds(x, n, v)
+    return { ["x:0"] = x, ["n:0"] = npu.tensor(n, "int32"), ["v:0"] = npu.tensor(v, "float32") }
+  end
+  local cases = {
+    { feeds({ { 1, 2 } }, 2, 9), { { { 0, 1, 2 }, { 0, 0, 0 }, { 0, 0, 0 } }, { { 9, 9 }, { 1, 2 } }, { { 9, 1, 2 }, { 9, 9, 9 }, { 9, 9, 9 } } } },
+    { feeds({ { 1, 2 }, { 3, 4 } }, 0, -1), { { { 0, 1, 2 }, { 0, 3, 4 } }, { { -1, -1 }, { 1, 2 }, { 3, 4 } }, { { -1, 1, 2 }, { -1, 3, 4 } } } },
+  }
+  local bytes = model.export_graph_def(g)
+  local g2 = model.import_graph_def(bytes)
+  for _, gg in ipairs({ g, g2 }) do
+    for _, c in ipairs(cases) do
+      lu.assertEquals(totables(run(gg, { "p:0", "p2:0", "p3:0" }, c[1])), c[2])
+    end
+  end
+  assert_node(bytes, "p", node_def("p", "Pad", { "x", "pads" },
+    { { "T", A.type("float32") }, { "Tpaddings", A.type("int32") } }))
+  assert_node(bytes, "p3", node_def("p3", "PadV2", { "x", "pads", "v" },
+    { { "T", A.type("float32") }, { "Tpaddings", A.type("int32") } }))
+  -- checked when the values arrive: negative paddings, paddings that do not fit the input
+  local err = expect_error("NPU_ERR_ARG", run, g, "p:0", feeds({ { 1, 2 } }, -1, 0))
+  lu.assertStrContains(err, "'p'")
+  lu.assertStrContains(err, "must be >= 0")
+end
+
+-- pad built by hand with operand inputs: what is checked when the graph is built, and the
+-- gradient (only of paddings given as an attribute)
+function TestImportAliases:test_pad_operand_inputs_errors()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 3 }, "x")
+  local x3 = g:placeholder("float32", { 2, 3, 1 }, "x3")
+  local pp = g:placeholder("int32", { 2, 2 }, "pp")
+  local v = g:placeholder("float32", {}, "v")
+  local y = g:op("pad", { x, pp }, {}, "y")
+  lu.assertEquals(y:shape(), { -1, -1 })
+  local r = run(g, "y:0", { ["x:0"] = { { 1, 2, 3 }, { 4, 5, 6 } }, ["pp:0"] = npu.tensor({ { 0, 1 }, { 1, 0 } }, "int32") })
+  lu.assertEquals(r:totable(), { { 0, 1, 2, 3 }, { 0, 4, 5, 6 }, { 0, 0, 0, 0 } })
+  local e = expect_error("NPU_ERR_SHAPE", g.op, g, "pad", { x3, pp }, {}, "bad_rank")
+  lu.assertStrContains(e, "need 6 entries")
+  e = expect_error("NPU_ERR_ARG", g.op, g, "pad", { x, pp, v }, { mode = "REFLECT" }, "bad_mode")
+  lu.assertStrContains(e, "constant_values needs mode 'CONSTANT'")
+  e = expect_error("NPU_ERR_SHAPE", g.op, g, "pad", { x, pp, pp }, {}, "bad_value")
+  lu.assertStrContains(e, "constant_values (input 3) must be a scalar")
+  e = expect_error("NPU_ERR_ARG", g.op, g, "pad", { x, pp, v, v }, {}, "too_many")
+  lu.assertStrContains(e, "got 4")
+  e = expect_error("NPU_ERR_UNSUPPORTED", npu.gradients, npu.reduce_sum(y), { x })
+  lu.assertStrContains(e, "paddings given as an input")
 end
 
 local BOXES = { { 0, 0, 1, 1 }, { 0, 0.1, 1, 1.1 }, { 0, -0.1, 1, 0.9 }, { 0, 10, 1, 11 }, { 0, 10.1, 1, 11.1 }, { 0, 100, 1, 101 } }
@@ -452,7 +518,8 @@ function TestImportAliases:test_identity_n_floor_size()
   lu.assertEquals(r[1]:totable(), 4)
   lu.assertEquals(r[2]:totable(), { { -2, 2, -1 }, { 3, 1e9, -8 } })
   lu.assertEquals({ r[3]:dtype(), r[3]:totable() }, { "int32", 6 })
-  lu.assertEquals({ r[4]:dtype(), r[4]:totable() }, { "int64", 1 })
+  -- DT_INT64 in the JSON form is TensorFlow.js's int32 (test_64_bit_dtypes_read_narrow)
+  lu.assertEquals({ r[4]:dtype(), r[4]:totable() }, { "int32", 1 })
   -- identity_n's gradient: each output's to its input
   local gg = npu.Graph()
   local p, q = gg:placeholder("float32", { 2 }, "p"), gg:placeholder("float32", { 3 }, "q")
@@ -545,6 +612,36 @@ function TestImportTfjs:test_64_bit_constants_stored_narrow()
   local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/bad.json")
   lu.assertStrContains(err, "weight 'd' is float32 but its Const node declares DT_INT32")
   os.execute("rm -rf '" .. tmp .. "'")
+end
+
+-- ... and TensorFlow.js reads every DT_DOUBLE / DT_INT64 of the graph as float32 / int32
+-- (faceboxes' image_padding divides in DT_DOUBLE by a Const stored as float32): so does the
+-- import of the JSON form, inline constants included; a .pb keeps TensorFlow's 64-bit dtypes.
+function TestImportTfjs:test_64_bit_dtypes_read_narrow()
+  local text = json_graph({
+    jplaceholder("n", {}, "DT_INT32"), jplaceholder("d", { 2 }, "DT_DOUBLE"),
+    jnode("c", "Cast", { "n" }, '"SrcT": {"type": "DT_INT32"}, "DstT": {"type": "DT_DOUBLE"}, "Truncate": {"b": false}'),
+    '{"name": "k", "op": "Const", "attr": {"dtype": {"type": "DT_DOUBLE"}, "value": {"tensor": {"dtype": "DT_DOUBLE", "tensorShape": {}, "doubleVal": [0.25]}}}}',
+    jnode("q", "Mul", { "c", "k" }, '"T": {"type": "DT_DOUBLE"}'),
+    jnode("up", "Ceil", { "q" }, '"T": {"type": "DT_DOUBLE"}'),
+    jnode("i", "Cast", { "up" }, '"SrcT": {"type": "DT_DOUBLE"}, "DstT": {"type": "DT_INT64"}, "Truncate": {"b": false}'),
+    -- tensorContent of int64 (8 bytes each: 5, -1): narrowed after it is read
+    '{"name": "k64", "op": "Const", "attr": {"dtype": {"type": "DT_INT64"}, "value": {"tensor": {"dtype": "DT_INT64", "tensorShape": {"dim": [{"size": "2"}]}, "tensorContent": "BQAAAAAAAAD//////////w=="}}}}',
+    jnode("s", "Add", { "i", "k64" }, '"T": {"type": "DT_INT64"}'),
+    jnode("dd", "Add", { "d", "d" }, '"T": {"type": "DT_DOUBLE"}'),
+  })
+  local g = model.import_graph_def(text)
+  local r = run(g, { "q:0", "i:0", "s:0", "dd:0" }, { ["n:0"] = npu.tensor(7, "int32"), ["d:0"] = npu.tensor({ 0.5, 1e-30 }, "float32") })
+  lu.assertEquals({ r[1]:dtype(), r[1]:totable() }, { "float32", 1.75 })
+  lu.assertEquals({ r[2]:dtype(), r[2]:totable() }, { "int32", 2 })
+  lu.assertEquals({ r[3]:dtype(), r[3]:totable() }, { "int32", { 7, 1 } })
+  lu.assertEquals(r[4]:dtype(), "float32")
+  -- a float64 graph exported to .pb and read back stays float64
+  local g64 = npu.Graph()
+  local p = g64:placeholder("float64", { 2 }, "p")
+  npu.add(p, p, { name = "twice" })
+  local g64b = model.import_graph_def(model.export_graph_def(g64))
+  lu.assertEquals(run(g64b, "twice:0", { ["p:0"] = npu.tensor({ 0.1, 1e-300 }, "float64") }):dtype(), "float64")
 end
 
 -- Signature names without ":i" are output 0 (and said so); a signature that lists only

@@ -82,6 +82,15 @@ if ref_inputs then
 else
   for i, e in ipairs(info.inputs) do feeds[e.name] = npu.load(("%s/input_%d.npy"):format(ref_dir, i - 1)) end
 end
+-- TensorFlow.js reads a DT_UINT8 (DT_INT8) Placeholder as int32, so tfjs_reference.mjs writes
+-- an int32 input; the graph here keeps the model's dtype: the same values, converted (the
+-- recipe's integers are 0..255)
+for _, e in ipairs(info.inputs) do
+  local t = feeds[e.name]
+  if t and e.dtype and t:dtype() ~= e.dtype and t:dtype() == "int32" and e.dtype:match("int") then
+    feeds[e.name] = t:astype(e.dtype)
+  end
+end
 local sess <close> = npu.Session { graph = g, options = options }
 local t0 = os.clock()
 local ys = sess:run(names, feeds)

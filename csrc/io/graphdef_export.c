@@ -239,15 +239,19 @@ static bool is_window_attr(const char *tf, const char *name) {
   return false;
 }
 
-/* pad: Pad, PadV2 when constant_values is set and not 0, MirrorPad for REFLECT / SYMMETRIC;
-   *n_operands: how many of pad's operands (paddings, constant_values) the type takes. */
+/* pad: Pad, PadV2 when constant_values is set and not 0 or an input, MirrorPad for REFLECT /
+   SYMMETRIC; *n_operands: how many of pad's operands (paddings, constant_values) the type
+   takes. */
 static const char *pad_type(const npuG_node *node, int *n_operands) {
   const npuG_attr *mode = npuG_attr_find(node, "mode");
   const npuG_attr *cv = npuG_attr_find(node, "constant_values");
+  /* constant_values an input: one after x and paddings (an input too, unless an attribute) */
+  bool cv_input = !cv && node->n_inputs > (npuG_attr_find(node, "paddings") ? 1 : 2);
   *n_operands = 1;
   if (mode && mode->type == NPU_ATTR_STRING && strcmp(mode->u.s, "CONSTANT") != 0)
     return "MirrorPad";
-  if (cv && ((cv->type == NPU_ATTR_FLOAT && cv->u.f != 0) || (cv->type == NPU_ATTR_INT && cv->u.i != 0))) {
+  if ((cv && ((cv->type == NPU_ATTR_FLOAT && cv->u.f != 0) || (cv->type == NPU_ATTR_INT && cv->u.i != 0))) ||
+      cv_input) {
     *n_operands = 2;
     return "PadV2";
   }
@@ -668,7 +672,9 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
   for (int i = 0; i < node->n_controls; i++) {
     char buf[1100];
     const npuG_node *dep = &g->nodes[node->controls[i]];
-    if (dep->region != node->region) continue; /* inside another function: dropped */
+    /* inside another function, or a loop variable (an argument, there from the start):
+       dropped */
+    if (dep->region != node->region || npuX_op(dep->op)->kind == NPUX_KIND_LOOP_VAR) continue;
     snprintf(buf, sizeof buf, "^%.1000s", dep->name);
     npuI_pb_put_string(w, NODE_INPUT, buf);
   }
@@ -858,6 +864,38 @@ static void put_dtypes_attr(npuI_pb_writer *w, const char *name, const npu_graph
   npuI_pb_end(w, m);
 }
 
+/* A While's output_shapes: each loop variable's shape invariant (its loop_var's shape; any
+   shape: an unknown rank; none given: the initial value's shape), then the captures' shapes
+   (passed through unchanged). */
+static void put_loop_shapes_attr(npuI_pb_writer *w, const npu_graph *g, int region, int n,
+                                 const int *init, int n_caps, const int *caps) {
+  size_t m = npuI_pb_begin(w, NODE_ATTR);
+  npuI_pb_put_string(w, 1, "output_shapes");
+  size_t v = npuI_pb_begin(w, 2);
+  size_t l = npuI_pb_begin(w, ATTR_LIST);
+  for (int i = 0; i < n; i++) {
+    int ndim = g->values[init[i]].ndim;
+    const int64_t *dims = g->values[init[i]].shape;
+    for (int k = 0; k < g->n_nodes; k++) {
+      const npuG_node *lv = &g->nodes[k];
+      const npuG_attr *index = npuG_attr_find(lv, "index");
+      if (lv->region != region || npuX_op(lv->op)->kind != NPUX_KIND_LOOP_VAR || !index ||
+          index->u.i != i)
+        continue;
+      const npuG_attr *any = npuG_attr_find(lv, "any_shape");
+      const npuG_attr *shape = npuG_attr_find(lv, "shape");
+      if (any && any->u.i) ndim = -1;
+      else if (shape && shape->type == NPU_ATTR_INTS) ndim = shape->u.ints.n, dims = shape->u.ints.v;
+      break;
+    }
+    put_shape(w, 7, ndim, dims);
+  }
+  for (int i = 0; i < n_caps; i++) put_shape(w, 7, g->values[caps[i]].ndim, g->values[caps[i]].shape);
+  npuI_pb_end(w, l);
+  npuI_pb_end(w, v);
+  npuI_pb_end(w, m);
+}
+
 static void fn_name(const npuG_node *node, int id, const char *part, char *buf, size_t size) {
   snprintf(buf, size, "%.200s_%d_%s", node->name, id, part);
   for (char *c = buf; *c; c++)
@@ -894,6 +932,9 @@ static npu_status put_control(npu_graph *g, npuI_pb_writer *w, int id, const fn_
     put_func_attr(w, "body", a);
     fn_name(node, id, "cond", b, sizeof b);
     put_func_attr(w, "cond", b);
+    int r[2];
+    control_regions(node, r);
+    put_loop_shapes_attr(w, g, r[0], n, node->inputs, n_caps, caps);
     npu_attr pi = {.type = NPU_ATTR_INT, .u.i = 10};
     put_attr(w, "parallel_iterations", &pi, false);
   } else {
@@ -977,6 +1018,8 @@ static void mark_needs(const npu_graph *g, int region, int root, uint8_t *need) 
   for (int k = r; k >= 0; k--) {
     const npuG_node *m = &g->nodes[k];
     if (!need[k]) continue;
+    for (int i = 0; i < m->n_controls; i++) /* written as "^dep": the function has it */
+      if (g->nodes[m->controls[i]].region == region) need[m->controls[i]] = 1;
     for (int i = 0; i < m->n_inputs; i++) {
       int src = g->values[m->inputs[i]].node;
       if (g->nodes[src].region == region) need[src] = 1;
