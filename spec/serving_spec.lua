@@ -208,6 +208,24 @@ function TestServing:test_predict_status_metadata_errors()
   lu.assertStrContains(S.read(srv.log), "npu-serve: stopped")
 end
 
+-- TF Serving's own test models name their versions "00000123": the version is 123.
+function TestServing:test_zero_padded_version_directory()
+  S.rm_rf(self.dir .. "/m/1")
+  local g, x, y, p = model_graph(3)
+  npu.export_saved_model(g, self.dir .. "/m/00000003", { inputs = { x = x }, outputs = { y = y, scores = p },
+                                                         variables = { "w", "b" } })
+  local srv = start(self.dir, "--model_name=m --model_base_path=" .. q(self.dir .. "/m") ..
+    " --file_system_poll_wait_seconds=0")
+  self.srv = srv
+  local code, r = json(srv, "GET", "/v1/models/m")
+  lu.assertEquals(code, 200)
+  lu.assertEquals(r.model_version_status[1].version, "3")
+  lu.assertEquals(r.model_version_status[1].state, "AVAILABLE")
+  code, r = json(srv, "POST", "/v1/models/m/versions/3:predict", '{"inputs": {"x": [[1, 2, 3], [-1, 0, 0.5]]}}')
+  lu.assertEquals(code, 200)
+  near(r.outputs.y, (direct(3, X)), "y")
+end
+
 function TestServing:test_new_versions_and_labels()
   S.write(self.dir .. "/models.config", ([[
 model_config_list {

@@ -601,13 +601,30 @@ static void *worker_main(void *arg) {
 
 /* ---- loading and unloading versions --------------------------------------------------------- */
 
+/* The directory of version v: its numeric name as written ("00000123", as TF Serving's own
+   test models are), else "<v>". */
+static void version_path(const model *m, int64_t v, char *buf, size_t size) {
+  snprintf(buf, size, "%s/%lld", m->base_path, (long long)v);
+  DIR *d = opendir(m->base_path);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!e->d_name[0] || strspn(e->d_name, "0123456789") != strlen(e->d_name) ||
+        strtoll(e->d_name, NULL, 10) != v)
+      continue;
+    snprintf(buf, size, "%s/%s", m->base_path, e->d_name);
+    break;
+  }
+  closedir(d);
+}
+
 static servable *load_version(model *m, int64_t version) {
   servable *sv = calloc(1, sizeof *sv);
   if (!sv) return NULL;
   sv->m = m;
   sv->version = version;
   sv->state = ST_LOADING;
-  snprintf(sv->path, sizeof sv->path, "%s/%lld", m->base_path, (long long)version);
+  version_path(m, version, sv->path, sizeof sv->path);
   pthread_mutex_init(&sv->mu, NULL);
   pthread_cond_init(&sv->work, NULL);
   pthread_cond_init(&sv->done, NULL);
