@@ -315,3 +315,253 @@ function TestSavedModel:test_written_by_tensorflow()
   lu.assertStrContains(S.fails(npu.load_model, dir, { signature = "classify_x_to_y" }),
                        "DT_STRING is not supported")
 end
+
+-- ---- TF2 SavedModels, assembled here from the formats' definitions -------------------------
+-- (saved_model.proto, meta_graph.proto, saved_object_graph.proto, function.proto,
+-- trackable_object_graph.proto, tensor_bundle.proto): a Keras-like dense layer y = x W + b
+-- whose signature calls a function (StatefulPartitionedCall) with the variables it captured,
+-- VarHandleOps named "Variable" and "Variable_1" whose values the bundle keeps under object
+-- graph keys ("dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"), found through the SavedObjectGraph's
+-- bound_inputs and the checkpoint's TrackableObjectGraph, as TensorFlow 2 writes them.
+
+local F = S.pb_field
+local function str(num, s) return F(num, 2, s) end
+local DT_FLOAT, DT_STRING, DT_RESOURCE = 1, 7, 20
+
+local function shape_proto(dims)
+  local s = {}
+  for i, d in ipairs(dims) do s[i] = str(2, F(1, 0, d & 0xffffffffffffffff)) end
+  return table.concat(s)
+end
+local function attr(key, value) return str(5, str(1, key) .. str(2, value)) end
+local function a_type(t) return F(6, 0, t) end
+local function a_shape(dims) return str(7, shape_proto(dims)) end
+local function a_func(name) return str(10, str(1, name)) end
+local function nodedef(name, op, inputs, attrs)
+  local s = { str(1, name), str(2, op) }
+  for _, i in ipairs(inputs or {}) do s[#s + 1] = str(3, i) end
+  for _, a in ipairs(attrs or {}) do s[#s + 1] = attr(a[1], a[2]) end
+  return table.concat(s)
+end
+-- FunctionDef { signature = 1: OpDef { name = 1, input_arg = 2, output_arg = 3 }, node_def = 3,
+-- ret = 4 }; args and outs are {name, DataType} pairs
+local function funcdef(name, args, outs, nodes, ret)
+  local sig = { str(1, name) }
+  for _, a in ipairs(args) do sig[#sig + 1] = str(2, str(1, a[1]) .. F(3, 0, a[2])) end
+  for _, a in ipairs(outs) do sig[#sig + 1] = str(3, str(1, a[1]) .. F(3, 0, a[2])) end
+  local s = { str(1, table.concat(sig)) }
+  for _, n in ipairs(nodes) do s[#s + 1] = str(3, n) end
+  for k, v in pairs(ret) do s[#s + 1] = str(4, str(1, k) .. str(2, v)) end
+  return table.concat(s)
+end
+
+local function tf2_saved_model_pb()
+  local call = { { "Tin", "" }, { "Tout", "" } }
+  local function call_attrs(f) return { { "f", a_func(f) }, call[1], call[2] } end
+  local graph = table.concat({
+    str(1, nodedef("serving_default_x", "Placeholder", {},
+                   { { "dtype", a_type(DT_FLOAT) }, { "shape", a_shape({ -1, 3 }) } })),
+    str(1, nodedef("Variable", "VarHandleOp", {}, { { "dtype", a_type(DT_FLOAT) },
+                   { "shape", a_shape({ 3, 2 }) }, { "shared_name", str(2, "Variable") } })),
+    str(1, nodedef("Variable_1", "VarHandleOp", {}, { { "dtype", a_type(DT_FLOAT) },
+                   { "shape", a_shape({ 2 }) }, { "shared_name", str(2, "Variable_1") } })),
+    str(1, nodedef("StatefulPartitionedCall", "StatefulPartitionedCall",
+                   { "serving_default_x", "Variable", "Variable_1" },
+                   call_attrs("__inference_signature_wrapper_20"))),
+    -- the saver's call, which reads strings: never reached, never imported
+    str(1, nodedef("saver_filename", "Placeholder", {}, { { "dtype", a_type(DT_STRING) } })),
+    str(1, nodedef("StatefulPartitionedCall_1", "StatefulPartitionedCall",
+                   { "saver_filename", "Variable", "Variable_1" }, call_attrs("__inference__traced_save_30"))),
+    str(2, table.concat({
+      str(1, funcdef("__inference_signature_wrapper_20",
+                     { { "x", DT_FLOAT }, { "unknown", DT_RESOURCE }, { "unknown_0", DT_RESOURCE } },
+                     { { "identity", DT_FLOAT } },
+                     { nodedef("StatefulPartitionedCall", "StatefulPartitionedCall",
+                               { "x", "unknown", "unknown_0" }, call_attrs("__inference_call_10")),
+                       nodedef("Identity", "Identity", { "StatefulPartitionedCall:output:0", "^NoOp" },
+                               { { "T", a_type(DT_FLOAT) } }),
+                       nodedef("NoOp", "NoOp", { "^StatefulPartitionedCall" }) },
+                     { identity = "Identity:output:0" })),
+      str(1, funcdef("__inference_call_10",
+                     { { "inputs", DT_FLOAT }, { "matmul_readvariableop_resource", DT_RESOURCE },
+                       { "biasadd_readvariableop_resource", DT_RESOURCE } },
+                     { { "identity", DT_FLOAT } },
+                     { nodedef("MatMul/ReadVariableOp", "ReadVariableOp", { "matmul_readvariableop_resource" },
+                               { { "dtype", a_type(DT_FLOAT) } }),
+                       nodedef("MatMul", "MatMul", { "inputs", "MatMul/ReadVariableOp:value:0" },
+                               { { "T", a_type(DT_FLOAT) } }),
+                       nodedef("BiasAdd/ReadVariableOp", "ReadVariableOp", { "biasadd_readvariableop_resource" },
+                               { { "dtype", a_type(DT_FLOAT) } }),
+                       nodedef("BiasAdd", "BiasAdd", { "MatMul:product:0", "BiasAdd/ReadVariableOp:value:0" },
+                               { { "T", a_type(DT_FLOAT) } }),
+                       nodedef("Identity", "Identity", { "BiasAdd:output:0" }, { { "T", a_type(DT_FLOAT) } }) },
+                     { identity = "Identity:output:0" })),
+      str(1, funcdef("__inference__traced_save_30",
+                     { { "file_prefix", DT_STRING }, { "a", DT_RESOURCE }, { "b", DT_RESOURCE } },
+                     { { "identity", DT_STRING } },
+                     { nodedef("Const", "Const", {}, { { "dtype", a_type(DT_STRING) },
+                               { "value", str(8, F(1, 0, DT_STRING) .. str(8, "tensors")) } }),
+                       nodedef("Identity", "Identity", { "file_prefix" }, { { "T", a_type(DT_STRING) } }) },
+                     { identity = "Identity:output:0" })),
+    })),
+  })
+  local function tensor_info(name, dims) return str(1, name) .. F(2, 0, DT_FLOAT) .. str(3, shape_proto(dims)) end
+  local signature = str(5, str(1, "serving_default") .. str(2,
+    str(1, str(1, "x") .. str(2, tensor_info("serving_default_x:0", { -1, 3 }))) ..
+    str(2, str(1, "y") .. str(2, tensor_info("StatefulPartitionedCall:0", { -1, 2 }))) ..
+    str(3, "tensorflow/serving/predict")))
+  -- SavedObjectGraph: root -> dense (1) -> kernel (2), bias (3); the wrapper captured 2 and 3
+  local function child(id, name) return str(1, F(1, 0, id) .. str(2, name)) end
+  local variable = str(7, F(1, 0, DT_FLOAT))
+  local objects = str(1, child(1, "dense") .. str(4, str(1, "_generic_user_object"))) ..
+    str(1, child(2, "kernel") .. child(3, "bias") .. str(4, str(1, "_generic_user_object"))) ..
+    str(1, variable) .. str(1, variable) ..
+    str(2, str(1, "__inference_signature_wrapper_20") ..
+           str(2, str(2, S.pb_varint(2) .. S.pb_varint(3)))) -- bound_inputs, packed
+  local meta = str(1, str(4, "serve")) .. str(2, graph) .. signature .. str(7, objects)
+  return F(1, 0, 1) .. str(2, meta)
+end
+
+-- The checkpoint's TrackableObjectGraph, node ids as in the SavedObjectGraph above.
+local function trackable_graph()
+  local function child(id, name) return str(1, F(1, 0, id) .. str(2, name)) end
+  local function value(path)
+    return str(2, str(1, "VARIABLE_VALUE") .. str(2, path) .. str(3, path .. "/.ATTRIBUTES/VARIABLE_VALUE"))
+  end
+  return str(1, child(1, "dense")) .. str(1, child(2, "kernel") .. child(3, "bias")) ..
+    str(1, value("dense/kernel")) .. str(1, value("dense/bias"))
+end
+
+-- A one-shard tensor bundle written by hand: data blocks as TensorFlow's BundleWriter lays
+-- them out (a one-element DT_STRING as [varint length][masked CRC-32C of the length][bytes]),
+-- an uncompressed table of every entry, an empty metaindex, the index block, the footer.
+-- entries: { key, dtype, dims, bytes } (the string tensor: dtype DT_STRING, bytes the string)
+local function write_bundle(prefix, entries)
+  table.sort(entries, function(a, b) return a[1] < b[1] end)
+  local data, values = {}, {}
+  local offset = 0
+  for i, e in ipairs(entries) do
+    local raw, crc = e[4], nil
+    if e[2] == DT_STRING then
+      local len32 = string.pack("<I4", #raw)
+      local cks = string.pack("<I4", mask(crc32c(len32)))
+      crc = mask(crc32c(len32 .. cks .. raw))
+      raw = S.pb_varint(#raw) .. cks .. raw
+    else
+      crc = mask(crc32c(raw))
+    end
+    data[i] = raw
+    values[i] = F(1, 0, e[2]) .. str(2, shape_proto(e[3])) .. (offset > 0 and F(4, 0, offset) or "") ..
+      F(5, 0, #raw) .. F(6, 5, string.pack("<I4", crc))
+    offset = offset + #raw
+  end
+  S.write(prefix .. ".data-00000-of-00001", table.concat(data))
+  local function block(kvs)
+    local b, restarts = {}, {}
+    local at = 0
+    for _, kv in ipairs(kvs) do
+      restarts[#restarts + 1] = string.pack("<I4", at)
+      local ent = S.pb_varint(0) .. S.pb_varint(#kv[1]) .. S.pb_varint(#kv[2]) .. kv[1] .. kv[2]
+      b[#b + 1] = ent
+      at = at + #ent
+    end
+    if #restarts == 0 then restarts[1] = string.pack("<I4", 0) end
+    return table.concat(b) .. table.concat(restarts) .. string.pack("<I4", #restarts)
+  end
+  local function trailer(contents) return contents .. "\0" .. string.pack("<I4", mask(crc32c(contents .. "\0"))) end
+  local kvs = { { "", F(1, 0, 1) .. str(3, F(1, 0, 1)) } } -- BundleHeaderProto: one shard, little-endian
+  for i, e in ipairs(entries) do kvs[#kvs + 1] = { e[1], values[i] } end
+  local dblock, mblock = block(kvs), block({})
+  local iblock = block({ { entries[#entries][1], S.pb_varint(0) .. S.pb_varint(#dblock) } })
+  local file = trailer(dblock) .. trailer(mblock) .. trailer(iblock)
+  local m_off, i_off = #dblock + 5, #dblock + 5 + #mblock + 5
+  local footer = S.pb_varint(m_off) .. S.pb_varint(#mblock) .. S.pb_varint(i_off) .. S.pb_varint(#iblock)
+  S.write(prefix .. ".index", file .. footer .. string.rep("\0", 40 - #footer) ..
+                              "\x57\xfb\x80\x8b\x24\x75\x47\xdb")
+end
+
+local W = { 1, -2, 0.5, 3, -1, 1 }
+local B = { 0.25, -0.75 }
+
+local function write_tf2(dir, opts)
+  opts = opts or {}
+  os.execute("mkdir -p " .. S.sh_quote(dir .. "/variables"))
+  S.write(dir .. "/saved_model.pb", tf2_saved_model_pb())
+  local entries = {
+    { "dense/kernel/.ATTRIBUTES/VARIABLE_VALUE", DT_FLOAT, { 3, 2 }, string.pack("<ffffff", table.unpack(W)) },
+    { "dense/bias/.ATTRIBUTES/VARIABLE_VALUE", DT_FLOAT, { 2 }, string.pack("<ff", table.unpack(B)) },
+  }
+  if not opts.no_object_graph then
+    entries[#entries + 1] = { "_CHECKPOINTABLE_OBJECT_GRAPH", DT_STRING, {}, trackable_graph() }
+  end
+  write_bundle(dir .. "/variables/variables", entries)
+end
+
+TestSavedModelTF2 = {}
+
+function TestSavedModelTF2:setUp() self.dir = S.tmpdir() .. "/1" end
+function TestSavedModelTF2:tearDown() S.rm_rf(self.dir:gsub("/1$", "")) end
+
+function TestSavedModelTF2:test_function_based_model_with_resource_variables()
+  write_tf2(self.dir)
+  local g, info = npu.load_model(self.dir)
+  lu.assertEquals(info.signature_key, "serving_default")
+  lu.assertEquals(info.input_names, { "serving_default_x:0" })
+  lu.assertEquals(info.output_names, { "StatefulPartitionedCall:0" })
+  lu.assertEquals(info.outputs[1].shape, { -1, 2 })
+  -- the captured VarHandleOps are constants holding the object graph's values
+  lu.assertEquals(g:get_operation_by_name("Variable"):type(), "const")
+  lu.assertFalse(pcall(g.get_operation_by_name, g, "StatefulPartitionedCall_1/Const"),
+                 "the saver's function is not imported")
+  local sess <close> = npu.Session{ graph = g }
+  local y = sess:run("StatefulPartitionedCall:0", { ["serving_default_x:0"] = X }):totable()
+  -- X W + b by hand: rows (1,2,3) and (-1,0,0.5)
+  local want = { { 1 + 1 - 3 + 0.25, -2 + 6 + 3 - 0.75 }, { -1 - 0.5 + 0.25, 2 + 0.5 - 0.75 } }
+  for r = 1, 2 do
+    for c = 1, 2 do lu.assertAlmostEquals(y[r][c], want[r][c], 1e-6) end
+  end
+end
+
+function TestSavedModelTF2:test_errors()
+  write_tf2(self.dir, { no_object_graph = true })
+  local msg = S.fails(npu.load_model, self.dir)
+  lu.assertStrContains(msg, "NPU_ERR_FORMAT")
+  lu.assertStrContains(msg, "variable 'Variable' is captured by a TF2 function, but")
+  lu.assertStrContains(msg, "has no object graph (_CHECKPOINTABLE_OBJECT_GRAPH)")
+  -- a flipped byte in the object graph string fails its checksum
+  write_tf2(self.dir)
+  local data = self.dir .. "/variables/variables.data-00000-of-00001"
+  local d = S.read(data) -- the string sorts first: its bytes are at offset 0
+  local at = 12
+  S.write(data, d:sub(1, at - 1) .. string.char(d:byte(at) ~ 1) .. d:sub(at + 1))
+  lu.assertStrContains(S.fails(npu.load_model, self.dir),
+                       "string tensor '_CHECKPOINTABLE_OBJECT_GRAPH': bad length or CRC-32C checksum mismatch")
+end
+
+-- TensorFlow Serving's TF2 test model (saved_model_half_plus_two_tf2_cpu, written by
+-- TensorFlow 2 with tf.Module variables a, b, c), when a copy is at
+-- ../shared/models/saved_model_half_plus_two_tf2_cpu/00000123 or $NPU_TF2_SAVED_MODEL:
+-- predict y = 0.5 x + 2, regress_x2_to_y3 y = 0.5 x + 3.
+function TestSavedModelTF2:test_written_by_tensorflow()
+  local dir = os.getenv("NPU_TF2_SAVED_MODEL") or
+    (ROOT_DIR .. "/../shared/models/saved_model_half_plus_two_tf2_cpu/00000123")
+  if not S.exists(dir .. "/saved_model.pb") then
+    lu.skip("no TF2 SavedModel written by TensorFlow here (" .. dir .. ")")
+  end
+  local g, info = npu.load_model(dir)
+  lu.assertEquals(info.signatures, { "__saved_model_init_op", "classify_x2_to_y3", "classify_x_to_y",
+                                     "regress_x2_to_y3", "regress_x_to_y", "regress_x_to_y2",
+                                     "serving_default" })
+  lu.assertEquals(info.input_names, { "serving_default_x:0" })
+  local sess <close> = npu.Session{ graph = g }
+  lu.assertEquals(sess:run(info.output_names[1], { [info.input_names[1]] = npu.tensor({ 5 }, "float32") }):totable(),
+                  { 4.5 })
+  local g3, i3 = npu.load_model(dir, { signature = "regress_x2_to_y3" })
+  local s3 <close> = npu.Session{ graph = g3 }
+  lu.assertEquals(s3:run(i3.output_names[1], { [i3.input_names[1]] = npu.tensor({ 1 }, "float32") }):totable(),
+                  { 3.5 })
+  lu.assertStrContains(S.fails(npu.load_model, dir, { signature = "regress_x_to_y" }),
+                       "DT_STRING is not supported")
+  lu.assertStrContains(S.fails(npu.load_model, dir, { signature = "__saved_model_init_op" }),
+                       "is TensorFlow 2's initialisation op")
+end

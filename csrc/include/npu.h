@@ -455,16 +455,19 @@ NPU_API void npu_model_info_release(npu_model_info *info);
    input's node becomes a Placeholder of the TensorInfo's dtype and shape); variables
    (VariableV2, VarHandleOp) become Consts holding their values from the tensor bundle (every
    block and tensor CRC-32C checked), ReadVariableOp an Identity: the model is frozen, nothing
-   to initialise.  info: the signature's inputs and outputs with their keys, format
+   to initialise.  TF2 SavedModels: the signature's StatefulPartitionedCall is inlined from
+   the function library (only the functions it reaches are imported), and the variables it
+   captured are found in the bundle through the object graph (bound_inputs, then the
+   checkpoint's "_CHECKPOINTABLE_OBJECT_GRAPH": "dense/kernel/.ATTRIBUTES/VARIABLE_VALUE").  info: the signature's inputs and outputs with their keys, format
    "savedmodel", signature_source "signature_def", plus npu_model_info_signature_key & co.
    npu_graph_import_file on a directory does this with the defaults (or, without a
    saved_model.pb, reads its model.json or its one .pb).
    Errors: NPU_ERR_IO (a file, named), NPU_ERR_NOT_FOUND (no meta graph with those tags, no
    such signature: the message lists those there are), NPU_ERR_FORMAT (corrupt protos, a
    corrupt index, a checksum mismatch, a variable missing from the bundle, a signature
-   naming a tensor the graph lacks), NPU_ERR_UNSUPPORTED (text-format saved_model.pbtxt, TF2
-   function-based graphs (StatefulPartitionedCall), sparse signature tensors, and what the
-   GraphDef import refuses), NPU_ERR_NOMEM.  Outs NULL on failure. */
+   naming a tensor the graph lacks), NPU_ERR_UNSUPPORTED (text-format saved_model.pbtxt, the
+   signature "__saved_model_init_op", sparse signature tensors, and what the GraphDef import
+   refuses), NPU_ERR_NOMEM.  Outs NULL on failure. */
 NPU_API npu_status npu_graph_import_savedmodel(npu_context *ctx, const char *dir, const char *tags,
                                                const char *signature_key, npu_graph **graph_out,
                                                npu_model_info **info_out);

@@ -424,6 +424,27 @@ static const bundle_entry *find_entry(const npuI_bundle *b, const char *key) {
 
 int npuI_bundle_has(const npuI_bundle *b, const char *key) { return find_entry(b, key) != NULL; }
 
+/* The entry's e->size bytes from its shard into dst, checked against the entry's CRC-32C
+   when `check` (a string tensor's checksum is not over its bytes as stored). */
+static npu_status read_bytes(npuI_bundle *b, const bundle_entry *e, void *dst, bool check) {
+  npu_context *ctx = b->ctx;
+  char path[4200];
+  snprintf(path, sizeof path, "%.4096s.data-%05d-of-%05d", b->prefix, e->shard, b->num_shards);
+  const char *why = NULL;
+  FILE *f = npuC_fopen_regular(path, &why);
+  if (!f) return npuC_error(ctx, NPU_ERR_IO, "cannot open tensor bundle data '%s': %s", path, why);
+  bool ok = e->size == 0 || (fseeko(f, (off_t)e->offset, SEEK_SET) == 0 &&
+                             fread(dst, 1, (size_t)e->size, f) == (size_t)e->size);
+  fclose(f);
+  if (!ok)
+    return npuC_error(ctx, NPU_ERR_FORMAT, "%s: tensor '%s' lies past the end of the file",
+                      path, e->key);
+  if (check && npuI_crc32c(0, dst, (size_t)e->size) != npuI_crc32c_unmask(e->crc32c))
+    return npuC_error(ctx, NPU_ERR_FORMAT, "%s: tensor '%s': CRC-32C checksum mismatch", path,
+                      e->key);
+  return NPU_OK;
+}
+
 npu_status npuI_bundle_read(npuI_bundle *b, const char *key, npu_tensor **out) {
   *out = NULL;
   npu_context *ctx = b->ctx;
@@ -453,32 +474,61 @@ npu_status npuI_bundle_read(npuI_bundle *b, const char *key, npu_tensor **out) {
     return npuC_error(ctx, NPU_ERR_FORMAT,
                       "%s.index: tensor '%s' has %lld bytes, its dtype and shape need %lld",
                       b->prefix, key, (long long)e->size, (long long)(numel * (int64_t)esize));
-  char path[4200];
-  snprintf(path, sizeof path, "%.4096s.data-%05d-of-%05d", b->prefix, e->shard, b->num_shards);
   npu_tensor *t;
   npu_status st = npu_tensor_new(ctx, (npu_dtype)dtype, e->ndim, e->shape, &t);
   if (st) return st;
-  const char *why = NULL;
-  FILE *f = npuC_fopen_regular(path, &why);
-  if (!f) {
+  if ((st = read_bytes(b, e, npu_tensor_data(t), true))) {
     npu_tensor_release(t);
-    return npuC_error(ctx, NPU_ERR_IO, "cannot open tensor bundle data '%s': %s", path, why);
-  }
-  bool ok = e->size == 0 || (fseeko(f, (off_t)e->offset, SEEK_SET) == 0 &&
-                             fread(npu_tensor_data(t), 1, (size_t)e->size, f) == (size_t)e->size);
-  fclose(f);
-  if (!ok) {
-    npu_tensor_release(t);
-    return npuC_error(ctx, NPU_ERR_FORMAT, "%s: tensor '%s' lies past the end of the file",
-                      path, key);
-  }
-  uint32_t crc = npuI_crc32c(0, npu_tensor_data(t), (size_t)e->size);
-  if (crc != npuI_crc32c_unmask(e->crc32c)) {
-    npu_tensor_release(t);
-    return npuC_error(ctx, NPU_ERR_FORMAT, "%s: tensor '%s': CRC-32C checksum mismatch", path, key);
+    return st;
   }
   if (dtype == NPU_DTYPE_BOOL) npuT_canonical_bools(t);
   *out = t;
+  return NPU_OK;
+}
+
+/* A DT_STRING tensor of one element, as TensorFlow's bundle writer lays it out in the shard:
+     [varint64 length][4-byte masked CRC-32C of the length][the string's bytes]
+   The length's checksum covers it as a little-endian uint32 (a uint64 past 4 GiB), and the
+   entry's checksum covers that same uint32, then the 4 checksum bytes, then the string. */
+npu_status npuI_bundle_read_string(npuI_bundle *b, const char *key, char **data, size_t *len) {
+  *data = NULL, *len = 0;
+  npu_context *ctx = b->ctx;
+  const bundle_entry *e = find_entry(b, key);
+  if (!e)
+    return npuC_error(ctx, NPU_ERR_NOT_FOUND, "%s.index: no tensor '%s' in the bundle",
+                      b->prefix, key);
+  bool one = e->ndim >= 0;
+  for (int i = 0; i < e->ndim; i++) one = one && e->shape[i] == 1;
+  if (e->tf_dtype != 7 /* DT_STRING */ || !one || e->sliced)
+    return npuC_error(ctx, NPU_ERR_FORMAT, "%s.index: tensor '%s' is not one string", b->prefix,
+                      key);
+  if (e->size < 5 || e->size > ((int64_t)1 << 31))
+    return npuC_error(ctx, NPU_ERR_FORMAT, "%s.index: tensor '%s' has a bad size (%lld bytes)",
+                      b->prefix, key, (long long)e->size);
+  uint8_t *raw = npuC_alloc(ctx, (size_t)e->size);
+  if (!raw) return npuC_error(ctx, NPU_ERR_NOMEM, "%s: out of memory", b->prefix);
+  npu_status st = read_bytes(b, e, raw, false);
+  if (st) {
+    npuC_free(ctx, raw);
+    return st;
+  }
+  npuI_pb_reader r = npuI_pb_reader_of(raw, (size_t)e->size);
+  uint64_t n = 0;
+  size_t head = 0;
+  if (npuI_pb_read_varint(&r, &n) == 1) head = (size_t)(r.p - raw);
+  uint8_t n_le[8];
+  for (int i = 0; i < 8; i++) n_le[i] = (uint8_t)(n >> (8 * i));
+  size_t n_size = n <= UINT32_MAX ? 4 : 8;
+  uint32_t crc = npuI_crc32c(0, n_le, n_size);
+  if (!head || (uint64_t)e->size - head < 4 || n != (uint64_t)e->size - head - 4 ||
+      load32(raw + head) != npuI_crc32c_mask(crc) ||
+      npuI_crc32c(crc, raw + head, (size_t)e->size - head) != npuI_crc32c_unmask(e->crc32c)) {
+    npuC_free(ctx, raw);
+    return npuC_error(ctx, NPU_ERR_FORMAT, "%s.index: string tensor '%s': bad length or CRC-32C "
+                      "checksum mismatch", b->prefix, key);
+  }
+  memmove(raw, raw + head + 4, (size_t)n);
+  *data = (char *)raw, *len = (size_t)n;
   return NPU_OK;
 }
 

@@ -50,6 +50,12 @@ int npuI_bundle_has(const npuI_bundle *b, const char *key);
    match dtype and shape, a CRC-32C that does not match), NPU_ERR_NOMEM. */
 npu_status npuI_bundle_read(npuI_bundle *b, const char *key, npu_tensor **out);
 
+/* The bytes of the one-element DT_STRING tensor under key (TensorFlow keeps a checkpoint's
+   object graph so, under "_CHECKPOINTABLE_OBJECT_GRAPH"): *data is the caller's (npuC_free),
+   not NUL-terminated.  Errors: NPU_ERR_NOT_FOUND, NPU_ERR_IO, NPU_ERR_FORMAT (not one string,
+   a bad length, a checksum that does not match), NPU_ERR_NOMEM. */
+npu_status npuI_bundle_read_string(npuI_bundle *b, const char *key, char **data, size_t *len);
+
 /* Writes prefix.index and prefix.data-00000-of-00001 with n tensors under keys (distinct,
    non-empty; any order).  Errors: NPU_ERR_ARG, NPU_ERR_UNSUPPORTED (a dtype TensorFlow has no
    DataType for here), NPU_ERR_IO (named; partial files removed), NPU_ERR_NOMEM. */

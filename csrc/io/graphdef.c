@@ -1340,6 +1340,7 @@ static const struct {
     {"Div", "div", NULL},
     {"Snapshot", "identity", NULL},
     {"PreventGradient", "identity", NULL},
+    {"ReadVariableOp", "identity", NULL}, /* of a variable a SavedModel import made a Const */
     {"PadV2", "pad", NULL},      /* constant_values: the op's second const input */
     {"MirrorPad", "pad", NULL},  /* mode REFLECT / SYMMETRIC: an attribute of both */
     {"Inv", "reciprocal", NULL}, /* the old name of Reciprocal */

@@ -19,9 +19,14 @@
  *   - each variable (VariableV2, Variable, VarHandleOp) made a Const holding its value from
  *     the bundle (key: the node's name, or a VarHandleOp's shared_name), and ReadVariableOp an
  *     Identity — so a served model is frozen: nothing to initialise, nothing to assign;
- * and hands that GraphDef to the binary importer (graphdef.c).  Save/restore/initialiser
- * nodes are never reached.  TF2 function-based graphs (StatefulPartitionedCall into the
- * function library) are refused by name.
+ * and hands that GraphDef, with the library functions the kept nodes reach, to the binary
+ * importer (graphdef.c), which inlines TF2's StatefulPartitionedCalls.  A TF2 signature's call
+ * takes the variables it captured as VarHandleOps of the graph; their values are found via
+ * the object graph (MetaGraphDef.object_graph_def = 7: SavedObjectGraph, whose
+ * concrete_functions list each function's bound_inputs, object node ids) and the
+ * checkpoint's object graph (the bundle's "_CHECKPOINTABLE_OBJECT_GRAPH" string, a
+ * TrackableObjectGraph with the same node ids, giving "a/.ATTRIBUTES/VARIABLE_VALUE").
+ * Save/restore/initialiser nodes are never reached.
  *
  * Export writes the reverse: the binary GraphDef of npu_graph_serialize_graphdef with the
  * Consts named as variables turned into VariableV2 nodes whose values go to the bundle, one
@@ -102,6 +107,7 @@ typedef struct sm_node {
   bytes func;        /* attr f (PartitionedCall): the function's name */
   int keep;          /* 0 no, 1 yes, 2 fed by the signature */
   int fed_info;      /* the signature input feeding it (keep == 2) */
+  int object_id;     /* a captured VarHandleOp: its object graph node id + 1 (0: none) */
 } sm_node;
 
 typedef struct loader {
@@ -111,6 +117,10 @@ typedef struct loader {
   int n_nodes;
   sm_node *nodes;
   bytes graph_versions;
+  bytes library;      /* GraphDef.library: TF2's functions, passed on to the importer */
+  bytes object_graph; /* MetaGraphDef.object_graph_def (TF2), or n == 0 */
+  char *checkpoint;   /* the bundle's _CHECKPOINTABLE_OBJECT_GRAPH, read when first needed */
+  size_t checkpoint_len;
   signature sig;
 } loader;
 
@@ -243,6 +253,7 @@ static npu_status parse_graph(loader *l, bytes g) {
   while ((k = npuI_pb_next(&r, &f)) == 1) {
     if (f.number == 1 && f.wire == NPUI_PB_BYTES) n++;
     if (f.number == 4 && f.wire == NPUI_PB_BYTES) l->graph_versions = (bytes){f.data, f.len};
+    if (f.number == 2 && f.wire == NPUI_PB_BYTES) l->library = (bytes){f.data, f.len};
   }
   if (k < 0) return bad(l, "GraphDef");
   l->nodes = npuC_calloc(l->ctx, (size_t)n + 1, sizeof *l->nodes);
@@ -260,6 +271,7 @@ static void free_loader(loader *l) {
   for (int i = 0; i < l->n_nodes; i++) npuC_free(l->ctx, l->nodes[i].inputs);
   npuC_free(l->ctx, l->nodes);
   npuC_free(l->ctx, l->sig.io);
+  npuC_free(l->ctx, l->checkpoint);
 }
 
 /* ---- choosing the meta graph and the signature ------------------------------------------ */
@@ -343,6 +355,7 @@ static npu_status choose(loader *l, const uint8_t *data, size_t len, const char 
   *graph = (bytes){0};
   while ((k = npuI_pb_next(&mr, &f)) == 1) {
     if (f.number == 2 && f.wire == NPUI_PB_BYTES) *graph = (bytes){f.data, f.len};
+    if (f.number == 7 && f.wire == NPUI_PB_BYTES) l->object_graph = (bytes){f.data, f.len};
     n += f.number == 5 && f.wire == NPUI_PB_BYTES;
   }
   if (k < 0) return bad(l, "MetaGraphDef");
@@ -384,6 +397,11 @@ static npu_status choose(loader *l, const uint8_t *data, size_t len, const char 
     return npuC_error(l->ctx, NPU_ERR_NOT_FOUND, "%s: no signature '%s' (it has %s)", l->path,
                       want, list);
   }
+  if (bytes_eq(chosen_key, "__saved_model_init_op"))
+    return npuC_error(l->ctx, NPU_ERR_UNSUPPORTED,
+                      "%s: signature '__saved_model_init_op' is TensorFlow 2's initialisation op "
+                      "(it restores variables and assets), not a model to run: a loaded "
+                      "SavedModel is frozen, nothing to initialise", l->path);
   return parse_signature(l, chosen_key, chosen);
 }
 
@@ -412,6 +430,69 @@ static int input_node(const loader *l, bytes in, int *index) {
 
 static bool is_variable(bytes op) {
   return bytes_eq(op, "VariableV2") || bytes_eq(op, "Variable") || bytes_eq(op, "VarHandleOp");
+}
+
+static bool is_call(bytes op) {
+  return bytes_eq(op, "StatefulPartitionedCall") || bytes_eq(op, "PartitionedCall");
+}
+
+/* The SavedConcreteFunction of function `name` in the object graph (SavedObjectGraph {
+   concrete_functions = 2: map<string, SavedConcreteFunction> }), or n == 0. */
+static bytes concrete_function(const loader *l, bytes name) {
+  npuI_pb_reader r = npuI_pb_reader_of(l->object_graph.p, l->object_graph.n);
+  npuI_pb_field f;
+  while (npuI_pb_next(&r, &f) == 1) {
+    bytes key, v;
+    if (f.number == 2 && f.wire == NPUI_PB_BYTES && map_entry((bytes){f.data, f.len}, &key, &v) >= 0 &&
+        key.n == name.n && memcmp(key.p, name.p, name.n) == 0)
+      return v;
+  }
+  return (bytes){NULL, 0};
+}
+
+/* TF2: a signature calls a function (StatefulPartitionedCall) whose last inputs are the
+   resources it captured, VarHandleOps of the graph; the function's SavedConcreteFunction
+   lists them as bound_inputs (= 2, object graph node ids), in the same order.  Each such
+   VarHandleOp gets its node id, through which the checkpoint names its value. */
+static npu_status bind_captures(loader *l) {
+  if (!l->object_graph.p) return NPU_OK;
+  for (int i = 0; i < l->n_nodes; i++) {
+    sm_node *n = &l->nodes[i];
+    if (n->keep != 1 || !is_call(n->op) || !n->func.n) continue;
+    bytes cf = concrete_function(l, n->func);
+    if (!cf.p) continue;
+    int n_data = 0;
+    while (n_data < n->n_inputs && !(n->inputs[n_data].n && n->inputs[n_data].p[0] == '^')) n_data++;
+    int ids[256], n_bound = 0;
+    npuI_pb_reader r = npuI_pb_reader_of(cf.p, cf.n);
+    npuI_pb_field f;
+    int k;
+    while ((k = npuI_pb_next(&r, &f)) == 1 && n_bound < 256) {
+      if (f.number != 2) continue;
+      if (f.wire == NPUI_PB_VARINT) {
+        ids[n_bound++] = (int)f.u;
+        continue;
+      }
+      if (f.wire != NPUI_PB_BYTES) continue;
+      npuI_pb_reader pr = npuI_pb_reader_of(f.data, f.len); /* packed */
+      uint64_t v;
+      int kk;
+      while (n_bound < 256 && (kk = npuI_pb_read_varint(&pr, &v)) == 1) ids[n_bound++] = (int)v;
+      if (kk < 0) k = -1;
+    }
+    if (k < 0) return bad(l, "SavedConcreteFunction");
+    if (n_bound > n_data)
+      return npuC_error(l->ctx, NPU_ERR_FORMAT,
+                        "%s: node '%.*s' calls '%.*s' with %d input(s), but the function "
+                        "captured %d", l->path, (int)n->name.n, (const char *)n->name.p,
+                        (int)n->func.n, (const char *)n->func.p, n_data, n_bound);
+    for (int j = 0; j < n_bound; j++) {
+      int index, src = input_node(l, n->inputs[n_data - n_bound + j], &index);
+      if (src >= 0 && bytes_eq(l->nodes[src].op, "VarHandleOp") && ids[j] >= 0)
+        l->nodes[src].object_id = ids[j] + 1;
+    }
+  }
+  return NPU_OK;
 }
 
 static npu_status mark(loader *l) {
@@ -466,16 +547,7 @@ static npu_status mark(loader *l) {
     }
   }
   npuC_free(l->ctx, stack);
-  for (int i = 0; i < l->n_nodes && !st; i++) {
-    sm_node *n = &l->nodes[i];
-    if (n->keep == 1 && (bytes_eq(n->op, "StatefulPartitionedCall") || bytes_eq(n->op, "PartitionedCall")))
-      st = npuC_error(l->ctx, NPU_ERR_UNSUPPORTED,
-                      "%s: node '%.*s' calls function '%.*s' (%.*s): TF2 function-based "
-                      "SavedModels are not supported yet; export the model as a TF1 graph or "
-                      "freeze it to a .pb",
-                      l->path, (int)n->name.n, (const char *)n->name.p, (int)n->func.n,
-                      (const char *)n->func.p, (int)n->op.n, (const char *)n->op.p);
-  }
+  if (!st) st = bind_captures(l);
   return st;
 }
 
@@ -519,6 +591,166 @@ static void put_const(npuI_pb_writer *w, bytes name, const npu_tensor *t) {
   npuI_pb_end(w, m);
 }
 
+/* The bundle key of variable node n.  A variable a TF2 function captured (n->object_id): the
+   checkpoint_key of its object's VARIABLE_VALUE in the checkpoint's object graph
+   (TrackableObjectGraph { nodes = 1: TrackableObject { attributes = 2: SerializedTensor {
+   name = 1, checkpoint_key = 3 } } }, whose node ids are the SavedObjectGraph's), such as
+   "layer/kernel/.ATTRIBUTES/VARIABLE_VALUE".  Otherwise (TF1) a VarHandleOp's shared_name,
+   else the node's name. */
+static npu_status variable_key(loader *l, npuI_bundle *b, const sm_node *n, char *key, size_t size) {
+  bytes kb = bytes_eq(n->op, "VarHandleOp") && n->shared_name.n ? n->shared_name : n->name;
+  if (!n->object_id) {
+    snprintf(key, size, "%.*s", (int)(kb.n < size - 1 ? kb.n : size - 1), (const char *)kb.p);
+    return NPU_OK;
+  }
+  const char *what = "_CHECKPOINTABLE_OBJECT_GRAPH";
+  if (!l->checkpoint) {
+    npu_status st = npuI_bundle_read_string(b, what, &l->checkpoint, &l->checkpoint_len);
+    if (st == NPU_ERR_NOT_FOUND)
+      return npuC_error(l->ctx, NPU_ERR_FORMAT,
+                        "%s: variable '%.*s' is captured by a TF2 function, but %s/variables "
+                        "has no object graph (%s)", l->path, (int)n->name.n,
+                        (const char *)n->name.p, l->dir, what);
+    if (st) return st;
+  }
+  npuI_pb_reader r = npuI_pb_reader_of(l->checkpoint, l->checkpoint_len);
+  npuI_pb_field f;
+  int k, id = 0;
+  bytes found = {0};
+  while ((k = npuI_pb_next(&r, &f)) == 1 && !found.p) {
+    if (f.number != 1 || f.wire != NPUI_PB_BYTES || id++ != n->object_id - 1) continue;
+    npuI_pb_reader tr = npuI_pb_reader_of(f.data, f.len);
+    npuI_pb_field tf;
+    while ((k = npuI_pb_next(&tr, &tf)) == 1 && !found.p) {
+      if (tf.number != 2 || tf.wire != NPUI_PB_BYTES) continue;
+      npuI_pb_reader ar = npuI_pb_reader_of(tf.data, tf.len);
+      npuI_pb_field af;
+      bytes name = {0}, ck = {0};
+      while ((k = npuI_pb_next(&ar, &af)) == 1) {
+        if (af.number == 1 && af.wire == NPUI_PB_BYTES) name = (bytes){af.data, af.len};
+        if (af.number == 3 && af.wire == NPUI_PB_BYTES) ck = (bytes){af.data, af.len};
+      }
+      if (k >= 0 && bytes_eq(name, "VARIABLE_VALUE") && ck.n) found = ck;
+    }
+    if (k < 0) break;
+  }
+  if (k < 0)
+    return npuC_error(l->ctx, NPU_ERR_FORMAT, "%s/variables: corrupt object graph (%s)", l->dir, what);
+  if (!found.p || found.n >= size)
+    return npuC_error(l->ctx, NPU_ERR_FORMAT,
+                      "%s: variable '%.*s' is object %d of the object graph, which the "
+                      "checkpoint's object graph gives no value%s", l->path, (int)n->name.n,
+                      (const char *)n->name.p, n->object_id - 1, found.p ? " (a key too long)" : "");
+  memcpy(key, found.p, found.n);
+  key[found.n] = 0;
+  return NPU_OK;
+}
+
+/* ---- the function library: only what the kept nodes call ---------------------------------- */
+
+/* FunctionDefLibrary { function = 1: FunctionDef { signature = 1: OpDef { name = 1 },
+   node_def = 3 } }.  A TF2 SavedModel's library holds every function of every signature and
+   of saving and restoring (string ops among them); the importer gets only those the kept
+   nodes reach, through any attribute naming a function (AttrValue func = 10, or list = 1
+   { func = 9 }). */
+typedef struct library {
+  int n;
+  bytes *defs, *names;
+  bool *used;
+} library;
+
+static bytes function_name(bytes def) {
+  npuI_pb_reader r = npuI_pb_reader_of(def.p, def.n);
+  npuI_pb_field f;
+  while (npuI_pb_next(&r, &f) == 1)
+    if (f.number == 1 && f.wire == NPUI_PB_BYTES) {
+      npuI_pb_reader sr = npuI_pb_reader_of(f.data, f.len);
+      npuI_pb_field sf;
+      while (npuI_pb_next(&sr, &sf) == 1)
+        if (sf.number == 1 && sf.wire == NPUI_PB_BYTES) return (bytes){sf.data, sf.len};
+    }
+  return (bytes){NULL, 0};
+}
+
+static void use_function(library *lib, bytes name, int *stack, int *sp) {
+  for (int i = 0; i < lib->n; i++)
+    if (!lib->used[i] && lib->names[i].n == name.n && memcmp(lib->names[i].p, name.p, name.n) == 0) {
+      lib->used[i] = true;
+      stack[(*sp)++] = i;
+    }
+}
+
+/* Every function a NodeDef's attributes name. */
+static void use_node_functions(library *lib, bytes node, int *stack, int *sp) {
+  npuI_pb_reader r = npuI_pb_reader_of(node.p, node.n);
+  npuI_pb_field f;
+  while (npuI_pb_next(&r, &f) == 1) {
+    bytes key, v;
+    if (f.number != 5 || f.wire != NPUI_PB_BYTES || map_entry((bytes){f.data, f.len}, &key, &v) < 0)
+      continue;
+    npuI_pb_reader ar = npuI_pb_reader_of(v.p, v.n);
+    npuI_pb_field af;
+    while (npuI_pb_next(&ar, &af) == 1) {
+      if (af.wire != NPUI_PB_BYTES || (af.number != 10 && af.number != 1)) continue;
+      npuI_pb_reader lr = npuI_pb_reader_of(af.data, af.len);
+      npuI_pb_field lf;
+      if (af.number == 10) { /* NameAttrList { name = 1 } */
+        while (npuI_pb_next(&lr, &lf) == 1)
+          if (lf.number == 1 && lf.wire == NPUI_PB_BYTES) use_function(lib, (bytes){lf.data, lf.len}, stack, sp);
+        continue;
+      }
+      while (npuI_pb_next(&lr, &lf) == 1) { /* ListValue { func = 9: NameAttrList } */
+        if (lf.number != 9 || lf.wire != NPUI_PB_BYTES) continue;
+        npuI_pb_reader nr = npuI_pb_reader_of(lf.data, lf.len);
+        npuI_pb_field nf;
+        while (npuI_pb_next(&nr, &nf) == 1)
+          if (nf.number == 1 && nf.wire == NPUI_PB_BYTES) use_function(lib, (bytes){nf.data, nf.len}, stack, sp);
+      }
+    }
+  }
+}
+
+static npu_status write_library(loader *l, npuI_pb_writer *w) {
+  if (!l->library.p) return NPU_OK;
+  library lib = {0};
+  npuI_pb_reader r = npuI_pb_reader_of(l->library.p, l->library.n);
+  npuI_pb_field f;
+  int k;
+  while ((k = npuI_pb_next(&r, &f)) == 1) lib.n += f.number == 1 && f.wire == NPUI_PB_BYTES;
+  if (k < 0) return bad(l, "FunctionDefLibrary");
+  lib.defs = npuC_calloc(l->ctx, (size_t)lib.n + 1, sizeof *lib.defs);
+  lib.names = npuC_calloc(l->ctx, (size_t)lib.n + 1, sizeof *lib.names);
+  lib.used = npuC_calloc(l->ctx, (size_t)lib.n + 1, sizeof *lib.used);
+  int *stack = npuC_calloc(l->ctx, (size_t)lib.n + 1, sizeof *stack), sp = 0;
+  npu_status st = !lib.defs || !lib.names || !lib.used || !stack ? oom(l) : NPU_OK;
+  r = npuI_pb_reader_of(l->library.p, l->library.n);
+  for (int i = 0; !st && npuI_pb_next(&r, &f) == 1;)
+    if (f.number == 1 && f.wire == NPUI_PB_BYTES) {
+      lib.defs[i] = (bytes){f.data, f.len};
+      lib.names[i++] = function_name((bytes){f.data, f.len});
+    }
+  for (int i = 0; i < l->n_nodes && !st; i++)
+    if (l->nodes[i].keep == 1) use_node_functions(&lib, l->nodes[i].raw, stack, &sp);
+  while (sp > 0 && !st) {
+    bytes def = lib.defs[stack[--sp]];
+    npuI_pb_reader dr = npuI_pb_reader_of(def.p, def.n);
+    while ((k = npuI_pb_next(&dr, &f)) == 1)
+      if (f.number == 3 && f.wire == NPUI_PB_BYTES) use_node_functions(&lib, (bytes){f.data, f.len}, stack, &sp);
+    if (k < 0) st = bad(l, "FunctionDef");
+  }
+  if (!st) {
+    size_t m = npuI_pb_begin(w, 2);
+    for (int i = 0; i < lib.n; i++)
+      if (lib.used[i]) npuI_pb_put_bytes(w, 1, lib.defs[i].p, lib.defs[i].n);
+    npuI_pb_end(w, m);
+  }
+  npuC_free(l->ctx, lib.defs);
+  npuC_free(l->ctx, lib.names);
+  npuC_free(l->ctx, lib.used);
+  npuC_free(l->ctx, stack);
+  return st;
+}
+
 static npu_status write_graph(loader *l, npuI_pb_writer *w) {
   npuI_bundle *bundle = NULL;
   npu_status st = NPU_OK;
@@ -539,9 +771,8 @@ static npu_status write_graph(loader *l, npuI_pb_writer *w) {
         snprintf(prefix, sizeof prefix, "%.4096s/variables/variables", l->dir);
         if ((st = npuI_bundle_open(l->ctx, prefix, &bundle))) break;
       }
-      bytes kb = bytes_eq(n->op, "VarHandleOp") && n->shared_name.n ? n->shared_name : n->name;
       char key[1024];
-      snprintf(key, sizeof key, "%.*s", (int)(kb.n < 1000 ? kb.n : 1000), (const char *)kb.p);
+      if ((st = variable_key(l, bundle, n, key, sizeof key))) break;
       npu_tensor *t;
       if ((st = npuI_bundle_read(bundle, key, &t))) {
         if (st == NPU_ERR_NOT_FOUND)
@@ -563,6 +794,7 @@ static npu_status write_graph(loader *l, npuI_pb_writer *w) {
       npuI_pb_put_bytes(w, 1, n->raw.p, n->raw.n);
     }
   }
+  if (!st) st = write_library(l, w);
   if (!st && l->graph_versions.p) npuI_pb_put_bytes(w, 4, l->graph_versions.p, l->graph_versions.n);
   npuI_bundle_close(bundle);
   if (!st && w->failed) st = oom(l);
