@@ -93,7 +93,7 @@ example: deps
 
 # C tests: one executable per module, each run; then the Lua suite.
 C_TESTS = $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
-$(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h)
+$(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
 

@@ -522,6 +522,20 @@ function TestSavedModelTF2:test_function_based_model_with_resource_variables()
   end
 end
 
+-- spec/fixtures/tf2_dense is this model as files, for the C side: the allocation-failure sweep
+-- of tests/test_savedmodel.c and the seeds of the fuzz targets (tests/fuzz).
+-- NPU_WRITE_FIXTURES=1 rewrites it.
+function TestSavedModelTF2:test_fixture_is_this_model()
+  local fixture = SPEC_DIR .. "/fixtures/tf2_dense"
+  if os.getenv("NPU_WRITE_FIXTURES") then write_tf2(fixture) end
+  write_tf2(self.dir)
+  for _, f in ipairs({ "saved_model.pb", "variables/variables.index",
+                       "variables/variables.data-00000-of-00001" }) do
+    lu.assertTrue(S.read(fixture .. "/" .. f) == S.read(self.dir .. "/" .. f),
+                  "spec/fixtures/tf2_dense/" .. f .. " differs: NPU_WRITE_FIXTURES=1 rewrites it")
+  end
+end
+
 function TestSavedModelTF2:test_errors()
   write_tf2(self.dir, { no_object_graph = true })
   local msg = S.fails(npu.load_model, self.dir)

@@ -1,7 +1,7 @@
 /*
  * test_fuzz_corpus.c — the bounded, seeded regression run of the fuzz targets (tests/fuzz/):
  * every reader of untrusted bytes (binary GraphDef, TensorFlow.js model.json + weights, model
- * files, .npy, safetensors, and the files the options fusion_switch_file, modify_mixlist,
+ * files, .npy, safetensors, tensor bundles, SavedModel directories, and the files the options fusion_switch_file, modify_mixlist,
  * customize_dtypes and op_precision_mode name) gets
  *   1. each seed as is: it must read (NPU_OK), so the mutations start from valid files;
  *   2. deterministic mutations of each seed (tests/fuzz/fuzz.h: bit flips, interesting bytes
@@ -169,6 +169,10 @@ int main(void) {
     st = fuzz_model_seeds(ctx, &env, t, age, "age", add_seed, &seeds);
     if (st) fprintf(stderr, "%s seeds of %s: %s\n", t->name, age, npu_context_errmsg(ctx));
     CHECK(st == NPU_OK);
+    snprintf(age, sizeof age, "%s/tf2_dense", fixtures); /* a TF2 SavedModel (savedmodel_spec) */
+    st = fuzz_model_seeds(ctx, &env, t, age, "tf2_dense", add_seed, &seeds);
+    if (st) fprintf(stderr, "%s seeds of %s: %s\n", t->name, age, npu_context_errmsg(ctx));
+    CHECK(st == NPU_OK);
     CHECK(seeds.n > 0);
     for (int si = 0; si < seeds.n; si++) {
       seed *s = &seeds.v[si];
@@ -204,6 +208,7 @@ int main(void) {
   }
   npu_context_release(ctx);
   /* the files the targets wrote */
+  fuzz_remove_staged(&env);
   DIR *d = opendir(env.dir);
   struct dirent *e;
   while (d && (e = readdir(d))) {

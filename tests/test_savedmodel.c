@@ -1,7 +1,9 @@
 /* test_savedmodel.c — SavedModel directories through the C API alone: export a small model
  * (two of its constants as variables), import it back (npu_graph_import_savedmodel and
  * npu_graph_import_file on the directory), the same results as the graph itself, the
- * signature in the info; and the allocation-failure sweep over export and import. */
+ * signature in the info; a TF2 SavedModel (spec/fixtures/tf2_dense, assembled by
+ * spec/savedmodel_spec.lua: a signature call inlined, resource variables found through the
+ * object graphs); and the allocation-failure sweep over export and both imports. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -114,6 +116,41 @@ static void test_round_trip(void) {
   npu_context_release(ctx);
 }
 
+/* spec/fixtures/tf2_dense: y = x W + b through a StatefulPartitionedCall whose captured
+   VarHandleOps hold W (3x2) and b (2) under object-graph keys. */
+static const char tf2_dir[] = "spec/fixtures/tf2_dense";
+
+static void test_tf2(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  npu_graph *g = NULL;
+  npu_model_info *info = NULL;
+  npu_tensor *y = NULL;
+  CHECK(npu_graph_import_savedmodel(ctx, tf2_dir, NULL, NULL, &g, &info) == NPU_OK);
+  if (g) CHECK(run_y(ctx, g, "serving_default_x:0", "StatefulPartitionedCall:0", &y) == NPU_OK);
+  if (info) CHECK(strcmp(npu_model_info_output(info, 0)->key, "y") == 0);
+  if (y) { /* x = [[1,2,3],[-1,0,0.5]], W = [[1,-2],[0.5,3],[-1,1]], b = [0.25,-0.75] */
+    const float *v = npu_tensor_data(y), want[4] = {-0.75f, 6.25f, -1.25f, 1.75f};
+    for (int i = 0; i < 4; i++) CHECK(v[i] == want[i]);
+  }
+  npu_tensor_release(y);
+  npu_model_info_release(info);
+  npu_graph_release(g);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
+static npu_status sweep_import_tf2(npu_context *ctx, void *ud) {
+  (void)ud;
+  npu_graph *g;
+  npu_model_info *info;
+  npu_status st = npu_graph_import_savedmodel(ctx, tf2_dir, NULL, NULL, &g, &info);
+  if (st) return st;
+  npu_model_info_release(info);
+  npu_graph_release(g);
+  return NPU_OK;
+}
+
 static npu_status sweep_export(npu_context *ctx, void *ud) {
   char dir[128];
   snprintf(dir, sizeof dir, "%s/sweep/%d", tmp_dir, (*(int *)ud)++);
@@ -141,6 +178,8 @@ static void test_allocation_failure_sweep(void) {
                                                    .what = "export_savedmodel"}) > 20);
   CHECK(sweep_alloc_failures(ctx, &(scenario_def){.run = sweep_import,
                                                    .what = "import_savedmodel"}) > 20);
+  CHECK(sweep_alloc_failures(ctx, &(scenario_def){.run = sweep_import_tf2,
+                                                   .what = "import_savedmodel (TF2)"}) > 20);
   npu_context_release(ctx);
 }
 
@@ -151,6 +190,7 @@ int main(void) {
     return 1;
   }
   test_round_trip();
+  test_tf2();
   test_allocation_failure_sweep();
   remove_tree(tmp_dir);
   return check_summary("test_savedmodel");

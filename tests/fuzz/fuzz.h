@@ -23,6 +23,14 @@
  *   modify_mixlist    modify_mixlist JSON         | parsed where a session's config is made
  *   customize_dtypes  customize_dtypes .cfg       | (npuP_config_init, as npu_session_new does)
  *   op_precision      op_precision_mode .ini     /
+ *   bundle            a tensor bundle: [u8 compression][u32 LE n][n bytes: the data block's
+ *                     contents][the rest: the data shard].  The harness seals the block (its
+ *                     trailer's CRC-32C), adds an empty metaindex, an index block and the
+ *                     footer, so mutations reach the block, entry and Snappy parsers past the
+ *                     checksum that would stop them; every key is then read, as a tensor and
+ *                     as a string (npuI_bundle_read, npuI_bundle_read_string)
+ *   savedmodel        [u32 LE n][n bytes: saved_model.pb][the rest: a bundle, as above] as
+ *                     the directory sm/ (npu_graph_import_savedmodel)
  * A graph that imports is also walked (names, signature) and exported again
  * (npu_graph_serialize_graphdef), a tensor that loads has every byte read.
  *
@@ -37,8 +45,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
 #include "exec/exec.h"
 #include "include/npu.h"
+#include "io/bundle.h"
 
 /* Bytes a fuzzed reader may hold at once: a 100-byte file may ask for a constant of 2^40
    elements, which must fail with NPU_ERR_NOMEM (the limit) rather than take the machine. */
@@ -263,6 +273,125 @@ static inline npu_status fuzz_op_precision(npu_context *ctx, const fuzz_env *env
   return fuzz_option_file(ctx, env, "op_precision_mode", "op_precision.ini", NULL, data, size);
 }
 
+/* ---- tensor bundles and SavedModels ------------------------------------------------------ */
+
+static inline uint32_t fuzz_load32(const uint8_t *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline size_t fuzz_put_varint(uint8_t *b, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) b[n++] = (uint8_t)(v | 0x80), v >>= 7;
+  b[n++] = (uint8_t)v;
+  return n;
+}
+/* Appends block b (n bytes) and its trailer (compression byte kind, masked CRC-32C). */
+static inline size_t fuzz_put_block(uint8_t *out, const uint8_t *b, size_t n, uint8_t kind) {
+  if (n) memcpy(out, b, n);
+  out[n] = kind;
+  uint32_t crc = npuI_crc32c_mask(npuI_crc32c(0, out, n + 1));
+  for (int i = 0; i < 4; i++) out[n + 1 + i] = (uint8_t)(crc >> (8 * i));
+  return n + 5;
+}
+/* Writes prefix.index (the block sealed as the bundle layout says) and prefix.data-00000-of-
+   00001 from a bundle input; NPU_ERR_INTERNAL when the harness cannot write. */
+static inline npu_status fuzz_stage_bundle(const char *prefix, const uint8_t *data, size_t size) {
+  uint8_t kind = size ? data[0] : 0;
+  size_t n = size >= 5 ? fuzz_load32(data + 1) : 0, at = size >= 5 ? 5 : size;
+  if (n > size - at) n = size - at;
+  uint8_t *idx = malloc(n + 128);
+  if (!idx) return NPU_ERR_INTERNAL;
+  size_t len = fuzz_put_block(idx, data + at, n, kind);
+  uint8_t meta[4] = {0, 0, 0, 0}, ib[64];
+  size_t moff = len;
+  len += fuzz_put_block(idx + len, meta, 4, 0); /* empty: no restarts but the count 0 */
+  size_t ioff = len, in = 0;
+  ib[in++] = 0, ib[in++] = 1, ib[in++] = 0; /* shared 0, key length 1, value length (below) */
+  ib[in++] = 0xff;                          /* a key past any of the block's */
+  size_t vlen = fuzz_put_varint(ib + in, 0);
+  vlen += fuzz_put_varint(ib + in + vlen, n);
+  ib[2] = (uint8_t)vlen;
+  in += vlen;
+  memset(ib + in, 0, 4), ib[in] = 0, in += 4; /* restart at 0 */
+  ib[in] = 1, ib[in + 1] = ib[in + 2] = ib[in + 3] = 0, in += 4; /* one restart */
+  len += fuzz_put_block(idx + len, ib, in, 0);
+  size_t f = len;
+  memset(idx + f, 0, 48);
+  size_t fp = f;
+  fp += fuzz_put_varint(idx + fp, moff);
+  fp += fuzz_put_varint(idx + fp, 4);
+  fp += fuzz_put_varint(idx + fp, ioff);
+  fuzz_put_varint(idx + fp, in);
+  static const uint8_t magic[8] = {0x57, 0xfb, 0x80, 0x8b, 0x24, 0x75, 0x47, 0xdb};
+  memcpy(idx + f + 40, magic, 8);
+  len = f + 48;
+  char path[1200];
+  snprintf(path, sizeof path, "%s.index", prefix);
+  int bad = fuzz_write_file(path, idx, len);
+  free(idx);
+  snprintf(path, sizeof path, "%s.data-00000-of-00001", prefix);
+  bad |= fuzz_write_file(path, data + at + n, size - at - n);
+  if (bad) fprintf(stderr, "fuzz: cannot write %s\n", path);
+  return bad ? NPU_ERR_INTERNAL : NPU_OK;
+}
+
+static inline npu_status fuzz_bundle(npu_context *ctx, const fuzz_env *env, const uint8_t *data,
+                                     size_t size) {
+  char prefix[1200];
+  fuzz_path(prefix, sizeof prefix, env, "bundle");
+  npu_status st = fuzz_stage_bundle(prefix, data, size);
+  npuI_bundle *b = NULL;
+  if (!st) st = npuI_bundle_open(ctx, prefix, &b);
+  for (int i = 0; !st && i < npuI_bundle_count(b); i++) {
+    const char *key = npuI_bundle_key(b, i);
+    if (!npuI_bundle_has(b, key)) st = NPU_ERR_INTERNAL; /* a key must find itself */
+    npu_tensor *t = NULL;
+    npu_status rs = npuI_bundle_read(b, key, &t);
+    if (!rs) fuzz_touch_tensor(t);
+    npu_tensor_release(t);
+    char *str = NULL;
+    size_t n = 0;
+    npu_status ss = npuI_bundle_read_string(b, key, &str, &n);
+    for (size_t k = 0; !ss && k < n; k++) *fuzz_sink() ^= (uint8_t)str[k];
+    npuC_free(ctx, str);
+    if ((unsigned)rs >= (unsigned)NPU_ERR_INTERNAL || (unsigned)ss >= (unsigned)NPU_ERR_INTERNAL)
+      st = NPU_ERR_INTERNAL;
+  }
+  npuI_bundle_close(b);
+  return st;
+}
+
+static inline npu_status fuzz_savedmodel(npu_context *ctx, const fuzz_env *env,
+                                         const uint8_t *data, size_t size) {
+  size_t n = size >= 4 ? fuzz_load32(data) : 0, at = size >= 4 ? 4 : size;
+  if (n > size - at) n = size - at;
+  char dir[1200], path[1300];
+  fuzz_path(dir, sizeof dir, env, "sm");
+  snprintf(path, sizeof path, "%s/variables", dir);
+  mkdir(dir, 0777);
+  mkdir(path, 0777);
+  snprintf(path, sizeof path, "%s/saved_model.pb", dir);
+  if (fuzz_write_file(path, data + at, n) != 0) return NPU_ERR_INTERNAL;
+  snprintf(path, sizeof path, "%s/variables/variables", dir);
+  npu_status st = fuzz_stage_bundle(path, data + at + n, size - at - n);
+  if (st) return st;
+  npu_graph *g = NULL;
+  npu_model_info *info = NULL;
+  st = npu_graph_import_savedmodel(ctx, dir, NULL, NULL, &g, &info);
+  return fuzz_finish_import(ctx, st, g, info);
+}
+
+/* Removes what the targets wrote under env->dir (the caller removes env->dir's files). */
+static inline void fuzz_remove_staged(const fuzz_env *env) {
+  static const char *const paths[] = {"sm/variables/variables.index",
+                                      "sm/variables/variables.data-00000-of-00001",
+                                      "sm/variables", "sm/saved_model.pb", "sm"};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    char p[1200];
+    fuzz_path(p, sizeof p, env, paths[i]);
+    remove(p);
+  }
+}
+
 typedef struct fuzz_target {
   const char *name;
   fuzz_fn run;
@@ -278,6 +407,8 @@ static const fuzz_target fuzz_targets[] = {
     {"modify_mixlist", fuzz_modify_mixlist},
     {"customize_dtypes", fuzz_customize_dtypes},
     {"op_precision", fuzz_op_precision},
+    {"bundle", fuzz_bundle},
+    {"savedmodel", fuzz_savedmodel},
 };
 #define FUZZ_N_TARGETS ((int)(sizeof fuzz_targets / sizeof fuzz_targets[0]))
 

@@ -54,7 +54,10 @@ int main(int argc, char **argv) {
         snprintf(dir, sizeof dir, "%s/%s", argv[a], e->d_name);
         snprintf(json, sizeof json, "%s/%s.json", dir, e->d_name);
         struct stat sb;
-        if (stat(json, &sb) != 0) continue;
+        if (stat(json, &sb) != 0) {
+          snprintf(json, sizeof json, "%s/saved_model.pb", dir); /* a SavedModel directory */
+          if (stat(json, &sb) != 0) continue;
+        }
         if (fuzz_model_seeds(ctx, &env, t, dir, e->d_name, write_seed, &o))
           fprintf(stderr, "fuzz_seeds: %s: model %s: %s\n", t->name, dir, npu_context_errmsg(ctx));
       }

@@ -7,7 +7,8 @@
  *
  * fuzz_seeds(ctx, env, target, add, ud) calls add(ud, label, bytes, size) for each seed of
  * target; fuzz_model_seeds(ctx, env, target, dir, name, add, ud) the seeds taken from the
- * TensorFlow.js model dir/name.json + dir/name.bin (+ dir/input_0.npy).  Both return
+ * TensorFlow.js model dir/name.json + dir/name.bin (+ dir/input_0.npy), or from the
+ * SavedModel directory dir (the bundle and savedmodel targets).  Both return
  * NPU_OK, or the status of a step that failed (the message in ctx).
  */
 #ifndef NPU_TESTS_FUZZ_SEEDS_H
@@ -176,6 +177,111 @@ static inline npu_status fuzz_add_npy(npu_context *ctx, const fuzz_env *env, npu
   return st ? st : fuzz_add_file(ctx, env, "seed.npy", label, add, ud);
 }
 
+static inline uint8_t *fuzz_read(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  *n = 0;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  rewind(f);
+  uint8_t *b = len >= 0 ? malloc((size_t)len + 1) : NULL;
+  if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  if (b) *n = (size_t)len;
+  return b;
+}
+
+static inline int fuzz_get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    uint8_t c = *(*p)++;
+    *v |= (uint64_t)(c & 0x7f) << shift;
+    if (c < 0x80) return 0;
+  }
+  return -1;
+}
+
+/* SavedModel directory dir (or only its bundle: pb NULL) in the "savedmodel" / "bundle"
+   layout of fuzz.h: the index's first data block is taken out of its table (the harness seals
+   it again), as stored and, when stored uncompressed, also Snappy-compressed as literals. */
+static inline npu_status fuzz_add_packed(const char *dir, bool with_pb, const char *label,
+                                         fuzz_seed_fn add, void *ud) {
+  char path[1300];
+  size_t n_pb = 0, n_idx, n_data;
+  snprintf(path, sizeof path, "%s/saved_model.pb", dir);
+  uint8_t *pb = with_pb ? fuzz_read(path, &n_pb) : NULL;
+  snprintf(path, sizeof path, "%s/variables/variables.index", dir);
+  uint8_t *idx = fuzz_read(path, &n_idx);
+  snprintf(path, sizeof path, "%s/variables/variables.data-00000-of-00001", dir);
+  uint8_t *data = fuzz_read(path, &n_data);
+  npu_status st = idx && data && (pb || !with_pb) && n_idx >= 48 ? NPU_OK : NPU_ERR_IO;
+  uint64_t moff, msize, ioff, isize, shared, klen, vlen, boff = 0, bsize = 0;
+  const uint8_t *p = st ? NULL : idx + n_idx - 48, *end = st ? NULL : idx + n_idx - 8;
+  if (!st && (fuzz_get_varint(&p, end, &moff) || fuzz_get_varint(&p, end, &msize) ||
+              fuzz_get_varint(&p, end, &ioff) || fuzz_get_varint(&p, end, &isize) || ioff + isize > n_idx))
+    st = NPU_ERR_IO;
+  if (!st) {
+    p = idx + ioff, end = idx + ioff + isize;
+    if (fuzz_get_varint(&p, end, &shared) || fuzz_get_varint(&p, end, &klen) ||
+        fuzz_get_varint(&p, end, &vlen) || (p += klen) > end || fuzz_get_varint(&p, end, &boff) ||
+        fuzz_get_varint(&p, end, &bsize) || boff + bsize + 5 > n_idx)
+      st = NPU_ERR_IO;
+  }
+  uint8_t *out = st ? NULL : malloc(n_pb + n_data + 2 * bsize + 64);
+  if (!st && !out) st = NPU_ERR_NOMEM;
+  for (int snappy = 0; !st && snappy < 2; snappy++) {
+    uint8_t kind = idx[boff + bsize];
+    if (snappy && kind != 0) break;
+    size_t n = 0;
+    if (with_pb) {
+      for (int i = 0; i < 4; i++) out[n++] = (uint8_t)(n_pb >> (8 * i));
+      memcpy(out + n, pb, n_pb), n += n_pb;
+    }
+    out[n++] = snappy ? 1 : kind;
+    size_t len_at = n;
+    n += 4;
+    size_t blk = n;
+    if (!snappy) {
+      memcpy(out + n, idx + boff, bsize), n += bsize;
+    } else { /* Snappy: the length, then literals of up to 60 bytes (tag (len-1) << 2) */
+      n += fuzz_put_varint(out + n, bsize);
+      for (uint64_t at = 0; at < bsize; at += 60) {
+        size_t k = bsize - at < 60 ? (size_t)(bsize - at) : 60;
+        out[n++] = (uint8_t)((k - 1) << 2);
+        memcpy(out + n, idx + boff + at, k), n += k;
+      }
+    }
+    size_t bl = n - blk;
+    for (int i = 0; i < 4; i++) out[len_at + i] = (uint8_t)(bl >> (8 * i));
+    memcpy(out + n, data, n_data), n += n_data;
+    char l[300];
+    snprintf(l, sizeof l, "%s%s", label, snappy ? "+snappy" : "");
+    add(ud, l, out, n);
+  }
+  free(out);
+  free(pb);
+  free(idx);
+  free(data);
+  return st;
+}
+
+/* Our own SavedModel export of the tiny model (w and b as variables) under env->dir/seed_sm. */
+static inline npu_status fuzz_export_savedmodel(npu_context *ctx, const fuzz_env *env, char *dir,
+                                                size_t size) {
+  npu_graph *g = NULL;
+  npu_status st = fuzz_import_tiny(ctx, env, &g);
+  fuzz_path(dir, size, env, "seed_sm");
+  if (!st)
+    st = npu_graph_export_savedmodel(g, dir, NULL, 1, (const char *[]){"x"},
+                                     (const char *[]){"x:0"}, 1, (const char *[]){"y"},
+                                     (const char *[]){"relu:0"}, 2, (const char *[]){"w", "b"});
+  npu_graph_release(g);
+  return st;
+}
+
 #define FUZZ_TEXT(label, s) add(ud, label, (const uint8_t *)(s), sizeof(s) - 1)
 
 static inline npu_status fuzz_seeds(npu_context *ctx, const fuzz_env *env, const fuzz_target *t,
@@ -230,6 +336,13 @@ static inline npu_status fuzz_seeds(npu_context *ctx, const fuzz_env *env, const
     if (!st) st = npu_safetensors_save(ctx, path, 1, names + 2, ts + 2, NULL);
     if (!st) st = fuzz_add_file(ctx, env, "seed.safetensors", "one.safetensors", add, ud);
     for (int i = 0; i < 3; i++) npu_tensor_release(ts[i]);
+  } else if (strcmp(name, "bundle") == 0 || strcmp(name, "savedmodel") == 0) {
+    char dir[1200];
+    st = fuzz_export_savedmodel(ctx, env, dir, sizeof dir);
+    if (!st) st = fuzz_add_packed(dir, strcmp(name, "savedmodel") == 0, "exported", add, ud);
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0 && !st) st = NPU_ERR_IO;
   } else if (strcmp(name, "fusion_switch") == 0) {
     FUZZ_TEXT("switch.json", "{\"Switch\":{\"GraphFusion\":{\"ALL\":\"off\",\"MatMulBiasAddFusionPass\":"
                              "\"on\",\"ConvBatchnormFusionPass\":\"off\"},\"UBFusion\":{\"ALL\":\"on\","
@@ -260,6 +373,14 @@ static inline npu_status fuzz_model_seeds(npu_context *ctx, const fuzz_env *env,
   if (snprintf(json_path, sizeof json_path, "%s/%s.json", dir, name) >= (int)sizeof json_path ||
       snprintf(bin_path, sizeof bin_path, "%s/%s.bin", dir, name) >= (int)sizeof bin_path)
     return NPU_ERR_IO;
+  struct stat sb; /* a SavedModel directory: seeds of the bundle and savedmodel targets only */
+  bool sm_target = strcmp(t->name, "bundle") == 0 || strcmp(t->name, "savedmodel") == 0;
+  snprintf(label, sizeof label, "%s/saved_model.pb", dir);
+  bool is_sm = stat(label, &sb) == 0;
+  snprintf(label, sizeof label, "%s", name);
+  if (is_sm || sm_target)
+    return is_sm && sm_target ? fuzz_add_packed(dir, strcmp(t->name, "savedmodel") == 0, label, add, ud)
+                              : NPU_OK;
   if (strcmp(t->name, "npy") == 0) {
     fuzz_env in = *env;
     if (snprintf(in.dir, sizeof in.dir, "%s", dir) >= (int)sizeof in.dir) return NPU_ERR_IO;

@@ -16,7 +16,7 @@ set -e
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 FUZZ_CC=${FUZZ_CC:-clang}
 MAKE=${MAKE:-make}
-TARGETS=${FUZZ_TARGETS:-"graphdef tfjs import_file npy safetensors fusion_switch modify_mixlist customize_dtypes op_precision"}
+TARGETS=${FUZZ_TARGETS:-"graphdef tfjs import_file npy safetensors bundle savedmodel fusion_switch modify_mixlist customize_dtypes op_precision"}
 if [ -z "${FUZZ_MODELS+x}" ] && [ -d ../shared/models ]; then FUZZ_MODELS=../shared/models; fi
 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 OUT=build-fuzz
