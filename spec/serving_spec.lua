@@ -226,6 +226,29 @@ function TestServing:test_zero_padded_version_directory()
   near(r.outputs.y, (direct(3, X)), "y")
 end
 
+-- npu.serve{...}: the same server as a child process the handle owns; <close> stops it.
+function TestServing:test_npu_serve_from_lua()
+  local pid
+  do
+    local srv <close> = npu.serve{ binary = SERVE, model_name = "m", model_base_path = self.dir .. "/m",
+                                   file_system_poll_wait_seconds = 0, log = self.dir .. "/lua.log" }
+    pid = srv.pid
+    lu.assertTrue(srv.port > 0)
+    lu.assertEquals(srv.url, "http://127.0.0.1:" .. srv.port)
+    local code, r = json(srv, "POST", "/v1/models/m:predict", '{"inputs": {"x": [[1, 2, 3], [-1, 0, 0.5]]}}')
+    lu.assertEquals(code, 200)
+    near(r.outputs.y, (direct(1, X)), "y")
+  end
+  lu.assertFalse(os.execute("kill -0 " .. pid .. " 2>/dev/null") == true, "stopped on close")
+  lu.assertStrContains(S.read(self.dir .. "/lua.log"), "stopped")
+  -- a server that cannot start: its log is in the error
+  local msg = S.fails(npu.serve, { binary = SERVE, model_name = "m", model_base_path = self.dir .. "/m",
+                                   platform_config_file = self.dir .. "/none.cfg" })
+  lu.assertStrContains(msg, "NPU_ERR_IO: npu-serve did not start")
+  lu.assertStrContains(msg, "none.cfg")
+  lu.assertStrContains(S.fails(npu.serve, { model_name = "m" }), "model_base_path or model_config_file is required")
+end
+
 function TestServing:test_new_versions_and_labels()
   S.write(self.dir .. "/models.config", ([[
 model_config_list {

@@ -429,4 +429,7 @@ require("npu.tf_extra").install(npu)
 -- TensorBoard summaries and event files (lua/npu/summary.lua)
 require("npu.summary").install(npu)
 
+-- npu.serve{...}: an npu-serve child process over a model base path (lua/npu/serve.lua)
+require("npu.serve").install(npu)
+
 return npu
