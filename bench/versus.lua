@@ -6,6 +6,7 @@
 -- the median over the rounds and the ratio other / this (> 1: this checkout is faster).
 --   git worktree add --detach /tmp/base <commit> && make -C /tmp/base all
 --   lua5.4 bench/versus.lua /tmp/base [ROUNDS] [REPS]
+--   lua5.4 bench/versus.lua /tmp/base --instructions [N]   (instructions per run, callgrind)
 local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
 
 local function median(t)
@@ -17,6 +18,34 @@ if arg[1] ~= "--worker" then -- the driver
   local other_root = arg[1]
   if not other_root then
     print("usage: lua5.4 bench/versus.lua OTHER_CHECKOUT [ROUNDS] [REPS]  (the other built with make all)")
+    return
+  end
+  if arg[2] == "--instructions" then
+    -- Instructions per run of each case (valgrind's callgrind: repeatable whatever else the
+    -- machine does), from the difference of two counts (n1 and n2 runs after the set-up).
+    local n1, n2 = 2, tonumber(arg[3]) or 12
+    local function count(root, case, n)
+      local cmd = ("VERSUS_ONLY='%s' VERSUS_N=%d valgrind --tool=callgrind --callgrind-out-file=/dev/null " ..
+        "lua5.4 '%s/bench/versus.lua' --worker '%s' '%s' 1 2>&1"):format(case, n, here, root, here)
+      local p = io.popen(cmd)
+      local out = p:read("a")
+      p:close()
+      local c = out:match("Collected%s*:%s*(%d+)")
+      if not c then error("valgrind failed (is it installed?): " .. out:sub(1, 300)) end
+      return tonumber(c)
+    end
+    local p = io.popen(("VERSUS_LIST=1 lua5.4 '%s/bench/versus.lua' --worker '%s' '%s' 1"):format(here, here, here))
+    local cases = {}
+    for line in p:lines() do cases[#cases + 1] = line:match("^name\t(.*)$") end
+    p:close()
+    print(("this checkout vs %s: instructions per run (callgrind, (count(%d runs) - count(%d runs)) / %d)"):format(
+      other_root, n2, n1, n2 - n1))
+    print(("%-40s %14s %14s   %6s"):format("case", "this", "other", "other/this"))
+    for _, case in ipairs(cases) do
+      local a = (count(here, case, n2) - count(here, case, n1)) / (n2 - n1)
+      local b = (count(other_root, case, n2) - count(other_root, case, n1)) / (n2 - n1)
+      print(("%-40s %14.0f %14.0f   %6.3f"):format(case, a, b, b / a))
+    end
     return
   end
   local rounds, reps = tonumber(arg[2]) or 5, tonumber(arg[3]) or 9
@@ -65,7 +94,19 @@ local npu = require("npu")
 local model = require("npu.model")
 local clock = npu.core.monotonic_time
 
+-- VERSUS_ONLY=<case> VERSUS_N=<n>: build only that case and run it n times after one warm-up,
+-- printing nothing (the driver's --instructions mode counts the instructions of such runs);
+-- VERSUS_LIST=1: print the case names only.
+local only, only_n, list = os.getenv("VERSUS_ONLY"), tonumber(os.getenv("VERSUS_N")), os.getenv("VERSUS_LIST")
 local function compare(name, make, reps)
+  if list then print("name\t" .. name) return end
+  if only then
+    if name ~= only then return end
+    local run = make(npu, model)
+    run()
+    for _ = 1, only_n do run() end
+    return
+  end
   local run = make(npu, model)
   for _ = 1, 3 do run() end
   local t = {}

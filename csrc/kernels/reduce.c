@@ -223,7 +223,7 @@ typedef struct split_job {
       k_geom_seek(&p->gk, o, kc, ko);                                                          \
       k_geom_seek(&p->gr, i, rc, ro);                                                          \
       const T *base = (const T *)j->x + ko[0];                                                 \
-      AT acc = -0.0;                                                                           \
+      AT acc = (AT)-0.0;                                                                       \
       while (i < stop) {                                                                       \
         int64_t run = k_geom_run(&p->gr, rc, stop - i);                                        \
         if (p->gr.s[0][rl] == 1) acc = RUN1(acc, base + ro[0], run);                           \
