@@ -5,7 +5,7 @@
 -- and through while loops: npu.map_fn, a TensorArray read inside the body, a loop variable
 -- whose shape changes every iteration and a loop of 10 variables, against central differences
 -- in float64 (h = 1e-6, |analytic - numeric| <= 1e-6 * (1 + |numeric|), as in
--- control_grad_spec.lua).
+-- control_grad_spec.lua); and the record ops of the recording loop (record_push, record_read).
 local lu = require("luaunit")
 local npu = require("npu")
 
@@ -293,4 +293,53 @@ function TestWhileTensorArrayGradient:test_fourteen_loop_variables_are_refused()
   lu.assertStrContains(tostring(err), "NPU_ERR_UNSUPPORTED")
   lu.assertStrContains(tostring(err), "gradient of while 'wide': at most 13 loop variables")
   lu.assertEquals(g:n_nodes(), before, "the graph is left as it was")
+end
+
+-- record_push / record_read, the recording loop's memory, on their own: values of different
+-- shapes and dtypes, one recorded by its shape alone (read back as zeros), and the errors.
+TestRecordOps = {}
+
+function TestRecordOps:test_push_and_read_back()
+  local g = npu.Graph()
+  local data = g:const(npu.tensor({}, "uint8"):reshape({ 0 }))
+  local meta = g:const(npu.zeros({ 0, 11 }, "int64"))
+  local a = g:const(t64({ { 1, 2, 3 }, { 4, 5, 6 } }))
+  local b = g:const(npu.tensor({ 7, 8 }, "int32"))
+  local c = g:const(npu.tensor({ 9, 9, 9, 9 }, "float32"))
+  local pushed = g:op("record_push", { data, meta, a, b, c }, { shape_only = { 2 } })
+  lu.assertEquals(pushed[1]:shape(), { 48 + 8 })
+  lu.assertEquals(pushed[2]:shape(), { 3, 11 })
+  local again = g:op("record_push", { pushed[1], pushed[2], b, a, c })
+  local function read(it, slot, dtype, shape)
+    return g:op("record_read", { again[1], again[2], g:const(npu.tensor(it, "int32")) },
+      { dtype = dtype, count = 3, slot = slot, shape = shape })
+  end
+  local ra, rb, rc = read(0, 0, F64), read(0, 1, "int32", { -1 }), read(0, 2, "float32")
+  local rb2, ra2 = read(1, 0, "int32"), read(1, 1, F64, { 2, 3 })
+  lu.assertEquals(ra:shape(), nil) -- no shape attribute: sized when it runs
+  lu.assertEquals(ra2:shape(), { 2, 3 })
+  local sess <close> = npu.Session { graph = g }
+  local r = sess:run({ ra, rb, rc, rb2, ra2 })
+  lu.assertEquals(r[1]:totable(), { { 1, 2, 3 }, { 4, 5, 6 } })
+  lu.assertEquals(r[2]:totable(), { 7, 8 })
+  lu.assertEquals(r[3]:totable(), { 0, 0, 0, 0 }) -- by its shape alone
+  lu.assertEquals(r[4]:totable(), { 7, 8 })
+  lu.assertEquals(r[5]:totable(), { { 1, 2, 3 }, { 4, 5, 6 } })
+  -- a row past the record, a shape that contradicts the attribute
+  local past = read(2, 0, F64)
+  local ok, err = pcall(sess.run, sess, past)
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "row 6 is outside the record of 6 rows")
+  local wrong = read(0, 0, F64, { 3, 2 })
+  ok, err = pcall(sess.run, sess, wrong)
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "NPU_ERR_SHAPE")
+  lu.assertStrContains(tostring(err), "the value recorded is [2,3], not the [3,2] expected")
+  ok, err = pcall(g.op, g, "record_push", { data, meta, a }, { shape_only = { 1 } })
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "shape_only[0] = 1 is not a value's position")
+  ok, err = pcall(g.op, g, "record_read", { data, meta, g:const(npu.tensor(0, "int32")) },
+    { dtype = F64, count = 2, slot = 2 })
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "need count >= 1 and 0 <= slot < count")
 end
