@@ -47,9 +47,12 @@ local function placeholder(name, dt, dims)
   return node(name, "Placeholder", {}, { dtype = T(dt), shape = '{"shape": ' .. dims_json(dims) .. "}" })
 end
 local function const(name, dt, dims, vals, control)
-  local key = dt == "DT_FLOAT" and "floatVal" or dt == "DT_BOOL" and "boolVal" or "intVal"
+  local key = dt == "DT_FLOAT" and "floatVal" or dt == "DT_BOOL" and "boolVal" or
+    dt == "DT_INT64" and "int64Val" or "intVal"
   local vs = {}
-  for i, v in ipairs(vals) do vs[i] = dt == "DT_INT32" and q(("%d"):format(v)) or tostring(v) end
+  for i, v in ipairs(vals) do
+    vs[i] = (dt == "DT_INT32" or dt == "DT_INT64") and q(("%d"):format(v)) or tostring(v)
+  end
   return node(name, "Const", control and { "^" .. control } or {}, {
     dtype = T(dt),
     value = ('{"tensor": {"dtype": "%s", "tensorShape": %s, "%s": %s}}'):format(dt, dims_json(dims), key, list(vs)),
@@ -215,6 +218,37 @@ function TestImportControlTF2.test_tensor_list_in_while()
   })
 end
 
+-- A TensorList grown by TensorListPushBack in a While body, from an EmptyTensorList (whose [0]
+-- buffer takes its rank from the first element): the squares of x's rows, stacked.
+function TestImportControlTF2.test_tensor_list_push_back_in_while()
+  local g = model.import_graph_def(graph({
+    placeholder("x", "DT_FLOAT", { 3, 2 }), const("zero", "DT_INT32", {}, { 0 }),
+    const("elem", "DT_INT32", { 1 }, { 2 }), const("max", "DT_INT32", {}, { -1 }),
+    node("list", "EmptyTensorList", { "elem", "max" }, { element_dtype = FLOAT, shape_type = INT }),
+    node("w", "While", { "zero", "list", "x" }, {
+      T = type_list({ "DT_INT32", "DT_VARIANT", "DT_FLOAT" }), cond = func_attr("c"), body = func_attr("b"),
+    }),
+    node("stack", "TensorListStack", { "w:1", "elem" }, { element_dtype = FLOAT, num_elements = '{"i": "-1"}' }),
+    node("len", "TensorListLength", { "w:1" }, {}),
+  }, {
+    func("c", { { "i", "DT_INT32" }, { "l", "DT_VARIANT" }, { "x", "DT_FLOAT" } }, { { "ok", "DT_BOOL" } }, {
+      const("three", "DT_INT32", {}, { 3 }),
+      node("less", "Less", { "i", "three:output:0" }, { T = INT }),
+    }, { ok = "less:z:0" }),
+    func("b", { { "i", "DT_INT32" }, { "l", "DT_VARIANT" }, { "x", "DT_FLOAT" } },
+      { { "i1", "DT_INT32" }, { "l1", "DT_VARIANT" }, { "x1", "DT_FLOAT" } }, {
+        const("axis", "DT_INT32", {}, { 0 }), const("one", "DT_INT32", {}, { 1 }),
+        node("e", "GatherV2", { "x", "i", "axis:output:0" }, { Tparams = FLOAT, Tindices = INT, Taxis = INT }),
+        node("sq", "Mul", { "e:output:0", "e:output:0" }, { T = FLOAT }),
+        node("push", "TensorListPushBack", { "l", "sq:z:0" }, { element_dtype = FLOAT }),
+        node("inc", "AddV2", { "i", "one:output:0" }, { T = INT }),
+      }, { i1 = "inc:z:0", l1 = "push:output_handle:0", x1 = "x" }),
+  }))
+  check(g, { "stack:0", "len:0" }, {
+    { { ["x:0"] = tf({ { 1, 2 }, { 3, -4 }, { 0.5, 0 } }) }, { { { 1, 4 }, { 9, 16 }, { 0.25, 0 } }, 3 } },
+  })
+end
+
 -- A TF2 While's output_shapes are its variables' shape invariants: x grows a dimension each
 -- iteration (x1 = ExpandDims(x, 0): an unknown rank), i keeps its [] and s a fixed [2]; the
 -- export writes them back (the loop_var's shape, any shape as an unknown rank).
@@ -377,9 +411,40 @@ function TestImportControlTF1.test_while_frame_with_cond_and_tensor_array()
   expect_error("NPU_ERR_ARG", { "index 5", "size 5" }, run, g, { "total:0" }, { ["n:0"] = ti(7) })
 end
 
+-- TensorArraySplitV3 of x [6, 2] into three elements of 2 rows, a read, and TensorArrayConcatV3
+-- back (value and the lengths): the elements are rows of the dense buffer [3, 2, 2].
+local function split_concat_graph(lengths)
+  return graph({
+    placeholder("x", "DT_FLOAT", { 6, 2 }), const("size", "DT_INT32", {}, { 3 }),
+    const("lengths", "DT_INT64", { #lengths }, lengths), const("one", "DT_INT32", {}, { 1 }),
+    node("ta", "TensorArrayV3", { "size" }, {
+      dtype = FLOAT, element_shape = '{"shape": {"unknownRank": true}}', dynamic_size = '{"b": false}',
+      clear_after_read = '{"b": true}', identical_element_shapes = '{"b": true}', tensor_array_name = '{"s": ""}',
+    }),
+    node("split", "TensorArraySplitV3", { "ta", "x", "lengths", "ta:1" }, { T = FLOAT }),
+    node("read", "TensorArrayReadV3", { "ta", "one", "split" }, { dtype = FLOAT }),
+    node("concat", "TensorArrayConcatV3", { "ta", "split" }, {
+      dtype = FLOAT, element_shape_except0 = '{"shape": {"unknownRank": true}}',
+    }),
+    node("joined", "Identity", { "concat" }, { T = FLOAT }),
+  })
+end
+
+function TestImportControlTF1.test_tensor_array_split_and_concat()
+  local g = model.import_graph_def(split_concat_graph({ 2, 2, 2 }))
+  local x = { { 1, 2 }, { 3, 4 }, { 5, 6 }, { 7, 8 }, { 9, 10 }, { 11, 12 } }
+  check(g, { "read:0", "joined:0", "concat:1" }, { { { ["x:0"] = tf(x) }, { { { 5, 6 }, { 7, 8 } }, x, { 2, 2, 2 } } } })
+  lu.assertEquals(run(g, { "concat:1" }, { ["x:0"] = tf(x) })[1]:dtype(), "int64")
+end
+
 -- ---- errors ----------------------------------------------------------------------------------
 
 TestImportControlErrors = {}
+
+function TestImportControlErrors.test_ragged_tensor_array_split_is_named()
+  expect_error("NPU_ERR_UNSUPPORTED", { "node 'split' (TensorArraySplitV3)", "lengths 1 and 3", "ragged" },
+    model.import_graph_def, split_concat_graph({ 1, 3, 2 }))
+end
 
 function TestImportControlErrors.test_unsupported_ops_listed_at_once()
   -- unsupported types in the graph, in a loop body and in a function are named together

@@ -783,7 +783,8 @@ static int ta_origin(const importer *im, tf_ref r) {
     } else if (n->role == ROLE_ALIAS) {
       if (r.index < 0 || r.index >= n->n_rets) return -1;
       r = n->ret[r.index];
-    } else if (op_is(n, "TensorArrayWriteV3") || op_is(n, "TensorArrayScatterV3")) {
+    } else if (op_is(n, "TensorArrayWriteV3") || op_is(n, "TensorArrayScatterV3") ||
+               op_is(n, "TensorArraySplitV3")) {
       if (n->n_inputs < 4) return -1;
       r = (tf_ref){n->in_node[3], n->in_index[3]};
     } else if (n->role == ROLE_PASS || op_is(n, "Identity") || op_is(n, "TensorListSetItem")) {
@@ -954,6 +955,146 @@ npu_status npuI_convert_ta_element_shape(importer *im, tf_node *n, const npu_op_
   npu_attr sl[2] = {{.name = "begin", .type = NPU_ATTR_INTS, .u.ints = {.v = &begin, .n = 1}},
                     {.name = "size", .type = NPU_ATTR_INTS, .u.ints = {.v = &size, .n = 1}}};
   return npuI_emit(im, n, "slice", n->name, 1, &sh, 2, sl);
+}
+
+/* One more npu node of tf node n, named "<n>/<suffix>" (suffix NULL: n's own name); its output
+   0, or -1 with *st set (nothing done once *st is set). */
+static int ta_emit(importer *im, tf_node *n, const char *op, const char *suffix, int n_in,
+                   const int *in, int n_attrs, const npu_attr *attrs, npu_status *st) {
+  if (*st) return -1;
+  const char *name = suffix ? npuI_fresh_name(im, n->name, suffix) : n->name;
+  if (!name) {
+    *st = oom(im);
+    return -1;
+  }
+  *st = npuI_emit(im, n, op, name, n_in, in, n_attrs, attrs);
+  return *st ? -1 : npu_graph_output(im->g, n->last_node, 0);
+}
+
+/* An int64 vector constant. */
+static int ta_ints(importer *im, tf_node *n, const char *suffix, int count, const int64_t *v,
+                   npu_status *st) {
+  if (*st) return -1;
+  npu_tensor *t;
+  if ((*st = npu_tensor_new(im->ctx, NPU_DTYPE_I64, 1, (int64_t[]){count}, &t))) {
+    if (*st == NPU_ERR_NOMEM) *st = oom(im);
+    return -1;
+  }
+  memcpy(t->data, v, (size_t)count * sizeof *v);
+  npu_attr a = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = t};
+  int r = ta_emit(im, n, "const", suffix, 0, NULL, 1, &a, st);
+  npu_tensor_release(t);
+  return r;
+}
+
+/* The dims of value x from `first` on, as an int64 vector computed from shape(x) (folded
+   when x's shape is known). */
+static int ta_dims_after(importer *im, tf_node *n, int x, int64_t first, npu_status *st) {
+  npu_attr ot = {.name = "out_type", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I64};
+  int s = ta_emit(im, n, "shape", "shape", 1, &x, 1, &ot, st);
+  int64_t size = -1;
+  npu_attr sl[2] = {{.name = "begin", .type = NPU_ATTR_INTS, .u.ints = {.v = &first, .n = 1}},
+                    {.name = "size", .type = NPU_ATTR_INTS, .u.ints = {.v = &size, .n = 1}}};
+  return ta_emit(im, n, "slice", "dims", 1, &s, 2, sl, st);
+}
+
+/* TensorArrayConcatV3 (handle, flow_in; dtype, element_shape_except0): the elements joined
+   along their first axis, and their lengths (int64).  On the dense buffer [n, l, rest...]
+   every element has length l: value = reshape(buffer, [-1, rest...]), lengths = fill([n], l). */
+npu_status npuI_convert_ta_concat(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                  int n_data, npu_attr *attrs, int n_attrs) {
+  (void)def, (void)attrs, (void)n_attrs;
+  npu_status st = ta_arity(im, n, n_data, 2);
+  if (st) return st;
+  int buf = in[1];
+  int ndim = npu_graph_value_ndim(im->g, buf);
+  if (ndim == 1)
+    return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED, "%s: node '%s' (%s) concatenates an array "
+                      "of scalars (or one nothing was written to): its elements have no first "
+                      "axis", im->source, n->name, n->op);
+  int64_t minus_one = -1, zero = 0, one = 1;
+  int rest = ta_dims_after(im, n, buf, 2, &st);
+  int head = ta_ints(im, n, "minus_one", 1, &minus_one, &st);
+  npu_attr ax = {.name = "axis", .type = NPU_ATTR_INT, .u.i = 0};
+  int parts[2] = {head, rest};
+  int shape = ta_emit(im, n, "concat", "value_shape", 2, parts, 1, &ax, &st);
+  int rs[2] = {buf, shape};
+  int value = ta_emit(im, n, "reshape", "value", 2, rs, 0, NULL, &st);
+  /* lengths: fill(shape[0:1], shape[1]) */
+  npu_attr ot = {.name = "out_type", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I64};
+  int s = ta_emit(im, n, "shape", "buffer_shape", 1, &buf, 1, &ot, &st);
+  npu_attr sl[2] = {{.name = "begin", .type = NPU_ATTR_INTS, .u.ints = {.v = &zero, .n = 1}},
+                    {.name = "size", .type = NPU_ATTR_INTS, .u.ints = {.v = &one, .n = 1}}};
+  int count = ta_emit(im, n, "slice", "count", 1, &s, 2, sl, &st);
+  int g[2] = {s, ta_ints(im, n, "one", 1, &one, &st)};
+  int len = ta_emit(im, n, "gather", "length", 2, g, 0, NULL, &st);
+  int fl[2] = {count, len};
+  int lengths = ta_emit(im, n, "fill", "lengths", 2, fl, 0, NULL, &st);
+  int outs[2] = {value, lengths};
+  ta_emit(im, n, "identity_n", NULL, 2, outs, 0, NULL, &st);
+  return st;
+}
+
+/* TensorArraySplitV3 (handle, value, lengths, flow_in): element i is the next lengths[i] rows
+   of value.  On the dense buffer the lengths must be one constant length l (a ragged split is
+   refused, naming the node): a scatter of reshape(value, [k, l, rest...]) to rows 0 .. k-1. */
+npu_status npuI_convert_ta_split(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                 int n_data, npu_attr *attrs, int n_attrs) {
+  (void)def, (void)attrs, (void)n_attrs;
+  npu_status st = ta_arity(im, n, n_data, 4);
+  if (st) return st;
+  const npu_tensor *lt = npuI_const_value(im->g, in[2]);
+  if (!lt || lt->ndim != 1)
+    return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED, "%s: node '%s' (%s): its lengths must be a "
+                      "constant vector (the array's elements are rows of one dense buffer, so "
+                      "they must have one length, checked when the graph is imported)",
+                      im->source, n->name, n->op);
+  int64_t k = lt->numel, l = k ? (int64_t)npu_tensor_get(lt, 0) : 0;
+  for (int64_t i = 1; i < k; i++)
+    if ((int64_t)npu_tensor_get(lt, i) != l)
+      return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED, "%s: node '%s' (%s) splits into elements "
+                        "of lengths %lld and %lld: a ragged split is not supported (the array's "
+                        "elements are rows of one dense buffer, all of one shape)", im->source,
+                        n->name, n->op, (long long)l, (long long)npu_tensor_get(lt, i));
+  int64_t *rows = k ? npuC_alloc(im->ctx, (size_t)k * sizeof *rows) : NULL;
+  if (k && !rows) return oom(im);
+  for (int64_t i = 0; i < k; i++) rows[i] = i;
+  int idx = ta_ints(im, n, "indices", (int)k, rows, &st);
+  npuC_free(im->ctx, rows);
+  int64_t kl[2] = {k, l};
+  int parts[2] = {ta_ints(im, n, "counts", 2, kl, &st), ta_dims_after(im, n, in[1], 1, &st)};
+  npu_attr ax = {.name = "axis", .type = NPU_ATTR_INT, .u.i = 0};
+  int shape = ta_emit(im, n, "concat", "elements_shape", 2, parts, 1, &ax, &st);
+  int rs[2] = {in[1], shape};
+  int elems = ta_emit(im, n, "reshape", "elements", 2, rs, 0, NULL, &st);
+  int node = (int)(n - im->nodes);
+  int64_t size = ta_size(im, (tf_ref){im->nodes[node].in_node[3], im->nodes[node].in_index[3]});
+  npu_attr a = {.name = "size", .type = NPU_ATTR_INT, .u.i = size};
+  int w[3] = {in[3], idx, elems};
+  ta_emit(im, n, "tensor_array_write", NULL, 3, w, 1, &a, &st);
+  return st;
+}
+
+/* TensorListPushBack (input_handle, tensor; element_dtype): the element appended, at row
+   rows(buffer) of a growing buffer (an empty list's [0] buffer takes the element's shape). */
+npu_status npuI_convert_ta_push_back(importer *im, tf_node *n, const npu_op_def *def, int *in,
+                                     int n_data, npu_attr *attrs, int n_attrs) {
+  (void)def, (void)attrs, (void)n_attrs;
+  npu_status st = ta_arity(im, n, n_data, 2);
+  if (st) return st;
+  int s = ta_emit(im, n, "shape", "shape", 1, &in[0], 0, NULL, &st);
+  npu_attr ax = {.name = "axis", .type = NPU_ATTR_INT, .u.i = 0};
+  npu_tensor *z;
+  if (!st && (st = npu_tensor_new(im->ctx, NPU_DTYPE_I32, 0, NULL, &z)))
+    return st == NPU_ERR_NOMEM ? oom(im) : st;
+  npu_attr za = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = z};
+  int g[2] = {s, ta_emit(im, n, "const", "zero", 0, NULL, 1, &za, &st)};
+  npu_tensor_release(z);
+  int at = ta_emit(im, n, "gather", "index", 2, g, 1, &ax, &st);
+  npu_attr a = {.name = "size", .type = NPU_ATTR_INT, .u.i = -1};
+  int w[3] = {in[0], at, in[1]};
+  ta_emit(im, n, "tensor_array_write", NULL, 3, w, 1, &a, &st);
+  return st;
 }
 
 /* Roles the TensorArray ops need before anything is built. */

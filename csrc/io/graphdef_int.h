@@ -237,5 +237,8 @@ NPUI_TA_CONVERTER(npuI_convert_ta_read);
 NPUI_TA_CONVERTER(npuI_convert_ta_size);
 NPUI_TA_CONVERTER(npuI_convert_ta_stack);
 NPUI_TA_CONVERTER(npuI_convert_ta_element_shape);
+NPUI_TA_CONVERTER(npuI_convert_ta_concat);
+NPUI_TA_CONVERTER(npuI_convert_ta_split);
+NPUI_TA_CONVERTER(npuI_convert_ta_push_back);
 
 #endif

@@ -110,4 +110,16 @@ void npuK_is_finite_f64(const npuK_pool *pool, int64_t n, const double *x, uint8
 void npuK_reduce_all_bool(int ndim, const int64_t *dims, uint32_t axes_mask, const uint8_t *x,
                           uint8_t *out);
 
+/* ---------------------------------------------------------------- segments (segment.c)
+ * unsorted_segment_sum (TensorFlow UnsortedSegmentSum; the gradient of gather): x is
+ * (n_rows, inner), y (n_segments, inner) = zeros, then y[ids[r], :] += x[r, :] for r in
+ * ascending order; ids int32 (id_size 4) or int64 (8); a negative id drops its row (as in
+ * TensorFlow).  dtype: f32 or f64 (sums in that type).  Returns -1, or
+ * the first r whose id is >= n_segments (y is then not to be used).  Parallel over column
+ * blocks, each column summed over rows in ascending order: the bits never depend on the
+ * thread count.  Single implementation. */
+int64_t npuK_unsorted_segment_sum(const npuK_pool *pool, npuK_dtype dtype, int64_t n_rows,
+                                  int64_t inner, int64_t n_segments, const void *ids,
+                                  size_t id_size, const void *x, void *y);
+
 #endif

@@ -112,8 +112,10 @@ static int reduce_to(npuX_grad *gc, int d, int x, const char *op) {
   npuG_value vd = npuX_gvalue(gc, d), vx = npuX_gvalue(gc, x);
   if (same_known_shape(&vd, &vx)) return d;
   if (vd.ndim < 0 || vx.ndim < 0) {
-    /* rank unknown: only "nothing to undo" is decidable, when both are the same value shape */
+    /* rank unknown: only "nothing to undo" is decidable, when both are the same value shape,
+       and a scalar x, which every element of d comes from */
     if (vd.ndim == vx.ndim) return d;
+    if (vx.ndim == 0) return npuX_gadd(gc, op, 1, &d, 0, NULL);
     npuX_gerror(gc, NPU_ERR_UNSUPPORTED,
                 "cannot undo broadcasting with an unknown rank (give the inputs a rank)");
     return -1;

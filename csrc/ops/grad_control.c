@@ -17,16 +17,19 @@
  * to every float capture on the path: zeros_like(c) where branch b does not depend on c.
  *
  * while: the forward loop is rebuilt once more as a RECORDING loop: the same condition and
- * body (cloned), plus a counter k and, per loop variable, a TensorArray buffer
- * (tensor_array_write, growing) that stores the variable's value at the start of each
- * iteration.  Its outputs: the iteration count N and the stacks S_i ([N, shape of var i]).
- * Then a BACKWARD loop runs k = N .. 1: it reads v_i = S_i[k - 1], clones the body with v_i
- * standing in for the loop variables, and applies the body's gradient: the gradients of the
- * variables (its loop variables, started at the final values' gradients) become those of
- * v_i, and the gradient of each float capture accumulates in a loop variable of its own
- * (started at zeros).  After it, the variables' gradients are the initial values'.  Loop
- * variables must keep one shape per iteration (their values are stacked); a TensorArray loop
- * variable is refused.
+ * body (cloned), plus a counter k and a record (record_push: a uint8 buffer of bytes and an
+ * int64 table of offsets and shapes) to which every loop variable's value at the start of
+ * each iteration is appended, whatever its shape that iteration.  Its outputs: the iteration
+ * count N and the record.  Then a BACKWARD loop runs k = N .. 1: it reads v_i back
+ * (record_read, row (k - 1) * nv + i), clones the body with v_i standing in for the loop
+ * variables, and applies the body's gradient: the gradients of the variables (its loop
+ * variables, started at the final values' gradients; of changing shape where the variable's
+ * shape changes) become those of v_i, and the gradient of each float capture accumulates in
+ * a loop variable of its own (started at zeros).  After it, the variables' gradients are the
+ * initial values'.  A variable whose contents the body never reads (a TensorArray it only
+ * writes into: reads_contents) is recorded by its shape alone (record_read gives zeros of
+ * it), which is all tensor_array_write's gradient needs.  The loop's outputs limit it to
+ * NPUX_MAX_OUTPUTS - 3 loop variables.
  *
  * Nodes that cannot be recomputed are refused, naming them: placeholders, variables, assigns,
  * iterator reads, loops, random ops.
@@ -257,25 +260,46 @@ static npu_status add_node(npu_graph *g, const char *op, const char *name, int n
   return npu_graph_add_op(g, op, name, n_in, in, n_attrs, attrs, node);
 }
 
-/* A loop variable of the current region: dtype, index, shape (the static shape of `like`,
-   when its rank is known; with its first dimension free: grows). */
-static int loop_var(npuX_grad *gc, npu_dtype dtype, int index, int like, bool grows,
-                    const char *what) {
+/* A loop variable of the current region: dtype, index and shape (ndim -1: any_shape, its
+   rank and dims may change between iterations). */
+static int loop_var_shaped(npuX_grad *gc, npu_dtype dtype, int index, int ndim,
+                           const int64_t *shape, const char *what) {
   if (gc->status) return -1;
   npu_attr a[3] = {npuX_adtype("dtype", dtype), npuX_aint("index", index)};
-  int n = 2;
-  npuG_value v = npuX_gvalue(gc, like);
-  if (grows && v.ndim > 0) v.shape[0] = -1;
-  if (v.ndim >= 0) a[n++] = npuX_aints("shape", v.shape, v.ndim);
+  a[2] = ndim >= 0 ? npuX_aints("shape", shape, ndim) : npuX_abool("any_shape", true);
   char name[256];
   snprintf(name, sizeof name, "%s/%s", gc->scope, what);
   int node;
-  npu_status st = add_node(gc->graph, "loop_var", name, 0, NULL, n, a, &node);
+  npu_status st = add_node(gc->graph, "loop_var", name, 0, NULL, 3, a, &node);
   if (st) {
     gc->status = st;
     return -1;
   }
   return npu_graph_output(gc->graph, node, 0);
+}
+
+/* The same with the static shape of value `like` (any_shape when its rank is unknown, or
+   when any is set). */
+static int loop_var(npuX_grad *gc, npu_dtype dtype, int index, int like, bool any,
+                    const char *what) {
+  if (gc->status) return -1;
+  npuG_value v = npuX_gvalue(gc, like);
+  return loop_var_shaped(gc, dtype, index, any ? -1 : v.ndim, v.shape, what);
+}
+
+/* A constant with no elements of dtype and shape. */
+static int empty_const(npuX_grad *gc, npu_dtype dtype, int ndim, const int64_t *shape) {
+  if (gc->status) return -1;
+  npu_tensor *t;
+  npu_status st = npu_tensor_new(gc->graph->ctx, dtype, ndim, shape, &t);
+  if (st) {
+    gc->status = st;
+    return -1;
+  }
+  npu_attr a = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = t};
+  int r = npuX_gadd(gc, "const", 0, NULL, 1, &a);
+  npu_tensor_release(t);
+  return r;
 }
 
 /* ---- cond ---- */
@@ -343,49 +367,70 @@ typedef struct wgrad {
   int region;
   int64_t max_it;
   int x[NPUX_MAX_OUTPUTS], r[NPUX_MAX_OUTPUTS], y[NPUX_MAX_OUTPUTS], lv[NPUX_MAX_OUTPUTS];
+  bool any[NPUX_MAX_OUTPUTS];        /* loop variable i may change rank (a TensorArray) */
+  bool shape_only[NPUX_MAX_OUTPUTS]; /* recorded by its shape alone */
   int pred;
-  int count;           /* the recording loop's outputs: N, the stacks S_i */
-  int stack[NPUX_MAX_OUTPUTS];
+  int count, data, meta; /* the recording loop's outputs: N and the record */
   npuX_grad gc;
 } wgrad;
 
+/* Whether the nodes of region `region` read value v's contents, not only its shape: v, or a
+   tensor_array_write into it (transitively), is read by anything but the buffer input of a
+   tensor_array_write or a shape-only op (shape, size), or from a nested region.  A loop
+   variable they do not read (a TensorArray the body only writes, as map_fn's) is recorded by
+   its shape alone: its gradient (tensor_array_write_grad) needs no more. */
+static npu_status reads_contents(const npu_graph *g, int region, int before, int v, bool *reads) {
+  *reads = false;
+  uint8_t *seen = npuC_calloc(g->ctx, (size_t)g->n_values, 1);
+  if (!seen) return NPU_ERR_NOMEM;
+  seen[v] = 1;
+  for (int id = 0; id < before && !*reads; id++) {
+    const npuG_node *m = &g->nodes[id];
+    if (!npuG_region_within(g, m->region, region)) continue;
+    const npu_op_def *def = npuX_op(m->op);
+    bool write = m->region == region && !strcmp(def->name, "tensor_array_write");
+    bool shape = m->region == region && (def->flags & NPUX_F_SHAPE_ONLY);
+    bool into = false;
+    for (int i = 0; i < m->n_inputs; i++) {
+      if (!seen[m->inputs[i]]) continue;
+      if (write && i == 0) into = true;
+      else if (!shape) *reads = true;
+    }
+    if (into) seen[m->first_output] = 1;
+  }
+  npuC_free(g->ctx, seen);
+  return NPU_OK;
+}
+
 /* The recording loop: the forward loop again, with a counter and each variable's value at the
-   start of each iteration written to a growing TensorArray buffer. */
+   start of each iteration pushed to a record (record_push: any shape, iteration by
+   iteration). */
 static npu_status record(wgrad *w) {
   npu_graph *g = w->g;
   npuX_grad *gc = &w->gc;
   const int nv = w->nv;
-  if (2 * nv + 1 > NPUX_MAX_OUTPUTS)
+  if (nv + 3 > NPUX_MAX_OUTPUTS)
     return npuX_gerror(gc, NPU_ERR_UNSUPPORTED, "at most %d loop variables (the recording loop "
-                       "adds a counter and a buffer per variable), got %d",
-                       (NPUX_MAX_OUTPUTS - 1) / 2, nv);
-  /* initial buffers: no rows, the variable's shape after: gather(expand_dims(x), []) */
-  npu_tensor *empty;
-  npu_status st = npu_tensor_new(g->ctx, NPU_DTYPE_I32, 1, (int64_t[]){0}, &empty);
-  if (st) return gc->status = st;
-  npu_attr ea = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = empty};
-  int none = npuX_gadd(gc, "const", 0, NULL, 1, &ea);
-  npu_tensor_release(empty);
-  int zero = npuX_gconst(gc, 0, NPU_DTYPE_I32);
-  int in[3 * NPUX_MAX_OUTPUTS + 2];
+                       "adds a counter and a record's two buffers, and a node has at most %d "
+                       "outputs), got %d", NPUX_MAX_OUTPUTS - 3, NPUX_MAX_OUTPUTS, nv);
+  int in[2 * NPUX_MAX_OUTPUTS + 2];
   int m = 0;
   for (int i = 0; i < nv; i++) in[m++] = w->x[i];
+  int zero = npuX_gconst(gc, 0, NPU_DTYPE_I32);
   in[m++] = zero;
-  for (int i = 0; i < nv; i++) {
-    npu_attr a = npuX_aint("axis", 0);
-    int e = npuX_gadd(gc, "expand_dims", 1, &w->x[i], 1, &a);
-    in[m++] = npuX_g2(gc, "gather", e, none);
-  }
+  in[m++] = empty_const(gc, NPU_DTYPE_U8, 1, (int64_t[]){0});
+  in[m++] = empty_const(gc, NPU_DTYPE_I64, 2, (int64_t[]){0, NPUX_RECORD_WIDTH});
   if (gc->status) return gc->status;
   cloner c;
-  if ((st = cloner_init(&c, g, w->n, "record"))) return gc->status = st;
+  npu_status st = cloner_init(&c, g, w->n, "record");
+  if (st) return gc->status = st;
   int region;
   st = npu_graph_region_begin(g, &region);
   if (st) {
     npuC_free(g->ctx, c.map);
     return gc->status = st;
   }
-  int k = -1, vars[NPUX_MAX_OUTPUTS];
+  int vars[NPUX_MAX_OUTPUTS];
   for (int i = 0; i < nv && !st; i++) {
     const npuG_node *lv = &g->nodes[w->lv[i]];
     npu_attr a[8];
@@ -401,13 +446,10 @@ static npu_status record(wgrad *w) {
     char scope[160];
     memcpy(scope, gc->scope, sizeof scope);
     snprintf(gc->scope, sizeof gc->scope, "%.150s", c.scope);
-    k = loop_var(gc, NPU_DTYPE_I32, nv, zero, false, "count");
-    int acc[NPUX_MAX_OUTPUTS];
-    for (int i = 0; i < nv; i++) {
-      char what[32];
-      snprintf(what, sizeof what, "stack_%d", i);
-      acc[i] = loop_var(gc, npuX_gvalue(gc, w->x[i]).dtype, nv + 1 + i, in[nv + 1 + i], true, what);
-    }
+    int k = loop_var(gc, NPU_DTYPE_I32, nv, zero, false, "count");
+    int data = loop_var_shaped(gc, NPU_DTYPE_U8, nv + 1, 1, (int64_t[]){-1}, "data");
+    int meta = loop_var_shaped(gc, NPU_DTYPE_I64, nv + 2, 2, (int64_t[]){-1, NPUX_RECORD_WIDTH},
+                               "meta");
     int res[NPUX_MAX_OUTPUTS + 1];
     res[0] = w->pred;
     memcpy(res + 1, w->r, (size_t)nv * sizeof *res);
@@ -416,12 +458,22 @@ static npu_status record(wgrad *w) {
       in[m++] = mapped(&c, w->pred);
       for (int i = 0; i < nv; i++) in[m++] = mapped(&c, w->r[i]);
       in[m++] = npuX_g2(gc, "add", k, npuX_gconst(gc, 1, NPU_DTYPE_I32));
+      int pin[NPUX_MAX_OUTPUTS + 2] = {data, meta};
+      int64_t only[NPUX_MAX_OUTPUTS];
+      int n_only = 0;
       for (int i = 0; i < nv; i++) {
-        npu_attr a = npuX_aint("size", -1);
-        int wi[3] = {acc[i], k, vars[i]};
-        in[m++] = npuX_gadd(gc, "tensor_array_write", 3, wi, 1, &a);
+        pin[2 + i] = vars[i];
+        if (w->shape_only[i]) only[n_only++] = i;
       }
-      st = gc->status;
+      npu_attr a = npuX_aints("shape_only", only, n_only);
+      char name[256];
+      snprintf(name, sizeof name, "%s/RecordPush", c.scope);
+      int node;
+      st = gc->status ? gc->status : add_node(g, "record_push", name, nv + 2, pin, 1, &a, &node);
+      if (!st) {
+        in[m++] = npu_graph_output(g, node, 0);
+        in[m++] = npu_graph_output(g, node, 1);
+      }
     }
     memcpy(gc->scope, scope, sizeof scope);
   }
@@ -436,8 +488,23 @@ static npu_status record(wgrad *w) {
   st = add_node(g, "while", name, m, in, 2, a, &node);
   if (st) return gc->status = st;
   w->count = npu_graph_output(g, node, nv);
-  for (int i = 0; i < nv; i++) w->stack[i] = npu_graph_output(g, node, nv + 1 + i);
+  w->data = npu_graph_output(g, node, nv + 1);
+  w->meta = npu_graph_output(g, node, nv + 2);
   return NPU_OK;
+}
+
+/* Loop variable i's value at the start of iteration `it`, read back from the record (its
+   static shape when the loop keeps one). */
+static int recorded(wgrad *w, int i, int it) {
+  npuX_grad *gc = &w->gc;
+  const npuG_node *lv = &w->g->nodes[w->lv[i]];
+  npuG_value v = npuX_gvalue(gc, lv->first_output);
+  if (v.ndim < 0 && !w->any[i] && !npuX_loop_var_has_shape(lv)) v = npuX_gvalue(gc, w->x[i]);
+  npu_attr a[4] = {npuX_adtype("dtype", v.dtype), npuX_aint("count", w->nv), npuX_aint("slot", i)};
+  int n = 3;
+  if (v.ndim >= 0 && !w->any[i]) a[n++] = npuX_aints("shape", v.shape, v.ndim);
+  int in[3] = {w->data, w->meta, it};
+  return npuX_gadd(gc, "record_read", 3, in, n, a);
 }
 
 /* The backward loop; din as in npuX_control_grad. */
@@ -489,14 +556,16 @@ static npu_status backward(wgrad *w, const int *dy, int n_in, const int *in, con
   {
     int kv = loop_var(gc, NPU_DTYPE_I32, 0, w->count, false, "count");
     int gv[NPUX_MAX_OUTPUTS], cv[NPUX_MAX_OUTPUTS];
-    for (int i = 0; i < nf; i++) gv[i] = loop_var(gc, npuX_gvalue(gc, w->y[fv[i]]).dtype, 1 + i, w->y[fv[i]], false, "grad");
+    for (int i = 0; i < nf; i++)
+      gv[i] = loop_var(gc, npuX_gvalue(gc, w->y[fv[i]]).dtype, 1 + i, w->y[fv[i]], w->any[fv[i]],
+                       "grad");
     for (int j = 0; j < nc; j++) cv[j] = loop_var(gc, npuX_gvalue(gc, caps[j]).dtype, 1 + nf + j, caps[j], false, "grad_capture");
     pred = npuX_g2(gc, "greater", kv, npuX_gconst(gc, 0, NPU_DTYPE_I32));
     int km1 = npuX_g2(gc, "sub", kv, npuX_gconst(gc, 1, NPU_DTYPE_I32));
     /* the values at the start of iteration k - 1 stand in for the loop variables */
     int v[NPUX_MAX_OUTPUTS];
     for (int i = 0; i < nv && !gc->status; i++) {
-      v[i] = npuX_g2(gc, "gather", w->stack[i], km1);
+      v[i] = recorded(w, i, km1);
       if (v[i] >= 0) c.map[g->nodes[w->lv[i]].first_output] = v[i];
     }
     st = gc->status ? gc->status : clone_region(&c, w->region, nv, w->r);
@@ -546,21 +615,19 @@ static npu_status while_grad(npu_graph *g, int n, const int *dy, int n_in, const
   w.gc = (npuX_grad){.graph = g, .node = n};
   snprintf(w.gc.scope, sizeof w.gc.scope, "gradients/%s_grad", node->name);
   w.pred = node->inputs[w.nv];
-  for (int i = 0; i < w.nv; i++) {
+  npu_status st = NPU_OK;
+  for (int i = 0; i < w.nv && !st; i++) {
     w.x[i] = node->inputs[i];
     w.r[i] = node->inputs[w.nv + 1 + i];
     w.y[i] = node->first_output + i;
     w.lv[i] = npuX_find_loop_var(g, w.region, n, i);
-    const npuG_node *lv = &g->nodes[w.lv[i]];
-    bool any = false;
-    const npuG_attr *a = npuG_attr_find(lv, "any_shape");
-    if (a) any = a->u.i != 0;
-    if (any)
-      return npuX_gerror(&w.gc, NPU_ERR_UNSUPPORTED, "loop variable %d ('%s') may change shape "
-                         "between iterations (a TensorArray): gradients through while loops need "
-                         "loop variables of one shape per iteration", i + 1, lv->name);
+    const npuG_attr *a = npuG_attr_find(&g->nodes[w.lv[i]], "any_shape");
+    w.any[i] = a && a->u.i != 0;
+    bool reads = true;
+    st = reads_contents(g, w.region, n, g->nodes[w.lv[i]].first_output, &reads);
+    w.shape_only[i] = !reads;
   }
-  npu_status st = record(&w);
+  if (!st) st = record(&w);
   if (!st) st = backward(&w, dy, n_in, in, wanted, din);
   return st;
 }

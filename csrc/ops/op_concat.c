@@ -5,7 +5,8 @@
  * 1); negative counts from the end).  Any dtype.  Gray list: moves data, never rounds.
  * Kernel: each input viewed as (outer, axis_dim_i, inner), y as (outer, sum, inner); the
  * per-input sizes and pointers live in scratch so the run does not allocate.
- * Gradient: each input's block of dy (slice); the inputs' sizes along the axis must be known.
+ * Gradient: each input's block of dy (slice); where an input's size along the axis is known
+ * only when it runs, split_v of dy by the sizes read from the inputs' shapes then.
  */
 #include "ops/grad.h"
 
@@ -94,18 +95,42 @@ static npu_status run(const npuX_call *c) {
   return NPU_OK;
 }
 
+/* The gradient when an input's size along the axis is known only when it runs: split_v of dy
+   by the sizes read from the inputs' shapes. */
+static npu_status grad_sized_at_run(npuX_grad *gc, int axis) {
+  if (gc->n_inputs > NPUX_MAX_OUTPUTS)
+    return npuX_gerror(gc, NPU_ERR_UNSUPPORTED, "more than %d inputs of sizes known only when "
+                       "it runs", NPUX_MAX_OUTPUTS);
+  int sizes[NPUX_MAX_OUTPUTS];
+  int at = npuX_gconst(gc, axis, NPU_DTYPE_I32);
+  for (int i = 0; i < gc->n_inputs; i++) {
+    npu_attr t = npuX_adtype("out_type", NPU_DTYPE_I64);
+    sizes[i] = npuX_g2(gc, "gather", npuX_gadd(gc, "shape", 1, &gc->x[i], 1, &t), at);
+  }
+  npu_attr pa = npuX_aint("axis", 0);
+  int in[2] = {gc->dy[0], npuX_gadd(gc, "pack", gc->n_inputs, sizes, 1, &pa)};
+  npu_attr a[2] = {npuX_aint("axis", axis), npuX_aint("num_split", gc->n_inputs)};
+  int first = npuX_gadd(gc, "split_v", 2, in, 2, a);
+  if (first < 0) return gc->status;
+  for (int i = 0; i < gc->n_inputs; i++)
+    if (npuX_is_float(npuX_gvalue(gc, gc->x[i]).dtype))
+      gc->dx[i] = npu_graph_output(gc->graph, gc->graph->values[first].node, i);
+  return gc->status;
+}
+
 static npu_status grad(npuX_grad *gc) {
   const concat_params *p = (const concat_params *)gc->params.bytes;
   npuG_value d = npuX_gvalue(gc, gc->dy[0]);
   if (d.ndim < 0)
     return npuX_gerror(gc, NPU_ERR_UNSUPPORTED, "the rank of the inputs must be known");
   int axis = (int)(p->axis < 0 ? p->axis + d.ndim : p->axis);
+  for (int i = 0; i < gc->n_inputs; i++) {
+    npuG_value x = npuX_gvalue(gc, gc->x[i]);
+    if (x.ndim < 0 || x.shape[axis] < 0) return grad_sized_at_run(gc, axis);
+  }
   int64_t begin[NPU_MAX_DIMS] = {0}, size[NPU_MAX_DIMS];
   for (int i = 0; i < gc->n_inputs && !gc->status; i++) {
     npuG_value x = npuX_gvalue(gc, gc->x[i]);
-    if (x.ndim < 0 || x.shape[axis] < 0)
-      return npuX_gerror(gc, NPU_ERR_UNSUPPORTED,
-                         "input %d's size along the concat axis must be known", i + 1);
     for (int k = 0; k < d.ndim; k++) size[k] = k == axis ? x.shape[axis] : -1;
     if (npuX_is_float(x.dtype)) {
       npu_attr a[2] = {npuX_aints("begin", begin, d.ndim), npuX_aints("size", size, d.ndim)};

@@ -7,7 +7,12 @@
  * params.shape[axis + 1:].  An index outside [0, params.shape[axis]) is an error at run time
  * (NPU_ERR_ARG naming the index and its position), as on TensorFlow's CPU.  Gray list.
  * Kernels: npuK_gather (row copies) and npuK_gather_ref (per element).
+ * Gradient (params): unsorted_segment_sum of dy over the indices into params.shape[axis]
+ * segments (that size read from shape(params) when it is not known before the run), axis 0;
+ * for another axis dy is transposed to bring the indices' dims first and the sum back (the
+ * ranks must be known, and the axis an attribute).
  */
+#include "ops/grad.h"
 #include "ops/operands.h"
 
 static const char *const operand_names[] = {"axis"};
@@ -83,7 +88,53 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
 static npu_status run(const npuX_call *c) { return run_impl(c, false); }
 static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
+/* The number of segments: params.shape[axis], a constant when known, else from shape(params). */
+static int segments(npuX_grad *gc, const npuG_value *x, int a) {
+  if (x->shape[a] >= 0) return npuX_gconst(gc, (double)x->shape[a], NPU_DTYPE_I64);
+  int s = npuX_gadd(gc, "shape", 1, &gc->x[0], 1, (npu_attr[]){npuX_adtype("out_type", NPU_DTYPE_I64)});
+  return npuX_g2(gc, "gather", s, npuX_gconst(gc, a, NPU_DTYPE_I32));
+}
+
+static npu_status grad(npuX_grad *gc) {
+  const gather_params *p = (const gather_params *)gc->params.bytes;
+  if (!gc->wanted[0]) return NPU_OK;
+  if (p->o.slot[0] >= 0) return npuX_gerror(gc, NPU_ERR_UNSUPPORTED, "the axis must be an attribute");
+  npuG_value x = npuX_gvalue(gc, gc->x[0]), idx = npuX_gvalue(gc, gc->x[1]);
+  int64_t axis = p->axis;
+  if (axis < 0 && x.ndim > 0) axis += x.ndim;
+  if (axis != 0 && (x.ndim < 0 || idx.ndim < 0))
+    return npuX_gerror(gc, NPU_ERR_UNSUPPORTED, "gathering along axis %lld needs params and "
+                       "indices of known rank", (long long)p->axis);
+  int a = (int)axis;
+  if (a == 0) {
+    if (x.ndim < 0) {
+      /* rank unknown: axis 0's size from shape(params) at run time */
+      x.ndim = 1, x.shape[0] = -1;
+    }
+    int in[3] = {gc->dy[0], gc->x[1], segments(gc, &x, 0)};
+    gc->dx[0] = npuX_gadd(gc, "unsorted_segment_sum", 3, in, 0, NULL);
+    return gc->status;
+  }
+  /* dy is x[:a] + idx + x[a+1:]: bring idx's dims first, sum, put axis a back */
+  int ni = idx.ndim, ry = x.ndim - 1 + ni, k = 0;
+  int64_t perm[NPU_MAX_DIMS], back[NPU_MAX_DIMS];
+  for (int d = 0; d < ni; d++) perm[k++] = a + d;
+  for (int d = 0; d < a; d++) perm[k++] = d;
+  for (int d = a + ni; d < ry; d++) perm[k++] = d;
+  k = 0;
+  for (int d = 1; d <= a; d++) back[k++] = d;
+  back[k++] = 0;
+  for (int d = a + 1; d < x.ndim; d++) back[k++] = d;
+  npu_attr pa = npuX_aints("perm", perm, ry);
+  int t = npuX_gadd(gc, "transpose", 1, &gc->dy[0], 1, &pa);
+  int in[3] = {t, gc->x[1], segments(gc, &x, a)};
+  int u = npuX_gadd(gc, "unsorted_segment_sum", 3, in, 0, NULL);
+  npu_attr pb = npuX_aints("perm", back, x.ndim);
+  gc->dx[0] = npuX_gadd(gc, "transpose", 1, &u, 1, &pb);
+  return gc->status;
+}
+
 const npu_op_def npuX_op_gather = {
     .name = "gather", .tf_type = "GatherV2", .args = "axis", .min_inputs = 2, .max_inputs = 3,
     .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer, .run = run,
-    .run_ref = run_ref, .tf_const_inputs = "axis"};
+    .run_ref = run_ref, .grad = grad, .tf_const_inputs = "axis"};

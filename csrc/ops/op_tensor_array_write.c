@@ -10,10 +10,14 @@
  * the buffer's rows must have the element's shape and dtype.  Rows not written are the
  * buffer's, or zero.  An index < 0, or >= size for a fixed-size array, is NPU_ERR_ARG naming
  * the index and the size.
+ * Gradient: the buffer's is dy with the rows written zeroed, cut to the buffer's rows
+ * (tensor_array_write_grad); the value's is the rows written, gather(dy, index), in the
+ * value's shape; the index has none.  (A scatter naming one row twice keeps the last value,
+ * but both get the row's gradient.)
  */
 #include <string.h>
 
-#include "ops/ops.h"
+#include "ops/grad.h"
 
 typedef struct ta_params {
   int64_t size;
@@ -111,7 +115,17 @@ static npu_status run(const npuX_call *c) {
   return NPU_OK;
 }
 
+static npu_status grad(npuX_grad *gc) {
+  if (gc->wanted[0]) {
+    int in[3] = {gc->dy[0], gc->x[1], gc->x[0]};
+    gc->dx[0] = npuX_gadd(gc, "tensor_array_write_grad", 3, in, 0, NULL);
+  }
+  if (gc->wanted[2])
+    gc->dx[2] = npuX_greshape_to(gc, npuX_g2(gc, "gather", gc->dy[0], gc->x[1]), gc->x[2]);
+  return gc->status;
+}
+
 const npu_op_def npuX_op_tensor_array_write = {
     .name = "tensor_array_write", .tf_type = "NpuTensorArrayWrite", .min_inputs = 3,
     .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD,
-    .parse = parse, .infer = infer, .run = run};
+    .parse = parse, .infer = infer, .run = run, .grad = grad};

@@ -17,6 +17,9 @@
 #include "kernels/kfast.h"
 
 #define NPUX_MAX_OUTPUTS 16
+/* A record's meta row (op_record_push.c): byte offset, byte count (-1: recorded by its shape
+   alone), rank, NPU_MAX_DIMS dims. */
+#define NPUX_RECORD_WIDTH (3 + NPU_MAX_DIMS)
 
 /* Precision lists of the reference (002 §5.1): trust (may run in float16), block (must stay
    float32), gray (follows its upstream). */
