@@ -294,6 +294,14 @@ static int have_f16c(void) {
 #define CAST_F16C 0
 #endif
 
+int npuK_f16c(void) {
+#if CAST_F16C
+  return have_f16c();
+#else
+  return 0;
+#endif
+}
+
 void npuK_half_widen(npuK_dtype dt, const void *x, float *y, int64_t n) {
   const uint16_t *h = x;
   if (n <= 0) return;
