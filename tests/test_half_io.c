@@ -5,12 +5,16 @@
  * Each is checked against what the executor did before: widen every operand in full, run the
  * float32 kernel, narrow the output — bit for bit, on sizes that end off a block boundary,
  * with broadcasts (scalar, row, strided), mixed operand dtypes, and ragged pools.
+ * First the conversions themselves (npuK_half_widen / npuK_half_narrow, F16C or AVX2 where the
+ * CPU has them): the bits of half.h's scalar ones over all 65536 float16 and bfloat16 patterns
+ * and a float32 sweep (every rounding boundary, ties, subnormals, overflow, NaN payloads).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "core/half.h"
 #include "kernels/kernels.h"
 #include "kernels/kfast.h"
 
@@ -28,7 +32,7 @@ static float urand(void) {
   return (float)(rng >> 8) / (float)(1u << 24);
 }
 
-/* n random values in [-4, 4) (with a NaN, infinities and signed zeros sprinkled in), stored
+/* n random values in [-4, 4) (with NaNs, infinities and signed zeros sprinkled in), stored
    as dt; *wide gets them widened to float32 (npuK_cast, as the executor widens). */
 static void *rand_stored(int64_t n, npuK_dtype dt, float **wide) {
   float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
@@ -36,6 +40,9 @@ static void *rand_stored(int64_t n, npuK_dtype dt, float **wide) {
   if (n > 7) f[3] = NAN, f[5] = INFINITY, f[6] = -0.0f, f[7] = 0.0f;
   void *s = malloc((size_t)(n ? n : 1) * npuK_dtype_size(dt));
   npuK_cast(NULL, n, NPUK_F32, f, dt, s);
+  /* a signalling NaN with a payload: kept as it is by every widening (half.h) */
+  if (n > 9 && dt == NPUK_F16) ((uint16_t *)s)[9] = 0xfd01;
+  if (n > 9 && dt == NPUK_BF16) ((uint16_t *)s)[9] = 0xff81;
   npuK_cast(NULL, n, dt, s, NPUK_F32, f);
   *wide = f;
   return s;
@@ -57,6 +64,83 @@ static int narrowed_equal(const float *y, int64_t n, npuK_dtype dt, const void *
 }
 
 static const npuK_dtype dts[] = {NPUK_F16, NPUK_BF16, NPUK_F32};
+
+/* Converts v (n patterns) at every start offset 0..40 within a group of 32, so the 32-, 16-
+   and 8-lane loops and the scalar tails each meet every pattern, NaN groups included. */
+static int widen_matches(npuK_dtype dt, const uint16_t *v, int64_t n, float *got) {
+  int ok = 1;
+  for (int64_t off = 0; off <= 40 && off < n; off += off < 8 ? 1 : 11) {
+    npuK_half_widen(dt, v + off, got, n - off);
+    for (int64_t i = 0; i < n - off; i++) {
+      float want = dt == NPUK_F16 ? npu_f16_to_f32(v[off + i]) : npu_bf16_to_f32(v[off + i]);
+      ok &= npu_f32_bits(want) == npu_f32_bits(got[i]);
+    }
+  }
+  return ok;
+}
+
+static int narrow_matches(npuK_dtype dt, const float *v, int64_t n, uint16_t *got) {
+  int ok = 1;
+  for (int64_t off = 0; off <= 40 && off < n; off += off < 8 ? 1 : 11) {
+    npuK_half_narrow(v + off, dt, got, n - off);
+    for (int64_t i = 0; i < n - off; i++) {
+      uint16_t want = dt == NPUK_F16 ? npu_f32_to_f16(v[off + i]) : npu_f32_to_bf16(v[off + i]);
+      ok &= want == got[i];
+    }
+  }
+  return ok;
+}
+
+/* Floats that exercise rounding to a 16-bit format whose value k is widen(k): each value, its
+   float32 neighbours, the midpoint to the next value (a tie) and the midpoint's neighbours. */
+static int64_t boundary_floats(npuK_dtype dt, float *out) {
+  int64_t n = 0;
+  for (uint32_t k = 0; k < 0x10000; k++) {
+    float a = dt == NPUK_F16 ? npu_f16_to_f32((uint16_t)k) : npu_bf16_to_f32((uint16_t)k);
+    float b = dt == NPUK_F16 ? npu_f16_to_f32((uint16_t)(k + 1)) : npu_bf16_to_f32((uint16_t)(k + 1));
+    uint32_t ua = npu_f32_bits(a);
+    out[n++] = a;
+    out[n++] = npu_bits_f32(ua + 1);
+    out[n++] = npu_bits_f32(ua - 1);
+    if ((k & 0x7fff) < (dt == NPUK_F16 ? 0x7c00u : 0x7f80u)) { /* b finite, same sign */
+      float mid = a + (b - a) * 0.5f;                          /* exact: 16-bit steps */
+      uint32_t um = npu_f32_bits(mid);
+      out[n++] = mid;
+      out[n++] = npu_bits_f32(um + 1);
+      out[n++] = npu_bits_f32(um - 1);
+    }
+  }
+  return n;
+}
+
+static void test_conversions(void) {
+  const npuK_dtype halves[] = {NPUK_F16, NPUK_BF16};
+  uint16_t *pat = malloc(0x10000 * sizeof *pat);
+  float *wide = malloc(0x10000 * sizeof *wide);
+  for (uint32_t k = 0; k < 0x10000; k++) pat[k] = (uint16_t)k;
+  /* float32 inputs: the boundaries of both formats, float32 subnormals and specials, NaNs with
+     every kind of payload (quiet, signalling, low bits only), and a stride over all patterns */
+  int64_t cap = 6 * 0x10000 + 4096 + (1 << 20), n = 0;
+  float *f = malloc((size_t)cap * sizeof *f);
+  uint16_t *got = malloc((size_t)cap * sizeof *got);
+  float *gotf = malloc(0x10000 * sizeof *gotf);
+  const uint32_t special[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u,
+                              0x7f800000u, 0xff800000u, 0x7f800001u, 0x7fc00000u, 0xffc00001u,
+                              0x7f802000u, 0x7fa00000u, 0x7f801fffu, 0xff8fe000u, 0x477fefffu,
+                              0x477ff000u, 0x477fe000u, 0x33000000u, 0x33000001u, 0xb3000001u,
+                              0x387fe000u, 0x387fdfffu, 0x7f7fffffu, 0x7f7f8000u, 0x7f7f7fffu};
+  for (int pass = 0; pass < 2; pass++) {
+    npuK_dtype dt = halves[pass];
+    CHECK(widen_matches(dt, pat, 0x10000, gotf));
+    n = boundary_floats(dt, f);
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+      for (int r = 0; r < 40; r++) f[n++] = npu_bits_f32(special[i] ^ (r & 1 ? 0x80000000u : 0));
+    for (uint32_t u = 0, i = 0; i < (1u << 20); i++, u += 4099u) f[n++] = npu_bits_f32(u);
+    CHECK(n <= cap);
+    CHECK(narrow_matches(dt, f, n, got));
+  }
+  free(pat), free(wide), free(f), free(got), free(gotf);
+}
 
 static void test_unary(void) {
   const int64_t sizes[] = {0, 1, 1023, 1024, 1025, 3001};
@@ -176,6 +260,32 @@ static void test_eltwise(void) {
   uint16_t y[2] = {0};
   CHECK(npuK_eltwise_mixed(NULL, 1, prog, 1, 2, xs, bad, y, NPUK_F16) == -1);
   CHECK(y[0] == 0);
+}
+
+/* Every binary op of a program against a dense float16 operand (read as stored, with F16C), the
+   operand on either side, NaNs (one signalling) in both, lengths off the 8-lane groups. */
+static void test_eltwise_f16_operand(void) {
+  const int64_t lens[] = {1, 7, 8, 13, 1000, 1030};
+  for (int op = 0; op < NPUK_BIN_COUNT; op++)
+    for (int swap = 0; swap < 2; swap++)
+      for (size_t l = 0; l < sizeof lens / sizeof *lens; l++)
+        for (int d = 0; d < 3; d++) {
+          const npuK_ew_instr prog[] = {
+              {.kind = NPUK_EW_LOAD, .operand = 0},
+              {.kind = NPUK_EW_BINARY, .op = (uint8_t)op, .bcast = NPUK_EW_FULL,
+               .swap = (uint8_t)swap, .operand = 1}};
+          int64_t n = lens[l];
+          npuK_dtype od[2] = {dts[d], NPUK_F16}, yd = dts[(d + 1) % 3];
+          float *wide[2];
+          void *ops[2] = {rand_stored(n, od[0], &wide[0]), rand_stored(n, od[1], &wide[1])};
+          float *yw = malloc((size_t)n * sizeof *yw);
+          npuK_eltwise_f32(NULL, 2, prog, 1, n, (const float *const *)wide, yw);
+          void *y = alloc_out(n, yd);
+          CHECK(npuK_eltwise_mixed(NULL, 2, prog, 1, n, (const void *const *)ops, od, y, yd) == 0);
+          CHECK(narrowed_equal(yw, n, yd, y));
+          free(y), free(yw);
+          for (int i = 0; i < 2; i++) free(ops[i]), free(wide[i]);
+        }
 }
 
 /* conv2d with x and y stored reduced (NPUX_F_HALF_XY): against widening x in full,
@@ -360,9 +470,11 @@ static void test_pool_half(void) {
 }
 
 int main(void) {
+  test_conversions();
   test_unary();
   test_binary();
   test_eltwise();
+  test_eltwise_f16_operand();
   test_conv_half();
   test_depthwise_half();
   test_matmul_half();

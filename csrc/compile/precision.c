@@ -55,7 +55,9 @@
  * buffer (p->round_buf, or the step's place in the memory arena), lets the kernel write its reduced outputs there, and narrows them into their slots
  * (exec.c; npuE_step.widen says which operands).  Either way a float16 value is exactly what
  * rounding to float16 gives, and results equal rounding float32 values at the same points bit
- * for bit; the block-wise paths only avoid the full-size float32 copies (blazeface under
+ * for bit (the conversions run on F16C where the CPU has it, kernels/cast.c, and the fused
+ * elementwise program reads dense float16 operands as stored: same bits, docs/compiler.md has
+ * the times); the block-wise paths only avoid the full-size float32 copies (blazeface under
  * force_fp16: the largest widening buffer fell from 4.5 MiB, an add of two float16 maps, to 3 MiB,
  * a convolution's, then to nothing once convolutions and pools took x and y as stored (its weights
  * are float16 values already); its plan went from 113 % of float32's to 85 %).  A float32 constant

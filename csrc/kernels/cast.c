@@ -159,18 +159,41 @@ static void cast_range(void *arg, int64_t begin, int64_t end) {
 }
 
 /* float32 <-> float16 / bfloat16 directly, without the canonical double: the conversions the
-   precision modes make around every reduced step (exec.c), so they must be cheap.  The same
-   single rounding (half.h), so the same bits as the general path.  On x86-64 CPUs with F16C
-   the float16 ones go 8 at a time through the hardware conversion, which rounds to nearest
-   even exactly as npu_f32_to_f16 does; a block holding a NaN takes the scalar path, which
-   keeps NaN payloads as half.h documents (the hardware would quiet them). */
+   precision modes make around every reduced step (exec.c) and inside the kernels that widen
+   and narrow a block at a time, so they must be cheap.  The same single rounding (half.h), so
+   the same bits as the general path.
+   On x86-64 CPUs with F16C (every CPU with AVX2) the float16 ones go through the hardware
+   conversion, which rounds to nearest even exactly as npu_f32_to_f16 does and widens exactly:
+   32 elements an iteration (four 8-lane conversions), one test for NaN per 32; a group holding
+   a NaN takes the scalar path, which keeps NaN payloads as half.h documents (the hardware would
+   quiet them).  The bfloat16 ones are integer arithmetic, 8 lanes of AVX2 at a time, the same
+   rounding (x + 0x7fff + lsb) >> 16 with the same NaN test.  Which path runs changes no bit
+   (tests/test_kernels.c compares them over all 65536 halves and a float32 sweep).
+   Environment NPU_NO_F16C=1 forces the scalar path (bench/half.lua compares the two). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #define CAST_F16C 1
 
-__attribute__((target("avx,f16c"))) static void f32_to_f16_hw(const float *x, uint16_t *y,
-                                                                int64_t n) {
+__attribute__((target("avx2,f16c"))) static void f32_to_f16_hw(const float *x, uint16_t *y,
+                                                                 int64_t n) {
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    __m256 c = _mm256_loadu_ps(x + i + 16), d = _mm256_loadu_ps(x + i + 24);
+    __m256 nan = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(c, d, _CMP_UNORD_Q));
+    if (_mm256_movemask_ps(nan)) {
+      for (int k = 0; k < 32; k++) y[i + k] = npu_f32_to_f16(x[i + k]);
+      continue;
+    }
+    __m128i ha = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT);
+    __m128i hb = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
+    __m128i hc = _mm256_cvtps_ph(c, _MM_FROUND_TO_NEAREST_INT);
+    __m128i hd = _mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_si256((__m256i *)(y + i), _mm256_set_m128i(hb, ha));
+    _mm256_storeu_si256((__m256i *)(y + i + 16), _mm256_set_m128i(hd, hc));
+  }
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_loadu_ps(x + i);
     if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q))) {
@@ -182,13 +205,31 @@ __attribute__((target("avx,f16c"))) static void f32_to_f16_hw(const float *x, ui
   for (; i < n; i++) y[i] = npu_f32_to_f16(x[i]);
 }
 
-__attribute__((target("avx,f16c"))) static void f16_to_f32_hw(const uint16_t *x, float *y,
-                                                                int64_t n) {
+/* Lanes of h (16-bit) holding a float16 NaN: |h| > inf, as signed compares (|h| <= 0x7fff). */
+__attribute__((target("avx2,f16c"))) static inline __m256i f16_nan_lanes(__m256i h) {
+  return _mm256_cmpgt_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x7fff)),
+                            _mm256_set1_epi16(0x7c00));
+}
+
+__attribute__((target("avx2,f16c"))) static void f16_to_f32_hw(const uint16_t *x, float *y,
+                                                                 int64_t n) {
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i a = _mm256_loadu_si256((const __m256i *)(x + i));
+    __m256i b = _mm256_loadu_si256((const __m256i *)(x + i + 16));
+    __m256i nan = _mm256_or_si256(f16_nan_lanes(a), f16_nan_lanes(b));
+    if (!_mm256_testz_si256(nan, nan)) {
+      for (int k = 0; k < 32; k++) y[i + k] = npu_f16_to_f32(x[i + k]);
+      continue;
+    }
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_castsi256_si128(a)));
+    _mm256_storeu_ps(y + i + 8, _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)));
+    _mm256_storeu_ps(y + i + 16, _mm256_cvtph_ps(_mm256_castsi256_si128(b)));
+    _mm256_storeu_ps(y + i + 24, _mm256_cvtph_ps(_mm256_extracti128_si256(b, 1)));
+  }
   const __m128i magnitude = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
   for (; i + 8 <= n; i += 8) {
     __m128i h = _mm_loadu_si128((const __m128i *)(x + i));
-    /* |h| > inf as signed 16-bit compares: |h| <= 0x7fff */
     if (_mm_movemask_epi8(_mm_cmpgt_epi16(_mm_and_si128(h, magnitude), inf))) {
       for (int k = 0; k < 8; k++) y[i + k] = npu_f16_to_f32(x[i + k]);
       continue;
@@ -198,46 +239,105 @@ __attribute__((target("avx,f16c"))) static void f16_to_f32_hw(const uint16_t *x,
   for (; i < n; i++) y[i] = npu_f16_to_f32(x[i]);
 }
 
+/* bfloat16: x + 0x7fff + ((x >> 16) & 1), the high half, for 8 non-NaN lanes at a time. */
+__attribute__((target("avx2,f16c"))) static void f32_to_bf16_hw(const float *x, uint16_t *y,
+                                                                  int64_t n) {
+  int64_t i = 0;
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+  for (; i + 16 <= n; i += 16) {
+    __m256 fa = _mm256_loadu_ps(x + i), fb = _mm256_loadu_ps(x + i + 8);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(fa, fb, _CMP_UNORD_Q))) {
+      for (int k = 0; k < 16; k++) y[i + k] = npu_f32_to_bf16(x[i + k]);
+      continue;
+    }
+    __m256i a = _mm256_castps_si256(fa), b = _mm256_castps_si256(fb);
+    a = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(a, bias),
+                                           _mm256_and_si256(_mm256_srli_epi32(a, 16), one)), 16);
+    b = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, bias),
+                                           _mm256_and_si256(_mm256_srli_epi32(b, 16), one)), 16);
+    /* packus works within 128-bit lanes: a0 b0 a1 b1 -> reorder the quadwords to a0 a1 b0 b1 */
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xd8);
+    _mm256_storeu_si256((__m256i *)(y + i), p);
+  }
+  for (; i < n; i++) y[i] = npu_f32_to_bf16(x[i]);
+}
+
+__attribute__((target("avx2,f16c"))) static void bf16_to_f32_hw(const uint16_t *x, float *y,
+                                                                  int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)(x + i));
+    __m256i lo = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16);
+    __m256i hi = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16);
+    _mm256_storeu_si256((__m256i *)(y + i), lo);
+    _mm256_storeu_si256((__m256i *)(y + i + 8), hi);
+  }
+  for (; i < n; i++) y[i] = npu_bf16_to_f32(x[i]);
+}
+
 /* Every x86-64 CPU with AVX2 has F16C (Intel since Haswell, AMD since Excavator); asking for
-   AVX2 also works with clang, whose __builtin_cpu_supports does not know "f16c". */
+   AVX2 also works with clang, whose __builtin_cpu_supports does not know "f16c".  The answer,
+   with NPU_NO_F16C, is a fact of the process, looked up once and kept (the one cached value in
+   the kernels, as an ifunc keeps its choice; threads racing to fill it store the same value). */
 static int have_f16c(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") != 0;
+  static atomic_int known; /* 0: not yet looked up, 1: no, 2: yes */
+  int k = atomic_load_explicit(&known, memory_order_relaxed);
+  if (k == 0) {
+    const char *off = getenv("NPU_NO_F16C");
+    __builtin_cpu_init();
+    k = __builtin_cpu_supports("avx2") && !(off && *off && strcmp(off, "0") != 0) ? 2 : 1;
+    atomic_store_explicit(&known, k, memory_order_relaxed);
+  }
+  return k == 2;
 }
 #else
 #define CAST_F16C 0
 #endif
 
-typedef struct half_job {
-  cast_job c;
-  int hw; /* F16C available */
-} half_job;
-
-static void half_range(void *arg, int64_t b, int64_t e) {
-  const half_job *h = arg;
-  const cast_job *j = &h->c;
-  const float *xf = (const float *)j->x;
-  const uint16_t *xh = (const uint16_t *)j->x;
-  float *yf = (float *)j->y;
-  uint16_t *yh = (uint16_t *)j->y;
+int npuK_f16c(void) {
 #if CAST_F16C
-  if (h->hw && j->from == NPUK_F32 && j->to == NPUK_F16) {
-    f32_to_f16_hw(xf + b, yh + b, e - b);
-    return;
-  }
-  if (h->hw && j->from == NPUK_F16) {
-    f16_to_f32_hw(xh + b, yf + b, e - b);
+  return have_f16c();
+#else
+  return 0;
+#endif
+}
+
+void npuK_half_widen(npuK_dtype dt, const void *x, float *y, int64_t n) {
+  const uint16_t *h = x;
+  if (n <= 0) return;
+#if CAST_F16C
+  if (dt != NPUK_F32 && have_f16c()) {
+    if (dt == NPUK_F16) f16_to_f32_hw(h, y, n);
+    else bf16_to_f32_hw(h, y, n);
     return;
   }
 #endif
-  if (j->from == NPUK_F32 && j->to == NPUK_F16)
-    for (int64_t i = b; i < e; i++) yh[i] = npu_f32_to_f16(xf[i]);
-  else if (j->from == NPUK_F32)
-    for (int64_t i = b; i < e; i++) yh[i] = npu_f32_to_bf16(xf[i]);
-  else if (j->from == NPUK_F16)
-    for (int64_t i = b; i < e; i++) yf[i] = npu_f16_to_f32(xh[i]);
+  if (dt == NPUK_F32) memcpy(y, x, (size_t)n * sizeof *y);
+  else if (dt == NPUK_F16) for (int64_t i = 0; i < n; i++) y[i] = npu_f16_to_f32(h[i]);
+  else for (int64_t i = 0; i < n; i++) y[i] = npu_bf16_to_f32(h[i]);
+}
+
+void npuK_half_narrow(const float *x, npuK_dtype dt, void *y, int64_t n) {
+  uint16_t *h = y;
+  if (n <= 0) return;
+#if CAST_F16C
+  if (dt != NPUK_F32 && have_f16c()) {
+    if (dt == NPUK_F16) f32_to_f16_hw(x, h, n);
+    else f32_to_bf16_hw(x, h, n);
+    return;
+  }
+#endif
+  if (dt == NPUK_F32) memcpy(y, x, (size_t)n * sizeof *x);
+  else if (dt == NPUK_F16) for (int64_t i = 0; i < n; i++) h[i] = npu_f32_to_f16(x[i]);
+  else for (int64_t i = 0; i < n; i++) h[i] = npu_f32_to_bf16(x[i]);
+}
+
+static void half_range(void *arg, int64_t b, int64_t e) {
+  const cast_job *j = arg;
+  if (j->from == NPUK_F32)
+    npuK_half_narrow((const float *)j->x + b, j->to, (uint16_t *)j->y + b, e - b);
   else
-    for (int64_t i = b; i < e; i++) yf[i] = npu_bf16_to_f32(xh[i]);
+    npuK_half_widen(j->from, (const uint16_t *)j->x + b, (float *)j->y + b, e - b);
 }
 
 static int is_half(npuK_dtype t) { return t == NPUK_F16 || t == NPUK_BF16; }
@@ -251,11 +351,9 @@ int npuK_cast(const npuK_pool *pool, int64_t n, npuK_dtype from, const void *x, 
   }
   cast_job j = {from, to, x, y};
   if ((from == NPUK_F32 && is_half(to)) || (is_half(from) && to == NPUK_F32)) {
-    half_job h = {j, 0};
-#if CAST_F16C
-    h.hw = have_f16c();
-#endif
-    npuK_parallel_for(pool, n, K_GRAIN_ELEMS, half_range, &h);
+    /* the kernels' block conversions (pool NULL) go straight to the loop */
+    if (pool == NULL || n <= K_GRAIN_ELEMS) half_range(&j, 0, n);
+    else npuK_parallel_for(pool, n, K_GRAIN_ELEMS, half_range, &j);
     return 0;
   }
   npuK_parallel_for(pool, n, K_GRAIN_ELEMS, cast_range, &j);

@@ -344,6 +344,15 @@ void npuK_broadcast_to(const npuK_pool *pool, size_t elem_size, int ndim, const 
  * Returns 0, or -1 for an invalid dtype. */
 int npuK_cast(const npuK_pool *pool, int64_t n, npuK_dtype from, const void *x, npuK_dtype to,
               void *y);
+/* The precision modes' conversions for the kernels' blocks, serial: n elements of x stored as
+ * dt (float16, bfloat16 or float32) widened into float32 y, and n float32 elements narrowed
+ * into y stored as dt (round to nearest even).  The bits of npuK_cast, which uses them; F16C
+ * (AVX2 CPUs) when there, unless the environment sets NPU_NO_F16C=1. */
+void npuK_half_widen(npuK_dtype dt, const void *x, float *y, int64_t n);
+void npuK_half_narrow(const float *x, npuK_dtype dt, void *y, int64_t n);
+/* 1 when the float16 conversions above go through F16C (x86-64 with AVX2, NPU_NO_F16C unset):
+ * kernels with their own F16C loops (fused.c) use them only then. */
+int npuK_f16c(void);
 
 /* ---------------------------------------------------------------- convolution (conv.c)
  * Window geometry shared by conv2d, depthwise_conv2d and the pools. Input x is NHWC
