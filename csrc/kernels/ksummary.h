@@ -50,7 +50,7 @@ typedef struct npuK_histo {
    float64), limits being the default ones (npuK_histogram_limits).  Returns the index of the
    first value that is not finite (h and counts are then unspecified), or -1.  One pass: each
    value is read once, its bucket found through a table of the values' binary exponents (about
-   two compares a value), finiteness seen in the same exponent; float32 and float64 are read
+   one compare a value), finiteness seen in the same exponent; float32 and float64 are read
    in place, the other dtypes widened 256 at a time into a buffer on the stack.  The twin _ref
    takes float64 values, checks them all first, then bisects the limits for each (nothing is
    counted when a value is not finite). */

@@ -271,10 +271,16 @@ int64_t npuK_histogram_ref(int64_t n, const double *x, int n_limits, const doubl
    DBL_MAX) at indices k1 + i, 0 at k1 and -p_i at k1 - i, the first limit > v is
    k1 + 1 + #{p <= v} for v >= 0 (DBL_MAX itself goes to the last bucket) and k1 - #{p < -v}
    for v < 0.  The counts come from a table
-   of slices of the doubles' binary exponents (8 per octave, by the top 3 mantissa bits: each
-   narrower than the 1.1 ratio between limits): start[s] = #{p < the slice's lower end}, then
-   a step or two along p. */
-enum { SLICE_EMIN = -41, SLICE_EMAX = 67, SLICES = (SLICE_EMAX - SLICE_EMIN + 1) * 8 };
+   of slices of the doubles' binary exponents (16 per octave, by the top 4 mantissa bits: the
+   widest, [1, 17/16) times a power of two, is narrower than the 1.1 ratio between limits, so
+   a slice holds at most one limit): start[s] = #{p < the slice's lower end}, then one step
+   along p, taken without a branch (which way a value goes is as random as the value). */
+enum {
+  SLICE_BITS = 4, /* mantissa bits indexing the slices of an octave */
+  SLICE_EMIN = -41,
+  SLICE_EMAX = 67,
+  SLICES = (SLICE_EMAX - SLICE_EMIN + 1) << SLICE_BITS
+};
 
 /* The running statistics of one pass, kept in locals by the loops (counts may alias nothing,
    but the compiler cannot know). */
@@ -310,11 +316,10 @@ typedef struct histo_pass {
           break;                                                                                \
         }                                                                                       \
         c = k1 - 1;                                                                             \
-      } else { /* a slice holds at most 2 limits (1.1^2 > 9/8): two steps at most */            \
-        c = start[(e - SLICE_EMIN) * 8 + (int)((bits >> 49) & 7)];                              \
-        int pos = v > 0;                                                                        \
-        c += p[c] < u || (pos && p[c] == u);                                                    \
-        c += p[c] < u || (pos && p[c] == u);                                                    \
+      } else {                                                                                  \
+        c = start[(e - SLICE_EMIN) << SLICE_BITS |                                              \
+                  (int)((bits >> (52 - SLICE_BITS)) & ((1 << SLICE_BITS) - 1))];                \
+        c += (p[c] < u) | ((p[c] == u) & (v > 0));                                              \
       }                                                                                         \
       counts[v >= 0 ? k1 + 1 + c : k1 - c] += 1;                                                \
       lo = v < lo ? v : lo;                                                                     \
@@ -334,7 +339,8 @@ int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, int n_limits,
   const double *p = limits + k1 + 1;
   int16_t start[SLICES];
   for (int s = 0, i = 0; s < SLICES; s++) {
-    uint64_t bits = (uint64_t)(s / 8 + SLICE_EMIN + 1023) << 52 | (uint64_t)(s % 8) << 49;
+    uint64_t bits = (uint64_t)((s >> SLICE_BITS) + SLICE_EMIN + 1023) << 52 |
+                    (uint64_t)(s & ((1 << SLICE_BITS) - 1)) << (52 - SLICE_BITS);
     double lower;
     memcpy(&lower, &bits, sizeof lower);
     while (i < k1 && p[i] < lower) i++;
