@@ -21,6 +21,11 @@ local function chromium()
   lu.skip("headless Chromium is not installed (Debian: chromium): report.html not opened in a browser")
 end
 
+if not (have("chromium") or have("chromium-browser") or have("google-chrome")) then
+  io.stderr:write("profile_report_spec: headless Chromium is not installed (Debian: chromium): " ..
+    "the browser specs skip\n")
+end
+
 -- A loop of iterations_per_loop 4 over a dataset, with a while loop inside each iteration
 -- (nested steps, several executions of a step per iteration), run 3 times.
 local IPL, RUNS = 4, 3

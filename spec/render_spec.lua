@@ -9,6 +9,9 @@ local npu = require("npu")
 local S = dofile(SPEC_DIR .. "/support.lua")
 
 local function have(cmd) return os.execute("command -v " .. cmd .. " >/dev/null 2>&1") == true end
+if not have("dot") then
+  io.stderr:write("render_spec: Graphviz's dot is not installed (Debian: graphviz): the SVG specs skip\n")
+end
 local function need_dot()
   if not have("dot") then lu.skip("Graphviz's dot is not installed (Debian: graphviz): SVG rendering not checked") end
 end
