@@ -498,6 +498,27 @@ npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_valu
   return npuP_explain(s->ctx, s->state.graph, plan->config, plan, json_out);
 }
 
+npu_status npu_session_explain_dot(npu_session *s, int n_feeds, const int *feed_values,
+                                   npu_tensor *const *feed_tensors, int n_fetches,
+                                   const int *fetch_values, int n_targets, const int *target_nodes,
+                                   char **dot_out) {
+  if (!s) return NPU_ERR_ARG;
+  if (!dot_out)
+    return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_explain_dot: dot_out is NULL");
+  *dot_out = NULL;
+  npuE_plan *plan;
+  npu_status st = find_plan(s, "npu_session_explain_dot", n_feeds, feed_values, feed_tensors,
+                            n_fetches, fetch_values, n_targets, target_nodes, &plan);
+  if (st) return st;
+  return npuP_plan_dot(s->ctx, s->state.graph, plan, dot_out);
+}
+
+npu_status npu_graph_to_dot(const npu_graph *g, char **dot_out) {
+  if (!g) return NPU_ERR_ARG;
+  if (!dot_out) return npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_to_dot: dot_out is NULL");
+  return npuP_graph_dot(g->ctx, g, dot_out);
+}
+
 npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int *n_folded) {
   if (!s->n_plans) return npuC_error(s->ctx, NPU_ERR_STATE, "the session has not run yet");
   const npuE_plan *p = s->plans[s->last_plan];

@@ -88,7 +88,7 @@ function TestProfile:test_files_appear_under_the_output_field()
   lu.assertEquals(#stamp, 14) -- YYYYMMDDhhmmss
   if pid then lu.assertEquals(p, pid:match("^(%d+)")) end
   -- training (graph_run_mode 1): training_trace is on by default
-  lu.assertEquals(ls(dir), { "info.json", "iteration_trace.csv", "op_statistic.csv", "op_summary.csv", "trace.json" })
+  lu.assertEquals(ls(dir), { "info.json", "iteration_trace.csv", "op_statistic.csv", "op_summary.csv", "report.html", "trace.json" })
   local info = read(dir .. "/info.json")
   lu.assertStrContains(info, '"truncated": false')
   lu.assertStrContains(info, '"task_trace": "l1"')
@@ -310,7 +310,7 @@ function TestProfile:test_task_trace_l0_omits_shapes_and_off_omits_step_files()
   sess:run(y, { [x] = npu.ones({ 2 }) })
   sess:close()
   dir = prof_dir(self.base .. "/off")
-  lu.assertEquals(ls(dir), { "info.json", "trace.json" })
+  lu.assertEquals(ls(dir), { "info.json", "report.html", "trace.json" })
   text = read(dir .. "/trace.json")
   lu.assertEquals(#x_events(text, "op"), 0)
   lu.assertStrContains(read(dir .. "/info.json"), '"task_trace": "off"')
@@ -325,7 +325,7 @@ function TestProfile:test_online_inference_has_no_iteration_trace_and_host_sys_i
   for _ = 1, 5 do sess:run(y, { [x] = npu.ones({ 2, 3 }) }) end
   sess:close()
   local dir = prof_dir(self.base .. "/out")
-  lu.assertEquals(ls(dir), { "host_sys.csv", "info.json", "op_statistic.csv", "op_summary.csv", "trace.json" })
+  lu.assertEquals(ls(dir), { "host_sys.csv", "info.json", "op_statistic.csv", "op_summary.csv", "report.html", "trace.json" })
   local host = {}
   for _, r in ipairs(csv(dir .. "/host_sys.csv")) do host[r.metric] = tonumber(r.value) end
   lu.assertTrue(host.wall_time > 0)

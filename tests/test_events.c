@@ -5,6 +5,7 @@
  * (the writer's buffers come from the context on the caller's thread: every failure is a clean
  * NPU_ERR_NOMEM with zero live bytes after, and the writer thread never allocates).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,13 +130,39 @@ static void test_histogram_kernel_twins(void) {
     x[n++] = (r & (1ull << 40)) ? mag : -mag;
   }
   npuK_histo ha, hb;
-  CHECK(npuK_histogram(N, x, n_limits, limits, &ha, a) == -1);
+  CHECK(npuK_histogram(N, NPUK_F64, x, n_limits, limits, &ha, a) == -1);
   CHECK(npuK_histogram_ref(N, x, n_limits, limits, &hb, b) == -1);
   CHECK(memcmp(a, b, sizeof(double) * (size_t)n_limits) == 0);
   CHECK(memcmp(&ha, &hb, sizeof ha) == 0);
+  /* other dtypes are read where they lie (float32) or widened a block at a time (the rest,
+     N not a multiple of the block): the same as widening them all first */
+  float *xf = malloc(sizeof(float) * N);
+  int32_t *xi = malloc(sizeof(int32_t) * N);
+  double *w = malloc(sizeof(double) * N);
+  for (int i = 0; i < N; i++) {
+    xf[i] = (float)x[i];
+    if (isinf(xf[i])) xf[i] = x[i] > 0 ? FLT_MAX : -FLT_MAX;
+    xi[i] = (int32_t)fmax(fmin(x[i], 2e9), -2e9);
+  }
+  const void *srcs[] = {xf, xi};
+  npuK_dtype dts[] = {NPUK_F32, NPUK_I32};
+  for (int t = 0; t < 2; t++) {
+    npuK_cast(NULL, N, dts[t], srcs[t], NPUK_F64, w);
+    CHECK(npuK_histogram(N - 3, dts[t], srcs[t], n_limits, limits, &ha, a) == -1);
+    CHECK(npuK_histogram_ref(N - 3, w, n_limits, limits, &hb, b) == -1);
+    CHECK(memcmp(a, b, sizeof(double) * (size_t)n_limits) == 0);
+    CHECK(memcmp(&ha, &hb, sizeof ha) == 0);
+  }
+  /* the first value that is not finite, in every path */
   x[7] = NAN;
-  CHECK(npuK_histogram(N, x, n_limits, limits, &ha, a) == 7);
-  free(limits), free(a), free(b), free(x);
+  CHECK(npuK_histogram(N, NPUK_F64, x, n_limits, limits, &ha, a) == 7);
+  CHECK(npuK_histogram_ref(N, x, n_limits, limits, &hb, b) == 7);
+  xf[9000] = INFINITY, xf[9001] = NAN;
+  CHECK(npuK_histogram(N, NPUK_F32, xf, n_limits, limits, &ha, a) == 9000);
+  uint16_t hx[600] = {0};
+  hx[513] = 0x7c00; /* float16 infinity, in the third block */
+  CHECK(npuK_histogram(600, NPUK_F16, hx, n_limits, limits, &ha, a) == 513);
+  free(limits), free(a), free(b), free(x), free(xf), free(xi), free(w);
 }
 
 static void test_allocation_failure_sweep(npu_context *ctx) {

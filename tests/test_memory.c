@@ -634,7 +634,53 @@ static void test_explain_errors(void) {
   npu_context_release(ctx);
 }
 
-/* Build, compile (with planning), explain and run with the n-th allocation failing. */
+/* The DOT drawings through the C API: the plan (npu_session_explain_dot) and the graph as
+   given (npu_graph_to_dot), and their argument errors. */
+static void test_dot(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  chain c = {0};
+  CHECK(build_chain(ctx, &c, 2, 4) == NPU_OK);
+  npu_session *s = NULL;
+  CHECK(new_session(ctx, c.g, &s) == NPU_OK);
+  npu_tensor *x = NULL;
+  CHECK(chain_input(ctx, &c, 2, 1, &x) == NPU_OK);
+  char *dot = NULL;
+  CHECK(npu_session_explain_dot(s, 1, &c.x, &x, 1, &c.y, 0, NULL, &dot) == NPU_OK);
+  if (dot) {
+    CHECK(strncmp(dot, "digraph \"plan_0\" {\n  label=\"plan 0: ", 35) == 0);
+    CHECK(strstr(dot, "shape=ellipse") != NULL); /* the feed */
+    CHECK(strstr(dot, "[peripheries=2]") != NULL); /* the fetch */
+    CHECK(strcmp(dot + strlen(dot) - 2, "}\n") == 0);
+  }
+  npu_free(ctx, dot);
+  dot = NULL;
+  CHECK(npu_graph_to_dot(c.g, &dot) == NPU_OK);
+  if (dot) {
+    CHECK(strncmp(dot, "digraph \"graph\" {\n  label=\"graph as given: ", 42) == 0);
+    CHECK(strstr(dot, "label=\"placeholder\\nx") != NULL);
+  }
+  npu_free(ctx, dot);
+  CHECK(npu_graph_to_dot(NULL, &dot) == NPU_ERR_ARG);
+  CHECK(npu_graph_to_dot(c.g, NULL) == NPU_ERR_ARG);
+  CHECK(strstr(npu_context_errmsg(ctx), "dot_out is NULL") != NULL);
+  CHECK(npu_session_explain_dot(s, 1, &c.x, &x, 1, &c.y, 0, NULL, NULL) == NPU_ERR_ARG);
+  dot = (char *)"untouched";
+  CHECK(npu_session_explain_dot(s, 0, NULL, NULL, 1, &c.y, 0, NULL, &dot) == NPU_ERR_ARG);
+  CHECK(dot == NULL);
+  npu_session_close(s);
+  dot = (char *)"untouched";
+  CHECK(npu_session_explain_dot(s, 1, &c.x, &x, 1, &c.y, 0, NULL, &dot) == NPU_ERR_STATE);
+  CHECK(dot == NULL);
+  npu_tensor_release(x);
+  npu_session_release(s);
+  npu_graph_release(c.g);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
+/* Build, compile (with planning), explain (also as DOT) and run with the n-th allocation
+   failing. */
 static npu_status sweep_once(npu_context *ctx, int policy, char **json, npu_tensor **y) {
   chain c = {0};
   npu_session *s = NULL;
@@ -645,6 +691,18 @@ static npu_status sweep_once(npu_context *ctx, int policy, char **json, npu_tens
   if (!st) {
     st = npu_session_explain(s, 1, &c.x, &x, 1, &c.y, 0, NULL, json);
     if (st) CHECK(*json == NULL);
+  }
+  char *dot = (char *)"untouched"; /* the DOT drawings: NULL on failure, freed here */
+  if (!st) {
+    st = npu_session_explain_dot(s, 1, &c.x, &x, 1, &c.y, 0, NULL, &dot);
+    CHECK(st ? dot == NULL : dot != NULL);
+    npu_free(ctx, st ? NULL : dot);
+  }
+  if (!st) {
+    dot = (char *)"untouched";
+    st = npu_graph_to_dot(c.g, &dot);
+    CHECK(st ? dot == NULL : dot != NULL);
+    npu_free(ctx, st ? NULL : dot);
   }
   if (!st) st = npu_session_run(s, 1, &c.x, &x, 1, &c.y, y, 0, NULL);
   if (!st && policy) { /* a second, larger plan: the shared arena grows */
@@ -701,6 +759,7 @@ int main(void) {
   test_static_memory_policy_shares_one_arena();
   test_op_no_reuse_mem();
   test_explain_errors();
+  test_dot();
   test_allocation_failure_sweep(0);
   test_allocation_failure_sweep(2);
   remove(no_fusion);

@@ -6,6 +6,10 @@ PKGS="lua5.4 liblua5.4-dev libcjson-dev libopenblas-dev lua-unit luarocks gcc ma
 # npu-serve's HTTP library and the serving spec's client: optional at build time (the
 # Makefile builds without them and the spec skips), installed here so `make test` has them.
 PKGS="$PKGS libmicrohttpd-dev curl"
+# Pictures (docs/debugging.md, docs/profiling.md): Graphviz's dot for npu.util.render_graph,
+# headless Chromium for the spec that opens the profiler's HTML report.  Optional: without
+# them render_graph raises NPU_ERR_NOT_FOUND and those specs skip, saying so.
+PKGS="$PKGS graphviz chromium"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -28,6 +28,9 @@
 npu_context *npuB_context(lua_State *L);
 /* Raises "<where>: NPU_ERR_X: <context message>".  Never returns. */
 int npuB_raise(lua_State *L, const char *where, npu_status status);
+/* Pushes text the library handed over (npu_free on ctx) as a Lua string and frees it, also
+   when pushing fails (the memory error is raised after the free).  Returns 1. */
+int npuB_push_owned_string(lua_State *L, npu_context *ctx, char *text);
 
 /* Tensors (l_tensor.c). */
 typedef struct npuB_tensor_box {

@@ -199,6 +199,17 @@ static int l_graph_n_outputs(lua_State *L) {
   return 1;
 }
 
+/* g:to_dot() -> the graph as given, as Graphviz DOT text (npu_graph_to_dot in npu.h). */
+static int l_graph_to_dot(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  npu_context *ctx = npuB_context(L);
+  luaL_checkstack(L, 4, "npu.Graph:to_dot");
+  char *dot = NULL;
+  npu_status st = npu_graph_to_dot(g, &dot);
+  if (st) return npuB_raise(L, "npu.Graph:to_dot", st);
+  return npuB_push_owned_string(L, ctx, dot);
+}
+
 static int l_graph_get_tensor_by_name(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   const char *name = luaL_checkstring(L, 2);
@@ -504,6 +515,7 @@ void npuB_open_graph(lua_State *L) {
       {"output", l_graph_output},
       {"operation", l_graph_operation},
       {"n_outputs", l_graph_n_outputs},
+      {"to_dot", l_graph_to_dot},
       {"get_tensor_by_name", l_graph_get_tensor_by_name},
       {"get_operation_by_name", l_graph_get_operation_by_name},
       {"n_nodes", l_graph_n_nodes},

@@ -406,6 +406,21 @@ static int l_session_explain(lua_State *L) {
   return 1;
 }
 
+/* sess:explain_dot(fetches [, feeds]) -> the DOT text of the plan sess:explain describes
+   (npu_session_explain_dot in npu.h). */
+static int l_session_explain_dot(lua_State *L) {
+  npu_session *s = check_open(L, "npu.Session:explain_dot");
+  npu_context *ctx = npuB_context(L);
+  run_args a;
+  parse_run_args(L, &a, "npu.Session:explain_dot");
+  luaL_checkstack(L, 4, "npu.Session:explain_dot");
+  char *dot = NULL;
+  npu_status st = npu_session_explain_dot(s, a.fs.n, a.fs.values, a.fs.tensors, a.set.n_values,
+                                          a.set.values, a.set.n_targets, a.set.targets, &dot);
+  if (st) return npuB_raise(L, "npu.Session:explain_dot", st);
+  return npuB_push_owned_string(L, ctx, dot);
+}
+
 /* sess:set_progress(now, total): accelerate_train_mode's step (or loss) and total (or target). */
 static int l_session_set_progress(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:set_progress");
@@ -449,6 +464,7 @@ void npuB_open_session(lua_State *L) {
                                      {"set_progress", l_session_set_progress},
                                      {"reduced_precision", l_session_reduced_precision},
                                      {"explain", l_session_explain},
+                                     {"explain_dot", l_session_explain_dot},
                                      {NULL, NULL}};
   luaL_newmetatable(L, NPUB_SESSION);
   lua_pushcfunction(L, l_session_gc);

@@ -32,6 +32,20 @@ npu_context *npuB_context(lua_State *L) {
   return box->ctx;
 }
 
+static int push_string_protected(lua_State *L) {
+  lua_pushstring(L, lua_touserdata(L, 1));
+  return 1;
+}
+
+int npuB_push_owned_string(lua_State *L, npu_context *ctx, char *text) {
+  lua_pushcfunction(L, push_string_protected);
+  lua_pushlightuserdata(L, text);
+  int rc = lua_pcall(L, 1, 1, 0);
+  npu_free(ctx, text);
+  if (rc != LUA_OK) return lua_error(L);
+  return 1;
+}
+
 int npuB_raise(lua_State *L, const char *where, npu_status status) {
   npu_context *ctx = npuB_context(L);
   const char *msg = npu_context_errmsg(ctx);

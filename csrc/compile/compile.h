@@ -243,6 +243,11 @@ void npuP_memory_bind(npuE_plan *p, npu_tensor *arena);
    (npu_free); *out NULL on failure. */
 npu_status npuP_explain(npu_context *ctx, const npu_graph *g, const npuP_config *cfg,
                         const npuE_plan *p, char **out);
+/* compile/graph_dump.c: the DOT (Graphviz) text DUMP_GE_GRAPH writes, in memory, allocated
+   from ctx (npu_free); *out NULL on failure.  plan: plan p as compiled (the dump's last
+   stage); graph: every node of g as given (the dump's stage 0, placeholders drawn as feeds). */
+npu_status npuP_plan_dot(npu_context *ctx, const npu_graph *g, const npuE_plan *p, char **out);
+npu_status npuP_graph_dot(npu_context *ctx, const npu_graph *g, char **out);
 
 /* compile/external_weight.c: external_weight (000).  A session with the option on holds a
    store (NULL out when the option is off): npuP_weights_externalize writes each constant of

@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compile/passes.h"
@@ -166,7 +167,9 @@ static void producer_id(const dumper *d, int v, char *buf, size_t n) {
 static const char *source_kind(const dumper *d, int node) {
   for (int v = d->head[node]; v >= 0; v = d->next[v])
     if (is_fed(d->p, v)) return "feed";
-  return npuX_op(d->g->nodes[node].op)->kind == NPUX_KIND_CONST ? "constant" : "folded";
+  npuX_kind kind = npuX_op(d->g->nodes[node].op)->kind;
+  if (kind == NPUX_KIND_PLACEHOLDER) return "feed"; /* a graph drawn without a run's feeds */
+  return kind == NPUX_KIND_CONST ? "constant" : "folded";
 }
 
 /* ---- JSON ---- */
@@ -350,15 +353,16 @@ static void dot_region(const dumper *d, int r, int depth) {
   fprintf(f, "%s}\n", indent);
 }
 
-static void dot_graph(const dumper *d, int graph, int stage, const char *name) {
+/* The DOT graph named `name`, its title `label`. */
+static void dot_graph(const dumper *d, const char *name, const char *label) {
   const npuE_plan *p = d->p;
   FILE *f = d->f;
   bool typed = d->mode != 3;
   char id[32];
-  fprintf(f, "digraph \"ge_proto_%08d_%02d_", graph, stage);
+  fputs("digraph \"", f);
   dot_text(f, name);
-  fprintf(f, "\" {\n  label=\"graph %d, stage %d: ", graph, stage);
-  dot_text(f, name);
+  fputs("\" {\n  label=\"", f);
+  dot_text(f, label);
   fputs("\";\n  labelloc=t;\n  node [shape=box, fontname=\"monospace\"];\n", f);
   for (int n = 0; n < d->g->n_nodes; n++) {
     if (d->head[n] < 0) continue;
@@ -424,6 +428,17 @@ static npu_status close_file(dumper *d, const char *path) {
   return NPU_OK;
 }
 
+static void free_index(dumper *d) {
+  npuC_free(d->ctx, d->producer);
+  npuC_free(d->ctx, d->used);
+  npuC_free(d->ctx, d->head);
+  npuC_free(d->ctx, d->next);
+  npuC_free(d->ctx, d->all);
+  d->producer = d->head = d->next = NULL;
+  d->used = NULL;
+  d->all = NULL;
+}
+
 /* "precision assignment" -> "PrecisionAssignment" */
 static void camel(char *out, size_t n, const char *name) {
   size_t j = 0;
@@ -457,7 +472,10 @@ static npu_status write_stage(dumper *d, const npuP_config *cfg, int graph, int 
     }
     if ((s = open_file(d, path))) break;
     if (dot) {
-      dot_graph(d, graph, stage, stage_name);
+      char id[96], label[128];
+      snprintf(id, sizeof id, "ge_proto_%08d_%02d_%s", graph, stage, stage_name);
+      snprintf(label, sizeof label, "graph %d, stage %d: %s", graph, stage, stage_name);
+      dot_graph(d, id, label);
     } else {
       json_header(d, graph, stage, stage_name, level);
       if (d->mode == 3) {
@@ -472,19 +490,15 @@ static npu_status write_stage(dumper *d, const npuP_config *cfg, int graph, int 
     s = close_file(d, path);
   }
   npuC_free(d->ctx, text);
-  npuC_free(d->ctx, d->producer);
-  npuC_free(d->ctx, d->used);
-  npuC_free(d->ctx, d->head);
-  npuC_free(d->ctx, d->next);
-  npuC_free(d->ctx, d->all);
-  d->all = NULL;
+  free_index(d);
   return s;
 }
 
 /* Stage 0: a plan-shaped view of the graph as given, so that the same describer serves: one
-   step per needed node that is neither a constant nor a placeholder, constants bound. */
-static npu_status write_given(dumper *d, const npuP_config *cfg, const uint8_t *need, int graph,
-                              const char *name, int level) {
+   step per needed node that is neither a constant nor a placeholder, constants bound.  d->p
+   gives the feeds, fetches and values; fn(d, ud) describes the view (d->p while it runs). */
+static npu_status with_given_view(dumper *d, const uint8_t *need,
+                                  npu_status (*fn)(dumper *d, void *ud), void *ud) {
   const npu_graph *g = d->g;
   const npuE_plan *p = d->p;
   int n_steps = 0, n_ints = 0;
@@ -525,12 +539,75 @@ static npu_status write_given(dumper *d, const npuP_config *cfg, const uint8_t *
   }
   if (!s) {
     d->p = &view;
-    s = write_stage(d, cfg, graph, 0, name, level);
+    s = fn(d, ud);
     d->p = p;
   }
   npuC_free(d->ctx, view.slots);
   npuC_free(d->ctx, view.steps);
   npuC_free(d->ctx, ints);
+  return s;
+}
+
+typedef struct stage_args {
+  const npuP_config *cfg;
+  int graph, level;
+  const char *name;
+} stage_args;
+
+static npu_status write_given(dumper *d, void *ud) {
+  const stage_args *a = ud;
+  return write_stage(d, a->cfg, a->graph, 0, a->name, a->level);
+}
+
+/* ---- DOT text without files (npu_graph_to_dot, npu_session_explain_dot) ---- */
+
+typedef struct dot_args {
+  const char *name, *label;
+  char **out;
+} dot_args;
+
+/* d's plan as DOT text in memory, copied to *out (owned by the caller, npu_free). */
+static npu_status dot_to_memory(dumper *d, void *ud) {
+  const dot_args *a = ud;
+  char *buf = NULL;
+  size_t len = 0;
+  npu_status s = index_plan(d);
+  if (!s && !(d->f = open_memstream(&buf, &len)))
+    s = npuC_error(d->ctx, NPU_ERR_NOMEM, "DOT: out of memory");
+  if (!s) {
+    dot_graph(d, a->name, a->label);
+    bool bad = ferror(d->f) != 0;
+    if (fclose(d->f) != 0) bad = true;
+    d->f = NULL;
+    if (bad || !buf) s = npuC_error(d->ctx, NPU_ERR_NOMEM, "DOT: out of memory");
+    else if (!(*a->out = npuC_alloc(d->ctx, len + 1))) s = NPU_ERR_NOMEM;
+    else memcpy(*a->out, buf, len + 1);
+  }
+  free(buf); /* open_memstream's, from malloc */
+  free_index(d);
+  return s;
+}
+
+npu_status npuP_plan_dot(npu_context *ctx, const npu_graph *g, const npuE_plan *p, char **out) {
+  *out = NULL;
+  char name[32], label[96];
+  snprintf(name, sizeof name, "plan_%d", p->id);
+  snprintf(label, sizeof label, "plan %d: %d steps", p->id, p->n_all_steps);
+  dumper d = {.ctx = ctx, .g = g, .p = p, .mode = 2};
+  return dot_to_memory(&d, &(dot_args){name, label, out});
+}
+
+npu_status npuP_graph_dot(npu_context *ctx, const npu_graph *g, char **out) {
+  *out = NULL;
+  uint8_t *need = npuC_alloc(ctx, (size_t)(g->n_nodes ? g->n_nodes : 1));
+  if (!need) return NPU_ERR_NOMEM;
+  memset(need, 1, (size_t)g->n_nodes);
+  char label[64];
+  snprintf(label, sizeof label, "graph as given: %d nodes", g->n_nodes);
+  npuE_plan base = {.n_values = g->n_values, .values = g->values};
+  dumper d = {.ctx = ctx, .g = g, .p = &base, .mode = 2};
+  npu_status s = with_given_view(&d, need, dot_to_memory, &(dot_args){"graph", label, out});
+  npuC_free(ctx, need);
   return s;
 }
 
@@ -542,6 +619,7 @@ npu_status npuP_graph_dump(npuP_build *b, int graph, int stage, const char *name
   if ((level == 3 && !last) || (level == 4 && stage != 0)) return NPU_OK;
   dumper d = {.ctx = b->ctx, .g = b->graph, .p = b->plan,
               .mode = (int)npuO_env_int(o, NPUO_ENV_DUMP_GE_GRAPH)};
-  return stage == 0 ? write_given(&d, b->cfg, b->need, graph, name, level)
-                    : write_stage(&d, b->cfg, graph, stage, name, level);
+  if (stage == 0)
+    return with_given_view(&d, b->need, write_given, &(stage_args){b->cfg, graph, level, name});
+  return write_stage(&d, b->cfg, graph, stage, name, level);
 }

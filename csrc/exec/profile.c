@@ -29,93 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "exec/observe.h"
+#include "exec/profile_int.h"
 #include "options/options_int.h"
 
-enum {
-  TRACE_CAP = 4096,   /* step events buffered before they are written to trace.json */
-  ITER_CAP = 1024,    /* iteration rows buffered */
-  TAIL_RESERVE = 4096, /* bytes of trace.json kept for its closing metadata */
-  NOMEM_IDS = 16       /* plans whose record could not be allocated, remembered by id */
-};
-
-typedef enum task_level { TASK_OFF, TASK_L0, TASK_L1 } task_level;
 static const char *const task_names[] = {"off", "l0", "l1"};
-
-typedef struct step_rec {
-  uint64_t count;
-  int64_t total_ns, min_ns, max_ns;
-  const char *name; /* the node's name (in the plan record's text) */
-  const char *op;   /* op table name (static) */
-  const char *pass; /* the pass that made the step (static), or NULL */
-  /* l1: "[2,3];[3]" and "float32;float32" (in the record's text); l0: "" */
-  const char *in_shapes, *in_dtypes, *out_shapes, *out_dtypes;
-} step_rec;
-
-typedef struct plan_rec {
-  int id, n_steps;
-  int fp_step, bp_step; /* -1: the fp_point / bp_point node does not run in this plan */
-  uint64_t iterations; /* completed */
-  step_rec *steps; /* n_steps, in the same block, then the text */
-} plan_rec;
-
-typedef struct trace_ev {
-  int64_t start_ns, dur_ns;
-  uint64_t iteration;
-  int64_t loop_iteration; /* a step inside while loops: the innermost one's iteration, else -1 */
-  const plan_rec *plan;
-  int step;
-} trace_ev;
-
-typedef struct iter_ev {
-  uint64_t iteration;
-  int plan_id;
-  int64_t start_ns, end_ns, fp_ns, bp_ns, gap_ns; /* fp, bp, gap: -1 = none */
-} iter_ev;
-
-struct npuE_profile {
-  npu_context *ctx;
-  int session_id, device_id;
-  long pid;
-  char *dir; /* the session's directory (owned) */
-  task_level task;
-  bool training_trace, host_cpu, host_mem;
-  char *fp_point, *bp_point;      /* node names, "" = the plan's first / last step (owned) */
-  const char *fp_from, *bp_from;  /* "profiling_options field" or "option", for messages */
-  uint64_t storage_limit;         /* bytes trace.json may take */
-  char started[32];               /* local time at creation, for info.json */
-  int64_t t0;                     /* CLOCK_MONOTONIC at creation: trace times count from it */
-  int64_t wall0;
-  struct rusage ru0;
-  /* the plans seen */
-  plan_rec **plans;
-  int n_plans, cap_plans;
-  plan_rec *cur; /* the running plan's record; NULL: this run is not profiled */
-  plan_rec *last; /* the last run's record: a session usually runs one plan again and again */
-  uint64_t runs;
-  /* the running steps (by nesting level: a control step runs while its nested steps do) and
-     iteration */
-  int64_t step_start[NPUE_MAX_LOOPS + 1];
-  int64_t iter_start, iter_fp, iter_bp, last_iter_end;
-  uint64_t iteration;
-  /* trace.json, streamed */
-  FILE *trace;
-  uint64_t trace_bytes, n_events, n_dropped;
-  trace_ev *evs;
-  int n_evs;
-  /* iteration_trace.csv, streamed */
-  FILE *iter_csv;
-  iter_ev *iters;
-  int n_iters;
-  /* what went wrong on the way (reported at close): runs whose new plan's record could not be
-     allocated (the next run of that plan tries again), and the distinct plans among them (their
-     ids, up to NOMEM_IDS; more are counted in n_nomem_plans without being told apart) */
-  uint64_t n_nomem_runs;
-  int n_nomem_plans;
-  int nomem_ids[NOMEM_IDS];
-  int write_errno;
-  const char *write_file;
-};
 
 static inline int64_t now_ns(void) {
   struct timespec t;
@@ -132,6 +49,8 @@ static const char *us(char *buf, size_t n, int64_t ns) {
   snprintf(buf, n, "%lld.%03lld", (long long)(ns / 1000), (long long)(ns % 1000));
   return buf;
 }
+
+const char *npuE_profile_us(char *buf, size_t n, int64_t ns) { return us(buf, n, ns); }
 
 /* ---- options ---- */
 
@@ -298,6 +217,7 @@ static void free_profile(npu_context *ctx, npuE_profile *pr) {
   for (int i = 0; i < pr->n_plans; i++) npuC_free(ctx, pr->plans[i]);
   npuC_free(ctx, pr->plans);
   npuC_free(ctx, pr->evs);
+  npuC_free(ctx, pr->last_evs);
   npuC_free(ctx, pr->iters);
   npuC_free(ctx, pr->fp_point);
   npuC_free(ctx, pr->bp_point);
@@ -325,7 +245,9 @@ npu_status npuE_profile_new(npu_context *ctx, const npu_options *o, const npuE_o
   pr->last_iter_end = -1;
   npu_status s = read_point(ctx, o, "fp_point", NPUO_fp_point, &pr->fp_point, &pr->fp_from);
   if (!s) s = read_point(ctx, o, "bp_point", NPUO_bp_point, &pr->bp_point, &pr->bp_from);
-  if (!s && pr->task != TASK_OFF && !(pr->evs = npuC_alloc(ctx, TRACE_CAP * sizeof *pr->evs)))
+  if (!s && pr->task != TASK_OFF &&
+      (!(pr->evs = npuC_alloc(ctx, TRACE_CAP * sizeof *pr->evs)) ||
+       !(pr->last_evs = npuC_alloc(ctx, LAST_CAP * sizeof *pr->last_evs))))
     s = NPU_ERR_NOMEM;
   if (!s && pr->training_trace && !(pr->iters = npuC_alloc(ctx, ITER_CAP * sizeof *pr->iters)))
     s = NPU_ERR_NOMEM;
@@ -476,8 +398,35 @@ static void step_line(const npuE_profile *pr, const trace_ev *e, bool shapes, li
   put_str(l, "}}");
 }
 
+/* Before the buffer is emptied: the last iteration's events are kept for report.html's
+   timeline (those from iter_first replace the kept ones; with iter_first -1 the buffer
+   continues the kept iteration), and each event competes for the slowest SLOW_N. */
+static void keep_for_report(npuE_profile *pr) {
+  int from = pr->iter_first < 0 ? 0 : pr->iter_first;
+  if (pr->iter_first >= 0 && pr->n_evs > from) pr->n_last = 0, pr->n_last_total = 0;
+  if (pr->iter_first < 0 || pr->n_evs > from) {
+    for (int i = from; i < pr->n_evs; i++)
+      if (pr->n_last < LAST_CAP) pr->last_evs[pr->n_last++] = pr->evs[i];
+    pr->n_last_total += (uint64_t)(pr->n_evs - from);
+    pr->iter_first = -1;
+  } else {
+    pr->iter_first = 0; /* a new iteration with no event yet: its events start the buffer */
+  }
+  for (int i = 0; i < pr->n_evs; i++) {
+    const trace_ev *e = &pr->evs[i];
+    if (pr->n_slow == SLOW_N && e->dur_ns <= pr->slow[SLOW_N - 1].dur_ns) continue;
+    int j = pr->n_slow < SLOW_N ? pr->n_slow++ : SLOW_N - 1;
+    while (j > 0 && pr->slow[j - 1].dur_ns < e->dur_ns) {
+      pr->slow[j] = pr->slow[j - 1];
+      j--;
+    }
+    pr->slow[j] = *e;
+  }
+}
+
 static void flush_steps(npuE_profile *pr) {
   line l;
+  keep_for_report(pr);
   for (int i = 0; i < pr->n_evs; i++) {
     step_line(pr, &pr->evs[i], pr->task == TASK_L1, &l);
     if (!l.ok) step_line(pr, &pr->evs[i], false, &l); /* shapes too long for one line */
@@ -712,6 +661,7 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
       int depth = st->nest.depth;
       pr->evs[pr->n_evs++] = (trace_ev){
           .start_ns = start, .dur_ns = d, .iteration = pr->iteration, .plan = r, .step = k,
+          .level = st->nest.level,
           .loop_iteration = depth ? st->nest.iteration[depth <= NPUE_MAX_LOOPS ? depth - 1
                                                                                : NPUE_MAX_LOOPS - 1]
                                   : -1};
@@ -725,6 +675,7 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
   }
   case NPUE_ITER_BEGIN:
     pr->iteration = st->n_iterations;
+    pr->iter_first = pr->n_evs;
     pr->iter_fp = pr->iter_bp = -1;
     pr->iter_start = now_ns();
     return NPU_OK;
@@ -816,24 +767,19 @@ static npu_status write_op_summary(npuE_profile *pr) {
   return close_file(pr, f, "op_summary.csv");
 }
 
-typedef struct op_total {
-  const char *op;
-  uint64_t count;
-  int64_t total_ns, min_ns, max_ns;
-} op_total;
-
 static int by_total(const void *a, const void *b) {
-  const op_total *x = a, *y = b;
+  const npuE_op_total *x = a, *y = b;
   if (x->total_ns != y->total_ns) return x->total_ns < y->total_ns ? 1 : -1;
   return strcmp(x->op, y->op);
 }
 
-static npu_status write_op_statistic(npuE_profile *pr) {
+npu_status npuE_profile_op_totals(npuE_profile *pr, npuE_op_total **out, size_t *n_out,
+                                  int64_t *all_out) {
   size_t n_steps = 0;
   for (int i = 0; i < pr->n_plans; i++) n_steps += (size_t)pr->plans[i]->n_steps;
-  op_total *t = npuC_calloc(pr->ctx, n_steps ? n_steps : 1, sizeof *t);
-  if (!t)
-    return npuC_error(pr->ctx, NPU_ERR_NOMEM, "profiling: op_statistic.csv: out of memory");
+  npuE_op_total *t = npuC_calloc(pr->ctx, n_steps ? n_steps : 1, sizeof *t);
+  *out = t;
+  if (!t) return NPU_ERR_NOMEM;
   size_t n = 0;
   int64_t all = 0;
   for (int i = 0; i < pr->n_plans; i++)
@@ -842,7 +788,7 @@ static npu_status write_op_statistic(npuE_profile *pr) {
       if (!sr->count) continue;
       size_t j = 0;
       while (j < n && strcmp(t[j].op, sr->op) != 0) j++;
-      if (j == n) t[n++] = (op_total){.op = sr->op, .min_ns = sr->min_ns};
+      if (j == n) t[n++] = (npuE_op_total){.op = sr->op, .min_ns = sr->min_ns};
       if (sr->min_ns < t[j].min_ns) t[j].min_ns = sr->min_ns;
       if (sr->max_ns > t[j].max_ns) t[j].max_ns = sr->max_ns;
       t[j].count += sr->count;
@@ -850,6 +796,17 @@ static npu_status write_op_statistic(npuE_profile *pr) {
       all += sr->total_ns;
     }
   qsort(t, n, sizeof *t, by_total);
+  *n_out = n;
+  *all_out = all;
+  return NPU_OK;
+}
+
+static npu_status write_op_statistic(npuE_profile *pr) {
+  npuE_op_total *t;
+  size_t n;
+  int64_t all;
+  if (npuE_profile_op_totals(pr, &t, &n, &all))
+    return npuC_error(pr->ctx, NPU_ERR_NOMEM, "profiling: op_statistic.csv: out of memory");
   FILE *f = open_file(pr, "op_statistic.csv");
   if (!f) {
     npuC_free(pr->ctx, t);
@@ -969,6 +926,7 @@ void npuE_profile_free(npu_context *ctx, npuE_profile *pr) {
     if (write_op_summary(pr)) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
     if (write_op_statistic(pr)) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
   }
+  if (npuE_profile_write_html(pr)) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
   if ((pr->host_cpu || pr->host_mem) && write_host_sys(pr))
     npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));
   if (write_info(pr)) npuC_log(ctx, 2, "%s", npu_context_errmsg(ctx));

@@ -718,6 +718,27 @@ NPU_API npu_status npu_session_explain(npu_session *s, int n_feeds, const int *f
                                        const int *fetch_values, int n_targets,
                                        const int *target_nodes, char **json_out);
 
+/* The plan npu_session_explain describes (same arguments, same compilation and cache), drawn
+   as Graphviz DOT text: the drawing DUMP_GE_GRAPH writes for a compilation's last stage
+   (docs/debugging.md), without environment variables or files.  A node per step (op, node,
+   fused nodes, pass, output shapes), a node per value existing before the run (feeds as
+   ellipses, constants and folded values as notes), an edge per step input labelled with its
+   shape, fetches drawn with a double border, and each cond branch or loop body a cluster
+   ("subgraph cluster_r<region>") labelled with the node running it.  *dot_out is owned by the
+   caller, freed with npu_free on the session's context; NULL on failure (npu_session_explain's
+   errors).  Same thread rules as npu_session_run. */
+NPU_API npu_status npu_session_explain_dot(npu_session *s, int n_feeds, const int *feed_values,
+                                           npu_tensor *const *feed_tensors, int n_fetches,
+                                           const int *fetch_values, int n_targets,
+                                           const int *target_nodes, char **dot_out);
+/* Graph g as given drawn as Graphviz DOT text (the drawing of DUMP_GE_GRAPH's stage 0, for
+   every node rather than those a run needs): a node per op (placeholders as ellipses,
+   constants as notes), an edge per input labelled with its dtype and shape, cond branches and
+   loop bodies as clusters.  *dot_out is owned by the caller, freed with npu_free on g's
+   context; NULL on failure (NPU_ERR_ARG for a NULL g or dot_out, NPU_ERR_NOMEM).  Reads g:
+   no other thread may change it meanwhile. */
+NPU_API npu_status npu_graph_to_dot(const npu_graph *g, char **dot_out);
+
 /* ---------------------------------------------------------------- event files (TensorBoard) */
 
 /* TensorBoard event files (docs/summaries.md): TFRecords (length, masked CRC-32C of it, data,

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 /* CRC-32 (zlib, PNG: reflected polynomial 0xEDB88320) and CRC-32C (Castagnoli, reflected
    0x82F63B78: TFRecord), continuing crc (0 to start).  npuK_crc32c_masked: TFRecord's mask,
    ((c >> 15) | (c << 17)) + 0xa282ead8, of the CRC-32C of data. */
@@ -44,12 +46,16 @@ void npuK_histogram_limits(double *limits);
 typedef struct npuK_histo {
   double min, max, num, sum, sum_squares; /* min DBL_MAX and max -DBL_MAX when empty */
 } npuK_histo;
-/* Fills h and counts (n_limits doubles) from the n values x, limits being the default ones
-   (npuK_histogram_limits).  Returns the index of the first value that is not finite (nothing
-   is counted then), or -1.  The device kernel finds buckets through a table of the values'
-   binary exponents (about two compares a value); its twin _ref bisects the limits. */
-int64_t npuK_histogram(int64_t n, const double *x, int n_limits, const double *limits,
-                       npuK_histo *h, double *counts);
+/* Fills h and counts (n_limits doubles) from the n values x of dtype (any npuK_dtype, read as
+   float64), limits being the default ones (npuK_histogram_limits).  Returns the index of the
+   first value that is not finite (h and counts are then unspecified), or -1.  One pass: each
+   value is read once, its bucket found through a table of the values' binary exponents (about
+   one compare a value), finiteness seen in the same exponent; float32 and float64 are read
+   in place, the other dtypes widened 256 at a time into a buffer on the stack.  The twin _ref
+   takes float64 values, checks them all first, then bisects the limits for each (nothing is
+   counted when a value is not finite). */
+int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, int n_limits,
+                       const double *limits, npuK_histo *h, double *counts);
 int64_t npuK_histogram_ref(int64_t n, const double *x, int n_limits, const double *limits,
                            npuK_histo *h, double *counts);
 size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h, int n_limits,

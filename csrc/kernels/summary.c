@@ -271,18 +271,76 @@ int64_t npuK_histogram_ref(int64_t n, const double *x, int n_limits, const doubl
    DBL_MAX) at indices k1 + i, 0 at k1 and -p_i at k1 - i, the first limit > v is
    k1 + 1 + #{p <= v} for v >= 0 (DBL_MAX itself goes to the last bucket) and k1 - #{p < -v}
    for v < 0.  The counts come from a table
-   of slices of the doubles' binary exponents (8 per octave, by the top 3 mantissa bits: each
-   narrower than the 1.1 ratio between limits): start[s] = #{p < the slice's lower end}, then
-   a step or two along p. */
-enum { SLICE_EMIN = -41, SLICE_EMAX = 67, SLICES = (SLICE_EMAX - SLICE_EMIN + 1) * 8 };
+   of slices of the doubles' binary exponents (16 per octave, by the top 4 mantissa bits: the
+   widest, [1, 17/16) times a power of two, is narrower than the 1.1 ratio between limits, so
+   a slice holds at most one limit): start[s] = #{p < the slice's lower end}, then one step
+   along p, taken without a branch (which way a value goes is as random as the value). */
+enum {
+  SLICE_BITS = 4, /* mantissa bits indexing the slices of an octave */
+  SLICE_EMIN = -41,
+  SLICE_EMAX = 67,
+  SLICES = (SLICE_EMAX - SLICE_EMIN + 1) << SLICE_BITS
+};
 
-int64_t npuK_histogram(int64_t n, const double *x, int n_limits, const double *limits,
-                       npuK_histo *h, double *counts) {
+/* The running statistics of one pass, kept in locals by the loops (counts may alias nothing,
+   but the compiler cannot know). */
+typedef struct histo_pass {
+  int k1;           /* positive limits, DBL_MAX included */
+  const double *p;  /* the positive limits */
+  double *counts;
+  const int16_t *start;
+  double lo, hi, sum, sum_squares;
+} histo_pass;
+
+/* Counts x[0..n) (T float or double) into a: the index of the first value that is not finite
+   (found where its exponent is read: the all-ones exponent of an infinity or a NaN lies past
+   SLICE_EMAX), else -1.  One read of each value: the bucket, the finiteness and the
+   statistics together. */
+#define HISTO_PASS(NAME, T)                                                                    \
+  static int64_t NAME(histo_pass *a, int64_t n, const T *x) {                                  \
+    const double *p = a->p;                                                                     \
+    const int16_t *start = a->start;                                                            \
+    double *counts = a->counts;                                                                 \
+    int k1 = a->k1;                                                                             \
+    double lo = a->lo, hi = a->hi, sum = a->sum, sum_squares = a->sum_squares;                 \
+    int64_t bad = -1;                                                                           \
+    for (int64_t i = 0; i < n; i++) {                                                           \
+      double v = (double)x[i], u = fabs(v);                                                     \
+      uint64_t bits = double_bits(u);                                                           \
+      int e = (int)(bits >> 52) - 1023, c;                                                      \
+      if (e < SLICE_EMIN) { /* 0, subnormals, and up to 2^-41 < p_1 = 1e-12 */                 \
+        c = 0;                                                                                  \
+      } else if (e > SLICE_EMAX) { /* past 1e20: above every limit but DBL_MAX */               \
+        if (e == 1024) { /* infinity or NaN */                                                  \
+          bad = i;                                                                              \
+          break;                                                                                \
+        }                                                                                       \
+        c = k1 - 1;                                                                             \
+      } else {                                                                                  \
+        c = start[(e - SLICE_EMIN) << SLICE_BITS |                                              \
+                  (int)((bits >> (52 - SLICE_BITS)) & ((1 << SLICE_BITS) - 1))];                \
+        c += (p[c] < u) | ((p[c] == u) & (v > 0));                                              \
+      }                                                                                         \
+      counts[v >= 0 ? k1 + 1 + c : k1 - c] += 1;                                                \
+      lo = v < lo ? v : lo;                                                                     \
+      hi = v > hi ? v : hi;                                                                     \
+      sum += v;                                                                                 \
+      sum_squares += v * v;                                                                     \
+    }                                                                                           \
+    a->lo = lo, a->hi = hi, a->sum = sum, a->sum_squares = sum_squares;                         \
+    return bad;                                                                                 \
+  }
+HISTO_PASS(pass_f64, double)
+HISTO_PASS(pass_f32, float)
+
+int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, int n_limits,
+                       const double *limits, npuK_histo *h, double *counts) {
   int k1 = (n_limits - 1) / 2; /* positive limits */
   const double *p = limits + k1 + 1;
   int16_t start[SLICES];
   for (int s = 0, i = 0; s < SLICES; s++) {
-    uint64_t bits = (uint64_t)(s / 8 + SLICE_EMIN + 1023) << 52 | (uint64_t)(s % 8) << 49;
+    uint64_t bits = (uint64_t)((s >> SLICE_BITS) + SLICE_EMIN + 1023) << 52 |
+                    (uint64_t)(s & ((1 << SLICE_BITS) - 1)) << (52 - SLICE_BITS);
     double lower;
     memcpy(&lower, &bits, sizeof lower);
     while (i < k1 && p[i] < lower) i++;
@@ -290,29 +348,25 @@ int64_t npuK_histogram(int64_t n, const double *x, int n_limits, const double *l
   }
   for (int i = 0; i < n_limits; i++) counts[i] = 0;
   *h = (npuK_histo){.min = DBL_MAX, .max = -DBL_MAX};
-  int64_t bad = first_non_finite(n, x);
-  if (bad >= 0) return bad;
-  /* the statistics in locals: counts may alias nothing, but the compiler cannot know */
-  double lo = DBL_MAX, hi = -DBL_MAX, sum = 0, sum_squares = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double v = x[i], u = fabs(v);
-    uint64_t bits = double_bits(u);
-    int e = (int)(bits >> 52) - 1023, c;
-    if (e < SLICE_EMIN) c = 0; /* 0, subnormals, and up to 2^-41 < p_1 = 1e-12 */
-    else if (e > SLICE_EMAX) c = k1 - 1; /* past 1e20: above every limit but DBL_MAX */
-    else { /* a slice holds at most 2 limits (1.1^2 > 9/8): two steps at most */
-      c = start[(e - SLICE_EMIN) * 8 + (int)((bits >> 49) & 7)];
-      int pos = v > 0;
-      c += p[c] < u || (pos && p[c] == u);
-      c += p[c] < u || (pos && p[c] == u);
+  histo_pass a = {k1, p, counts, start, DBL_MAX, -DBL_MAX, 0, 0};
+  int64_t bad = -1;
+  if (dtype == NPUK_F64) {
+    bad = pass_f64(&a, n, x);
+  } else if (dtype == NPUK_F32) {
+    bad = pass_f32(&a, n, x);
+  } else { /* the other dtypes a block at a time through a buffer that stays in cache */
+    double block[256];
+    size_t size = npuK_dtype_size(dtype);
+    for (int64_t i = 0; i < n && bad < 0; i += 256) {
+      int64_t m = n - i < 256 ? n - i : 256;
+      npuK_cast(NULL, m, dtype, (const char *)x + (size_t)i * size, NPUK_F64, block);
+      bad = pass_f64(&a, m, block);
+      if (bad >= 0) bad += i;
     }
-    counts[v >= 0 ? k1 + 1 + c : k1 - c] += 1;
-    lo = v < lo ? v : lo;
-    hi = v > hi ? v : hi;
-    sum += v;
-    sum_squares += v * v;
   }
-  h->min = lo, h->max = hi, h->num = (double)n, h->sum = sum, h->sum_squares = sum_squares;
+  if (bad >= 0) return bad;
+  h->min = a.lo, h->max = a.hi, h->num = (double)n, h->sum = a.sum;
+  h->sum_squares = a.sum_squares;
   return -1;
 }
 

@@ -4,7 +4,8 @@
  * any numeric dtype, read as float64), with TensorFlow's default bucket limits and its
  * encoding (kernels/ksummary.h).  A NaN or infinite element fails the run with NPU_ERR_ARG
  * ("Nan in summary histogram for: <tag>"), as in TensorFlow.  Attribute tag.  Output uint8 (n)
- * (ops/summary.h).  Scratch: the values as float64, the limits, the counts.  No gradient.
+ * (ops/summary.h).  Scratch: the values as float64 (the reference path's), the limits, the
+ * counts.  No gradient.
  * Kernels: npuK_histogram (reference path: npuK_histogram_ref), npuK_summary_histogram.
  */
 #include "ops/summary.h"
@@ -19,19 +20,24 @@ static size_t scratch_size(const npuX_call *c) {
   return ((size_t)c->in[0]->numel + 2 * (size_t)npuK_histogram_n_limits()) * sizeof(double);
 }
 
-typedef int64_t (*histogram_fn)(int64_t, const double *, int, const double *, npuK_histo *,
-                                double *);
-
-static npu_status run_with(const npuX_call *c, histogram_fn histogram) {
+/* The device path counts the input where it lies, in one pass; the reference path widens it
+   to float64 in the scratch first and bisects. */
+static npu_status run_with(const npuX_call *c, bool reference) {
   if (c->discarded) return npuX_summary_empty(c);
   const npu_tensor *x = c->in[0];
   int n_limits = npuK_histogram_n_limits();
   double *values = c->scratch, *limits = values + x->numel, *counts = limits + n_limits;
-  npuK_cast(c->pool, x->numel, (npuK_dtype)x->dtype, x->data, NPUK_F64, values);
   npuK_histogram_limits(limits);
   npuK_histo h;
   const char *tag = npuX_summary_tag(c);
-  if (histogram(x->numel, values, n_limits, limits, &h, counts) >= 0)
+  int64_t bad;
+  if (reference) {
+    npuK_cast(c->pool, x->numel, (npuK_dtype)x->dtype, x->data, NPUK_F64, values);
+    bad = npuK_histogram_ref(x->numel, values, n_limits, limits, &h, counts);
+  } else {
+    bad = npuK_histogram(x->numel, (npuK_dtype)x->dtype, x->data, n_limits, limits, &h, counts);
+  }
+  if (bad >= 0)
     return npuC_error(c->ctx, NPU_ERR_ARG, "histogram_summary '%s': Nan in summary histogram for: %s",
                       c->node->name, tag);
   int64_t n = (int64_t)npuK_summary_histogram(NULL, tag, &h, n_limits, limits, counts);
@@ -40,8 +46,8 @@ static npu_status run_with(const npuX_call *c, histogram_fn histogram) {
   return st;
 }
 
-static npu_status run(const npuX_call *c) { return run_with(c, npuK_histogram); }
-static npu_status run_ref(const npuX_call *c) { return run_with(c, npuK_histogram_ref); }
+static npu_status run(const npuX_call *c) { return run_with(c, false); }
+static npu_status run_ref(const npuX_call *c) { return run_with(c, true); }
 
 const npu_op_def npuX_op_histogram_summary = {
     .name = "histogram_summary", .tf_type = "HistogramSummary", .args = "tag", .min_inputs = 1,

@@ -303,8 +303,24 @@ end
 --- tf.Session-like helpers on the session object.
 local Session_methods = core.Session_mt.__index
 
--- sess:explain(fetches [, feeds]) returns a table whose tostring is a listing of the plan.
+-- sess:explain(fetches [, feeds]) returns a table whose tostring is a listing of the plan,
+-- and whose to_dot() is the plan drawn as Graphviz DOT (sess:explain_dot(fetches, feeds): the
+-- same cached plan).  The session and arguments are remembered beside the table, weakly keyed.
 core.Explain_mt.__tostring = require("npu.explain").tostring
+local explained = setmetatable({}, { __mode = "k" })
+local core_explain = Session_methods.explain
+function Session_methods.explain(sess, fetches, feeds)
+  local e = core_explain(sess, fetches, feeds)
+  explained[e] = { sess, fetches, feeds }
+  return e
+end
+core.Explain_mt.__index = {
+  to_dot = function(e)
+    local how = explained[e]
+    if not how then error("npu.Explain:to_dot: not a result of sess:explain", 2) end
+    return how[1]:explain_dot(how[2], how[3])
+  end,
+}
 
 --- npu.initialize_system(options): validates and keeps system-wide options (003): sessions
 -- created afterwards start from them.  Optional: sessions initialise implicitly.
@@ -321,6 +337,49 @@ function npu.shutdown_system()
 end
 
 npu.util = {}
+
+--- npu.util.render_graph(what, path [, {format =, dot =}]): draws a graph with Graphviz's
+-- `dot` into path and returns path.  what: an npu.Graph (g:to_dot(): the graph as given), a
+-- sess:explain(...) result (the plan), or DOT text (a dump's .dot file read in).  The format
+-- is path's extension (svg, png, pdf, ...) unless given; `dot` is found on PATH (or opts.dot).
+-- Graphviz (Debian: graphviz) is optional: without it this raises NPU_ERR_NOT_FOUND saying so.
+function npu.util.render_graph(what, path, opts)
+  local where = "npu.util.render_graph"
+  opts = opts or {}
+  local dot
+  if getmetatable(what) == core.Graph_mt then dot = what:to_dot()
+  elseif getmetatable(what) == core.Explain_mt then dot = what:to_dot()
+  elseif type(what) == "string" and what:match("^[^{]*graph[^{]*{") then dot = what
+  else error(where .. ": argument 1 must be an npu.Graph, a sess:explain result or DOT text", 2) end
+  if type(path) ~= "string" or path == "" then error(where .. ": argument 2 must be a file path", 2) end
+  local format = opts.format or path:match("%.([%w]+)$") or "svg"
+  if not format:match("^[%w:]+$") then error(where .. ": bad format '" .. format .. "'", 2) end
+  local function q(x) return "'" .. x:gsub("'", "'\\''") .. "'" end
+  local exe = opts.dot or "dot"
+  local found = os.execute("command -v " .. q(exe) .. " >/dev/null 2>&1")
+  if not found then
+    error(where .. ": NPU_ERR_NOT_FOUND: Graphviz's '" .. exe .. "' was not found on PATH: " ..
+      "install Graphviz (Debian: apt-get install graphviz, or tools/install-deps.sh) or write " ..
+      "the DOT text yourself (g:to_dot(), e:to_dot()) and render it elsewhere", 2)
+  end
+  local src, err = os.tmpname(), os.tmpname()
+  local f = assert(io.open(src, "wb"))
+  f:write(dot)
+  f:close()
+  local ok = os.execute(q(exe) .. " -T" .. format .. " -o " .. q(path) .. " " .. q(src) ..
+    " 2>" .. q(err))
+  local ef = io.open(err, "rb")
+  local msg = ef and ef:read("a") or ""
+  if ef then ef:close() end
+  os.remove(src)
+  os.remove(err)
+  msg = msg:gsub("%s+$", "")
+  if not ok then
+    error(where .. ": NPU_ERR_IO: " .. exe .. " -T" .. format .. " failed writing '" .. path ..
+      "': " .. (msg ~= "" and msg or "(no message)"), 2)
+  end
+  return path
+end
 
 --- npu.util.set_iteration_per_loop(sess, train_op, n): an operation whose single sess:run runs
 -- train_op n times on the device without coming back to Lua in between; fetches run alongside
