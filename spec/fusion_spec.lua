@@ -247,6 +247,111 @@ end
 
 -- ---------------------------------------------------------------- ConvBiasAddFusionPass
 
+-- ---------------------------------------------------------------- ConvMaxPoolFusionPass
+
+TestFusionConvMaxPool = {}
+
+local POOL_OFF = '{"Switch":{"GraphFusion":{"ConvMaxPoolFusionPass":"off"}}}'
+
+-- x (n, h, w, c) -> conv 3x3 (padding) + bias + relu -> max_pool: the graph, its output, feeds.
+local function conv_pool_graph(n, h, w, c, oc, padding, pool)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { n, h, w, c }, "x")
+  local y = npu.relu(npu.nn.bias_add(npu.nn.conv2d(x, g:const(randn({ 3, 3, c, oc }, 1, 0.3), "w"),
+    { padding = padding, name = "C" }), g:const(randn({ oc }, 3), "b"), { name = "B" }))
+  local p = npu.nn.max_pool(y, { ksize = pool[1], strides = pool[2], padding = pool[3], name = "P" })
+  return g, x, p, { [x] = randn({ n, h, w, c }, 2) }
+end
+
+-- Batch 1 and 3, odd sizes, SAME and VALID convolutions and pools, channels off any block:
+-- one step, the unfused bits, the same bits at 1 and 2 threads, the reference within 1e-5.
+function TestFusionConvMaxPool:test_pool_joins_the_convolution_with_the_unfused_bits()
+  local n0 = npu.core.n_threads()
+  for _, v in ipairs({
+    { 1, 28, 28, 1, 32, "SAME", { 2, 2, "VALID" } }, { 3, 9, 7, 5, 13, "SAME", { 2, 2, "SAME" } },
+    { 2, 11, 10, 9, 6, "VALID", { 2, 2, "VALID" } }, { 1, 13, 13, 3, 4, "SAME", { 3, 3, "SAME" } },
+    { 2, 8, 9, 17, 33, "VALID", { { 1, 2 }, { 2, 2 }, "VALID" } },
+  }) do
+    local what = ("%dx%dx%dx%d -> %d, %s, pool %s"):format(v[1], v[2], v[3], v[4], v[5], v[6], v[7][3])
+    local g, _, p, feeds = conv_pool_graph(table.unpack(v))
+    npu.core.set_n_threads(1)
+    local on, off, ref, e_on, e_off = three_ways(g, p, feeds)
+    local pool_off = session(g, nil, POOL_OFF)
+    npu.core.set_n_threads(2)
+    local on2 = session(g):run(p, feeds)
+    npu.core.set_n_threads(n0)
+    lu.assertEquals(shape_of(e_on), { "fused_conv2d<ConvBiasAddFusionPass:B,Relu,P>" }, what)
+    lu.assertEquals(#e_off.steps, 4, what)
+    lu.assertEquals(shape_of(pool_off:explain(p, feeds)), { "fused_conv2d<ConvBiasAddFusionPass:B,Relu>", "max_pool" }, what)
+    assert_same_bits(on, off, what)
+    assert_same_bits(on, pool_off:run(p, feeds), what .. ", pool unfused")
+    assert_same_bits(on2, on, what .. ", 2 threads")
+    assert_close(on, ref, 1e-5, what .. ", reference")
+  end
+end
+
+-- A plain conv2d takes the pool too; overlapping windows, a second reader of the convolution,
+-- a training graph's gradients or a float16 precision mode leave the pool its own step.
+function TestFusionConvMaxPool:test_what_stays_unfused()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 8, 8, 3 }, "x")
+  local c = npu.nn.conv2d(x, g:const(randn({ 3, 3, 3, 4 }, 1), "w"), { padding = "SAME", name = "C" })
+  local p = npu.nn.max_pool(c, { ksize = 2, strides = 2, padding = "VALID", name = "P" })
+  local feeds = { [x] = randn({ 2, 8, 8, 3 }, 2) }
+  local on, off, _, e_on = three_ways(g, p, feeds)
+  lu.assertEquals(shape_of(e_on), { "fused_conv2d<ConvMaxPoolFusionPass:P>" })
+  assert_same_bits(on, off, "plain conv2d")
+  local q = npu.nn.max_pool(c, { ksize = 3, strides = 2, padding = "SAME", name = "Q" })
+  lu.assertEquals(shape_of(session(g):explain(q, feeds)), { "conv2d", "max_pool" })
+  lu.assertEquals(shape_of(session(g):explain({ p, c }, feeds)), { "conv2d", "max_pool" })
+  local mixed = {}
+  for _, s in ipairs(session(g, { precision_mode = "allow_mix_precision" }):explain(p, feeds).steps) do
+    mixed[s.op] = true
+  end
+  lu.assertTrue(mixed.max_pool, "allow_mix_precision: the pool stays")
+  local gx = npu.gradients(npu.reduce_sum(p), { x })[1]
+  local ops = {}
+  for _, s in ipairs(session(g):explain(gx, feeds).steps) do ops[s.op] = true end
+  lu.assertTrue(ops.max_pool and ops.max_pool_grad, "training: the pool stays")
+end
+
+-- op_select_implmode high_performance: conv2d by Winograd where it takes the shape (3x3,
+-- stride 1, >= 8 channels in and out), pooled or not; the same bits at 1 and 2 threads; the
+-- unfused Winograd plan's bits; within rounding of the reference.  The default keeps im2col.
+function TestFusionConvMaxPool:test_winograd_is_opt_in()
+  local n0 = npu.core.n_threads()
+  local fast = { op_select_implmode = "high_performance" }
+  for _, v in ipairs({ { 2, 14, 14, 32, 64, "SAME", { 2, 2, "VALID" } }, { 1, 9, 7, 9, 8, "VALID", { 2, 2, "SAME" } } }) do
+    local g, x, p, feeds = conv_pool_graph(table.unpack(v))
+    npu.core.set_n_threads(1)
+    local sess = session(g, fast)
+    local y, e = sess:run(p, feeds), sess:explain(p, feeds)
+    local unfused = session(g, fast, ALL_OFF)
+    local y_off, e_off = unfused:run(p, feeds), unfused:explain(p, feeds)
+    npu.core.set_n_threads(2)
+    local y2 = session(g, fast):run(p, feeds)
+    npu.core.set_n_threads(n0)
+    lu.assertEquals(e.steps[1].algo, "winograd_2x3")
+    lu.assertEquals(e.steps[1].impl, "high_performance")
+    lu.assertEquals(e_off.steps[1].algo, "winograd_2x3")
+    lu.assertEquals(session(g):explain(p, feeds).steps[1].algo, "im2col")
+    assert_same_bits(y, y_off, "winograd fused / unfused")
+    assert_same_bits(y2, y, "winograd, 2 threads")
+    assert_close(y, session(g, { use_off_line = false }):run(p, feeds), 1e-5, "winograd, reference")
+    -- by node or type in op_precision_mode's file as well, and never for 1 channel in
+    local ini = os.tmpname()
+    local f = io.open(ini, "w")
+    f:write("[ByNodeName]\nC=high_performance\n")
+    f:close()
+    local by_file = session(g, { op_precision_mode = ini }):explain(p, feeds)
+    os.remove(ini)
+    lu.assertEquals(by_file.steps[1].algo, "winograd_2x3")
+    local _ = x
+  end
+  local g, _, p, feeds = conv_pool_graph(1, 28, 28, 1, 32, "SAME", { 2, 2, "VALID" })
+  lu.assertEquals(session(g, fast):explain(p, feeds).steps[1].algo, "im2col")
+end
+
 -- ---------------------------------------------------------------- ApplyGradientDescentFusionPass
 
 TestFusionApplyGradientDescent = {}
@@ -682,7 +787,7 @@ function TestFusionSwitchFile:test_errors_name_the_file_and_what_is_wrong()
   local cases = {
     { '{"Switch":{"GraphFusion":{"MatMulBiasAddFusinPass":"off"}}}', "NPU_ERR_FORMAT",
       { "line 1", "unknown fusion pass 'MatMulBiasAddFusinPass'", "did you mean MatMulBiasAddFusionPass?",
-        "GraphFusion has ConvBatchnormFusionPass, ConvBiasAddFusionPass, MatMulBiasAddFusionPass" } },
+        "GraphFusion has ConvBatchnormFusionPass, ConvBiasAddFusionPass, ConvMaxPoolFusionPass, MatMulBiasAddFusionPass" } },
     { '{"Switch":{"GraphFusion":{"ALL":"off",}}}', "NPU_ERR_FORMAT", { "malformed JSON at line 1, column" } },
     { '{\n "Switch": {\n  "GraphFusion": {\n   "ALL": "off"\n  }\n }\n', "NPU_ERR_FORMAT", { "malformed JSON at line 6" } },
     { '{"Switch":{"GraphFusion":{"ALL":"yes"}}}', "NPU_ERR_FORMAT", { "'ALL': the value must be \"on\" or \"off\", got yes" } },

@@ -1204,6 +1204,203 @@ static void test_max_pool_grad(void) {
   }
 }
 
+/* ---- Winograd F(2x2, 3x3) and the pooled convolutions ---------------------------------- */
+
+/* The exact convolution (float64) and W, the Winograd algorithm run on absolute values:
+   sum over c of |A^T| ((|G| |g| |G^T|) . (|B^T| |d| |B|)) |A| for the output's tile. */
+static void wino_exact(const npuK_window2d *g, int64_t oc, const float *x, const float *f,
+                       double *exact, double *mag) {
+  static const double B[4][4] = {{1, 0, 1, 0}, {0, 1, 1, 0}, {0, 1, 1, 0}, {0, 1, 0, 1}};
+  static const double G[4][3] = {{1, 0, 0}, {.5, .5, .5}, {.5, .5, .5}, {0, 0, 1}};
+  static const double A[2][4] = {{1, 1, 1, 0}, {0, 1, 1, 1}};
+  const int64_t c = g->c;
+  for (int64_t nb = 0; nb < g->n; nb++)
+    for (int64_t oh = 0; oh < g->out_h; oh++)
+      for (int64_t ow = 0; ow < g->out_w; ow++)
+        for (int64_t o = 0; o < oc; o++) {
+          double e = 0, m = 0;
+          int64_t ti = oh / 2, tj = ow / 2, r = oh % 2, q = ow % 2;
+          for (int64_t ci = 0; ci < c; ci++) {
+            double d[4][4], u[4][4], v[4][4];
+            for (int a = 0; a < 4; a++)
+              for (int b = 0; b < 4; b++) {
+                int64_t ih = 2 * ti - g->pad_top + a, iw = 2 * tj - g->pad_left + b;
+                d[a][b] = ih < 0 || ih >= g->in_h || iw < 0 || iw >= g->in_w
+                              ? 0
+                              : x[((nb * g->in_h + ih) * g->in_w + iw) * c + ci];
+              }
+            for (int kh = 0; kh < 3; kh++)
+              for (int kw = 0; kw < 3; kw++)
+                e += d[r + kh][q + kw] * f[((kh * 3 + kw) * c + ci) * oc + o];
+            for (int a = 0; a < 4; a++)
+              for (int b = 0; b < 4; b++) {
+                u[a][b] = v[a][b] = 0;
+                for (int i = 0; i < 3; i++)
+                  for (int j = 0; j < 3; j++)
+                    u[a][b] += G[a][i] * fabs(f[((i * 3 + j) * c + ci) * oc + o]) * G[b][j];
+                for (int i = 0; i < 4; i++)
+                  for (int j = 0; j < 4; j++) v[a][b] += B[a][i] * fabs(d[i][j]) * B[b][j];
+              }
+            for (int a = 0; a < 4; a++)
+              for (int b = 0; b < 4; b++) m += A[r][a] * u[a][b] * v[a][b] * A[q][b];
+          }
+          int64_t at = ((nb * g->out_h + oh) * g->out_w + ow) * oc + o;
+          exact[at] = e;
+          mag[at] = m;
+        }
+}
+
+static void run_winograd(const npuK_window2d *g, int64_t oc, const npuK_pool *pool, int slots,
+                         const float *x, const float *f, const npuK_epilogue *ep,
+                         const npuK_window2d *pw, float *y) {
+  size_t ss = npuK_conv2d_winograd_scratch_size(g, oc, pw, slots);
+  float *scratch = malloc(ss ? ss : 1);
+  npuK_conv2d_f32_winograd_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots);
+  free(scratch);
+}
+
+static void run_conv_pooled(const npuK_window2d *g, int64_t oc, const npuK_pool *pool, int slots,
+                            const float *x, const float *f, const npuK_epilogue *ep,
+                            const npuK_window2d *pw, float *y) {
+  size_t ss = npuK_conv2d_pool_scratch_size(g, oc, pw, slots);
+  float *scratch = malloc(ss ? ss : 1);
+  npuK_conv2d_f32_pool_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots);
+  free(scratch);
+}
+
+/* The pool window (k, stride, SAME or VALID) over a convolution's output (n, h, w, oc). */
+static npuK_window2d pool_over(const npuK_window2d *g, int64_t oc, int64_t k, int64_t s,
+                               int same) {
+  return make_window(g->n, g->out_h, g->out_w, oc, k, k, s, s, 1, 1, same);
+}
+
+/* Winograd against float64: |y - exact| <= gamma(c + 7) W (docs/numerics.md); the same bits
+   at any thread count and slot count; epilogue and pool bit for bit the separate kernels. */
+static void test_conv_winograd(void) {
+  static const struct { int64_t n, h, w, c, oc, same, pad_top, pad_left; } cases[] = {
+      {1, 1, 1, 1, 1, 1, -1, -1},   {1, 3, 3, 1, 1, 0, -1, -1},  {2, 5, 7, 3, 5, 1, -1, -1},
+      {1, 6, 9, 7, 13, 0, -1, -1},  {3, 7, 4, 9, 8, 1, -1, -1},  {1, 8, 8, 17, 3, 1, -1, -1},
+      {2, 14, 14, 32, 64, 1, -1, -1}, {1, 11, 13, 33, 9, 0, -1, -1}, {1, 9, 10, 8, 16, 0, 2, 0},
+      {2, 6, 5, 12, 7, 0, 0, 2},    {1, 40, 37, 16, 24, 1, -1, -1}, {1, 4, 4, 70, 70, 1, -1, -1},
+  };
+  const double u = 0x1p-24;
+  double worst = 0, worst_direct = 0;
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    int64_t n = cases[t].n, h = cases[t].h, w = cases[t].w, c = cases[t].c, oc = cases[t].oc;
+    npuK_window2d g = make_window(n, h, w, c, 3, 3, 1, 1, 1, 1, (int)cases[t].same);
+    if (cases[t].pad_top >= 0) { /* explicit padding: VALID over the padded input */
+      g.pad_top = cases[t].pad_top, g.pad_left = cases[t].pad_left;
+      g.out_h = h + 2 * g.pad_top - 2, g.out_w = w + 2 * g.pad_left - 2;
+    }
+    CHECK(g.n > 0 && npuK_conv2d_winograd_fits(&g, NULL));
+    int64_t nx = n * h * w * c, nf = 9 * c * oc, ny = n * g.out_h * g.out_w * oc;
+    float *x = rand_f32(nx), *f = rand_f32(nf), *y1 = rand_f32(ny), *y2 = rand_f32(ny);
+    float *y3 = rand_f32(ny), *yd = rand_f32(ny), *bias = rand_f32(oc);
+    double *exact = malloc((size_t)ny * sizeof *exact), *mag = malloc((size_t)ny * sizeof *mag);
+    wino_exact(&g, oc, x, f, exact, mag);
+    run_winograd(&g, oc, NULL, 1, x, f, NULL, NULL, y1);
+    run_conv(&g, oc, NULL, 1, x, f, yd);
+    double gamma = (double)(c + 7) * u / (1 - (double)(c + 7) * u);
+    int ok = 1;
+    for (int64_t i = 0; i < ny; i++) {
+      double err = fabs(y1[i] - exact[i]);
+      ok &= err <= gamma * mag[i];
+      if (mag[i] > 0) worst = fmax(worst, err / (u * mag[i]));
+      if (mag[i] > 0) worst_direct = fmax(worst_direct, fabs(yd[i] - exact[i]) / (u * mag[i]));
+    }
+    CHECK(ok);
+    /* determinism: threads, odd ranges, more slots than blocks */
+    run_winograd(&g, oc, &pool_two, 3, x, f, NULL, NULL, y2);
+    CHECK(bits_equal(y1, y2, (size_t)ny * 4));
+    run_winograd(&g, oc, &pool_odd, 2, x, f, NULL, NULL, y3);
+    CHECK(bits_equal(y1, y3, (size_t)ny * 4));
+    /* epilogues: the kernel's then npuK_epilogue_f32, bit for bit */
+    for (int a = 0; a < 3; a++) {
+      npuK_epilogue ep = {.bias = bias, .act = a == 0 ? NPUK_ACT_RELU : a == 1 ? NPUK_ACT_NONE
+                                                                                : NPUK_ACT_TANH};
+      run_winograd(&g, oc, &pool_two, 2, x, f, &ep, NULL, y2);
+      memcpy(y3, y1, (size_t)ny * 4);
+      npuK_epilogue_f32(&ep, ny / oc, oc, oc, y3);
+      CHECK(bits_equal(y2, y3, (size_t)ny * 4));
+    }
+    /* fused 2x2 stride-2 max pool (VALID and SAME): max_pool of the unpooled output */
+    npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+    run_winograd(&g, oc, NULL, 1, x, f, &ep, NULL, y1);
+    for (int same = 0; same < 2; same++) {
+      npuK_window2d pw = pool_over(&g, oc, 2, 2, same);
+      if (pw.n == 0) continue;
+      CHECK(npuK_conv2d_winograd_fits(&g, &pw));
+      int64_t np = n * pw.out_h * pw.out_w * oc;
+      float *p1 = rand_f32(np), *p2 = rand_f32(np);
+      npuK_max_pool_f32(NULL, &pw, y1, p1);
+      run_winograd(&g, oc, &pool_two, 3, x, f, &ep, &pw, p2);
+      CHECK(bits_equal(p1, p2, (size_t)np * 4));
+      free(p1), free(p2);
+    }
+    free(x), free(f), free(y1), free(y2), free(y3), free(yd), free(bias), free(exact), free(mag);
+  }
+  /* what the bound leaves: the largest error seen, in units of u W (the bound is c + 7) */
+  printf("  winograd F(2x2,3x3): largest |y - exact| / (2^-24 W) %.2f (im2col's, same W: %.2f)\n",
+         worst, worst_direct);
+  /* what it does not take */
+  npuK_window2d g = make_window(1, 8, 8, 4, 5, 5, 1, 1, 1, 1, 1);
+  CHECK(!npuK_conv2d_winograd_fits(&g, NULL));
+  g = make_window(1, 8, 8, 4, 3, 3, 2, 2, 1, 1, 1);
+  CHECK(!npuK_conv2d_winograd_fits(&g, NULL));
+  g = make_window(1, 8, 8, 4, 3, 3, 1, 1, 2, 2, 1);
+  CHECK(!npuK_conv2d_winograd_fits(&g, NULL));
+  g = make_window(1, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1);
+  npuK_window2d pw = pool_over(&g, 4, 3, 3, 1); /* windows are not the tiles */
+  CHECK(npuK_conv2d_winograd_fits(&g, NULL) && !npuK_conv2d_winograd_fits(&g, &pw));
+  CHECK(npuK_conv2d_pool_fits(&g, &pw));
+  pw = pool_over(&g, 4, 3, 2, 1); /* overlapping windows */
+  CHECK(!npuK_conv2d_pool_fits(&g, &pw));
+}
+
+/* Equal bits, or both NaN (a NaN's payload and sign follow the order OpenBLAS meets it in). */
+static int same_or_nan(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!bits_equal(a + i, b + i, 4) && !(a[i] != a[i] && b[i] != b[i])) return 0;
+  return 1;
+}
+
+/* im2col + pool in one kernel: bit for bit conv2d (+ epilogue), then max_pool, at any thread
+   and slot count; the random shapes include several blocks (slots, pool rows across blocks). */
+static void test_conv_pooled(void) {
+  for (int iter = 0; iter < 40; iter++) {
+    int64_t n = rng_int(1, 3), h = rng_int(1, 15), w = rng_int(1, 15), c = rng_int(1, 9);
+    int64_t k = rng_int(1, 3), s = rng_int(1, 2), oc = rng_int(1, 11);
+    int same = (int)rng_int(0, 1), pk = rng_int(1, 3), ps = pk + rng_int(0, 1);
+    if (iter == 0) n = 32, h = w = 28, c = 1, k = 3, s = 1, oc = 32, same = 1, pk = ps = 2;
+    if (iter == 1) n = 4, h = w = 14, c = 32, k = 3, s = 1, oc = 64, same = 1, pk = ps = 2;
+    if (iter == 2) n = 1, h = 9, w = 7, c = 3, k = 3, s = 1, oc = 5, same = 0, pk = ps = 2;
+    if (iter == 4) n = 3, h = 15, w = 5, c = 6, k = 3, s = 1, oc = 6, same = 1, pk = ps = 2;
+    if (iter == 5) n = 2, h = 9, w = 300, c = 300, k = 3, s = 1, oc = 3, same = 1, pk = ps = 3;
+    npuK_window2d g = make_window(n, h, w, c, k, k, s, s, 1, 1, same);
+    if (g.n == 0) continue;
+    npuK_window2d pw = pool_over(&g, oc, pk, ps, (int)rng_int(0, 1));
+    if (pw.n == 0) continue;
+    CHECK(npuK_conv2d_pool_fits(&g, &pw));
+    int64_t nx = n * h * w * c, ny = n * g.out_h * g.out_w * oc, np = n * pw.out_h * pw.out_w * oc;
+    float *x = rand_f32(nx), *f = rand_f32(k * k * c * oc), *y = rand_f32(ny);
+    float *bias = rand_f32(oc), *p1 = rand_f32(np), *p2 = rand_f32(np), *p3 = rand_f32(np);
+    if (iter % 4 == 3) x[0] = NAN; /* NaN wins its window, as in max_pool */
+    npuK_epilogue ep = {.bias = bias, .act = iter % 3 ? NPUK_ACT_RELU : NPUK_ACT_NONE};
+    size_t ss = npuK_conv2d_f32_scratch_size(&g, oc, 1);
+    float *scratch = malloc(ss ? ss : 1);
+    npuK_conv2d_f32_ep(NULL, &g, oc, x, f, &ep, y, scratch, 1);
+    free(scratch);
+    npuK_max_pool_f32(NULL, &pw, y, p1);
+    run_conv_pooled(&g, oc, NULL, 1, x, f, &ep, &pw, p2);
+    CHECK(same_or_nan(p1, p2, np));
+    run_conv_pooled(&g, oc, &pool_odd, 3, x, f, &ep, &pw, p3);
+    CHECK(bits_equal(p2, p3, (size_t)np * 4));
+    run_conv_pooled(&g, oc, &pool_two, 2, x, f, &ep, &pw, p3);
+    CHECK(bits_equal(p2, p3, (size_t)np * 4));
+    free(x), free(f), free(y), free(bias), free(p1), free(p2), free(p3);
+  }
+}
+
 /* conv2d_backprop_filter: the register-tiled kernel against the direct loops, bit for bit
    (the same sums in the same order), on any pool: channel counts off the tiles (4 input
    channels, 16 / 8 output channels and a scalar tail), more than 16 input channels (several
@@ -1410,6 +1607,8 @@ int main(void) {
   test_output_dim();
   test_conv_hand();
   test_conv_random();
+  test_conv_winograd();
+  test_conv_pooled();
   test_depthwise_pool_hand();
   test_depthwise_paths();
   test_pool_paths();

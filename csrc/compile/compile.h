@@ -53,6 +53,10 @@ typedef struct npuE_step {
   /* Implementation mode (compile/implmode.c): 0 high_precision, 1 high_performance (npuX_call
      .impl); always 0 on the reference path. */
   uint8_t impl;
+  /* The algorithm of a step whose op has several (conv2d, fused_conv2d: npuK_conv_algo), as
+     npuX_call.algo; 0, the default, unless npuP_select_impl (compile/implmode.c) chose
+     another.  Always 0 on the reference path. */
+  uint8_t algo;
   /* Shapes known only when the step runs (an input or output whose shape the compile could
      not fix, or an NPUX_F_DATA_SHAPE op): the executor infers the outputs' shapes from the
      actual inputs, gives them buffers of their own and sizes the scratch then. */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compile/fused_ops.h"
 #include "compile/passes.h"
 #include "options/options_int.h"
 
@@ -248,6 +249,14 @@ static void s_round_out(jw *w, const ex *e, const npuE_step *s) { (void)e, round
 static void s_impl(jw *w, const ex *e, const npuE_step *s) {
   (void)e, str(w, s->impl ? "high_performance" : "high_precision");
 }
+/* the algorithm of a step with several (npuK_conv_algo), null for the others */
+static void s_algo(jw *w, const ex *e, const npuE_step *s) {
+  static const char *const conv[NPUK_CONV_ALGO_COUNT] = {
+      [NPUK_CONV_IM2COL] = "im2col", [NPUK_CONV_WINOGRAD_2X3] = "winograd_2x3"};
+  (void)e;
+  bool is_conv = s->def == &npuX_op_conv2d || s->def == &npuP_op_fused_conv2d;
+  str(w, is_conv && s->algo < NPUK_CONV_ALGO_COUNT ? conv[s->algo] : NULL);
+}
 static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
   (void)e, num(w, (int64_t)s->scratch_size);
 }
@@ -269,6 +278,7 @@ static const struct {
     {"round_out", s_round_out},
     {"scratch_bytes", s_scratch},
     {"impl", s_impl},
+    {"algo", s_algo},
     {"index", s_index},
     {"dynamic", s_dynamic},
 };

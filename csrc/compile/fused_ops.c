@@ -98,10 +98,46 @@ const npu_op_def npuP_op_fused_sgd = {
 
 /* ---- convolution + bias + activation (a folded batch norm is a new filter and bias) ---- */
 
+/* A window over (n, in_h, in_w, c) from window attributes: npuX_window_geometry's. */
+static int window_of(const npuX_window_params *p, const int64_t shape[4], int64_t k_h,
+                     int64_t k_w, npuK_window2d *w) {
+  *w = (npuK_window2d){.n = shape[0], .in_h = shape[1], .in_w = shape[2], .c = shape[3],
+                       .k_h = k_h, .k_w = k_w, .stride_h = p->stride[0],
+                       .stride_w = p->stride[1], .dilation_h = p->dilation[0],
+                       .dilation_w = p->dilation[1]};
+  if (npuX_window_dim(p, 0, w->in_h, w->k_h, &w->out_h, &w->pad_top)) return -1;
+  return npuX_window_dim(p, 1, w->in_w, w->k_w, &w->out_w, &w->pad_left);
+}
+
+static int geometry(const npu_op_def *def, const void *params, const int64_t x[4],
+                    const int64_t f[4], npuK_window2d *w, npuK_window2d *pool, bool *pooled) {
+  *pooled = false;
+  if (def == &npuX_op_conv2d) return window_of(params, x, f[0], f[1], w);
+  const npuP_fused_conv *p = params;
+  if (window_of(&p->window, x, p->k_h, p->k_w, w)) return -1;
+  if (!(*pooled = p->pooled)) return 0;
+  int64_t y[4] = {w->n, w->out_h, w->out_w, p->out_c};
+  return window_of(&p->pool, y, p->pool.ksize[0], p->pool.ksize[1], pool);
+}
+
+int npuP_conv_geometry(const npu_op_def *def, const void *params, const npuG_value *x,
+                       const npuG_value *filter, npuK_window2d *w, npuK_window2d *pool,
+                       bool *pooled) {
+  *pooled = false;
+  if (x->ndim != 4 || filter->ndim != 4) return -1;
+  return geometry(def, params, x->shape, filter->shape, w, pool, pooled);
+}
+
+/* The kernel a (non-depthwise) fused_conv2d step runs: pooled or not, IM2COL or Winograd. */
 static size_t conv_scratch(const npuX_call *c) {
   const npuP_fused_conv *p = c->params;
-  npuK_window2d w;
-  if (npuX_window_geometry(&p->window, c->in[0], p->k_h, p->k_w, &w)) return 0;
+  npuK_window2d w, pw;
+  bool pooled;
+  if (geometry(&npuP_op_fused_conv2d, p, c->in[0]->shape, c->in[1]->shape, &w, &pw, &pooled))
+    return 0;
+  if (c->algo == NPUK_CONV_WINOGRAD_2X3)
+    return npuK_conv2d_winograd_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads);
+  if (pooled) return npuK_conv2d_pool_scratch_size(&w, p->out_c, &pw, c->n_threads);
   return npuK_conv2d_half_scratch_size(&w, p->out_c, c->n_threads, (npuK_dtype)c->in[0]->dtype,
                                        (npuK_dtype)c->out[0]->dtype);
 }
@@ -113,6 +149,30 @@ static size_t dw_scratch(const npuX_call *c) {
   return npuK_depthwise_conv2d_half_scratch_size(&w, p->out_c, c->n_threads, /* multiplier */
                                                  (npuK_dtype)c->in[0]->dtype,
                                                  (npuK_dtype)c->out[0]->dtype);
+}
+
+/* A pooled step (ConvMaxPoolFusionPass keeps float32: only with must_keep_origin_dtype), or
+   the Winograd algorithm (compile/implmode.c gives it to float32 x and y only).  Neither is on
+   the reference path, which is never fused nor given an algorithm. */
+static npu_status conv_special(const npuX_call *c, bool reference, const npuK_epilogue *ep) {
+  const npuP_fused_conv *p = c->params;
+  npuK_window2d w, pw;
+  bool pooled;
+  if (geometry(&npuP_op_fused_conv2d, p, c->in[0]->shape, c->in[1]->shape, &w, &pw, &pooled))
+    return npuC_error(c->ctx, NPU_ERR_SHAPE, "fused_conv2d '%s': the window does not fit the input",
+                      c->node->name);
+  if (reference || c->in[0]->dtype != NPU_DTYPE_F32 || c->out[0]->dtype != NPU_DTYPE_F32)
+    return npuC_error(c->ctx, NPU_ERR_INTERNAL, "fused_conv2d '%s': a pooled or Winograd step "
+                      "runs float32 on the device only", c->node->name);
+  const float *x = c->in[0]->data, *filter = c->in[1]->data;
+  float *y = c->out[0]->data;
+  if (c->algo == NPUK_CONV_WINOGRAD_2X3)
+    npuK_conv2d_f32_winograd_ep(c->pool, &w, p->out_c, x, filter, ep, pooled ? &pw : NULL, y,
+                                c->scratch, c->n_threads);
+  else
+    npuK_conv2d_f32_pool_ep(c->pool, &w, p->out_c, x, filter, ep, &pw, y, c->scratch,
+                            c->n_threads);
+  return NPU_OK;
 }
 
 static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) {
@@ -134,6 +194,8 @@ static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) 
     npuK_depthwise_conv2d_half_ep(c->pool, &w, p->out_c, x, (npuK_dtype)c->in[0]->dtype, filter,
                                   &ep, y, (npuK_dtype)c->out[0]->dtype, c->scratch,
                                   c->n_threads);
+  else if (p->pooled || c->algo != NPUK_CONV_IM2COL)
+    return conv_special(c, reference, &ep);
   else if (reference)
     npuK_conv2d_f32_ref_ep(c->pool, &w, p->out_c, x, filter, &ep, y, c->scratch, c->n_threads);
   else /* x and y as stored (NPUX_F_HALF_XY) */

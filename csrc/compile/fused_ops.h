@@ -28,7 +28,9 @@ typedef struct npuP_fused_sgd {
 
 /* fused_conv2d / fused_depthwise_conv2d: inputs x, filter [, bias (channels)] [, prelu slopes
    (channels)].  Batch-norm folding gives the step a new filter and bias: plan constants made
-   at compile time. */
+   at compile time.  fused_conv2d with `pooled` (ConvMaxPoolFusionPass) writes the max_pool of
+   the activation instead: y is the pool's output, `pool` the pool's window attributes over
+   the convolution's output. */
 typedef struct npuP_fused_conv {
   npuX_window_params window; /* first: npuX_window_call reads the params as this */
   int64_t k_h, k_w, c, out_c; /* filter dims; out_c: depthwise's multiplier */
@@ -36,7 +38,16 @@ typedef struct npuP_fused_conv {
   int slope_input;            /* act prelu: the input of its slopes, else -1 */
   npuK_act act;
   float alpha;
+  bool pooled;
+  npuX_window_params pool;    /* pooled: max_pool's ksize, strides, padding */
 } npuP_fused_conv;
+
+/* The geometry of a conv2d step (conv2d or fused_conv2d; params, x and the filter as their
+   descriptors) and, for a pooled fused_conv2d, of its pool over the convolution's output
+   (*pooled set); -1 when a window does not fit. */
+int npuP_conv_geometry(const npu_op_def *def, const void *params, const npuG_value *x,
+                       const npuG_value *filter, npuK_window2d *w, npuK_window2d *pool,
+                       bool *pooled);
 
 /* fused_elementwise: inputs = the operands of the program; y has the shape of the chain. */
 typedef struct npuP_fused_eltwise {

@@ -889,6 +889,90 @@ static npu_status fuse_conv(fuser *f, bool bn) {
 static npu_status fuse_conv_batchnorm(fuser *f) { return fuse_conv(f, true); }
 static npu_status fuse_conv_bias(fuser *f) { return fuse_conv(f, false); }
 
+/* ---- ConvMaxPoolFusionPass ---- */
+
+/* The pooled params of convolution step conv followed by max_pool step mp (a new block, owned
+   by the caller), or NULL when the pool's windows overlap or the shapes do not fit. */
+static npuP_fused_conv *pooled_params(fuser *f, const npuE_step *conv, const npuE_step *mp) {
+  npuP_fused_conv *pc = npuC_alloc(f->b->ctx, sizeof *pc);
+  if (!pc) return NULL;
+  if (conv->def == &npuP_op_fused_conv2d) {
+    *pc = *(const npuP_fused_conv *)conv->params;
+  } else {
+    const npuG_value *w = value(f, conv->in[1]);
+    *pc = (npuP_fused_conv){.k_h = w->shape[0], .k_w = w->shape[1], .c = w->shape[2],
+                            .out_c = w->shape[3], .bias_input = -1, .slope_input = -1};
+    memcpy(&pc->window, node_of(f, conv)->params.bytes, sizeof pc->window);
+  }
+  pc->pooled = true;
+  memcpy(&pc->pool, node_of(f, mp)->params.bytes, sizeof pc->pool);
+  return pc;
+}
+
+/* conv2d or fused_conv2d (float32), then max_pool of its output with windows that do not
+   overlap, the convolution's output read by nothing else: one fused_conv2d step writing the
+   pool (inference graphs: in training, max_pool_grad and relu_grad read that output again).
+   Only when the precision mode keeps float32: the pooled kernel reads and writes float32. */
+static npu_status fuse_conv_max_pool(fuser *f) {
+  npuE_plan *p = f->p;
+  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
+  for (int k = 0; k < p->n_steps; k++) {
+    npuE_step *conv = &p->steps[k];
+    bool fused = conv->def == &npuP_op_fused_conv2d;
+    if ((!fused && conv->def != &npuX_op_conv2d) || conv->dynamic ||
+        (fused && ((const npuP_fused_conv *)conv->params)->pooled))
+      continue;
+    int v = conv->out[0], kp = next_step(f, v);
+    npuE_step *mp = kp >= 0 ? &p->steps[kp] : NULL;
+    if (!mp || mp->def != &npuX_op_max_pool || mp->in[0] != v || mp->dynamic || !is_f32(f, v) ||
+        !is_f32(f, mp->out[0]) || !is_f32(f, conv->in[0]) || !is_f32(f, conv->in[1]))
+      continue;
+    f->match++;
+    if (!foldable(f, v, k, kp)) continue;
+    npuP_fused_conv *pc = pooled_params(f, conv, mp);
+    if (!pc) return NPU_ERR_NOMEM;
+    npuK_window2d w, pw;
+    bool pooled;
+    if (npuP_conv_geometry(&npuP_op_fused_conv2d, pc, value(f, conv->in[0]),
+                           value(f, conv->in[1]), &w, &pw, &pooled) ||
+        !npuK_conv2d_pool_fits(&w, &pw)) {
+      npuC_free(f->b->ctx, pc);
+      continue;
+    }
+    npu_context *ctx = f->b->ctx;
+    npuE_step *s = conv;
+    if (fused) { /* the fused step takes the pool: its params, its output, one more node
+                    (counted as this pass's effect; explain names the step's first pass) */
+      int *absorbed = npuC_realloc(ctx, conv->absorbed, (size_t)(conv->n_absorbed + 1) *
+                                                             sizeof *absorbed);
+      if (!absorbed) {
+        npuC_free(ctx, pc);
+        return NPU_ERR_NOMEM;
+      }
+      absorbed[conv->n_absorbed++] = mp->node;
+      conv->absorbed = absorbed;
+      npuC_free(ctx, conv->owned_params);
+      conv->params = conv->owned_params = pc;
+      conv->out[0] = mp->out[0]; /* the step keeps the name of the pass that made it */
+      f->n_readers[v] = 0;
+      npuC_free(ctx, mp->in);
+      npuC_free(ctx, mp->owned_params);
+      npuC_free(ctx, mp->absorbed);
+      *mp = (npuE_step){.def = NULL};
+      f->effect++;
+    } else {
+      pattern pt = {.steps = {k, kp}, .n_steps = 2, .in = {conv->in[0], conv->in[1]},
+                    .n_in = 2, .out = mp->out[0]};
+      npu_status st = commit(f, &pt, &npuP_op_fused_conv2d, pc, 0);
+      if (st) return st;
+      s = &p->steps[kp];
+    }
+    npu_status st = npuP_step_scratch(ctx, p, s, &f->b->graph->nodes[s->node], false);
+    if (st) return st;
+  }
+  return NPU_OK;
+}
+
 /* ---- TbeEltwiseFusionPass ---- */
 
 static const struct eltwise_op {

@@ -2,7 +2,9 @@
  * implmode.c — operator implementation modes: which of an op's two implementations a step runs
  * (kernels/kfast.h): high_precision (libm-based, the default) or high_performance (vectorised
  * float32 approximations with the errors kfast.h states).  The ops that have both are those
- * of `dual` below; for every other op the modes are accepted and change nothing.
+ * of `dual` below, and conv2d, whose high_performance is an algorithm (npuE_step.algo):
+ * Winograd F(2x2, 3x3) where it takes the shape and wins (winograd_wins), other rounding with
+ * the bound of docs/numerics.md; for every other op the modes are accepted and change nothing.
  *
  * What chooses (000; the first that is set wins):
  *   op_precision_mode        an .ini file: [ByOpType] type=mode and [ByNodeName] node=mode, the
@@ -30,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compile/fused_ops.h"
 #include "compile/passes.h"
 #include "options/options_int.h"
 
@@ -328,14 +331,43 @@ bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char
          op_mode(cfg->impl, def, node) == MODE_PERFORMANCE;
 }
 
+/* conv2d under high_performance: Winograd F(2x2, 3x3) (kernels/winograd.c) where it takes
+   the geometry and wins: float32 x and y, at least WINOGRAD_MIN_CHANNELS input and output
+   channels (with fewer, its 16 GEMMs over c are too thin to beat im2col's one over 9c:
+   bench/bench_cnn.c's first layer, c = 1, runs 2x slower), shapes known now. */
+enum { WINOGRAD_MIN_CHANNELS = 8 };
+
+static bool winograd_wins(const npuE_plan *p, const npuE_step *s) {
+  if (s->dynamic || s->widen || s->round_in >= 0 || s->round_out >= 0) return false;
+  const npuG_value *x = &p->values[s->in[0]], *f = &p->values[s->in[1]];
+  const npuG_value *y = &p->values[s->out[0]];
+  if (x->dtype != NPU_DTYPE_F32 || f->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32)
+    return false;
+  npuK_window2d w, pw;
+  bool pooled;
+  return !npuP_conv_geometry(s->def, s->params, x, f, &w, &pw, &pooled) &&
+         npuK_conv2d_winograd_fits(&w, pooled ? &pw : NULL) && w.c >= WINOGRAD_MIN_CHANNELS &&
+         f->shape[3] >= WINOGRAD_MIN_CHANNELS;
+}
+
 npu_status npuP_select_impl(npuP_build *b) {
   const struct npuP_impl_config *c = b->cfg->impl;
   npuE_plan *p = b->plan;
   if (!c || b->cfg->reference) return NPU_OK;
   for (int k = 0; k < p->n_steps; k++) {
     npuE_step *step = &p->steps[k];
-    if (step->def->kind != NPUX_KIND_KERNEL || !is_dual(step->def)) continue;
     const char *node = step->node >= 0 ? b->graph->nodes[step->node].name : "";
+    if (step->def == &npuX_op_conv2d || step->def == &npuP_op_fused_conv2d) {
+      /* by the convolution's mode (a fused step's node is its conv2d) */
+      if (op_mode(c, &npuX_op_conv2d, node) != MODE_PERFORMANCE) continue;
+      step->impl = MODE_PERFORMANCE;
+      if (!winograd_wins(p, step)) continue;
+      step->algo = NPUK_CONV_WINOGRAD_2X3;
+      npu_status s = npuP_step_scratch(b->ctx, p, step, &b->graph->nodes[step->node], false);
+      if (s) return s;
+      continue;
+    }
+    if (step->def->kind != NPUX_KIND_KERNEL || !is_dual(step->def)) continue;
     step->impl = (uint8_t)op_mode(c, step->def, node);
   }
   return NPU_OK;

@@ -153,7 +153,7 @@ npu_status npuP_step_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
     ptr[i] = &meta[i];
   }
   npuX_call call = {.ctx = ctx, .n_threads = reference ? 1 : p->n_threads, .node = node,
-                    .params = step->params, .n_inputs = step->n_in, .in = ptr,
+                    .impl = step->impl, .algo = step->algo, .params = step->params, .n_inputs = step->n_in, .in = ptr,
                     .n_outputs = step->n_out, .out = ptr + step->n_in};
   step->scratch_size = step->def->scratch_size(&call);
   if (step->scratch_size > p->scratch_size) p->scratch_size = step->scratch_size;

@@ -72,7 +72,7 @@ static npu_status run_update(npuE_state *st, npuE_plan *p, const npuE_step *step
                     .params = npuE_step_params(step, node), .n_inputs = step->n_in, .in = in,
                     .n_outputs = 1, .out = out,
                     .scratch = step->scratch_at ? step->scratch_at : p->scratch,
-                    .step = st->n_iterations, .impl = step->impl};
+                    .step = st->n_iterations, .impl = step->impl, .algo = step->algo};
   npu_status s = step->def->run(&call);
   p->slots[step->out[0]] = cur;
   return s;
@@ -262,7 +262,7 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
                     .params = params, .n_inputs = step->n_in, .in = in,
                     .n_outputs = step->n_out, .out = out, .step = st->n_iterations,
-                    .impl = step->impl, .resize = data_shape ? resize_output : NULL, .exec = &d,
+                    .impl = step->impl, .algo = step->algo, .resize = data_shape ? resize_output : NULL, .exec = &d,
                     .discarded = st->discarded};
   if (def->scratch_size) {
     size_t bytes = def->scratch_size(&call);
@@ -330,7 +330,7 @@ npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
                         .params = npuE_step_params(step, node), .n_inputs = step->n_in,
                         .in = in, .n_outputs = step->n_out, .out = out_stack,
                         .scratch = step->scratch_at ? step->scratch_at : p->scratch,
-                        .step = st->n_iterations, .impl = step->impl,
+                        .step = st->n_iterations, .impl = step->impl, .algo = step->algo,
                         .discarded = st->discarded};
       npu_status (*fn)(const npuX_call *) =
           p->reference && step->def->run_ref ? step->def->run_ref : step->def->run;

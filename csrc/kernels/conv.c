@@ -235,7 +235,7 @@ __attribute__((target("avx2"))) static void bias_relu_avx2(const npuK_epilogue *
 }
 #endif
 
-static void conv_epilogue(const npuK_epilogue *ep, int64_t rows, int64_t oc, float *y) {
+void npuK_conv_epilogue_f32(const npuK_epilogue *ep, int64_t rows, int64_t oc, float *y) {
   if (!ep_is_bias_relu(ep)) {
     npuK_epilogue_f32(ep, rows, oc, oc, y);
     return;
@@ -275,7 +275,7 @@ static void conv_slot_range(void *arg, int64_t begin, int64_t end) {
       else if (!j->pointwise) im2col(j->w, j->x, j->x_dtype, &ring, m0, rows, col);
       float *y = yblock ? yblock : (float *)j->y + m0 * j->out_c;
       npuK_matmul_f32_blas(NULL, 0, 0, rows, j->out_c, p->k, a, j->filter, y);
-      if (j->ep) conv_epilogue(j->ep, rows, j->out_c, y);
+      if (j->ep) npuK_conv_epilogue_f32(j->ep, rows, j->out_c, y);
       if (yblock)
         npuK_cast(NULL, rows * j->out_c, NPUK_F32, yblock, j->y_dtype,
                   (uint16_t *)j->y + m0 * j->out_c);
@@ -338,6 +338,139 @@ void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t 
                   (!j.pointwise && x_dtype != NPUK_F32 ? ring_floats(w) : 0) +
                   (y_dtype == NPUK_F32 ? 0 : j.p.bm * out_c);
   npuK_parallel_for(pool, j.p.n_slots, 1, conv_slot_range, &j);
+}
+
+/* ---- conv2d + max pool (inference graphs: the convolution's output has no other reader) --- */
+
+/* The convolution is computed in the plain kernel's blocks (conv_plan: the same im2col and
+   sgemm calls, so the same bits: OpenBLAS's rounding of a row can depend on where it sits in
+   a call) into a ring of the last n_ring blocks' outputs, and each pool row is pooled once
+   the blocks holding its convolution rows are there.  A slot takes the pool rows whose first
+   convolution row lies in its blocks, so a pool row across a slot boundary makes the next
+   slot's first block be computed by both (the same call, the same bits).  Windows do not
+   overlap, so a convolution row is read by one pool row at most. */
+int npuK_conv2d_pool_fits(const npuK_window2d *w, const npuK_window2d *pool) {
+  return pool->n == w->n && pool->in_h == w->out_h && pool->in_w == w->out_w &&
+         pool->k_h <= pool->stride_h && pool->k_w <= pool->stride_w &&
+         pool->k_h * pool->k_w <= 64 && pool->dilation_h == 1 && pool->dilation_w == 1 &&
+         pool->out_h > 0 && pool->out_w > 0;
+}
+
+typedef struct pool_plan {
+  conv_plan cp;    /* the plain kernel's blocks (cp.n_slots unused) */
+  int64_t n_ring;  /* blocks one pool row can span */
+  int64_t n_slots;
+} pool_plan;
+
+static void pool_plan_init(pool_plan *p, const npuK_window2d *w, const npuK_window2d *pw,
+                           int n_slots) {
+  conv_plan_init(&p->cp, w, 1);
+  p->n_ring = (pw->k_h * w->out_w + p->cp.bm - 1) / p->cp.bm + 1;
+  p->n_slots = n_slots < 1 ? 1 : n_slots;
+  if (p->n_slots > p->cp.n_blocks) p->n_slots = p->cp.n_blocks;
+}
+
+/* per slot: one block's columns, then the ring of block outputs (out_c per row) */
+static int64_t pool_slot_floats(const pool_plan *p, int64_t out_c) {
+  return p->cp.bm * (p->cp.k + p->n_ring * out_c);
+}
+
+size_t npuK_conv2d_pool_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                     const npuK_window2d *pool, int n_slots) {
+  pool_plan p;
+  pool_plan_init(&p, w, pool, n_slots);
+  if (p.cp.m == 0 || out_c == 0 || p.cp.k == 0) return 0;
+  return (size_t)(p.n_slots * pool_slot_floats(&p, out_c)) * sizeof(float);
+}
+
+typedef struct pool_conv_job {
+  const npuK_window2d *w, *pw;
+  pool_plan p;
+  int64_t out_c;
+  const float *x, *filter;
+  const npuK_epilogue *ep;
+  float *y, *scratch;
+} pool_conv_job;
+
+/* Pool row q's convolution pixels [*m0, *m1) (row-major over (image, row, column)). */
+static void pool_row_pixels(const npuK_window2d *w, const npuK_window2d *pw, int64_t q,
+                            int64_t *m0, int64_t *m1) {
+  int64_t nb = q / pw->out_h, a = q % pw->out_h * pw->stride_h - pw->pad_top, b = a + pw->k_h;
+  if (a < 0) a = 0;
+  if (b > w->out_h) b = w->out_h;
+  if (b < a) b = a;
+  *m0 = (nb * w->out_h + a) * w->out_w;
+  *m1 = (nb * w->out_h + b) * w->out_w;
+}
+
+/* the slot that pools pool row q: the one whose blocks hold its first pixel */
+static int64_t pool_row_block(const pool_conv_job *j, int64_t q) {
+  int64_t m0, m1, b;
+  pool_row_pixels(j->w, j->pw, q, &m0, &m1);
+  b = m0 / j->p.cp.bm;
+  return b < j->p.cp.n_blocks ? b : j->p.cp.n_blocks - 1;
+}
+
+static void pool_conv_range(void *arg, int64_t begin, int64_t end) {
+  const pool_conv_job *j = arg;
+  const npuK_window2d *w = j->w, *pw = j->pw;
+  const pool_plan *p = &j->p;
+  const conv_plan *cp = &p->cp;
+  const int64_t oc = j->out_c, ow = w->out_w, n_rows = pw->n * pw->out_h;
+  for (int64_t s = begin; s < end; s++) {
+    float *col = j->scratch + s * pool_slot_floats(p, oc), *ring = col + cp->bm * cp->k;
+    int64_t b0 = s * cp->n_blocks / p->n_slots, b1 = (s + 1) * cp->n_blocks / p->n_slots;
+    int64_t done = -1; /* the last block computed (the ring holds the n_ring up to it) */
+    for (int64_t q = 0; q < n_rows; q++) {
+      int64_t bq = pool_row_block(j, q);
+      if (bq < b0) continue;
+      if (bq >= b1) break;
+      int64_t m0, m1;
+      pool_row_pixels(w, pw, q, &m0, &m1);
+      int64_t last = m1 > m0 ? (m1 - 1) / cp->bm : bq;
+      if (done < bq - 1) done = bq - 1; /* start at the pool row's first block */
+      for (; done < last; ) { /* the plain kernel's block: im2col, sgemm, epilogue */
+        int64_t b = ++done, r0 = b * cp->bm, rows = cp->m - r0 < cp->bm ? cp->m - r0 : cp->bm;
+        float *yb = ring + b % p->n_ring * cp->bm * oc;
+        im2col(w, j->x, NPUK_F32, NULL, r0, rows, col);
+        npuK_matmul_f32_blas(NULL, 0, 0, rows, oc, cp->k, col, j->filter, yb);
+        if (j->ep) npuK_conv_epilogue_f32(j->ep, rows, oc, yb);
+      }
+      float *dst = j->y + q * pw->out_w * oc;
+      for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
+        int64_t c0 = pc * pw->stride_w - pw->pad_left, c1 = c0 + pw->k_w;
+        if (c0 < 0) c0 = 0;
+        if (c1 > ow) c1 = ow;
+        const float *src[64]; /* valid positions in (kh, kw) order, as max_pool visits them */
+        int n_src = 0;
+        for (int64_t m = m0; m < m1; m += ow)
+          for (int64_t cc = c0; cc < c1; cc++) {
+            int64_t at = m + cc;
+            src[n_src++] = ring + (at / cp->bm % p->n_ring * cp->bm + at % cp->bm) * oc;
+          }
+        k_max_rows(dst, src, n_src, oc);
+      }
+    }
+  }
+}
+
+void npuK_conv2d_f32_pool_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                             const float *x, const float *filter, const npuK_epilogue *ep,
+                             const npuK_window2d *pool_window, float *y, float *scratch,
+                             int n_slots) {
+  pool_conv_job j = {.w = w, .pw = pool_window, .out_c = out_c, .x = x, .filter = filter,
+                     .ep = ep, .y = y, .scratch = scratch};
+  pool_plan_init(&j.p, w, pool_window, n_slots);
+  int64_t np = pool_window->n * pool_window->out_h * pool_window->out_w * out_c;
+  if (np == 0) return;
+  if (j.p.cp.m == 0 || j.p.cp.k == 0) { /* no taps: max_pool of the plain kernel's rows */
+    for (int64_t i = 0; i < np; i += out_c) {
+      memset(y + i, 0, (size_t)out_c * sizeof *y);
+      if (ep) npuK_epilogue_f32(ep, 1, out_c, out_c, y + i);
+    }
+    return;
+  }
+  npuK_parallel_for(pool, j.p.n_slots, 1, pool_conv_range, &j);
 }
 
 void npuK_conv2d_f32_ref(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,

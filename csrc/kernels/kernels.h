@@ -602,6 +602,43 @@ void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t 
                          const void *x, npuK_dtype x_dtype, const float *filter,
                          const npuK_epilogue *ep, void *y, npuK_dtype y_dtype, float *scratch,
                          int n_slots);
+/* conv2d algorithms: which kernel a conv2d step runs (npuE_step.algo, npuX_call.algo), chosen
+ * by the compiler (compile/implmode.c: op_select_implmode / op_precision_mode high_performance)
+ * and open to tuning.  IM2COL (the default, 0): npuK_conv2d_half_ep, above.  WINOGRAD_2X3:
+ * F(2x2, 3x3) (winograd.c), 3x3 filters at stride 1 and dilation 1, float32 x and y; 2.25x
+ * fewer multiplies, other rounding: |y - exact| <= gamma(c + 7) W per output, W the algorithm
+ * run on absolute values (docs/numerics.md, "Winograd"), and no twin that gives its bits. */
+typedef enum npuK_conv_algo {
+  NPUK_CONV_IM2COL = 0, NPUK_CONV_WINOGRAD_2X3 = 1, NPUK_CONV_ALGO_COUNT
+} npuK_conv_algo;
+/* conv2d with a max pool fused after the epilogue: y is the pool's output (n, pool->out_h,
+ * pool->out_w, out_c), pool the pool's window over the convolution's output (pool->in_h ==
+ * w->out_h, pool->in_w == w->out_w, pool->c == out_c).  The convolution's output is never
+ * stored: blocks of whole pool rows compute the rows their windows read, epilogue included,
+ * into scratch and pool them there.  Windows must not overlap (k <= stride, dilation 1):
+ * npuK_conv2d_pool_fits.  The convolution's bits (the same sgemm over the same rows, shapes
+ * allowing), and max_pool's (valid positions in (kh, kw) order, NaN kept): the bits of conv2d,
+ * bias_add, the activation and max_pool one after the other.  scratch:
+ * npuK_conv2d_pool_scratch_size bytes. */
+int npuK_conv2d_pool_fits(const npuK_window2d *w, const npuK_window2d *pool);
+size_t npuK_conv2d_pool_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                     const npuK_window2d *pool, int n_slots);
+void npuK_conv2d_f32_pool_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                             const float *x, const float *filter, const npuK_epilogue *ep,
+                             const npuK_window2d *pool_window, float *y, float *scratch,
+                             int n_slots);
+/* WINOGRAD_2X3: whether it takes the geometry w (and, when pool is not NULL, the fused max
+ * pool: 2x2 windows at stride 2 from the first row and column, the tiles); its scratch; the
+ * kernel (pool_window NULL: y is the convolution's output).  Tiles are cut into blocks whose
+ * size depends only on the shapes, spread over n_slots slots: the same bits at any thread
+ * count. */
+int npuK_conv2d_winograd_fits(const npuK_window2d *w, const npuK_window2d *pool);
+size_t npuK_conv2d_winograd_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                         const npuK_window2d *pool, int n_slots);
+void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                                 const float *x, const float *filter, const npuK_epilogue *ep,
+                                 const npuK_window2d *pool_window, float *y, float *scratch,
+                                 int n_slots);
 /* depthwise_conv2d likewise (x_dtype, y_dtype F32 too: then npuK_depthwise_conv2d_f32_ep and
  * no scratch): each slot's output rows go in bands whose input rows are widened at once, and
  * each output row is computed (epilogue included) in float32 and narrowed.  scratch:

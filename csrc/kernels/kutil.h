@@ -8,6 +8,8 @@
 #ifndef NPU_KERNELS_KUTIL_H
 #define NPU_KERNELS_KUTIL_H
 
+#include <string.h>
+
 #include "kernels/kernels.h"
 
 #define K_MAX_OPS 3
@@ -139,5 +141,36 @@ static inline k_band k_band_at(const npuK_window2d *w, int64_t r0, int64_t r1) {
   if (b.hi > w->in_h) b.hi = w->in_h;
   return b;
 }
+
+/* dst[0, c) = max_pool's maximum of src[0][.], ..., src[n - 1][.] taken in that order from
+   -inf, (v > m || v is NaN) ? v : m (pooling.c's rule, so its bits): the pools fused into a
+   convolution (conv.c, winograd.c). */
+typedef float k_pvec __attribute__((vector_size(4 * sizeof(float))));
+typedef int32_t k_pivec __attribute__((vector_size(4 * sizeof(float))));
+static inline void k_max_rows(float *dst, const float *const *src, int n, int64_t c) {
+  int64_t i = 0;
+  for (; i + 4 <= c; i += 4) {
+    k_pvec m = (k_pvec){0} - __builtin_inff();
+    for (int k = 0; k < n; k++) {
+      k_pvec v;
+      memcpy(&v, src[k] + i, sizeof v);
+      k_pivec take = (v > m) | (v != v);
+      m = (k_pvec)((take & (k_pivec)v) | (~take & (k_pivec)m));
+    }
+    memcpy(dst + i, &m, sizeof m);
+  }
+  for (; i < c; i++) {
+    float m = -__builtin_inff();
+    for (int k = 0; k < n; k++) {
+      float v = src[k][i];
+      m = (v > m || v != v) ? v : m;
+    }
+    dst[i] = m;
+  }
+}
+
+/* conv.c: the epilogue of dense (rows, oc) output rows: bias + relu (or bias alone) in one
+   vector pass, anything else npuK_epilogue_f32; the bits of npuK_epilogue_f32 either way. */
+void npuK_conv_epilogue_f32(const npuK_epilogue *ep, int64_t rows, int64_t oc, float *y);
 
 #endif

@@ -71,6 +71,8 @@ struct npuX_call {
   uint64_t step;          /* iterations the session ran before this one (random ops' draw) */
   int impl;               /* implementation mode (compile/implmode.c): 0 high_precision, 1
                              high_performance (the float32 kernels of kernels/kfast.h) */
+  int algo;               /* the step's algorithm where its op has several (conv2d:
+                             npuK_conv_algo), 0 the default (compile.h, npuE_step.algo) */
   /* Ops flagged NPUX_F_DATA_SHAPE size their outputs through npuX_output, which calls this
      (the executor's; NULL where no output may be resized). */
   npu_status (*resize)(const npuX_call *c, int i, int ndim, const int64_t *shape);

@@ -58,6 +58,7 @@ function M.tostring(e)
         notes = (" round %s/%s"):format(s.round_in or "-", s.round_out or "-")
       end
       if s.impl == "high_performance" then notes = notes .. " high_performance" end
+      if s.algo and s.algo ~= "im2col" then notes = notes .. " " .. s.algo end
       if s.dynamic then notes = notes .. " (shaped when it runs)" end
       if s.blocks and s.op == "while" then
         notes = notes .. (" maximum_iterations %s"):format(s.max_iterations or "none")
