@@ -2,11 +2,13 @@
  * l_session.c — npu.Session for Lua: creation from a graph and an npu.Options, run, explain,
  * close.
  *
- * sess:run(fetches, feeds) follows TensorFlow: fetches is an npu.Output, an npu.Operation, a
+ * sess:run(fetches, feeds [, run_options]) follows TensorFlow: fetches is an npu.Output, an npu.Operation, a
  * tensor name ("y:0"), or a table of those nested in any way (lists and string-keyed maps);
  * the result has the same structure, with tensors for outputs and nothing (nil) for
  * operations.  feeds maps npu.Output or "name:0" to an npu.Tensor, a number or nested tables
- * (converted to the fed value's dtype).
+ * (converted to the fed value's dtype).  run_options: {timeout_in_ms = n} (RunOptions): past it the
+ * run fails with NPU_ERR_TIMEOUT.  A run is interrupted by Ctrl-C in the interpreter (see
+ * interrupted() below).
  *
  * The common case — one Output fetched — takes a path with no table work at all.  Result
  * boxes are created before the run so a Lua memory error can never strand a C reference.
@@ -290,8 +292,62 @@ static void parse_run_args(lua_State *L, run_args *a, const char *where) {
   if (!lua_isnil(L, 2)) collect(L, 2, g, set, 0, where);
 }
 
+/* ---- run options and interruption ---- */
+
+/* Ctrl-C in the lua5.4 interpreter: lua.c's SIGINT handler sets a hook on the main thread
+   (lua_sethook(globalL, lstop, ...)), which Lua runs at its next instruction — after sess:run
+   returns.  So the run polls for it (npu_run_options.interrupt, between steps): a hook that was
+   not there when the run began, on this thread or the main thread, cancels the run; the error
+   is raised, and Lua's own hook then reports the interruption as it always does.  We install
+   no signal handler: a host that embeds Lua sees only the hooks it sets itself (and may set
+   one from its own handler to interrupt a run the same way). */
+typedef struct interrupt_watch {
+  lua_State *L, *main;
+  lua_Hook hook_L, hook_main;
+} interrupt_watch;
+
+static int interrupted(void *ud) {
+  const interrupt_watch *w = ud;
+  return lua_gethook(w->L) != w->hook_L || (w->main && lua_gethook(w->main) != w->hook_main);
+}
+
+static void watch_interrupts(lua_State *L, interrupt_watch *w, npu_run_options *ro) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  w->L = L;
+  w->main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  w->hook_L = lua_gethook(L);
+  w->hook_main = w->main ? lua_gethook(w->main) : NULL;
+  ro->interrupt = interrupted;
+  ro->interrupt_ud = w;
+}
+
+/* sess:run's 4th argument, TensorFlow's RunOptions: {timeout_in_ms = n} (n >= 0, 0: none). */
+static void parse_run_options(lua_State *L, int idx, npu_run_options *ro) {
+  if (lua_isnoneornil(L, idx)) return;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    if (!key || strcmp(key, "timeout_in_ms") != 0)
+      luaL_error(L, "npu.Session:run: NPU_ERR_ARG: unknown run option %s (known: timeout_in_ms)",
+                 key ? lua_pushfstring(L, "'%s'", key) : luaL_typename(L, -2));
+    int isnum;
+    lua_Integer ms = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || ms < 0)
+      luaL_error(L, "npu.Session:run: NPU_ERR_ARG: timeout_in_ms must be an integer >= 0 "
+                 "(milliseconds; 0: no limit)");
+    ro->timeout_in_ms = (int64_t)ms;
+    lua_pop(L, 1);
+  }
+}
+
 static int l_session_run(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:run");
+  npu_run_options ro = {0};
+  parse_run_options(L, 4, &ro);
+  interrupt_watch iw;
+  watch_interrupts(L, &iw, &ro);
   run_args a;
   parse_run_args(L, &a, "npu.Session:run");
   feed_set fs = a.fs;
@@ -311,8 +367,8 @@ static int l_session_run(lua_State *L) {
     boxes[i] = npuB_new_tensor_box(L);
     lua_rawseti(L, boxes_idx, i + 1);
   }
-  npu_status st = npu_session_run(s, fs.n, fs.values, fs.tensors, n_values, set.values, out,
-                                  n_targets, set.targets);
+  npu_status st = npu_session_run_with_options(s, &ro, fs.n, fs.values, fs.tensors, n_values,
+                                               set.values, out, n_targets, set.targets);
   if (st) return npuB_raise(L, "npu.Session:run", st);
   for (int i = 0; i < n_values; i++) boxes[i]->t = out[i];
 

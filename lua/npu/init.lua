@@ -415,6 +415,8 @@ require("npu.dynamic").install(npu)
 npu.data = require("npu.data")
 npu.errors = npu.errors or {}
 npu.errors.OutOfRangeError = npu.data.errors.OutOfRangeError
+npu.errors.CancelledError = "NPU_ERR_CANCELLED"        -- npu_session_cancel, Ctrl-C
+npu.errors.DeadlineExceededError = "NPU_ERR_TIMEOUT"   -- timeout_in_ms, op_*_timeout
 npu.train.Saver = require("npu.saver").Saver
 
 -- Models: TensorFlow graphs in and out (lua/npu/model.lua)
