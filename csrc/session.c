@@ -49,6 +49,7 @@ struct npu_session {
   npuP_generic generic;  /* stand-in feeds of dynamic-shape plans (compile/generalize.c) */
   atomic_uint cancel_epoch; /* npu_session_cancel bumps it (core/watch.c) */
   npuC_watch watch;         /* armed while a run is in progress */
+  bool running;             /* a run is in progress (a host op calling back into it is refused) */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -489,6 +490,7 @@ static void arm_watch(npu_session *s, const npu_run_options *ro) {
   w->hold = 0;
   atomic_store(&w->stopped, NPUC_GO);
   s->state.watch = w;
+  s->state.run_options = ro;
   s->state.iterators.watch = w;
   s->state.iterators.wait_ms = s->state.op_wait_ms;
 }
@@ -496,6 +498,8 @@ static void arm_watch(npu_session *s, const npu_run_options *ro) {
 static void disarm_watch(npu_session *s, npuC_watch *pool_watch) {
   npuC_pool_set_watch(s->ctx->pool, pool_watch);
   s->state.watch = NULL;
+  s->state.run_options = NULL;
+  s->running = false;
   s->state.iterators.watch = NULL;
   s->state.iterators.wait_ms = 0;
 }
@@ -512,6 +516,10 @@ npu_status npu_session_run_with_options(npu_session *s, const npu_run_options *r
   if (ro && ro->timeout_in_ms < 0)
     return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_run: timeout_in_ms must be >= 0, got %lld",
                       (long long)ro->timeout_in_ms);
+  if (s->running)
+    return npuC_error(s->ctx, NPU_ERR_STATE, "npu_session_run: the session is already running "
+                      "(a host op called back into it)");
+  s->running = true;
   arm_watch(s, ro);
   npuC_watch *pool_watch = npuC_pool_set_watch(s->ctx->pool, &s->watch);
   /* A loop whose dataset's element changes shape returns early (state.loop_left): the plan

@@ -264,7 +264,7 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
                     .params = params, .n_inputs = step->n_in, .in = in,
                     .n_outputs = step->n_out, .out = out, .step = st->n_iterations,
                     .impl = step->impl, .resize = data_shape ? resize_output : NULL, .exec = &d,
-                    .discarded = st->discarded};
+                    .discarded = st->discarded, .run = st->run_options};
   if (def->scratch_size) {
     size_t bytes = def->scratch_size(&call);
     if (bytes > p->dyn_scratch_size) {

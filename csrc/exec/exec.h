@@ -45,6 +45,7 @@ typedef struct npuE_state {
   npuC_watch *watch;
   int64_t op_execute_ns, op_wait_ms;
   int64_t timeout_ms; /* the run's timeout_in_ms, for messages */
+  const npu_run_options *run_options; /* the run's (host ops), NULL outside runs */
 } npuE_state;
 
 /* exec/exec.c: whether the run must stop before `step` (NULL: between iterations); sets the

@@ -664,6 +664,19 @@ typedef struct npu_run_options {
      it to notice the interpreter's Ctrl-C hook. */
   int (*interrupt)(void *ud);
   void *interrupt_ud;
+  /* Host ops: a node of op "host_func" (attributes "key", an int naming the host's function,
+     and "Tout", the dtypes of its outputs as a list of npu_dtype values) runs this callback, on
+     the thread that runs, with host_ud, its key and its inputs (borrowed, as stored: a float16
+     value stays float16).  It stores one new tensor per output in outputs[i] (any shape; the
+     dtype Tout[i]); the run takes them over (copies and releases them).  It returns NPU_OK, or
+     a failing status with a message in why (why_size bytes), which fails the run with
+     NPU_ERR_CALLBACK: "host_func '<node>': <why>".  It may run other sessions, but not this
+     one (NPU_ERR_STATE).  NULL: a run reaching a host_func step fails with NPU_ERR_STATE.
+     Host ops may sit inside cond branches and while loops. */
+  npu_status (*host_op)(void *host_ud, int64_t key, int n_inputs, npu_tensor *const *inputs,
+                        int n_outputs, const npu_dtype *output_dtypes, npu_tensor **outputs,
+                        char *why, size_t why_size);
+  void *host_ud;
 } npu_run_options;
 
 /* npu_session_run with run options (ro NULL: none).

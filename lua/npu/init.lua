@@ -411,6 +411,9 @@ require("npu.control").install(npu)
 -- Values sized by the data: where, unique, boolean_mask, image NMS (lua/npu/dynamic.lua)
 require("npu.dynamic").install(npu)
 
+-- Host ops: Lua functions as graph steps (lua/npu/host.lua)
+require("npu.host").install(npu)
+
 -- Datasets and checkpoints (lua/npu/data.lua, lua/npu/saver.lua)
 npu.data = require("npu.data")
 npu.errors = npu.errors or {}
