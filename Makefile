@@ -163,11 +163,17 @@ $(BENCH_MLP): bench/bench_mlp.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
 
-bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP)
+BENCH_CANCEL = $(BUILD)/bench/bench_cancel
+$(BENCH_CANCEL): bench/bench_cancel.c tests/cancel_graphs.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O2 -o $@ $< $(LIB_A) $(LIBS)
+
+bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL)
 	$(BENCH_BIN)
 	$(BENCH_REDUCE)
 	$(BENCH_CNN)
 	$(BENCH_MLP)
+	$(BENCH_CANCEL)
 	$(LUA) bench/mlp.lua
 	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua

@@ -13,6 +13,7 @@
 #include "compile/exec_config.h"
 #include "compile/generalize.h"
 #include "compile/precision.h"
+#include "core/pool.h"
 #include "exec/observe.h"
 #include "options/options_int.h"
 
@@ -46,6 +47,9 @@ struct npu_session {
   npuP_dims *dims;   /* input_shape + dynamic_dims (compile/dims_profiles.c), from the 1st run */
   npuP_weights *weights; /* external_weight: its weight files (compile/external_weight.c) */
   npuP_generic generic;  /* stand-in feeds of dynamic-shape plans (compile/generalize.c) */
+  atomic_uint cancel_epoch; /* npu_session_cancel bumps it (core/watch.c) */
+  npuC_watch watch;         /* armed while a run is in progress */
+  bool running;             /* a run is in progress (a host op calling back into it is refused) */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -81,6 +85,11 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
     return s;
   }
   sess->graph_configs.epoch = g->exec_config_epoch;
+  /* op_execute_timeout bounds each step's time, op_wait_timeout each wait for a dataset
+     element (both in seconds; op_wait_timeout 0: no limit) */
+  if (npuO_is_set(o, NPUO_op_execute_timeout))
+    sess->state.op_execute_ns = npuO_int(o, NPUO_op_execute_timeout) * 1000000000;
+  sess->state.op_wait_ms = npuO_int(o, NPUO_op_wait_timeout) * 1000;
   sess->device_id = npuO_device_id(o);
   /* the data dump and the profiler (exec/observe.h), NULL when the options leave them off;
      external_weight's state first: it makes nothing yet, so when it fails (memory) the
@@ -461,14 +470,58 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
   return NPU_OK;
 }
 
-npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
-                           npu_tensor *const *feed_tensors, int n_fetches,
-                           const int *fetch_values, npu_tensor **fetch_out, int n_targets,
-                           const int *target_nodes) {
+void npu_session_cancel(npu_session *s) {
+  if (s) atomic_fetch_add(&s->cancel_epoch, 1);
+}
+
+/* Arms the session's watch for a run (core/watch.c): the cancel counters as they are now, the
+   run's deadline, the host's poll; the pool and the iterators poll it too. */
+static void arm_watch(npu_session *s, const npu_run_options *ro) {
+  npuC_watch *w = &s->watch;
+  w->session_epoch = &s->cancel_epoch;
+  w->context_epoch = &s->ctx->cancel_epoch;
+  w->session_start = atomic_load(&s->cancel_epoch);
+  w->context_start = atomic_load(&s->ctx->cancel_epoch);
+  s->state.timeout_ms = ro && ro->timeout_in_ms > 0 ? ro->timeout_in_ms : 0;
+  w->deadline_ns = s->state.timeout_ms ? npuC_now_ns() + s->state.timeout_ms * 1000000 : 0;
+  w->op_deadline_ns = 0;
+  w->interrupt = ro ? ro->interrupt : NULL;
+  w->interrupt_ud = ro ? ro->interrupt_ud : NULL;
+  w->hold = 0;
+  atomic_store(&w->stopped, NPUC_GO);
+  s->state.watch = w;
+  s->state.run_options = ro;
+  s->state.iterators.watch = w;
+  s->state.iterators.wait_ms = s->state.op_wait_ms;
+}
+
+static void disarm_watch(npu_session *s, npuC_watch *pool_watch) {
+  npuC_pool_set_watch(s->ctx->pool, pool_watch);
+  s->state.watch = NULL;
+  s->state.run_options = NULL;
+  s->running = false;
+  s->state.iterators.watch = NULL;
+  s->state.iterators.wait_ms = 0;
+}
+
+npu_status npu_session_run_with_options(npu_session *s, const npu_run_options *ro, int n_feeds,
+                                        const int *feed_values, npu_tensor *const *feed_tensors,
+                                        int n_fetches, const int *fetch_values,
+                                        npu_tensor **fetch_out, int n_targets,
+                                        const int *target_nodes) {
   if (!s) return NPU_ERR_ARG;
   for (int i = 0; fetch_out && i < n_fetches; i++) fetch_out[i] = NULL;
   if (n_fetches > 0 && !fetch_out)
     return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_run: bad argument arrays");
+  if (ro && ro->timeout_in_ms < 0)
+    return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_run: timeout_in_ms must be >= 0, got %lld",
+                      (long long)ro->timeout_in_ms);
+  if (s->running)
+    return npuC_error(s->ctx, NPU_ERR_STATE, "npu_session_run: the session is already running "
+                      "(a host op called back into it)");
+  s->running = true;
+  arm_watch(s, ro);
+  npuC_watch *pool_watch = npuC_pool_set_watch(s->ctx->pool, &s->watch);
   /* A loop whose dataset's element changes shape returns early (state.loop_left): the plan
      of the new shape runs the remaining iterations, and its last step gives the fetches. */
   s->state.loop_left = 0;
@@ -476,12 +529,24 @@ npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
     npuE_plan *plan;
     npu_status st = find_plan(s, "npu_session_run", n_feeds, feed_values, feed_tensors,
                               n_fetches, fetch_values, n_targets, target_nodes, &plan);
+    npuC_stop why = (npuC_stop)atomic_load(&s->watch.stopped);
+    if (why && (st == NPU_ERR_CANCELLED || st == NPU_ERR_TIMEOUT)) /* a wait to pick a plan */
+      st = npuE_stop(&s->state, NULL, why);
     if (!st) st = npuE_run(&s->state, plan, feed_tensors, fetch_out);
     if (st || !s->state.loop_left) {
       s->state.loop_left = 0;
+      disarm_watch(s, pool_watch);
       return st;
     }
   }
+}
+
+npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
+                           npu_tensor *const *feed_tensors, int n_fetches,
+                           const int *fetch_values, npu_tensor **fetch_out, int n_targets,
+                           const int *target_nodes) {
+  return npu_session_run_with_options(s, NULL, n_feeds, feed_values, feed_tensors, n_fetches,
+                                      fetch_values, fetch_out, n_targets, target_nodes);
 }
 
 npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_values,

@@ -160,7 +160,8 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "external_weight", -- compile/external_weight.c
     "fp_point",
     "fusion_switch_file", "graph_run_mode", "input_shape", "iterations_per_loop", "modify_mixlist",
-    "oo_constant_folding", "op_precision_mode", "op_select_implmode",
+    "oo_constant_folding", "op_execute_timeout", "op_precision_mode", "op_select_implmode",
+    "op_wait_timeout", -- exec/exec.c, exec/dataset.c (core/watch.c)
     "optypelist_for_implmode", "precision_mode", "precision_mode_v2",
     "profiling_mode", "profiling_options", -- exec/profile.c (and bp_point, fp_point)
     "session_device_id", "shape_generalization_mode", "static_memory_policy", "use_off_line" })

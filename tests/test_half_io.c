@@ -23,7 +23,7 @@ static void ragged_for(void *self, int64_t n, int64_t grain, npuK_range_fn fn, v
   (void)self, (void)grain;
   for (int64_t b = 0; b < n; b += 3) fn(arg, b, b + 3 < n ? b + 3 : n);
 }
-static const npuK_pool ragged = {ragged_for, NULL};
+static const npuK_pool ragged = {ragged_for, NULL, NULL};
 static const npuK_pool *const pools[] = {NULL, &ragged};
 
 static uint32_t rng = 12345;

@@ -117,8 +117,8 @@ static void fake_parallel_for(void *self, int64_t n, int64_t grain, npuK_range_f
 
 static fake_pool fp_two = {2, 0};   /* 2 pthreads, 5 chunks */
 static fake_pool fp_odd = {0, 7};   /* serial, chunks of 7 items: ranges start mid-row */
-static npuK_pool pool_two = {fake_parallel_for, &fp_two};
-static npuK_pool pool_odd = {fake_parallel_for, &fp_odd};
+static npuK_pool pool_two = {fake_parallel_for, &fp_two, NULL};
+static npuK_pool pool_odd = {fake_parallel_for, &fp_odd, NULL};
 
 /* ---- half --------------------------------------------------------------------------------- */
 

@@ -18,7 +18,7 @@ static void ragged_for(void *self, int64_t n, int64_t grain, npuK_range_fn fn, v
   (void)self, (void)grain;
   for (int64_t b = 0; b < n; b += 13) fn(arg, b, b + 13 < n ? b + 13 : n);
 }
-static const npuK_pool ragged = {ragged_for, NULL};
+static const npuK_pool ragged = {ragged_for, NULL, NULL};
 
 static void test_half_to_float_every_pattern(void) {
   enum { N = 65536 };

@@ -2,11 +2,13 @@
  * l_session.c — npu.Session for Lua: creation from a graph and an npu.Options, run, explain,
  * close.
  *
- * sess:run(fetches, feeds) follows TensorFlow: fetches is an npu.Output, an npu.Operation, a
+ * sess:run(fetches, feeds [, run_options]) follows TensorFlow: fetches is an npu.Output, an npu.Operation, a
  * tensor name ("y:0"), or a table of those nested in any way (lists and string-keyed maps);
  * the result has the same structure, with tensors for outputs and nothing (nil) for
  * operations.  feeds maps npu.Output or "name:0" to an npu.Tensor, a number or nested tables
- * (converted to the fed value's dtype).
+ * (converted to the fed value's dtype).  run_options: {timeout_in_ms = n} (RunOptions): past it the
+ * run fails with NPU_ERR_TIMEOUT.  A run is interrupted by Ctrl-C in the interpreter (see
+ * interrupted() below).
  *
  * The common case — one Output fetched — takes a path with no table work at all.  Result
  * boxes are created before the run so a Lua memory error can never strand a C reference.
@@ -290,10 +292,209 @@ static void parse_run_args(lua_State *L, run_args *a, const char *where) {
   if (!lua_isnil(L, 2)) collect(L, 2, g, set, 0, where);
 }
 
+/* ---- run options and interruption ---- */
+
+/* Ctrl-C in the lua5.4 interpreter: lua.c's SIGINT handler sets a hook on the main thread
+   (lua_sethook(globalL, lstop, ...)), which Lua runs at its next instruction — after sess:run
+   returns.  So the run polls for it (npu_run_options.interrupt, between steps): a hook that was
+   not there when the run began, on this thread or the main thread, cancels the run; the error
+   is raised, and Lua's own hook then reports the interruption as it always does.  We install
+   no signal handler: a host that embeds Lua sees only the hooks it sets itself (and may set
+   one from its own handler to interrupt a run the same way). */
+typedef struct interrupt_watch {
+  lua_State *L, *main;
+  lua_Hook hook_L, hook_main;
+} interrupt_watch;
+
+static int interrupted(void *ud) {
+  const interrupt_watch *w = ud;
+  return lua_gethook(w->L) != w->hook_L || (w->main && lua_gethook(w->main) != w->hook_main);
+}
+
+static void watch_interrupts(lua_State *L, interrupt_watch *w, npu_run_options *ro) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  w->L = L;
+  w->main = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  w->hook_L = lua_gethook(L);
+  w->hook_main = w->main ? lua_gethook(w->main) : NULL;
+  ro->interrupt = interrupted;
+  ro->interrupt_ud = w;
+}
+
+/* ---- host ops (op_host_func.c) ---- */
+
+/* The Lua functions of host_func nodes: registry[HOST_FUNCS] is a table with weak keys mapping
+   a graph's userdata to the list of its functions (a node's attribute key is the index).  So
+   a function lives exactly as long as its graph's userdata, which every session over the graph
+   keeps alive (user value 1): nothing is pinned in the registry, and nothing crosses
+   lua_States. */
+static const char HOST_FUNCS = 0;
+
+static void push_host_funcs(lua_State *L, int graph_idx) {
+  graph_idx = lua_absindex(L, graph_idx);
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &HOST_FUNCS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &HOST_FUNCS);
+  }
+  lua_pushvalue(L, graph_idx);
+  if (lua_rawget(L, -2) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, graph_idx);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_remove(L, -2);
+}
+
+/* core.host_func(graph, fn, {inputs}, {dtypes} [, name]) -> {outputs}: a host_func node whose
+   run calls fn(input tensors...) on the thread of sess:run; fn returns one value per dtype
+   (an npu.Tensor, a number or nested tables), converted to that dtype. */
+static int l_host_func(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  const char *name = luaL_optstring(L, 5, NULL);
+  lua_Integer n_in = luaL_len(L, 3), n_out = luaL_len(L, 4);
+  if (n_out < 1 || n_out > 16)
+    return luaL_error(L, "npu.host_func: NPU_ERR_ARG: give 1 to 16 output dtypes, got %d",
+                      (int)n_out);
+  if (n_in > 4096) return luaL_error(L, "npu.host_func: NPU_ERR_ARG: too many inputs");
+  int *inputs = scratch(L, (size_t)n_in * sizeof *inputs);
+  for (lua_Integer i = 1; i <= n_in; i++) {
+    lua_rawgeti(L, 3, i);
+    npuB_ref *r = npuB_test_output(L, -1);
+    if (!r || r->g != g)
+      return luaL_error(L, "npu.host_func: NPU_ERR_ARG: input %d must be an npu.Output of the "
+                        "graph", (int)i);
+    inputs[i - 1] = r->id;
+    lua_pop(L, 1);
+  }
+  int64_t tout[16];
+  for (lua_Integer i = 1; i <= n_out; i++) {
+    lua_rawgeti(L, 4, i);
+    int dt = lua_type(L, -1) == LUA_TSTRING ? npu_dtype_from_name(lua_tostring(L, -1)) : -1;
+    if (dt < 0)
+      return luaL_error(L, "npu.host_func: NPU_ERR_DTYPE: output dtype %d must be a dtype name "
+                        "(\"float32\", \"int32\", ...)", (int)i);
+    tout[i - 1] = dt;
+    lua_pop(L, 1);
+  }
+  push_host_funcs(L, 1);
+  int funcs = lua_gettop(L);
+  lua_Integer key = luaL_len(L, funcs) + 1;
+  npu_attr attrs[] = {{.name = "key", .type = NPU_ATTR_INT, .u.i = key},
+                      {.name = "Tout", .type = NPU_ATTR_INTS, .u.ints = {tout, (int)n_out}}};
+  int node;
+  npu_status st = npu_graph_add_op(g, "host_func", name, (int)n_in, inputs, 2, attrs, &node);
+  if (st) return npuB_raise(L, "npu.host_func", st);
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, funcs, key);
+  lua_createtable(L, (int)n_out, 0);
+  for (int i = 0; i < (int)n_out; i++) {
+    npuB_push_output(L, 1, npu_graph_output(g, node, i));
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* What the run's host callback needs: the state running sess:run and, in that call's frame,
+   the graph's userdata (an absolute index, valid while the run is in progress). */
+typedef struct host_ctx {
+  lua_State *L;
+  int graph_idx;
+} host_ctx;
+
+typedef struct host_call {
+  int64_t key;
+  int n_in, n_out;
+  npu_tensor *const *in;
+  const npu_dtype *dtypes;
+  npu_tensor **out;
+} host_call;
+
+/* Under lua_pcall: (graph userdata, host_call) -> fills out[] with new references. */
+static int host_call_protected(lua_State *L) {
+  host_call *c = lua_touserdata(L, 2);
+  push_host_funcs(L, 1);
+  if (lua_rawgeti(L, -1, (lua_Integer)c->key) != LUA_TFUNCTION)
+    return luaL_error(L, "no Lua function for key %d (graph built in another lua_State?)",
+                      (int)c->key);
+  luaL_checkstack(L, c->n_in + c->n_out + 8, "host_func");
+  for (int i = 0; i < c->n_in; i++) npuB_push_tensor(L, c->in[i]);
+  int base = lua_gettop(L) - c->n_in;
+  lua_call(L, c->n_in, c->n_out);
+  for (int i = 0; i < c->n_out; i++) {
+    char what[48];
+    snprintf(what, sizeof what, "result %d", i + 1);
+    if (lua_isnil(L, base + i)) return luaL_error(L, "result %d is nil", i + 1);
+    npu_tensor *t = npuB_to_tensor(L, base + i, (int)c->dtypes[i], what);
+    c->out[i] = npu_tensor_retain(t);
+    lua_pop(L, 1);
+  }
+  return 0;
+}
+
+static npu_status lua_host_op(void *ud, int64_t key, int n_inputs, npu_tensor *const *inputs,
+                              int n_outputs, const npu_dtype *dtypes, npu_tensor **outputs,
+                              char *why, size_t why_size) {
+  host_ctx *h = ud;
+  lua_State *L = h->L;
+  host_call c = {key, n_inputs, n_outputs, inputs, dtypes, outputs};
+  if (!lua_checkstack(L, 4)) {
+    snprintf(why, why_size, "Lua stack overflow");
+    return NPU_ERR_NOMEM;
+  }
+  lua_pushcfunction(L, host_call_protected);
+  lua_pushvalue(L, h->graph_idx);
+  lua_pushlightuserdata(L, &c);
+  if (lua_pcall(L, 2, 0, 0) == LUA_OK) return NPU_OK;
+  const char *msg = lua_tostring(L, -1);
+  snprintf(why, why_size, "%s", msg ? msg : "(error object is not a string)");
+  lua_pop(L, 1);
+  return NPU_ERR_CALLBACK;
+}
+
+/* sess:run's 4th argument, TensorFlow's RunOptions: {timeout_in_ms = n} (n >= 0, 0: none). */
+static void parse_run_options(lua_State *L, int idx, npu_run_options *ro) {
+  if (lua_isnoneornil(L, idx)) return;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    if (!key || strcmp(key, "timeout_in_ms") != 0)
+      luaL_error(L, "npu.Session:run: NPU_ERR_ARG: unknown run option %s (known: timeout_in_ms)",
+                 key ? lua_pushfstring(L, "'%s'", key) : luaL_typename(L, -2));
+    int isnum;
+    lua_Integer ms = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || ms < 0)
+      luaL_error(L, "npu.Session:run: NPU_ERR_ARG: timeout_in_ms must be an integer >= 0 "
+                 "(milliseconds; 0: no limit)");
+    ro->timeout_in_ms = (int64_t)ms;
+    lua_pop(L, 1);
+  }
+}
+
 static int l_session_run(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:run");
+  npu_run_options ro = {0};
+  parse_run_options(L, 4, &ro);
+  interrupt_watch iw;
+  watch_interrupts(L, &iw, &ro);
   run_args a;
   parse_run_args(L, &a, "npu.Session:run");
+  lua_getiuservalue(L, 1, 1); /* the graph's userdata: its host functions */
+  host_ctx host = {L, lua_gettop(L)};
+  ro.host_op = lua_host_op;
+  ro.host_ud = &host;
   feed_set fs = a.fs;
   fetch_set set = a.set;
   bool single = a.single;
@@ -311,8 +512,8 @@ static int l_session_run(lua_State *L) {
     boxes[i] = npuB_new_tensor_box(L);
     lua_rawseti(L, boxes_idx, i + 1);
   }
-  npu_status st = npu_session_run(s, fs.n, fs.values, fs.tensors, n_values, set.values, out,
-                                  n_targets, set.targets);
+  npu_status st = npu_session_run_with_options(s, &ro, fs.n, fs.values, fs.tensors, n_values,
+                                               set.values, out, n_targets, set.targets);
   if (st) return npuB_raise(L, "npu.Session:run", st);
   for (int i = 0; i < n_values; i++) boxes[i]->t = out[i];
 
@@ -481,4 +682,6 @@ void npuB_open_session(lua_State *L) {
   lua_setfield(L, -2, "Explain_mt");
   lua_pushcfunction(L, l_session_new);
   lua_setfield(L, -2, "session_new");
+  lua_pushcfunction(L, l_host_func);
+  lua_setfield(L, -2, "host_func");
 }

@@ -37,6 +37,8 @@ static const char *const status_names[NPU_STATUS_COUNT] = {
     [NPU_ERR_OUT_OF_RANGE] = "NPU_ERR_OUT_OF_RANGE",
     [NPU_ERR_CALLBACK] = "NPU_ERR_CALLBACK",
     [NPU_ERR_INTERNAL] = "NPU_ERR_INTERNAL",
+    [NPU_ERR_CANCELLED] = "NPU_ERR_CANCELLED",
+    [NPU_ERR_TIMEOUT] = "NPU_ERR_TIMEOUT",
 };
 
 const char *npu_status_name(npu_status s) {

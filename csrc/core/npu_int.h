@@ -33,6 +33,40 @@
 
 typedef struct npuC_pool npuC_pool; /* the device thread pool (core/pool.c) */
 
+/* What a run watches to know it must stop (core/watch.c): the cancel counters of its session
+   and context (npu_session_cancel / npu_context_cancel bump them: a run is cancelled when one
+   differs from the value it had when the run began, so a cancel never outlives the run it was
+   aimed at), deadlines and the host's interrupt poll.  One per session, armed for the duration
+   of a run by the thread that runs; the pool's workers read it (deadlines and counters only,
+   never the poll) through npuC_pool_set_watch. */
+typedef enum npuC_stop {
+  NPUC_GO = 0,
+  NPUC_STOP_SESSION,  /* npu_session_cancel */
+  NPUC_STOP_CONTEXT,  /* npu_context_cancel */
+  NPUC_STOP_HOST,     /* the run options' interrupt poll */
+  NPUC_STOP_DEADLINE, /* the run's timeout_in_ms */
+  NPUC_STOP_OP        /* op_execute_timeout: the step running took too long */
+} npuC_stop;
+
+typedef struct npuC_watch {
+  const atomic_uint *session_epoch, *context_epoch;
+  unsigned session_start, context_start;
+  int64_t deadline_ns;    /* CLOCK_MONOTONIC (npuC_now_ns); 0: none */
+  int64_t op_deadline_ns; /* the running step's op_execute_timeout deadline; 0: none */
+  int (*interrupt)(void *ud);
+  void *interrupt_ud;
+  int hold;               /* > 0: a step writing a variable runs; kernels finish it */
+  atomic_int stopped;     /* npuC_stop, latched: the first reason wins */
+} npuC_watch;
+
+/* Monotonic time in nanoseconds. */
+int64_t npuC_now_ns(void);
+/* Whether the run must stop, from any thread (counters and deadlines; the latched reason is
+   returned first).  NPUC_GO when w is NULL. */
+npuC_stop npuC_watch_stopped(npuC_watch *w);
+/* The same on the running thread, which also polls the host's interrupt. */
+npuC_stop npuC_watch_check(npuC_watch *w);
+
 struct npu_context {
   atomic_int refcount;
   atomic_size_t live_bytes; /* atomic: tensors may be released from another thread */
@@ -46,6 +80,7 @@ struct npu_context {
   int n_sessions;        /* sessions made so far: their ids in dumps and profiles (session.c) */
   int n_fusion_sessions; /* compile/fusion.c: sessions made so far, their ids in fusion_result.json */
   int n_graph_dumps;     /* compile/graph_dump.c: compilations dumped (DUMP_GE_GRAPH), their numbers */
+  atomic_uint cancel_epoch; /* npu_context_cancel: see npuC_watch */
   char errmsg[NPU_ERRMSG_SIZE];
 };
 

@@ -35,6 +35,8 @@ struct npuC_pool {
   int64_t finished; /* chunks done, under mu */
   int n_workers_in_job;
   npuK_pool kernel_view;
+  npuC_watch *watch; /* the run in progress: read by workers only inside a job (published
+                        under mu with the job), written between jobs */
 };
 
 typedef struct job {
@@ -86,6 +88,18 @@ static void *worker_main(void *varg) {
   return NULL;
 }
 
+static int kernel_stopped(void *self) {
+  npuC_pool *p = self;
+  npuC_watch *w = p->watch;
+  return w && !w->hold && npuC_watch_stopped(w) != NPUC_GO;
+}
+
+npuC_watch *npuC_pool_set_watch(npuC_pool *p, npuC_watch *w) {
+  npuC_watch *old = p->watch;
+  p->watch = w;
+  return old;
+}
+
 static void kernel_parallel_for(void *self, int64_t n, int64_t grain, npuK_range_fn fn,
                                 void *arg) {
   npuC_pool_parallel_for(self, n, grain, fn, arg);
@@ -101,6 +115,7 @@ npu_status npuC_pool_new(npu_context *ctx, int n_threads, npuC_pool **out) {
   p->n_active = p->n_threads;
   p->kernel_view.parallel_for = kernel_parallel_for;
   p->kernel_view.self = p;
+  p->kernel_view.stopped = kernel_stopped;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done, NULL);
@@ -188,6 +203,8 @@ void npuC_pool_parallel_for(npuC_pool *p, int64_t n, int64_t grain, npuC_range_f
   pthread_mutex_unlock(&p->mu);
 }
 
+/* With one thread the pool runs every range inline; kernels still get it during a run, so
+   that they can poll npuK_stopped. */
 const struct npuK_pool *npuC_kernel_pool(npu_context *ctx) {
-  return ctx->pool->n_active > 1 ? &ctx->pool->kernel_view : NULL;
+  return ctx->pool->n_active > 1 || ctx->pool->watch ? &ctx->pool->kernel_view : NULL;
 }

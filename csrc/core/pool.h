@@ -16,4 +16,7 @@ void npuC_pool_parallel_for(npuC_pool *pool, int64_t n, int64_t grain, npuC_rang
 /* Limits the threads used from now on to n (1..size), e.g. a session option. */
 void npuC_pool_set_active(npuC_pool *pool, int n);
 int npuC_pool_active(const npuC_pool *pool);
+/* The watch of the run using the pool (NULL between runs), for kernels that poll npuK_stopped;
+   set by the thread that runs, between parallel_for calls.  Returns the previous one. */
+npuC_watch *npuC_pool_set_watch(npuC_pool *pool, npuC_watch *w);
 #endif

@@ -96,6 +96,7 @@ static npu_status run_while(npuE_state *st, npuE_plan *p, const npuE_step *step)
   int depth = st->nest.depth++;
   for (int64_t it = 0; c->max_iterations < 0 || it < c->max_iterations; it++) {
     if (depth < NPUE_MAX_LOOPS) st->nest.iteration[depth] = it;
+    if (st->watch && (s = npuE_check(st, step))) break; /* even a loop of no steps stops */
     if ((s = run_block(st, p, &c->block[0]))) break;
     if (!truth(p->slots[c->result[0][0]])) break;
     if ((s = run_block(st, p, &c->block[1]))) break;

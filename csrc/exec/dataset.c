@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/dataset.h"
 
@@ -702,7 +703,13 @@ npu_status npu_iterator_new(npu_context *ctx, const npu_dataset *ds, npu_iterato
     iterator_free(it);
     return npuC_error(ctx, NPU_ERR_NOMEM, "%s: cannot create a mutex", fn);
   }
-  if (pthread_cond_init(&it->filled_cv, NULL) != 0) {
+  /* the consumer's waits are timed (wait_filled): on the monotonic clock */
+  pthread_condattr_t monotonic;
+  bool attr = pthread_condattr_init(&monotonic) == 0;
+  if (attr) pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+  int cv_err = pthread_cond_init(&it->filled_cv, attr ? &monotonic : NULL);
+  if (attr) pthread_condattr_destroy(&monotonic);
+  if (cv_err != 0) {
     pthread_mutex_destroy(&it->mu);
     iterator_free(it);
     return npuC_error(ctx, NPU_ERR_NOMEM, "%s: cannot create a condition variable", fn);
@@ -755,7 +762,39 @@ static npu_status reclaim_lent(npu_iterator *it) {
   return NPU_OK;
 }
 
+/* Waits, it->mu held, until an element is queued, the data ends or the producer failed.  With
+   a watch (the executor's run), in slices of a millisecond, polling it: NPU_ERR_CANCELLED or
+   NPU_ERR_TIMEOUT with no message when the run must stop (the executor names the step); and
+   NPU_ERR_TIMEOUT with the message when wait_ms > 0 (op_wait_timeout) passes first. */
+static npu_status wait_filled(npu_iterator *it, npuC_watch *w, int64_t wait_ms) {
+  if (!w && wait_ms <= 0) {
+    while (it->q_count == 0 && !it->done && !it->error)
+      pthread_cond_wait(&it->filled_cv, &it->mu);
+    return NPU_OK;
+  }
+  int64_t give_up = wait_ms > 0 ? npuC_now_ns() + wait_ms * 1000000 : 0;
+  while (it->q_count == 0 && !it->done && !it->error) {
+    npuC_stop why = npuC_watch_check(w);
+    if (why) return why == NPUC_STOP_DEADLINE || why == NPUC_STOP_OP ? NPU_ERR_TIMEOUT
+                                                                     : NPU_ERR_CANCELLED;
+    int64_t now = npuC_now_ns();
+    if (give_up && now >= give_up)
+      return npuC_error(it->ctx, NPU_ERR_TIMEOUT, "no element within op_wait_timeout (%lld s)",
+                        (long long)(wait_ms / 1000));
+    int64_t until = now + 1000000;
+    if (give_up && until > give_up) until = give_up;
+    struct timespec ts = {.tv_sec = until / 1000000000, .tv_nsec = until % 1000000000};
+    pthread_cond_timedwait(&it->filled_cv, &it->mu, &ts);
+  }
+  return NPU_OK;
+}
+
 npu_status npu_iterator_next(npu_iterator *it, npu_tensor **components_out) {
+  return npuE_iterator_next(it, components_out, NULL, 0);
+}
+
+npu_status npuE_iterator_next(npu_iterator *it, npu_tensor **components_out, npuC_watch *w,
+                              int64_t wait_ms) {
   if (!it) return NPU_ERR_ARG;
   if (!components_out)
     return npuC_error(it->ctx, NPU_ERR_ARG, "npu_iterator_next: components_out is NULL");
@@ -764,8 +803,10 @@ npu_status npu_iterator_next(npu_iterator *it, npu_tensor **components_out) {
   if (st) return st;
 
   pthread_mutex_lock(&it->mu);
-  while (it->q_count == 0 && !it->done && !it->error)
-    pthread_cond_wait(&it->filled_cv, &it->mu);
+  if ((st = wait_filled(it, w, wait_ms))) {
+    pthread_mutex_unlock(&it->mu);
+    return st;
+  }
   if (it->q_count == 0) {
     st = it->error;
     pthread_mutex_unlock(&it->mu);
@@ -812,13 +853,16 @@ npu_status npu_iterator_next(npu_iterator *it, npu_tensor **components_out) {
    (exec/iterators.c: a plan is compiled for, and chosen by, the shapes of the element its
    get_next will bind).  Waits like next; *has is false at the end of the data. */
 npu_status npuE_iterator_peek(npu_iterator *it, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS],
-                              bool *has) {
+                              bool *has, npuC_watch *w, int64_t wait_ms) {
   *has = false;
   pthread_mutex_lock(&it->mu);
-  while (it->q_count == 0 && !it->done && !it->error)
-    pthread_cond_wait(&it->filled_cv, &it->mu);
+  npu_status st = wait_filled(it, w, wait_ms);
+  if (st) {
+    pthread_mutex_unlock(&it->mu);
+    return st;
+  }
   if (it->q_count == 0) {
-    npu_status st = it->error;
+    st = it->error;
     pthread_mutex_unlock(&it->mu);
     return st ? npuC_error(it->ctx, st, "%s", it->errmsg) : NPU_OK;
   }

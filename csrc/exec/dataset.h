@@ -62,6 +62,10 @@ struct npu_dataset {
 typedef struct npuE_iterators {
   npu_iterator **by_node; /* indexed by node id; NULL until the node first runs */
   int n;                  /* entries in by_node */
+  /* waits for an element poll the run's watch (NULL: none) and give up after wait_ms
+     (op_wait_timeout; 0: never): see npuE_iterator_next */
+  npuC_watch *watch;
+  int64_t wait_ms;
 } npuE_iterators;
 
 /* The next element of iterator_get_next node `node` of g into out[0 .. n_outputs-1] (new
@@ -77,7 +81,13 @@ npu_status npuE_iterators_peek(npu_context *ctx, npuE_iterators *its, const npu_
                                int node, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS], bool *has);
 /* dataset.c: the same for one iterator (nothing created). */
 npu_status npuE_iterator_peek(npu_iterator *it, int *ndims, int64_t (*shapes)[NPU_MAX_DIMS],
-                              bool *has);
+                              bool *has, npuC_watch *w, int64_t wait_ms);
+/* npu_iterator_next for the executor: the wait for an element polls w (a millisecond at a
+   time) and fails with NPU_ERR_CANCELLED / NPU_ERR_TIMEOUT, no message set, when the run must
+   stop; and with NPU_ERR_TIMEOUT "no element within op_wait_timeout (N s)" when wait_ms > 0
+   passes first.  w NULL and wait_ms 0: npu_iterator_next. */
+npu_status npuE_iterator_next(npu_iterator *it, npu_tensor **components_out, npuC_watch *w,
+                              int64_t wait_ms);
 /* Releases every iterator (joining their producers) and the table; *its is zeroed. */
 void npuE_iterators_free(npu_context *ctx, npuE_iterators *its);
 

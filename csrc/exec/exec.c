@@ -6,6 +6,7 @@
  * elsewhere (a fetched tensor, refcount > 1), in which case the slot gets a fresh tensor and
  * the old one stays untouched with its holder.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/pool.h"
@@ -262,8 +263,8 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
                     .params = params, .n_inputs = step->n_in, .in = in,
                     .n_outputs = step->n_out, .out = out, .step = st->n_iterations,
-                    .impl = step->impl, .algo = step->algo, .resize = data_shape ? resize_output : NULL, .exec = &d,
-                    .discarded = st->discarded};
+                    .impl = step->impl, .algo = step->algo, .resize = data_shape ? resize_output : NULL,
+                    .exec = &d, .discarded = st->discarded, .run = st->run_options};
   if (def->scratch_size) {
     size_t bytes = def->scratch_size(&call);
     if (bytes > p->dyn_scratch_size) {
@@ -284,7 +285,67 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   return s;
 }
 
+/* ---- cancellation and deadlines (core/watch.c) --------------------------------------------- */
+
+npu_status npuE_stop(npuE_state *st, const npuE_step *step, npuC_stop why) {
+  npu_context *ctx = st->ctx;
+  char at[200] = "between steps";
+  if (step)
+    snprintf(at, sizeof at, "at step '%.100s' (%s)", st->graph->nodes[step->node].name,
+             step->def->name);
+  switch (why) {
+  case NPUC_STOP_SESSION:
+    return npuC_error(ctx, NPU_ERR_CANCELLED, "the run was cancelled (npu_session_cancel) %s", at);
+  case NPUC_STOP_CONTEXT:
+    return npuC_error(ctx, NPU_ERR_CANCELLED, "the run was cancelled (npu_context_cancel) %s", at);
+  case NPUC_STOP_HOST:
+    return npuC_error(ctx, NPU_ERR_CANCELLED, "the run was interrupted %s", at);
+  case NPUC_STOP_DEADLINE:
+    return npuC_error(ctx, NPU_ERR_TIMEOUT, "the run passed its timeout (timeout_in_ms = %lld) %s",
+                      (long long)st->timeout_ms, at);
+  case NPUC_STOP_OP:
+    return npuC_error(ctx, NPU_ERR_TIMEOUT, "%s: ran longer than op_execute_timeout (%lld s)",
+                      at + 3, (long long)(st->op_execute_ns / 1000000000));
+  case NPUC_GO: break;
+  }
+  return NPU_OK;
+}
+
+/* After a step: a kernel that polls npuK_stopped may have returned early (its outputs are then
+   unspecified, so the run fails here); op_execute_timeout is checked against the step's time. */
+static npu_status step_finished(npuE_state *st, const npuE_step *step, npu_status s) {
+  npuC_watch *w = st->watch;
+  npuC_stop why = (npuC_stop)atomic_load_explicit(&w->stopped, memory_order_relaxed);
+  if (w->op_deadline_ns) {
+    if (!why && npuC_now_ns() >= w->op_deadline_ns) {
+      int expected = NPUC_GO;
+      atomic_compare_exchange_strong(&w->stopped, &expected, NPUC_STOP_OP);
+      why = (npuC_stop)atomic_load(&w->stopped);
+    }
+    w->op_deadline_ns = 0;
+  }
+  /* a dataset wait that stopped returns the status with no message: named here */
+  return why && (!s || s == NPU_ERR_CANCELLED || s == NPU_ERR_TIMEOUT) ? npuE_stop(st, step, why)
+                                                                      : s;
+}
+
+static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step *step);
+
 npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
+  if (!st->watch) return run_kernel_step(st, p, step);
+  npu_status s = npuE_check(st, step);
+  if (s) return s;
+  npuX_kind kind = step->def->kind;
+  if (kind == NPUX_KIND_COND || kind == NPUX_KIND_WHILE) return run_kernel_step(st, p, step);
+  bool timed = st->op_execute_ns && kind != NPUX_KIND_GET_NEXT;
+  if (timed) st->watch->op_deadline_ns = npuC_now_ns() + st->op_execute_ns;
+  if (kind == NPUX_KIND_ASSIGN) st->watch->hold++; /* variables are never left half written */
+  s = run_kernel_step(st, p, step);
+  if (kind == NPUX_KIND_ASSIGN) st->watch->hold--;
+  return step_finished(st, step, s);
+}
+
+static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   npu_context *ctx = st->ctx;
   const npuG_node *node = &st->graph->nodes[step->node];
   const npuK_pool *pool = p->reference ? NULL : npuC_kernel_pool(ctx);

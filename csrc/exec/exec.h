@@ -39,7 +39,23 @@ typedef struct npuE_state {
   struct npuE_profile *profile;
   npuE_nest nest;
   int64_t n_empty_skips; /* dynamic steps whose kernel was skipped: all outputs empty */
+  /* the run's cancellation and deadlines (core/watch.c), armed by the session for a run;
+     op_execute_ns: op_execute_timeout in ns (0: none), op_wait_ms: op_wait_timeout in ms
+     (0: none), both from the session's options */
+  npuC_watch *watch;
+  int64_t op_execute_ns, op_wait_ms;
+  int64_t timeout_ms; /* the run's timeout_in_ms, for messages */
+  const npu_run_options *run_options; /* the run's (host ops), NULL outside runs */
 } npuE_state;
+
+/* exec/exec.c: whether the run must stop before `step` (NULL: between iterations); sets the
+   message (naming the step) and returns NPU_ERR_CANCELLED / NPU_ERR_TIMEOUT, else NPU_OK.
+   `why` is the reason already latched, or NPUC_GO to check now (on the running thread). */
+npu_status npuE_stop(npuE_state *st, const npuE_step *step, npuC_stop why);
+static inline npu_status npuE_check(npuE_state *st, const npuE_step *step) {
+  npuC_stop why = npuC_watch_check(st->watch);
+  return why ? npuE_stop(st, step, why) : NPU_OK;
+}
 
 /* exec/exec.c: runs one step of plan p (a top-level one or a nested one). */
 npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step);

@@ -59,7 +59,8 @@ npu_status npuE_iterators_next(npu_context *ctx, npuE_iterators *its, const npu_
   if (st) return st;
   const npuG_node *n = &g->nodes[node];
   for (int i = 0; i < n->n_outputs; i++) out[i] = NULL;
-  st = npu_iterator_next(it, out);
+  st = npuE_iterator_next(it, out, its->watch, its->wait_ms);
+  if (st && its->watch && atomic_load(&its->watch->stopped)) return st; /* the step names it */
   return st ? node_error(ctx, st, n) : NPU_OK;
 }
 
@@ -68,7 +69,8 @@ npu_status npuE_iterators_peek(npu_context *ctx, npuE_iterators *its, const npu_
   *has = false;
   npu_iterator *it;
   npu_status st = iterator_for(ctx, its, g, node, &it);
-  if (!st) st = npuE_iterator_peek(it, ndims, shapes, has);
+  if (!st) st = npuE_iterator_peek(it, ndims, shapes, has, its->watch, its->wait_ms);
+  if (st && its->watch && atomic_load(&its->watch->stopped)) return st; /* the caller names it */
   return st && st != NPU_ERR_NOMEM ? node_error(ctx, st, &g->nodes[node]) : st;
 }
 

@@ -54,6 +54,10 @@ typedef enum npu_status {
   NPU_ERR_OUT_OF_RANGE, /* end of data */
   NPU_ERR_CALLBACK,     /* a host callback failed */
   NPU_ERR_INTERNAL,     /* a bug: please report */
+  NPU_ERR_CANCELLED,    /* the run was cancelled (npu_session_cancel, npu_context_cancel, the
+                           host's interrupt poll) */
+  NPU_ERR_TIMEOUT,      /* a deadline passed: the run's timeout_in_ms, op_execute_timeout,
+                           op_wait_timeout (TensorFlow's DeadlineExceeded) */
   NPU_STATUS_COUNT
 } npu_status;
 
@@ -115,6 +119,9 @@ NPU_API void npu_context_set_n_threads(npu_context *ctx, int n);
 NPU_API int npu_context_n_devices(const npu_context *ctx);
 /* Log hook (level: 0 debug, 1 info, 2 warning, 3 error); fn NULL removes it. */
 NPU_API void npu_context_set_log(npu_context *ctx, npu_log_fn fn, void *ud);
+/* Cancels the run in progress of every session of ctx (see npu_session_cancel).  Callable from
+   any thread, also while ctx is in use by another; the caller must hold a reference to ctx. */
+NPU_API void npu_context_cancel(npu_context *ctx);
 /* Test hook: make the n-th allocation from now fail (1 = the next one); 0 disables. */
 NPU_API void npu_context_fail_after(npu_context *ctx, long n);
 /* Frees memory the library handed to the caller (npu_session_explain's text) on ctx, the
@@ -649,6 +656,52 @@ NPU_API npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_
                                    npu_tensor *const *feed_tensors, int n_fetches,
                                    const int *fetch_values, npu_tensor **fetch_out,
                                    int n_targets, const int *target_nodes);
+/* What one run may be given besides its fetches (TensorFlow's RunOptions). */
+typedef struct npu_run_options {
+  /* > 0: the run fails with NPU_ERR_TIMEOUT once it has taken this long (compilation
+     included); 0: no limit. */
+  int64_t timeout_in_ms;
+  /* NULL, or called on the thread that runs, between steps and while a step waits (dataset
+     queues), with interrupt_ud: nonzero cancels the run (NPU_ERR_CANCELLED).  It must be
+     cheap (it runs at every step) and must not call into this library.  The Lua binding uses
+     it to notice the interpreter's Ctrl-C hook. */
+  int (*interrupt)(void *ud);
+  void *interrupt_ud;
+  /* Host ops: a node of op "host_func" (attributes "key", an int naming the host's function,
+     and "Tout", the dtypes of its outputs as a list of npu_dtype values) runs this callback, on
+     the thread that runs, with host_ud, its key and its inputs (borrowed, as stored: a float16
+     value stays float16).  It stores one new tensor per output in outputs[i] (any shape; the
+     dtype Tout[i]); the run takes them over (copies and releases them).  It returns NPU_OK, or
+     a failing status with a message in why (why_size bytes), which fails the run with
+     NPU_ERR_CALLBACK: "host_func '<node>': <why>".  It may run other sessions, but not this
+     one (NPU_ERR_STATE).  NULL: a run reaching a host_func step fails with NPU_ERR_STATE.
+     Host ops may sit inside cond branches and while loops. */
+  npu_status (*host_op)(void *host_ud, int64_t key, int n_inputs, npu_tensor *const *inputs,
+                        int n_outputs, const npu_dtype *output_dtypes, npu_tensor **outputs,
+                        char *why, size_t why_size);
+  void *host_ud;
+} npu_run_options;
+
+/* npu_session_run with run options (ro NULL: none).
+   Cancellation: the run checks, before every step (top-level, and inside cond branches and
+   every while iteration), inside convolution and matrix-multiply kernels between blocks of
+   rows, and every millisecond while it waits for a dataset element, whether it was cancelled
+   (npu_session_cancel, npu_context_cancel, ro->interrupt) or is past a deadline
+   (ro->timeout_in_ms, op_execute_timeout, op_wait_timeout); then it fails with
+   NPU_ERR_CANCELLED or NPU_ERR_TIMEOUT, the message naming the step it stopped at.  A step that
+   writes a variable (an assign, a fused update) either completes or has not begun: variables
+   are never left half written.  What the run allocated is freed or kept by the plan for the
+   next run, as after any failing run; the session stays usable. */
+NPU_API npu_status npu_session_run_with_options(npu_session *s, const npu_run_options *ro,
+                                                int n_feeds, const int *feed_values,
+                                                npu_tensor *const *feed_tensors, int n_fetches,
+                                                const int *fetch_values, npu_tensor **fetch_out,
+                                                int n_targets, const int *target_nodes);
+/* Makes the run of s in progress (if any) fail with NPU_ERR_CANCELLED within a few
+   milliseconds (see npu_session_run_with_options for where it checks).  A cancel arriving
+   when no run is in progress does nothing: it never cancels a later run.  Callable from any
+   thread; the caller must hold a reference to s (npu_session_retain) for the call. */
+NPU_API void npu_session_cancel(npu_session *s);
 /* Frees the session's variables and plans; later calls fail with NPU_ERR_STATE. */
 NPU_API void npu_session_close(npu_session *s);
 NPU_API int npu_session_is_closed(const npu_session *s);

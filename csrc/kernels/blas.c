@@ -44,6 +44,7 @@ typedef struct gemm_job {
   const void *a, *b;
   void *c;
   const npuK_epilogue *ep; /* f32 only: bias as C's initial value, activation after */
+  const npuK_pool *pool;   /* polled between blocks (npuK_stopped): a cancelled run stops */
 } gemm_job;
 
 static void plan_blocks(gemm_job *j, int64_t *n_blocks) {
@@ -127,7 +128,7 @@ static void gemm_range(void *arg, int64_t b0, int64_t b1) {
   enum CBLAS_TRANSPOSE tb = j->trans_b ? CblasTrans : CblasNoTrans;
   blasint lda = (blasint)(j->trans_a ? j->m : j->k), ldb = (blasint)(j->trans_b ? j->k : j->n);
   size_t es = j->f64 ? sizeof(double) : sizeof(float);
-  for (int64_t blk = b0; blk < b1; blk++) {
+  for (int64_t blk = b0; blk < b1 && !npuK_stopped(j->pool); blk++) {
     int64_t lo = blk * j->block, len = (j->by_rows ? j->m : j->n) - lo;
     if (len > j->block) len = j->block;
     const char *a = j->a, *b = j->b;
@@ -161,7 +162,7 @@ static void gemm_range(void *arg, int64_t b0, int64_t b1) {
 static void gemm(const npuK_pool *pool, int f64, int trans_a, int trans_b, int64_t m, int64_t n,
                  int64_t k, const void *a, const void *b, const npuK_epilogue *ep, void *c) {
   gemm_job j = {.trans_a = trans_a, .trans_b = trans_b, .f64 = f64, .m = m, .n = n, .k = k,
-                .a = a, .b = b, .c = c, .ep = ep, .gemv = use_gemv(m, n, k)};
+                .a = a, .b = b, .c = c, .ep = ep, .gemv = use_gemv(m, n, k), .pool = pool};
   int64_t n_blocks;
   plan_blocks(&j, &n_blocks);
   npuK_parallel_for(pool, n_blocks, 1, gemm_range, &j);
@@ -284,7 +285,7 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
     const float *a_all = h->a_dtype == NPUK_F32 ? h->a : abuf;
     if (!g->by_rows && h->a_dtype != NPUK_F32) /* all of A, as stored (m, k) or (k, m) */
       npuK_cast(NULL, g->m * g->k, h->a_dtype, h->a, NPUK_F32, abuf);
-    for (int64_t blk = b0; blk < b1; blk++) {
+    for (int64_t blk = b0; blk < b1 && !npuK_stopped(g->pool); blk++) {
       int64_t lo = blk * g->block, len = (g->by_rows ? g->m : g->n) - lo;
       if (len > g->block) len = g->block;
       int64_t m = g->by_rows ? len : g->m, n = g->by_rows ? g->n : len;
@@ -331,7 +332,7 @@ void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_
     return;
   }
   if (m <= 0 || n <= 0) return;
-  half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .b = b, .ep = ep},
+  half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .b = b, .ep = ep, .pool = pool},
                 .a = a, .c = c, .a_dtype = a_dtype, .c_dtype = c_dtype, .scratch = scratch};
   half_plan(&h, m, n, k > 0 ? k : 0, n_slots);
   npuK_parallel_for(pool, h.n_slots, 1, half_range, &h);

@@ -190,6 +190,7 @@ typedef struct conv_job {
   npuK_dtype x_dtype, y_dtype;
   int64_t slot_floats;     /* scratch per slot (npuK_conv2d_half_scratch_size's layout) */
   const npuK_epilogue *ep; /* fused steps: applied to each block as soon as it is computed */
+  const npuK_pool *pool;   /* polled between blocks (npuK_stopped): a cancelled run stops */
 } conv_job;
 
 /* bias + relu (or bias alone), the commonest epilogue, in one pass over a block of rows
@@ -268,7 +269,7 @@ static void conv_slot_range(void *arg, int64_t begin, int64_t end) {
       next += ring_floats(j->w);
     }
     float *yblock = j->y_dtype == NPUK_F32 ? NULL : next;
-    for (int64_t b = b0; b < b1; b++) {
+    for (int64_t b = b0; b < b1 && !npuK_stopped(j->pool); b++) {
       int64_t m0 = b * p->bm, rows = p->m - m0 < p->bm ? p->m - m0 : p->bm;
       const float *a = direct ? (const float *)j->x + m0 * p->k : col;
       if (j->pointwise && !direct) copy_in(col, j->x, j->x_dtype, m0 * p->k, rows * p->k);
@@ -325,6 +326,7 @@ void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t 
     return;
   }
   j.ep = ep;
+  j.pool = pool;
   j.w = w;
   j.pointwise = conv_is_pointwise(w);
   j.out_c = out_c;

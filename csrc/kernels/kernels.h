@@ -43,7 +43,16 @@ typedef void (*npuK_range_fn)(void *arg, int64_t begin, int64_t end);
 typedef struct npuK_pool {
   void (*parallel_for)(void *self, int64_t n_items, int64_t grain, npuK_range_fn fn, void *arg);
   void *self;
+  /* NULL, or nonzero when the run was cancelled or is past a deadline (any thread).  A long
+     kernel may poll it between blocks (npuK_stopped) and return early: its outputs are then
+     unspecified, and the executor discards them.  Only kernels whose blocks write disjoint
+     parts of their outputs, and never read them back, may stop early. */
+  int (*stopped)(void *self);
 } npuK_pool;
+
+static inline int npuK_stopped(const npuK_pool *pool) {
+  return pool && pool->stopped && pool->stopped(pool->self);
+}
 
 /* Calls fn(arg, 0, n) directly when pool is NULL (or has no parallel_for) or n <= grain;
    otherwise hands the range to the pool. n <= 0 does nothing. */

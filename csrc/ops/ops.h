@@ -81,6 +81,9 @@ struct npuX_call {
      dropped, so ops whose outputs only go to fetches (the summary ops, ops/summary.h) may skip
      their work.  false everywhere else (compile-time folding, single runs, the last one). */
   bool discarded;
+  /* The run's options (npu_session_run_with_options), NULL outside runs: host_func calls
+     run->host_op (op_host_func.c). */
+  const npu_run_options *run;
 };
 
 struct npuX_grad; /* the gradient builder's context: ops/grad.h */

@@ -470,10 +470,15 @@ require("npu.control").install(npu)
 -- Values sized by the data: where, unique, boolean_mask, image NMS (lua/npu/dynamic.lua)
 require("npu.dynamic").install(npu)
 
+-- Host ops: Lua functions as graph steps (lua/npu/host.lua)
+require("npu.host").install(npu)
+
 -- Datasets and checkpoints (lua/npu/data.lua, lua/npu/saver.lua)
 npu.data = require("npu.data")
 npu.errors = npu.errors or {}
 npu.errors.OutOfRangeError = npu.data.errors.OutOfRangeError
+npu.errors.CancelledError = "NPU_ERR_CANCELLED"        -- npu_session_cancel, Ctrl-C
+npu.errors.DeadlineExceededError = "NPU_ERR_TIMEOUT"   -- timeout_in_ms, op_*_timeout
 npu.train.Saver = require("npu.saver").Saver
 
 -- Models: TensorFlow graphs in and out (lua/npu/model.lua)

@@ -1,0 +1,43 @@
+-- npu.host — host ops: Lua functions as steps of a graph (csrc/ops/op_host_func.c,
+-- csrc/bind/l_session.c).
+--
+--   local y = npu.host_func(function(x) return x:totable()[1] * 2 end, x, "float32")
+--
+-- npu.host_func(fn, inputs, output_dtypes [, name]) — tf.numpy_function: inputs is an
+-- npu.Output or a list of them (npu.Tensors and Lua values become constants); output_dtypes
+-- a dtype name (one Output returned) or a list of them (a list returned).  When a run reaches
+-- the node, fn(...) is called with the inputs' values as npu.Tensors, on the thread that
+-- called sess:run (so it may touch this lua_State freely), and returns one value per output
+-- dtype: an npu.Tensor, a number or nested tables, converted to that dtype.  Output shapes are
+-- whatever fn returns (unknown when the graph is built).  An error in fn fails the run:
+-- sess:run raises "NPU_ERR_CALLBACK: host_func '<name>': <the error>".  Host ops may sit inside
+-- npu.cond branches and npu.while_loop bodies.  fn lives as long as the graph.
+local core = require("npu.core")
+
+local M = {}
+
+function M.install(npu)
+  local Output_mt = core.Output_mt
+  local function is_output(v) return getmetatable(v) == Output_mt end
+
+  function npu.host_func(fn, inputs, output_dtypes, name)
+    if type(fn) ~= "function" then error("npu.host_func: fn must be a function", 2) end
+    local list = inputs
+    if inputs == nil then list = {}
+    elseif is_output(inputs) or getmetatable(inputs) == core.Tensor_mt or type(inputs) ~= "table" then
+      list = { inputs }
+    end
+    local g
+    for _, v in ipairs(list) do
+      if is_output(v) then g = v:graph() break end
+    end
+    g = g or npu.get_default_graph()
+    local ins = {}
+    for i, v in ipairs(list) do ins[i] = is_output(v) and v or g:const(v) end
+    local one = type(output_dtypes) == "string"
+    local outs = core.host_func(g, fn, ins, one and { output_dtypes } or output_dtypes, name)
+    return one and outs[1] or outs
+  end
+end
+
+return M
