@@ -115,6 +115,10 @@ test sanitize: export NPU_VERIFY_PLANS = 1
 # $ASCEND_WORK_PATH/FE/<pid>/ when that is set, else in the working directory.  The suite's
 # sessions put theirs in the build tree.
 test sanitize: export ASCEND_WORK_PATH ?= $(abspath $(BUILD))/ascend_work
+# The operator cache (op_compiler_cache_mode, default enable) is read by every session: the
+# suite's is the build tree's, never $HOME/atc_data, so tuning records a developer made cannot
+# change what the suite computes; the specs that write records name directories of their own.
+test sanitize: export ASCEND_CACHE_PATH ?= $(abspath $(BUILD))/ascend_cache
 test: deps
 	$(MAKE) all $(C_TESTS) $(EMBED) $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done

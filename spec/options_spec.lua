@@ -150,6 +150,7 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
   end
   table.sort(real)
   lu.assertEquals(real, { "accelerate_train_mode", "all_tensor_not_empty", -- exec/exec.c run_dynamic
+    "aoe_config_file", "aoe_mode", -- compile/tuning.c
     "bp_point", "compile_dynamic_mode", "compile_hybrid_mode", -- compile/generalize.c, session.c
     "customize_dtypes", "deterministic",
     "dump_data", "dump_debug_mode", "dump_layer", "dump_mode", "dump_path", "dump_step", -- exec/dump.c
@@ -160,11 +161,13 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "external_weight", -- compile/external_weight.c
     "fp_point",
     "fusion_switch_file", "graph_run_mode", "input_shape", "iterations_per_loop", "modify_mixlist",
-    "oo_constant_folding", "op_execute_timeout", "op_precision_mode", "op_select_implmode",
+    "oo_constant_folding", "op_compiler_cache_dir", "op_compiler_cache_mode", -- compile/tuning.c
+    "op_execute_timeout", "op_precision_mode", "op_select_implmode",
     "op_wait_timeout", -- exec/exec.c, exec/dataset.c (core/watch.c)
     "optypelist_for_implmode", "precision_mode", "precision_mode_v2",
     "profiling_mode", "profiling_options", -- exec/profile.c (and bp_point, fp_point)
-    "session_device_id", "shape_generalization_mode", "static_memory_policy", "use_off_line" })
+    "session_device_id", "shape_generalization_mode", "static_memory_policy", "use_off_line",
+    "work_path" }) -- compile/tuning.c
 end
 
 function TestOptionsTable:test_hardware_options_say_no_effect_on_the_cpu()

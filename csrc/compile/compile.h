@@ -57,6 +57,11 @@ typedef struct npuE_step {
      npuX_call.algo; 0, the default, unless npuP_select_impl (compile/implmode.c) chose
      another.  Always 0 on the reference path. */
   uint8_t algo;
+  /* Tuning (compile/tuning.c: aoe_mode, the tuning records): the threads this step runs on
+     (0: the context's), and where its algorithm and threads come from (NPUP_TUNED_*: 0 the
+     compiler's rules, 1 timed by this compilation, 2 a tuning record). */
+  uint8_t threads;
+  uint8_t tuned;
   /* Shapes known only when the step runs (an input or output whose shape the compile could
      not fix, or an NPUX_F_DATA_SHAPE op): the executor infers the outputs' shapes from the
      actual inputs, gives them buffers of their own and sizes the scratch then. */
@@ -166,6 +171,10 @@ typedef struct npuE_plan {
                            names the plan in dumps and profiles */
   bool generic;         /* compiled for feeds with unknown (-1) dims: a dynamic-shape plan that
                            npuP_matches takes for any size there */
+  /* compile/tuning.c: steps timed by this compilation, steps given a record's choice; the
+     whole-plan choice (NPUP_TUNED_*) and the fusion passes it turned off (bit i: pass i of
+     passes.def) */
+  struct { int timed, reused, subgraph; unsigned fusion_off; } tuning;
 } npuE_plan;
 
 /* compile/plan.c */
@@ -175,6 +184,7 @@ typedef struct npuE_plan {
 struct npuP_fusion_config; /* compile/fusion.c */
 struct npuP_mix_config;    /* compile/precision.c */
 struct npuP_impl_config;   /* compile/implmode.c */
+struct npuP_tune_config;   /* compile/tuning.c */
 /* Which feed dims a plan leaves unknown (-1), so that one dynamic-shape plan serves many feed
    shapes (compile/generalize.c): STRICT none (a plan per shape); FULL every dim the graph leaves
    unknown, once a feed's shape changed between runs (shape_generalization_mode FULL); ADAPTIVE
@@ -201,6 +211,7 @@ typedef struct npuP_config {
   struct npuP_fusion_config *fusion;
   struct npuP_mix_config *mix;
   struct npuP_impl_config *impl;
+  struct npuP_tune_config *tune; /* AOE and the operator cache (compile/tuning.h), or NULL */
   /* accelerate_train_mode (004; experimental_accelerate_train_mode in 000), "fast|step|0.9":
      the session switches precision between reduced (while the progress says so) and
      original (the mode's own) and recompiles; on = false when the option is not set. */

@@ -12,6 +12,7 @@
 
 #include "compile/precision.h"
 #include "compile/compile.h"
+#include "compile/tuning.h"
 #include "options/options_int.h"
 
 /* accelerate_train_mode, validated by the option table: "fast|step|0.9" runs the steps before
@@ -74,6 +75,7 @@ npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config 
   npu_status s = npuP_fusion_config_new(ctx, o, &cfg->fusion);
   if (!s) s = npuP_mix_config_new(ctx, o, &cfg->mix);
   if (!s) s = npuP_impl_config_new(ctx, o, &cfg->impl);
+  if (!s) s = npuP_tune_config_new(ctx, o, &cfg->tune);
   if (s) npuP_config_free(ctx, cfg);
   return s;
 }
@@ -82,6 +84,8 @@ void npuP_config_free(npu_context *ctx, npuP_config *cfg) {
   npuP_fusion_config_free(ctx, cfg->fusion);
   npuP_mix_config_free(ctx, cfg->mix);
   npuP_impl_config_free(ctx, cfg->impl);
+  npuP_tune_config_free(ctx, cfg->tune);
+  cfg->tune = NULL;
   cfg->fusion = NULL;
   cfg->mix = NULL;
   cfg->impl = NULL;

@@ -15,6 +15,7 @@
 
 #include "compile/fused_ops.h"
 #include "compile/passes.h"
+#include "compile/tuning.h"
 #include "options/options_int.h"
 
 /* ---- a minimal JSON writer ---- */
@@ -253,9 +254,25 @@ static void s_impl(jw *w, const ex *e, const npuE_step *s) {
 static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   static const char *const conv[NPUK_CONV_ALGO_COUNT] = {
       [NPUK_CONV_IM2COL] = "im2col", [NPUK_CONV_WINOGRAD_2X3] = "winograd_2x3"};
+  static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
+      [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv"};
   (void)e;
   bool is_conv = s->def == &npuX_op_conv2d || s->def == &npuP_op_fused_conv2d;
-  str(w, is_conv && s->algo < NPUK_CONV_ALGO_COUNT ? conv[s->algo] : NULL);
+  bool is_gemm = s->def == &npuX_op_matmul || s->def == &npuP_op_fused_matmul;
+  str(w, is_conv && s->algo < NPUK_CONV_ALGO_COUNT   ? conv[s->algo]
+         : is_gemm && s->algo < NPUK_GEMM_ALGO_COUNT ? gemm[s->algo]
+                                                     : NULL);
+}
+/* compile/tuning.c: the threads a tuned step runs on (null: the context's), and where its
+   choice came from */
+static void s_threads(jw *w, const ex *e, const npuE_step *s) {
+  (void)e;
+  if (s->threads) num(w, s->threads);
+  else str(w, NULL);
+}
+static void s_tuned(jw *w, const ex *e, const npuE_step *s) {
+  (void)e;
+  str(w, s->tuned == 1 ? "timed" : s->tuned == 2 ? "record" : NULL);
 }
 static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
   (void)e, num(w, (int64_t)s->scratch_size);
@@ -279,6 +296,8 @@ static const struct {
     {"scratch_bytes", s_scratch},
     {"impl", s_impl},
     {"algo", s_algo},
+    {"threads", s_threads},
+    {"tuned", s_tuned},
     {"index", s_index},
     {"dynamic", s_dynamic},
 };
@@ -431,6 +450,28 @@ static void p_memory(jw *w, const ex *e) {
   close_(w, '}');
 }
 
+/* compile/tuning.c: {"aoe_mode": "2" | null, "timed": steps timed now, "reused": steps given a
+   record's choice, "subgraph": "timed" | "record" | null, "fusion_off": [passes]} */
+static void p_tuning(jw *w, const ex *e) {
+  const npu_options *o = e->cfg ? e->cfg->options : NULL;
+  open_(w, '{');
+  key(w, "aoe_mode");
+  str(w, o && *npuO_string(o, NPUO_aoe_mode) ? npuO_string(o, NPUO_aoe_mode) : NULL);
+  key(w, "timed");
+  num(w, e->p->tuning.timed);
+  key(w, "reused");
+  num(w, e->p->tuning.reused);
+  key(w, "subgraph");
+  int sg = e->p->tuning.subgraph;
+  str(w, sg == 1 ? "timed" : sg == 2 ? "record" : NULL);
+  key(w, "fusion_off");
+  open_(w, '[');
+  for (int i = 0; i < npuP_fusion_pass_count(); i++)
+    if (e->p->tuning.fusion_off & (1u << i)) str(w, npuP_fusion_pass_name(i));
+  close_(w, ']');
+  close_(w, '}');
+}
+
 static const struct {
   const char *name;
   plan_field fn;
@@ -448,6 +489,7 @@ static const struct {
     {"fetches", p_fetches},
     {"steps", p_steps},
     {"memory", p_memory},
+    {"tuning", p_tuning},
 };
 
 static void classify_step(void *ud, const npuE_step *s, int depth, const npuE_step *parent,

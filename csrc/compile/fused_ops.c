@@ -53,9 +53,9 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
     npuK_matmul_f32_ref_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                            &ep, y->data);
   else /* A and C as stored (NPUX_F_HALF_XY) */
-    npuK_matmul_half_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
+    npuK_matmul_half_algo_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
                         (npuK_dtype)a->dtype, b->data, &ep, y->data, (npuK_dtype)y->dtype,
-                        c->scratch, c->n_threads);
+                        c->scratch, c->n_threads, c->algo);
   return NPU_OK;
 }
 

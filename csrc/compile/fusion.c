@@ -32,6 +32,7 @@
 #include "compile/fused_ops.h"
 #include "compile/passes.h"
 #include "compile/precision.h"
+#include "compile/tuning.h"
 #include "options/options_int.h"
 
 typedef struct fuser fuser;
@@ -1118,6 +1119,14 @@ static npu_status fuse_eltwise(fuser *f) {
 
 /* ====================================================================================== run */
 
+int npuP_fusion_pass_index(const char *name) {
+  for (int i = 0; i < N_PASSES; i++)
+    if (!strcmp(passes[i].name, name)) return i;
+  return -1;
+}
+int npuP_fusion_pass_count(void) { return N_PASSES; }
+const char *npuP_fusion_pass_name(int i) { return i >= 0 && i < N_PASSES ? passes[i].name : NULL; }
+
 npu_status npuP_fuse(npuP_build *b) {
   struct npuP_fusion_config *c = b->cfg->fusion;
   /* A plan with run-time shapes or control flow stays unfused: the patterns read fixed shapes
@@ -1131,9 +1140,9 @@ npu_status npuP_fuse(npuP_build *b) {
   npu_status s = f.n_readers && f.reader && f.pinned ? NPU_OK : NPU_ERR_NOMEM;
   for (int i = 0; !s && i < p->n_fetches; i++) f.pinned[p->fetches[i]] = 1;
   for (int i = 0; !s && i < p->n_feeds; i++) f.pinned[p->feeds[i]] = 1;
-  graph_stats g = {.graph_id = c->n_compiled++};
+  graph_stats g = {.graph_id = b->trial ? -1 : c->n_compiled++};
   for (int i = 0; !s && i < N_PASSES; i++) {
-    if (!c->on[i]) continue;
+    if (!c->on[i] || (b->fusion_off & (1u << i))) continue;
     index_readers(&f);
     f.pass = i;
     f.match = f.effect = 0;
@@ -1145,7 +1154,7 @@ npu_status npuP_fuse(npuP_build *b) {
   npuC_free(ctx, f.n_readers);
   npuC_free(ctx, f.reader);
   npuC_free(ctx, f.pinned);
-  if (!s && c->export_mode) s = record_graph(ctx, c, &g);
-  if (!s && c->export_mode == 2) s = export_stats(ctx, c);
+  if (!s && c->export_mode && !b->trial) s = record_graph(ctx, c, &g);
+  if (!s && c->export_mode == 2 && !b->trial) s = export_stats(ctx, c);
   return s;
 }

@@ -337,6 +337,18 @@ bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char
    bench/bench_cnn.c's first layer, c = 1, runs 2x slower), shapes known now. */
 enum { WINOGRAD_MIN_CHANNELS = 8 };
 
+bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s) {
+  if (s->dynamic || s->widen || s->round_in >= 0 || s->round_out >= 0) return false;
+  const npuG_value *x = &p->values[s->in[0]], *f = &p->values[s->in[1]];
+  const npuG_value *y = &p->values[s->out[0]];
+  if (x->dtype != NPU_DTYPE_F32 || f->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32)
+    return false;
+  npuK_window2d w, pw;
+  bool pooled;
+  return !npuP_conv_geometry(s->def, s->params, x, f, &w, &pw, &pooled) &&
+         npuK_conv2d_winograd_fits(&w, pooled ? &pw : NULL);
+}
+
 static bool winograd_wins(const npuE_plan *p, const npuE_step *s) {
   if (s->dynamic || s->widen || s->round_in >= 0 || s->round_out >= 0) return false;
   const npuG_value *x = &p->values[s->in[0]], *f = &p->values[s->in[1]];

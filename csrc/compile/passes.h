@@ -27,6 +27,8 @@ typedef struct npuP_build {
   npu_tensor **known; /* by value id: the value when fixed at compile time, else NULL; a pass
                          that adds values grows it (it may move) */
   const uint8_t *need; /* by node id: bit 0 the node runs, bit 1 its value is read */
+  unsigned fusion_off; /* subgraph tuning: passes turned off (bit i: pass i of passes.def) */
+  bool trial;          /* a candidate plan of subgraph tuning: no statistics, no dumps */
 } npuP_build;
 
 /* compile/plan.c: asks step's op for its scratch with stand-ins of its operands as the plan
@@ -52,6 +54,9 @@ bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char
 /* compile/implmode.c: whether op def has a high_performance implementation at all (the
    generated op reference, tools/gen_ops_doc.c, lists them). */
 bool npuP_impl_has_fast(const npu_op_def *def);
+/* compile/implmode.c: whether conv2d step s of plan p can run Winograd F(2x2, 3x3) (float32,
+   the geometry and fused pool it takes), whatever its channels (the tuner times it). */
+bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s);
 /* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
    (run after each pass when cfg->verify). */
 npu_status npuP_verify(npuP_build *b, const char *after);

@@ -18,6 +18,7 @@
 
 #include "compile/passes.h"
 #include "compile/precision.h"
+#include "compile/tuning.h"
 #include "exec/exec.h"
 
 bool npuP_matches(const npuE_plan *p, int n_feeds, const int *feeds,
@@ -349,6 +350,8 @@ typedef struct compiling {
   int n_borrowed; /* prune: borrowed slots at most */
   int dump;      /* DUMP_GE_GRAPH: this compilation's number in the dump files, -1 off */
   const npuG_node *loop; /* the iterations_per_loop node, NULL when none */
+  char *key;     /* subgraph tuning: the signature's description (NULL: not wanted) */
+  size_t key_size;
 } compiling;
 
 /* check: the signature names values and nodes of the graph, fetches and targets are outside
@@ -455,6 +458,7 @@ static void prune(compiling *c) {
 
 /* DUMP_GE_GRAPH: the graph as given (stage 0), after prune. */
 static npu_status dump_given(compiling *c) {
+  if (c->b.trial) return NPU_OK;
   npu_status s = npuP_graph_dump_begin(c->b.ctx, c->b.cfg, &c->dump);
   if (!s && c->dump >= 0) s = npuP_graph_dump(&c->b, c->dump, 0, "PreRunBegin", false);
   return s;
@@ -563,13 +567,49 @@ static npu_status emit(compiling *c) {
 }
 
 /* passes (compile/passes.h), each verified (NPU_VERIFY_PLANS) and dumped (DUMP_GE_GRAPH). */
+/* Tuning records and aoe_mode 2 choose among the implementations selection allows. */
+static npu_status select_and_tune(npuP_build *b) {
+  npu_status s = npuP_select_impl(b);
+  return s ? s : npuP_tune_steps(b);
+}
+
+/* The signature's description for subgraph tuning, once the steps are laid out (before the
+   passes): each step's op, node and outputs, the feeds' shapes, the threads. */
+static void subgraph_key(compiling *c) {
+  const npuE_plan *p = c->b.plan;
+  uint64_t h = 14695981039346656037ull;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *s = &p->steps[k];
+    const char *parts[2] = {s->def->name, npuP_node_name(c->b.graph, s->node)};
+    for (int j = 0; j < 2; j++) {
+      for (const char *q = parts[j]; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;
+      h = (h ^ 0xff) * 1099511628211ull;
+    }
+    for (int i = 0; i < s->n_out; i++) {
+      const npuG_value *v = &p->values[s->out[i]];
+      h = (h ^ (uint64_t)v->dtype) * 1099511628211ull;
+      for (int d = 0; d < v->ndim; d++) h = (h ^ (uint64_t)v->shape[d]) * 1099511628211ull;
+    }
+  }
+  int n = snprintf(c->key, c->key_size, "subgraph %016llx steps %d threads %d feeds",
+                   (unsigned long long)h, p->n_steps, npu_context_n_threads(c->b.ctx));
+  for (int i = 0; i < c->n_feeds && n > 0 && (size_t)n < c->key_size; i++) {
+    const npu_tensor *t = c->feed_tensors[i];
+    n += snprintf(c->key + n, c->key_size - (size_t)n, " %s[", npu_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim && (size_t)n < c->key_size; d++)
+      n += snprintf(c->key + n, c->key_size - (size_t)n, "%s%lld", d ? "," : "",
+                    (long long)t->shape[d]);
+    if ((size_t)n < c->key_size) n += snprintf(c->key + n, c->key_size - (size_t)n, "]");
+  }
+}
+
 static npu_status passes(compiling *c) {
   static const struct {
     const char *name;
     npu_status (*run)(npuP_build *);
   } list[] = {{"fusion", npuP_fuse},
               {"precision assignment", npuP_assign_precision},
-              {"implementation selection", npuP_select_impl},
+              {"implementation selection", select_and_tune},
               {"memory planning", npuP_plan_memory}};
   npuP_build *b = &c->b;
   bool verify = b->cfg->verify;
@@ -646,15 +686,25 @@ static npu_status allocate(compiling *c) {
   return p->iterations > 1 ? mark_fetch_only(ctx, p) : NPU_OK;
 }
 
-npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
-                        npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
-                        int n_targets, const int *targets, const npuP_config *cfg,
-                        npuE_plan **out) {
+/* One signature's request, kept for the variants subgraph tuning compiles. */
+typedef struct request {
+  npuE_state *st;
+  int n_feeds, n_fetches, n_targets;
+  const int *feeds, *fetches, *targets;
+  npu_tensor *const *feed_tensors;
+  const npuP_config *cfg;
+} request;
+
+static npu_status compile_variant(const request *r, unsigned fusion_off, bool trial, char *key,
+                                  size_t key_size, npuE_plan **out) {
   *out = NULL;
-  compiling c = {.st = st, .n_feeds = n_feeds, .n_fetches = n_fetches, .n_targets = n_targets,
-                 .feeds = feeds, .fetches = fetches, .targets = targets,
-                 .feed_tensors = feed_tensors, .dump = -1,
-                 .b = {.ctx = st->ctx, .graph = st->graph, .cfg = cfg}};
+  npuE_state *st = r->st;
+  compiling c = {.st = st, .n_feeds = r->n_feeds, .n_fetches = r->n_fetches,
+                 .n_targets = r->n_targets, .feeds = r->feeds, .fetches = r->fetches,
+                 .targets = r->targets, .feed_tensors = r->feed_tensors, .dump = -1,
+                 .key = key, .key_size = key_size,
+                 .b = {.ctx = st->ctx, .graph = st->graph, .cfg = r->cfg,
+                       .fusion_off = fusion_off, .trial = trial}};
   npu_status s = check(&c);
   if (s) return s;
   if (!(s = new_plan(&c))) {
@@ -663,6 +713,10 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   }
   if (!s) s = start_layout(&c);
   if (!s) s = emit(&c);
+  if (!s && key) {
+    if (c.b.plan->dynamic) key[0] = 0;
+    else subgraph_key(&c);
+  }
   if (!s) s = passes(&c);
   if (!s) s = allocate(&c);
   npu_context *ctx = st->ctx;
@@ -674,4 +728,76 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   }
   *out = c.b.plan;
   return NPU_OK;
+}
+
+/* Bit i set for each fusion pass that made a step of p (the gradient-descent pass excepted:
+   its step is an assign, which subgraph timing cannot run). */
+static unsigned passes_used(const npuE_plan *p) {
+  unsigned used = 0;
+  int sgd = npuP_fusion_pass_index("ApplyGradientDescentFusionPass");
+  for (int k = 0; k < p->n_steps; k++) {
+    int i = p->steps[k].pass ? npuP_fusion_pass_index(p->steps[k].pass) : -1;
+    if (i >= 0 && i != sgd) used |= 1u << i;
+  }
+  return used;
+}
+
+/* aoe_mode 1: the plan with the session's passes, and with each pass it used turned off in
+   turn, timed; the winner is kept (*p replaced) and recorded. */
+static npu_status tune_subgraph(const request *r, const char *key, npuE_plan **p) {
+  unsigned used = passes_used(*p), offs[33] = {0};
+  npuE_plan *plans[33] = {*p};
+  int n = 1, best = 0;
+  npu_status s = NPU_OK;
+  for (int i = 0; i < npuP_fusion_pass_count() && !s; i++) {
+    if (!(used & (1u << i))) continue;
+    offs[n] = 1u << i;
+    s = compile_variant(r, offs[n], true, NULL, 0, &plans[n]);
+    if (!s) n++;
+  }
+  npuP_build b = {.ctx = r->st->ctx, .graph = r->st->graph, .plan = *p, .cfg = r->cfg};
+  if (!s) s = npuP_tune_subgraph_time(&b, key, plans, offs, n, &best);
+  if (s) best = 0;
+  for (int i = 0; i < n; i++)
+    if (i != best) npuP_free(r->st->ctx, plans[i]);
+  *p = plans[best];
+  (*p)->tuning.subgraph = NPUP_TUNED_TIMED;
+  (*p)->tuning.fusion_off = offs[best];
+  return s;
+}
+
+npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
+                        npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
+                        int n_targets, const int *targets, const npuP_config *cfg,
+                        npuE_plan **out) {
+  request r = {.st = st, .n_feeds = n_feeds, .n_fetches = n_fetches, .n_targets = n_targets,
+               .feeds = feeds, .fetches = fetches, .targets = targets,
+               .feed_tensors = feed_tensors, .cfg = cfg};
+  char key[512] = "";
+  bool records = npuP_tune_records_on(cfg);
+  npu_status s = compile_variant(&r, 0, false, records ? key : NULL, sizeof key, out);
+  if (s || !records || !key[0] || (*out)->dynamic) return s;
+  npuP_build b = {.ctx = st->ctx, .graph = st->graph, .plan = *out, .cfg = cfg};
+  unsigned off;
+  bool found;
+  s = npuP_tune_subgraph_lookup(&b, key, &off, &found);
+  if (!s && found && off) { /* the record's passes off: that plan instead */
+    npuE_plan *q;
+    s = compile_variant(&r, off, true, NULL, 0, &q);
+    if (!s) {
+      npuP_free(st->ctx, *out);
+      *out = q;
+    }
+  }
+  if (!s && found) {
+    (*out)->tuning.subgraph = NPUP_TUNED_RECORD;
+    (*out)->tuning.fusion_off = off;
+  } else if (!s && npuP_tune_subgraph_on(cfg)) {
+    s = tune_subgraph(&r, key, out);
+  }
+  if (s) {
+    npuP_free(st->ctx, *out);
+    *out = NULL;
+  }
+  return s;
 }

@@ -345,7 +345,21 @@ npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   return step_finished(st, step, s);
 }
 
+static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_step *step);
+
+/* A tuned step (compile/tuning.c) may run on fewer threads than the context's: the pool is
+   narrowed for it (the kernels give the same bits at any thread count). */
 static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
+  npuC_pool *pool = st->ctx->pool;
+  int was = step->threads && !p->reference ? npuC_pool_active(pool) : 0;
+  if (step->threads >= was) return run_kernel_step_on(st, p, step);
+  npuC_pool_set_active(pool, step->threads);
+  npu_status s = run_kernel_step_on(st, p, step);
+  npuC_pool_set_active(pool, was);
+  return s;
+}
+
+static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   npu_context *ctx = st->ctx;
   const npuG_node *node = &st->graph->nodes[step->node];
   const npuK_pool *pool = p->reference ? NULL : npuC_kernel_pool(ctx);

@@ -17,6 +17,8 @@
  * small-matrix kernel (m n k > GEMV_BIG_WORK), whose packing of B costs ~4-8x the whole GEMV
  * (bench/bench_mlp.c; 1 x 1024 x 1024: sgemm 430 us, sgemv 53 us).  The choice is a function of
  * (m, n, k) alone, made once per GEMM, so thread counts still do not change the bits.
+ * The tuner (compile/tuning.c, aoe_mode) may force either (npuK_gemm_algo): the same float32
+ * sum over k, other rounding order, within the bound both are held to.
  */
 #include <limits.h>
 #include <string.h>
@@ -36,6 +38,15 @@ enum { GEMV_MAX_M = 4, GEMV_MIN_N = 128, GEMV_BIG_WORK = 1 << 20 };
 /* Whether a GEMM of these shapes runs its rows as matrix-vector products (see the top). */
 static int use_gemv(int64_t m, int64_t n, int64_t k) {
   return (m == 1 && n >= GEMV_MIN_N) || (m <= GEMV_MAX_M && m * n * k > GEMV_BIG_WORK);
+}
+
+/* The rule above, or what the step's algorithm forces (npuK_gemm_algo). */
+static int pick_gemv(int algo, int64_t m, int64_t n, int64_t k) {
+  return algo == NPUK_GEMM_SGEMM ? 0 : algo == NPUK_GEMM_GEMV ? 1 : use_gemv(m, n, k);
+}
+
+int npuK_gemm_uses_gemv(int algo, int64_t m, int64_t n, int64_t k) {
+  return pick_gemv(algo, m, n, k);
 }
 
 typedef struct gemm_job {
@@ -160,9 +171,10 @@ static void gemm_range(void *arg, int64_t b0, int64_t b1) {
 }
 
 static void gemm(const npuK_pool *pool, int f64, int trans_a, int trans_b, int64_t m, int64_t n,
-                 int64_t k, const void *a, const void *b, const npuK_epilogue *ep, void *c) {
+                 int64_t k, const void *a, const void *b, const npuK_epilogue *ep, void *c,
+                 int algo) {
   gemm_job j = {.trans_a = trans_a, .trans_b = trans_b, .f64 = f64, .m = m, .n = n, .k = k,
-                .a = a, .b = b, .c = c, .ep = ep, .gemv = use_gemv(m, n, k), .pool = pool};
+                .a = a, .b = b, .c = c, .ep = ep, .gemv = pick_gemv(algo, m, n, k), .pool = pool};
   int64_t n_blocks;
   plan_blocks(&j, &n_blocks);
   npuK_parallel_for(pool, n_blocks, 1, gemm_range, &j);
@@ -179,7 +191,7 @@ void npuK_matmul_f32_blas(const npuK_pool *pool, int trans_a, int trans_b, int64
     npuK_matmul_f32_ref(pool, trans_a, trans_b, m, n, k, a, b, c);
     return;
   }
-  gemm(pool, 0, trans_a, trans_b, m, n, k, a, b, NULL, c);
+  gemm(pool, 0, trans_a, trans_b, m, n, k, a, b, NULL, c, NPUK_GEMM_AUTO);
 }
 
 void npuK_matmul_f64_blas(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
@@ -193,18 +205,24 @@ void npuK_matmul_f64_blas(const npuK_pool *pool, int trans_a, int trans_b, int64
     npuK_matmul_f64_ref(pool, trans_a, trans_b, m, n, k, a, b, c);
     return;
   }
-  gemm(pool, 1, trans_a, trans_b, m, n, k, a, b, NULL, c);
+  gemm(pool, 1, trans_a, trans_b, m, n, k, a, b, NULL, c, NPUK_GEMM_AUTO);
 }
 
-void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
-                             int64_t n, int64_t k, const float *a, const float *b,
-                             const npuK_epilogue *ep, float *c) {
+static void matmul_f32_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                          int64_t n, int64_t k, const float *a, const float *b,
+                          const npuK_epilogue *ep, float *c, int algo) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || !fits_blasint(m, n, k)) { /* the reference loop, then the epilogue */
     npuK_matmul_f32_ref_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c);
     return;
   }
-  gemm(pool, 0, trans_a, trans_b, m, n, k, a, b, ep, c);
+  gemm(pool, 0, trans_a, trans_b, m, n, k, a, b, ep, c, algo);
+}
+
+void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                             int64_t n, int64_t k, const float *a, const float *b,
+                             const npuK_epilogue *ep, float *c) {
+  matmul_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, NPUK_GEMM_AUTO);
 }
 
 /* ---- A and C stored as float16 / bfloat16 ----
@@ -236,10 +254,10 @@ static int64_t c_floats(const gemm_job *g, npuK_dtype c_dtype) {
   return g->by_rows ? g->block * g->n : g->m * g->block;
 }
 
-static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots) {
+static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots, int algo) {
   h->g.m = m, h->g.n = n, h->g.k = k;
   h->blas = k > 0 && fits_blasint(m, n, k);
-  h->g.gemv = use_gemv(m, n, k);
+  h->g.gemv = pick_gemv(algo, m, n, k);
   plan_blocks(&h->g, &h->n_blocks);
   if (!h->blas) { /* the reference loop, on one block of all rows */
     h->g.by_rows = 1;
@@ -255,7 +273,7 @@ size_t npuK_matmul_half_scratch_size(int64_t m, int64_t n, int64_t k, int n_slot
                                      npuK_dtype a_dtype, npuK_dtype c_dtype) {
   if (m <= 0 || n <= 0 || (a_dtype == NPUK_F32 && c_dtype == NPUK_F32)) return 0;
   half_job h = {.a_dtype = a_dtype, .c_dtype = c_dtype};
-  half_plan(&h, m, n, k > 0 ? k : 0, n_slots);
+  half_plan(&h, m, n, k > 0 ? k : 0, n_slots, NPUK_GEMM_AUTO);
   return (size_t)(h.n_slots * h.slot_floats) * sizeof(float);
 }
 
@@ -326,15 +344,22 @@ void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_
                          int64_t k, const void *a, npuK_dtype a_dtype, const float *b,
                          const npuK_epilogue *ep, void *c, npuK_dtype c_dtype, float *scratch,
                          int n_slots) {
+  npuK_matmul_half_algo_ep(pool, trans_a, trans_b, m, n, k, a, a_dtype, b, ep, c, c_dtype,
+                           scratch, n_slots, NPUK_GEMM_AUTO);
+}
+
+void npuK_matmul_half_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                              int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
+                              const float *b, const npuK_epilogue *ep, void *c,
+                              npuK_dtype c_dtype, float *scratch, int n_slots, int algo) {
   if (a_dtype == NPUK_F32 && c_dtype == NPUK_F32) {
-    if (ep) npuK_matmul_f32_blas_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c);
-    else npuK_matmul_f32_blas(pool, trans_a, trans_b, m, n, k, a, b, c);
+    matmul_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, algo);
     return;
   }
   if (m <= 0 || n <= 0) return;
   half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .b = b, .ep = ep, .pool = pool},
                 .a = a, .c = c, .a_dtype = a_dtype, .c_dtype = c_dtype, .scratch = scratch};
-  half_plan(&h, m, n, k > 0 ? k : 0, n_slots);
+  half_plan(&h, m, n, k > 0 ? k : 0, n_slots, algo);
   npuK_parallel_for(pool, h.n_slots, 1, half_range, &h);
 }
 
@@ -424,6 +449,10 @@ void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_
 
 void npuK_blas_set_threads(int n) {
   openblas_set_num_threads(n < 1 ? 1 : n);
+}
+
+const char *npuK_blas_config(void) {
+  return openblas_get_config();
 }
 
 int npuK_blas_get_threads(void) {

@@ -77,6 +77,9 @@ void npuK_matmul_f64_ref(const npuK_pool *pool, int trans_a, int trans_b, int64_
 /* The ONE place where OpenBLAS's process-wide thread count is set/read. n < 1 is treated as 1. */
 void npuK_blas_set_threads(int n);
 int npuK_blas_get_threads(void);
+/* OpenBLAS's build description (version, target, threading): part of the tuning records'
+   fingerprint (compile/tuning.c).  Static storage. */
+const char *npuK_blas_config(void);
 
 /* ---------------------------------------------------------------- binary (binary.c)
  * out = a OP b with NumPy broadcasting, computed by the caller as strides:
@@ -581,6 +584,20 @@ void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_
 void npuK_matmul_f32_ref_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
                             int64_t n, int64_t k, const float *a, const float *b,
                             const npuK_epilogue *ep, float *c);
+/* GEMM algorithms (a matmul step's npuE_step.algo, npuX_call.algo): AUTO (0) the shape rule of
+ * blas.c (rows as sgemv for few rows, else sgemm), SGEMM / GEMV forcing one: chosen by the
+ * tuner (compile/tuning.c).  Every one is a float32 sum over k (|c - exact| <= k 2^-23
+ * sum|a b|), in other orders; the block plan, so thread independence, is the same.
+ * npuK_matmul_half_algo_ep is npuK_matmul_half_ep with the algorithm; npuK_gemm_uses_gemv
+ * says what a shape runs under an algorithm. */
+typedef enum npuK_gemm_algo {
+  NPUK_GEMM_AUTO = 0, NPUK_GEMM_SGEMM = 1, NPUK_GEMM_GEMV = 2, NPUK_GEMM_ALGO_COUNT
+} npuK_gemm_algo;
+void npuK_matmul_half_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                              int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
+                              const float *b, const npuK_epilogue *ep, void *c,
+                              npuK_dtype c_dtype, float *scratch, int n_slots, int algo);
+int npuK_gemm_uses_gemv(int algo, int64_t m, int64_t n, int64_t k);
 /* Gradient descent through a GEMM: w (m, n) = w - lr * (op(A) op(B)), the product never
  * stored whole: each block of npuK_matmul_f32_blas's plan (the same sgemm / sgemv calls, so
  * the same product bits) is computed into the slot's scratch and w's block updated from it

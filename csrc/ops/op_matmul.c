@@ -69,9 +69,9 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
     npuK_matmul_f32_ref(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                         y->data);
   } else { /* A and C as stored (NPUX_F_HALF_XY): float32, or float16 / bfloat16 */
-    npuK_matmul_half_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
+    npuK_matmul_half_algo_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
                         (npuK_dtype)a->dtype, b->data, NULL, y->data, (npuK_dtype)y->dtype,
-                        c->scratch, c->n_threads);
+                        c->scratch, c->n_threads, c->algo);
   }
   return NPU_OK;
 }

@@ -1383,6 +1383,9 @@ static const rule rules[] = {
        "000: optypelist_for_implmode lists the types 'that use the mode specified by the "
        "op_select_implmode parameter'; 'use this option in conjunction with op_select_implmode'",
        NULL),
+  RULE(REQUIRES, O(aoe_config_file, SET, NULL), O(aoe_mode, SET, NULL), X_,
+       "000: aoe_config_file 'tunes only operators with low performance on the network with "
+       "AOE': it selects what aoe_mode tunes", NULL),
   /* Profiling */
   RULE(EXCLUSIVE, O(profiling_options, JSON, "training_trace=on"), O(graph_run_mode, IN, "0"),
        O(profiling_mode, TRUE, NULL),

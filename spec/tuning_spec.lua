@@ -1,0 +1,350 @@
+-- tuning_spec.lua — AOE made real (compile/tuning.c): aoe_mode 2 times each step's candidates
+-- and writes records with the documented keys to <work_path>/npu_aoe_tuning.jsonl and the
+-- operator cache; a new session reads them back without timing (explain's tuning.timed and
+-- each step's "tuned"); the chosen candidate is the one applied; a corrupt or stale record is
+-- ignored and rewritten; the operator cache is aged to its size limit; aoe_mode 1 tunes the
+-- fusion passes of a plan; results stay within each kernel's stated accuracy; the options'
+-- errors.  Which candidate wins is never asserted: the machine is shared and noisy.
+local lu = require("luaunit")
+local npu = require("npu")
+local S = dofile(SPEC_DIR .. "/support.lua")
+
+TestTuning = {}
+
+local AOE_FILE = "npu_aoe_tuning.jsonl"
+local CACHE_FILE = "kernel_cache/npu_op_cache.jsonl"
+
+-- A small CNN: conv 3x3 (1 -> 8) + bias + relu + pool, conv 3x3 (8 -> 16) + bias + relu,
+-- dense to 10 at batch 2 (a matmul of 2 rows: sgemm and sgemv are both candidates).
+local function build()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { -1, 12, 12, 1 }, "x")
+  local function c(shape, seed) return g:const(npu.random.normal(shape, { seed = seed, stddev = 0.3 })) end
+  local h = npu.nn.relu(npu.nn.bias_add(npu.nn.conv2d(x, c({ 3, 3, 1, 8 }, 1),
+    { strides = { 1, 1, 1, 1 }, padding = "SAME" }), c({ 8 }, 2)))
+  h = npu.nn.max_pool(h, { ksize = 2, strides = 2, padding = "VALID" })
+  h = npu.nn.relu(npu.nn.bias_add(npu.nn.conv2d(h, c({ 3, 3, 8, 16 }, 3),
+    { strides = { 1, 1, 1, 1 }, padding = "SAME" }), c({ 16 }, 4)))
+  local y = npu.reshape(h, { -1, 6 * 6 * 16 }):matmul(c({ 6 * 6 * 16, 10 }, 5))
+  return g, x, y
+end
+
+local function feed(x) return { [x] = npu.random.normal({ 2, 12, 12, 1 }, { seed = 7 }) } end
+
+local function lines(path)
+  local out = {}
+  local f = io.open(path)
+  if not f then return out end
+  for l in f:lines() do out[#out + 1] = l end
+  f:close()
+  return out
+end
+
+local function records(path)
+  local out = {}
+  for _, l in ipairs(lines(path)) do out[#out + 1] = S.json_decode(l) end
+  return out
+end
+
+-- FNV-1a 64, as the records' checksum (integers wrap modulo 2^64 in Lua 5.4)
+local function fnv(s)
+  local h = -3750763034362895579 -- 14695981039346656037
+  for i = 1, #s do h = (h ~ s:byte(i)) * 1099511628211 end
+  return ("%016x"):format(h)
+end
+
+local function body_of(line) return line:match('^(.*),"checksum":"%x+"}$') end
+local function seal(body) return body .. ',"checksum":"' .. fnv(body) .. '"}' end
+
+local function write_lines(path, ls)
+  local f = assert(io.open(path, "w"))
+  for _, l in ipairs(ls) do f:write(l, "\n") end
+  f:close()
+end
+
+local function session(dir, extra)
+  local g, x, y = build()
+  local opts = { export_compile_stat = 0, work_path = dir, op_compiler_cache_dir = dir .. "/cache" }
+  for k, v in pairs(extra or {}) do opts[k] = v or nil end
+  local sess = npu.Session { graph = g, options = opts }
+  return sess, g, x, y
+end
+
+local function explain(sess, x, y) return sess:explain(y, feed(x)) end
+
+local function max_diff(a, b)
+  local x, y = a:reshape({ a:numel() }):totable(), b:reshape({ b:numel() }):totable()
+  local d, peak = 0, 0
+  for i = 1, #x do
+    d = math.max(d, math.abs(x[i] - y[i]))
+    peak = math.max(peak, math.abs(y[i]))
+  end
+  return d, peak
+end
+
+function TestTuning:test_operator_tuning_writes_records_a_new_session_reads_them()
+  local dir = S.tmpdir()
+  local sess, _, x, y = session(dir, { aoe_mode = "2" })
+  local e = explain(sess, x, y)
+  lu.assertEquals(e.tuning.aoe_mode, "2")
+  lu.assertTrue(e.tuning.timed >= 3, "three steps timed (two convolutions, the matmul)")
+  lu.assertEquals(e.tuning.reused, 0)
+  local recs = records(dir .. "/" .. AOE_FILE)
+  lu.assertEquals(#recs, e.tuning.timed)
+  for _, r in ipairs(recs) do
+    for _, k in ipairs({ "v", "key", "kind", "op", "node", "inputs", "outputs", "impl", "threads_max",
+      "fingerprint", "algo", "threads", "candidates", "written", "atime", "checksum" }) do
+      lu.assertNotNil(r[k], "record key " .. k)
+    end
+    lu.assertEquals(r.kind, "op")
+    lu.assertStrContains(r.fingerprint, "OpenBLAS")
+    lu.assertTrue(#r.candidates >= 1)
+  end
+  for _, l in ipairs(lines(dir .. "/" .. AOE_FILE)) do
+    lu.assertEquals(seal(body_of(l)), l, "checksum")
+  end
+  -- the same records in the operator cache
+  lu.assertEquals(#records(dir .. "/cache/" .. CACHE_FILE), #recs)
+  -- the chosen candidate is what the plan runs
+  local by_node = {}
+  for _, r in ipairs(recs) do by_node[r.node] = r end
+  for _, s in ipairs(e.steps) do
+    local r = by_node[s.node]
+    if r then
+      lu.assertEquals(s.tuned, "timed")
+      if s.op:match("conv2d") or s.op:match("matmul") then lu.assertEquals(s.algo, r.algo, s.node) end
+      lu.assertEquals(s.threads or r.threads_max, r.threads, s.node)
+    end
+  end
+  local want = sess:run(y, feed(x))
+  sess:close()
+
+  -- a new session with aoe_mode: applies, times nothing
+  local again, _, x2, y2 = session(dir, { aoe_mode = "2" })
+  local e2 = explain(again, x2, y2)
+  lu.assertEquals(e2.tuning.timed, 0)
+  lu.assertEquals(e2.tuning.reused, #recs)
+  for _, s in ipairs(e2.steps) do
+    if by_node[s.node] then lu.assertEquals(s.tuned, "record") end
+  end
+  again:close()
+  -- a session without aoe_mode (op_compiler_cache_mode enable, the default) reads the cache
+  local plain, _, x3, y3 = session(dir, { work_path = false })
+  local e3 = explain(plain, x3, y3)
+  lu.assertNil(e3.tuning.aoe_mode)
+  lu.assertEquals(e3.tuning.timed, 0)
+  lu.assertEquals(e3.tuning.reused, #recs)
+  local got = plain:run(y3, feed(x3))
+  local d, peak = max_diff(got, want)
+  lu.assertTrue(d <= 0, "same choices, same bits: " .. d .. " of " .. peak)
+  plain:close()
+  -- disable: the cache is not read
+  local off, _, x4, y4 = session(dir, { work_path = false, op_compiler_cache_mode = "disable" })
+  lu.assertEquals(explain(off, x4, y4).tuning.reused, 0)
+  off:close()
+  S.rm_rf(dir)
+end
+
+function TestTuning:test_results_stay_within_each_kernels_accuracy()
+  local dir = S.tmpdir()
+  local g, x, y = build()
+  local ref = npu.Session { graph = g, options = { use_off_line = false, export_compile_stat = 0 } }
+  local want = ref:run(y, feed(x))
+  ref:close()
+  -- default implementation mode: no Winograd among the candidates
+  local sess = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2",
+    work_path = dir, op_compiler_cache_mode = "disable" } }
+  local e = sess:explain(y, feed(x))
+  for _, s in ipairs(e.steps) do lu.assertNotEquals(s.algo, "winograd_2x3") end
+  local d, peak = max_diff(sess:run(y, feed(x)), want)
+  lu.assertTrue(d <= 1e-5 * peak, ("tuned vs reference: %g of %g"):format(d, peak))
+  sess:close()
+  -- O1 widens conv2d's candidates to Winograd: within its bound (docs/numerics.md; here, with
+  -- values of order one and c = 8, far below 1e-4 of the peak)
+  local cfg, wdir = dir .. "/aoe.json", dir .. "/wide"
+  os.execute("mkdir -p " .. S.sh_quote(wdir))
+  S.write(cfg, '{"tune_optimization_level": "O1", "tune_ops_type": ["Conv2D"]}')
+  local wide = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2",
+    work_path = wdir, aoe_config_file = cfg, op_compiler_cache_mode = "disable" } }
+  local ew = wide:explain(y, feed(x))
+  local recs = records(wdir .. "/" .. AOE_FILE)
+  local saw_winograd = false
+  for _, r in ipairs(recs) do
+    for _, c in ipairs(r.candidates) do saw_winograd = saw_winograd or c.algo == "winograd_2x3" end
+  end
+  lu.assertTrue(saw_winograd, "the 8 -> 16 convolution had Winograd among its candidates")
+  for _, r in ipairs(recs) do lu.assertTrue(r.widened) end
+  for _, s in ipairs(ew.steps) do -- tune_ops_type: only the convolutions were timed
+    if s.tuned == "timed" then lu.assertStrContains(s.op, "conv2d") end
+  end
+  d, peak = max_diff(wide:run(y, feed(x)), want)
+  lu.assertTrue(d <= 1e-4 * peak, ("widened vs reference: %g of %g"):format(d, peak))
+  wide:close()
+  S.rm_rf(dir)
+end
+
+function TestTuning:test_corrupt_and_stale_records_are_ignored_and_rewritten()
+  local dir = S.tmpdir()
+  local sess, _, x, y = session(dir, { aoe_mode = "2", op_compiler_cache_mode = "disable" })
+  local n = explain(sess, x, y).tuning.timed
+  sess:close()
+  local path = dir .. "/" .. AOE_FILE
+  local ls = lines(path)
+  lu.assertEquals(#ls, n)
+  -- line 1: a byte changed (checksum no longer matches); line 2: another fingerprint, sealed
+  -- again (stale); and a line of garbage
+  ls[1] = ls[1]:gsub('"threads":(%d)', '"threads":9', 1)
+  ls[2] = seal((body_of(ls[2]):gsub('"fingerprint":"', '"fingerprint":"another machine; ', 1)))
+  ls[#ls + 1] = "{not json"
+  write_lines(path, ls)
+  local again, _, x2, y2 = session(dir, { aoe_mode = "2", op_compiler_cache_mode = "disable" })
+  local e = explain(again, x2, y2)
+  lu.assertEquals(e.tuning.timed, 2)
+  lu.assertEquals(e.tuning.reused, n - 2)
+  again:close()
+  local after = lines(path)
+  lu.assertEquals(#after, n, "garbage dropped, the two records rewritten")
+  for _, l in ipairs(after) do
+    lu.assertEquals(seal(body_of(l)), l)
+    lu.assertNotStrContains(l, "another machine")
+  end
+  S.rm_rf(dir)
+end
+
+function TestTuning:test_force_removes_the_cache()
+  local dir = S.tmpdir()
+  local sess, _, x, y = session(dir, { aoe_mode = "2" })
+  explain(sess, x, y)
+  sess:close()
+  lu.assertTrue(S.exists(dir .. "/cache/" .. CACHE_FILE))
+  local forced, _, x2, y2 = session(dir, { work_path = false, op_compiler_cache_mode = "force" })
+  lu.assertFalse(S.exists(dir .. "/cache/" .. CACHE_FILE))
+  lu.assertEquals(explain(forced, x2, y2).tuning.reused, 0)
+  forced:close()
+  S.rm_rf(dir)
+end
+
+function TestTuning:test_subgraph_tuning_chooses_fusion_and_is_read_back()
+  local dir = S.tmpdir()
+  local sess, _, x, y = session(dir, { aoe_mode = "1", op_compiler_cache_mode = "disable" })
+  local e = explain(sess, x, y)
+  lu.assertEquals(e.tuning.subgraph, "timed")
+  lu.assertEquals(e.tuning.timed, 0, "aoe_mode 1 times no single step")
+  local want = sess:run(y, feed(x))
+  sess:close()
+  local recs = records(dir .. "/" .. AOE_FILE)
+  lu.assertEquals(#recs, 1)
+  lu.assertEquals(recs[1].kind, "subgraph")
+  lu.assertTrue(#recs[1].candidates >= 2, "the plan and at least one pass off")
+  local again, _, x2, y2 = session(dir, { aoe_mode = "1", op_compiler_cache_mode = "disable" })
+  local e2 = explain(again, x2, y2)
+  lu.assertEquals(e2.tuning.subgraph, "record")
+  lu.assertEquals(e2.tuning.fusion_off, recs[1].fusion_off)
+  for _, p in ipairs(e2.tuning.fusion_off) do
+    for _, s in ipairs(e2.steps) do lu.assertNotEquals(s.pass, p) end
+  end
+  local d, peak = max_diff(again:run(y2, feed(x2)), want)
+  lu.assertTrue(d <= 1e-5 * peak, ("fusion on/off: %g of %g"):format(d, peak))
+  again:close()
+  S.rm_rf(dir)
+end
+
+-- ageing: a cache of ~1.3 MB of old records (atime two hours ago) and a few recent ones,
+-- ASCEND_MAX_OP_CACHE_SIZE=1 (MB), ratio 50: the next write ages the old ones out down to
+-- 512 KiB, the recent ones stay; with op_cache.ini max_op_cache_size=-1 nothing is aged.
+local AGEING = [[
+local npu = require("npu")
+local dir = os.getenv("DIR")
+local g = npu.Graph()
+local x = g:placeholder("float32", { 2, 64 }, "x")
+local y = x:matmul(g:const(npu.random.normal({ 64, 32 }, { seed = 1 })))
+local sess = npu.Session { graph = g, options = { aoe_mode = "2", work_path = dir,
+  op_compiler_cache_dir = dir, export_compile_stat = 0 } }
+local ok, err = pcall(sess.explain, sess, y, { [x] = npu.ones({ 2, 64 }) })
+print(ok and "OK" or ("ERROR " .. tostring(err)))
+sess:close()
+]]
+
+local function fill_cache(dir, n_old, n_new)
+  os.execute("mkdir -p " .. S.sh_quote(dir .. "/kernel_cache"))
+  local now = os.time()
+  local ls = {}
+  for i = 1, n_old + n_new do
+    local atime = i <= n_old and now - 7200 - i or now
+    local body = ('{"v":1,"key":"synthetic %d %s","kind":"op","fingerprint":"x","written":%d,"atime":%d'):format(
+      i, ("p"):rep(240), atime, atime)
+    ls[#ls + 1] = seal(body)
+  end
+  write_lines(dir .. "/" .. CACHE_FILE, ls)
+end
+
+function TestTuning:test_cache_size_limit_ages_old_records()
+  local dir = S.tmpdir()
+  fill_cache(dir, 4000, 5)
+  local out = S.run_lua(dir, "DIR=" .. S.sh_quote(dir) ..
+    " ASCEND_MAX_OP_CACHE_SIZE=1 ASCEND_REMAIN_CACHE_SIZE_RATIO=50", AGEING)
+  lu.assertStrContains(out, "OK")
+  local ls = lines(dir .. "/" .. CACHE_FILE)
+  local size, recent, oldest_left = 0, 0, math.huge
+  for _, l in ipairs(ls) do
+    size = size + #l + 1
+    local i = tonumber(l:match('"synthetic (%d+)'))
+    if i and i > 4000 then recent = recent + 1 end
+    if i and i <= 4000 then oldest_left = math.min(oldest_left, i) end
+  end
+  lu.assertTrue(size <= 512 * 1024, "aged down to 50 % of 1 MB: " .. size)
+  lu.assertEquals(recent, 5, "records used within half an hour stay")
+  lu.assertTrue(#ls > 1000, "only down to the ratio, not emptied")
+  -- least recently used first: what is left of the old ones are the most recent of them (the
+  -- lower numbers: atime = now - 7200 - i)
+  lu.assertEquals(oldest_left, 1)
+  lu.assertNotNil(ls[#ls]:match('"kind":"op"'))
+  -- op_cache.ini's -1 wins over the environment: no ageing
+  fill_cache(dir, 4000, 5)
+  S.write(dir .. "/kernel_cache/op_cache.ini", "[op_compiler_cache]\nmax_op_cache_size=-1\nremain_cache_size_ratio=80\n")
+  out = S.run_lua(dir, "DIR=" .. S.sh_quote(dir) .. " ASCEND_MAX_OP_CACHE_SIZE=1", AGEING)
+  lu.assertStrContains(out, "OK")
+  lu.assertTrue(#lines(dir .. "/" .. CACHE_FILE) >= 4005)
+  S.rm_rf(dir)
+end
+
+function TestTuning:test_option_errors()
+  local dir = S.tmpdir()
+  local g = build()
+  local function make(opts)
+    opts.export_compile_stat = 0
+    return npu.Session { graph = g, options = opts }
+  end
+  local err = S.fails(make, { aoe_mode = "3" })
+  lu.assertStrContains(err, "NPU_ERR_OPTION")
+  lu.assertStrContains(err, "aoe_mode")
+  err = S.fails(make, { aoe_mode = "2", work_path = dir .. "/missing" })
+  lu.assertStrContains(err, "NPU_ERR_IO")
+  lu.assertStrContains(err, dir .. "/missing")
+  S.write(dir .. "/c.json", '{"tune_ops_type": ["MatMul"]}')
+  err = S.fails(make, { aoe_config_file = dir .. "/c.json" })
+  lu.assertStrContains(err, "NPU_ERR_CONFLICT")
+  lu.assertStrContains(err, "aoe_mode")
+  local cases = {
+    { '{"tune_ops_typo": []}', "NPU_ERR_FORMAT", "tune_ops_typo" },
+    { '{"tune_ops_type": ["NoSuchOp"]}', "NPU_ERR_NOT_FOUND", "NoSuchOp" },
+    { '{"tune_optimization_level": "O3"}', "NPU_ERR_FORMAT", "tune_optimization_level" },
+    { '{"feature": ["nonhomo_split"]}', "NPU_ERR_CONFLICT", "nonhomo_split" },
+    { '[1]', "NPU_ERR_FORMAT", "c.json" },
+  }
+  for _, c in ipairs(cases) do
+    S.write(dir .. "/c.json", c[1])
+    err = S.fails(make, { aoe_mode = "2", work_path = dir, aoe_config_file = dir .. "/c.json" })
+    lu.assertStrContains(err, c[2], c[1])
+    lu.assertStrContains(err, c[3], c[1])
+  end
+  err = S.fails(make, { aoe_mode = "2", work_path = dir, aoe_config_file = dir .. "/none.json" })
+  lu.assertStrContains(err, "NPU_ERR_IO")
+  err = S.fails(make, { op_compiler_cache_mode = "sometimes" })
+  lu.assertStrContains(err, "NPU_ERR_OPTION")
+  -- aoe_mode 4 (gradient splitting): validated, nothing tuned
+  local sess = make({ aoe_mode = "4", work_path = dir, op_compiler_cache_mode = "disable" })
+  sess:close()
+  lu.assertFalse(S.exists(dir .. "/" .. AOE_FILE))
+  S.rm_rf(dir)
+end
