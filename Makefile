@@ -182,6 +182,7 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL
 	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua
 	$(LUA) bench/fusion.lua
+	$(LUA) bench/tuning.lua
 	$(LUA) bench/implmode.lua
 	$(LUA) bench/profile.lua
 	$(LUA) bench/control.lua
