@@ -408,7 +408,7 @@ static const cJSON *lookup(npu_context *ctx, npuP_tune_config *c, const char *ke
 }
 
 /* One line: the record without its checksum, then the checksum of that text. */
-static char *record_line(const cJSON *r) {
+static char *record_line(npu_context *ctx, const cJSON *r) {
   cJSON *copy = cJSON_Duplicate(r, 1);
   if (!copy) return NULL;
   cJSON_DeleteItemFromObject(copy, "checksum");
@@ -416,7 +416,7 @@ static char *record_line(const cJSON *r) {
   cJSON_Delete(copy);
   if (!text) return NULL;
   size_t n = strlen(text); /* ends with '}' */
-  char *line = malloc(n + 40);
+  char *line = npuC_alloc(ctx, n + 40);
   if (line) {
     text[n - 1] = 0;
     snprintf(line, n + 40, "%s,\"checksum\":\"%016llx\"}\n", text,
@@ -433,7 +433,8 @@ static double num_of(const cJSON *r, const char *k) {
 
 /* The operator cache's ageing: while the lines total more than the limit, the least recently
    used record not used for AGE_SECONDS goes, down to ratio % of the limit. */
-static void age(const npuP_tune_config *c, char **lines, const cJSON **recs, int n) {
+static void age(npu_context *ctx, const npuP_tune_config *c, char **lines, const cJSON **recs,
+                int n) {
   if (c->max_bytes < 0) return;
   int64_t total = 0;
   for (int i = 0; i < n; i++) total += lines[i] ? (int64_t)strlen(lines[i]) : 0;
@@ -448,7 +449,7 @@ static void age(const npuP_tune_config *c, char **lines, const cJSON **recs, int
         oldest = i;
     if (oldest < 0) break;
     total -= (int64_t)strlen(lines[oldest]);
-    free(lines[oldest]);
+    npuC_free(ctx, lines[oldest]);
     lines[oldest] = NULL;
   }
 }
@@ -472,16 +473,16 @@ static npu_status store_save(npu_context *ctx, const npuP_tune_config *c, store 
     else cJSON_AddItemToArray(disk, copy);
   }
   int n = cJSON_GetArraySize(disk);
-  char **lines = calloc((size_t)(n ? n : 1), sizeof *lines);
-  const cJSON **recs = calloc((size_t)(n ? n : 1), sizeof *recs);
+  char **lines = npuC_calloc(ctx, (size_t)(n ? n : 1), sizeof *lines);
+  const cJSON **recs = npuC_calloc(ctx, (size_t)(n ? n : 1), sizeof *recs);
   if (!lines || !recs) s = NPU_ERR_NOMEM;
   int i = 0;
   cJSON_ArrayForEach(r, disk) {
     if (s) break;
     recs[i] = r;
-    lines[i++] = record_line(r);
+    if (!(lines[i++] = record_line(ctx, r))) s = NPU_ERR_NOMEM;
   }
-  if (!s && st->aged) age(c, lines, recs, n);
+  if (!s && st->aged) age(ctx, c, lines, recs, n);
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", st->path, (long)getpid());
   FILE *f = s ? NULL : fopen(tmp, "w");
@@ -493,9 +494,9 @@ static npu_status store_save(npu_context *ctx, const npuP_tune_config *c, store 
     s = npuC_error(ctx, NPU_ERR_IO, "tuning: cannot write '%s': %s", st->path, strerror(errno));
     unlink(tmp);
   }
-  for (i = 0; lines && i < n; i++) free(lines[i]);
-  free(lines);
-  free(recs);
+  for (i = 0; lines && i < n; i++) npuC_free(ctx, lines[i]);
+  npuC_free(ctx, lines);
+  npuC_free(ctx, (void *)recs);
   /* what is on disk now is what the session knows */
   if (!s) {
     cJSON_Delete(st->records);
