@@ -17,6 +17,9 @@ local SERVE = (os.getenv("NPU_MODULE_ROOT") or ROOT) .. "/build/npu-serve"
 if os.getenv("NPU_MODULE_ROOT") then SERVE = os.getenv("NPU_MODULE_ROOT") .. "/npu-serve" end
 
 local function have(cmd) return os.execute("command -v " .. cmd .. " >/dev/null 2>&1") == true end
+-- curl runs without the sanitizers `make sanitize` preloads into this process (curl under a
+-- preloaded ASan runtime can hang before it connects).
+local CURL = "env -u LD_PRELOAD curl"
 
 local function need_server()
   if not S.exists(SERVE) then lu.skip("npu-serve is not built (" .. SERVE .. "): libmicrohttpd-dev is missing") end
@@ -87,7 +90,7 @@ end
 
 -- HTTP status and body of a request (body: a string, sent as given).
 local function http(srv, method, path, body)
-  local cmd = ("curl -s -o - -w '\\n%%{http_code}' -X %s %s"):format(method, q(srv.url .. path))
+  local cmd = (CURL .. " -s -o - -w '\\n%%{http_code}' -X %s %s"):format(method, q(srv.url .. path))
   if body then cmd = cmd .. " --data-binary " .. q(body) end
   local out = io.popen(cmd):read("a")
   local text, code = out:match("^(.*)\n(%d+)$")
@@ -287,7 +290,7 @@ function TestServing:test_batching_merges_concurrent_requests()
   -- 8 clients at once, each its own row; they should be merged into few runs
   local cmds = {}
   for i = 1, 8 do
-    cmds[#cmds + 1] = ("curl -s -X POST %s --data-binary %s > %s &"):format(
+    cmds[#cmds + 1] = (CURL .. " -s -X POST %s --data-binary %s > %s &"):format(
       q(srv.url .. "/v1/models/m:predict"), q(('{"instances": [[%d, 1, 0]]}'):format(i)),
       q(self.dir .. "/out" .. i))
   end
