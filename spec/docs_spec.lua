@@ -118,10 +118,10 @@ function TestDocs:test_generator_refuses_an_ops_def_that_disagrees_with_the_tabl
   os.remove(path)
   lu.assertTrue(not ok, "the generator should fail")
   lu.assertEquals(out, "")
-  lu.assertStrContains(msg, path .. ":3: 'bogus' is not op 1 of the compiled table (const)")
+  lu.assertStrContains(tostring(msg), path .. ":3: 'bogus' is not op 1 of the compiled table (const)")
   out, msg, ok = generate(ROOT .. "/no/such/ops.def")
   lu.assertTrue(not ok, "the generator should fail")
-  lu.assertStrContains(msg, "cannot open " .. ROOT .. "/no/such/ops.def")
+  lu.assertStrContains(tostring(msg), "cannot open " .. ROOT .. "/no/such/ops.def")
 end
 
 function TestDocs:test_compiler_md_names_every_pass_and_precision_mode()

@@ -376,8 +376,8 @@ function TestTensorNpy:test_round_trip_every_numpy_dtype()
     local t = npu.tensor(src, dt)
     if dt == "bfloat16" then
       local err = assert_error_code("NPU_ERR_UNSUPPORTED", t.save, t, path)
-      lu.assertStrContains(err, "bfloat16 has no NumPy dtype")
-      lu.assertStrContains(err, "astype")
+      lu.assertStrContains(tostring(err), "bfloat16 has no NumPy dtype")
+      lu.assertStrContains(tostring(err), "astype")
     else
       t:save(path)
       local u = npu.load(path)
@@ -503,8 +503,8 @@ function TestTensorNpy:test_malformed_files()
   local function expect(code, bytes, fragment)
     write_file(path, bytes)
     local err = assert_error_code(code, npu.load, path)
-    lu.assertStrContains(err, path)
-    if fragment then lu.assertStrContains(err, fragment) end
+    lu.assertStrContains(tostring(err), path)
+    if fragment then lu.assertStrContains(tostring(err), fragment) end
   end
   local good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"
   expect("NPU_ERR_FORMAT", "PK\3\4 this is a zip", "bad magic")
@@ -536,10 +536,10 @@ function TestTensorNpy:test_malformed_files()
     "byte-order")
   os.remove(path)
   local err = assert_error_code("NPU_ERR_IO", npu.load, path)
-  lu.assertStrContains(err, "No such file or directory")
+  lu.assertStrContains(tostring(err), "No such file or directory")
   err = assert_error_code("NPU_ERR_IO", npu.tensor({ 1 }).save, npu.tensor({ 1 }),
     "/nonexistent-dir/x.npy")
-  lu.assertStrContains(err, "/nonexistent-dir/x.npy")
+  lu.assertStrContains(tostring(err), "/nonexistent-dir/x.npy")
   lu.assertEquals(io.open("/nonexistent-dir/x.npy"), nil)
 end
 

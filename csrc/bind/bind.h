@@ -26,8 +26,18 @@
 
 /* The context of this lua_State (created by luaopen_npu_core). */
 npu_context *npuB_context(lua_State *L);
-/* Raises "<where>: NPU_ERR_X: <context message>".  Never returns. */
+/* The one raising path (lbind.c): each raises an npu.Error object {code, number, message,
+   where, node, op, position, text} whose tostring is "<user's file:line>: <text>".  None
+   returns.
+   npuB_raise: text "<where>: NPU_ERR_X: <context message>".
+   npuB_raise_node: the same, naming the node and op (NULL: unknown).
+   npuB_fail: the message formatted here (lua_pushfstring's formats); text "<where>: NPU_ERR_X:
+   <message>", or the message alone when where is NULL (argument errors that name their
+   function themselves). */
 int npuB_raise(lua_State *L, const char *where, npu_status status);
+int npuB_raise_node(lua_State *L, const char *where, npu_status status, const char *node,
+                    const char *op);
+int npuB_fail(lua_State *L, const char *where, npu_status status, const char *fmt, ...);
 
 /* Tensors (l_tensor.c). */
 typedef struct npuB_tensor_box {

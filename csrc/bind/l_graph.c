@@ -72,13 +72,14 @@ typedef struct list_acc {
 
 static void flatten(lua_State *L, int idx, list_acc *acc, const char *key, int depth) {
   idx = lua_absindex(L, idx);
-  if (depth > 8) luaL_error(L, "attribute '%s': list nested too deeply", key);
+  if (depth > 8) npuB_fail(L, NULL, NPU_ERR_ARG, "attribute '%s': list nested too deeply", key);
   lua_Integer n = luaL_len(L, idx);
   for (lua_Integer i = 1; i <= n; i++) {
     int t = lua_geti(L, idx, i);
     if (t == LUA_TTABLE) flatten(L, -1, acc, key, depth + 1);
     else if (t == LUA_TNUMBER) {
-      if (acc->n == MAX_LIST) luaL_error(L, "attribute '%s': more than %d entries", key, MAX_LIST);
+      if (acc->n == MAX_LIST) npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute '%s': more than %d entries", key, MAX_LIST);
       if (lua_isinteger(L, -1)) {
         acc->ints[acc->n] = lua_tointeger(L, -1);
         acc->floats[acc->n] = (double)acc->ints[acc->n];
@@ -88,7 +89,8 @@ static void flatten(lua_State *L, int idx, list_acc *acc, const char *key, int d
       }
       acc->n++;
     } else
-      luaL_error(L, "attribute '%s': entry %d is a %s, expected a number", key, (int)i,
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute '%s': entry %d is a %s, expected a number", key, (int)i,
                  luaL_typename(L, -1));
     lua_pop(L, 1);
   }
@@ -103,8 +105,9 @@ static int convert_attrs(lua_State *L, int idx, npu_attr *attrs) {
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) != LUA_TSTRING)
-      luaL_error(L, "attribute names must be strings (got a %s key)", luaL_typename(L, -2));
-    if (n == MAX_ATTRS) luaL_error(L, "more than %d attributes", MAX_ATTRS);
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute names must be strings (got a %s key)", luaL_typename(L, -2));
+    if (n == MAX_ATTRS) npuB_fail(L, NULL, NPU_ERR_ARG, "more than %d attributes", MAX_ATTRS);
     luaL_checkstack(L, 4, "attributes");
     npu_attr *a = &attrs[n];
     const char *key = lua_tostring(L, -2);
@@ -118,7 +121,8 @@ static int convert_attrs(lua_State *L, int idx, npu_attr *attrs) {
     case LUA_TSTRING: a->type = NPU_ATTR_STRING, a->u.s = lua_tostring(L, -1); break;
     case LUA_TUSERDATA: {
       npu_tensor *t = npuB_test_tensor(L, -1);
-      if (!t) luaL_error(L, "attribute '%s': expected an npu.Tensor, got %s", key, luaL_typename(L, -1));
+      if (!t) npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute '%s': expected an npu.Tensor, got %s", key, luaL_typename(L, -1));
       a->type = NPU_ATTR_TENSOR;
       a->u.tensor = t;
       break;
@@ -136,7 +140,8 @@ static int convert_attrs(lua_State *L, int idx, npu_attr *attrs) {
       break;
     }
     default:
-      luaL_error(L, "attribute '%s': unsupported value type %s", key, luaL_typename(L, -1));
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute '%s': unsupported value type %s", key, luaL_typename(L, -1));
     }
     n++;
     lua_pop(L, 1);
@@ -158,9 +163,10 @@ static int l_graph_add_op(lua_State *L) {
   for (int i = 0; i < n_inputs; i++) {
     lua_geti(L, 3, i + 1);
     npuB_ref *r = npuB_test_output(L, -1);
-    if (!r) luaL_error(L, "%s: input %d is a %s, expected an npu.Output", op, i + 1, luaL_typename(L, -1));
+    if (!r) npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: input %d is a %s, expected an npu.Output", op, i + 1, luaL_typename(L, -1));
     if (r->g != g)
-      luaL_error(L, "%s: input %d ('%s') belongs to another graph", op, i + 1,
+      npuB_fail(L, NULL, NPU_ERR_ARG, "%s: input %d ('%s') belongs to another graph", op, i + 1,
                  npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)));
     inputs[i] = r->id;
     lua_pop(L, 1);
@@ -169,7 +175,7 @@ static int l_graph_add_op(lua_State *L) {
   int n_attrs = convert_attrs(L, 4, attrs);
   int node;
   npu_status st = npu_graph_add_op(g, op, name, n_inputs, inputs, n_attrs, attrs, &node);
-  if (st) return npuB_raise(L, op, st);
+  if (st) return npuB_raise_node(L, op, st, name, op);
   lua_pushinteger(L, node);
   return 1;
 }
@@ -180,7 +186,7 @@ static int l_graph_output(lua_State *L) {
   int node = (int)luaL_checkinteger(L, 2);
   int i = (int)luaL_optinteger(L, 3, 0);
   int v = npu_graph_output(g, node, i);
-  if (v < 0) return luaL_error(L, "node %d has no output %d", node, i);
+  if (v < 0) return npuB_fail(L, NULL, NPU_ERR_ARG, "node %d has no output %d", node, i);
   npuB_push_output(L, 1, v);
   return 1;
 }
@@ -188,7 +194,8 @@ static int l_graph_output(lua_State *L) {
 static int l_graph_operation(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int node = (int)luaL_checkinteger(L, 2);
-  if (node < 0 || node >= npu_graph_n_nodes(g)) return luaL_error(L, "no node %d", node);
+  if (node < 0 || node >= npu_graph_n_nodes(g)) return npuB_fail(L, NULL, NPU_ERR_ARG,
+            "no node %d", node);
   push_ref(L, 1, node, NPUB_OPERATION);
   return 1;
 }
@@ -213,7 +220,8 @@ static int l_graph_get_operation_by_name(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   const char *name = luaL_checkstring(L, 2);
   int node = npu_graph_find_node(g, name);
-  if (node < 0) return luaL_error(L, "npu.Graph:get_operation_by_name: NPU_ERR_NOT_FOUND: no node named '%s'", name);
+  if (node < 0) return npuB_fail(L, "npu.Graph:get_operation_by_name", NPU_ERR_NOT_FOUND,
+            "no node named '%s'", name);
   push_ref(L, 1, node, NPUB_OPERATION);
   return 1;
 }

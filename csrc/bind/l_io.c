@@ -150,11 +150,12 @@ static int l_import_savedmodel(lua_State *L) {
 static const char **check_names(lua_State *L, int idx, const char *what, int *n) {
   luaL_checktype(L, idx, LUA_TTABLE);
   *n = (int)luaL_len(L, idx);
-  if (*n > 128) luaL_error(L, "npu.export_saved_model: more than 128 %s", what);
+  if (*n > 128) npuB_fail(L, NULL, NPU_ERR_ARG, "npu.export_saved_model: more than 128 %s", what);
   const char **v = lua_newuserdatauv(L, ((size_t)*n + 1) * sizeof *v, 0);
   for (int i = 0; i < *n; i++) {
     lua_geti(L, idx, i + 1);
-    if (!lua_isstring(L, -1)) luaL_error(L, "npu.export_saved_model: %s[%d] is not a string", what, i + 1);
+    if (!lua_isstring(L, -1)) npuB_fail(L, NULL, NPU_ERR_ARG,
+              "npu.export_saved_model: %s[%d] is not a string", what, i + 1);
     v[i] = lua_tostring(L, -1); /* kept alive by the table */
     lua_pop(L, 1);
   }
@@ -173,7 +174,8 @@ static int l_export_savedmodel(lua_State *L) {
   const char **ok = check_names(L, 6, "output keys", &n_ok);
   const char **on = check_names(L, 7, "output names", &n_on);
   const char **vars = check_names(L, 8, "variables", &n_var);
-  if (n_ik != n_in || n_ok != n_on) luaL_error(L, "npu.export_saved_model: keys and names differ in number");
+  if (n_ik != n_in || n_ok != n_on) npuB_fail(L, NULL, NPU_ERR_ARG,
+            "npu.export_saved_model: keys and names differ in number");
   npu_status st = npu_graph_export_savedmodel(g, dir, key, n_in, ik, in, n_on, ok, on, n_var, vars);
   if (st) return npuB_raise(L, "npu.export_saved_model", st);
   lua_pushboolean(L, 1);

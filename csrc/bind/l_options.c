@@ -22,7 +22,7 @@ static npu_options **check_box(lua_State *L, int idx) {
 
 static npu_options *check_options(lua_State *L, int idx) {
   npu_options **box = check_box(L, idx);
-  if (!*box) luaL_error(L, "npu.Options: NPU_ERR_STATE: options not initialised");
+  if (!*box) npuB_fail(L, "npu.Options", NPU_ERR_STATE, "options not initialised");
   return *box;
 }
 
@@ -127,7 +127,7 @@ static int l_set(lua_State *L) {
   case NPU_OPTION_FLOAT: ok = lua_type(L, 3) == LUA_TNUMBER; break;
   }
   if (!ok)
-    return luaL_error(L, "npu.Options:set: NPU_ERR_OPTION: option '%s' takes %s, got %s", name,
+    return npuB_fail(L, "npu.Options:set", NPU_ERR_OPTION, "option '%s' takes %s, got %s", name,
                       type_noun(info->type), luaL_typename(L, 3));
   return set_as(L, info->type, "npu.Options:set"); /* the value's type is checked above */
 }
@@ -291,7 +291,7 @@ static int l_apply_env(lua_State *L) {
     st = npu_options_apply_env(o, env_from_table, &ec);
     lua_settop(L, top);
     if (ec.failed && st == NPU_OK)
-      return luaL_error(L, "npu.Options:apply_env: NPU_ERR_CALLBACK: could not read the table");
+      return npuB_fail(L, "npu.Options:apply_env", NPU_ERR_CALLBACK, "could not read the table");
   }
   if (st) return npuB_raise(L, "npu.Options:apply_env", st);
   lua_settop(L, 1);

@@ -28,7 +28,7 @@ static session_box *check_box(lua_State *L) { return luaL_checkudata(L, 1, NPUB_
 static npu_session *check_open(lua_State *L, const char *where) {
   session_box *box = check_box(L);
   if (!box->s || npu_session_is_closed(box->s))
-    luaL_error(L, "%s: NPU_ERR_STATE: the session is closed", where);
+    npuB_fail(L, where, NPU_ERR_STATE, "the session is closed");
   return box->s;
 }
 
@@ -109,7 +109,7 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
   npuB_ref *r = npuB_test_output(L, idx);
   if (r) {
     if (r->g != g)
-      luaL_error(L, "%s: NPU_ERR_STATE: fetch '%s:%d' belongs to another graph", where,
+      npuB_fail(L, where, NPU_ERR_STATE, "fetch '%s:%d' belongs to another graph",
                  npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)),
                  npu_graph_value_index(r->g, r->id));
     return r->id;
@@ -117,7 +117,7 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
   r = npuB_test_operation(L, idx);
   if (r) {
     if (r->g != g)
-      luaL_error(L, "%s: NPU_ERR_STATE: operation '%s' belongs to another graph", where,
+      npuB_fail(L, where, NPU_ERR_STATE, "operation '%s' belongs to another graph",
                  npu_graph_node_name(r->g, r->id));
     *is_target = true;
     return r->id;
@@ -127,7 +127,7 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
     int v;
     if (!strchr(name, ':')) { /* a bare node name is the operation, as in TensorFlow */
       int node = npu_graph_find_node(g, name);
-      if (node < 0) luaL_error(L, "%s: NPU_ERR_NOT_FOUND: no node named '%s'", where, name);
+      if (node < 0) npuB_fail(L, where, NPU_ERR_NOT_FOUND, "no node named '%s'", name);
       *is_target = true;
       return node;
     }
@@ -135,14 +135,15 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
     if (st) npuB_raise(L, where, st);
     return v;
   }
-  return luaL_error(L, "%s: cannot fetch a %s (expected npu.Output, npu.Operation, "
+  return npuB_fail(L, NULL, NPU_ERR_ARG,
+            "%s: cannot fetch a %s (expected npu.Output, npu.Operation, "
                     "a tensor name or a table of them)", where, luaL_typename(L, idx));
 }
 
 /* Pass 1 (set->values NULL): count.  Pass 2: record. */
 static void collect(lua_State *L, int idx, npu_graph *g, fetch_set *set, int depth,
                     const char *where) {
-  if (depth > 32) luaL_error(L, "%s: fetches nested too deeply", where);
+  if (depth > 32) npuB_fail(L, NULL, NPU_ERR_ARG, "%s: fetches nested too deeply", where);
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) {
     luaL_checkstack(L, 3, "fetches");
@@ -217,7 +218,7 @@ static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int
     npuB_ref *r = npuB_test_output(L, -2);
     if (r) {
       if (r->g != g)
-        luaL_error(L, "%s: NPU_ERR_STATE: feed '%s:%d' belongs to another graph", where,
+        npuB_fail(L, where, NPU_ERR_STATE, "feed '%s:%d' belongs to another graph",
                    npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)),
                    npu_graph_value_index(r->g, r->id));
       v = r->id;
@@ -225,11 +226,13 @@ static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int
       npu_status st = npu_graph_find_value(g, lua_tostring(L, -2), &v);
       if (st) npuB_raise(L, lua_pushfstring(L, "%s: feed", where), st);
     } else {
-      luaL_error(L, "%s: feed keys must be npu.Output or tensor names, got %s", where,
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: feed keys must be npu.Output or tensor names, got %s", where,
                  luaL_typename(L, -2));
     }
     for (int i = 0; i < fs->n; i++)
-      if (fs->values[i] == v) luaL_error(L, "%s: value %d is fed twice", where, v);
+      if (fs->values[i] == v) npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: value %d is fed twice", where, v);
     char what[160];
     int node = npu_graph_value_node(g, v);
     snprintf(what, sizeof what, "%s: feed for '%s:%d'", where, npu_graph_node_name(g, node),
@@ -395,7 +398,7 @@ static int l_session_explain(lua_State *L) {
   cJSON *root = cJSON_Parse(json);
   npu_free(ctx, json);
   if (!root)
-    return luaL_error(L, "npu.Session:explain: NPU_ERR_NOMEM: out of memory decoding the plan's "
+    return npuB_fail(L, "npu.Session:explain", NPU_ERR_NOMEM, "out of memory decoding the plan's "
                       "description");
   lua_pushcfunction(L, push_json_protected);
   lua_pushlightuserdata(L, root);

@@ -32,7 +32,7 @@ typedef struct reader_box {
 
 static npu_event_writer *check_writer(lua_State *L) {
   writer_box *b = luaL_checkudata(L, 1, NPUB_EVENT_WRITER);
-  if (!b->w) luaL_error(L, "npu.EventWriter: NPU_ERR_STATE: the writer is closed");
+  if (!b->w) npuB_fail(L, "npu.EventWriter", NPU_ERR_STATE, "the writer is closed");
   return b->w;
 }
 

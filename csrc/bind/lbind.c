@@ -5,6 +5,8 @@
  * drops the state's reference when the state closes.  Objects made from it hold their own
  * references, so they stay valid even if collected in any order.
  */
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +34,145 @@ npu_context *npuB_context(lua_State *L) {
   return box->ctx;
 }
 
-int npuB_raise(lua_State *L, const char *where, npu_status status) {
+/* ---- error objects ----
+ *
+ * Every error the module raises is an npu.Error: a table {code = "NPU_ERR_SHAPE", number = 4,
+ * message = <the detail>, where = "npu.Session:run", node =, op =, position = "user.lua:12",
+ * text = <the full text>} whose __tostring gives "<position>: <text>", the text a plain string
+ * error would have had.  lua/npu/errors.lua adds classes and string methods to the metatable
+ * (core.Error_mt) and raises its own errors through core.raise, so both sides share the rule
+ * for `position`: the innermost Lua frame that is not a C function and not a file of the facade
+ * (core.set_facade_dir tells which directory that is), i.e. the user's line. */
+static const char ERROR_MT = 0;      /* registry key of the metatable */
+static const char FACADE_DIR_KEY = 0; /* registry key of the facade's source prefix ("@.../npu/") */
+
+static bool in_facade(lua_State *L, const char *source) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &FACADE_DIR_KEY);
+  size_t n = 0;
+  const char *dir = lua_tolstring(L, -1, &n);
+  bool in = dir && n && strncmp(source, dir, n) == 0;
+  lua_pop(L, 1);
+  return in;
+}
+
+/* Pushes "file:line" of the user's frame (see above), or nil when there is none. */
+static void push_position(lua_State *L) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0 || in_facade(L, ar.source)) continue;
+    lua_pushfstring(L, "%s:%d", ar.short_src, ar.currentline);
+    return;
+  }
+  lua_pushnil(L);
+}
+
+static void set_string(lua_State *L, const char *field, const char *v) {
+  if (!v) return;
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, field);
+}
+
+/* The one raising path.  The message is at the top of the stack (popped). */
+static int raise_object(lua_State *L, const char *where, npu_status status, const char *node,
+                        const char *op) {
+  const char *message = lua_tostring(L, -1);
+  int msg_idx = lua_gettop(L);
+  lua_createtable(L, 0, 9);
+  lua_pushstring(L, npu_status_name(status));
+  lua_setfield(L, -2, "code");
+  lua_pushinteger(L, (lua_Integer)status);
+  lua_setfield(L, -2, "number");
+  lua_pushvalue(L, msg_idx);
+  lua_setfield(L, -2, "message");
+  set_string(L, "where", where);
+  set_string(L, "node", node);
+  set_string(L, "op", op);
+  if (where) lua_pushfstring(L, "%s: %s: %s", where, npu_status_name(status), message);
+  else lua_pushvalue(L, msg_idx);
+  lua_setfield(L, -2, "text");
+  push_position(L);
+  lua_setfield(L, -2, "position");
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &ERROR_MT);
+  lua_setmetatable(L, -2);
+  return lua_error(L);
+}
+
+int npuB_raise_node(lua_State *L, const char *where, npu_status status, const char *node,
+                    const char *op) {
   npu_context *ctx = npuB_context(L);
   const char *msg = npu_context_errmsg(ctx);
-  return luaL_error(L, "%s: %s: %s", where, npu_status_name(status),
-                    msg && *msg ? msg : "(no detail)");
+  lua_pushstring(L, msg && *msg ? msg : "(no detail)");
+  return raise_object(L, where, status, node, op);
+}
+
+int npuB_raise(lua_State *L, const char *where, npu_status status) {
+  return npuB_raise_node(L, where, status, NULL, NULL);
+}
+
+int npuB_fail(lua_State *L, const char *where, npu_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  return raise_object(L, where, status, NULL, NULL);
+}
+
+/* __tostring: "<position>: <text>" (the text alone when there is no position). */
+static int error_tostring(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "text");
+  if (!lua_isstring(L, -1)) {
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "message");
+  }
+  const char *text = luaL_tolstring(L, -1, NULL);
+  lua_getfield(L, 1, "position");
+  if (lua_isstring(L, -1)) lua_pushfstring(L, "%s: %s", lua_tostring(L, -1), text);
+  else lua_pushstring(L, text);
+  return 1;
+}
+
+/* core.raise(where, code, message [, node [, op]]): the facade's errors take the same path.
+   code: a status name ("NPU_ERR_SHAPE") or number; where nil: the text is the message. */
+static int l_raise(lua_State *L) {
+  const char *where = luaL_optstring(L, 1, NULL);
+  int status = -1;
+  if (lua_type(L, 2) == LUA_TNUMBER) status = (int)lua_tointeger(L, 2);
+  else {
+    const char *name = luaL_checkstring(L, 2);
+    for (int i = 0; i < NPU_STATUS_COUNT; i++)
+      if (strcmp(name, npu_status_name((npu_status)i)) == 0) status = i;
+  }
+  if (status <= 0 || status >= NPU_STATUS_COUNT)
+    return luaL_argerror(L, 2, "an error code (\"NPU_ERR_...\") expected");
+  const char *message = luaL_checkstring(L, 3);
+  const char *node = luaL_optstring(L, 4, NULL), *op = luaL_optstring(L, 5, NULL);
+  lua_pushstring(L, message);
+  return raise_object(L, where, (npu_status)status, node, op);
+}
+
+/* core.position(): the "file:line" an error raised now would carry. */
+static int l_position(lua_State *L) {
+  push_position(L);
+  return 1;
+}
+
+static int l_set_facade_dir(lua_State *L) {
+  luaL_checkstring(L, 1);
+  lua_settop(L, 1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &FACADE_DIR_KEY);
+  return 0;
+}
+
+static void open_errors(lua_State *L) {
+  lua_createtable(L, 0, 4);
+  lua_pushcfunction(L, error_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushliteral(L, "npu.Error");
+  lua_setfield(L, -2, "__name");
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &ERROR_MT);
+  lua_setfield(L, -2, "Error_mt");
 }
 
 static int l_live_bytes(lua_State *L) {
@@ -102,8 +238,10 @@ NPU_API int luaopen_npu_core(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"live_bytes", l_live_bytes}, {"peak_bytes", l_peak_bytes}, {"n_threads", l_n_threads},
       {"set_n_threads", l_set_n_threads},
-      {"_fail_after", l_fail_after}, {"status_names", l_status_names}, {NULL, NULL}};
+      {"_fail_after", l_fail_after}, {"status_names", l_status_names}, {"raise", l_raise},
+      {"position", l_position}, {"set_facade_dir", l_set_facade_dir}, {NULL, NULL}};
   luaL_newlib(L, funcs);
+  open_errors(L);
   npuB_open_tensor(L);
   npuB_open_graph(L);
   npuB_open_session(L);

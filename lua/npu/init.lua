@@ -9,6 +9,8 @@
 --   * sessions: npu.Session{graph=, config=} or {graph=, options={...}}, sess:run;
 --   * tensors: npu.tensor, npu.zeros, npu.random.normal, ... (from the C module).
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local config = require("npu.config")
 
 local npu = {}
@@ -26,10 +28,11 @@ npu.random = {
 }
 npu.Tensor = core.Tensor_mt
 
---- The status code of an error raised by npu ("NPU_ERR_SHAPE", ...), or nil.
+--- The status code of an error raised by npu ("NPU_ERR_SHAPE", ...), or nil for any other
+-- value.  Errors are npu.errors values: npu.errors.is(err, npu.errors.ShapeError) tests a class.
+npu.errors = errors
 function npu.error_code(err)
-  if type(err) == "table" and err.code then return err.code end
-  return type(err) == "string" and err:match("(NPU_ERR_[%u_]+)") or nil
+  return errors.is_error(err) and err.code or nil
 end
 
 -- Graphs ---------------------------------------------------------------------------------
@@ -336,8 +339,8 @@ function npu.util.set_iteration_per_loop(sess, train_op, n)
   end
   local want = sess:options():get("iterations_per_loop")
   if want ~= n then
-    error(("npu.util.set_iteration_per_loop: NPU_ERR_CONFLICT: %d iterations requested but the "
-      .. "session's iterations_per_loop is %d: parameter_map[\"iterations_per_loop\"] must be equal"):format(n, want), 2)
+    errors.raise("npu.util.set_iteration_per_loop", "NPU_ERR_CONFLICT", ("%d iterations requested but the "
+      .. "session's iterations_per_loop is %d: parameter_map[\"iterations_per_loop\"] must be equal"):format(n, want))
   end
   local op = is_output(train_op) and train_op:op() or train_op
   if not is_operation(op) then
@@ -370,7 +373,7 @@ function npu.util.keep_tensors_dtypes(graph, tensors)
   for i, t in ipairs(tensors) do
     if type(t) == "string" then
       local ok, out = pcall(graph.get_tensor_by_name, graph, t)
-      if not ok then error(where .. ": " .. tostring(out):gsub("^npu%.Graph:get_tensor_by_name: ", ""), 2) end
+      if not ok then errors.rewhere(out, where) end
       ids[i] = out:id()
     elseif is_output(t) and rawequal(t:graph(), graph) then
       ids[i] = t:id()
@@ -413,8 +416,6 @@ require("npu.dynamic").install(npu)
 
 -- Datasets and checkpoints (lua/npu/data.lua, lua/npu/saver.lua)
 npu.data = require("npu.data")
-npu.errors = npu.errors or {}
-npu.errors.OutOfRangeError = npu.data.errors.OutOfRangeError
 npu.train.Saver = require("npu.saver").Saver
 
 -- Models: TensorFlow graphs in and out (lua/npu/model.lua)

@@ -6,6 +6,8 @@
 --   npu.initializers.glorot_uniform / he_normal / zeros / ones / constant,
 --   npu.layers.dense / conv2d / batch_normalization / dropout, npu.get_collection.
 -- Everything is built from ops of the op table, so gradients come from the ops' own.
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local M = {}
 
 local npu -- set by install
