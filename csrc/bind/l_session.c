@@ -135,9 +135,12 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
     if (st) npuB_raise(L, where, st);
     return v;
   }
+  /* name the type as its metatable does ("npu.Tensor": a value, not a graph element) */
+  const char *type = luaL_getmetafield(L, idx, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                      : luaL_typename(L, idx);
   return npuB_fail(L, NULL, NPU_ERR_ARG,
-            "%s: cannot fetch a %s (expected npu.Output, npu.Operation, "
-                    "a tensor name or a table of them)", where, luaL_typename(L, idx));
+                   "%s: cannot fetch a %s (expected npu.Output, npu.Operation, "
+                   "a tensor name or a table of them)", where, type);
 }
 
 /* Pass 1 (set->values NULL): count.  Pass 2: record. */
@@ -280,7 +283,10 @@ static void parse_run_args(lua_State *L, run_args *a, const char *where) {
   int keep_idx = lua_gettop(L);
   collect_feeds(L, 3, g, &a->fs, keep_idx, where);
 
-  /* fetches: counted, then recorded */
+  /* fetches: counted, then recorded.  nil is a mistake (a misspelt variable), not "nothing". */
+  if (lua_isnil(L, 2))
+    npuB_fail(L, where, NPU_ERR_ARG, "fetches is nil (a misspelt or unset variable?): give an "
+              "npu.Output, an npu.Operation, a tensor or op name, or a table of them");
   a->single = lua_type(L, 2) != LUA_TTABLE;
   fetch_set *set = &a->set;
   *set = (fetch_set){0};

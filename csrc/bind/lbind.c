@@ -151,6 +151,25 @@ static int l_raise(lua_State *L) {
   return raise_object(L, where, (npu_status)status, node, op);
 }
 
+/* core.nearest(name, candidates) -> the candidate "did you mean" suggests, or nil: the one rule
+   of the C side (npuC_nearest), so Lua's keyword checks suggest as the core does. */
+static int l_nearest(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  npuC_nearest near;
+  npuC_nearest_init(&near, name);
+  lua_Integer n = luaL_len(L, 2);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 2, i); /* the string stays referenced by the table while we look */
+    if (lua_type(L, -1) == LUA_TSTRING) npuC_nearest_try(&near, lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  const char *best = npuC_nearest_result(&near);
+  if (best) lua_pushstring(L, best);
+  else lua_pushnil(L);
+  return 1;
+}
+
 /* core.position(): the "file:line" an error raised now would carry. */
 static int l_position(lua_State *L) {
   push_position(L);
@@ -239,7 +258,7 @@ NPU_API int luaopen_npu_core(lua_State *L) {
       {"live_bytes", l_live_bytes}, {"peak_bytes", l_peak_bytes}, {"n_threads", l_n_threads},
       {"set_n_threads", l_set_n_threads},
       {"_fail_after", l_fail_after}, {"status_names", l_status_names}, {"raise", l_raise},
-      {"position", l_position}, {"set_facade_dir", l_set_facade_dir}, {NULL, NULL}};
+      {"position", l_position}, {"nearest", l_nearest}, {"set_facade_dir", l_set_facade_dir}, {NULL, NULL}};
   luaL_newlib(L, funcs);
   open_errors(L);
   npuB_open_tensor(L);

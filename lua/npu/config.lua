@@ -465,31 +465,12 @@ end
 --   local sess = npu.Session{graph = g, config = config}
 -- or into one graph with npu.util.set_graph_exec_config(fetch, {experimental_config = exp}).
 
--- Levenshtein distance, for "did you mean" among a handful of parameter names.
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
--- "unknown parameter 'x' (did you mean 'y'?)" among names (a list).
+-- "unknown parameter 'x' (did you mean 'y'?)" among names (a list); the suggestion follows
+-- the one rule of every "did you mean" (errors.suggest).
 local function unknown(what, key, names)
-  local best, best_d
   key = tostring(key)
-  for _, n in ipairs(names) do
-    -- a part of the name ("cache_dir") is as good as a near miss
-    local d = n:find(key, 1, true) and 1 or distance(key, n)
-    if not best_d or d < best_d then best, best_d = n, d end
-  end
-  if best and best_d <= math.max(2, #key // 2) then
+  local best = errors.suggest(key, names)
+  if best then
     return ("%s: unknown parameter '%s' (did you mean '%s'?)"):format(what, tostring(key), best)
   end
   return ("%s: unknown parameter '%s' (known: %s)"):format(what, tostring(key), table.concat(names, ", "))

@@ -123,6 +123,27 @@ function errors.rewhere(err, where)
   core.raise(nil, "NPU_ERR_ARG", where .. ": " .. tostring(err))
 end
 
+--- errors.suggest(name, candidates): the candidate "did you mean" offers for an unknown name,
+-- or nil (the same rule as every C message: core.nearest).
+function errors.suggest(name, candidates) return core.nearest(tostring(name), candidates) end
+
+--- errors.check_keys(where, t, known [, what]): raises an InvalidArgumentError naming the first
+-- key of table t (in sorted order) that is not in the list `known`, with the nearest known
+-- one: "<where>: unknown keyword 'actvation' (did you mean 'activation'?)".
+function errors.check_keys(where, t, known, what)
+  if type(t) ~= "table" then return end
+  local set, bad = {}, {}
+  for _, k in ipairs(known) do set[k] = true end
+  for k in pairs(t) do
+    if not set[k] then bad[#bad + 1] = tostring(k) end
+  end
+  if #bad == 0 then return end
+  table.sort(bad)
+  local best = core.nearest(bad[1], known)
+  core.raise(where, "NPU_ERR_ARG", ("unknown %s '%s' %s"):format(what or "keyword", bad[1],
+    best and ("(did you mean '" .. best .. "'?)") or ("(known: " .. table.concat(known, ", ") .. ")")))
+end
+
 -- The facade's own files: the position of an error skips their frames.
 core.set_facade_dir((debug.getinfo(1, "S").source:match("^(@.*[/\\])errors%.lua$")) or "@npu/")
 

@@ -191,6 +191,19 @@ local ops = {}
 for _, def in ipairs(core.op_list()) do ops[def.name] = def end
 npu.ops = ops
 
+-- "npu.conv2d(input1, input2, strides, padding, data_format, dilations [, {attr = v, name = s}])"
+local function signature(def)
+  local parts = {}
+  if def.max_inputs < 0 then parts[1] = "{inputs...}"
+  else
+    for i = 1, def.max_inputs do parts[#parts + 1] = i > def.min_inputs and ("[input%d]"):format(i) or ("input" .. i) end
+  end
+  for _, a in ipairs(def.args) do parts[#parts + 1] = a end
+  parts[#parts + 1] = "{attr = v, name = s}"
+  return ("npu.%s(%s)"):format(def.name, table.concat(parts, ", "))
+end
+npu.signature = function(op) return ops[op] and signature(ops[op]) end
+
 local function make_op(def)
   local variadic = def.max_inputs < 0
   return function(...)
@@ -217,10 +230,14 @@ local function make_op(def)
     end
     local opts = args[pos]
     local name
+    if pos < args.n or (opts ~= nil and (type(opts) ~= "table" or is_output(opts) or is_tensor(opts)
+        or (next(opts) ~= nil and not is_options(opts)))) then
+      errors.raise("npu." .. def.name, "NPU_ERR_ARG", ("argument %d: expected the options table "
+        .. "{attr = v, name = s} (or nothing), got %s; the signature is %s"):format(pos,
+        is_output(opts) and "an npu.Output" or is_tensor(opts) and "an npu.Tensor"
+        or type(opts) == "table" and "a list" or type(opts), signature(def)))
+    end
     if opts ~= nil then
-      if type(opts) ~= "table" then
-        error(("npu.%s: argument %d: expected an options table, got %s"):format(def.name, pos, type(opts)), 2)
-      end
       for k, v in pairs(opts) do
         if k == "name" then name = v else attrs[k] = v end
       end
@@ -287,11 +304,27 @@ local system_options -- set by initialize_system, inherited by later sessions
 
 --- npu.Session{graph = g, config = cfg} or npu.Session{graph = g, options = {name = value}}
 -- (also npu.Session(g, cfg)).  Without graph, the default graph.
+local SESSION_KEYS = { "graph", "config", "options", "target" }
 function npu.Session(spec, cfg)
   local graph, opts
   if spec == nil or is_options(spec) or (type(spec) == "table" and getmetatable(spec) == nil) then
     spec = spec or {}
-    graph = spec.graph or npu.get_default_graph()
+    -- npu.Session{g} / npu.Session{g, config = c}: the graph may come first, unnamed
+    local first = rawget(spec, 1)
+    if first ~= nil and getmetatable(first) ~= core.Graph_mt then
+      errors.raise("npu.Session", "NPU_ERR_ARG", ("the first entry must be an npu.Graph, got %s")
+        :format(type(first)))
+    end
+    if first ~= nil and spec.graph ~= nil then
+      errors.raise("npu.Session", "NPU_ERR_ARG", "give the graph once: {g} or {graph = g}")
+    end
+    local named = {}
+    for k, v in pairs(spec) do if k ~= 1 then named[k] = v end end
+    errors.check_keys("npu.Session", named, SESSION_KEYS)
+    if spec.graph ~= nil and getmetatable(spec.graph) ~= core.Graph_mt then
+      errors.raise("npu.Session", "NPU_ERR_ARG", ("graph must be an npu.Graph, got %s"):format(type(spec.graph)))
+    end
+    graph = first or spec.graph or npu.get_default_graph()
     if spec.config ~= nil and spec.options ~= nil then
       error("npu.Session: give either config or options, not both", 2)
     end
