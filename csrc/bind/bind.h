@@ -38,6 +38,10 @@ int npuB_raise(lua_State *L, const char *where, npu_status status);
 int npuB_raise_node(lua_State *L, const char *where, npu_status status, const char *node,
                     const char *op);
 int npuB_fail(lua_State *L, const char *where, npu_status status, const char *fmt, ...);
+/* Hands the core's queued log messages (warnings of a run, of a session's options, of writer
+   threads) to the Lua handler (core.set_log_handler), through lua_pcall.  Call it after a core
+   call that may log; cheap when nothing is queued (one atomic load). */
+void npuB_flush_log(lua_State *L);
 
 /* Tensors (l_tensor.c). */
 typedef struct npuB_tensor_box {

@@ -302,6 +302,7 @@ static int l_check(lua_State *L) {
   npu_options *o = check_options(L, 1);
   npu_status st = npu_options_check(o);
   if (st) return npuB_raise(L, "npu.Options:check", st);
+  npuB_flush_log(L); /* precedence warnings */
   lua_settop(L, 1);
   return 1;
 }

@@ -47,6 +47,7 @@ static int l_session_new(lua_State *L) {
   lua_setiuservalue(L, -2, 1);
   npu_status st = npu_session_new(npuB_context(L), g, opts, &box->s);
   if (st) return npuB_raise(L, "npu.Session", st);
+  npuB_flush_log(L);
   return 1;
 }
 
@@ -60,6 +61,7 @@ static int l_session_gc(lua_State *L) {
 static int l_session_close(lua_State *L) {
   session_box *box = check_box(L);
   if (box->s) npu_session_close(box->s);
+  npuB_flush_log(L);
   return 0;
 }
 
@@ -324,6 +326,7 @@ static int l_session_run(lua_State *L) {
                                   n_targets, set.targets);
   if (st) return npuB_raise(L, "npu.Session:run", st);
   for (int i = 0; i < n_values; i++) boxes[i]->t = out[i];
+  npuB_flush_log(L);
 
   if (lua_isnil(L, 2)) return 0;
   if (single) {

@@ -5,7 +5,9 @@
  * drops the state's reference when the state closes.  Objects made from it hold their own
  * references, so they stay valid even if collected in any order.
  */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,24 +16,115 @@
 #include "bind/bind.h"
 
 static const char CONTEXT_KEY = 0; /* its address is the registry key */
+static const char LOG_FN_KEY = 0;  /* registry key of the Lua log handler (core.set_log_handler) */
+
+/* ---- the log ----
+ *
+ * The core reports warnings through the context's log hook, sometimes from its own threads
+ * (dump and profile writers).  Lua may only be called on the thread and state running the
+ * binding, so the hook only queues (a fixed ring in the context box: no malloc, a mutex for
+ * the writers); npuB_flush_log hands the queue to the Lua handler through lua_pcall, after
+ * the calls that may log (session create/run/close, options check) and before every raise. */
+enum { LOG_SLOTS = 32, LOG_MSG = 512 };
+typedef struct log_ring {
+  pthread_mutex_t mu;
+  atomic_int n; /* queued; read without the lock on the fast path */
+  int head, dropped;
+  struct {
+    int level;
+    char msg[LOG_MSG];
+  } slot[LOG_SLOTS];
+} log_ring;
 
 typedef struct context_box {
   npu_context *ctx;
+  log_ring log;
 } context_box;
 
 static int context_gc(lua_State *L) {
   context_box *box = lua_touserdata(L, 1);
+  if (box->ctx) npu_context_set_log(box->ctx, NULL, NULL); /* objects may outlive the box */
   npu_context_release(box->ctx);
   box->ctx = NULL;
+  pthread_mutex_destroy(&box->log.mu);
   return 0;
 }
 
-npu_context *npuB_context(lua_State *L) {
+static context_box *get_box(lua_State *L) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &CONTEXT_KEY);
   context_box *box = lua_touserdata(L, -1);
   lua_pop(L, 1);
   if (!box || !box->ctx) luaL_error(L, "npu: the module's context is gone (state closing?)");
-  return box->ctx;
+  return box;
+}
+
+npu_context *npuB_context(lua_State *L) { return get_box(L)->ctx; }
+
+static void log_hook(void *ud, int level, const char *message) {
+  log_ring *r = ud;
+  pthread_mutex_lock(&r->mu);
+  int n = atomic_load(&r->n);
+  if (n == LOG_SLOTS) r->dropped++;
+  else {
+    int i = (r->head + n) % LOG_SLOTS;
+    r->slot[i].level = level;
+    snprintf(r->slot[i].msg, LOG_MSG, "%s", message ? message : "");
+    atomic_store(&r->n, n + 1);
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+void npuB_flush_log(lua_State *L) {
+  context_box *box = get_box(L);
+  log_ring *r = &box->log;
+  while (atomic_load_explicit(&r->n, memory_order_relaxed) > 0 || r->dropped) {
+    int level;
+    char msg[LOG_MSG];
+    pthread_mutex_lock(&r->mu);
+    if (atomic_load(&r->n) > 0) {
+      level = r->slot[r->head].level;
+      memcpy(msg, r->slot[r->head].msg, LOG_MSG);
+      r->head = (r->head + 1) % LOG_SLOTS;
+      atomic_fetch_sub(&r->n, 1);
+    } else {
+      level = 2;
+      snprintf(msg, sizeof msg, "%d log messages were dropped (more than %d queued)", r->dropped,
+               LOG_SLOTS);
+      r->dropped = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &LOG_FN_KEY);
+    if (!lua_isfunction(L, -1)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pushinteger(L, level);
+    lua_pushstring(L, msg);
+    if (lua_pcall(L, 2, 0, 0) != LUA_OK) lua_pop(L, 1); /* a failing handler loses one line */
+  }
+}
+
+/* core.set_log_handler(fn): fn(level, message) receives the core's messages (level 0 debug,
+   1 info, 2 warning, 3 error); nil: they are dropped.  core.flush_log() delivers the queue. */
+static int l_set_log_handler(lua_State *L) {
+  if (!lua_isnoneornil(L, 1)) luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &LOG_FN_KEY);
+  return 0;
+}
+
+static int l_flush_log(lua_State *L) {
+  npuB_flush_log(L);
+  return 0;
+}
+
+/* core._log(level, message): sends a message through the context's log hook, as the core does
+   (for tests of the path). */
+static int l_log(lua_State *L) {
+  int level = (int)luaL_checkinteger(L, 1);
+  const char *msg = luaL_checkstring(L, 2);
+  log_hook(&get_box(L)->log, level, msg);
+  return 0;
 }
 
 /* ---- error objects ----
@@ -75,6 +168,7 @@ static void set_string(lua_State *L, const char *field, const char *v) {
 /* The one raising path.  The message is at the top of the stack (popped). */
 static int raise_object(lua_State *L, const char *where, npu_status status, const char *node,
                         const char *op) {
+  npuB_flush_log(L); /* the warnings that led here come first */
   const char *message = lua_tostring(L, -1);
   int msg_idx = lua_gettop(L);
   lua_createtable(L, 0, 9);
@@ -246,19 +340,24 @@ NPU_API int luaopen_npu_core(lua_State *L) {
   if (cfg.n_devices < 0) return luaL_error(L, "npu: NPU_NUM_DEVICES must be an integer in [0, 1024]");
   context_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->ctx = NULL;
+  pthread_mutex_init(&box->log.mu, NULL);
+  atomic_init(&box->log.n, 0);
+  box->log.head = box->log.dropped = 0;
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, context_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   if (npu_context_new(&cfg, &box->ctx) != NPU_OK)
     return luaL_error(L, "npu: cannot create the device context (out of memory?)");
+  npu_context_set_log(box->ctx, log_hook, &box->log);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &CONTEXT_KEY);
 
   static const luaL_Reg funcs[] = {
       {"live_bytes", l_live_bytes}, {"peak_bytes", l_peak_bytes}, {"n_threads", l_n_threads},
       {"set_n_threads", l_set_n_threads},
       {"_fail_after", l_fail_after}, {"status_names", l_status_names}, {"raise", l_raise},
-      {"position", l_position}, {"nearest", l_nearest}, {"set_facade_dir", l_set_facade_dir}, {NULL, NULL}};
+      {"position", l_position}, {"nearest", l_nearest},
+      {"set_log_handler", l_set_log_handler}, {"flush_log", l_flush_log}, {"_log", l_log}, {"set_facade_dir", l_set_facade_dir}, {NULL, NULL}};
   luaL_newlib(L, funcs);
   open_errors(L);
   npuB_open_tensor(L);

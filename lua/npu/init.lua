@@ -35,6 +35,61 @@ function npu.error_code(err)
   return errors.is_error(err) and err.code or nil
 end
 
+-- Logs -----------------------------------------------------------------------------------
+-- The core's warnings (an option ignored for another's precedence, a dump or profile file
+-- not written, ...) reach Lua here.  By default warnings and errors go through Lua 5.4's
+-- `warn` (shown by `lua5.4 -W`, or after warn("@on")); ASCEND_SLOG_PRINT_TO_STDOUT=1 prints
+-- them on stdout instead, and ASCEND_GLOBAL_LOG_LEVEL (0 debug, 1 info, 2 warning, 3 error,
+-- 4 none; default 2 here) sets the least level passed on, as in CANN.
+
+local LOG_LEVELS = { [0] = "debug", "info", "warning", "error" }
+local LOG_NUMBERS = { debug = 0, info = 1, warning = 2, error = 3, none = 4 }
+local function env_log_level()
+  local v = math.tointeger(tonumber(os.getenv("ASCEND_GLOBAL_LOG_LEVEL") or ""))
+  return v and v >= 0 and v <= 4 and v or 2
+end
+local log = { fn = nil, min = env_log_level(), stdout = os.getenv("ASCEND_SLOG_PRINT_TO_STDOUT") == "1" }
+
+local function default_log(level, message)
+  if log.stdout then
+    io.stdout:write("[", level:upper(), "] npu: ", message, "\n")
+    io.stdout:flush()
+  else
+    warn("npu ", level, ": ", message)
+  end
+end
+
+local function deliver(level, message)
+  if level < log.min then return end
+  (log.fn or default_log)(LOG_LEVELS[level] or tostring(level), message, level)
+end
+core.set_log_handler(deliver)
+
+--- npu.set_log(fn [, level]): fn(level, message) receives npu's log lines from now on (level
+-- "debug", "info", "warning" or "error"; a third argument gives it as a number 0..3); nil
+-- restores the default (`warn`, or stdout under ASCEND_SLOG_PRINT_TO_STDOUT=1).  level (a
+-- name or 0..4) is the least level passed on; by default ASCEND_GLOBAL_LOG_LEVEL's, else
+-- "warning".  Messages from the device's own threads arrive at the next npu call.
+function npu.set_log(fn, level)
+  if fn ~= nil and type(fn) ~= "function" then
+    errors.raise("npu.set_log", "NPU_ERR_ARG", "expected a function(level, message) or nil, got " .. type(fn))
+  end
+  if level ~= nil then
+    local n = LOG_NUMBERS[level] or math.tointeger(level)
+    if not n or n < 0 or n > 4 then
+      local best = errors.suggest(tostring(level), { "debug", "info", "warning", "error", "none" })
+      errors.raise("npu.set_log", "NPU_ERR_ARG", ("unknown level '%s'%s"):format(tostring(level),
+        best and (" (did you mean '" .. best .. "'?)") or " (debug, info, warning, error, none or 0..4)"))
+    end
+    log.min = n
+  elseif fn == nil then
+    log.min = env_log_level()
+  end
+  log.fn = fn
+end
+
+-- (npu.log is the natural logarithm, as tf.log: the log sink is npu.set_log's.)
+
 -- Graphs ---------------------------------------------------------------------------------
 
 local Graph_methods = core.Graph_mt.__index
