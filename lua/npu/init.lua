@@ -102,7 +102,7 @@ local graph_state = setmetatable({}, { __mode = "k" })
 local function state_of(g)
   local st = graph_state[g]
   if not st then
-    st = { initializers = {}, variables = {} }
+    st = { initializers = {}, variables = {}, scopes_used = {} }
     graph_state[g] = st
   end
   return st
@@ -154,6 +154,85 @@ local function to_output(g, v, dtype)
 end
 npu.convert_to_tensor = function(v, dtype, g) return to_output(g or npu.get_default_graph(), v, dtype) end
 
+-- Name scopes --------------------------------------------------------------------------------
+-- As TensorFlow forms names: inside npu.name_scope("fc", fn) every node is "fc/<name>" (its
+-- own name, or its op type: "fc/MatMul"); a scope opened again gets a new name ("fc_1"), a
+-- name ending in "/" is absolute (not nested, not renamed); npu.variable_scope keeps its name
+-- as given.  The scopes are a stack of this module (as TensorFlow's default graph stack),
+-- resolved separately for each graph a node is added to.
+
+local raw_add_op = Graph_methods.add_op
+local scopes = {} -- { name =, exact =, absolute =, resolved = {[graph] = "prefix/"} }
+
+local function name_taken(g, name)
+  return state_of(g).scopes_used[name] or pcall(g.get_operation_by_name, g, name)
+end
+
+-- The prefix ("outer/fc/") of the current scopes in graph g, "" outside any.
+local function scope_prefix(g)
+  local prefix = ""
+  for _, e in ipairs(scopes) do
+    local r = e.resolved[g]
+    if not r then
+      local full = e.absolute and e.name or prefix .. e.name
+      if not e.exact and name_taken(g, full) then
+        local k = 1
+        while name_taken(g, full .. "_" .. k) do k = k + 1 end
+        full = full .. "_" .. k
+      end
+      state_of(g).scopes_used[full] = true
+      r = full == "" and "" or full .. "/"
+      e.resolved[g] = r
+    end
+    prefix = r
+  end
+  return prefix
+end
+
+--- g:add_op(op, inputs, attrs, name) -> node id: the C method, with the name put in the
+-- current name scope.
+function Graph_methods:add_op(op, inputs, attrs, name)
+  if scopes[1] then
+    local prefix = scope_prefix(self)
+    if prefix ~= "" then name = prefix .. (name or (npu.ops[op] and npu.ops[op].tf_type) or op) end
+  end
+  return raw_add_op(self, op, inputs, attrs, name)
+end
+
+local function open_scope(where, name, exact, fn)
+  if type(name) ~= "string" then
+    errors.raise(where, "NPU_ERR_ARG", "the scope name must be a string, got " .. type(name))
+  end
+  if fn ~= nil and type(fn) ~= "function" then
+    errors.raise(where, "NPU_ERR_ARG", "argument 2 must be a function (or nothing, for <close>), got " .. type(fn))
+  end
+  local absolute = name:sub(-1) == "/"
+  local e = { name = absolute and name:sub(1, -2) or name, exact = exact or absolute,
+    absolute = absolute, resolved = setmetatable({}, { __mode = "k" }) }
+  local depth = #scopes + 1
+  scopes[depth] = e
+  local function close()
+    for i = #scopes, depth, -1 do scopes[i] = nil end
+  end
+  if fn == nil then return setmetatable({}, { __close = close }) end
+  local r = table.pack(pcall(fn))
+  close()
+  if not r[1] then errors.rethrow(r[2]) end
+  return table.unpack(r, 2, r.n)
+end
+
+--- npu.name_scope(name, fn): runs fn() with the nodes it makes named "<name>/..." (TF's
+-- `with tf.name_scope(name):`) and returns its results; without fn, returns a value to hold
+-- with <close>: `local _ <close> = npu.name_scope("fc")`.
+function npu.name_scope(name, fn) return open_scope("npu.name_scope", name, false, fn) end
+
+--- npu.variable_scope(name, fn): as name_scope, but the name is kept as given when opened
+-- again (variables are found by their names: "fc/kernel").
+function npu.variable_scope(name, fn) return open_scope("npu.variable_scope", name, true, fn) end
+
+--- The current scope's prefix in graph g (the default graph when nil): "outer/fc/" or "".
+function npu.get_name_scope(g) return scope_prefix(g or npu.get_default_graph()) end
+
 --- g:placeholder(dtype, shape, name): shape entries -1 (or nil shape) for unknown sizes.
 function Graph_methods:placeholder(dtype, shape, name)
   local attrs = { dtype = dtype }
@@ -183,7 +262,7 @@ function Graph_methods:variable(initial, name)
   local node = self:add_op("variable", {}, { dtype = init:dtype(), shape = shape }, name or "Variable")
   local var = self:output(node, 0)
   local vname = self:operation(node):name()
-  local assign = self:add_op("assign", { var, init }, nil, vname .. "/Assign")
+  local assign = raw_add_op(self, "assign", { var, init }, nil, vname .. "/Assign") -- vname is scoped
   local st = state_of(self)
   st.initializers[#st.initializers + 1] = assign
   st.variables[#st.variables + 1] = var

@@ -195,7 +195,9 @@ function Optimizer:apply_gradients(grads_and_vars, opts)
     local grad, var = gv[1], gv[2]
     if grad ~= nil then
       any = true
-      updates[#updates + 1] = self:_apply_dense(grad, var)
+      -- TensorFlow's names: "GradientDescent/update_fc/kernel/..."
+      local scope = N().get_name_scope(g) .. (opts.name or self._name) .. "/update_" .. var_name(var) .. "/"
+      updates[#updates + 1] = N().name_scope(scope, function() return self:_apply_dense(grad, var) end)
     end
   end
   if not any then error("apply_gradients: no gradients provided for any variable", 2) end
