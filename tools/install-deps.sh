@@ -6,6 +6,9 @@ PKGS="lua5.4 liblua5.4-dev libcjson-dev libopenblas-dev lua-unit luarocks gcc ma
 # npu-serve's HTTP library and the serving spec's client: optional at build time (the
 # Makefile builds without them and the spec skips), installed here so `make test` has them.
 PKGS="$PKGS libmicrohttpd-dev curl"
+# protoc decodes our GraphDef exports against TensorFlow's schema (spec/export_tf_spec.lua,
+# which skips without it).
+PKGS="$PKGS protobuf-compiler"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
