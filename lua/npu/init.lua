@@ -425,6 +425,55 @@ Output_mt.__mul = binary(npu.mul)
 Output_mt.__div = binary(npu.div)
 Output_mt.__unm = function(a) return npu.neg(a) end
 
+-- Shapes ------------------------------------------------------------------------------------
+-- t:shape() and output:shape() are lists of dims (-1: unknown) that print as {2, 3} and
+-- compare by value (shape == {2, 3}); nil for an output of unknown rank.
+local Shape_mt = {
+  __name = "npu.Shape",
+  __tostring = function(s)
+    local parts = {}
+    for i, d in ipairs(s) do parts[i] = tostring(d) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  end,
+  __eq = function(a, b)
+    if type(a) ~= "table" or type(b) ~= "table" or #a ~= #b then return false end
+    for i = 1, #a do if a[i] ~= b[i] then return false end end
+    return true
+  end,
+}
+npu.Shape = Shape_mt
+local function as_shape(s) return s and setmetatable(s, Shape_mt) end
+local Tensor_methods = core.Tensor -- the method table behind Tensor_mt.__index (indexing t[i] too)
+do
+  local tensor_shape, output_shape = Tensor_methods.shape, Output_methods.shape
+  Tensor_methods.shape = function(t) return as_shape(tensor_shape(t)) end
+  Output_methods.shape = function(o) return as_shape(output_shape(o)) end
+end
+
+-- Eager arithmetic on tensors ---------------------------------------------------------------
+-- t + t, t * 2, -t, ... on npu.Tensors run the op at once on the device (a one-node graph),
+-- with the graph ops' broadcasting and dtype rules; a Tensor with an Output builds a node of
+-- the Output's graph instead.
+local function eager(op_name, unary)
+  local fn = npu[op_name]
+  return function(a, b)
+    if unary then b = nil end -- Lua passes the operand twice to __unm
+    if is_output(a) or is_output(b) then -- a graph value: build, not run
+      local g = is_output(a) and a:graph() or b:graph()
+      return fn(to_output(g, a, dtype_of(b)), to_output(g, b, dtype_of(a)))
+    end
+    local g = core.graph_new()
+    local y = b == nil and fn(to_output(g, a)) or fn(to_output(g, a, dtype_of(b)), to_output(g, b, dtype_of(a)))
+    local sess <close> = core.session_new(g, config.to_options(nil))
+    return sess:run(y)
+  end
+end
+core.Tensor_mt.__add = eager("add")
+core.Tensor_mt.__sub = eager("sub")
+core.Tensor_mt.__mul = eager("mul")
+core.Tensor_mt.__div = eager("div")
+core.Tensor_mt.__unm = eager("neg", true)
+
 -- Sessions -------------------------------------------------------------------------------
 
 npu.ConfigProto = config.ConfigProto
