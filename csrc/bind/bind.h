@@ -42,6 +42,21 @@ int npuB_fail(lua_State *L, const char *where, npu_status status, const char *fm
    threads) to the Lua handler (core.set_log_handler), through lua_pcall.  Call it after a core
    call that may log; cheap when nothing is queued (one atomic load). */
 void npuB_flush_log(lua_State *L);
+/* lauxlib's argument checks, raising through the same path (an npu.Error, NPU_ERR_ARG, with
+   lauxlib's text: "bad argument #2 to 'run' (npu.Tensor expected, got nil)"). */
+int npuB_argerror(lua_State *L, int arg, const char *extramsg);
+int npuB_typeerror(lua_State *L, int arg, const char *tname);
+void *npuB_checkudata(lua_State *L, int arg, const char *tname);
+lua_Integer npuB_checkinteger(lua_State *L, int arg);
+lua_Number npuB_checknumber(lua_State *L, int arg);
+const char *npuB_checklstring(lua_State *L, int arg, size_t *len);
+void npuB_checktype(lua_State *L, int arg, int t);
+void npuB_checkany(lua_State *L, int arg);
+lua_Integer npuB_optinteger(lua_State *L, int arg, lua_Integer def);
+lua_Number npuB_optnumber(lua_State *L, int arg, lua_Number def);
+const char *npuB_optlstring(lua_State *L, int arg, const char *def, size_t *len);
+#define npuB_checkstring(L, arg) npuB_checklstring(L, (arg), NULL)
+#define npuB_optstring(L, arg, def) npuB_optlstring(L, (arg), (def), NULL)
 
 /* Tensors (l_tensor.c). */
 typedef struct npuB_tensor_box {

@@ -31,7 +31,7 @@ typedef struct safetensors_box {
 } safetensors_box;
 
 static npu_dataset *check_dataset(lua_State *L, int idx) {
-  dataset_box *box = luaL_checkudata(L, idx, NPUB_DATASET);
+  dataset_box *box = npuB_checkudata(L, idx, NPUB_DATASET);
   if (!box->ds) npuB_fail(L, NULL, NPU_ERR_ARG, "npu.Dataset: empty handle");
   return box->ds;
 }
@@ -44,7 +44,7 @@ static dataset_box *new_dataset_box(lua_State *L) {
 }
 
 static int dataset_gc(lua_State *L) {
-  dataset_box *box = luaL_checkudata(L, 1, NPUB_DATASET);
+  dataset_box *box = npuB_checkudata(L, 1, NPUB_DATASET);
   npu_dataset_release(box->ds);
   box->ds = NULL;
   return 0;
@@ -52,7 +52,7 @@ static int dataset_gc(lua_State *L) {
 
 /* core.dataset_from_tensors({t1, t2, ...}) -> npu.Dataset */
 static int l_dataset_from_tensors(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  npuB_checktype(L, 1, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 1);
   if (n < 1 || n > 16)
     return npuB_fail(L, NULL, NPU_ERR_ARG, "npu.data: need 1 to 16 components, got %d", (int)n);
@@ -145,7 +145,7 @@ static int m_n_components(lua_State *L) {
 }
 
 static int check_component(lua_State *L, const npu_dataset *ds, int idx) {
-  lua_Integer i = luaL_checkinteger(L, idx);
+  lua_Integer i = npuB_checkinteger(L, idx);
   if (i < 1 || i > npu_dataset_n_components(ds))
     npuB_fail(L, NULL, NPU_ERR_ARG, "npu.Dataset: component %d out of range (1..%d)", (int)i,
                npu_dataset_n_components(ds));
@@ -205,7 +205,7 @@ static int l_graph_add_dataset(lua_State *L) {
 /* ---- iterators ---- */
 
 static iterator_box *check_iterator(lua_State *L, int idx) {
-  return luaL_checkudata(L, idx, NPUB_ITERATOR);
+  return npuB_checkudata(L, idx, NPUB_ITERATOR);
 }
 
 static int iterator_gc(lua_State *L) {
@@ -260,7 +260,7 @@ static int m_n_iter_components(lua_State *L) {
 /* ---- safetensors ---- */
 
 static int safetensors_gc(lua_State *L) {
-  safetensors_box *box = luaL_checkudata(L, 1, NPUB_SAFETENSORS);
+  safetensors_box *box = npuB_checkudata(L, 1, NPUB_SAFETENSORS);
   npu_safetensors_release(box->st);
   box->st = NULL;
   return 0;
@@ -268,10 +268,10 @@ static int safetensors_gc(lua_State *L) {
 
 /* core.safetensors_save(path, {names}, {tensors}, metadata_json or nil) */
 static int l_safetensors_save(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  luaL_checktype(L, 3, LUA_TTABLE);
-  const char *metadata = luaL_optstring(L, 4, NULL);
+  const char *path = npuB_checkstring(L, 1);
+  npuB_checktype(L, 2, LUA_TTABLE);
+  npuB_checktype(L, 3, LUA_TTABLE);
+  const char *metadata = npuB_optstring(L, 4, NULL);
   lua_Integer n = luaL_len(L, 2);
   if (luaL_len(L, 3) != n)
     return npuB_fail(L, NULL, NPU_ERR_ARG, "npu.safetensors_save: %d names but %d tensors", (int)n,
@@ -303,7 +303,7 @@ static int l_safetensors_save(lua_State *L) {
 
 /* core.safetensors_load(path) -> {names}, {tensors}, metadata_json or nil (data order) */
 static int l_safetensors_load(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = npuB_checkstring(L, 1);
   safetensors_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->st = NULL;
   luaL_setmetatable(L, NPUB_SAFETENSORS);

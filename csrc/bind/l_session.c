@@ -23,7 +23,7 @@ typedef struct session_box {
 
 #define MAX_STACK_ITEMS 64
 
-static session_box *check_box(lua_State *L) { return luaL_checkudata(L, 1, NPUB_SESSION); }
+static session_box *check_box(lua_State *L) { return npuB_checkudata(L, 1, NPUB_SESSION); }
 
 static npu_session *check_open(lua_State *L, const char *where) {
   session_box *box = check_box(L);
@@ -37,7 +37,7 @@ static int l_session_new(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   npu_options *opts = NULL;
   if (!lua_isnoneornil(L, 2)) {
-    npu_options **o = luaL_checkudata(L, 2, NPUB_OPTIONS);
+    npu_options **o = npuB_checkudata(L, 2, NPUB_OPTIONS);
     opts = *o;
   }
   session_box *box = lua_newuserdatauv(L, sizeof *box, 1);
@@ -204,7 +204,7 @@ typedef struct feed_set {
 static int count_feeds(lua_State *L, int idx) {
   int n = 0;
   if (lua_isnoneornil(L, idx)) return 0;
-  luaL_checktype(L, idx, LUA_TTABLE);
+  npuB_checktype(L, idx, LUA_TTABLE);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     n++;
@@ -421,7 +421,7 @@ static int l_session_explain(lua_State *L) {
 /* sess:set_progress(now, total): accelerate_train_mode's step (or loss) and total (or target). */
 static int l_session_set_progress(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:set_progress");
-  double now = luaL_checknumber(L, 2), total = luaL_checknumber(L, 3);
+  double now = npuB_checknumber(L, 2), total = npuB_checknumber(L, 3);
   npu_status st = npu_session_set_progress(s, now, total);
   if (st) return npuB_raise(L, "npu.Session:set_progress", st);
   return 0;

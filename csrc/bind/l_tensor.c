@@ -70,15 +70,15 @@ static const char DTYPE_LIST[] =
 /* ---- boxes -------------------------------------------------------------------------------- */
 
 static int tensor_gc(lua_State *L) {
-  npuB_tensor_box *box = luaL_checkudata(L, 1, NPUB_TENSOR);
+  npuB_tensor_box *box = npuB_checkudata(L, 1, NPUB_TENSOR);
   npu_tensor_release(box->t);
   box->t = NULL;
   return 0;
 }
 
 npu_tensor *npuB_check_tensor(lua_State *L, int idx) {
-  npuB_tensor_box *box = luaL_checkudata(L, idx, NPUB_TENSOR);
-  if (!box->t) luaL_argerror(L, idx, "npu.Tensor is closed");
+  npuB_tensor_box *box = npuB_checkudata(L, idx, NPUB_TENSOR);
+  if (!box->t) npuB_argerror(L, idx, "npu.Tensor is closed");
   return box->t;
 }
 
@@ -433,7 +433,7 @@ static int l_ones(lua_State *L) {
 }
 
 static int l_fill(lua_State *L) {
-  luaL_checkany(L, 2);
+  npuB_checkany(L, 2);
   int dtype = opt_dtype(L, 3, lua_type(L, 2) == LUA_TBOOLEAN ? NPU_DTYPE_BOOL : NPU_DTYPE_F32,
                         "npu.fill");
   return make_filled(L, "npu.fill", 2, dtype);
@@ -603,7 +603,7 @@ static int l_random_normal(lua_State *L) { return random_common(L, 1); }
 static int l_random_uniform(lua_State *L) { return random_common(L, 0); }
 
 static int l_load(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = npuB_checkstring(L, 1);
   npuB_tensor_box *box = npuB_new_tensor_box(L);
   npu_status st = npu_tensor_load_npy(npuB_context(L), path, &box->t);
   return finish(L, "npu.load", st, box);
@@ -611,9 +611,9 @@ static int l_load(lua_State *L) {
 
 static int l_allclose(lua_State *L) {
   static const char where[] = "npu.allclose";
-  double rtol = luaL_optnumber(L, 3, 1e-5), atol = luaL_optnumber(L, 4, 1e-8);
+  double rtol = npuB_optnumber(L, 3, 1e-5), atol = npuB_optnumber(L, 4, 1e-8);
   int equal_nan = lua_toboolean(L, 5);
-  luaL_checkany(L, 2);
+  npuB_checkany(L, 2);
   /* Tensors are compared as they are; Lua data converts to float64 (no rounding on the way). */
   npu_tensor *a = npuB_to_tensor(L, 1, npuB_test_tensor(L, 1) ? -1 : NPU_DTYPE_F64, where);
   npu_tensor *b = npuB_to_tensor(L, 2, npuB_test_tensor(L, 2) ? -1 : NPU_DTYPE_F64, where);
@@ -753,7 +753,7 @@ static int m_reshape(lua_State *L) {
 
 static int m_save(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = npuB_checkstring(L, 2);
   npu_status st = npu_tensor_save_npy(npuB_context(L), t, path);
   if (st) return npuB_raise(L, "npu.Tensor:save", st);
   return 0;
@@ -863,7 +863,7 @@ static void fmt_rec(luaL_Buffer *b, const npu_tensor *t, int depth, int64_t offs
 }
 
 static int m_tostring(lua_State *L) {
-  npuB_tensor_box *box = luaL_checkudata(L, 1, NPUB_TENSOR);
+  npuB_tensor_box *box = npuB_checkudata(L, 1, NPUB_TENSOR);
   npu_tensor *t = box->t;
   if (!t) {
     lua_pushliteral(L, "npu.Tensor(closed)");

@@ -34,10 +34,10 @@ static void read_outputs(lua_State *L, int idx, const char *what, int n, int *id
 
 /* core.gradients(ys, xs [, grad_ys]) -> { [i] = npu.Output or nil, n = #xs } */
 static int l_gradients(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_checktype(L, 2, LUA_TTABLE);
+  npuB_checktype(L, 1, LUA_TTABLE);
+  npuB_checktype(L, 2, LUA_TTABLE);
   bool have_gy = !lua_isnoneornil(L, 3);
-  if (have_gy) luaL_checktype(L, 3, LUA_TTABLE);
+  if (have_gy) npuB_checktype(L, 3, LUA_TTABLE);
   lua_settop(L, 3);
   int n_ys = (int)luaL_len(L, 1), n_xs = (int)luaL_len(L, 2);
   if (n_ys < 1) return npuB_fail(L, NULL, NPU_ERR_ARG, "npu.gradients: ys is empty");

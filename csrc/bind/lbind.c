@@ -107,7 +107,7 @@ void npuB_flush_log(lua_State *L) {
 /* core.set_log_handler(fn): fn(level, message) receives the core's messages (level 0 debug,
    1 info, 2 warning, 3 error); nil: they are dropped.  core.flush_log() delivers the queue. */
 static int l_set_log_handler(lua_State *L) {
-  if (!lua_isnoneornil(L, 1)) luaL_checktype(L, 1, LUA_TFUNCTION);
+  if (!lua_isnoneornil(L, 1)) npuB_checktype(L, 1, LUA_TFUNCTION);
   lua_settop(L, 1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &LOG_FN_KEY);
   return 0;
@@ -121,8 +121,8 @@ static int l_flush_log(lua_State *L) {
 /* core._log(level, message): sends a message through the context's log hook, as the core does
    (for tests of the path). */
 static int l_log(lua_State *L) {
-  int level = (int)luaL_checkinteger(L, 1);
-  const char *msg = luaL_checkstring(L, 2);
+  int level = (int)npuB_checkinteger(L, 1);
+  const char *msg = npuB_checkstring(L, 2);
   log_hook(&get_box(L)->log, level, msg);
   return 0;
 }
@@ -211,9 +211,87 @@ int npuB_fail(lua_State *L, const char *where, npu_status status, const char *fm
   return raise_object(L, where, status, NULL, NULL);
 }
 
+/* ---- lauxlib's checks, raising npu errors (same texts as lauxlib's) ---- */
+
+int npuB_argerror(lua_State *L, int arg, const char *extramsg) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 0, &ar))
+    return npuB_fail(L, NULL, NPU_ERR_ARG, "bad argument #%d (%s)", arg, extramsg);
+  lua_getinfo(L, "n", &ar);
+  if (ar.namewhat && strcmp(ar.namewhat, "method") == 0) {
+    arg--;
+    if (arg == 0)
+      return npuB_fail(L, NULL, NPU_ERR_ARG, "calling '%s' on bad self (%s)",
+                       ar.name ? ar.name : "?", extramsg);
+  }
+  return npuB_fail(L, NULL, NPU_ERR_ARG, "bad argument #%d to '%s' (%s)", arg,
+                   ar.name ? ar.name : "?", extramsg);
+}
+
+int npuB_typeerror(lua_State *L, int arg, const char *tname) {
+  const char *typearg;
+  if (luaL_getmetafield(L, arg, "__name") == LUA_TSTRING) typearg = lua_tostring(L, -1);
+  else if (lua_type(L, arg) == LUA_TLIGHTUSERDATA) typearg = "light userdata";
+  else typearg = luaL_typename(L, arg);
+  return npuB_argerror(L, arg, lua_pushfstring(L, "%s expected, got %s", tname, typearg));
+}
+
+void *npuB_checkudata(lua_State *L, int arg, const char *tname) {
+  void *p = luaL_testudata(L, arg, tname);
+  if (!p) npuB_typeerror(L, arg, tname);
+  return p;
+}
+
+lua_Integer npuB_checkinteger(lua_State *L, int arg) {
+  int isnum;
+  lua_Integer d = lua_tointegerx(L, arg, &isnum);
+  if (!isnum) {
+    if (lua_isnumber(L, arg)) npuB_argerror(L, arg, "number has no integer representation");
+    else npuB_typeerror(L, arg, lua_typename(L, LUA_TNUMBER));
+  }
+  return d;
+}
+
+lua_Number npuB_checknumber(lua_State *L, int arg) {
+  int isnum;
+  lua_Number d = lua_tonumberx(L, arg, &isnum);
+  if (!isnum) npuB_typeerror(L, arg, lua_typename(L, LUA_TNUMBER));
+  return d;
+}
+
+const char *npuB_checklstring(lua_State *L, int arg, size_t *len) {
+  const char *s = lua_tolstring(L, arg, len);
+  if (!s) npuB_typeerror(L, arg, lua_typename(L, LUA_TSTRING));
+  return s;
+}
+
+void npuB_checktype(lua_State *L, int arg, int t) {
+  if (lua_type(L, arg) != t) npuB_typeerror(L, arg, lua_typename(L, t));
+}
+
+void npuB_checkany(lua_State *L, int arg) {
+  if (lua_type(L, arg) == LUA_TNONE) npuB_argerror(L, arg, "value expected");
+}
+
+lua_Integer npuB_optinteger(lua_State *L, int arg, lua_Integer def) {
+  return lua_isnoneornil(L, arg) ? def : npuB_checkinteger(L, arg);
+}
+
+lua_Number npuB_optnumber(lua_State *L, int arg, lua_Number def) {
+  return lua_isnoneornil(L, arg) ? def : npuB_checknumber(L, arg);
+}
+
+const char *npuB_optlstring(lua_State *L, int arg, const char *def, size_t *len) {
+  if (lua_isnoneornil(L, arg)) {
+    if (len) *len = def ? strlen(def) : 0;
+    return def;
+  }
+  return npuB_checklstring(L, arg, len);
+}
+
 /* __tostring: "<position>: <text>" (the text alone when there is no position). */
 static int error_tostring(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  npuB_checktype(L, 1, LUA_TTABLE);
   lua_getfield(L, 1, "text");
   if (!lua_isstring(L, -1)) {
     lua_pop(L, 1);
@@ -229,18 +307,18 @@ static int error_tostring(lua_State *L) {
 /* core.raise(where, code, message [, node [, op]]): the facade's errors take the same path.
    code: a status name ("NPU_ERR_SHAPE") or number; where nil: the text is the message. */
 static int l_raise(lua_State *L) {
-  const char *where = luaL_optstring(L, 1, NULL);
+  const char *where = npuB_optstring(L, 1, NULL);
   int status = -1;
   if (lua_type(L, 2) == LUA_TNUMBER) status = (int)lua_tointeger(L, 2);
   else {
-    const char *name = luaL_checkstring(L, 2);
+    const char *name = npuB_checkstring(L, 2);
     for (int i = 0; i < NPU_STATUS_COUNT; i++)
       if (strcmp(name, npu_status_name((npu_status)i)) == 0) status = i;
   }
   if (status <= 0 || status >= NPU_STATUS_COUNT)
-    return luaL_argerror(L, 2, "an error code (\"NPU_ERR_...\") expected");
-  const char *message = luaL_checkstring(L, 3);
-  const char *node = luaL_optstring(L, 4, NULL), *op = luaL_optstring(L, 5, NULL);
+    return npuB_argerror(L, 2, "an error code (\"NPU_ERR_...\") expected");
+  const char *message = npuB_checkstring(L, 3);
+  const char *node = npuB_optstring(L, 4, NULL), *op = npuB_optstring(L, 5, NULL);
   lua_pushstring(L, message);
   return raise_object(L, where, (npu_status)status, node, op);
 }
@@ -248,8 +326,8 @@ static int l_raise(lua_State *L) {
 /* core.nearest(name, candidates) -> the candidate "did you mean" suggests, or nil: the one rule
    of the C side (npuC_nearest), so Lua's keyword checks suggest as the core does. */
 static int l_nearest(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
+  const char *name = npuB_checkstring(L, 1);
+  npuB_checktype(L, 2, LUA_TTABLE);
   npuC_nearest near;
   npuC_nearest_init(&near, name);
   lua_Integer n = luaL_len(L, 2);
@@ -271,7 +349,7 @@ static int l_position(lua_State *L) {
 }
 
 static int l_set_facade_dir(lua_State *L) {
-  luaL_checkstring(L, 1);
+  npuB_checkstring(L, 1);
   lua_settop(L, 1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &FACADE_DIR_KEY);
   return 0;
@@ -304,12 +382,12 @@ static int l_n_threads(lua_State *L) {
 }
 
 static int l_set_n_threads(lua_State *L) {
-  npu_context_set_n_threads(npuB_context(L), (int)luaL_checkinteger(L, 1));
+  npu_context_set_n_threads(npuB_context(L), (int)npuB_checkinteger(L, 1));
   return 0;
 }
 
 static int l_fail_after(lua_State *L) {
-  npu_context_fail_after(npuB_context(L), (long)luaL_checkinteger(L, 1));
+  npu_context_fail_after(npuB_context(L), (long)npuB_checkinteger(L, 1));
   return 0;
 }
 
