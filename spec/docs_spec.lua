@@ -155,3 +155,16 @@ function TestDocs:test_numerics_md_states_the_bound_the_spec_checks()
 end
 
 if SPEC_DIR == nil then os.exit(lu.LuaUnit.run()) end
+
+-- docs/lua.md (errors, warnings, strict arguments, names) exists, lists every error class the
+-- module has, and the README links it.
+function TestDocs:test_lua_face_is_documented()
+  local doc = read_all(ROOT .. "/docs/lua.md")
+  lu.assertNotNil(doc, "docs/lua.md is missing")
+  for name, c in pairs(npu.errors) do
+    if type(c) == "table" and c.name == name and c.code then
+      lu.assertStrContains(doc, name, false, "docs/lua.md does not name npu.errors." .. name)
+    end
+  end
+  lu.assertStrContains(read_all(ROOT .. "/README.md") or "", "docs/lua.md")
+end
