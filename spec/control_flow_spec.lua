@@ -14,8 +14,8 @@ local function expect_error(code, parts, fn, ...)
   local ok, err = pcall(fn, ...)
   lu.assertFalse(ok, "expected an error")
   local msg = tostring(err)
-  lu.assertStrContains(msg, code)
-  for _, p in ipairs(parts) do lu.assertStrContains(msg, p) end
+  lu.assertStrContains(tostring(msg), code)
+  for _, p in ipairs(parts) do lu.assertStrContains(tostring(msg), p) end
   return msg
 end
 

@@ -118,10 +118,10 @@ function TestDocs:test_generator_refuses_an_ops_def_that_disagrees_with_the_tabl
   os.remove(path)
   lu.assertTrue(not ok, "the generator should fail")
   lu.assertEquals(out, "")
-  lu.assertStrContains(msg, path .. ":3: 'bogus' is not op 1 of the compiled table (const)")
+  lu.assertStrContains(tostring(msg), path .. ":3: 'bogus' is not op 1 of the compiled table (const)")
   out, msg, ok = generate(ROOT .. "/no/such/ops.def")
   lu.assertTrue(not ok, "the generator should fail")
-  lu.assertStrContains(msg, "cannot open " .. ROOT .. "/no/such/ops.def")
+  lu.assertStrContains(tostring(msg), "cannot open " .. ROOT .. "/no/such/ops.def")
 end
 
 function TestDocs:test_compiler_md_names_every_pass_and_precision_mode()
@@ -155,3 +155,16 @@ function TestDocs:test_numerics_md_states_the_bound_the_spec_checks()
 end
 
 if SPEC_DIR == nil then os.exit(lu.LuaUnit.run()) end
+
+-- docs/lua.md (errors, warnings, strict arguments, names) exists, lists every error class the
+-- module has, and the README links it.
+function TestDocs:test_lua_face_is_documented()
+  local doc = read_all(ROOT .. "/docs/lua.md")
+  lu.assertNotNil(doc, "docs/lua.md is missing")
+  for name, c in pairs(npu.errors) do
+    if type(c) == "table" and c.name == name and c.code then
+      lu.assertStrContains(doc, name, false, "docs/lua.md does not name npu.errors." .. name)
+    end
+  end
+  lu.assertStrContains(read_all(ROOT .. "/README.md") or "", "docs/lua.md")
+end

@@ -132,21 +132,21 @@ TestExecConfigErrors = {}
 function TestExecConfigErrors:test_unknown_parameter_names_the_nearest()
   local _, _, y = product_graph()
   local err = fails(function() set(y, { is_train_grpah = true }) end)
-  lu.assertStrContains(err, "unknown parameter 'is_train_grpah' (did you mean 'is_train_graph'?)")
-  lu.assertStrContains(err, "exec_config_spec.lua") -- points at the calling line
+  lu.assertStrContains(tostring(err), "unknown parameter 'is_train_grpah' (did you mean 'is_train_graph'?)")
+  lu.assertStrContains(tostring(err), "exec_config_spec.lua") -- points at the calling line
 end
 
 function TestExecConfigErrors:test_bad_values()
   local _, _, y = product_graph()
   lu.assertStrContains(fails(set, y, { dynamic_input = "yes" }), "dynamic_input: expects a boolean")
   local err = fails(set, y, { dynamic_graph_execute_mode = "static" })
-  lu.assertStrContains(err, "NPU_ERR_OPTION")
-  lu.assertStrContains(err, "dynamic_graph_execute_mode")
+  lu.assertStrContains(tostring(err), "NPU_ERR_OPTION")
+  lu.assertStrContains(tostring(err), "dynamic_graph_execute_mode")
   err = fails(set, y, { dynamic_inputs_shape_range = "feed:[1,2]" })
-  lu.assertStrContains(err, "NPU_ERR_OPTION")
-  lu.assertStrContains(err, "getnext: or data:")
+  lu.assertStrContains(tostring(err), "NPU_ERR_OPTION")
+  lu.assertStrContains(tostring(err), "getnext: or data:")
   err = fails(set, y, { dynamic_inputs_shape_range = "data:[5~2]" })
-  lu.assertStrContains(err, "'5~2' is not a dimension")
+  lu.assertStrContains(tostring(err), "'5~2' is not a dimension")
   lu.assertStrContains(fails(set, y, { experimental_config = { accelerate_train_mode = "fast" } }),
     "expects an npu.ExperimentalConfig")
   lu.assertStrContains(fails(set, 42, { is_train_graph = true }), "fetch must be")
@@ -159,9 +159,9 @@ function TestExecConfigErrors:test_only_graph_level_options_may_be_set_on_a_node
   local o = npu.core.options_new()
   o:set("precision_mode", "force_fp32")
   local err = fails(g.set_exec_config, g, y:op():id(), o)
-  lu.assertStrContains(err, "NPU_ERR_OPTION")
-  lu.assertStrContains(err, "option 'precision_mode' cannot be set per graph")
-  lu.assertStrContains(err, y:op():name())
+  lu.assertStrContains(tostring(err), "NPU_ERR_OPTION")
+  lu.assertStrContains(tostring(err), "option 'precision_mode' cannot be set per graph")
+  lu.assertStrContains(tostring(err), y:op():name())
   lu.assertStrContains(fails(g.set_exec_config, g, 10000, nil), "no node 10000")
 end
 
@@ -173,9 +173,9 @@ function TestExecConfigErrors:test_conflicting_configs_in_one_run_name_both_node
   local sess = npu.Session { graph = g }
   sess:run(g:global_variables_initializer())
   local err = fails(sess.run, sess, { y, z }, { [x] = X })
-  lu.assertStrContains(err, "NPU_ERR_CONFLICT")
-  lu.assertStrContains(err, "'" .. y:op():name() .. "'")
-  lu.assertStrContains(err, "'other'")
+  lu.assertStrContains(tostring(err), "NPU_ERR_CONFLICT")
+  lu.assertStrContains(tostring(err), "'" .. y:op():name() .. "'")
+  lu.assertStrContains(tostring(err), "'other'")
   -- each alone is fine
   sess:run(y, { [x] = X })
   sess:run(z, { [x] = X })
@@ -187,9 +187,9 @@ function TestExecConfigErrors:test_merged_options_follow_the_cross_option_rules(
   local sess = npu.Session { graph = g }
   sess:run(g:global_variables_initializer())
   local err = fails(sess.run, sess, y, { [x] = X })
-  lu.assertStrContains(err, "NPU_ERR_CONFLICT")
-  lu.assertStrContains(err, "node '" .. y:op():name() .. "'")
-  lu.assertStrContains(err, "dynamic_input")
+  lu.assertStrContains(tostring(err), "NPU_ERR_CONFLICT")
+  lu.assertStrContains(tostring(err), "node '" .. y:op():name() .. "'")
+  lu.assertStrContains(tostring(err), "dynamic_input")
   -- the session can supply the missing half: graph level adds to it
   local ok = npu.Session { graph = g, options = { dynamic_input = true } }
   ok:run(g:global_variables_initializer())
@@ -214,10 +214,10 @@ function TestShapeRange:test_feeds_inside_the_ranges_run_outside_fail()
   lu.assertEquals(sess:run(y, { [a] = { 1, 2, 3 }, [b] = npu.ones({ 5, 3 }) }):item(), 21)
   lu.assertEquals(sess:run(y, { [a] = { 1 }, [b] = npu.ones({ 2, 3 }) }):item(), 7)
   local err = fails(sess.run, sess, y, { [a] = { 1 }, [b] = npu.ones({ 9, 3 }) })
-  lu.assertStrContains(err, "NPU_ERR_SHAPE")
-  lu.assertStrContains(err, "placeholder 'b:0' fed [9,3], outside its dynamic_inputs_shape_range [2~8, 3]")
+  lu.assertStrContains(tostring(err), "NPU_ERR_SHAPE")
+  lu.assertStrContains(tostring(err), "placeholder 'b:0' fed [9,3], outside its dynamic_inputs_shape_range [2~8, 3]")
   err = fails(sess.run, sess, y, { [a] = npu.ones({ 5 }), [b] = npu.ones({ 2, 3 }) })
-  lu.assertStrContains(err, "'a:0' fed [5]")
+  lu.assertStrContains(tostring(err), "'a:0' fed [5]")
   -- without dynamic_input the ranges are not used
   set(y, { dynamic_inputs_shape_range = "data:[1~4],[2~8, 3]" })
   lu.assertEquals(sess:run(y, { [a] = npu.ones({ 5 }), [b] = npu.ones({ 9, 3 }) }):item(), 32)
@@ -229,8 +229,8 @@ function TestShapeRange:test_the_ranges_must_describe_the_inputs()
   local feeds = { [a] = { 1 }, [b] = npu.ones({ 2, 3 }) }
   set(y, { dynamic_input = true, dynamic_inputs_shape_range = "data:[1~4]" })
   local err = fails(sess.run, sess, y, feeds)
-  lu.assertStrContains(err, "NPU_ERR_OPTION")
-  lu.assertStrContains(err, "'data:' gives 1 range(s) but this run has 2 placeholder(s)")
+  lu.assertStrContains(tostring(err), "NPU_ERR_OPTION")
+  lu.assertStrContains(tostring(err), "'data:' gives 1 range(s) but this run has 2 placeholder(s)")
   set(y, { dynamic_input = true, dynamic_inputs_shape_range = "data:[1~4],[2~8]" })
   lu.assertStrContains(fails(sess.run, sess, y, feeds), "placeholder 'b:0' has rank 2 but its range [2~8] has 1 dim(s)")
   set(y, { dynamic_input = true, dynamic_inputs_shape_range = "data:[1~4],[-1, 4~6]" })
@@ -266,8 +266,8 @@ function TestShapeRange:test_getnext_ranges_check_the_dataset_outputs()
   lu.assertEquals(sess:run(y):item(), 1)
   set(y, { dynamic_input = true, dynamic_inputs_shape_range = "getnext:[3~5]" })
   local err = fails(sess.run, sess, y)
-  lu.assertStrContains(err, "get_next output")
-  lu.assertStrContains(err, "dim 0 of size 2, outside its range [3~5]")
+  lu.assertStrContains(tostring(err), "get_next output")
+  lu.assertStrContains(tostring(err), "dim 0 of size 2, outside its range [3~5]")
   set(y, { dynamic_input = true, dynamic_inputs_shape_range = "getnext:[2],[2]" })
   lu.assertStrContains(fails(sess.run, sess, y), "'getnext:' gives 2 range(s) but this run has 1 get_next output(s)")
 end
@@ -281,10 +281,10 @@ function TestExperimentalConfig:test_construction_validates()
   lu.assertEquals(tostring(e), 'npu.ExperimentalConfig{accelerate_train_mode = "fast|step|0.9"}')
   lu.assertEquals(tostring(npu.ExperimentalConfig()), "npu.ExperimentalConfig{}")
   local err = fails(npu.ExperimentalConfig, { accelerate_mode = "fast|step|0.9" })
-  lu.assertStrContains(err, "unknown parameter 'accelerate_mode' (did you mean 'accelerate_train_mode'?)")
+  lu.assertStrContains(tostring(err), "unknown parameter 'accelerate_mode' (did you mean 'accelerate_train_mode'?)")
   err = fails(npu.ExperimentalConfig, { accelerate_train_mode = "fast|step|0.95" })
-  lu.assertStrContains(err, "NPU_ERR_OPTION")
-  lu.assertStrContains(err, "accelerate_train_mode")
+  lu.assertStrContains(tostring(err), "NPU_ERR_OPTION")
+  lu.assertStrContains(tostring(err), "accelerate_train_mode")
   lu.assertStrContains(fails(npu.ExperimentalConfig, { graph_compiler_cache_dir = 3 }), "expects a string")
   lu.assertStrContains(fails(npu.ExperimentalConfig, { graph_compiler_cache_dir = "" }), "an empty path")
   lu.assertStrContains(fails(function() e.accelerate_train_mode = "slow|step|0.5" end), "NPU_ERR_OPTION")
@@ -312,7 +312,7 @@ function TestExperimentalConfig:test_round_trip_into_a_session_through_NPURunCon
   lu.assertEquals(o:get("precision_mode"), "allow_fp32_to_fp16")
   -- errors at the line that builds the run config
   local err = fails(npu.NPURunConfig, { experimental_config = exp, accelerate_train_mode = "fast|step|0.5" })
-  lu.assertStrContains(err, "option 'accelerate_train_mode' is given by both")
+  lu.assertStrContains(tostring(err), "option 'accelerate_train_mode' is given by both")
   lu.assertStrContains(fails(npu.NPURunConfig, { precison_mode = "force_fp16" }), "did you mean 'precision_mode'?")
   lu.assertStrContains(fails(npu.NPURunConfig, { experimental_config = {} }), "expects an npu.ExperimentalConfig")
   lu.assertStrContains(fails(npu.NPURunConfig, { model_dir = 1 }), "model_dir: expects a string")
@@ -325,15 +325,15 @@ function TestExperimentalConfig:test_graph_compiler_cache_dir_must_exist()
   os.remove(missing) -- (os.tmpname creates the file)
   missing = missing .. ".no_such_dir"
   local err = fails(npu.Session, { graph = g, options = { graph_compiler_cache_dir = missing } })
-  lu.assertStrContains(err, "NPU_ERR_IO")
-  lu.assertStrContains(err, missing)
+  lu.assertStrContains(tostring(err), "NPU_ERR_IO")
+  lu.assertStrContains(tostring(err), missing)
   npu.Session { graph = g, options = { graph_compiler_cache_dir = "/tmp" } }
   set(y, { experimental_config = npu.ExperimentalConfig { graph_compiler_cache_dir = missing } })
   local sess = npu.Session { graph = g }
   sess:run(g:global_variables_initializer()) -- does not reach y
   err = fails(sess.run, sess, y, { [x] = X })
-  lu.assertStrContains(err, "NPU_ERR_IO")
-  lu.assertStrContains(err, "node '" .. y:op():name() .. "'")
+  lu.assertStrContains(tostring(err), "NPU_ERR_IO")
+  lu.assertStrContains(tostring(err), "node '" .. y:op():name() .. "'")
 end
 
 -- accelerate_train_mode set through an ExperimentalConfig behaves as the session option does
@@ -377,8 +377,8 @@ function TestExperimentalConfig:test_accelerate_on_one_graph()
   local strict = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
   strict:run(g:global_variables_initializer())
   local err = fails(strict.run, strict, y, { [x] = X })
-  lu.assertStrContains(err, "NPU_ERR_CONFLICT")
-  lu.assertStrContains(err, "precision_mode")
+  lu.assertStrContains(tostring(err), "NPU_ERR_CONFLICT")
+  lu.assertStrContains(tostring(err), "precision_mode")
 end
 
 function TestExperimentalConfig:test_graph_level_accelerate_replaces_the_session_one()

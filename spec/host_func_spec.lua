@@ -66,8 +66,8 @@ function TestHostFunc:test_errors_are_the_runs_error()
   local sess <close> = npu.Session { graph = g }
   local ok, err = pcall(sess.run, sess, y, { [x] = -1 })
   lu.assertFalse(ok)
-  lu.assertStrContains(err, "npu.Session:run: NPU_ERR_CALLBACK: host_func 'checked':")
-  lu.assertStrContains(err, "negative input")
+  lu.assertStrContains(tostring(err), "npu.Session:run: NPU_ERR_CALLBACK: host_func 'checked':")
+  lu.assertStrContains(tostring(err), "negative input")
   lu.assertEquals(sess:run(y, { [x] = 2 }):item(), 2) -- usable after
   -- a result of the wrong kind, a missing result
   local bad = npu.host_func(function() return "text" end, x, "float32", "bad")

@@ -14,9 +14,9 @@ local model = require("npu.model")
 local function expect_error(code, parts, fn, ...)
   local ok, err = pcall(fn, ...)
   lu.assertFalse(ok, "expected " .. (code or "an error"))
+  if code then lu.assertEquals(npu.error_code(err), code, tostring(err)) end
   err = tostring(err)
-  if code then lu.assertEquals(npu.error_code(err), code, err) end
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(err, p) end
+  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(err), p) end
   return err
 end
 

@@ -223,8 +223,8 @@ function TestModelErrors:test_missing_weight_file()
   local text = copy_model("liveness")
   write(tmp .. "/liveness.json", text)
   local err = expect_error("NPU_ERR_IO", model.load_model, tmp .. "/liveness.json")
-  lu.assertStrContains(err, "liveness.bin")
-  lu.assertStrContains(err, "weight file")
+  lu.assertStrContains(tostring(err), "liveness.bin")
+  lu.assertStrContains(tostring(err), "weight file")
   rmdir(tmp)
 end
 
@@ -235,9 +235,9 @@ function TestModelErrors:test_truncated_weight_file()
   write(tmp .. "/liveness.json", text)
   write(tmp .. "/liveness.bin", bin:sub(1, #bin // 2))
   local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/liveness.json")
-  lu.assertStrContains(err, "liveness.bin")
-  lu.assertStrContains(err, "truncated")
-  lu.assertStrContains(err, "weight 'StatefulPartitionedCall/sequential_1/dense_1/MatMul/ReadVariableOp'")
+  lu.assertStrContains(tostring(err), "liveness.bin")
+  lu.assertStrContains(tostring(err), "truncated")
+  lu.assertStrContains(tostring(err), "weight 'StatefulPartitionedCall/sequential_1/dense_1/MatMul/ReadVariableOp'")
   rmdir(tmp)
 end
 
@@ -245,11 +245,11 @@ function TestModelErrors:test_corrupt_json()
   local tmp = tmpdir()
   write(tmp .. "/bad.json", '{"modelTopology": {"node": [ {"name": "x", ')
   local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/bad.json")
-  lu.assertStrContains(err, "bad.json")
-  lu.assertStrContains(err, "corrupt JSON")
+  lu.assertStrContains(tostring(err), "bad.json")
+  lu.assertStrContains(tostring(err), "corrupt JSON")
   write(tmp .. "/other.json", '{"format": "layers-model"}')
   err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/other.json")
-  lu.assertStrContains(err, "no modelTopology")
+  lu.assertStrContains(tostring(err), "no modelTopology")
   expect_error("NPU_ERR_IO", model.load_model, tmp .. "/absent.json")
   rmdir(tmp)
 end
@@ -261,12 +261,12 @@ function TestModelErrors:test_corrupt_pb()
   local bytes = model.export_graph_def(g)
   write(tmp .. "/cut.pb", bytes:sub(1, #bytes - 1000))
   local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/cut.pb")
-  lu.assertStrContains(err, "cut.pb")
-  lu.assertStrContains(err, "corrupt GraphDef")
+  lu.assertStrContains(tostring(err), "cut.pb")
+  lu.assertStrContains(tostring(err), "corrupt GraphDef")
   write(tmp .. "/garbage.pb", "\255\255\255\255\255\255\255\255\255\255\255\1")
   expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/garbage.pb")
   err = expect_error("NPU_ERR_FORMAT", model.import_graph_def, "\10\200")
-  lu.assertStrContains(err, "corrupt GraphDef")
+  lu.assertStrContains(tostring(err), "corrupt GraphDef")
   rmdir(tmp)
 end
 
@@ -280,20 +280,20 @@ function TestModelErrors:test_unknown_and_unsupported_dtypes()
   lu.assertStrContains(text, placeholder)
   write(tmp .. "/a.json", (text:gsub(placeholder:gsub("%p", "%%%0"), (placeholder:gsub("DT_FLOAT", "DT_FLOAT99")))))
   local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/a.json")
-  lu.assertStrContains(err, "unknown dtype 'DT_FLOAT99'")
-  lu.assertStrContains(err, "conv2d_1_input")
+  lu.assertStrContains(tostring(err), "unknown dtype 'DT_FLOAT99'")
+  lu.assertStrContains(tostring(err), "conv2d_1_input")
   -- a TensorFlow dtype this device lacks
   write(tmp .. "/b.json", (text:gsub(placeholder:gsub("%p", "%%%0"), (placeholder:gsub("DT_FLOAT", "DT_STRING")))))
   err = expect_error("NPU_ERR_UNSUPPORTED", model.load_model, tmp .. "/b.json")
-  lu.assertStrContains(err, "DT_STRING")
-  lu.assertStrContains(err, "conv2d_1_input")
+  lu.assertStrContains(tostring(err), "DT_STRING")
+  lu.assertStrContains(tostring(err), "conv2d_1_input")
   -- a weights manifest dtype TensorFlow.js does not have
   local entry = '"shape":[2],"dtype":"int32"'
   lu.assertStrContains(text, entry)
   write(tmp .. "/c.json", (text:gsub(entry:gsub("%p", "%%%0"), '"shape":[2],"dtype":"int33"')))
   err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/c.json")
-  lu.assertStrContains(err, "weight 'StatefulPartitionedCall/sequential_1/flatten_1/Const'")
-  lu.assertStrContains(err, "int33")
+  lu.assertStrContains(tostring(err), "weight 'StatefulPartitionedCall/sequential_1/flatten_1/Const'")
+  lu.assertStrContains(tostring(err), "int33")
   rmdir(tmp)
 end
 
@@ -306,9 +306,9 @@ function TestModelErrors:test_weights_not_matching_their_shapes()
   lu.assertStrContains(text, entry)
   write(tmp .. "/m.json", (text:gsub(entry:gsub("%p", "%%%0"), (entry:gsub("%[2%]", "[1,2]")))))
   local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/m.json")
-  lu.assertStrContains(err, "dense_2/BiasAdd/ReadVariableOp")
-  lu.assertStrContains(err, "[1,2]")
-  lu.assertStrContains(err, "declares [2]")
+  lu.assertStrContains(tostring(err), "dense_2/BiasAdd/ReadVariableOp")
+  lu.assertStrContains(tostring(err), "[1,2]")
+  lu.assertStrContains(tostring(err), "declares [2]")
   rmdir(tmp)
 end
 
@@ -339,9 +339,9 @@ function TestModelErrors:test_unsupported_ops_are_listed_together()
     node("d", "Relu", { "c" }),
   })
   local err = expect_error("NPU_ERR_UNSUPPORTED", model.import_graph_def, text)
-  lu.assertStrContains(err, "2 unsupported op types")
-  lu.assertStrContains(err, "FancyOpA at node 'a'")
-  lu.assertStrContains(err, "FancyOpB at node 'b'")
+  lu.assertStrContains(tostring(err), "2 unsupported op types")
+  lu.assertStrContains(tostring(err), "FancyOpA at node 'a'")
+  lu.assertStrContains(tostring(err), "FancyOpB at node 'b'")
   -- a fused op whose fused_ops include an op we lack names both
   text = graph_json({
     placeholder("x", { 1, 4, 4, 1 }),
@@ -351,24 +351,24 @@ function TestModelErrors:test_unsupported_ops_are_listed_together()
     node("z", "FancyOpC", { "f" }),
   })
   err = expect_error("NPU_ERR_UNSUPPORTED", model.import_graph_def, text)
-  lu.assertStrContains(err, "Softplus (fused into _FusedConv2D)")
-  lu.assertStrContains(err, "FancyOpC at node 'z'")
+  lu.assertStrContains(tostring(err), "Softplus (fused into _FusedConv2D)")
+  lu.assertStrContains(tostring(err), "FancyOpC at node 'z'")
 end
 
 function TestModelErrors:test_dangling_input_and_cycle()
   local err = expect_error("NPU_ERR_FORMAT", model.import_graph_def,
     graph_json({ placeholder("x", { 2 }), node("y", "Relu", { "nowhere:0" }) }))
-  lu.assertStrContains(err, "node 'y'")
-  lu.assertStrContains(err, "nowhere:0")
+  lu.assertStrContains(tostring(err), "node 'y'")
+  lu.assertStrContains(tostring(err), "nowhere:0")
   err = expect_error("NPU_ERR_UNSUPPORTED", model.import_graph_def,
     graph_json({ node("a", "Relu", { "b" }), node("b", "Relu", { "a" }) }))
-  lu.assertStrContains(err, "cycle")
+  lu.assertStrContains(tostring(err), "cycle")
   err = expect_error("NPU_ERR_FORMAT", model.import_graph_def,
     graph_json({ placeholder("x", { 2 }), placeholder("x", { 3 }) }))
-  lu.assertStrContains(err, "two nodes are named 'x'")
+  lu.assertStrContains(tostring(err), "two nodes are named 'x'")
   err = expect_error("NPU_ERR_FORMAT", model.import_graph_def,
     graph_json({ placeholder("x", { 2 }), node("y", "Relu", { "x:1" }) }))
-  lu.assertStrContains(err, "'x' has 1 output(s)")
+  lu.assertStrContains(tostring(err), "'x' has 1 output(s)")
 end
 
 -- ---- GraphDef details ---------------------------------------------------------------------
@@ -455,10 +455,10 @@ function TestGraphDef:test_export_refuses_variables()
   g:variable(npu.zeros({ 2 }), "v")
   local tmp = tmpdir()
   local err = expect_error("NPU_ERR_UNSUPPORTED", model.export_graph_def, g, tmp .. "/v.pb")
-  lu.assertStrContains(err, "'v'")
+  lu.assertStrContains(tostring(err), "'v'")
   lu.assertFalse(exists(tmp .. "/v.pb"))
   err = expect_error("NPU_ERR_IO", model.export_graph_def, npu.Graph(), tmp .. "/no/such/dir/x.pb")
-  lu.assertStrContains(err, "x.pb")
+  lu.assertStrContains(tostring(err), "x.pb")
   rmdir(tmp)
 end
 

@@ -136,7 +136,8 @@ end
 
 function TestTrainOps.test_random_uniform_per_session_step()
   local g = npu.Graph()
-  local u = npu.random_uniform({ shape = { 2, 3 }, seed = 42, dtype = "float32" }, { name = "u" })
+  local u = npu.random_uniform({ shape = { 2, 3 }, seed = 42, dtype = "float32", name = "u" })
+  lu.assertEquals(u:op():name(), "u")
   g = u:graph()
   local s1 = npu.Session { graph = g }
   local a, b = s1:run(u), s1:run(u)

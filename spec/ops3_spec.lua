@@ -65,8 +65,8 @@ local function assert_error(fn, code, parts)
   local ok, err = pcall(fn)
   lu.assertFalse(ok, "expected an error")
   err = tostring(err)
-  lu.assertStrContains(err, code)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(err, p) end
+  lu.assertStrContains(tostring(err), code)
+  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(err), p) end
   return err
 end
 

@@ -26,7 +26,7 @@ local function fails(f, ...)
 end
 
 local function assert_code(err, code)
-  lu.assertStrContains(err, code)
+  lu.assertStrContains(tostring(err), code)
 end
 
 -- The option's example as the Lua value of its type.
@@ -197,7 +197,7 @@ function TestOptionsTable:test_option_info_of_a_known_and_an_unknown_name()
   lu.assertEquals(info.section, "Accuracy Comparison")
   local none, msg, best = core.option_info("dump_pth")
   lu.assertNil(none)
-  lu.assertStrContains(msg, "did you mean 'dump_path'?")
+  lu.assertStrContains(tostring(msg), "did you mean 'dump_path'?")
   lu.assertEquals(best, "dump_path")
 end
 
@@ -217,8 +217,8 @@ for _, info in ipairs(OPTIONS) do
       if t ~= info.type then
         local err = fails(o[fn], o, info.name, wrong_value[t])
         assert_code(err, "NPU_ERR_OPTION")
-        lu.assertStrContains(err, "'" .. info.name .. "'")
-        lu.assertStrContains(err, "takes")
+        lu.assertStrContains(tostring(err), "'" .. info.name .. "'")
+        lu.assertStrContains(tostring(err), "takes")
       end
     end
     lu.assertFalse(o:is_set(info.name))
@@ -248,7 +248,7 @@ function TestOptionsValues:test_every_enum_option_accepts_its_values_and_refuses
       local bad = info.type == "i" and 97 or "no_such_value"
       local err = fails(o[setter[info.type]], o, info.name, bad)
       assert_code(err, "NPU_ERR_OPTION")
-      lu.assertStrContains(err, info.name)
+      lu.assertStrContains(tostring(err), info.name)
     end
   end
   lu.assertTrue(n >= 25, "enum options found: " .. n)
@@ -332,14 +332,14 @@ end
 function TestOptionsValues:test_profiling_field_typo_suggests_the_field()
   local o = core.options_new()
   local err = fails(o.set_string, o, "profiling_options", '{"trainig_trace":"on"}')
-  lu.assertStrContains(err, "did you mean 'training_trace'?")
+  lu.assertStrContains(tostring(err), "did you mean 'training_trace'?")
 end
 
 function TestOptionsValues:test_unknown_name_suggests_the_nearest()
   local o = core.options_new()
   local err = fails(o.set_string, o, "precison_mode", "force_fp16")
   assert_code(err, "NPU_ERR_OPTION")
-  lu.assertStrContains(err, "unknown option 'precison_mode' (did you mean 'precision_mode'?)")
+  lu.assertStrContains(tostring(err), "unknown option 'precison_mode' (did you mean 'precision_mode'?)")
   lu.assertStrContains(fails(o.set_int, o, "graph_run_mod", 0), "did you mean 'graph_run_mode'?")
   lu.assertStrContains(fails(o.set_bool, o, "Use_Off_Line", true), "did you mean 'use_off_line'?")
   lu.assertStrContains(fails(o.get, o, "dump_pth"), "did you mean 'dump_path'?")
@@ -348,7 +348,7 @@ end
 function TestOptionsValues:test_a_far_unknown_name_gets_no_suggestion()
   local o = core.options_new()
   local err = fails(o.set_int, o, "completely_unrelated_thing", 1)
-  lu.assertStrContains(err, "unknown option 'completely_unrelated_thing'")
+  lu.assertStrContains(tostring(err), "unknown option 'completely_unrelated_thing'")
   lu.assertNil(err:find("did you mean", 1, true))
 end
 
@@ -556,8 +556,8 @@ function TestOptionsRules:test_every_conflict_rule_fires_naming_both_options()
       lu.assertFalse(ok, ("rule %d (%s %s / %s) did not fire"):format(i, r.kind, r.a, r.b))
       err = tostring(err)
       assert_code(err, "NPU_ERR_CONFLICT")
-      lu.assertStrContains(err, r.a, false, "rule " .. i)
-      lu.assertStrContains(err, r.b, false, "rule " .. i)
+      lu.assertStrContains(tostring(err), r.a, false, "rule " .. i)
+      lu.assertStrContains(tostring(err), r.b, false, "rule " .. i)
     end
   end
   lu.assertTrue(n >= 25, "conflict rules tested: " .. n)
@@ -567,7 +567,7 @@ function TestOptionsRules:test_together_fires_from_either_side()
   local o = core.options_new()
   o:set_string("dynamic_dims", "1,2;3,4")
   local err = fails(o.check, o)
-  lu.assertStrContains(err, "'input_shape' and 'dynamic_dims' must be used together")
+  lu.assertStrContains(tostring(err), "'input_shape' and 'dynamic_dims' must be used together")
 end
 
 function TestOptionsRules:test_precedence_and_note_rules_are_not_errors()
@@ -628,8 +628,8 @@ function TestOptionsRules:test_profiling_training_trace_in_inference()
   o:check() -- profiling_mode off: the options are not used
   o:set_bool("profiling_mode", true)
   local err = fails(o.check, o)
-  lu.assertStrContains(err, "profiling_options")
-  lu.assertStrContains(err, "graph_run_mode")
+  lu.assertStrContains(tostring(err), "profiling_options")
+  lu.assertStrContains(tostring(err), "graph_run_mode")
 end
 
 function TestOptionsRules:test_session_device_id_is_checked_against_the_devices()
@@ -639,7 +639,7 @@ function TestOptionsRules:test_session_device_id_is_checked_against_the_devices(
   o:set_int("session_device_id", 99)
   local err = fails(o.check, o)
   assert_code(err, "NPU_ERR_OPTION")
-  lu.assertStrContains(err, "session_device_id")
+  lu.assertStrContains(tostring(err), "session_device_id")
 end
 
 -- Environment -------------------------------------------------------------------------------
@@ -689,7 +689,7 @@ function TestOptionsEnv:test_every_invalid_value_is_an_error_naming_the_variable
     local o = core.options_new()
     local err = fails(o.apply_env, o, { [e.variable] = env_bad_value(e) })
     assert_code(err, "NPU_ERR_OPTION")
-    lu.assertStrContains(err, "environment variable " .. e.variable)
+    lu.assertStrContains(tostring(err), "environment variable " .. e.variable)
   end
 end
 
@@ -735,7 +735,7 @@ end
 function TestOptionsEnv:test_device_id_out_of_range_names_the_variable()
   local o = core.options_new()
   local err = fails(o.apply_env, o, { ASCEND_DEVICE_ID = "64" })
-  lu.assertStrContains(err, "ASCEND_DEVICE_ID")
+  lu.assertStrContains(tostring(err), "ASCEND_DEVICE_ID")
 end
 
 function TestOptionsEnv:test_ge_use_static_memory_conflicts_with_static_memory_policy()
@@ -745,8 +745,8 @@ function TestOptionsEnv:test_ge_use_static_memory_conflicts_with_static_memory_p
   o:check()
   o:set_int("static_memory_policy", 0)
   local err = fails(o.check, o)
-  lu.assertStrContains(err, "GE_USE_STATIC_MEMORY")
-  lu.assertStrContains(err, "static_memory_policy")
+  lu.assertStrContains(tostring(err), "GE_USE_STATIC_MEMORY")
+  lu.assertStrContains(tostring(err), "static_memory_policy")
 end
 
 function TestOptionsEnv:test_copy_keeps_the_environment()
@@ -814,9 +814,9 @@ function TestOptionsConfigProto:test_wrong_setter_is_an_error_at_the_line_that_w
   local line = debug.getinfo(1, "l").currentline + 1
   local ok, err = pcall(function() op.parameter_map["precision_mode"].i = 1 end)
   lu.assertFalse(ok)
-  lu.assertStrContains(err, "options_spec.lua:" .. line .. ":")
-  lu.assertStrContains(err, "NPU_ERR_OPTION")
-  lu.assertStrContains(err, "option 'precision_mode' takes .s")
+  lu.assertStrContains(tostring(err), "options_spec.lua:" .. line .. ":")
+  lu.assertStrContains(tostring(err), "NPU_ERR_OPTION")
+  lu.assertStrContains(tostring(err), "option 'precision_mode' takes .s")
 end
 
 function TestOptionsConfigProto:test_every_wrong_setter_through_parameter_map()
@@ -825,7 +825,7 @@ function TestOptionsConfigProto:test_every_wrong_setter_through_parameter_map()
     for t in pairs(setter) do
       if t ~= info.type then
         local err = fails(function() op.parameter_map[info.name][t] = wrong_value[t] end)
-        lu.assertStrContains(err, "option '" .. info.name .. "' takes ." .. info.type)
+        lu.assertStrContains(tostring(err), "option '" .. info.name .. "' takes ." .. info.type)
       end
     end
   end
@@ -834,14 +834,14 @@ end
 function TestOptionsConfigProto:test_out_of_range_and_unknown_through_parameter_map()
   local _, op = npu_config()
   local err = fails(function() op.parameter_map["graph_run_mode"].i = 2 end)
-  lu.assertStrContains(err, 'parameter_map["graph_run_mode"].i: NPU_ERR_OPTION')
+  lu.assertStrContains(tostring(err), 'parameter_map["graph_run_mode"].i: NPU_ERR_OPTION')
   err = fails(function() op.parameter_map["precison_mode"].s = "force_fp16" end)
-  lu.assertStrContains(err, "did you mean 'precision_mode'?")
-  lu.assertStrContains(err, "options_spec.lua:")
+  lu.assertStrContains(tostring(err), "did you mean 'precision_mode'?")
+  lu.assertStrContains(tostring(err), "options_spec.lua:")
   err = fails(function() op.parameter_map["graph_run_mode"].i = "0" end)
-  lu.assertStrContains(err, "expects an integer, got string")
+  lu.assertStrContains(tostring(err), "expects an integer, got string")
   err = fails(function() op.parameter_map["graph_run_mode"].x = 1 end)
-  lu.assertStrContains(err, ".i, .s, .b or .f")
+  lu.assertStrContains(tostring(err), ".i, .s, .b or .f")
 end
 
 function TestOptionsConfigProto:test_a_failed_assignment_keeps_the_previous_value()
@@ -856,7 +856,7 @@ function TestOptionsConfigProto:test_custom_optimizer_must_be_npu_optimizer()
   local c = config.ConfigProto()
   local op = c.graph_options.rewrite_options.custom_optimizers:add()
   local err = fails(function() op.name = "NpuOptimiser" end)
-  lu.assertStrContains(err, "did you mean 'NpuOptimizer'?")
+  lu.assertStrContains(tostring(err), "did you mean 'NpuOptimizer'?")
   lu.assertStrContains(fails(function() op.name = "MyOptimizer" end), "only the 'NpuOptimizer'")
   lu.assertStrContains(fails(config.to_options, c), "has no name")
   op.name = "NpuOptimizer"

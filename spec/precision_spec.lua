@@ -320,14 +320,14 @@ function TestPrecision:test_keep_tensors_dtypes_errors()
   local g, v = chain()
   local ok, err = pcall(npu.util.keep_tensors_dtypes, g, { "r1:0", "nope:0" })
   lu.assertFalse(ok)
-  lu.assertStrContains(err, "keep_tensors_dtypes: NPU_ERR_NOT_FOUND: no node named 'nope'")
+  lu.assertStrContains(tostring(err), "keep_tensors_dtypes: NPU_ERR_NOT_FOUND: no node named 'nope'")
   lu.assertFalse(g:keeps_dtype(v.r1:op():id())) -- nothing marked
   ok, err = pcall(npu.util.keep_tensors_dtypes, g, { "r1:3" })
-  lu.assertStrContains(err, "has 1 output(s)")
+  lu.assertStrContains(tostring(err), "has 1 output(s)")
   ok, err = pcall(npu.util.keep_tensors_dtypes, npu.Graph(), { v.r1 })
-  lu.assertStrContains(err, "must be a tensor name")
+  lu.assertStrContains(tostring(err), "must be a tensor name")
   ok, err = pcall(npu.util.keep_tensors_dtypes, {}, {})
-  lu.assertStrContains(err, "argument 1 must be an npu.Graph")
+  lu.assertStrContains(tostring(err), "argument 1 must be an npu.Graph")
 end
 
 function TestPrecision:test_must_keep_origin_dtype_is_bitwise_the_reference_path()

@@ -351,6 +351,6 @@ function TestServing:test_platform_config()
   S.write(self.dir .. "/bad.cfg", PLATFORM_CONFIG:format("fp64_please"))
   local out = io.popen(("%s --model_base_path=%s --platform_config_file=%s 2>&1; echo rc=$?"):format(
     q(SERVE), q(self.dir .. "/m"), q(self.dir .. "/bad.cfg"))):read("a")
-  lu.assertStrContains(out, "parameter_map 'precision_mode'")
-  lu.assertStrContains(out, "rc=1")
+  lu.assertStrContains(tostring(out), "parameter_map 'precision_mode'")
+  lu.assertStrContains(tostring(out), "rc=1")
 end

@@ -230,11 +230,12 @@ local function ls(d)
   return out
 end
 
--- The message of the error f(...) raises (a LuaUnit failure when it raises none).
+-- The message of the error f(...) raises (a LuaUnit failure when it raises none), and the
+-- error value itself (an npu.errors value: its code, class, node).
 local function fails(f, ...)
   local ok, err = pcall(f, ...)
   require("luaunit").assertFalse(ok, "expected an error")
-  return tostring(err)
+  return tostring(err), err
 end
 
 -- A fresh empty directory under the system's temporary directory; rm_rf removes a tree;

@@ -376,8 +376,8 @@ function TestTensorNpy:test_round_trip_every_numpy_dtype()
     local t = npu.tensor(src, dt)
     if dt == "bfloat16" then
       local err = assert_error_code("NPU_ERR_UNSUPPORTED", t.save, t, path)
-      lu.assertStrContains(err, "bfloat16 has no NumPy dtype")
-      lu.assertStrContains(err, "astype")
+      lu.assertStrContains(tostring(err), "bfloat16 has no NumPy dtype")
+      lu.assertStrContains(tostring(err), "astype")
     else
       t:save(path)
       local u = npu.load(path)
@@ -503,8 +503,8 @@ function TestTensorNpy:test_malformed_files()
   local function expect(code, bytes, fragment)
     write_file(path, bytes)
     local err = assert_error_code(code, npu.load, path)
-    lu.assertStrContains(err, path)
-    if fragment then lu.assertStrContains(err, fragment) end
+    lu.assertStrContains(tostring(err), path)
+    if fragment then lu.assertStrContains(tostring(err), fragment) end
   end
   local good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"
   expect("NPU_ERR_FORMAT", "PK\3\4 this is a zip", "bad magic")
@@ -536,10 +536,10 @@ function TestTensorNpy:test_malformed_files()
     "byte-order")
   os.remove(path)
   local err = assert_error_code("NPU_ERR_IO", npu.load, path)
-  lu.assertStrContains(err, "No such file or directory")
+  lu.assertStrContains(tostring(err), "No such file or directory")
   err = assert_error_code("NPU_ERR_IO", npu.tensor({ 1 }).save, npu.tensor({ 1 }),
     "/nonexistent-dir/x.npy")
-  lu.assertStrContains(err, "/nonexistent-dir/x.npy")
+  lu.assertStrContains(tostring(err), "/nonexistent-dir/x.npy")
   lu.assertEquals(io.open("/nonexistent-dir/x.npy"), nil)
 end
 
@@ -750,4 +750,44 @@ function TestTensorMemory:test_collector_knows_the_c_memory()
   lu.assertTrue(worst < 200 * 2 ^ 20, "live bytes reached " .. worst)
   settle()
   lu.assertEquals(core.live_bytes(), base)
+end
+
+-- Shapes print and compare as values; arithmetic on tensors runs at once.
+TestTensorFace = {}
+
+function TestTensorFace:test_shape_objects()
+  local t = npu.zeros({ 2, 3 })
+  local s = t:shape()
+  lu.assertEquals(tostring(s), "{2, 3}")
+  lu.assertTrue(s == npu.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }):shape())
+  lu.assertFalse(s == npu.zeros({ 3, 2 }):shape())
+  lu.assertEquals(#s, 2)
+  lu.assertEquals(s[2], 3)
+  lu.assertEquals(tostring(npu.tensor(1):shape()), "{}")
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { -1, 4 }, "x")
+  lu.assertEquals(tostring(x:shape()), "{-1, 4}")
+  lu.assertNil(g:placeholder("float32", nil, "any"):shape())
+end
+
+function TestTensorFace:test_eager_arithmetic()
+  local t = npu.tensor({ { 1, 2 }, { 3, 4 } })
+  lu.assertEquals((t + t):totable(), { { 2, 4 }, { 6, 8 } })
+  lu.assertEquals((t * 2):totable(), { { 2, 4 }, { 6, 8 } })
+  lu.assertEquals((10 - t):totable(), { { 9, 8 }, { 7, 6 } })
+  lu.assertEquals((t / 2):totable(), { { 0.5, 1 }, { 1.5, 2 } })
+  lu.assertEquals((-t):totable(), { { -1, -2 }, { -3, -4 } })
+  lu.assertEquals((t + npu.tensor({ 10, 20 })):totable(), { { 11, 22 }, { 13, 24 } }) -- broadcast
+  lu.assertEquals((npu.tensor({ 7 }, "int32") + npu.tensor({ 1 }, "int32")):dtype(), "int32")
+  -- errors are the graph ops' errors, at the user's line
+  local ok, err = pcall(function() return t + npu.tensor({ 1, 2, 3 }) end)
+  lu.assertFalse(ok)
+  lu.assertEquals(err.code, "NPU_ERR_SHAPE")
+  lu.assertStrContains(err.position, "tensor_spec.lua")
+  -- with an Output, a node of its graph
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 2 }, "x")
+  local y = t + x
+  lu.assertTrue(npu.is_output(y))
+  lu.assertEquals(npu.Session { g }:run(y, { [x] = t }):totable(), { { 2, 4 }, { 6, 8 } })
 end

@@ -10,6 +10,9 @@ PKGS="$PKGS libmicrohttpd-dev curl"
 # headless Chromium for the spec that opens the profiler's HTML report.  Optional: without
 # them render_graph raises NPU_ERR_NOT_FOUND and those specs skip, saying so.
 PKGS="$PKGS graphviz chromium"
+# protoc decodes our GraphDef exports against TensorFlow's schema (spec/export_tf_spec.lua,
+# which skips without it).
+PKGS="$PKGS protobuf-compiler"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

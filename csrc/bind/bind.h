@@ -26,11 +26,40 @@
 
 /* The context of this lua_State (created by luaopen_npu_core). */
 npu_context *npuB_context(lua_State *L);
-/* Raises "<where>: NPU_ERR_X: <context message>".  Never returns. */
+/* The one raising path (lbind.c): each raises an npu.Error object {code, number, message,
+   where, node, op, position, text} whose tostring is "<user's file:line>: <text>".  None
+   returns.
+   npuB_raise: text "<where>: NPU_ERR_X: <context message>".
+   npuB_raise_node: the same, naming the node and op (NULL: unknown).
+   npuB_fail: the message formatted here (lua_pushfstring's formats); text "<where>: NPU_ERR_X:
+   <message>", or the message alone when where is NULL (argument errors that name their
+   function themselves). */
 int npuB_raise(lua_State *L, const char *where, npu_status status);
 /* Pushes text the library handed over (npu_free on ctx) as a Lua string and frees it, also
    when pushing fails (the memory error is raised after the free).  Returns 1. */
 int npuB_push_owned_string(lua_State *L, npu_context *ctx, char *text);
+int npuB_raise_node(lua_State *L, const char *where, npu_status status, const char *node,
+                    const char *op);
+int npuB_fail(lua_State *L, const char *where, npu_status status, const char *fmt, ...);
+/* Hands the core's queued log messages (warnings of a run, of a session's options, of writer
+   threads) to the Lua handler (core.set_log_handler), through lua_pcall.  Call it after a core
+   call that may log; cheap when nothing is queued (one atomic load). */
+void npuB_flush_log(lua_State *L);
+/* lauxlib's argument checks, raising through the same path (an npu.Error, NPU_ERR_ARG, with
+   lauxlib's text: "bad argument #2 to 'run' (npu.Tensor expected, got nil)"). */
+int npuB_argerror(lua_State *L, int arg, const char *extramsg);
+int npuB_typeerror(lua_State *L, int arg, const char *tname);
+void *npuB_checkudata(lua_State *L, int arg, const char *tname);
+lua_Integer npuB_checkinteger(lua_State *L, int arg);
+lua_Number npuB_checknumber(lua_State *L, int arg);
+const char *npuB_checklstring(lua_State *L, int arg, size_t *len);
+void npuB_checktype(lua_State *L, int arg, int t);
+void npuB_checkany(lua_State *L, int arg);
+lua_Integer npuB_optinteger(lua_State *L, int arg, lua_Integer def);
+lua_Number npuB_optnumber(lua_State *L, int arg, lua_Number def);
+const char *npuB_optlstring(lua_State *L, int arg, const char *def, size_t *len);
+#define npuB_checkstring(L, arg) npuB_checklstring(L, (arg), NULL)
+#define npuB_optstring(L, arg, def) npuB_optlstring(L, (arg), (def), NULL)
 
 /* Tensors (l_tensor.c). */
 typedef struct npuB_tensor_box {

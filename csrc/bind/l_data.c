@@ -31,8 +31,8 @@ typedef struct safetensors_box {
 } safetensors_box;
 
 static npu_dataset *check_dataset(lua_State *L, int idx) {
-  dataset_box *box = luaL_checkudata(L, idx, NPUB_DATASET);
-  if (!box->ds) luaL_error(L, "npu.Dataset: empty handle");
+  dataset_box *box = npuB_checkudata(L, idx, NPUB_DATASET);
+  if (!box->ds) npuB_fail(L, NULL, NPU_ERR_ARG, "npu.Dataset: empty handle");
   return box->ds;
 }
 
@@ -44,7 +44,7 @@ static dataset_box *new_dataset_box(lua_State *L) {
 }
 
 static int dataset_gc(lua_State *L) {
-  dataset_box *box = luaL_checkudata(L, 1, NPUB_DATASET);
+  dataset_box *box = npuB_checkudata(L, 1, NPUB_DATASET);
   npu_dataset_release(box->ds);
   box->ds = NULL;
   return 0;
@@ -52,16 +52,17 @@ static int dataset_gc(lua_State *L) {
 
 /* core.dataset_from_tensors({t1, t2, ...}) -> npu.Dataset */
 static int l_dataset_from_tensors(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
+  npuB_checktype(L, 1, LUA_TTABLE);
   lua_Integer n = luaL_len(L, 1);
   if (n < 1 || n > 16)
-    return luaL_error(L, "npu.data: need 1 to 16 components, got %d", (int)n);
+    return npuB_fail(L, NULL, NPU_ERR_ARG, "npu.data: need 1 to 16 components, got %d", (int)n);
   npu_tensor *ts[16];
   for (int i = 0; i < n; i++) {
     lua_geti(L, 1, i + 1);
     ts[i] = npuB_test_tensor(L, -1);
     if (!ts[i])
-      return luaL_error(L, "npu.data: component %d is a %s, expected an npu.Tensor", i + 1,
+      return npuB_fail(L, NULL, NPU_ERR_ARG,
+                "npu.data: component %d is a %s, expected an npu.Tensor", i + 1,
                         luaL_typename(L, -1));
     lua_pop(L, 1); /* the list keeps it alive */
   }
@@ -74,7 +75,8 @@ static int l_dataset_from_tensors(lua_State *L) {
 static int64_t check_i64(lua_State *L, int idx, const char *where, const char *what) {
   int ok;
   lua_Integer v = lua_tointegerx(L, idx, &ok);
-  if (!ok) luaL_error(L, "%s: %s must be an integer, got %s", where, what, luaL_typename(L, idx));
+  if (!ok) npuB_fail(L, NULL, NPU_ERR_ARG,
+            "%s: %s must be an integer, got %s", where, what, luaL_typename(L, idx));
   return (int64_t)v;
 }
 
@@ -143,9 +145,9 @@ static int m_n_components(lua_State *L) {
 }
 
 static int check_component(lua_State *L, const npu_dataset *ds, int idx) {
-  lua_Integer i = luaL_checkinteger(L, idx);
+  lua_Integer i = npuB_checkinteger(L, idx);
   if (i < 1 || i > npu_dataset_n_components(ds))
-    luaL_error(L, "npu.Dataset: component %d out of range (1..%d)", (int)i,
+    npuB_fail(L, NULL, NPU_ERR_ARG, "npu.Dataset: component %d out of range (1..%d)", (int)i,
                npu_dataset_n_components(ds));
   return (int)i - 1;
 }
@@ -203,7 +205,7 @@ static int l_graph_add_dataset(lua_State *L) {
 /* ---- iterators ---- */
 
 static iterator_box *check_iterator(lua_State *L, int idx) {
-  return luaL_checkudata(L, idx, NPUB_ITERATOR);
+  return npuB_checkudata(L, idx, NPUB_ITERATOR);
 }
 
 static int iterator_gc(lua_State *L) {
@@ -215,7 +217,7 @@ static int iterator_gc(lua_State *L) {
 
 /* Shared by get_next and next: the element's tensors pushed, or the status (nothing pushed). */
 static npu_status push_next(lua_State *L, iterator_box *box, const char *where) {
-  if (!box->it) luaL_error(L, "%s: NPU_ERR_STATE: the iterator is closed", where);
+  if (!box->it) npuB_fail(L, where, NPU_ERR_STATE, "the iterator is closed");
   int n = box->n_components;
   npuB_tensor_box *boxes[16];
   int base = lua_gettop(L);
@@ -258,7 +260,7 @@ static int m_n_iter_components(lua_State *L) {
 /* ---- safetensors ---- */
 
 static int safetensors_gc(lua_State *L) {
-  safetensors_box *box = luaL_checkudata(L, 1, NPUB_SAFETENSORS);
+  safetensors_box *box = npuB_checkudata(L, 1, NPUB_SAFETENSORS);
   npu_safetensors_release(box->st);
   box->st = NULL;
   return 0;
@@ -266,29 +268,31 @@ static int safetensors_gc(lua_State *L) {
 
 /* core.safetensors_save(path, {names}, {tensors}, metadata_json or nil) */
 static int l_safetensors_save(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  luaL_checktype(L, 3, LUA_TTABLE);
-  const char *metadata = luaL_optstring(L, 4, NULL);
+  const char *path = npuB_checkstring(L, 1);
+  npuB_checktype(L, 2, LUA_TTABLE);
+  npuB_checktype(L, 3, LUA_TTABLE);
+  const char *metadata = npuB_optstring(L, 4, NULL);
   lua_Integer n = luaL_len(L, 2);
   if (luaL_len(L, 3) != n)
-    return luaL_error(L, "npu.safetensors_save: %d names but %d tensors", (int)n,
+    return npuB_fail(L, NULL, NPU_ERR_ARG, "npu.safetensors_save: %d names but %d tensors", (int)n,
                       (int)luaL_len(L, 3));
-  if (n > 1 << 20) return luaL_error(L, "npu.safetensors_save: too many tensors");
+  if (n > 1 << 20) return npuB_fail(L, NULL, NPU_ERR_ARG, "npu.safetensors_save: too many tensors");
   /* scratch owned by the Lua stack: no malloc here */
   const char **names = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *names, 0);
   npu_tensor **ts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ts, 0);
   for (lua_Integer i = 0; i < n; i++) {
     lua_geti(L, 2, i + 1);
     if (lua_type(L, -1) != LUA_TSTRING)
-      return luaL_error(L, "npu.safetensors_save: name %d is a %s, expected a string",
+      return npuB_fail(L, NULL, NPU_ERR_ARG,
+                "npu.safetensors_save: name %d is a %s, expected a string",
                         (int)i + 1, luaL_typename(L, -1));
     names[i] = lua_tostring(L, -1); /* the names table keeps the string alive */
     lua_pop(L, 1);
     lua_geti(L, 3, i + 1);
     ts[i] = npuB_test_tensor(L, -1);
     if (!ts[i])
-      return luaL_error(L, "npu.safetensors_save: tensor %d is a %s, expected an npu.Tensor",
+      return npuB_fail(L, NULL, NPU_ERR_ARG,
+                "npu.safetensors_save: tensor %d is a %s, expected an npu.Tensor",
                         (int)i + 1, luaL_typename(L, -1));
     lua_pop(L, 1);
   }
@@ -299,7 +303,7 @@ static int l_safetensors_save(lua_State *L) {
 
 /* core.safetensors_load(path) -> {names}, {tensors}, metadata_json or nil (data order) */
 static int l_safetensors_load(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = npuB_checkstring(L, 1);
   safetensors_box *box = lua_newuserdatauv(L, sizeof *box, 0);
   box->st = NULL;
   luaL_setmetatable(L, NPUB_SAFETENSORS);

@@ -20,8 +20,8 @@
 #define MAX_LIST 1024
 
 npu_graph *npuB_check_graph(lua_State *L, int idx) {
-  npuB_graph_box *box = luaL_checkudata(L, idx, NPUB_GRAPH);
-  if (!box->g) luaL_argerror(L, idx, "graph is released");
+  npuB_graph_box *box = npuB_checkudata(L, idx, NPUB_GRAPH);
+  if (!box->g) npuB_argerror(L, idx, "graph is released");
   return box->g;
 }
 
@@ -55,7 +55,7 @@ static int l_graph_new(lua_State *L) {
 }
 
 static int l_graph_gc(lua_State *L) {
-  npuB_graph_box *box = luaL_checkudata(L, 1, NPUB_GRAPH);
+  npuB_graph_box *box = npuB_checkudata(L, 1, NPUB_GRAPH);
   npu_graph_release(box->g);
   box->g = NULL;
   return 0;
@@ -72,13 +72,14 @@ typedef struct list_acc {
 
 static void flatten(lua_State *L, int idx, list_acc *acc, const char *key, int depth) {
   idx = lua_absindex(L, idx);
-  if (depth > 8) luaL_error(L, "attribute '%s': list nested too deeply", key);
+  if (depth > 8) npuB_fail(L, NULL, NPU_ERR_ARG, "attribute '%s': list nested too deeply", key);
   lua_Integer n = luaL_len(L, idx);
   for (lua_Integer i = 1; i <= n; i++) {
     int t = lua_geti(L, idx, i);
     if (t == LUA_TTABLE) flatten(L, -1, acc, key, depth + 1);
     else if (t == LUA_TNUMBER) {
-      if (acc->n == MAX_LIST) luaL_error(L, "attribute '%s': more than %d entries", key, MAX_LIST);
+      if (acc->n == MAX_LIST) npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute '%s': more than %d entries", key, MAX_LIST);
       if (lua_isinteger(L, -1)) {
         acc->ints[acc->n] = lua_tointeger(L, -1);
         acc->floats[acc->n] = (double)acc->ints[acc->n];
@@ -88,7 +89,8 @@ static void flatten(lua_State *L, int idx, list_acc *acc, const char *key, int d
       }
       acc->n++;
     } else
-      luaL_error(L, "attribute '%s': entry %d is a %s, expected a number", key, (int)i,
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute '%s': entry %d is a %s, expected a number", key, (int)i,
                  luaL_typename(L, -1));
     lua_pop(L, 1);
   }
@@ -98,13 +100,14 @@ static void flatten(lua_State *L, int idx, list_acc *acc, const char *key, int d
 static int convert_attrs(lua_State *L, int idx, npu_attr *attrs) {
   int n = 0;
   if (lua_isnoneornil(L, idx)) return 0;
-  luaL_checktype(L, idx, LUA_TTABLE);
+  npuB_checktype(L, idx, LUA_TTABLE);
   idx = lua_absindex(L, idx);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) != LUA_TSTRING)
-      luaL_error(L, "attribute names must be strings (got a %s key)", luaL_typename(L, -2));
-    if (n == MAX_ATTRS) luaL_error(L, "more than %d attributes", MAX_ATTRS);
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute names must be strings (got a %s key)", luaL_typename(L, -2));
+    if (n == MAX_ATTRS) npuB_fail(L, NULL, NPU_ERR_ARG, "more than %d attributes", MAX_ATTRS);
     luaL_checkstack(L, 4, "attributes");
     npu_attr *a = &attrs[n];
     const char *key = lua_tostring(L, -2);
@@ -118,7 +121,8 @@ static int convert_attrs(lua_State *L, int idx, npu_attr *attrs) {
     case LUA_TSTRING: a->type = NPU_ATTR_STRING, a->u.s = lua_tostring(L, -1); break;
     case LUA_TUSERDATA: {
       npu_tensor *t = npuB_test_tensor(L, -1);
-      if (!t) luaL_error(L, "attribute '%s': expected an npu.Tensor, got %s", key, luaL_typename(L, -1));
+      if (!t) npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute '%s': expected an npu.Tensor, got %s", key, luaL_typename(L, -1));
       a->type = NPU_ATTR_TENSOR;
       a->u.tensor = t;
       break;
@@ -136,7 +140,8 @@ static int convert_attrs(lua_State *L, int idx, npu_attr *attrs) {
       break;
     }
     default:
-      luaL_error(L, "attribute '%s': unsupported value type %s", key, luaL_typename(L, -1));
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "attribute '%s': unsupported value type %s", key, luaL_typename(L, -1));
     }
     n++;
     lua_pop(L, 1);
@@ -147,20 +152,21 @@ static int convert_attrs(lua_State *L, int idx, npu_attr *attrs) {
 /* g:add_op(op, inputs, attrs, name) -> node id.  inputs: a list of npu.Output. */
 static int l_graph_add_op(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  const char *op = luaL_checkstring(L, 2);
+  const char *op = npuB_checkstring(L, 2);
   int n_inputs = 0;
   if (!lua_isnoneornil(L, 3)) {
-    luaL_checktype(L, 3, LUA_TTABLE);
+    npuB_checktype(L, 3, LUA_TTABLE);
     n_inputs = (int)luaL_len(L, 3);
   }
-  const char *name = luaL_optstring(L, 5, NULL);
+  const char *name = npuB_optstring(L, 5, NULL);
   int *inputs = lua_newuserdatauv(L, (size_t)(n_inputs ? n_inputs : 1) * sizeof *inputs, 0);
   for (int i = 0; i < n_inputs; i++) {
     lua_geti(L, 3, i + 1);
     npuB_ref *r = npuB_test_output(L, -1);
-    if (!r) luaL_error(L, "%s: input %d is a %s, expected an npu.Output", op, i + 1, luaL_typename(L, -1));
+    if (!r) npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: input %d is a %s, expected an npu.Output", op, i + 1, luaL_typename(L, -1));
     if (r->g != g)
-      luaL_error(L, "%s: input %d ('%s') belongs to another graph", op, i + 1,
+      npuB_fail(L, NULL, NPU_ERR_ARG, "%s: input %d ('%s') belongs to another graph", op, i + 1,
                  npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)));
     inputs[i] = r->id;
     lua_pop(L, 1);
@@ -169,7 +175,7 @@ static int l_graph_add_op(lua_State *L) {
   int n_attrs = convert_attrs(L, 4, attrs);
   int node;
   npu_status st = npu_graph_add_op(g, op, name, n_inputs, inputs, n_attrs, attrs, &node);
-  if (st) return npuB_raise(L, op, st);
+  if (st) return npuB_raise_node(L, op, st, name, op);
   lua_pushinteger(L, node);
   return 1;
 }
@@ -177,25 +183,26 @@ static int l_graph_add_op(lua_State *L) {
 /* g:output(node, i) -> npu.Output (i is 0-based like TensorFlow's "name:i") */
 static int l_graph_output(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  int node = (int)luaL_checkinteger(L, 2);
-  int i = (int)luaL_optinteger(L, 3, 0);
+  int node = (int)npuB_checkinteger(L, 2);
+  int i = (int)npuB_optinteger(L, 3, 0);
   int v = npu_graph_output(g, node, i);
-  if (v < 0) return luaL_error(L, "node %d has no output %d", node, i);
+  if (v < 0) return npuB_fail(L, NULL, NPU_ERR_ARG, "node %d has no output %d", node, i);
   npuB_push_output(L, 1, v);
   return 1;
 }
 
 static int l_graph_operation(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  int node = (int)luaL_checkinteger(L, 2);
-  if (node < 0 || node >= npu_graph_n_nodes(g)) return luaL_error(L, "no node %d", node);
+  int node = (int)npuB_checkinteger(L, 2);
+  if (node < 0 || node >= npu_graph_n_nodes(g)) return npuB_fail(L, NULL, NPU_ERR_ARG,
+            "no node %d", node);
   push_ref(L, 1, node, NPUB_OPERATION);
   return 1;
 }
 
 static int l_graph_n_outputs(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  lua_pushinteger(L, npu_graph_n_outputs(g, (int)luaL_checkinteger(L, 2)));
+  lua_pushinteger(L, npu_graph_n_outputs(g, (int)npuB_checkinteger(L, 2)));
   return 1;
 }
 
@@ -212,7 +219,7 @@ static int l_graph_to_dot(lua_State *L) {
 
 static int l_graph_get_tensor_by_name(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = npuB_checkstring(L, 2);
   int v;
   npu_status st = npu_graph_find_value(g, name, &v);
   if (st) return npuB_raise(L, "npu.Graph:get_tensor_by_name", st);
@@ -222,9 +229,10 @@ static int l_graph_get_tensor_by_name(lua_State *L) {
 
 static int l_graph_get_operation_by_name(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = npuB_checkstring(L, 2);
   int node = npu_graph_find_node(g, name);
-  if (node < 0) return luaL_error(L, "npu.Graph:get_operation_by_name: NPU_ERR_NOT_FOUND: no node named '%s'", name);
+  if (node < 0) return npuB_fail(L, "npu.Graph:get_operation_by_name", NPU_ERR_NOT_FOUND,
+            "no node named '%s'", name);
   push_ref(L, 1, node, NPUB_OPERATION);
   return 1;
 }
@@ -233,14 +241,14 @@ static int l_graph_get_operation_by_name(lua_State *L) {
    mode (npu.util.keep_tensors_dtypes resolves names and Outputs); g:keeps_dtype(node). */
 static int l_graph_keep_dtype(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  npu_status st = npu_graph_keep_dtype(g, (int)luaL_checkinteger(L, 2));
+  npu_status st = npu_graph_keep_dtype(g, (int)npuB_checkinteger(L, 2));
   if (st) return npuB_raise(L, "npu.Graph:keep_dtype", st);
   return 0;
 }
 
 static int l_graph_keeps_dtype(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  lua_pushboolean(L, npu_graph_keeps_dtype(g, (int)luaL_checkinteger(L, 2)));
+  lua_pushboolean(L, npu_graph_keeps_dtype(g, (int)npuB_checkinteger(L, 2)));
   return 1;
 }
 
@@ -251,7 +259,7 @@ static int l_graph_n_nodes(lua_State *L) {
 
 static int l_graph_add_control(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  npu_status st = npu_graph_add_control(g, (int)luaL_checkinteger(L, 2), (int)luaL_checkinteger(L, 3));
+  npu_status st = npu_graph_add_control(g, (int)npuB_checkinteger(L, 2), (int)npuB_checkinteger(L, 3));
   if (st) return npuB_raise(L, "npu.Graph:add_control", st);
   return 0;
 }
@@ -270,7 +278,7 @@ static int l_graph_region_begin(lua_State *L) {
 
 static int l_graph_region_end(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  npu_status st = npu_graph_region_end(g, (int)luaL_checkinteger(L, 2));
+  npu_status st = npu_graph_region_end(g, (int)npuB_checkinteger(L, 2));
   if (st) return npuB_raise(L, "npu.Graph:region_end", st);
   return 0;
 }
@@ -281,7 +289,7 @@ static int l_graph_region(lua_State *L) {
 }
 
 static int l_graph_node_region(lua_State *L) {
-  lua_pushinteger(L, npu_graph_node_region(npuB_check_graph(L, 1), (int)luaL_checkinteger(L, 2)));
+  lua_pushinteger(L, npu_graph_node_region(npuB_check_graph(L, 1), (int)npuB_checkinteger(L, 2)));
   return 1;
 }
 
@@ -289,11 +297,11 @@ static int l_graph_node_region(lua_State *L) {
    npu.util.set_graph_exec_config builds the npu.Options). */
 static int l_graph_set_exec_config(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  int node = (int)luaL_checkinteger(L, 2);
+  int node = (int)npuB_checkinteger(L, 2);
   const npu_options *overlay = NULL;
   if (!lua_isnoneornil(L, 3)) {
-    npu_options **box = luaL_checkudata(L, 3, NPUB_OPTIONS);
-    if (!*box) return luaL_argerror(L, 3, "options not initialised");
+    npu_options **box = npuB_checkudata(L, 3, NPUB_OPTIONS);
+    if (!*box) return npuB_argerror(L, 3, "options not initialised");
     overlay = *box;
   }
   npu_status st = npu_graph_set_exec_config(g, node, overlay);
@@ -304,7 +312,7 @@ static int l_graph_set_exec_config(lua_State *L) {
 /* g:exec_config(node) -> a new npu.Options, or nil when the node carries none */
 static int l_graph_exec_config(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  int node = (int)luaL_checkinteger(L, 2);
+  int node = (int)npuB_checkinteger(L, 2);
   npu_options **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = NULL;
   luaL_setmetatable(L, NPUB_OPTIONS);
@@ -315,14 +323,14 @@ static int l_graph_exec_config(lua_State *L) {
 }
 
 static int l_graph_tostring(lua_State *L) {
-  npuB_graph_box *box = luaL_checkudata(L, 1, NPUB_GRAPH);
+  npuB_graph_box *box = npuB_checkudata(L, 1, NPUB_GRAPH);
   lua_pushfstring(L, "npu.Graph(%d nodes)", box->g ? npu_graph_n_nodes(box->g) : 0);
   return 1;
 }
 
 /* ---- Output ---- */
 
-static npuB_ref *check_output(lua_State *L, int idx) { return luaL_checkudata(L, idx, NPUB_OUTPUT); }
+static npuB_ref *check_output(lua_State *L, int idx) { return npuB_checkudata(L, idx, NPUB_OUTPUT); }
 
 static int l_output_name(lua_State *L) {
   npuB_ref *r = check_output(L, 1);
@@ -399,7 +407,7 @@ static int l_output_eq(lua_State *L) {
 /* ---- Operation ---- */
 
 static npuB_ref *check_operation(lua_State *L, int idx) {
-  return luaL_checkudata(L, idx, NPUB_OPERATION);
+  return npuB_checkudata(L, idx, NPUB_OPERATION);
 }
 
 static int l_operation_name(lua_State *L) {

@@ -29,7 +29,7 @@ typedef struct info_box {
 } info_box;
 
 static int info_gc(lua_State *L) {
-  info_box *b = luaL_checkudata(L, 1, NPUB_MODEL_INFO);
+  info_box *b = npuB_checkudata(L, 1, NPUB_MODEL_INFO);
   npu_model_info_release(b->info);
   b->info = NULL;
   return 0;
@@ -106,7 +106,7 @@ static int finish_import(lua_State *L, const npu_model_info *info) {
 }
 
 static int l_import_file(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = npuB_checkstring(L, 1);
   npuB_graph_box *gb = new_graph_box(L);
   info_box *ib = new_info_box(L);
   npu_status st = npu_graph_import_file(npuB_context(L), path, &gb->g, &ib->info);
@@ -116,7 +116,7 @@ static int l_import_file(lua_State *L) {
 
 static int l_import_graphdef(lua_State *L) {
   size_t len;
-  const char *bytes = luaL_checklstring(L, 1, &len);
+  const char *bytes = npuB_checklstring(L, 1, &len);
   npuB_graph_box *gb = new_graph_box(L);
   info_box *ib = new_info_box(L);
   npu_status st = npu_graph_import_graphdef(npuB_context(L), bytes, len, &gb->g, &ib->info);
@@ -126,8 +126,8 @@ static int l_import_graphdef(lua_State *L) {
 
 static int l_import_tfjs(lua_State *L) {
   size_t len;
-  const char *json = luaL_checklstring(L, 1, &len);
-  const char *dir = luaL_optstring(L, 2, NULL);
+  const char *json = npuB_checklstring(L, 1, &len);
+  const char *dir = npuB_optstring(L, 2, NULL);
   npuB_graph_box *gb = new_graph_box(L);
   info_box *ib = new_info_box(L);
   npu_status st = npu_graph_import_tfjs(npuB_context(L), json, len, dir, &gb->g, &ib->info);
@@ -136,9 +136,9 @@ static int l_import_tfjs(lua_State *L) {
 }
 
 static int l_import_savedmodel(lua_State *L) {
-  const char *dir = luaL_checkstring(L, 1);
-  const char *tags = luaL_optstring(L, 2, NULL);
-  const char *sig = luaL_optstring(L, 3, NULL);
+  const char *dir = npuB_checkstring(L, 1);
+  const char *tags = npuB_optstring(L, 2, NULL);
+  const char *sig = npuB_optstring(L, 3, NULL);
   npuB_graph_box *gb = new_graph_box(L);
   info_box *ib = new_info_box(L);
   npu_status st = npu_graph_import_savedmodel(npuB_context(L), dir, tags, sig, &gb->g, &ib->info);
@@ -148,13 +148,14 @@ static int l_import_savedmodel(lua_State *L) {
 
 /* Names from a Lua list at index idx into a userdata array (no malloc in binding code). */
 static const char **check_names(lua_State *L, int idx, const char *what, int *n) {
-  luaL_checktype(L, idx, LUA_TTABLE);
+  npuB_checktype(L, idx, LUA_TTABLE);
   *n = (int)luaL_len(L, idx);
-  if (*n > 128) luaL_error(L, "npu.export_saved_model: more than 128 %s", what);
+  if (*n > 128) npuB_fail(L, NULL, NPU_ERR_ARG, "npu.export_saved_model: more than 128 %s", what);
   const char **v = lua_newuserdatauv(L, ((size_t)*n + 1) * sizeof *v, 0);
   for (int i = 0; i < *n; i++) {
     lua_geti(L, idx, i + 1);
-    if (!lua_isstring(L, -1)) luaL_error(L, "npu.export_saved_model: %s[%d] is not a string", what, i + 1);
+    if (!lua_isstring(L, -1)) npuB_fail(L, NULL, NPU_ERR_ARG,
+              "npu.export_saved_model: %s[%d] is not a string", what, i + 1);
     v[i] = lua_tostring(L, -1); /* kept alive by the table */
     lua_pop(L, 1);
   }
@@ -165,15 +166,16 @@ static const char **check_names(lua_State *L, int idx, const char *what, int *n)
    output_keys, output_names, variables) -> true */
 static int l_export_savedmodel(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  const char *dir = luaL_checkstring(L, 2);
-  const char *key = luaL_optstring(L, 3, NULL);
+  const char *dir = npuB_checkstring(L, 2);
+  const char *key = npuB_optstring(L, 3, NULL);
   int n_ik, n_in, n_ok, n_on, n_var;
   const char **ik = check_names(L, 4, "input keys", &n_ik);
   const char **in = check_names(L, 5, "input names", &n_in);
   const char **ok = check_names(L, 6, "output keys", &n_ok);
   const char **on = check_names(L, 7, "output names", &n_on);
   const char **vars = check_names(L, 8, "variables", &n_var);
-  if (n_ik != n_in || n_ok != n_on) luaL_error(L, "npu.export_saved_model: keys and names differ in number");
+  if (n_ik != n_in || n_ok != n_on) npuB_fail(L, NULL, NPU_ERR_ARG,
+            "npu.export_saved_model: keys and names differ in number");
   npu_status st = npu_graph_export_savedmodel(g, dir, key, n_in, ik, in, n_on, ok, on, n_var, vars);
   if (st) return npuB_raise(L, "npu.export_saved_model", st);
   lua_pushboolean(L, 1);
@@ -182,7 +184,7 @@ static int l_export_savedmodel(lua_State *L) {
 
 static int l_export_graphdef(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = npuB_checkstring(L, 2);
   npu_status st = npu_graph_export_graphdef(g, path);
   if (st) return npuB_raise(L, "npu.export_graph_def", st);
   lua_pushboolean(L, 1);

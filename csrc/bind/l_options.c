@@ -17,12 +17,12 @@
 #include "bind/bind.h"
 
 static npu_options **check_box(lua_State *L, int idx) {
-  return luaL_checkudata(L, idx, NPUB_OPTIONS);
+  return npuB_checkudata(L, idx, NPUB_OPTIONS);
 }
 
 static npu_options *check_options(lua_State *L, int idx) {
   npu_options **box = check_box(L, idx);
-  if (!*box) luaL_error(L, "npu.Options: NPU_ERR_STATE: options not initialised");
+  if (!*box) npuB_fail(L, "npu.Options", NPU_ERR_STATE, "options not initialised");
   return *box;
 }
 
@@ -75,19 +75,19 @@ static int l_options_copy(lua_State *L) {
    core's setter of that type (which checks the option's own type and range). */
 static int set_as(lua_State *L, npu_option_type type, const char *who) {
   npu_options *o = check_options(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = npuB_checkstring(L, 2);
   npu_status st;
   switch (type) {
-  case NPU_OPTION_INT: st = npu_options_set_int(o, name, (int64_t)luaL_checkinteger(L, 3)); break;
+  case NPU_OPTION_INT: st = npu_options_set_int(o, name, (int64_t)npuB_checkinteger(L, 3)); break;
   case NPU_OPTION_STRING:
-    luaL_checktype(L, 3, LUA_TSTRING); /* no number-to-string coercion: .s takes bytes */
+    npuB_checktype(L, 3, LUA_TSTRING); /* no number-to-string coercion: .s takes bytes */
     st = npu_options_set_string(o, name, lua_tostring(L, 3));
     break;
   case NPU_OPTION_BOOL:
-    luaL_checktype(L, 3, LUA_TBOOLEAN);
+    npuB_checktype(L, 3, LUA_TBOOLEAN);
     st = npu_options_set_bool(o, name, lua_toboolean(L, 3));
     break;
-  default: st = npu_options_set_float(o, name, (double)luaL_checknumber(L, 3)); break;
+  default: st = npu_options_set_float(o, name, (double)npuB_checknumber(L, 3)); break;
   }
   if (st) return npuB_raise(L, who, st);
   lua_settop(L, 1);
@@ -106,11 +106,11 @@ static int l_set_float(lua_State *L) {
 /* o:set(name, v): by the option's declared type; the Lua type must match it. */
 static int l_set(lua_State *L) {
   npu_options *o = check_options(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = npuB_checkstring(L, 2);
   const npu_option_info *info = npu_option_find(name);
   npu_status st;
   int ok = 1;
-  luaL_checkany(L, 3);
+  npuB_checkany(L, 3);
   if (!info) {
     st = npu_options_set_int(o, name, 0); /* fails: the core's message suggests a name */
     return npuB_raise(L, "npu.Options:set", st ? st : NPU_ERR_INTERNAL);
@@ -127,7 +127,7 @@ static int l_set(lua_State *L) {
   case NPU_OPTION_FLOAT: ok = lua_type(L, 3) == LUA_TNUMBER; break;
   }
   if (!ok)
-    return luaL_error(L, "npu.Options:set: NPU_ERR_OPTION: option '%s' takes %s, got %s", name,
+    return npuB_fail(L, "npu.Options:set", NPU_ERR_OPTION, "option '%s' takes %s, got %s", name,
                       type_noun(info->type), luaL_typename(L, 3));
   return set_as(L, info->type, "npu.Options:set"); /* the value's type is checked above */
 }
@@ -165,7 +165,7 @@ static npu_status push_value(lua_State *L, const npu_options *o, const npu_optio
 /* o:get(name) -> value (set, else default), was_set */
 static int l_get(lua_State *L) {
   npu_options *o = check_options(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = npuB_checkstring(L, 2);
   const npu_option_info *info = npu_option_find(name);
   npu_status st;
   if (!info) {
@@ -179,7 +179,7 @@ static int l_get(lua_State *L) {
 
 static int l_is_set(lua_State *L) {
   npu_options *o = check_options(L, 1);
-  lua_pushboolean(L, npu_options_is_set(o, luaL_checkstring(L, 2)));
+  lua_pushboolean(L, npu_options_is_set(o, npuB_checkstring(L, 2)));
   return 1;
 }
 
@@ -282,7 +282,7 @@ static int l_apply_env(lua_State *L) {
   } else {
     env_ctx ec;
     int top;
-    luaL_checktype(L, 2, LUA_TTABLE);
+    npuB_checktype(L, 2, LUA_TTABLE);
     lua_settop(L, 2);
     top = lua_gettop(L);
     ec.L = L;
@@ -291,7 +291,7 @@ static int l_apply_env(lua_State *L) {
     st = npu_options_apply_env(o, env_from_table, &ec);
     lua_settop(L, top);
     if (ec.failed && st == NPU_OK)
-      return luaL_error(L, "npu.Options:apply_env: NPU_ERR_CALLBACK: could not read the table");
+      return npuB_fail(L, "npu.Options:apply_env", NPU_ERR_CALLBACK, "could not read the table");
   }
   if (st) return npuB_raise(L, "npu.Options:apply_env", st);
   lua_settop(L, 1);
@@ -302,6 +302,7 @@ static int l_check(lua_State *L) {
   npu_options *o = check_options(L, 1);
   npu_status st = npu_options_check(o);
   if (st) return npuB_raise(L, "npu.Options:check", st);
+  npuB_flush_log(L); /* precedence warnings */
   lua_settop(L, 1);
   return 1;
 }
@@ -340,7 +341,7 @@ static int l_option_list(lua_State *L) {
 
 /* option_info(name) -> table, or nil and a message (with the nearest name) */
 static int l_option_info(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
+  const char *name = npuB_checkstring(L, 1);
   const npu_option_info *info = npu_option_find(name);
   const char *s;
   if (info) {

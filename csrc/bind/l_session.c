@@ -25,12 +25,12 @@ typedef struct session_box {
 
 #define MAX_STACK_ITEMS 64
 
-static session_box *check_box(lua_State *L) { return luaL_checkudata(L, 1, NPUB_SESSION); }
+static session_box *check_box(lua_State *L) { return npuB_checkudata(L, 1, NPUB_SESSION); }
 
 static npu_session *check_open(lua_State *L, const char *where) {
   session_box *box = check_box(L);
   if (!box->s || npu_session_is_closed(box->s))
-    luaL_error(L, "%s: NPU_ERR_STATE: the session is closed", where);
+    npuB_fail(L, where, NPU_ERR_STATE, "the session is closed");
   return box->s;
 }
 
@@ -39,7 +39,7 @@ static int l_session_new(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   npu_options *opts = NULL;
   if (!lua_isnoneornil(L, 2)) {
-    npu_options **o = luaL_checkudata(L, 2, NPUB_OPTIONS);
+    npu_options **o = npuB_checkudata(L, 2, NPUB_OPTIONS);
     opts = *o;
   }
   session_box *box = lua_newuserdatauv(L, sizeof *box, 1);
@@ -49,6 +49,7 @@ static int l_session_new(lua_State *L) {
   lua_setiuservalue(L, -2, 1);
   npu_status st = npu_session_new(npuB_context(L), g, opts, &box->s);
   if (st) return npuB_raise(L, "npu.Session", st);
+  npuB_flush_log(L);
   return 1;
 }
 
@@ -62,6 +63,7 @@ static int l_session_gc(lua_State *L) {
 static int l_session_close(lua_State *L) {
   session_box *box = check_box(L);
   if (box->s) npu_session_close(box->s);
+  npuB_flush_log(L);
   return 0;
 }
 
@@ -111,7 +113,7 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
   npuB_ref *r = npuB_test_output(L, idx);
   if (r) {
     if (r->g != g)
-      luaL_error(L, "%s: NPU_ERR_STATE: fetch '%s:%d' belongs to another graph", where,
+      npuB_fail(L, where, NPU_ERR_STATE, "fetch '%s:%d' belongs to another graph",
                  npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)),
                  npu_graph_value_index(r->g, r->id));
     return r->id;
@@ -119,7 +121,7 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
   r = npuB_test_operation(L, idx);
   if (r) {
     if (r->g != g)
-      luaL_error(L, "%s: NPU_ERR_STATE: operation '%s' belongs to another graph", where,
+      npuB_fail(L, where, NPU_ERR_STATE, "operation '%s' belongs to another graph",
                  npu_graph_node_name(r->g, r->id));
     *is_target = true;
     return r->id;
@@ -129,7 +131,7 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
     int v;
     if (!strchr(name, ':')) { /* a bare node name is the operation, as in TensorFlow */
       int node = npu_graph_find_node(g, name);
-      if (node < 0) luaL_error(L, "%s: NPU_ERR_NOT_FOUND: no node named '%s'", where, name);
+      if (node < 0) npuB_fail(L, where, NPU_ERR_NOT_FOUND, "no node named '%s'", name);
       *is_target = true;
       return node;
     }
@@ -137,14 +139,18 @@ static int resolve_item(lua_State *L, int idx, npu_graph *g, bool *is_target, co
     if (st) npuB_raise(L, where, st);
     return v;
   }
-  return luaL_error(L, "%s: cannot fetch a %s (expected npu.Output, npu.Operation, "
-                    "a tensor name or a table of them)", where, luaL_typename(L, idx));
+  /* name the type as its metatable does ("npu.Tensor": a value, not a graph element) */
+  const char *type = luaL_getmetafield(L, idx, "__name") == LUA_TSTRING ? lua_tostring(L, -1)
+                                                                      : luaL_typename(L, idx);
+  return npuB_fail(L, NULL, NPU_ERR_ARG,
+                   "%s: cannot fetch a %s (expected npu.Output, npu.Operation, "
+                   "a tensor name or a table of them)", where, type);
 }
 
 /* Pass 1 (set->values NULL): count.  Pass 2: record. */
 static void collect(lua_State *L, int idx, npu_graph *g, fetch_set *set, int depth,
                     const char *where) {
-  if (depth > 32) luaL_error(L, "%s: fetches nested too deeply", where);
+  if (depth > 32) npuB_fail(L, NULL, NPU_ERR_ARG, "%s: fetches nested too deeply", where);
   idx = lua_absindex(L, idx);
   if (lua_type(L, idx) == LUA_TTABLE) {
     luaL_checkstack(L, 3, "fetches");
@@ -200,7 +206,7 @@ typedef struct feed_set {
 static int count_feeds(lua_State *L, int idx) {
   int n = 0;
   if (lua_isnoneornil(L, idx)) return 0;
-  luaL_checktype(L, idx, LUA_TTABLE);
+  npuB_checktype(L, idx, LUA_TTABLE);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     n++;
@@ -219,7 +225,7 @@ static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int
     npuB_ref *r = npuB_test_output(L, -2);
     if (r) {
       if (r->g != g)
-        luaL_error(L, "%s: NPU_ERR_STATE: feed '%s:%d' belongs to another graph", where,
+        npuB_fail(L, where, NPU_ERR_STATE, "feed '%s:%d' belongs to another graph",
                    npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)),
                    npu_graph_value_index(r->g, r->id));
       v = r->id;
@@ -227,11 +233,13 @@ static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int
       npu_status st = npu_graph_find_value(g, lua_tostring(L, -2), &v);
       if (st) npuB_raise(L, lua_pushfstring(L, "%s: feed", where), st);
     } else {
-      luaL_error(L, "%s: feed keys must be npu.Output or tensor names, got %s", where,
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: feed keys must be npu.Output or tensor names, got %s", where,
                  luaL_typename(L, -2));
     }
     for (int i = 0; i < fs->n; i++)
-      if (fs->values[i] == v) luaL_error(L, "%s: value %d is fed twice", where, v);
+      if (fs->values[i] == v) npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: value %d is fed twice", where, v);
     char what[160];
     int node = npu_graph_value_node(g, v);
     snprintf(what, sizeof what, "%s: feed for '%s:%d'", where, npu_graph_node_name(g, node),
@@ -279,7 +287,10 @@ static void parse_run_args(lua_State *L, run_args *a, const char *where) {
   int keep_idx = lua_gettop(L);
   collect_feeds(L, 3, g, &a->fs, keep_idx, where);
 
-  /* fetches: counted, then recorded */
+  /* fetches: counted, then recorded.  nil is a mistake (a misspelt variable), not "nothing". */
+  if (lua_isnil(L, 2))
+    npuB_fail(L, where, NPU_ERR_ARG, "fetches is nil (a misspelt or unset variable?): give an "
+              "npu.Output, an npu.Operation, a tensor or op name, or a table of them");
   a->single = lua_type(L, 2) != LUA_TTABLE;
   fetch_set *set = &a->set;
   *set = (fetch_set){0};
@@ -443,6 +454,12 @@ static int host_call_protected(lua_State *L) {
   return 0;
 }
 
+/* tostring(v), for a host function's error value. */
+static int error_text(lua_State *L) {
+  luaL_tolstring(L, 1, NULL);
+  return 1;
+}
+
 static npu_status lua_host_op(void *ud, int64_t key, int n_inputs, npu_tensor *const *inputs,
                               int n_outputs, const npu_dtype *dtypes, npu_tensor **outputs,
                               char *why, size_t why_size) {
@@ -457,7 +474,11 @@ static npu_status lua_host_op(void *ud, int64_t key, int n_inputs, npu_tensor *c
   lua_pushvalue(L, h->graph_idx);
   lua_pushlightuserdata(L, &c);
   if (lua_pcall(L, 2, 0, 0) == LUA_OK) return NPU_OK;
-  const char *msg = lua_tostring(L, -1);
+  /* the error value as text, __tostring honoured (an npu.Error from a nested run), protected:
+     this runs inside the core, where a Lua error must not escape */
+  lua_pushcfunction(L, error_text);
+  lua_insert(L, -2);
+  const char *msg = lua_pcall(L, 1, 1, 0) == LUA_OK ? lua_tostring(L, -1) : NULL;
   snprintf(why, why_size, "%s", msg ? msg : "(error object is not a string)");
   lua_pop(L, 1);
   return NPU_ERR_CALLBACK;
@@ -516,6 +537,7 @@ static int l_session_run(lua_State *L) {
                                                set.values, out, n_targets, set.targets);
   if (st) return npuB_raise(L, "npu.Session:run", st);
   for (int i = 0; i < n_values; i++) boxes[i]->t = out[i];
+  npuB_flush_log(L);
 
   if (lua_isnil(L, 2)) return 0;
   if (single) {
@@ -596,7 +618,7 @@ static int l_session_explain(lua_State *L) {
   cJSON *root = cJSON_Parse(json);
   npu_free(ctx, json);
   if (!root)
-    return luaL_error(L, "npu.Session:explain: NPU_ERR_NOMEM: out of memory decoding the plan's "
+    return npuB_fail(L, "npu.Session:explain", NPU_ERR_NOMEM, "out of memory decoding the plan's "
                       "description");
   lua_pushcfunction(L, push_json_protected);
   lua_pushlightuserdata(L, root);
@@ -625,7 +647,7 @@ static int l_session_explain_dot(lua_State *L) {
 /* sess:set_progress(now, total): accelerate_train_mode's step (or loss) and total (or target). */
 static int l_session_set_progress(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:set_progress");
-  double now = luaL_checknumber(L, 2), total = luaL_checknumber(L, 3);
+  double now = npuB_checknumber(L, 2), total = npuB_checknumber(L, 3);
   npu_status st = npu_session_set_progress(s, now, total);
   if (st) return npuB_raise(L, "npu.Session:set_progress", st);
   return 0;

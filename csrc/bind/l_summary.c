@@ -31,31 +31,31 @@ typedef struct reader_box {
 } reader_box;
 
 static npu_event_writer *check_writer(lua_State *L) {
-  writer_box *b = luaL_checkudata(L, 1, NPUB_EVENT_WRITER);
-  if (!b->w) luaL_error(L, "npu.EventWriter: NPU_ERR_STATE: the writer is closed");
+  writer_box *b = npuB_checkudata(L, 1, NPUB_EVENT_WRITER);
+  if (!b->w) npuB_fail(L, "npu.EventWriter", NPU_ERR_STATE, "the writer is closed");
   return b->w;
 }
 
 static const char *opt_string(lua_State *L, int idx, const char *key) {
   const char *s = NULL;
-  if (lua_getfield(L, idx, key) != LUA_TNIL) s = luaL_checkstring(L, -1);
+  if (lua_getfield(L, idx, key) != LUA_TNIL) s = npuB_checkstring(L, -1);
   lua_pop(L, 1); /* the string stays referenced by the options table */
   return s;
 }
 
 static int l_writer_new(lua_State *L) {
-  const char *logdir = luaL_optstring(L, 1, NULL);
+  const char *logdir = npuB_optstring(L, 1, NULL);
   npu_event_writer_config cfg = {0};
   if (!lua_isnoneornil(L, 2)) {
-    luaL_checktype(L, 2, LUA_TTABLE);
-    if (lua_getfield(L, 2, "max_queue") != LUA_TNIL) cfg.max_queue = (int)luaL_checkinteger(L, -1);
+    npuB_checktype(L, 2, LUA_TTABLE);
+    if (lua_getfield(L, 2, "max_queue") != LUA_TNIL) cfg.max_queue = (int)npuB_checkinteger(L, -1);
     lua_pop(L, 1);
-    if (lua_getfield(L, 2, "flush_secs") != LUA_TNIL) cfg.flush_secs = luaL_checknumber(L, -1);
+    if (lua_getfield(L, 2, "flush_secs") != LUA_TNIL) cfg.flush_secs = npuB_checknumber(L, -1);
     lua_pop(L, 1);
     cfg.filename_suffix = opt_string(L, 2, "filename_suffix");
     cfg.path = opt_string(L, 2, "path");
   }
-  if (!logdir && !cfg.path) return luaL_argerror(L, 1, "a logdir expected");
+  if (!logdir && !cfg.path) return npuB_argerror(L, 1, "a logdir expected");
   writer_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->w = NULL;
   luaL_setmetatable(L, NPUB_EVENT_WRITER);
@@ -69,7 +69,7 @@ static const void *check_bytes(lua_State *L, int idx, size_t *n) {
   if (lua_type(L, idx) == LUA_TSTRING) return lua_tolstring(L, idx, n);
   npu_tensor *t = npuB_test_tensor(L, idx);
   if (!t || npu_tensor_dtype(t) != NPU_DTYPE_U8)
-    luaL_argerror(L, idx, "a serialized Summary expected (a string or a uint8 npu.Tensor)");
+    npuB_argerror(L, idx, "a serialized Summary expected (a string or a uint8 npu.Tensor)");
   *n = npu_tensor_nbytes(t);
   return npu_tensor_data(t);
 }
@@ -78,8 +78,8 @@ static int m_add_summary(lua_State *L) {
   npu_event_writer *w = check_writer(L);
   size_t n;
   const void *p = check_bytes(L, 2, &n);
-  int64_t step = (int64_t)luaL_optinteger(L, 3, 0);
-  double wall = luaL_optnumber(L, 4, -1);
+  int64_t step = (int64_t)npuB_optinteger(L, 3, 0);
+  double wall = npuB_optnumber(L, 4, -1);
   npu_status s = npu_event_writer_add_summary(w, p, n, step, wall);
   if (s) return npuB_raise(L, "npu.EventWriter:add_summary", s);
   return 0;
@@ -88,8 +88,8 @@ static int m_add_summary(lua_State *L) {
 static int m_add_graph(lua_State *L) {
   npu_event_writer *w = check_writer(L);
   npu_graph *g = npuB_check_graph(L, 2);
-  int64_t step = (int64_t)luaL_optinteger(L, 3, 0);
-  npu_status s = npu_event_writer_add_graph(w, g, step, luaL_optnumber(L, 4, -1));
+  int64_t step = (int64_t)npuB_optinteger(L, 3, 0);
+  npu_status s = npu_event_writer_add_graph(w, g, step, npuB_optnumber(L, 4, -1));
   if (s) return npuB_raise(L, "npu.EventWriter:add_graph", s);
   return 0;
 }
@@ -101,7 +101,7 @@ static int m_flush(lua_State *L) {
 }
 
 static int m_close(lua_State *L) {
-  writer_box *b = luaL_checkudata(L, 1, NPUB_EVENT_WRITER);
+  writer_box *b = npuB_checkudata(L, 1, NPUB_EVENT_WRITER);
   if (!b->w) return 0;
   npu_status s = npu_event_writer_close(b->w);
   if (s) return npuB_raise(L, "npu.EventWriter:close", s);
@@ -114,14 +114,14 @@ static int m_path(lua_State *L) {
 }
 
 static int writer_gc(lua_State *L) {
-  writer_box *b = luaL_checkudata(L, 1, NPUB_EVENT_WRITER);
+  writer_box *b = npuB_checkudata(L, 1, NPUB_EVENT_WRITER);
   npu_event_writer_release(b->w);
   b->w = NULL;
   return 0;
 }
 
 static int l_reader_open(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = npuB_checkstring(L, 1);
   reader_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->r = NULL;
   luaL_setmetatable(L, NPUB_EVENT_READER);
@@ -147,7 +147,7 @@ static void set_number(lua_State *L, const char *key, double v) {
 }
 
 static int m_next(lua_State *L) {
-  reader_box *b = luaL_checkudata(L, 1, NPUB_EVENT_READER);
+  reader_box *b = npuB_checkudata(L, 1, NPUB_EVENT_READER);
   if (!b->r) return 0;
   npu_event_value v;
   npu_status s = npu_event_reader_next(b->r, &v);
@@ -208,13 +208,13 @@ static int m_next(lua_State *L) {
 }
 
 static int m_truncated(lua_State *L) {
-  reader_box *b = luaL_checkudata(L, 1, NPUB_EVENT_READER);
+  reader_box *b = npuB_checkudata(L, 1, NPUB_EVENT_READER);
   lua_pushinteger(L, (lua_Integer)npu_event_reader_truncated(b->r));
   return 1;
 }
 
 static int reader_gc(lua_State *L) {
-  reader_box *b = luaL_checkudata(L, 1, NPUB_EVENT_READER);
+  reader_box *b = npuB_checkudata(L, 1, NPUB_EVENT_READER);
   npu_event_reader_release(b->r);
   b->r = NULL;
   return 0;
@@ -222,7 +222,7 @@ static int reader_gc(lua_State *L) {
 
 static int l_bytes_tensor(lua_State *L) {
   size_t n;
-  const char *s = luaL_checklstring(L, 1, &n);
+  const char *s = npuB_checklstring(L, 1, &n);
   npuB_tensor_box *box = npuB_new_tensor_box(L);
   int64_t shape[1] = {(int64_t)n};
   npu_status st = npu_tensor_from_data(npuB_context(L), NPU_DTYPE_U8, 1, shape, s, n, &box->t);
@@ -232,7 +232,7 @@ static int l_bytes_tensor(lua_State *L) {
 
 static int l_tensor_bytes(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
-  if (npu_tensor_dtype(t) != NPU_DTYPE_U8) return luaL_argerror(L, 1, "a uint8 npu.Tensor expected");
+  if (npu_tensor_dtype(t) != NPU_DTYPE_U8) return npuB_argerror(L, 1, "a uint8 npu.Tensor expected");
   lua_pushlstring(L, npu_tensor_data(t), npu_tensor_nbytes(t));
   return 1;
 }

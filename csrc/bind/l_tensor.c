@@ -70,15 +70,15 @@ static const char DTYPE_LIST[] =
 /* ---- boxes -------------------------------------------------------------------------------- */
 
 static int tensor_gc(lua_State *L) {
-  npuB_tensor_box *box = luaL_checkudata(L, 1, NPUB_TENSOR);
+  npuB_tensor_box *box = npuB_checkudata(L, 1, NPUB_TENSOR);
   npu_tensor_release(box->t);
   box->t = NULL;
   return 0;
 }
 
 npu_tensor *npuB_check_tensor(lua_State *L, int idx) {
-  npuB_tensor_box *box = luaL_checkudata(L, idx, NPUB_TENSOR);
-  if (!box->t) luaL_argerror(L, idx, "npu.Tensor is closed");
+  npuB_tensor_box *box = npuB_checkudata(L, idx, NPUB_TENSOR);
+  if (!box->t) npuB_argerror(L, idx, "npu.Tensor is closed");
   return box->t;
 }
 
@@ -121,11 +121,13 @@ static int finish(lua_State *L, const char *where, npu_status st, npuB_tensor_bo
 static int opt_dtype(lua_State *L, int idx, int def, const char *where) {
   if (lua_isnoneornil(L, idx)) return def;
   if (lua_type(L, idx) != LUA_TSTRING)
-    return luaL_error(L, "%s: dtype must be a string (%s), got %s", where, DTYPE_LIST,
+    return npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: dtype must be a string (%s), got %s", where, DTYPE_LIST,
                       luaL_typename(L, idx));
   const char *name = lua_tostring(L, idx);
   int d = npu_dtype_from_name(name);
-  if (d < 0) return luaL_error(L, "%s: unknown dtype '%s' (%s)", where, name, DTYPE_LIST);
+  if (d < 0) return npuB_fail(L, NULL, NPU_ERR_DTYPE,
+            "%s: unknown dtype '%s' (%s)", where, name, DTYPE_LIST);
   return d;
 }
 
@@ -134,7 +136,7 @@ static int64_t check_int(lua_State *L, int idx, const char *where, const char *w
   int ok;
   lua_Integer v = lua_tointegerx(L, idx, &ok);
   if (!ok || lua_type(L, idx) != LUA_TNUMBER)
-    luaL_error(L, "%s: %s must be an integer, got %s", where, what,
+    npuB_fail(L, NULL, NPU_ERR_ARG, "%s: %s must be an integer, got %s", where, what,
                lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx) : luaL_typename(L, idx));
   return (int64_t)v;
 }
@@ -146,15 +148,17 @@ static int check_shape(lua_State *L, int idx, const char *where, int64_t *shape,
   if (lua_type(L, idx) == LUA_TNUMBER) {
     shape[0] = check_int(L, idx, where, "shape");
     if (shape[0] < 0 && !(allow_infer && shape[0] == -1))
-      luaL_error(L, "%s: shape must be >= 0, got %I", where, (lua_Integer)shape[0]);
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: shape must be >= 0, got %I", where, (lua_Integer)shape[0]);
     return 1;
   }
   if (lua_type(L, idx) != LUA_TTABLE)
-    return luaL_error(L, "%s: shape must be a table of integers, got %s", where,
+    return npuB_fail(L, NULL, NPU_ERR_ARG, "%s: shape must be a table of integers, got %s", where,
                       luaL_typename(L, idx));
   lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
   if (n > NPU_MAX_DIMS)
-    return luaL_error(L, "%s: shape has %d dims, at most %d are supported", where, (int)n,
+    return npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: shape has %d dims, at most %d are supported", where, (int)n,
                       NPU_MAX_DIMS);
   int inferred = 0;
   for (lua_Integer i = 1; i <= n; i++) {
@@ -162,15 +166,17 @@ static int check_shape(lua_State *L, int idx, const char *where, int64_t *shape,
     int ok;
     lua_Integer v = lua_tointegerx(L, -1, &ok);
     if (!ok || lua_type(L, -1) != LUA_TNUMBER)
-      return luaL_error(L, "%s: shape[%d] must be an integer, got %s", where, (int)i,
+      return npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: shape[%d] must be an integer, got %s", where, (int)i,
                         lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
                                                        : luaL_typename(L, -1));
     lua_pop(L, 1);
     if (v == -1 && allow_infer) {
       if (inferred++)
-        return luaL_error(L, "%s: only one dimension may be -1", where);
+        return npuB_fail(L, NULL, NPU_ERR_ARG, "%s: only one dimension may be -1", where);
     } else if (v < 0) {
-      return luaL_error(L, "%s: shape[%d] must be >= 0, got %I", where, (int)i, v);
+      return npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: shape[%d] must be >= 0, got %I", where, (int)i, v);
     }
     shape[i - 1] = (int64_t)v;
   }
@@ -235,11 +241,12 @@ static void conv_check(conv *c, int depth) {
   int type = lua_type(L, -1);
   if (depth < c->ndim) {
     if (type != LUA_TTABLE)
-      luaL_error(L, "%s: ragged at %s: expected a table of %d elements, got a %s", c->where,
+      npuB_fail(L, NULL, NPU_ERR_SHAPE,
+                "%s: ragged at %s: expected a table of %d elements, got a %s", c->where,
                  path_str(c, depth, pb, sizeof pb), (int)c->shape[depth], lua_typename(L, type));
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     if (n != c->shape[depth])
-      luaL_error(L, "%s: ragged at %s: expected %d elements, got %d", c->where,
+      npuB_fail(L, NULL, NPU_ERR_SHAPE, "%s: ragged at %s: expected %d elements, got %d", c->where,
                  path_str(c, depth, pb, sizeof pb), (int)c->shape[depth], (int)n);
     luaL_checkstack(L, 4, "npu.tensor: nesting");
     for (lua_Integer i = 1; i <= n; i++) {
@@ -256,14 +263,16 @@ static void conv_check(conv *c, int depth) {
     c->n_num++;
     const char *why = is_int_dtype(c->dtype) ? int_misfit(L, -1, c->dtype) : NULL;
     if (why)
-      luaL_error(L, "%s: element %s = %s %s for %s (use astype to truncate or wrap)", c->where,
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: element %s = %s %s for %s (use astype to truncate or wrap)", c->where,
                  path_str(c, depth, pb, sizeof pb), lua_tostring(L, -1), why,
                  npu_dtype_name((npu_dtype)c->dtype));
   } else if (type == LUA_TTABLE) {
-    luaL_error(L, "%s: ragged at %s: expected a number, got a table", c->where,
+    npuB_fail(L, NULL, NPU_ERR_SHAPE, "%s: ragged at %s: expected a number, got a table", c->where,
                path_str(c, depth, pb, sizeof pb));
   } else {
-    luaL_error(L, "%s: element %s is a %s, expected a number or a boolean", c->where,
+    npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: element %s is a %s, expected a number or a boolean", c->where,
                path_str(c, depth, pb, sizeof pb), lua_typename(L, type));
   }
 }
@@ -288,7 +297,7 @@ static void conv_fill(conv *c, int depth) {
     /* The tables were checked; a finalizer run by the allocation in between could still have
      * changed them, so check the cheap things again rather than trust them. */
     if (lua_type(L, -1) != LUA_TTABLE || (int64_t)lua_rawlen(L, -1) != c->shape[depth])
-      luaL_error(L, "%s: the input changed during conversion", c->where);
+      npuB_fail(L, NULL, NPU_ERR_ARG, "%s: the input changed during conversion", c->where);
     for (lua_Integer i = 1; i <= c->shape[depth]; i++) {
       lua_rawgeti(L, -1, i);
       conv_fill(c, depth + 1);
@@ -298,7 +307,7 @@ static void conv_fill(conv *c, int depth) {
   }
   int type = lua_type(L, -1);
   if (type != LUA_TNUMBER && type != LUA_TBOOLEAN)
-    luaL_error(L, "%s: the input changed during conversion", c->where);
+    npuB_fail(L, NULL, NPU_ERR_ARG, "%s: the input changed during conversion", c->where);
   store_leaf(L, -1, c->dtype, c->dst);
   c->dst += c->esize;
 }
@@ -308,7 +317,8 @@ static npu_tensor *convert_lua(lua_State *L, int idx, int dtype, const char *whe
   idx = lua_absindex(L, idx);
   int type = lua_type(L, idx);
   if (type != LUA_TNUMBER && type != LUA_TBOOLEAN && type != LUA_TTABLE)
-    luaL_error(L, "%s: expected an npu.Tensor, a number, a boolean or a table, got %s", where,
+    npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: expected an npu.Tensor, a number, a boolean or a table, got %s", where,
                luaL_typename(L, idx));
   conv c = {.L = L, .where = where, .dtype = dtype};
   /* The shape: follow the first elements down. */
@@ -316,7 +326,8 @@ static npu_tensor *convert_lua(lua_State *L, int idx, int dtype, const char *whe
   lua_pushvalue(L, idx);
   while (lua_type(L, -1) == LUA_TTABLE) {
     if (c.ndim == NPU_MAX_DIMS)
-      luaL_error(L, "%s: nested deeper than %d levels (a tensor has at most %d dims)", where,
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: nested deeper than %d levels (a tensor has at most %d dims)", where,
                  NPU_MAX_DIMS, NPU_MAX_DIMS);
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     c.shape[c.ndim++] = (int64_t)n;
@@ -331,7 +342,8 @@ static npu_tensor *convert_lua(lua_State *L, int idx, int dtype, const char *whe
   lua_pop(L, 1);
   if (c.dtype < 0) {
     if (c.n_bool && c.n_num)
-      luaL_error(L, "%s: the data mixes booleans and numbers; pass a dtype", where);
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: the data mixes booleans and numbers; pass a dtype", where);
     c.dtype = c.n_bool ? NPU_DTYPE_BOOL : NPU_DTYPE_F32;
   }
   npuB_tensor_box *box = npuB_new_tensor_box(L);
@@ -350,7 +362,7 @@ npu_tensor *npuB_to_tensor(lua_State *L, int idx, int dtype, const char *what) {
   idx = lua_absindex(L, idx);
   npu_tensor *t = npuB_test_tensor(L, idx);
   if (!t && luaL_testudata(L, idx, NPUB_TENSOR))
-    luaL_error(L, "%s: npu.Tensor is closed", what);
+    npuB_fail(L, NULL, NPU_ERR_STATE, "%s: npu.Tensor is closed", what);
   if (!t) return convert_lua(L, idx, dtype, what);
   if (dtype < 0 || (npu_dtype)dtype == t->dtype) {
     lua_pushvalue(L, idx);
@@ -380,11 +392,11 @@ static void check_scalar(lua_State *L, int idx, int d, const char *where, const 
   int type = lua_type(L, idx);
   if (type == LUA_TBOOLEAN) return;
   if (type != LUA_TNUMBER)
-    luaL_error(L, "%s: %s must be a number or a boolean, got %s", where, what,
+    npuB_fail(L, NULL, NPU_ERR_ARG, "%s: %s must be a number or a boolean, got %s", where, what,
                luaL_typename(L, idx));
   const char *why = is_int_dtype(d) ? int_misfit(L, idx, d) : NULL;
   if (why)
-    luaL_error(L, "%s: %s %s %s for %s", where, what, lua_tostring(L, idx), why,
+    npuB_fail(L, NULL, NPU_ERR_ARG, "%s: %s %s %s for %s", where, what, lua_tostring(L, idx), why,
                npu_dtype_name((npu_dtype)d));
 }
 
@@ -421,7 +433,7 @@ static int l_ones(lua_State *L) {
 }
 
 static int l_fill(lua_State *L) {
-  luaL_checkany(L, 2);
+  npuB_checkany(L, 2);
   int dtype = opt_dtype(L, 3, lua_type(L, 2) == LUA_TBOOLEAN ? NPU_DTYPE_BOOL : NPU_DTYPE_F32,
                         "npu.fill");
   return make_filled(L, "npu.fill", 2, dtype);
@@ -436,7 +448,8 @@ static int64_t to_i64(lua_State *L, int idx) {
 static int l_range(lua_State *L) {
   static const char where[] = "npu.range";
   int nargs = lua_gettop(L);
-  if (nargs < 1 || lua_isnil(L, 1)) return luaL_error(L, "%s: limit is required", where);
+  if (nargs < 1 || lua_isnil(L, 1)) return npuB_fail(L, NULL, NPU_ERR_ARG,
+            "%s: limit is required", where);
   /* range(n) = range(0, n); range(start, limit [, delta [, dtype]]) */
   int i_start = 1, i_limit = 2, i_delta = 3;
   if (nargs == 1 || lua_isnil(L, 2)) i_start = 0, i_limit = 1;
@@ -447,17 +460,18 @@ static int l_range(lua_State *L) {
     int i = idxs[k];
     if (!i || lua_isnoneornil(L, i)) continue;
     if (lua_type(L, i) != LUA_TNUMBER)
-      return luaL_error(L, "%s: %s must be a number, got %s", where, names[k],
+      return npuB_fail(L, NULL, NPU_ERR_ARG, "%s: %s must be a number, got %s", where, names[k],
                         luaL_typename(L, i));
     if (!lua_isinteger(L, i)) all_int = 0;
   }
   int dtype = opt_dtype(L, 4, all_int ? NPU_DTYPE_I32 : NPU_DTYPE_F32, where);
-  if (dtype == NPU_DTYPE_BOOL) return luaL_error(L, "%s: dtype bool is not numeric", where);
+  if (dtype == NPU_DTYPE_BOOL) return npuB_fail(L, NULL, NPU_ERR_ARG,
+            "%s: dtype bool is not numeric", where);
   double start = i_start ? lua_tonumber(L, i_start) : 0.0, limit = lua_tonumber(L, i_limit);
   double delta = lua_isnoneornil(L, i_delta) ? 1.0 : lua_tonumber(L, i_delta);
-  if (delta == 0) return luaL_error(L, "%s: delta must not be zero", where);
+  if (delta == 0) return npuB_fail(L, NULL, NPU_ERR_ARG, "%s: delta must not be zero", where);
   if (!isfinite(start) || !isfinite(limit) || !isfinite(delta))
-    return luaL_error(L, "%s: start, limit and delta must be finite", where);
+    return npuB_fail(L, NULL, NPU_ERR_ARG, "%s: start, limit and delta must be finite", where);
   int64_t n;
   int64_t istart = 0, idelta = 1;
   if (is_int_dtype(dtype)) {
@@ -466,7 +480,8 @@ static int l_range(lua_State *L) {
       if (!i || lua_isnoneornil(L, i)) continue;
       const char *why = int_misfit(L, i, NPU_DTYPE_I64);
       if (why)
-        return luaL_error(L, "%s: %s %s %s for %s", where, names[k], lua_tostring(L, i), why,
+        return npuB_fail(L, NULL, NPU_ERR_ARG,
+                  "%s: %s %s %s for %s", where, names[k], lua_tostring(L, i), why,
                           npu_dtype_name((npu_dtype)dtype));
     }
     istart = i_start ? to_i64(L, i_start) : 0;
@@ -479,20 +494,21 @@ static int l_range(lua_State *L) {
                                  : (uint64_t)istart - (uint64_t)ilimit;
       uint64_t d = idelta > 0 ? (uint64_t)idelta : 0 - (uint64_t)idelta;
       uint64_t count = span / d + (span % d != 0);
-      if (count > ((uint64_t)1 << 48)) return luaL_error(L, "%s: too many elements", where);
+      if (count > ((uint64_t)1 << 48)) return npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: too many elements", where);
       n = (int64_t)count;
     }
     if (n > 0) {
       int64_t lo, hi, last = istart + (n - 1) * idelta;
       int_range(dtype, &lo, &hi);
       if (istart < lo || istart > hi || last < lo || last > hi)
-        return luaL_error(L, "%s: values from %I to %I do not fit %s", where,
+        return npuB_fail(L, NULL, NPU_ERR_ARG, "%s: values from %I to %I do not fit %s", where,
                           (lua_Integer)istart, (lua_Integer)last, npu_dtype_name((npu_dtype)dtype));
     }
   } else {
     double count = ceil((limit - start) / delta);
     if (!(count > 0)) count = 0;
-    if (count > 0x1p48) return luaL_error(L, "%s: too many elements", where);
+    if (count > 0x1p48) return npuB_fail(L, NULL, NPU_ERR_ARG, "%s: too many elements", where);
     n = (int64_t)count;
   }
   npuB_tensor_box *box = npuB_new_tensor_box(L);
@@ -516,7 +532,8 @@ static int l_range(lua_State *L) {
 /* Reads the options table at idx: only `allowed` keys; numbers into vals (defaults kept). */
 static void check_opts(lua_State *L, int idx, const char *where, const char *const *allowed) {
   if (lua_type(L, idx) != LUA_TTABLE)
-    luaL_error(L, "%s: expected an options table with a seed ({seed = 1, ...}), got %s", where,
+    npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: expected an options table with a seed ({seed = 1, ...}), got %s", where,
                luaL_typename(L, idx));
   lua_pushnil(L);
   while (lua_next(L, idx)) {
@@ -547,7 +564,8 @@ static double opt_number(lua_State *L, int idx, const char *key, double def, con
   double v = def;
   if (!lua_isnil(L, -1)) {
     if (lua_type(L, -1) != LUA_TNUMBER)
-      luaL_error(L, "%s: option %s must be a number, got %s", where, key, luaL_typename(L, -1));
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "%s: option %s must be a number, got %s", where, key, luaL_typename(L, -1));
     v = lua_tonumber(L, -1);
   }
   lua_pop(L, 1);
@@ -565,7 +583,8 @@ static int random_common(lua_State *L, int normal) {
   double b = opt_number(L, 2, normal ? "stddev" : "maxval", 1.0, where);
   lua_getfield(L, 2, "seed");
   if (lua_isnil(L, -1))
-    return luaL_error(L, "%s: opts.seed is required (explicit seeds make runs reproducible)",
+    return npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: opts.seed is required (explicit seeds make runs reproducible)",
                       where);
   uint64_t seed = (uint64_t)check_int(L, -1, where, "opts.seed");
   lua_getfield(L, 2, "dtype");
@@ -584,7 +603,7 @@ static int l_random_normal(lua_State *L) { return random_common(L, 1); }
 static int l_random_uniform(lua_State *L) { return random_common(L, 0); }
 
 static int l_load(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = npuB_checkstring(L, 1);
   npuB_tensor_box *box = npuB_new_tensor_box(L);
   npu_status st = npu_tensor_load_npy(npuB_context(L), path, &box->t);
   return finish(L, "npu.load", st, box);
@@ -592,15 +611,15 @@ static int l_load(lua_State *L) {
 
 static int l_allclose(lua_State *L) {
   static const char where[] = "npu.allclose";
-  double rtol = luaL_optnumber(L, 3, 1e-5), atol = luaL_optnumber(L, 4, 1e-8);
+  double rtol = npuB_optnumber(L, 3, 1e-5), atol = npuB_optnumber(L, 4, 1e-8);
   int equal_nan = lua_toboolean(L, 5);
-  luaL_checkany(L, 2);
+  npuB_checkany(L, 2);
   /* Tensors are compared as they are; Lua data converts to float64 (no rounding on the way). */
   npu_tensor *a = npuB_to_tensor(L, 1, npuB_test_tensor(L, 1) ? -1 : NPU_DTYPE_F64, where);
   npu_tensor *b = npuB_to_tensor(L, 2, npuB_test_tensor(L, 2) ? -1 : NPU_DTYPE_F64, where);
   if (!npuT_same_shape(a->ndim, a->shape, b->ndim, b->shape)) {
     char sa[96], sb[96];
-    return luaL_error(L, "%s: shapes %s and %s differ", where,
+    return npuB_fail(L, NULL, NPU_ERR_SHAPE, "%s: shapes %s and %s differ", where,
                       npuC_shape_str(sa, sizeof sa, a->ndim, a->shape),
                       npuC_shape_str(sb, sizeof sb, b->ndim, b->shape));
   }
@@ -684,7 +703,8 @@ static int m_item(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
   if (t->numel != 1) {
     char sb[96];
-    return luaL_error(L, "npu.Tensor:item: the tensor has %I elements (shape %s); item() needs "
+    return npuB_fail(L, NULL, NPU_ERR_ARG,
+              "npu.Tensor:item: the tensor has %I elements (shape %s); item() needs "
                       "exactly one", (lua_Integer)t->numel,
                       npuC_shape_str(sb, sizeof sb, t->ndim, t->shape));
   }
@@ -694,7 +714,8 @@ static int m_item(lua_State *L) {
 
 static int m_astype(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
-  if (lua_isnoneornil(L, 2)) return luaL_error(L, "npu.Tensor:astype: dtype is required");
+  if (lua_isnoneornil(L, 2)) return npuB_fail(L, NULL, NPU_ERR_ARG,
+            "npu.Tensor:astype: dtype is required");
   int dtype = opt_dtype(L, 2, -1, "npu.Tensor:astype");
   if ((npu_dtype)dtype == t->dtype) {
     npuB_push_tensor(L, t);
@@ -719,7 +740,7 @@ static int m_reshape(lua_State *L) {
   if (infer >= 0) {
     if (known <= 0 || t->numel % known != 0) {
       char sa[96], sb[96];
-      return luaL_error(L, "%s: cannot reshape %s into %s", where,
+      return npuB_fail(L, NULL, NPU_ERR_SHAPE, "%s: cannot reshape %s into %s", where,
                         npuC_shape_str(sa, sizeof sa, t->ndim, t->shape),
                         npuC_shape_str(sb, sizeof sb, ndim, shape));
     }
@@ -732,7 +753,7 @@ static int m_reshape(lua_State *L) {
 
 static int m_save(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
-  const char *path = luaL_checkstring(L, 2);
+  const char *path = npuB_checkstring(L, 2);
   npu_status st = npu_tensor_save_npy(npuB_context(L), t, path);
   if (st) return npuB_raise(L, "npu.Tensor:save", st);
   return 0;
@@ -744,7 +765,8 @@ static int64_t check_index(lua_State *L, const npu_tensor *t, int idx, int d, co
   int64_t n = t->shape[d];
   int64_t p = i > 0 ? i - 1 : n + i;
   if (i == 0 || p < 0 || p >= n)
-    luaL_error(L, "%s: index %I out of range for dim %d of size %I (valid: 1..%I or "
+    npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: index %I out of range for dim %d of size %I (valid: 1..%I or "
                "-%I..-1)", where, (lua_Integer)i, d + 1, (lua_Integer)n, (lua_Integer)n,
                (lua_Integer)n);
   return p;
@@ -755,7 +777,8 @@ static int m_get(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
   int n = lua_gettop(L) - 1;
   if (n != t->ndim)
-    return luaL_error(L, "%s: %d indices given for a rank-%d tensor (one per dim)", where, n,
+    return npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: %d indices given for a rank-%d tensor (one per dim)", where, n,
                       t->ndim);
   int64_t off = 0;
   for (int d = 0; d < t->ndim; d++) off = off * t->shape[d] + check_index(L, t, d + 2, d, where);
@@ -773,7 +796,8 @@ static int m_index(lua_State *L) {
   static const char where[] = "npu.Tensor[]";
   npu_tensor *t = npuB_check_tensor(L, 1);
   if (t->ndim == 0)
-    return luaL_error(L, "%s: a rank-0 tensor cannot be indexed; use t:item()", where);
+    return npuB_fail(L, NULL, NPU_ERR_ARG,
+              "%s: a rank-0 tensor cannot be indexed; use t:item()", where);
   int64_t p = check_index(L, t, 2, 0, where);
   if (t->ndim == 1) {
     push_elem(L, t, p);
@@ -788,7 +812,8 @@ static int m_index(lua_State *L) {
 
 static int m_len(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
-  if (t->ndim == 0) return luaL_error(L, "npu.Tensor: a rank-0 tensor has no length");
+  if (t->ndim == 0) return npuB_fail(L, NULL, NPU_ERR_SHAPE,
+            "npu.Tensor: a rank-0 tensor has no length");
   lua_pushinteger(L, (lua_Integer)t->shape[0]);
   return 1;
 }
@@ -838,7 +863,7 @@ static void fmt_rec(luaL_Buffer *b, const npu_tensor *t, int depth, int64_t offs
 }
 
 static int m_tostring(lua_State *L) {
-  npuB_tensor_box *box = luaL_checkudata(L, 1, NPUB_TENSOR);
+  npuB_tensor_box *box = npuB_checkudata(L, 1, NPUB_TENSOR);
   npu_tensor *t = box->t;
   if (!t) {
     lua_pushliteral(L, "npu.Tensor(closed)");

@@ -17,14 +17,16 @@ static void read_outputs(lua_State *L, int idx, const char *what, int n, int *id
       continue;
     }
     npuB_ref *r = npuB_test_output(L, -1);
-    if (!r) luaL_error(L, "npu.gradients: %s[%d] is a %s, expected an npu.Output", what, i + 1,
+    if (!r) npuB_fail(L, NULL, NPU_ERR_ARG,
+              "npu.gradients: %s[%d] is a %s, expected an npu.Output", what, i + 1,
                        luaL_typename(L, -1));
     if (!*g) {
       *g = r->g;
       lua_getiuservalue(L, -1, 1); /* the graph userdata, kept for pushing results */
       lua_replace(L, graph_owner);
     } else if (r->g != *g)
-      luaL_error(L, "npu.gradients: %s[%d] belongs to another graph", what, i + 1);
+      npuB_fail(L, NULL, NPU_ERR_ARG,
+                "npu.gradients: %s[%d] belongs to another graph", what, i + 1);
     ids[i] = r->id;
     lua_pop(L, 1);
   }
@@ -32,13 +34,13 @@ static void read_outputs(lua_State *L, int idx, const char *what, int n, int *id
 
 /* core.gradients(ys, xs [, grad_ys]) -> { [i] = npu.Output or nil, n = #xs } */
 static int l_gradients(lua_State *L) {
-  luaL_checktype(L, 1, LUA_TTABLE);
-  luaL_checktype(L, 2, LUA_TTABLE);
+  npuB_checktype(L, 1, LUA_TTABLE);
+  npuB_checktype(L, 2, LUA_TTABLE);
   bool have_gy = !lua_isnoneornil(L, 3);
-  if (have_gy) luaL_checktype(L, 3, LUA_TTABLE);
+  if (have_gy) npuB_checktype(L, 3, LUA_TTABLE);
   lua_settop(L, 3);
   int n_ys = (int)luaL_len(L, 1), n_xs = (int)luaL_len(L, 2);
-  if (n_ys < 1) return luaL_error(L, "npu.gradients: ys is empty");
+  if (n_ys < 1) return npuB_fail(L, NULL, NPU_ERR_ARG, "npu.gradients: ys is empty");
   lua_pushnil(L); /* 4: the graph userdata */
   int *ys = lua_newuserdatauv(L, (size_t)(2 * n_ys + 2 * n_xs + 1) * sizeof(int), 0);
   int *gys = ys + n_ys, *xs = gys + n_ys, *dx = xs + n_xs;

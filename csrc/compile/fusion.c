@@ -153,17 +153,18 @@ static npu_status read_section(switch_file *sf, pass_kind kind, const cJSON *sec
   bool seen[N_PASSES] = {0};
   for (const cJSON *it = sec->child; it; it = it->next) {
     if (it == all) continue;
-    int found = -1, best = -1, best_d = 1 << 30;
+    int found = -1;
+    npuC_nearest near;
+    npuC_nearest_init(&near, it->string);
     for (int i = 0; i < N_PASSES; i++) {
       if (strcmp(passes[i].name, it->string) == 0) found = i;
-      int d = npuC_edit_distance(it->string, passes[i].name);
-      if (d < best_d) best_d = d, best = i;
+      npuC_nearest_try(&near, passes[i].name);
     }
     if (found < 0) {
       char hint[256] = "";
       size_t len = 0;
-      if (best >= 0 && best_d <= (int)strlen(it->string) / 3 + 2)
-        len = (size_t)snprintf(hint, sizeof hint, " (did you mean %s?)", passes[best].name);
+      const char *best = npuC_nearest_result(&near);
+      if (best) len = (size_t)snprintf(hint, sizeof hint, " (did you mean %s?)", best);
       len += (size_t)snprintf(hint + len, sizeof hint - len, "; %s has", section_names[kind]);
       for (int i = 0, n = 0; i < N_PASSES && len < sizeof hint; i++)
         if (passes[i].kind == kind)

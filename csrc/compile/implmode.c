@@ -107,21 +107,14 @@ static int resolve_type(const char *name, int ids[2]) {
 
 /* The known type name nearest to an unknown one (for "did you mean"), or NULL. */
 static const char *nearest_type(const char *name) {
-  const char *best = NULL;
-  int best_d = 4;
-  for (size_t i = 0; i < npu_countof(ascend); i++) {
-    int d = npuC_edit_distance(name, ascend[i].name);
-    if (d < best_d) best_d = d, best = ascend[i].name;
-  }
+  npuC_nearest near;
+  npuC_nearest_init(&near, name);
+  for (size_t i = 0; i < npu_countof(ascend); i++) npuC_nearest_try(&near, ascend[i].name);
   for (int i = 0; i < NPUX_OP_COUNT; i++) {
-    const npu_op_def *def = npuX_op(i);
-    const char *cand[2] = {def->name, def->tf_type};
-    for (int k = 0; k < 2; k++) {
-      int d = cand[k] ? npuC_edit_distance(name, cand[k]) : best_d;
-      if (d < best_d) best_d = d, best = cand[k];
-    }
+    npuC_nearest_try(&near, npuX_op(i)->name);
+    npuC_nearest_try(&near, npuX_op(i)->tf_type);
   }
-  return best;
+  return npuC_nearest_result(&near);
 }
 
 static int find_mode(const char *name) {
@@ -131,13 +124,10 @@ static int find_mode(const char *name) {
 }
 
 static const char *nearest_mode(const char *name) {
-  const char *best = NULL;
-  int best_d = 6;
-  for (size_t i = 0; i < npu_countof(modes); i++) {
-    int d = npuC_edit_distance(name, modes[i].name);
-    if (d < best_d) best_d = d, best = modes[i].name;
-  }
-  return best;
+  npuC_nearest near;
+  npuC_nearest_init(&near, name);
+  for (size_t i = 0; i < npu_countof(modes); i++) npuC_nearest_try(&near, modes[i].name);
+  return npuC_nearest_result(&near);
 }
 
 /* ", did you mean 'x'?" or "" into buf. */

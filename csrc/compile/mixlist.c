@@ -54,18 +54,13 @@ static bool op_matches(int op, const char *name) {
 
 /* The op type nearest to an unknown name, or NULL when none is close. */
 static const char *nearest_op(const char *name) {
-  const char *best = NULL;
-  int best_d = 4;
+  npuC_nearest near;
+  npuC_nearest_init(&near, name);
   for (int i = 0; i < NPUX_OP_COUNT; i++) {
-    const npu_op_def *d = npuX_op(i);
-    const char *cand[2] = {d->tf_type, d->name};
-    for (int j = 0; j < 2; j++) {
-      if (!cand[j]) continue;
-      int dist = npuC_edit_distance(name, cand[j]);
-      if (dist < best_d) best_d = dist, best = cand[j];
-    }
+    npuC_nearest_try(&near, npuX_op(i)->tf_type);
+    npuC_nearest_try(&near, npuX_op(i)->name);
   }
-  return best;
+  return npuC_nearest_result(&near);
 }
 
 static npu_status unknown_op(npu_context *ctx, const char *option, const char *path, int line,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "core/npu_int.h"
@@ -266,6 +267,27 @@ int npuC_edit_distance(const char *a, const char *b) {
     memcpy(row0, row1, (lb + 1) * sizeof row0[0]);
   }
   return row0[lb];
+}
+
+void npuC_nearest_init(npuC_nearest *n, const char *name) {
+  n->name = name ? name : "";
+  n->best = NULL;
+  n->best_d = 1 << 30;
+}
+
+void npuC_nearest_try(npuC_nearest *n, const char *candidate) {
+  if (!candidate || !*candidate || !*n->name) return;
+  int d;
+  if (strcasecmp(candidate, n->name) == 0) d = 0;
+  else if (strlen(n->name) >= 3 && strstr(candidate, n->name)) d = 1;
+  else d = npuC_edit_distance(n->name, candidate);
+  if (d < n->best_d) n->best_d = d, n->best = candidate;
+}
+
+const char *npuC_nearest_result(const npuC_nearest *n) {
+  int limit = (int)strlen(n->name) / 2;
+  if (limit < 2) limit = 2;
+  return n->best && n->best_d <= limit ? n->best : NULL;
 }
 
 const char *npuC_shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {

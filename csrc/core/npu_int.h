@@ -289,6 +289,19 @@ uint64_t npuC_rng_next(npuC_rng *r);
 
 /* Levenshtein distance, for "did you mean" suggestions. */
 int npuC_edit_distance(const char *a, const char *b);
+/* THE "did you mean" rule, used for every unknown name (ops, options, attributes, fields,
+   passes, node names): feed the candidates to npuC_nearest_try, then npuC_nearest_result is
+   the closest one, or NULL when none is close.  Close: equal ignoring case, containing the
+   name (of 3+ characters: "cache_dir" -> "graph_compiler_cache_dir"), or at most
+   max(2, strlen(name) / 2) edits away.  The Lua side uses the same rule (core.nearest). */
+typedef struct npuC_nearest {
+  const char *name;
+  const char *best;
+  int best_d;
+} npuC_nearest;
+void npuC_nearest_init(npuC_nearest *n, const char *name);
+void npuC_nearest_try(npuC_nearest *n, const char *candidate);
+const char *npuC_nearest_result(const npuC_nearest *n);
 /* FNV-1a of a string, for open-addressing name indexes (graphs, the readers of option files). */
 static inline uint32_t npuC_hash_str(const char *s) {
   uint32_t h = 2166136261u;

@@ -292,12 +292,10 @@ static int feed_index(const npuE_plan *p, int v) {
 static npu_status check_layers(npuE_dump *d, const npu_graph *g) {
   for (int i = 0; i < d->n_layers; i++) {
     if (npuG_find_node(g, d->layers[i]) >= 0) continue;
-    const char *best = NULL;
-    int best_d = 4; /* suggest only a close name */
-    for (int n = 0; n < g->n_nodes; n++) {
-      int e = npuC_edit_distance(d->layers[i], g->nodes[n].name);
-      if (e < best_d) best_d = e, best = g->nodes[n].name;
-    }
+    npuC_nearest near;
+    npuC_nearest_init(&near, d->layers[i]);
+    for (int n = 0; n < g->n_nodes; n++) npuC_nearest_try(&near, g->nodes[n].name);
+    const char *best = npuC_nearest_result(&near);
     return npuC_error(d->ctx, NPU_ERR_NOT_FOUND, "dump_layer: the graph has no node '%s'%s%s%s",
                       d->layers[i], best ? " (did you mean '" : "", best ? best : "",
                       best ? "'?)" : "");

@@ -1566,7 +1566,7 @@ static npu_status import_exec_config(importer *im, const tf_node *n, int node) {
 npu_status npuI_emit(importer *im, tf_node *n, const char *op, const char *name, int n_in,
                        const int *in, int n_attrs, const npu_attr *attrs) {
   int node;
-  npu_status st = npu_graph_add_op(im->g, op, name, n_in, in, n_attrs, attrs, &node);
+  npu_status st = npuX_add_op(im->g, op, name, n_in, in, n_attrs, attrs, &node, false);
   if (st) {
     if (st == NPU_ERR_NOMEM) return oom(im);
     return npuC_error_prefix(im->ctx, st, "%s: node '%s' (%s)", im->source, n->name, n->op);

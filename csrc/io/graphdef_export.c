@@ -225,6 +225,15 @@ static const char *tf_attr_name(const char *tf, const char *name) {
 }
 
 /* Window attributes, which TensorFlow wants as {1, h, w, 1} where we also take {h, w} or h. */
+/* TensorFlow attributes of AttrValue type `type`. */
+static bool is_dtype_attr(const char *name) {
+  static const char *const names[] = {"dtype", "DstT", "SrcT", "T", "Tidx", "Tindices",
+                                      "out_type", "output_type", "index_type", "Tout"};
+  for (size_t i = 0; i < npu_countof(names); i++)
+    if (strcmp(name, names[i]) == 0) return true;
+  return false;
+}
+
 static bool is_window_attr(const char *tf, const char *name) {
   static const char *const types[] = {"Conv2D", "DepthwiseConv2dNative", "MaxPool", "AvgPool",
                                       "Conv2DBackpropInput", "Conv2DBackpropFilter",
@@ -706,6 +715,10 @@ static npu_status put_node(npu_graph *g, npuI_pb_writer *w, const npuG_node *nod
     memcpy(&o->a.u, &a->u, sizeof o->a.u);
     o->a.type = a->type;
     o->as_shape = def->kind == NPUX_KIND_PLACEHOLDER && strcmp(name, "shape") == 0;
+    /* a graph built in Lua gives dtypes as names ({dtype = "float32"}): TensorFlow reads an
+       AttrValue `type` (DT_FLOAT) there, never a string */
+    int dt = a->type == NPU_ATTR_STRING && is_dtype_attr(name) ? npu_dtype_from_name(a->u.s) : -1;
+    if (dt >= 0) o->a.type = NPU_ATTR_DTYPE, o->a.u.i = dt;
     if (is_window_attr(tf, name) && (a->type == NPU_ATTR_INT ||
                                      (a->type == NPU_ATTR_INTS && a->u.ints.n <= 2))) {
       int64_t h = a->type == NPU_ATTR_INT ? a->u.i : a->u.ints.n ? a->u.ints.v[0] : 1;

@@ -104,7 +104,7 @@ _Static_assert(sizeof(reduce_params) <= sizeof(npuG_params), "params too big");
 
 npu_status npuX_reduce_parse(npuX_infer *ic, void *params) {
   reduce_params *p = params;
-  p->all_axes = npuG_attr_find(ic->node, "axis") == NULL;
+  p->all_axes = npuX_attr_find(ic, "axis") == NULL;
   npu_status st = npuX_attr_ints(ic, "axis", p->axes, NPU_MAX_DIMS, &p->n_axes);
   if (!st) st = npuX_attr_bool(ic, "keepdims", &p->keepdims);
   return st;

@@ -31,13 +31,25 @@ static const char *const attr_type_names[] = {
     [NPU_ATTR_TENSOR] = "a tensor", [NPU_ATTR_DTYPE] = "a dtype",
 };
 
+const npuG_attr *npuX_attr_find(npuX_infer *ic, const char *name) {
+  if (ic->n_read >= 0) {
+    int i = 0;
+    while (i < ic->n_read && strcmp(ic->read[i], name) != 0) i++;
+    if (i == ic->n_read) {
+      if (ic->n_read < NPUX_MAX_READ) ic->read[ic->n_read++] = name;
+      else ic->n_read = -1;
+    }
+  }
+  return npuG_attr_find(ic->node, name);
+}
+
 static npu_status wrong_type(npuX_infer *ic, const npuG_attr *a, npu_attr_type want) {
   return npuX_error(ic, NPU_ERR_ARG, "attribute '%s' must be %s, got %s", a->name,
                     attr_type_names[want], attr_type_names[a->type]);
 }
 
 npu_status npuX_attr_int(npuX_infer *ic, const char *name, int64_t *v) {
-  const npuG_attr *a = npuG_attr_find(ic->node, name);
+  const npuG_attr *a = npuX_attr_find(ic, name);
   if (!a) return NPU_OK;
   if (a->type == NPU_ATTR_INT || a->type == NPU_ATTR_BOOL) *v = a->u.i;
   else if (a->type == NPU_ATTR_FLOAT && a->u.f == (double)(int64_t)a->u.f) *v = (int64_t)a->u.f;
@@ -46,7 +58,7 @@ npu_status npuX_attr_int(npuX_infer *ic, const char *name, int64_t *v) {
 }
 
 npu_status npuX_attr_bool(npuX_infer *ic, const char *name, bool *v) {
-  const npuG_attr *a = npuG_attr_find(ic->node, name);
+  const npuG_attr *a = npuX_attr_find(ic, name);
   if (!a) return NPU_OK;
   if (a->type != NPU_ATTR_BOOL && a->type != NPU_ATTR_INT) return wrong_type(ic, a, NPU_ATTR_BOOL);
   *v = a->u.i != 0;
@@ -54,7 +66,7 @@ npu_status npuX_attr_bool(npuX_infer *ic, const char *name, bool *v) {
 }
 
 npu_status npuX_attr_float(npuX_infer *ic, const char *name, double *v) {
-  const npuG_attr *a = npuG_attr_find(ic->node, name);
+  const npuG_attr *a = npuX_attr_find(ic, name);
   if (!a) return NPU_OK;
   if (a->type == NPU_ATTR_FLOAT) *v = a->u.f;
   else if (a->type == NPU_ATTR_INT) *v = (double)a->u.i;
@@ -63,7 +75,7 @@ npu_status npuX_attr_float(npuX_infer *ic, const char *name, double *v) {
 }
 
 npu_status npuX_attr_string(npuX_infer *ic, const char *name, const char **v) {
-  const npuG_attr *a = npuG_attr_find(ic->node, name);
+  const npuG_attr *a = npuX_attr_find(ic, name);
   if (!a) return NPU_OK;
   if (a->type != NPU_ATTR_STRING) return wrong_type(ic, a, NPU_ATTR_STRING);
   *v = a->u.s;
@@ -71,7 +83,7 @@ npu_status npuX_attr_string(npuX_infer *ic, const char *name, const char **v) {
 }
 
 npu_status npuX_attr_dtype(npuX_infer *ic, const char *name, npu_dtype *v) {
-  const npuG_attr *a = npuG_attr_find(ic->node, name);
+  const npuG_attr *a = npuX_attr_find(ic, name);
   if (!a) return NPU_OK;
   int t = -1;
   if (a->type == NPU_ATTR_DTYPE || a->type == NPU_ATTR_INT) t = (int)a->u.i;
@@ -86,7 +98,7 @@ npu_status npuX_attr_dtype(npuX_infer *ic, const char *name, npu_dtype *v) {
 }
 
 npu_status npuX_attr_ints(npuX_infer *ic, const char *name, int64_t *v, int max, int *n) {
-  const npuG_attr *a = npuG_attr_find(ic->node, name);
+  const npuG_attr *a = npuX_attr_find(ic, name);
   if (!a) return NPU_OK;
   if (a->type == NPU_ATTR_INT) {
     if (max < 1) return npuX_error(ic, NPU_ERR_ARG, "attribute '%s' has too many entries", name);
@@ -104,7 +116,7 @@ npu_status npuX_attr_ints(npuX_infer *ic, const char *name, int64_t *v, int max,
 }
 
 const npu_tensor *npuX_attr_tensor(npuX_infer *ic, const char *name) {
-  const npuG_attr *a = npuG_attr_find(ic->node, name);
+  const npuG_attr *a = npuX_attr_find(ic, name);
   return a && a->type == NPU_ATTR_TENSOR ? a->u.tensor : NULL;
 }
 

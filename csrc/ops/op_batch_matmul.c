@@ -88,6 +88,6 @@ static npu_status run(const npuX_call *c) { return run_impl(c, false); }
 static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
 const npu_op_def npuX_op_batch_matmul = {
-    .name = "batch_matmul", .tf_type = "BatchMatMulV2", .min_inputs = 2, .max_inputs = 2,
+    .name = "batch_matmul", .tf_type = "BatchMatMulV2", .args = "adj_x,adj_y", .min_inputs = 2, .max_inputs = 2,
     .n_outputs = 1, .prec = NPUX_PREC_TRUST, .parse = parse, .infer = infer, .run = run,
     .run_ref = run_ref};

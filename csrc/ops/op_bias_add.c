@@ -56,5 +56,6 @@ static npu_status grad(npuX_grad *gc) {
 }
 
 const npu_op_def npuX_op_bias_add = {
-    .name = "bias_add", .tf_type = "BiasAdd", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .name = "bias_add", .tf_type = "BiasAdd", .args = "data_format",
+    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer, .run = run, .grad = grad};

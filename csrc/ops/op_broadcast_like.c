@@ -21,7 +21,7 @@ _Static_assert(sizeof(broadcast_params) <= sizeof(npuG_params), "params too big"
 
 static npu_status parse(npuX_infer *ic, void *params) {
   broadcast_params *p = params;
-  p->all_axes = npuG_attr_find(ic->node, "axes") == NULL;
+  p->all_axes = npuX_attr_find(ic, "axes") == NULL;
   npu_status st = npuX_attr_ints(ic, "axes", p->axes, NPU_MAX_DIMS, &p->n_axes);
   if (!st) st = npuX_attr_bool(ic, "mean", &p->mean);
   return st;

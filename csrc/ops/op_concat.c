@@ -17,7 +17,7 @@ _Static_assert(sizeof(concat_params) <= sizeof(npuG_params), "params too big");
 
 static npu_status parse(npuX_infer *ic, void *params) {
   concat_params *p = params;
-  if (!npuG_attr_find(ic->node, "axis"))
+  if (!npuX_attr_find(ic, "axis"))
     return npuX_error(ic, NPU_ERR_ARG, "attribute 'axis' is required");
   return npuX_attr_int(ic, "axis", &p->axis);
 }

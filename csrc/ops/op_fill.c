@@ -38,7 +38,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
   if ((st = npuX_operand_scalar(ic, &p->o, operand_names, 1, &p->value, &p->ivalue, &p->is_int,
                                 &known)))
     return st;
-  const npuG_attr *given = npuG_attr_find(ic->node, "dtype");
+  const npuG_attr *given = npuX_attr_find(ic, "dtype");
   st = npuX_attr_dtype(ic, given ? "dtype" : "T", &p->dtype);
   if (st) return st;
   if (p->o.slot[1] >= 0) {
@@ -48,7 +48,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
                         npu_dtype_name(p->dtype), npu_dtype_name(t));
     p->dtype = t;
   } else if (p->dtype == NPU_DTYPE_COUNT) {
-    const npuG_attr *a = npuG_attr_find(ic->node, "value");
+    const npuG_attr *a = npuX_attr_find(ic, "value");
     p->dtype = a->type == NPU_ATTR_BOOL ? NPU_DTYPE_BOOL
                : p->is_int          ? NPU_DTYPE_I32
                                     : NPU_DTYPE_F32;

@@ -20,7 +20,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
   p->dataset = -1;
   npu_status st = npuX_attr_int(ic, "dataset", &p->dataset);
   if (st) return st;
-  if (!npuG_attr_find(ic->node, "dataset"))
+  if (!npuX_attr_find(ic, "dataset"))
     return npuX_error(ic, NPU_ERR_ARG, "attribute 'dataset' (a dataset id of the graph) is "
                       "required");
   const npu_dataset *ds = npu_graph_dataset(ic->graph, p->dataset < INT32_MAX ? (int)p->dataset : -1);

@@ -23,7 +23,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
                                      "given, an integer >= 0");
   bool any = false;
   if (!st) st = npuX_attr_bool(ic, "any_shape", &any);
-  p->has_shape = any || npuG_attr_find(ic->node, "shape") != NULL;
+  p->has_shape = any || npuX_attr_find(ic, "shape") != NULL;
   return st;
 }
 
@@ -35,7 +35,7 @@ static npu_status infer(npuX_infer *ic, const void *params) {
   if (!st && y->dtype == NPU_DTYPE_COUNT)
     st = npuX_error(ic, NPU_ERR_ARG, "attribute 'dtype' is required");
   y->ndim = -1;
-  if (!st && p->has_shape && npuG_attr_find(ic->node, "shape")) {
+  if (!st && p->has_shape && npuX_attr_find(ic, "shape")) {
     int n = 0;
     st = npuX_attr_ints(ic, "shape", y->shape, NPU_MAX_DIMS, &n);
     y->ndim = n;

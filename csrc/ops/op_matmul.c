@@ -106,6 +106,7 @@ static npu_status run(const npuX_call *c) { return run_impl(c, false); }
 static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
 const npu_op_def npuX_op_matmul = {
-    .name = "matmul", .tf_type = "MatMul", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
+    .name = "matmul", .tf_type = "MatMul", .args = "transpose_a,transpose_b",
+    .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
     .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .parse = parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};

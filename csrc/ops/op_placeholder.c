@@ -12,7 +12,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
   npu_status st = npuX_attr_dtype(ic, "dtype", &v->dtype);
   if (st) return st;
   if (v->dtype == NPU_DTYPE_COUNT) return npuX_error(ic, NPU_ERR_ARG, "attribute 'dtype' is required");
-  if (npuG_attr_find(ic->node, "shape")) {
+  if (npuX_attr_find(ic, "shape")) {
     st = npuX_attr_ints(ic, "shape", v->shape, NPU_MAX_DIMS, &v->ndim);
     if (st) return st;
     for (int i = 0; i < v->ndim; i++)

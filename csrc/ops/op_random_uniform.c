@@ -39,7 +39,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
   if (!(isfinite(p->minval) && isfinite(p->maxval) && p->minval <= p->maxval))
     return npuX_error(ic, NPU_ERR_ARG, "need finite minval <= maxval, got %g and %g", p->minval,
                       p->maxval);
-  const bool attr = npuG_attr_find(ic->node, "shape") != NULL;
+  const bool attr = npuX_attr_find(ic, "shape") != NULL;
   p->from_input = ic->n_inputs == 1;
   if (p->from_input == attr)
     return npuX_error(ic, NPU_ERR_ARG, "give the shape either as attribute 'shape' or as input 1");

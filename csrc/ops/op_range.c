@@ -66,7 +66,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
   if (p->o.slot[1] == NPUX_OPERAND_ABSENT)
     return npuX_error(ic, NPU_ERR_ARG, "limit is required (attribute or input)");
   p->dtype = NPU_DTYPE_COUNT;
-  const npuG_attr *given = npuG_attr_find(ic->node, "dtype");
+  const npuG_attr *given = npuX_attr_find(ic, "dtype");
   if ((st = npuX_attr_dtype(ic, given ? "dtype" : "Tidx", &p->dtype))) return st;
   bool all_int = true;
   npu_dtype in_type = NPU_DTYPE_COUNT;
@@ -85,7 +85,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
                           npu_dtype_name(in_type), npu_dtype_name(t));
       in_type = t;
     } else if (slot == NPUX_OPERAND_ATTR) {
-      all_int = all_int && npuG_attr_find(ic->node, operand_names[k])->type == NPU_ATTR_INT;
+      all_int = all_int && npuX_attr_find(ic, operand_names[k])->type == NPU_ATTR_INT;
     }
   }
   if (p->dtype == NPU_DTYPE_COUNT)

@@ -42,7 +42,7 @@ static npu_status check_shape(npuX_infer *ic, int ndim, const int64_t *shape) {
 
 static npu_status parse(npuX_infer *ic, void *params) {
   reshape_params *p = params;
-  const bool attr = npuG_attr_find(ic->node, "shape") != NULL;
+  const bool attr = npuX_attr_find(ic, "shape") != NULL;
   if (ic->n_inputs == 2) {
     if (attr)
       return npuX_error(ic, NPU_ERR_ARG,

@@ -16,7 +16,7 @@ _Static_assert(sizeof(slice_params) <= sizeof(npuG_params), "params too big");
 
 static npu_status parse(npuX_infer *ic, void *params) {
   slice_params *p = params;
-  if (!npuG_attr_find(ic->node, "begin") || !npuG_attr_find(ic->node, "size"))
+  if (!npuX_attr_find(ic, "begin") || !npuX_attr_find(ic, "size"))
     return npuX_error(ic, NPU_ERR_ARG, "attributes 'begin' and 'size' are required");
   npu_status st = npuX_attr_ints(ic, "begin", p->begin, NPU_MAX_DIMS, &p->n_begin);
   if (!st) st = npuX_attr_ints(ic, "size", p->size, NPU_MAX_DIMS, &p->n_size);

@@ -15,8 +15,8 @@ _Static_assert(sizeof(squeeze_params) <= sizeof(npuG_params), "params too big");
 
 static npu_status parse(npuX_infer *ic, void *params) {
   squeeze_params *p = params;
-  bool a = npuG_attr_find(ic->node, "axis") != NULL;
-  if (a && npuG_attr_find(ic->node, "squeeze_dims"))
+  bool a = npuX_attr_find(ic, "axis") != NULL;
+  if (a && npuX_attr_find(ic, "squeeze_dims"))
     return npuX_error(ic, NPU_ERR_ARG, "give 'axis' or 'squeeze_dims', not both");
   return npuX_attr_ints(ic, a ? "axis" : "squeeze_dims", p->axes, NPU_MAX_DIMS, &p->n);
 }

@@ -17,7 +17,7 @@ _Static_assert(sizeof(transpose_params) <= sizeof(npuG_params), "params too big"
 
 static npu_status parse(npuX_infer *ic, void *params) {
   transpose_params *p = params;
-  p->given = npuG_attr_find(ic->node, "perm") != NULL;
+  p->given = npuX_attr_find(ic, "perm") != NULL;
   npu_status st = npuX_attr_ints(ic, "perm", p->perm, NPU_MAX_DIMS, &p->n_perm);
   if (st) return st;
   /* Checks that need no rank: entries in range of the list's own length, no repeats. */

@@ -20,7 +20,7 @@ static npu_status parse(npuX_infer *ic, void *params) {
   npu_status st = npuX_attr_int(ic, "axis", &p->axis);
   if (!st) st = npuX_attr_int(ic, "num", &p->num);
   if (st) return st;
-  if (npuG_attr_find(ic->node, "num") && p->num < 0)
+  if (npuX_attr_find(ic, "num") && p->num < 0)
     return npuX_error(ic, NPU_ERR_ARG, "num %lld must be >= 0", (long long)p->num);
   if (p->num > NPUX_MAX_OUTPUTS)
     return npuX_error(ic, NPU_ERR_UNSUPPORTED, "num %lld: at most %d outputs are supported",

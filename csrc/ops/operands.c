@@ -23,7 +23,7 @@ npu_status npuX_operands_bind(npuX_infer *ic, const char *const *names, int n, i
   int avail = ic->n_inputs - first - n_data_after, used = 0;
   for (int k = 0; k < NPUX_MAX_OPERANDS; k++) o->slot[k] = NPUX_OPERAND_ABSENT;
   for (int k = 0; k < n; k++) {
-    if (npuG_attr_find(ic->node, names[k])) o->slot[k] = NPUX_OPERAND_ATTR;
+    if (npuX_attr_find(ic, names[k])) o->slot[k] = NPUX_OPERAND_ATTR;
     else if (used < avail) o->slot[k] = (int8_t)(first + used++);
   }
   if (used < avail) {
@@ -76,7 +76,7 @@ npu_status npuX_operand_scalar(npuX_infer *ic, const npuX_operands *o, const cha
   *known = true;
   if (slot == NPUX_OPERAND_ABSENT) return NPU_OK;
   if (slot == NPUX_OPERAND_ATTR) {
-    const npuG_attr *a = npuG_attr_find(ic->node, names[k]);
+    const npuG_attr *a = npuX_attr_find(ic, names[k]);
     if (a->type == NPU_ATTR_INT || a->type == NPU_ATTR_BOOL) {
       *iv = a->u.i;
       *v = (double)a->u.i;

@@ -90,21 +90,56 @@ static npu_status copy_attrs(npu_context *ctx, int n, const npu_attr *src, npuG_
   return NPU_OK;
 }
 
+/* Every attribute given must be one the op looked up while parsing and inferring: a misspelt
+   one ("strdes") would otherwise be ignored.  Names starting with '_' are the graph's own
+   (TensorFlow's convention for internal attributes) and pass. */
+static npu_status check_attrs_read(npuX_infer *ic, int n_attrs, const npu_attr *attrs,
+                                   bool only_misspelt) {
+  if (ic->n_read < 0) return NPU_OK;
+  for (int i = 0; i < n_attrs; i++) {
+    const char *name = attrs[i].name;
+    if (!name || name[0] == '_') continue;
+    npuC_nearest near;
+    npuC_nearest_init(&near, name);
+    bool known = false;
+    for (int k = 0; k < ic->n_read && !known; k++) {
+      known = strcmp(ic->read[k], name) == 0;
+      npuC_nearest_try(&near, ic->read[k]);
+    }
+    if (known) continue;
+    const char *best = npuC_nearest_result(&near);
+    if (best) return npuX_error(ic, NPU_ERR_ARG, "unknown attribute '%s' (did you mean '%s'?)", name, best);
+    if (only_misspelt) continue;
+    if (ic->n_read == 0) return npuX_error(ic, NPU_ERR_ARG, "unknown attribute '%s' (%s takes none)", name, ic->op_name);
+    char list[256];
+    size_t len = 0;
+    list[0] = 0;
+    for (int k = 0; k < ic->n_read && len < sizeof list; k++)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", k ? ", " : "", ic->read[k]);
+    return npuX_error(ic, NPU_ERR_ARG, "unknown attribute '%s' (%s takes %s)", name, ic->op_name, list);
+  }
+  return NPU_OK;
+}
+
 npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *name, int n_inputs,
                             const int *inputs, int n_attrs, const npu_attr *attrs,
                             int *node_out) {
+  return npuX_add_op(g, op, name, n_inputs, inputs, n_attrs, attrs, node_out, true);
+}
+
+npu_status npuX_add_op(npu_graph *g, const char *op, const char *name, int n_inputs,
+                       const int *inputs, int n_attrs, const npu_attr *attrs, int *node_out,
+                       bool strict) {
   if (node_out) *node_out = -1;
   if (!g) return NPU_ERR_ARG;
   npu_context *ctx = g->ctx;
   if (!op || !node_out) return npuC_error(ctx, NPU_ERR_ARG, "npu_graph_add_op: NULL argument");
   int id = npuX_find(op);
   if (id < 0) {
-    const char *best = NULL;
-    int best_d = 4;
-    for (int i = 0; i < NPUX_OP_COUNT; i++) {
-      int d = npuC_edit_distance(op, op_table[i]->name);
-      if (d < best_d) best_d = d, best = op_table[i]->name;
-    }
+    npuC_nearest near;
+    npuC_nearest_init(&near, op);
+    for (int i = 0; i < NPUX_OP_COUNT; i++) npuC_nearest_try(&near, op_table[i]->name);
+    const char *best = npuC_nearest_result(&near);
     return best ? npuC_error(ctx, NPU_ERR_NOT_FOUND, "unknown op '%s' (did you mean '%s'?)", op, best)
                 : npuC_error(ctx, NPU_ERR_NOT_FOUND, "unknown op '%s'", op);
   }
@@ -173,7 +208,16 @@ npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *name, int 
   /* Messages during parse/infer name the node by the name it will most likely get. */
   node.name = (char *)(name ? name : def->tf_type);
   if (def->parse) st = def->parse(&ic, node.params.bytes);
+  bool parsed = !st;
   if (!st && def->infer) st = def->infer(&ic, node.params.bytes);
+  /* a misspelt attribute explains an inference error better than the error itself
+     ({tranpose_b = true}: "inner dimensions differ"), so it is reported first */
+  if (strict) {
+    /* when parse failed it may not have looked everything up yet: then only a misspelling
+       of a name it did look up is reported ({ksizes = ...}: "'ksize' is required") */
+    npu_status unknown = check_attrs_read(&ic, n_attrs, attrs, !parsed);
+    if (unknown) st = unknown;
+  }
   node.name = NULL;
   if (!st && (ic.n_outputs < 0 || ic.n_outputs > NPUX_MAX_OUTPUTS))
     st = npuC_error(ctx, NPU_ERR_INTERNAL, "%s: output count %d out of range", def->name,

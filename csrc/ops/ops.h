@@ -20,6 +20,7 @@
 /* A record's meta row (op_record_push.c): byte offset, byte count (-1: recorded by its shape
    alone), rank, NPU_MAX_DIMS dims. */
 #define NPUX_RECORD_WIDTH (3 + NPU_MAX_DIMS)
+#define NPUX_MAX_READ 48 /* attribute names one op may look up (npuX_infer.read) */
 
 /* Precision lists of the reference (002 §5.1): trust (may run in float16), block (must stay
    float32), gray (follows its upstream). */
@@ -54,6 +55,11 @@ typedef struct npuX_infer {
   npuG_value out[NPUX_MAX_OUTPUTS];
   bool building;              /* npu_graph_add_op (the node is new, in graph->cur_region); false
                                  when a compile or a run infers again */
+  /* The attribute names parse and infer looked up (npuX_attr_find and the npuX_attr_* getters,
+     present or not): npu_graph_add_op refuses an attribute the op never looks up, suggesting
+     the nearest of these.  n_read -1: more than NPUX_MAX_READ names (no check). */
+  const char *read[NPUX_MAX_READ];
+  int n_read;
 } npuX_infer;
 
 typedef struct npuX_call npuX_call;
@@ -165,6 +171,12 @@ enum {
 #undef NPU_OP
 
 const npu_op_def *npuX_op(int id);
+/* npu_graph_add_op, which is npuX_add_op(..., strict = true): an attribute the op does not read
+   is an error.  The GraphDef importer passes strict = false: TensorFlow's own attributes ("T",
+   "data_format" defaults, ...) come along and are ignored. */
+npu_status npuX_add_op(npu_graph *g, const char *op, const char *name, int n_inputs,
+                       const int *inputs, int n_attrs, const npu_attr *attrs, int *node_out,
+                       bool strict);
 /* The iteration count of a loop node (op_loop.c). */
 int64_t npuX_loop_iterations(const npuG_node *node);
 /* loop_var (op_loop_var.c): the variable's position, whether a shape invariant was given. */
@@ -198,6 +210,9 @@ npu_status npuX_attr_dtype(npuX_infer *ic, const char *name, npu_dtype *v);
 /* Int list of at most `max` entries: *n is set to the count. */
 npu_status npuX_attr_ints(npuX_infer *ic, const char *name, int64_t *v, int max, int *n);
 const npu_tensor *npuX_attr_tensor(npuX_infer *ic, const char *name);
+/* The attribute `name` of the node being parsed, or NULL; records the name as one the op
+   reads (see npuX_infer.read).  Op files look attributes up through it or the getters. */
+const npuG_attr *npuX_attr_find(npuX_infer *ic, const char *name);
 
 /* NPUX_F_DATA_SHAPE ops: gives output i of the running call shape (ndim, shape) (dtype as
    inferred); c->out[i] then describes a buffer of that shape.  NPU_ERR_NOMEM; NPU_ERR_INTERNAL

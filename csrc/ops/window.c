@@ -82,7 +82,7 @@ static npu_status attr_padding(npuX_infer *ic, bool conv, npuX_window_params *p)
   p->padding = (npuX_padding)mode;
   if (!conv) return NPU_OK;
   if (mode == NPUX_PAD_EXPLICIT) return attr_explicit_paddings(ic, p->explicit_pad);
-  if (npuG_attr_find(ic->node, "explicit_paddings"))
+  if (npuX_attr_find(ic, "explicit_paddings"))
     return npuX_error(ic, NPU_ERR_ARG, "attribute 'explicit_paddings' needs padding 'EXPLICIT'");
   return NPU_OK;
 }
@@ -264,7 +264,7 @@ npu_status npuX_block_size_parse(npuX_infer *ic, void *params) {
   *block = -1;
   npu_status st = npuX_attr_int(ic, "block_size", block);
   if (!st) st = npuX_check_nhwc(ic);
-  if (!st && !npuG_attr_find(ic->node, "block_size"))
+  if (!st && !npuX_attr_find(ic, "block_size"))
     st = npuX_error(ic, NPU_ERR_ARG, "attribute 'block_size' (>= 2) is required");
   if (!st && *block < 2)
     st = npuX_error(ic, NPU_ERR_ARG, "block_size %lld must be >= 2", (long long)*block);

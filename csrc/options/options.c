@@ -673,14 +673,13 @@ static int check_profiling(const char *s, char *why, size_t n) {
         pf = &prof_fields[j];
     if (!pf) {
       char key[64];
-      const char *best = NULL;
-      int bestd = 1 << 30;
+      npuC_nearest near;
       snprintf(key, sizeof key, "%.*s", f[i].kl, f[i].k);
-      for (size_t j = 0; j < npu_countof(prof_fields); j++) {
-        int d = npuC_edit_distance(key, prof_fields[j].name);
-        if (d < bestd) bestd = d, best = prof_fields[j].name;
-      }
-      if (bestd <= 3)
+      npuC_nearest_init(&near, key);
+      for (size_t j = 0; j < npu_countof(prof_fields); j++)
+        npuC_nearest_try(&near, prof_fields[j].name);
+      const char *best = npuC_nearest_result(&near);
+      if (best)
         snprintf(why, n, "unknown field '%s' (did you mean '%s'?)", key, best);
       else
         snprintf(why, n, "unknown field '%s'", key);
@@ -852,17 +851,11 @@ const npu_option_info *npu_option_find(const char *name) {
 }
 
 const char *npu_option_suggest(const char *name) {
-  const char *best = NULL;
-  int bestd = 1 << 30, limit;
+  npuC_nearest near;
   if (!name || !*name) return NULL;
-  for (int i = 0; i < NPUO_COUNT; i++) {
-    int d = npuC_edit_distance(name, specs[i].info.name);
-    if (strcasecmp(name, specs[i].info.name) == 0) d = 0;
-    if (d < bestd) bestd = d, best = specs[i].info.name;
-  }
-  limit = (int)strlen(name) / 3;
-  if (limit < 2) limit = 2;
-  return bestd <= limit ? best : NULL;
+  npuC_nearest_init(&near, name);
+  for (int i = 0; i < NPUO_COUNT; i++) npuC_nearest_try(&near, specs[i].info.name);
+  return npuC_nearest_result(&near);
 }
 
 int npu_option_env_count(void) { return NPUO_ENV_COUNT; }

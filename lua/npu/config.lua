@@ -42,6 +42,8 @@
 -- npu.compat.as_bytes / as_text / as_str are the identity (Lua strings are bytes), so that
 -- tf.compat.as_bytes("...") ports as npu.compat.as_bytes("...").
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error, raise = errors.error, errors.raise
 
 local M = {}
 
@@ -187,17 +189,13 @@ local attr_fields = { i = "i", s = "s", b = "b", f = "f" }
 local setter_of = { i = "set_int", s = "set_string", b = "set_bool", f = "set_float" }
 local lua_type_of = { i = "an integer", s = "a string", b = "a boolean", f = "a number" }
 
--- Rewrites "npu.Options:set_int: NPU_ERR_OPTION: msg" as "<where>: NPU_ERR_OPTION: msg".
-local function rewhere(err, where)
-  err = tostring(err)
-  local code, msg = err:match("(NPU_ERR_[%u_]+): (.*)$")
-  if code then return ("%s: %s: %s"):format(where, code, msg) end
-  return where .. ": " .. err
-end
+-- Raises err (from npu.Options:set_int, ...) again as the error of `where`: same code and
+-- message ("<where>: NPU_ERR_OPTION: msg").
+local rewhere = errors.rewhere
 
 local function option_or_error(name, where, level)
   local info, msg = core.option_info(name)
-  if not info then error(("%s: NPU_ERR_OPTION: %s"):format(where, msg), level + 1) end
+  if not info then raise(where, "NPU_ERR_OPTION", msg) end
   return info
 end
 
@@ -211,7 +209,7 @@ local function new_attr_value(op, name)
         error(("%s.%s: an option value has .i, .s, .b or .f"):format(where, tostring(k)), 2)
       end
       if field ~= info.type then
-        error(("%s.%s: NPU_ERR_OPTION: option '%s' takes .%s"):format(where, k, name, info.type), 2)
+        raise(where .. "." .. k, "NPU_ERR_OPTION", ("option '%s' takes .%s"):format(name, info.type))
       end
       local e = op._entries[name]
       return e and e.value or nil
@@ -224,8 +222,8 @@ local function new_attr_value(op, name)
       local lhs = where .. "." .. k
       if field == "i" and math.type(v) == "float" and math.tointeger(v) then v = math.tointeger(v) end
       if field ~= info.type then
-        error(("%s: NPU_ERR_OPTION: option '%s' takes .%s (%s), not .%s"):format(
-          lhs, name, info.type, lua_type_of[info.type], k), 2)
+        raise(lhs, "NPU_ERR_OPTION", ("option '%s' takes .%s (%s), not .%s"):format(
+          name, info.type, lua_type_of[info.type], k))
       end
       local ok_type = (k == "i" and math.type(v) == "integer") or (k == "s" and type(v) == "string")
         or (k == "b" and type(v) == "boolean") or (k == "f" and type(v) == "number")
@@ -233,7 +231,7 @@ local function new_attr_value(op, name)
         error(("%s: expects %s, got %s"):format(lhs, lua_type_of[k], type(v)), 2)
       end
       local ok, err = pcall(op._options[setter_of[k]], op._options, name, v)
-      if not ok then error(rewhere(err, lhs), 2) end
+      if not ok then rewhere(err, lhs) end
       op._entries[name] = { field = k, value = v }
     end,
     __tostring = function() return where end,
@@ -369,7 +367,7 @@ function M.ConfigProto(init)
     error("npu.ConfigProto: expects nothing or a table of fields", 2)
   end
   local ok, c = pcall(new_message, "ConfigProto", config_fields, init)
-  if not ok then error((tostring(c):gsub("^[^:]*:%d+: ", "")), 2) end
+  if not ok then error(c) end
   return c
 end
 
@@ -446,11 +444,11 @@ function M.to_options(x, base)
     table.sort(names) -- deterministic: the first bad option is always the same
     for _, name in ipairs(names) do
       local info, msg = core.option_info(name)
-      if not info then error("options: NPU_ERR_OPTION: " .. msg, 3) end
+      if not info then raise("options", "NPU_ERR_OPTION", msg) end
       local v, why = convert(info, x[name])
-      if v == nil then error("options: NPU_ERR_OPTION: " .. why, 3) end
+      if v == nil then raise("options", "NPU_ERR_OPTION", why) end
       local ok, err = pcall(o.set, o, name, v)
-      if not ok then error(rewhere(err, ("options.%s"):format(name)), 3) end
+      if not ok then rewhere(err, ("options.%s"):format(name)) end
     end
   else
     error("to_options: expected a ConfigProto, an NPURunConfig, an npu.Options or a table of options, got "
@@ -467,31 +465,12 @@ end
 --   local sess = npu.Session{graph = g, config = config}
 -- or into one graph with npu.util.set_graph_exec_config(fetch, {experimental_config = exp}).
 
--- Levenshtein distance, for "did you mean" among a handful of parameter names.
-local function distance(a, b)
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
--- "unknown parameter 'x' (did you mean 'y'?)" among names (a list).
+-- "unknown parameter 'x' (did you mean 'y'?)" among names (a list); the suggestion follows
+-- the one rule of every "did you mean" (errors.suggest).
 local function unknown(what, key, names)
-  local best, best_d
   key = tostring(key)
-  for _, n in ipairs(names) do
-    -- a part of the name ("cache_dir") is as good as a near miss
-    local d = n:find(key, 1, true) and 1 or distance(key, n)
-    if not best_d or d < best_d then best, best_d = n, d end
-  end
-  if best and best_d <= math.max(2, #key // 2) then
+  local best = errors.suggest(key, names)
+  if best then
     return ("%s: unknown parameter '%s' (did you mean '%s'?)"):format(what, tostring(key), best)
   end
   return ("%s: unknown parameter '%s' (known: %s)"):format(what, tostring(key), table.concat(names, ", "))
@@ -512,7 +491,7 @@ local function check_experimental(k, v, level)
   end
   local scratch = core.options_new()
   local ok, err = pcall(scratch.set_string, scratch, k, v)
-  if not ok then error(rewhere(err, what .. "." .. k), level + 1) end
+  if not ok then rewhere(err, what .. "." .. k) end
   return v
 end
 
@@ -602,7 +581,7 @@ function M.NPURunConfig(init)
   end
   -- validate now, so the error points at this line rather than at the session's
   local ok, err = pcall(M.to_options, setmetatable(rc, run_config_mt))
-  if not ok then error((tostring(err):gsub("^[^:]*:%d+: ", "")), 2) end
+  if not ok then error(err, 0) end -- its position is already this caller's line
   return rc
 end
 
@@ -612,12 +591,12 @@ local function run_config_options(rc, o)
   local from = {}
   local function put(name, v, source)
     if from[name] then
-      error(("npu.NPURunConfig: NPU_ERR_CONFLICT: option '%s' is given by both %s and %s")
-        :format(name, from[name], source), 0)
+      raise("npu.NPURunConfig", "NPU_ERR_CONFLICT", ("option '%s' is given by both %s and %s")
+        :format(name, from[name], source))
     end
     from[name] = source
     local ok, err = pcall(o.set, o, name, v)
-    if not ok then error(rewhere(err, ("npu.NPURunConfig: %s.%s"):format(source, name)), 0) end
+    if not ok then rewhere(err, ("npu.NPURunConfig: %s.%s"):format(source, name)) end
   end
   if rc.session_config then
     local op = npu_optimizer(rc.session_config)
@@ -631,7 +610,7 @@ local function run_config_options(rc, o)
   for _, name in ipairs(names) do
     local info = core.option_info(name)
     local v, why = convert(info, rc.options[name])
-    if v == nil then error("npu.NPURunConfig: NPU_ERR_OPTION: " .. why, 0) end
+    if v == nil then raise("npu.NPURunConfig", "NPU_ERR_OPTION", why) end
     put(name, v, "the run config")
   end
   if rc.experimental_config then
@@ -663,7 +642,7 @@ local function fetch_nodes(fetch, list, depth)
     local ok, v
     if fetch:find(":", 1, true) then ok, v = pcall(g.get_tensor_by_name, g, fetch)
     else ok, v = pcall(g.get_operation_by_name, g, fetch) end
-    if not ok then error(tostring(v):gsub("^npu%.Graph:[%w_]+: ", ""), 0) end
+    if not ok then error(v) end
     fetch_nodes(v, list, depth)
   elseif type(fetch) == "table" and mt == nil and depth < 8 then
     for _, f in ipairs(fetch) do fetch_nodes(f, list, depth + 1) end
@@ -693,7 +672,7 @@ function M.set_graph_exec_config(fetch, params)
   end
   local function set(setter, name, v, param)
     local ok, err = pcall(o[setter], o, name, v)
-    if not ok then error(rewhere(err, where .. "." .. param), 3) end
+    if not ok then rewhere(err, where .. "." .. param) end
   end
   if params.dynamic_input ~= nil then set("set_bool", "dynamic_input", params.dynamic_input, "dynamic_input") end
   for _, k in ipairs({ "dynamic_graph_execute_mode", "dynamic_inputs_shape_range" }) do
@@ -710,10 +689,10 @@ function M.set_graph_exec_config(fetch, params)
   end
   local nodes = {}
   local ok, err = pcall(fetch_nodes, fetch, nodes, 0)
-  if not ok then error(where .. ": " .. tostring(err), 2) end
+  if not ok then errors.rewhere(err, where) end
   for _, gn in ipairs(nodes) do
     local ok2, err2 = pcall(gn[1].set_exec_config, gn[1], gn[2], o)
-    if not ok2 then error(rewhere(err2, where), 2) end
+    if not ok2 then rewhere(err2, where) end
   end
   return fetch
 end

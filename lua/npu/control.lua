@@ -8,6 +8,8 @@
 -- of tensors (lists, or tables with string keys, taken in sorted key order as TensorFlow sorts
 -- dict keys); numbers and npu.Tensors among them become constants.  docs/dynamic.md.
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 
 local M = {}
 
@@ -112,7 +114,7 @@ local function in_region(g, fn, ...)
     return table.pack(fn(...))
   end, ...)
   g:region_end(region)
-  if not ok then error(res, 0) end
+  if not ok then errors.rethrow(res) end
   return region, res
 end
 
@@ -397,7 +399,7 @@ function M.install(npu)
       return as_output(npu, g, p), rl
     end)
     g:region_end(region)
-    if not ok then error(pred_or_err, 2) end
+    if not ok then errors.rethrow(pred_or_err) end
     local pred = pred_or_err
     local inputs = {}
     for i, x in ipairs(inits) do inputs[i] = x end

@@ -22,9 +22,11 @@
 -- The end of the data is an error whose message carries "NPU_ERR_OUT_OF_RANGE":
 -- npu.error_code(err) == npu.errors.OutOfRangeError.
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 
 local data = {}
-data.errors = { OutOfRangeError = "NPU_ERR_OUT_OF_RANGE" }
+data.errors = { OutOfRangeError = errors.OutOfRangeError }
 
 local Tensor_mt = core.Tensor_mt
 local function is_tensor(v) return getmetatable(v) == Tensor_mt end

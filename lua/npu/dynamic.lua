@@ -4,6 +4,8 @@
 -- reshape, where and gather), npu.image's non-max suppression (true output size, padded,
 -- soft).  The steps that consume them are sized when they run too.
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 
 local M = {}
 
@@ -20,7 +22,7 @@ function M.install(npu)
         and next(x) ~= nil and type(next(x)) == "string") then
       return where_op(cond, x) -- x: the options table, or nil
     end
-    if y == nil then error("npu.where: NPU_ERR_ARG: give cond alone, or cond, x and y", 2) end
+    if y == nil then errors.raise("npu.where", "NPU_ERR_ARG", "give cond alone, or cond, x and y") end
     return select_v2(cond, x, y, opts)
   end
 
@@ -41,28 +43,28 @@ function M.install(npu)
     if not is_output(tensor) then tensor = npu.convert_to_tensor(tensor, nil, is_output(mask) and mask:graph() or nil) end
     if not is_output(mask) then mask = npu.convert_to_tensor(mask, "bool", tensor:graph()) end
     if mask:dtype() ~= "bool" then
-      error(("%s: NPU_ERR_DTYPE: mask must be bool, got %s"):format(where_, mask:dtype()), 2)
+      errors.raise(where_, "NPU_ERR_DTYPE", "mask must be bool, got " .. mask:dtype())
     end
     local mshape, tshape = mask:shape(), tensor:shape()
-    if mshape == nil then error(where_ .. ": NPU_ERR_SHAPE: the mask's rank must be known", 2) end
+    if mshape == nil then errors.raise(where_, "NPU_ERR_SHAPE", "the mask's rank must be known") end
     local k, axis = #mshape, opts.axis or 0
-    if k == 0 then error(where_ .. ": NPU_ERR_SHAPE: the mask must not be a scalar", 2) end
+    if k == 0 then errors.raise(where_, "NPU_ERR_SHAPE", "the mask must not be a scalar") end
     local rank = tshape and #tshape
     if rank then
       if axis < 0 then axis = axis + rank end
       if axis < 0 or axis + k > rank then
-        error(("%s: NPU_ERR_SHAPE: a rank-%d mask at axis %s does not fit a tensor of shape [%s]")
-          :format(where_, k, tostring(opts.axis or 0), table.concat(tshape, ",")), 2)
+        errors.raise(where_, "NPU_ERR_SHAPE", ("a rank-%d mask at axis %s does not fit a tensor of shape [%s]")
+          :format(k, tostring(opts.axis or 0), table.concat(tshape, ",")))
       end
       for i = 1, k do
         local a, b = tshape[axis + i], mshape[i]
         if a >= 0 and b >= 0 and a ~= b then
-          error(("%s: NPU_ERR_SHAPE: mask [%s] does not match dims %d..%d of tensor [%s]")
-            :format(where_, table.concat(mshape, ","), axis, axis + k - 1, table.concat(tshape, ",")), 2)
+          errors.raise(where_, "NPU_ERR_SHAPE", ("mask [%s] does not match dims %d..%d of tensor [%s]")
+            :format(table.concat(mshape, ","), axis, axis + k - 1, table.concat(tshape, ",")))
         end
       end
     elseif axis < 0 then
-      error(where_ .. ": NPU_ERR_SHAPE: a negative axis needs the tensor's rank", 2)
+      errors.raise(where_, "NPU_ERR_SHAPE", "a negative axis needs the tensor's rank")
     end
     local g = tensor:graph()
     local flat = tensor

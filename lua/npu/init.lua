@@ -9,6 +9,8 @@
 --   * sessions: npu.Session{graph=, config=} or {graph=, options={...}}, sess:run;
 --   * tensors: npu.tensor, npu.zeros, npu.random.normal, ... (from the C module).
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local config = require("npu.config")
 
 local npu = {}
@@ -26,11 +28,67 @@ npu.random = {
 }
 npu.Tensor = core.Tensor_mt
 
---- The status code of an error raised by npu ("NPU_ERR_SHAPE", ...), or nil.
+--- The status code of an error raised by npu ("NPU_ERR_SHAPE", ...), or nil for any other
+-- value.  Errors are npu.errors values: npu.errors.is(err, npu.errors.ShapeError) tests a class.
+npu.errors = errors
 function npu.error_code(err)
-  if type(err) == "table" and err.code then return err.code end
-  return type(err) == "string" and err:match("(NPU_ERR_[%u_]+)") or nil
+  return errors.is_error(err) and err.code or nil
 end
+
+-- Logs -----------------------------------------------------------------------------------
+-- The core's warnings (an option ignored for another's precedence, a dump or profile file
+-- not written, ...) reach Lua here.  By default warnings and errors go through Lua 5.4's
+-- `warn` (shown by `lua5.4 -W`, or after warn("@on")); ASCEND_SLOG_PRINT_TO_STDOUT=1 prints
+-- them on stdout instead, and ASCEND_GLOBAL_LOG_LEVEL (0 debug, 1 info, 2 warning, 3 error,
+-- 4 none; default 2 here) sets the least level passed on, as in CANN.
+
+local LOG_LEVELS = { [0] = "debug", "info", "warning", "error" }
+local LOG_NUMBERS = { debug = 0, info = 1, warning = 2, error = 3, none = 4 }
+local function env_log_level()
+  local v = math.tointeger(tonumber(os.getenv("ASCEND_GLOBAL_LOG_LEVEL") or ""))
+  return v and v >= 0 and v <= 4 and v or 2
+end
+local log = { fn = nil, min = env_log_level(), stdout = os.getenv("ASCEND_SLOG_PRINT_TO_STDOUT") == "1" }
+
+local function default_log(level, message)
+  if log.stdout then
+    io.stdout:write("[", level:upper(), "] npu: ", message, "\n")
+    io.stdout:flush()
+  else
+    warn("npu ", level, ": ", message)
+  end
+end
+
+local function deliver(level, message)
+  if level < log.min then return end
+  (log.fn or default_log)(LOG_LEVELS[level] or tostring(level), message, level)
+end
+core.set_log_handler(deliver)
+
+--- npu.set_log(fn [, level]): fn(level, message) receives npu's log lines from now on (level
+-- "debug", "info", "warning" or "error"; a third argument gives it as a number 0..3); nil
+-- restores the default (`warn`, or stdout under ASCEND_SLOG_PRINT_TO_STDOUT=1).  level (a
+-- name or 0..4) is the least level passed on; by default ASCEND_GLOBAL_LOG_LEVEL's, else
+-- "warning".  Messages from the device's own threads arrive at the next npu call.
+function npu.set_log(fn, level)
+  if fn ~= nil and type(fn) ~= "function" then
+    errors.raise("npu.set_log", "NPU_ERR_ARG", "expected a function(level, message) or nil, got " .. type(fn))
+  end
+  if level ~= nil then
+    local n = LOG_NUMBERS[level] or math.tointeger(level)
+    if not n or n < 0 or n > 4 then
+      local best = errors.suggest(tostring(level), { "debug", "info", "warning", "error", "none" })
+      errors.raise("npu.set_log", "NPU_ERR_ARG", ("unknown level '%s'%s"):format(tostring(level),
+        best and (" (did you mean '" .. best .. "'?)") or " (debug, info, warning, error, none or 0..4)"))
+    end
+    log.min = n
+  elseif fn == nil then
+    log.min = env_log_level()
+  end
+  log.fn = fn
+end
+
+-- (npu.log is the natural logarithm, as tf.log: the log sink is npu.set_log's.)
 
 -- Graphs ---------------------------------------------------------------------------------
 
@@ -44,7 +102,7 @@ local graph_state = setmetatable({}, { __mode = "k" })
 local function state_of(g)
   local st = graph_state[g]
   if not st then
-    st = { initializers = {}, variables = {} }
+    st = { initializers = {}, variables = {}, scopes_used = {} }
     graph_state[g] = st
   end
   return st
@@ -96,6 +154,85 @@ local function to_output(g, v, dtype)
 end
 npu.convert_to_tensor = function(v, dtype, g) return to_output(g or npu.get_default_graph(), v, dtype) end
 
+-- Name scopes --------------------------------------------------------------------------------
+-- As TensorFlow forms names: inside npu.name_scope("fc", fn) every node is "fc/<name>" (its
+-- own name, or its op type: "fc/MatMul"); a scope opened again gets a new name ("fc_1"), a
+-- name ending in "/" is absolute (not nested, not renamed); npu.variable_scope keeps its name
+-- as given.  The scopes are a stack of this module (as TensorFlow's default graph stack),
+-- resolved separately for each graph a node is added to.
+
+local raw_add_op = Graph_methods.add_op
+local scopes = {} -- { name =, exact =, absolute =, resolved = {[graph] = "prefix/"} }
+
+local function name_taken(g, name)
+  return state_of(g).scopes_used[name] or pcall(g.get_operation_by_name, g, name)
+end
+
+-- The prefix ("outer/fc/") of the current scopes in graph g, "" outside any.
+local function scope_prefix(g)
+  local prefix = ""
+  for _, e in ipairs(scopes) do
+    local r = e.resolved[g]
+    if not r then
+      local full = e.absolute and e.name or prefix .. e.name
+      if not e.exact and name_taken(g, full) then
+        local k = 1
+        while name_taken(g, full .. "_" .. k) do k = k + 1 end
+        full = full .. "_" .. k
+      end
+      state_of(g).scopes_used[full] = true
+      r = full == "" and "" or full .. "/"
+      e.resolved[g] = r
+    end
+    prefix = r
+  end
+  return prefix
+end
+
+--- g:add_op(op, inputs, attrs, name) -> node id: the C method, with the name put in the
+-- current name scope.
+function Graph_methods:add_op(op, inputs, attrs, name)
+  if scopes[1] then
+    local prefix = scope_prefix(self)
+    if prefix ~= "" then name = prefix .. (name or (npu.ops[op] and npu.ops[op].tf_type) or op) end
+  end
+  return raw_add_op(self, op, inputs, attrs, name)
+end
+
+local function open_scope(where, name, exact, fn)
+  if type(name) ~= "string" then
+    errors.raise(where, "NPU_ERR_ARG", "the scope name must be a string, got " .. type(name))
+  end
+  if fn ~= nil and type(fn) ~= "function" then
+    errors.raise(where, "NPU_ERR_ARG", "argument 2 must be a function (or nothing, for <close>), got " .. type(fn))
+  end
+  local absolute = name:sub(-1) == "/"
+  local e = { name = absolute and name:sub(1, -2) or name, exact = exact or absolute,
+    absolute = absolute, resolved = setmetatable({}, { __mode = "k" }) }
+  local depth = #scopes + 1
+  scopes[depth] = e
+  local function close()
+    for i = #scopes, depth, -1 do scopes[i] = nil end
+  end
+  if fn == nil then return setmetatable({}, { __close = close }) end
+  local r = table.pack(pcall(fn))
+  close()
+  if not r[1] then errors.rethrow(r[2]) end
+  return table.unpack(r, 2, r.n)
+end
+
+--- npu.name_scope(name, fn): runs fn() with the nodes it makes named "<name>/..." (TF's
+-- `with tf.name_scope(name):`) and returns its results; without fn, returns a value to hold
+-- with <close>: `local _ <close> = npu.name_scope("fc")`.
+function npu.name_scope(name, fn) return open_scope("npu.name_scope", name, false, fn) end
+
+--- npu.variable_scope(name, fn): as name_scope, but the name is kept as given when opened
+-- again (variables are found by their names: "fc/kernel").
+function npu.variable_scope(name, fn) return open_scope("npu.variable_scope", name, true, fn) end
+
+--- The current scope's prefix in graph g (the default graph when nil): "outer/fc/" or "".
+function npu.get_name_scope(g) return scope_prefix(g or npu.get_default_graph()) end
+
 --- g:placeholder(dtype, shape, name): shape entries -1 (or nil shape) for unknown sizes.
 function Graph_methods:placeholder(dtype, shape, name)
   local attrs = { dtype = dtype }
@@ -125,7 +262,7 @@ function Graph_methods:variable(initial, name)
   local node = self:add_op("variable", {}, { dtype = init:dtype(), shape = shape }, name or "Variable")
   local var = self:output(node, 0)
   local vname = self:operation(node):name()
-  local assign = self:add_op("assign", { var, init }, nil, vname .. "/Assign")
+  local assign = raw_add_op(self, "assign", { var, init }, nil, vname .. "/Assign") -- vname is scoped
   local st = state_of(self)
   st.initializers[#st.initializers + 1] = assign
   st.variables[#st.variables + 1] = var
@@ -188,6 +325,19 @@ local ops = {}
 for _, def in ipairs(core.op_list()) do ops[def.name] = def end
 npu.ops = ops
 
+-- "npu.conv2d(input1, input2, strides, padding, data_format, dilations [, {attr = v, name = s}])"
+local function signature(def)
+  local parts = {}
+  if def.max_inputs < 0 then parts[1] = "{inputs...}"
+  else
+    for i = 1, def.max_inputs do parts[#parts + 1] = i > def.min_inputs and ("[input%d]"):format(i) or ("input" .. i) end
+  end
+  for _, a in ipairs(def.args) do parts[#parts + 1] = a end
+  parts[#parts + 1] = "{attr = v, name = s}"
+  return ("npu.%s(%s)"):format(def.name, table.concat(parts, ", "))
+end
+npu.signature = function(op) return ops[op] and signature(ops[op]) end
+
 local function make_op(def)
   local variadic = def.max_inputs < 0
   return function(...)
@@ -214,10 +364,14 @@ local function make_op(def)
     end
     local opts = args[pos]
     local name
+    if pos < args.n or (opts ~= nil and (type(opts) ~= "table" or is_output(opts) or is_tensor(opts)
+        or (next(opts) ~= nil and not is_options(opts)))) then
+      errors.raise("npu." .. def.name, "NPU_ERR_ARG", ("argument %d: expected the options table "
+        .. "{attr = v, name = s} (or nothing), got %s; the signature is %s"):format(pos,
+        is_output(opts) and "an npu.Output" or is_tensor(opts) and "an npu.Tensor"
+        or type(opts) == "table" and "a list" or type(opts), signature(def)))
+    end
     if opts ~= nil then
-      if type(opts) ~= "table" then
-        error(("npu.%s: argument %d: expected an options table, got %s"):format(def.name, pos, type(opts)), 2)
-      end
       for k, v in pairs(opts) do
         if k == "name" then name = v else attrs[k] = v end
       end
@@ -271,6 +425,55 @@ Output_mt.__mul = binary(npu.mul)
 Output_mt.__div = binary(npu.div)
 Output_mt.__unm = function(a) return npu.neg(a) end
 
+-- Shapes ------------------------------------------------------------------------------------
+-- t:shape() and output:shape() are lists of dims (-1: unknown) that print as {2, 3} and
+-- compare by value (shape == {2, 3}); nil for an output of unknown rank.
+local Shape_mt = {
+  __name = "npu.Shape",
+  __tostring = function(s)
+    local parts = {}
+    for i, d in ipairs(s) do parts[i] = tostring(d) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  end,
+  __eq = function(a, b)
+    if type(a) ~= "table" or type(b) ~= "table" or #a ~= #b then return false end
+    for i = 1, #a do if a[i] ~= b[i] then return false end end
+    return true
+  end,
+}
+npu.Shape = Shape_mt
+local function as_shape(s) return s and setmetatable(s, Shape_mt) end
+local Tensor_methods = core.Tensor -- the method table behind Tensor_mt.__index (indexing t[i] too)
+do
+  local tensor_shape, output_shape = Tensor_methods.shape, Output_methods.shape
+  Tensor_methods.shape = function(t) return as_shape(tensor_shape(t)) end
+  Output_methods.shape = function(o) return as_shape(output_shape(o)) end
+end
+
+-- Eager arithmetic on tensors ---------------------------------------------------------------
+-- t + t, t * 2, -t, ... on npu.Tensors run the op at once on the device (a one-node graph),
+-- with the graph ops' broadcasting and dtype rules; a Tensor with an Output builds a node of
+-- the Output's graph instead.
+local function eager(op_name, unary)
+  local fn = npu[op_name]
+  return function(a, b)
+    if unary then b = nil end -- Lua passes the operand twice to __unm
+    if is_output(a) or is_output(b) then -- a graph value: build, not run
+      local g = is_output(a) and a:graph() or b:graph()
+      return fn(to_output(g, a, dtype_of(b)), to_output(g, b, dtype_of(a)))
+    end
+    local g = core.graph_new()
+    local y = b == nil and fn(to_output(g, a)) or fn(to_output(g, a, dtype_of(b)), to_output(g, b, dtype_of(a)))
+    local sess <close> = core.session_new(g, config.to_options(nil))
+    return sess:run(y)
+  end
+end
+core.Tensor_mt.__add = eager("add")
+core.Tensor_mt.__sub = eager("sub")
+core.Tensor_mt.__mul = eager("mul")
+core.Tensor_mt.__div = eager("div")
+core.Tensor_mt.__unm = eager("neg", true)
+
 -- Sessions -------------------------------------------------------------------------------
 
 npu.ConfigProto = config.ConfigProto
@@ -284,11 +487,27 @@ local system_options -- set by initialize_system, inherited by later sessions
 
 --- npu.Session{graph = g, config = cfg} or npu.Session{graph = g, options = {name = value}}
 -- (also npu.Session(g, cfg)).  Without graph, the default graph.
+local SESSION_KEYS = { "graph", "config", "options", "target" }
 function npu.Session(spec, cfg)
   local graph, opts
   if spec == nil or is_options(spec) or (type(spec) == "table" and getmetatable(spec) == nil) then
     spec = spec or {}
-    graph = spec.graph or npu.get_default_graph()
+    -- npu.Session{g} / npu.Session{g, config = c}: the graph may come first, unnamed
+    local first = rawget(spec, 1)
+    if first ~= nil and getmetatable(first) ~= core.Graph_mt then
+      errors.raise("npu.Session", "NPU_ERR_ARG", ("the first entry must be an npu.Graph, got %s")
+        :format(type(first)))
+    end
+    if first ~= nil and spec.graph ~= nil then
+      errors.raise("npu.Session", "NPU_ERR_ARG", "give the graph once: {g} or {graph = g}")
+    end
+    local named = {}
+    for k, v in pairs(spec) do if k ~= 1 then named[k] = v end end
+    errors.check_keys("npu.Session", named, SESSION_KEYS)
+    if spec.graph ~= nil and getmetatable(spec.graph) ~= core.Graph_mt then
+      errors.raise("npu.Session", "NPU_ERR_ARG", ("graph must be an npu.Graph, got %s"):format(type(spec.graph)))
+    end
+    graph = first or spec.graph or npu.get_default_graph()
     if spec.config ~= nil and spec.options ~= nil then
       error("npu.Session: give either config or options, not both", 2)
     end
@@ -358,9 +577,9 @@ function npu.util.render_graph(what, path, opts)
   local exe = opts.dot or "dot"
   local found = os.execute("command -v " .. q(exe) .. " >/dev/null 2>&1")
   if not found then
-    error(where .. ": NPU_ERR_NOT_FOUND: Graphviz's '" .. exe .. "' was not found on PATH: " ..
+    errors.raise(where, "NPU_ERR_NOT_FOUND", "Graphviz's '" .. exe .. "' was not found on PATH: " ..
       "install Graphviz (Debian: apt-get install graphviz, or tools/install-deps.sh) or write " ..
-      "the DOT text yourself (g:to_dot(), e:to_dot()) and render it elsewhere", 2)
+      "the DOT text yourself (g:to_dot(), e:to_dot()) and render it elsewhere")
   end
   local src, err = os.tmpname(), os.tmpname()
   local f = assert(io.open(src, "wb"))
@@ -375,8 +594,8 @@ function npu.util.render_graph(what, path, opts)
   os.remove(err)
   msg = msg:gsub("%s+$", "")
   if not ok then
-    error(where .. ": NPU_ERR_IO: " .. exe .. " -T" .. format .. " failed writing '" .. path ..
-      "': " .. (msg ~= "" and msg or "(no message)"), 2)
+    errors.raise(where, "NPU_ERR_IO", exe .. " -T" .. format .. " failed writing '" .. path ..
+      "': " .. (msg ~= "" and msg or "(no message)"))
   end
   return path
 end
@@ -395,8 +614,8 @@ function npu.util.set_iteration_per_loop(sess, train_op, n)
   end
   local want = sess:options():get("iterations_per_loop")
   if want ~= n then
-    error(("npu.util.set_iteration_per_loop: NPU_ERR_CONFLICT: %d iterations requested but the "
-      .. "session's iterations_per_loop is %d: parameter_map[\"iterations_per_loop\"] must be equal"):format(n, want), 2)
+    errors.raise("npu.util.set_iteration_per_loop", "NPU_ERR_CONFLICT", ("%d iterations requested but the "
+      .. "session's iterations_per_loop is %d: parameter_map[\"iterations_per_loop\"] must be equal"):format(n, want))
   end
   local op = is_output(train_op) and train_op:op() or train_op
   if not is_operation(op) then
@@ -429,7 +648,7 @@ function npu.util.keep_tensors_dtypes(graph, tensors)
   for i, t in ipairs(tensors) do
     if type(t) == "string" then
       local ok, out = pcall(graph.get_tensor_by_name, graph, t)
-      if not ok then error(where .. ": " .. tostring(out):gsub("^npu%.Graph:get_tensor_by_name: ", ""), 2) end
+      if not ok then errors.rewhere(out, where) end
       ids[i] = out:id()
     elseif is_output(t) and rawequal(t:graph(), graph) then
       ids[i] = t:id()
@@ -475,10 +694,6 @@ require("npu.host").install(npu)
 
 -- Datasets and checkpoints (lua/npu/data.lua, lua/npu/saver.lua)
 npu.data = require("npu.data")
-npu.errors = npu.errors or {}
-npu.errors.OutOfRangeError = npu.data.errors.OutOfRangeError
-npu.errors.CancelledError = "NPU_ERR_CANCELLED"        -- npu_session_cancel, Ctrl-C
-npu.errors.DeadlineExceededError = "NPU_ERR_TIMEOUT"   -- timeout_in_ms, op_*_timeout
 npu.train.Saver = require("npu.saver").Saver
 
 -- Models: TensorFlow graphs in and out (lua/npu/model.lua)

@@ -14,6 +14,8 @@
 --                          signature's order; also indexed by key: info.outputs.by_key[k]
 --   info.input_names, info.output_names   the tensor names, in order
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 
 local M = {}
 

@@ -6,6 +6,8 @@
 --   npu.initializers.glorot_uniform / he_normal / zeros / ones / constant,
 --   npu.layers.dense / conv2d / batch_normalization / dropout, npu.get_collection.
 -- Everything is built from ops of the op table, so gradients come from the ops' own.
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local M = {}
 
 local npu -- set by install
@@ -240,16 +242,31 @@ end
 -- bias_initializer=zeros, name="dense"}): activation(x W + b) with W "<name>/kernel" of
 -- shape (in, units) and b "<name>/bias".  Returns the output; the variables are in
 -- g:global_variables().
+-- Runs body() with the layer's nodes named "<outer scopes>/<name>/..." (name made unique as
+-- TensorFlow does: "dense", "dense_1", ...): "fc/kernel", "fc/MatMul", "fc/BiasAdd", "fc/Relu".
+local function in_layer_scope(g, base, body)
+  local full = unique_scope(g, npu.get_name_scope(g) .. base)
+  return npu.name_scope(full .. "/", body)
+end
+
+local DENSE_KEYS = { "activation", "use_bias", "kernel_initializer", "bias_initializer", "name" }
+local CONV_KEYS = { "strides", "padding", "activation", "use_bias", "kernel_initializer",
+  "bias_initializer", "name", "dilation_rate" }
+
 function layers.dense(x, units, opts)
   opts = opts or {}
+  errors.check_keys("npu.layers.dense", opts, DENSE_KEYS)
+  return in_layer_scope(x:graph(), opts.name or "dense", function() return layers._dense(x, units, opts) end)
+end
+
+function layers._dense(x, units, opts)
   local g = x:graph()
   local shape = x:shape()
   local n_in = shape and shape[#shape]
   if not n_in or n_in < 0 then error("dense: the input's last dimension must be known", 2) end
   local dt = x:dtype()
-  local scope = unique_scope(g, opts.name or "dense")
   local kinit = opts.kernel_initializer or initializers.glorot_uniform()
-  local w = g:variable(kinit({ n_in, units }, dt), scope .. "/kernel")
+  local w = g:variable(kinit({ n_in, units }, dt), "kernel")
   local y
   if #shape == 2 then
     y = npu.matmul(x, w)
@@ -262,7 +279,7 @@ function layers.dense(x, units, opts)
   end
   if opts.use_bias ~= false then
     local binit = opts.bias_initializer or initializers.zeros()
-    local b = g:variable(binit({ units }, dt), scope .. "/bias")
+    local b = g:variable(binit({ units }, dt), "bias")
     y = npu.nn.bias_add(y, b)
   end
   return activate(y, opts.activation)
@@ -275,21 +292,27 @@ local function pair(v) return type(v) == "table" and v or { v, v } end
 -- "<name>/kernel" (kh, kw, in, filters), bias "<name>/bias".
 function layers.conv2d(x, filters, kernel_size, opts)
   opts = opts or {}
+  errors.check_keys("npu.layers.conv2d", opts, CONV_KEYS)
+  return in_layer_scope(x:graph(), opts.name or "conv2d", function()
+    return layers._conv2d(x, filters, kernel_size, opts)
+  end)
+end
+
+function layers._conv2d(x, filters, kernel_size, opts)
   local g = x:graph()
   local shape = x:shape()
   local c = shape and shape[4]
   if not c or c < 0 then error("conv2d: the input's channel dimension must be known", 2) end
   local k = pair(kernel_size)
   local dt = x:dtype()
-  local scope = unique_scope(g, opts.name or "conv2d")
   local kinit = opts.kernel_initializer or initializers.glorot_uniform()
-  local w = g:variable(kinit({ k[1], k[2], c, filters }, dt), scope .. "/kernel")
+  local w = g:variable(kinit({ k[1], k[2], c, filters }, dt), "kernel")
   local y = npu.nn.conv2d(x, w, { strides = pair(opts.strides or 1),
     padding = string.upper(opts.padding or "valid"),
     dilations = opts.dilation_rate and pair(opts.dilation_rate) or nil })
   if opts.use_bias ~= false then
     local binit = opts.bias_initializer or initializers.zeros()
-    y = npu.nn.bias_add(y, g:variable(binit({ filters }, dt), scope .. "/bias"))
+    y = npu.nn.bias_add(y, g:variable(binit({ filters }, dt), "bias"))
   end
   return activate(y, opts.activation)
 end

@@ -13,6 +13,8 @@
 -- A variable missing from the file, or held there with another shape or dtype, is an error
 -- naming the variable; nothing is assigned then.
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 
 local M = {}
 
@@ -116,6 +118,7 @@ end
 
 --- saver:restore(sess, path): assigns every variable its value in the file.
 function Saver:restore(sess, path)
+  local where = "npu.train.Saver:restore"
   if type(path) ~= "string" then error("npu.train.Saver:restore: path must be a string", 2) end
   local names, tensors, metadata = core.safetensors_load(path)
   local by_name = {}
@@ -124,18 +127,18 @@ function Saver:restore(sess, path)
   for _, e in ipairs(self._entries) do
     local t = by_name[e.name]
     if t == nil then
-      error(("npu.train.Saver:restore: NPU_ERR_NOT_FOUND: variable '%s' is not in '%s'"):format(e.name, path), 2)
+      errors.raise(where, "NPU_ERR_NOT_FOUND", ("variable '%s' is not in '%s'"):format(e.name, path))
     end
     local want, got = e.var:shape(), t:shape()
     local same = #want == #got
     for d = 1, #want do same = same and want[d] == got[d] end
     if not same then
-      error(("npu.train.Saver:restore: NPU_ERR_SHAPE: variable '%s' is %s but '%s' holds %s")
-        :format(e.name, shape_str(want), path, shape_str(got)), 2)
+      errors.raise(where, "NPU_ERR_SHAPE", ("variable '%s' is %s but '%s' holds %s")
+        :format(e.name, shape_str(want), path, shape_str(got)))
     end
     if t:dtype() ~= e.var:dtype() then
-      error(("npu.train.Saver:restore: NPU_ERR_DTYPE: variable '%s' is %s but '%s' holds %s")
-        :format(e.name, e.var:dtype(), path, t:dtype()), 2)
+      errors.raise(where, "NPU_ERR_DTYPE", ("variable '%s' is %s but '%s' holds %s")
+        :format(e.name, e.var:dtype(), path, t:dtype()))
     end
   end
   local assigns = self:_restore_ops()

@@ -12,6 +12,8 @@
 --
 -- Invariants: every flag is given as `--name=value`, each word quoted for the shell; a server
 -- that does not come up within opts.timeout seconds is killed and its log is in the error.
+local errors = require("npu.errors")
+
 local M = {}
 
 local function quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
@@ -72,10 +74,10 @@ end
 
 function M.serve(opts)
   if type(opts) ~= "table" then
-    error(("npu.serve: expected a table of flags, got %s"):format(type(opts)), 2)
+    errors.raise("npu.serve", "NPU_ERR_ARG", ("expected a table of flags, got %s"):format(type(opts)))
   end
   if opts.model_base_path == nil and opts.model_config_file == nil then
-    error("npu.serve: NPU_ERR_ARG: model_base_path or model_config_file is required", 2)
+    errors.raise("npu.serve", "NPU_ERR_ARG", "model_base_path or model_config_file is required")
   end
   local address = opts.address or opts.rest_api_address or "127.0.0.1"
   local port = opts.port or opts.rest_api_port or 0
@@ -83,14 +85,14 @@ function M.serve(opts)
                  quote("--rest_api_port=" .. port) }
   local keys = {}
   for k in pairs(opts) do
-    if type(k) ~= "string" then error("npu.serve: NPU_ERR_ARG: flags are named (string keys)", 2) end
+    if type(k) ~= "string" then errors.raise("npu.serve", "NPU_ERR_ARG", "flags are named (string keys)") end
     if not OWN[k] and k ~= "rest_api_address" and k ~= "rest_api_port" then keys[#keys + 1] = k end
   end
   table.sort(keys)
   for _, k in ipairs(keys) do
     local v = opts[k]
     if type(v) == "table" then
-      error(("npu.serve: NPU_ERR_ARG: flag '%s' takes a string, number or boolean"):format(k), 2)
+      errors.raise("npu.serve", "NPU_ERR_ARG", ("flag '%s' takes a string, number or boolean"):format(k))
     end
     args[#args + 1] = quote(("--%s=%s"):format(k, tostring(v)))
   end
@@ -99,7 +101,7 @@ function M.serve(opts)
   local p = io.popen(cmd)
   local pid = p and tonumber(p:read("l"))
   if p then p:close() end
-  if not pid then error("npu.serve: NPU_ERR_IO: cannot start npu-serve through /bin/sh", 2) end
+  if not pid then errors.raise("npu.serve", "NPU_ERR_IO", "cannot start npu-serve through /bin/sh") end
   local timeout = opts.timeout or 30
   local bound
   for _ = 1, math.max(1, math.floor(timeout / 0.05)) do
@@ -109,8 +111,8 @@ function M.serve(opts)
   end
   if not bound then
     os.execute("kill -KILL " .. pid .. " 2>/dev/null")
-    error(("npu.serve: NPU_ERR_IO: npu-serve did not start (log %s):\n%s"):format(
-      log, read_file(log) or "(no log)"), 2)
+    errors.raise("npu.serve", "NPU_ERR_IO", ("npu-serve did not start (log %s):\n%s"):format(
+      log, read_file(log) or "(no log)"))
   end
   return setmetatable({ pid = pid, log = log, url = bound, port = tonumber(bound:match(":(%d+)$")) },
                       Server)

@@ -22,6 +22,8 @@
 -- reads an event file back (CRCs checked; an incomplete last record ends the loop, as in
 -- TensorBoard, and the reader's :truncated() says how many bytes it had).
 local core = require("npu.core")
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 
 local M = {}
 local npu -- set by install

@@ -10,6 +10,8 @@
 --   npu.range(start, limit, delta, dtype): graph outputs among the arguments make a range op
 --     (its length must be known when the graph compiles: constants, or values the compiler
 --     folds); plain numbers keep making a tensor (npu.core.range).
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local M = {}
 
 local npu -- set by install

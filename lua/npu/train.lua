@@ -12,6 +12,8 @@
 -- place, so an update reads the values the forward pass and the gradients used (they were
 -- created before it), and the last updates (Adam's beta powers, the global step) come after
 -- every variable's update, as TensorFlow's control dependencies order them.
+local errors = require("npu.errors")
+local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local train = {}
 
 local npu_module
@@ -193,7 +195,9 @@ function Optimizer:apply_gradients(grads_and_vars, opts)
     local grad, var = gv[1], gv[2]
     if grad ~= nil then
       any = true
-      updates[#updates + 1] = self:_apply_dense(grad, var)
+      -- TensorFlow's names: "GradientDescent/update_fc/kernel/..."
+      local scope = N().get_name_scope(g) .. (opts.name or self._name) .. "/update_" .. var_name(var) .. "/"
+      updates[#updates + 1] = N().name_scope(scope, function() return self:_apply_dense(grad, var) end)
     end
   end
   if not any then error("apply_gradients: no gradients provided for any variable", 2) end
@@ -511,7 +515,7 @@ function LSO:apply_gradients(grads_and_vars, opts)
   self._opt._gate = finite
   local ok, apply = pcall(self._opt.apply_gradients, self._opt, grads_and_vars, opts)
   self._opt._gate = nil
-  if not ok then error(apply, 2) end
+  if not ok then errors.rethrow(apply) end
   local update = self._manager:update_loss_scale(finite)
   if not update then return apply end
   return apply:graph():group({ apply, update }, opts and opts.name or "LossScaleOptimizer")

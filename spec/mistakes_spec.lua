@@ -1,0 +1,200 @@
+-- mistakes_spec.lua — fifty mistakes a user porting a TensorFlow script makes, each with the
+-- message it gets: an npu error value (its code), whose text names the culprit and, where a
+-- name was misspelt, the nearest valid one; the position is the user's line (this file).
+local lu = require("luaunit")
+local npu = require("npu")
+
+TestMistakes = {}
+
+local THIS = debug.getinfo(1, "S").short_src
+
+-- A small world to make mistakes in.
+local function world()
+  local g = npu.Graph()
+  local w = {
+    g = g,
+    x = g:placeholder("float32", { 1, 8, 8, 3 }, "x"),
+    k = g:const(npu.zeros({ 3, 3, 3, 4 }), "k"),
+    m = g:placeholder("float32", { 2, 3 }, "m"),
+    v = g:variable(npu.zeros({ 3, 2 }), "v"),
+  }
+  w.sess = npu.Session { graph = g }
+  return w
+end
+
+-- { what, function(w) that makes the mistake, code, text the message contains }
+local CASES = {
+  -- misspelt attributes and keywords (strict arguments)
+  { "conv2d strides misspelt", function(w) return npu.nn.conv2d(w.x, w.k, { strdes = { 1, 2, 2, 1 }, padding = "SAME" }) end,
+    "NPU_ERR_ARG", "unknown attribute 'strdes' (did you mean 'strides'?)" },
+  { "reduce_sum keepdim", function(w) return npu.reduce_sum(w.m, { axis = 1, keepdim = true }) end,
+    "NPU_ERR_ARG", "unknown attribute 'keepdim' (did you mean 'keepdims'?)" },
+  { "reduce_sum keep_dims (TF1 spelling)", function(w) return npu.reduce_sum(w.m, { axis = 1, keep_dims = true }) end,
+    "NPU_ERR_ARG", "unknown attribute 'keep_dims' (did you mean 'keepdims'?)" },
+  { "matmul transpose_b misspelt", function(w) return npu.matmul(w.m, w.m, { tranpose_b = true }) end,
+    "NPU_ERR_ARG", "unknown attribute 'tranpose_b' (did you mean 'transpose_b'?)" },
+  { "relu takes no attribute", function(w) return npu.nn.relu(w.m, { alpha = 0.2 }) end,
+    "NPU_ERR_ARG", "relu 'Relu': unknown attribute 'alpha' (relu takes none)" },
+  { "max_pool ksize misspelt", function(w) return npu.nn.max_pool(w.x, { ksizes = { 1, 2, 2, 1 }, strides = { 1, 2, 2, 1 }, padding = "VALID" }) end,
+    "NPU_ERR_ARG", "unknown attribute 'ksizes' (did you mean 'ksize'?)" },
+  { "generic g:op with a misspelt attribute", function(w) return w.g:op("matmul", { w.m, w.m }, { transpose_bb = true }) end,
+    "NPU_ERR_ARG", "(did you mean 'transpose_b'?)" },
+  { "unknown op in g:op", function(w) return w.g:op("matmull", { w.m, w.m }) end,
+    "NPU_ERR_NOT_FOUND", "unknown op 'matmull' (did you mean 'matmul'?)" },
+  { "softmax axis misspelt", function(w) return npu.nn.softmax(w.m, { axsi = -1 }) end,
+    "NPU_ERR_ARG", "unknown attribute 'axsi' (did you mean 'axis'?)" },
+  { "cast dtype misspelt", function(w) return npu.cast(w.m, { dtpye = "int32" }) end,
+    "NPU_ERR_ARG", "unknown attribute 'dtpye' (did you mean 'dtype'?)" },
+  -- positional forms
+  { "too many positional arguments", function(w) return npu.nn.conv2d(w.x, w.k, { 1, 1, 1, 1 }, "VALID", "NHWC", { 1, 1, 1, 1 }, "extra") end,
+    "NPU_ERR_ARG", "the signature is npu.conv2d(input1, input2, strides, padding, data_format, dilations, {attr = v, name = s})" },
+  { "a list where the options go", function(w) return npu.nn.relu(w.m, { 1, 2 }) end,
+    "NPU_ERR_ARG", "argument 2: expected the options table {attr = v, name = s} (or nothing), got a list" },
+  { "a string where the options go", function(w) return npu.nn.relu(w.m, "act") end,
+    "NPU_ERR_ARG", "got string; the signature is npu.relu(input1, {attr = v, name = s})" },
+  { "padding value wrong", function(w) return npu.nn.conv2d(w.x, w.k, { 1, 1, 1, 1 }, "SAMEE") end,
+    "NPU_ERR_ARG", "SAMEE" },
+  { "strides of the wrong length", function(w) return npu.nn.conv2d(w.x, w.k, { 1, 1, 1 }, "SAME") end,
+    "NPU_ERR_ARG", "strides" },
+  -- shapes and dtypes
+  { "matmul inner dims differ", function(w) return npu.matmul(w.m, w.m) end,
+    "NPU_ERR_SHAPE", "[2,3]" },
+  { "broadcast that cannot be", function(w) return w.m + npu.tensor({ 1, 2 }) end,
+    "NPU_ERR_SHAPE", "[2,3] and [2]" },
+  { "adding int to float", function(w) return w.m + w.g:const(npu.tensor({ 1, 2, 3 }, "int32")) end,
+    "NPU_ERR_DTYPE", "int32" },
+  { "conv2d with a rank-2 input", function(w) return npu.nn.conv2d(w.m, w.k, { 1, 1, 1, 1 }, "SAME") end,
+    "NPU_ERR_SHAPE", "conv2d" },
+  { "reshape to a size that does not fit", function(w) return npu.reshape(w.m, { 4, 2 }) end,
+    "NPU_ERR_SHAPE", "reshape" },
+  { "reduce over an axis out of range", function(w) return npu.reduce_sum(w.m, 5) end,
+    "NPU_ERR_ARG", "axis" },
+  { "variable from an unknown shape", function(w) return w.g:variable(w.g:placeholder("float32", { -1, 2 })) end,
+    "NPU_ERR_ARG", "the initial value's shape must be fully known" },
+  { "inputs from two graphs", function(w) return npu.matmul(w.m, npu.Graph():placeholder("float32", { 3, 2 })) end,
+    "NPU_ERR_ARG", "belongs to another graph" },
+  -- sessions and runs
+  { "run(nil): a misspelt fetch variable", function(w) return w.sess:run(nil) end,
+    "NPU_ERR_ARG", "fetches is nil (a misspelt or unset variable?)" },
+  { "run of a tensor, not a graph element", function(w) return w.sess:run(npu.tensor({ 1 })) end,
+    "NPU_ERR_ARG", "cannot fetch a npu.Tensor" },
+  { "run of a number", function(w) return w.sess:run(42) end,
+    "NPU_ERR_ARG", "cannot fetch a number" },
+  { "run of an unknown op name", function(w) return w.sess:run("trian_op") end,
+    "NPU_ERR_NOT_FOUND", "no node named 'trian_op'" },
+  { "run of an unknown tensor name", function(w) return w.sess:run("loss:0") end,
+    "NPU_ERR_NOT_FOUND", "loss" },
+  { "missing feed", function(w) return w.sess:run(w.m * 2) end,
+    "NPU_ERR_ARG", "placeholder 'm' (float32 [2,3]) must be fed" },
+  { "feed of the wrong shape", function(w) return w.sess:run(w.m * 2, { [w.m] = npu.zeros({ 3, 2 }) }) end,
+    "NPU_ERR_SHAPE", "[3,2]" },
+  { "feed of the wrong dtype", function(w) return w.sess:run(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }, "int32") }) end,
+    "NPU_ERR_DTYPE", "int32" },
+  { "feed keyed by a number", function(w) return w.sess:run(w.m * 2, { [1] = npu.zeros({ 2, 3 }) }) end,
+    "NPU_ERR_ARG", "feed keys must be npu.Output or tensor names" },
+  { "variable read before the initializer", function(w) return w.sess:run(w.v) end,
+    "NPU_ERR_STATE", "v" },
+  { "run on a closed session", function(w) w.sess:close(); return w.sess:run(w.v) end,
+    "NPU_ERR_STATE", "the session is closed" },
+  { "fetch from another graph", function(w) return w.sess:run(npu.Graph():placeholder("float32", { 1 }, "p")) end,
+    "NPU_ERR_STATE", "belongs to another graph" },
+  { "sess.run(y): a dot for a colon", function(w) return w.sess.run(w.m) end,
+    "NPU_ERR_ARG", "bad argument #1 to 'run' (npu.Session expected, got npu.Output)" },
+  { "a string for a node id", function(w) return w.g:output("m") end,
+    "NPU_ERR_ARG", "bad argument #1 to 'output' (number expected, got string)" },
+  { "Session{grpah = g}", function(w) return npu.Session { grpah = w.g } end,
+    "NPU_ERR_ARG", "unknown keyword 'grpah' (did you mean 'graph'?)" },
+  { "Session{graph = 'g'}", function() return npu.Session { graph = "g" } end,
+    "NPU_ERR_ARG", "graph must be an npu.Graph, got string" },
+  { "Session{g, graph = g}", function(w) return npu.Session { w.g, graph = w.g } end,
+    "NPU_ERR_ARG", "give the graph once" },
+  { "Session{config, options}", function(w) return npu.Session { graph = w.g, config = npu.ConfigProto(), options = {} } end,
+    "NPU_ERR_ARG", "give either config or options, not both" },
+  -- options
+  { "unknown option", function(w) return npu.Session { graph = w.g, options = { precison_mode = "force_fp16" } } end,
+    "NPU_ERR_OPTION", "unknown option 'precison_mode' (did you mean 'precision_mode'?)" },
+  { "option value not allowed", function(w) return npu.Session { graph = w.g, options = { precision_mode = "fp16" } } end,
+    "NPU_ERR_OPTION", "precision_mode" },
+  { "parameter_map with the wrong setter", function()
+      local c = npu.ConfigProto()
+      local op = c.graph_options.rewrite_options.custom_optimizers:add()
+      op.name = "NpuOptimizer"
+      op.parameter_map["precision_mode"].i = 1
+    end, "NPU_ERR_OPTION", "option 'precision_mode' takes .s" },
+  { "parameter_map with an unknown option", function()
+      local c = npu.ConfigProto()
+      local op = c.graph_options.rewrite_options.custom_optimizers:add()
+      op.name = "NpuOptimizer"
+      op.parameter_map["iteration_per_loop"].i = 10
+    end, "NPU_ERR_OPTION", "did you mean 'iterations_per_loop'?" },
+  { "iterations_per_loop not matching", function(w)
+      return npu.util.set_iteration_per_loop(w.sess, w.g:global_variables_initializer(), 10)
+    end, "NPU_ERR_CONFLICT", "10 iterations requested" },
+  -- tensors
+  { "ragged nested table", function() return npu.tensor({ { 1, 2 }, { 3 } }) end,
+    "NPU_ERR_SHAPE", "ragged" },
+  { "unknown dtype", function() return npu.zeros({ 2 }, "float33") end,
+    "NPU_ERR_DTYPE", "unknown dtype 'float33'" },
+  { "item of a tensor with many elements", function() return npu.zeros({ 2 }):item() end,
+    "NPU_ERR_ARG", "item() needs" },
+  { "random without a seed", function() return npu.random.normal({ 2 }, {}) end,
+    "NPU_ERR_ARG", "opts.seed is required" },
+  { "index out of range", function() return npu.zeros({ 2 }):get(3) end,
+    "NPU_ERR_ARG", "out of range" },
+  { "tensor reshape to a wrong size", function() return npu.zeros({ 2, 3 }):reshape({ 4 }) end,
+    "NPU_ERR_SHAPE", "cannot reshape" },
+  -- data
+  { "end of data", function()
+      local it = npu.data.Dataset.from_tensor_slices(npu.range(0, 1, 1, "int64")):iterator()
+      it:get_next()
+      return it:get_next()
+    end, "NPU_ERR_OUT_OF_RANGE", "end of data" },
+  { "batch of zero", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 4, 1, "int64")):batch(0) end,
+    "NPU_ERR_ARG", "batch" },
+  { "tensor name in keep_tensors_dtypes", function(w) return npu.util.keep_tensors_dtypes(w.g, { "mm:0" }) end,
+    "NPU_ERR_NOT_FOUND", "npu.util.keep_tensors_dtypes: NPU_ERR_NOT_FOUND" },
+}
+
+function TestMistakes:test_each_mistake_has_its_message()
+  lu.assertTrue(#CASES >= 50, #CASES)
+  for _, c in ipairs(CASES) do
+    local what, f, code, text = c[1], c[2], c[3], c[4]
+    local w = world()
+    local ok, err = pcall(f, w)
+    lu.assertFalse(ok, what .. ": no error")
+    lu.assertTrue(npu.errors.is_error(err), what .. ": not an npu error: " .. tostring(err))
+    lu.assertEquals(err.code, code, what .. ": " .. tostring(err))
+    lu.assertStrContains(tostring(err), text, false, what)
+    -- the position is this file (the user's line), never a file of npu itself
+    lu.assertEquals(err.position and err.position:match("^(.*):%d+$"), THIS, what .. ": " .. tostring(err))
+  end
+end
+
+function TestMistakes:test_tensorflow_positional_forms_work()
+  local w = world()
+  local y = npu.nn.conv2d(w.x, w.k, { 1, 2, 2, 1 }, "SAME")
+  lu.assertEquals(y:shape(), { 1, 4, 4, 4 })
+  lu.assertEquals(npu.nn.max_pool(w.x, { 1, 2, 2, 1 }, { 1, 2, 2, 1 }, "VALID"):shape(), { 1, 4, 4, 3 })
+  lu.assertEquals(npu.nn.avg_pool(w.x, { 1, 2, 2, 1 }, { 1, 2, 2, 1 }, "VALID", { name = "pool" }):op():name(), "pool")
+  lu.assertEquals(npu.reduce_sum(w.m, 1, true):shape(), { 2, 1 })
+  lu.assertEquals(npu.matmul(w.m, w.m, false, true):shape(), { 2, 2 })
+  lu.assertEquals(npu.nn.conv2d(w.x, w.k, { strides = { 1, 1, 1, 1 }, padding = "VALID" }):shape(), { 1, 6, 6, 4 })
+  lu.assertEquals(npu.signature("max_pool"), "npu.max_pool(input1, ksize, strides, padding, data_format, {attr = v, name = s})")
+end
+
+function TestMistakes:test_session_takes_the_graph_first()
+  local g = npu.Graph()
+  local c = g:const(npu.tensor({ 1, 2 }), "c")
+  local sess <close> = npu.Session { g }
+  lu.assertEquals(sess:run(c):totable(), { 1, 2 })
+  local s2 <close> = npu.Session { g, options = { precision_mode = "force_fp32" } }
+  lu.assertEquals(s2:run("c:0"):totable(), { 1, 2 })
+end
+
+function TestMistakes:test_one_did_you_mean_rule()
+  -- the same helper answers for C names and Lua keywords
+  lu.assertEquals(npu.errors.suggest("grpah", { "graph", "config" }), "graph")
+  lu.assertEquals(npu.errors.suggest("cache_dir", { "graph_compiler_cache_dir" }), "graph_compiler_cache_dir")
+  lu.assertEquals(npu.errors.suggest("RELU", { "relu" }), "relu")
+  lu.assertNil(npu.errors.suggest("zzzzzz", { "graph", "config" }))
+end
