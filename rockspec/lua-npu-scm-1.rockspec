@@ -20,6 +20,11 @@ build = {
     OPENBLAS_LIBDIR = "$(OPENBLAS_LIBDIR)",
     CJSON_INCDIR = "$(CJSON_INCDIR)", WERROR = "",
   },
-  install_variables = { INST_LIBDIR = "$(LIBDIR)", INST_LUADIR = "$(LUADIR)", INST_BINDIR = "$(BINDIR)" },
+  install_variables = {
+    -- the module and its facade where LuaRocks keeps Lua modules; the C library (libnpu, npu.h,
+    -- npu.pc) under the rock's own directory
+    INST_LIBDIR = "$(LIBDIR)", INST_LUADIR = "$(LUADIR)", INST_BINDIR = "$(BINDIR)",
+    PREFIX = "$(PREFIX)",
+  },
 }
 test = { type = "command", command = "lua5.4 spec/run.lua" }

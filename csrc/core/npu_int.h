@@ -72,7 +72,9 @@ struct npu_context {
   atomic_size_t live_bytes; /* atomic: tensors may be released from another thread */
   atomic_size_t peak_bytes;
   size_t memory_limit;
-  long fail_after; /* test hook: >0 counts down to a failing allocation */
+  atomic_long fail_after; /* test hook: >0 counts down to a failing allocation */
+  npu_alloc_fn alloc;     /* the host's allocator (npu_context_config.alloc), or malloc's */
+  void *alloc_ud;
   int n_devices;
   npu_log_fn log_fn;
   void *log_ud;

@@ -34,6 +34,19 @@ extern "C" {
 #define NPU_API
 #endif
 
+/* The library's version (semantic versioning: MAJOR changes break the ABI, and name the
+   shared library's SONAME, libnpu.so.MAJOR).  npu_version() is the library's at run time; a
+   host compares it with the header's NPU_VERSION_NUMBER to catch a mismatched install. */
+#define NPU_VERSION_MAJOR 0
+#define NPU_VERSION_MINOR 1
+#define NPU_VERSION_PATCH 0
+#define NPU_VERSION_NUMBER (NPU_VERSION_MAJOR * 10000 + NPU_VERSION_MINOR * 100 + NPU_VERSION_PATCH)
+
+/* NPU_VERSION_NUMBER of the library linked in (1.2.3 is 10203). */
+NPU_API int npu_version(void);
+/* "0.1.0": the library's version as text; static storage. */
+NPU_API const char *npu_version_string(void);
+
 #define NPU_MAX_DIMS 8
 
 /* ---------------------------------------------------------------- status */
@@ -89,16 +102,33 @@ NPU_API size_t npu_dtype_size(npu_dtype t);
 
 typedef struct npu_context npu_context;
 
+/* A host allocator, with lua_Alloc's signature and contract: nsize 0 frees ptr (osize its
+   size) and returns NULL; otherwise it returns a block of nsize bytes (ptr NULL: a new block;
+   else ptr resized, its contents kept), or NULL when it cannot (ptr then untouched).  A host
+   embedding Lua may pass the allocator of its lua_State (lua_getallocf). */
+typedef void *(*npu_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+
 typedef struct npu_context_config {
   int n_threads;          /* worker threads of the device pool; 0 = number of CPUs */
   int n_devices;          /* virtual devices (valid session_device_id values); 0 = 8 */
   size_t memory_limit;    /* bytes the context may hold at once; 0 = unlimited */
+  /* NULL: the C library's malloc/free.  Else every byte of the context goes through
+     alloc(alloc_ud, ...): the context itself, tensors, graphs, plans, run buffers.  The
+     accounting (live/peak bytes, memory_limit, npu_context_fail_after) applies on top; each
+     block asks the allocator for 16 bytes more than the library uses.  alloc may be called
+     from any thread that uses the context or releases a tensor of it, and from the device's
+     threads during a run (a dataset's producer thread never allocates): it must be
+     thread-safe when the host does those things from several threads.  The device thread
+     pool's own bookkeeping (threads, their stacks) is the one thing allocated outside it. */
+  npu_alloc_fn alloc;
+  void *alloc_ud;
 } npu_context_config;
 
 typedef void (*npu_log_fn)(void *ud, int level, const char *message);
 
 /* Creates a context: allocator with accounting, the message slot, the device thread pool.
-   cfg may be NULL for defaults.  Owned by the caller.
+   cfg may be NULL for defaults.  Errors: NPU_ERR_ARG (negative counts), NPU_ERR_NOMEM (the
+   allocator refused the context, or the pool's threads could not be started).  Owned by the caller.
    Process-wide effect: OpenBLAS is set to one thread (openblas_set_num_threads(1)); the device
    parallelises GEMM over its own pool, which is what makes results independent of the thread
    count.  A host that calls OpenBLAS itself and wants its threads back sets them afterwards. */
