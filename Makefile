@@ -69,7 +69,7 @@ LIB_INT  = $(BUILD)/libnpu_int.a
 LIB_SO_REAL = $(BUILD)/libnpu.so.$(NPU_VERSION)
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize bench bench-serve docs clean install lua-links fuzz serve
+.PHONY: all deps example test check sanitize bench bench-serve docs clean install install-clib lua-links fuzz serve
 
 all: $(MODULE) $(LIB_A) $(LIB_INT) $(LIB_SO) lua-links serve
 
@@ -239,10 +239,9 @@ docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 
 # make install PREFIX=/usr/local DESTDIR=: everything under $(DESTDIR)$(PREFIX) unless the
 # directories are given one by one.  LuaRocks passes INST_LIBDIR (the module), INST_LUADIR (the
-# facade), INST_BINDIR and PREFIX (its rock directory: the C library goes there).
-install: all
-	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
-	    $(DESTDIR)$(INST_LIBDIR)/npu $(DESTDIR)$(INST_LUADIR)/npu $(DESTDIR)$(INST_BINDIR)
+# facade), INST_BINDIR, and INSTALL_CLIB=no: it would deploy libnpu.so as a Lua module.
+install-clib: all
+	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
 	cp $(LIB_SO_REAL) $(LIB_A) $(DESTDIR)$(LIBDIR)/
 	ln -sf libnpu.so.$(NPU_VERSION) $(DESTDIR)$(LIBDIR)/libnpu.so.$(NPU_SOMAJOR)
 	ln -sf libnpu.so.$(NPU_VERSION) $(DESTDIR)$(LIBDIR)/libnpu.so
@@ -250,6 +249,9 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(NPU_VERSION)|' -e 's|@LIBS_PRIVATE@|$(strip $(LIBS))|' \
 	    tools/npu.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/npu.pc
+
+install: all $(if $(filter no,$(INSTALL_CLIB)),,install-clib)
+	mkdir -p $(DESTDIR)$(INST_LIBDIR)/npu $(DESTDIR)$(INST_LUADIR)/npu $(DESTDIR)$(INST_BINDIR)
 	cp $(MODULE) $(DESTDIR)$(INST_LIBDIR)/npu/core.so
 	cp $(LUA_SRC) $(DESTDIR)$(INST_LUADIR)/npu/
 	cp tools/npu-run $(DESTDIR)$(INST_BINDIR)/npu-run && chmod 755 $(DESTDIR)$(INST_BINDIR)/npu-run

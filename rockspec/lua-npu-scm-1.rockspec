@@ -21,10 +21,10 @@ build = {
     CJSON_INCDIR = "$(CJSON_INCDIR)", WERROR = "",
   },
   install_variables = {
-    -- the module and its facade where LuaRocks keeps Lua modules; the C library (libnpu, npu.h,
-    -- npu.pc) under the rock's own directory
     INST_LIBDIR = "$(LIBDIR)", INST_LUADIR = "$(LUADIR)", INST_BINDIR = "$(BINDIR)",
-    PREFIX = "$(PREFIX)",
+    -- the module, its facade and npu-run only: LuaRocks deploys whatever lands in a rock's
+    -- lib/ as a Lua C module (`make install PREFIX=...` installs libnpu, npu.h and npu.pc)
+    INSTALL_CLIB = "no",
   },
 }
 test = { type = "command", command = "lua5.4 spec/run.lua" }
