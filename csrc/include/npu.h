@@ -472,6 +472,23 @@ NPU_API npu_status npu_graph_import_tfjs(npu_context *ctx, const char *json, siz
                                          const char *weights_dir, npu_graph **graph_out,
                                          npu_model_info **info_out);
 
+/* Mixed computing (mix_compile_mode): the host implements TensorFlow op type tf_type, one the
+   device lacks.  Imports on ctx (npu_graph_import_*, after this call) then turn each node of
+   that type into a node of op "host_func" (see npu_run_options.host_op) with attributes
+     key       this key, handed to the run's host_op callback;
+     Tout      the node's output dtypes: its attribute Tout (a list), else out_type, dtype or T,
+               else the dtype of its first input, else float32; as many outputs as its
+               consumers read ("name:1" makes two);
+     _tf_type  tf_type, which marks the node as mixed computing;
+   and every data input of the TensorFlow node as an input, constant ones included, in order.
+   A session compiling a run that reaches such a node needs mix_compile_mode = True, else the
+   run fails with NPU_ERR_UNSUPPORTED naming the node and its type.  Registering a type again
+   replaces its key.  Errors: NPU_ERR_ARG (NULL, an empty name or one of 64 characters or
+   more, a type this device has, naming the op it maps to), NPU_ERR_NOMEM (64 types already).
+   Thread rules: those of ctx. */
+NPU_API npu_status npu_context_register_host_op(npu_context *ctx, const char *tf_type,
+                                                int64_t key);
+
 /* The signature: TensorFlow.js userDefinedMetadata.signature, else signature; without one
    (and for .pb files) the Placeholders in file order and the outputs no node consumes.
    Strings and entries are borrowed, valid while info lives; i out of range gives NULL. */
@@ -775,7 +792,7 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
                  "round_in": null or "float16", "round_out": ..., "scratch_bytes": 0,
                  "impl": "high_precision" or "high_performance",
                  "algo": "im2col" or "winograd_2x3" (conv2d steps; else null), "index": k,
-                 "dynamic": false}, ...],
+                 "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "live_peak_bytes": n, "own_bytes": n,
                  "fetched_bytes": n, "constant_bytes": n, "variable_bytes": n,
@@ -792,6 +809,9 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
    constants the steps read + scratch and widening buffers when not in the arena.
    arena_shared: static_memory_policy 2/4, the arena is the session's (arena_bytes is this
    plan's need).  NPU_MEMORY_PLAN=0 turns planning off (planning false, arena 0).
+   placement: mixed computing (mix_compile_mode): "host" for a step that runs on the calling
+   thread with the op's reference kernel, serially — an imported op type the host implements
+   (npu_context_register_host_op), or a step in_out_pair places there (docs/embedding.md).
    index: the step's number in the plan (top-level steps by position, then nested ones), as
    dumps and profiles name it; dynamic: shaped when it runs.  A cond or while step also has
    "blocks": [{"name": "then"|"else" (cond), "cond"|"body" (while), "steps": [...]}, ...]
