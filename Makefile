@@ -10,6 +10,7 @@
 #   make example    install what is missing, build, run examples/quickstart.lua
 #   make test       install what is missing, build, run the C tests and the whole LuaUnit suite
 #   make sanitize   the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make tsan       the threaded C tests and examples/embed.c under ThreadSanitizer
 #   make bench      benchmarks (ratios against raw OpenBLAS)
 #   make docs       regenerate docs/options.md and docs/ops.md from the option and op tables
 #
@@ -69,7 +70,7 @@ LIB_INT  = $(BUILD)/libnpu_int.a
 LIB_SO_REAL = $(BUILD)/libnpu.so.$(NPU_VERSION)
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize bench bench-serve docs clean install install-clib lua-links fuzz serve
+.PHONY: all deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve
 
 all: $(MODULE) $(LIB_A) $(LIB_INT) $(LIB_SO) lua-links serve
 
@@ -177,6 +178,18 @@ sanitize: deps
 	    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tools/lsan.supp \
 	    NPU_GEN_OPTIONS_DOC=build-san/gen_options_doc NPU_GEN_OPS_DOC=build-san/gen_ops_doc NPU_MODULE_ROOT=build-san $(LUA) spec/run.lua
 
+# ThreadSanitizer: the tests that run threads against one context (8 threads hammering one
+# session under graph_max_parallel_model_num, cancellation from other threads, host ops) and the
+# embedding example (two lua_States on two threads), in build-tsan/.  OpenBLAS runs one thread
+# (context.c), so its uninstrumented code races with nothing of ours.
+TSAN_FLAGS = -fsanitize=thread -fno-omit-frame-pointer
+TSAN_TESTS = test_parallel test_cancel test_host_op test_context
+tsan: deps
+	$(MAKE) BUILD=build-tsan MODULE_DIR=build-tsan EXTRA_CFLAGS="$(TSAN_FLAGS)" EXTRA_LDFLAGS="$(TSAN_FLAGS)" OPT=-O1 \
+	    build-tsan/npu/core.so lua-links $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS)) build-tsan/examples/embed
+	@for t in $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS)) build-tsan/examples/embed; do \
+	    echo "== $$t"; LUA_CPATH_5_4='build-tsan/?.so;;' TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" $$t || exit 1; done
+
 # Fuzzing the readers of untrusted files (tests/fuzz/run.sh: libFuzzer + ASan + UBSan, with
 # clang, in build-fuzz/): each target FUZZ_SECONDS.  The regression run of the same targets,
 # tests/test_fuzz_corpus.c, is part of `make test`; it includes the headers of tests/fuzz/.
@@ -258,4 +271,4 @@ install: all $(if $(filter no,$(INSTALL_CLIB)),,install-clib)
 	if [ -f $(SERVE) ]; then cp $(SERVE) $(DESTDIR)$(INST_BINDIR)/npu-serve && chmod 755 $(DESTDIR)$(INST_BINDIR)/npu-serve; fi
 
 clean:
-	rm -rf build build-san npu
+	rm -rf build build-san build-tsan npu

@@ -159,7 +159,8 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "experimental_accelerate_train_mode", "export_compile_stat",
     "external_weight", -- compile/external_weight.c
     "fp_point",
-    "fusion_switch_file", "graph_run_mode",
+    "fusion_switch_file", "graph_max_parallel_model_num", -- session.c (lanes)
+    "graph_run_mode",
     "in_out_pair", "in_out_pair_flag", -- compile/mixed.c
     "input_shape", "iterations_per_loop",
     "mix_compile_mode", -- compile/mixed.c, io/graphdef.c (npu_context_register_host_op)

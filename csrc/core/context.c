@@ -122,6 +122,7 @@ npu_status npu_context_new(const npu_context_config *cfg, npu_context **out) {
   atomic_init(&ctx->refcount, 1);
   atomic_init(&ctx->live_bytes, 0);
   atomic_init(&ctx->peak_bytes, 0);
+  atomic_init(&ctx->pool_busy, false);
   ctx->memory_limit = c.memory_limit;
   ctx->n_devices = c.n_devices;
   npu_status st = npuC_pool_new(ctx, c.n_threads, &ctx->pool);

@@ -91,6 +91,7 @@ struct npu_context {
   int n_fusion_sessions; /* compile/fusion.c: sessions made so far, their ids in fusion_result.json */
   int n_graph_dumps;     /* compile/graph_dump.c: compilations dumped (DUMP_GE_GRAPH), their numbers */
   atomic_uint cancel_epoch; /* npu_context_cancel: see npuC_watch */
+  atomic_bool pool_busy;    /* a run holds the pool (session.c: runs beside it go serial) */
   int n_host_ops;
   npuC_host_op host_ops[NPUC_MAX_HOST_OPS];
   char errmsg[NPU_ERRMSG_SIZE];

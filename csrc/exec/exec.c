@@ -349,8 +349,11 @@ npu_status npuE_run_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
 static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   npu_context *ctx = st->ctx;
   const npuG_node *node = &st->graph->nodes[step->node];
-  /* the reference path and host steps (mixed computing) run serially on this thread */
-  bool serial = p->reference || step->host;
+  /* the reference path and host steps (mixed computing) run the reference kernels, serially
+     on this thread; a run beside another that holds the pool (st->serial) runs the device's
+     kernels on this thread alone (same bits: kernels split work only where it cannot matter) */
+  bool ref = p->reference || step->host;
+  bool serial = ref || st->serial;
   const npuK_pool *pool = serial ? NULL : npuC_kernel_pool(ctx);
   /* Scratch was sized for p->n_threads slots: never hand a kernel more. */
   int n_threads = serial ? 1 : npu_context_n_threads(ctx);
@@ -397,7 +400,7 @@ static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step 
                         .step = st->n_iterations, .impl = step->impl, .algo = step->algo,
                         .discarded = st->discarded};
       npu_status (*fn)(const npuX_call *) =
-          serial && step->def->run_ref ? step->def->run_ref : step->def->run;
+          ref && step->def->run_ref ? step->def->run_ref : step->def->run;
       s = fn ? fn(&call)
              : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
                           node->name);

@@ -692,7 +692,15 @@ NPU_API void npu_safetensors_release(npu_safetensors *st);
 typedef struct npu_session npu_session;
 
 /* Creates a session over g (retained) with a copy of opts (NULL = all defaults).  The
-   environment overlay and the cross-option rules are applied here. */
+   environment overlay and the cross-option rules are applied here.
+   Threads: a session is used by one thread at a time, except npu_session_run(_with_options)
+   under graph_max_parallel_model_num = n: then up to n threads may run it at once (more wait
+   for a free lane).  Runs that only read (no assign, dataset, random op, iterations_per_loop
+   loop, dump or profile) go on side by side and return the same bits as serial runs; a run
+   that writes waits until the runs in progress finish and holds the session alone (new ones
+   wait).  Meanwhile no thread may change g, and the context's other calls, errmsg included,
+   stay one thread at a time: a failing parallel run returns its exact status, but its message
+   may be overwritten by another's.  docs/embedding.md, "Parallel runs". */
 NPU_API npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
                                    npu_session **out);
 /* Runs the graph: feeds (value ids and tensors, borrowed), computes the fetches (value ids) and
