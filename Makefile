@@ -2,10 +2,15 @@
 #
 #   make            the Lua module (npu/core.so, with npu/*.lua linked in so that
 #                   `require "npu"` works from the checkout) and the C library (build/libnpu.a,
-#                   build/libnpu.so, header csrc/include/npu.h)
+#                   build/libnpu.so.MAJOR.MINOR.PATCH with its SONAME link libnpu.so.MAJOR and
+#                   libnpu.so, header csrc/include/npu.h)
+#   make install    PREFIX=/usr/local DESTDIR=: the C library, npu.h, npu.pc (pkg-config:
+#                   `pkg-config --cflags --libs npu`, --static for libnpu.a's needs), the
+#                   Lua module (INST_LIBDIR, INST_LUADIR: LuaRocks passes them) and npu-run
 #   make example    install what is missing, build, run examples/quickstart.lua
 #   make test       install what is missing, build, run the C tests and the whole LuaUnit suite
 #   make sanitize   the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make tsan       the threaded C tests and examples/embed.c under ThreadSanitizer
 #   make bench      benchmarks (ratios against raw OpenBLAS)
 #   make docs       regenerate docs/options.md and docs/ops.md from the option and op tables
 #
@@ -23,10 +28,18 @@ OPT       ?= -O2
 CFLAGS    ?= $(OPT) -g
 LIBFLAG   ?= -shared
 BUILD     ?= build
+PREFIX    ?= /usr/local
+LIBDIR    ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+INST_LIBDIR ?= $(LIBDIR)/lua/5.4
+INST_LUADIR ?= $(PREFIX)/share/lua/5.4
+INST_BINDIR ?= $(PREFIX)/bin
 
 WARN      = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes $(WERROR)
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DNPU_BUILD -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) \
              -Icsrc -I$(LUA_INCDIR) -I$(OPENBLAS_INCDIR) -I$(CJSON_INCDIR) $(EXTRA_CFLAGS)
+# What a host compiling against npu.h uses (no internal headers, no NPU_BUILD).
+HOST_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(EXTRA_CFLAGS)
 BLAS_LIBS = $(if $(OPENBLAS_LIBDIR),-L$(OPENBLAS_LIBDIR)) -lopenblas
 LIBS      = $(BLAS_LIBS) -lcjson -lm -lpthread
 
@@ -41,12 +54,25 @@ LUA_SRC  = $(wildcard lua/npu/*.lua)
 
 MODULE_DIR ?= .
 MODULE   = $(MODULE_DIR)/npu/core.so
+
+# The version lives in npu.h alone (NPU_VERSION_MAJOR/MINOR/PATCH); the SONAME is the major.
+version_part = $(shell sed -n 's/^\#define NPU_VERSION_$(1) \([0-9]*\)$$/\1/p' csrc/include/npu.h)
+NPU_VERSION := $(call version_part,MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
+NPU_SOMAJOR := $(call version_part,MAJOR)
+
+# The public library exports npu_* and nothing else.  The shared one does so by visibility
+# (-fvisibility=hidden, NPU_API on the public functions); the static one is one relocatable
+# object prelinked from every core object (ld -r) whose hidden symbols are then made local
+# (objcopy --localize-hidden), so a host linking it statically sees no k_copy_nd or npuC_*.
+# LIB_INT keeps the internals visible, for the tests and tools that call them.
 LIB_A    = $(BUILD)/libnpu.a
+LIB_INT  = $(BUILD)/libnpu_int.a
+LIB_SO_REAL = $(BUILD)/libnpu.so.$(NPU_VERSION)
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize bench bench-serve docs clean install lua-links fuzz serve
+.PHONY: all deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve
 
-all: $(MODULE) $(LIB_A) $(LIB_SO) lua-links serve
+all: $(MODULE) $(LIB_A) $(LIB_INT) $(LIB_SO) lua-links serve
 
 # npu-serve (tools/serve/): TF Serving's REST API over the C API.  Optional: it needs
 # libmicrohttpd (Debian libmicrohttpd-dev, which tools/install-deps.sh installs); without it
@@ -56,7 +82,7 @@ SERVE     = $(BUILD)/npu-serve
 SERVE_SRC = $(wildcard tools/serve/*.c)
 ifneq ($(wildcard $(MHD_INCDIR)/microhttpd.h),)
 serve: $(SERVE)
-$(SERVE): $(SERVE_SRC) $(wildcard tools/serve/*.h) $(LIB_A)
+$(SERVE): $(SERVE_SRC) $(wildcard tools/serve/*.h) $(LIB_A)  # the public API alone
 	$(CC) $(ALL_CFLAGS) -I$(MHD_INCDIR) -Itools/serve -o $@ $(SERVE_SRC) $(LIB_A) -lmicrohttpd $(LIBS)
 else
 serve:
@@ -67,17 +93,31 @@ $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(LIB_A): $(CORE_OBJ)
+$(LIB_INT): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIB_SO): $(CORE_OBJ)
-	$(CC) $(LIBFLAG) $(CFLAGS) $(EXTRA_LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/libnpu.o: $(CORE_OBJ)
+	$(LD) -r -o $@.tmp $^
+	objcopy --localize-hidden $@.tmp $@ && rm -f $@.tmp
+
+$(LIB_A): $(BUILD)/libnpu.o
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO_REAL): $(CORE_OBJ)
+	$(CC) $(LIBFLAG) $(CFLAGS) $(EXTRA_LDFLAGS) -Wl,-soname,libnpu.so.$(NPU_SOMAJOR) -o $@ $^ $(LIBS)
+
+$(LIB_SO): $(LIB_SO_REAL)
+	ln -sf libnpu.so.$(NPU_VERSION) $(BUILD)/libnpu.so.$(NPU_SOMAJOR)
+	ln -sf libnpu.so.$(NPU_VERSION) $@
 
 # The module links the library statically: one file to install, no rpath.  Never liblua.
-$(MODULE): $(BIND_OBJ) $(CORE_OBJ)
+# It exports luaopen_npu_core alone (tools/module.map): the npu_* inside it bind to its own
+# copy, even in a host that also links libnpu.so.
+$(MODULE): $(BIND_OBJ) $(CORE_OBJ) tools/module.map
 	@mkdir -p $(dir $@)
-	$(CC) $(LIBFLAG) $(CFLAGS) $(EXTRA_LDFLAGS) -o $@ $^ $(LIBS)
+	$(CC) $(LIBFLAG) $(CFLAGS) $(EXTRA_LDFLAGS) -Wl,--version-script=tools/module.map -o $@ \
+	    $(BIND_OBJ) $(CORE_OBJ) $(LIBS)
 
 # npu/<x>.lua -> lua/npu/<x>.lua, so the checkout itself is a valid package path root.
 lua-links:
@@ -93,20 +133,22 @@ example: deps
 
 # C tests: one executable per module, each run; then the Lua suite.
 C_TESTS = $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
-$(BUILD)/tests/%: tests/%.c $(LIB_A) $(wildcard tests/*.h tests/fuzz/*.h)
+$(BUILD)/tests/%: tests/%.c $(LIB_INT) $(wildcard tests/*.h tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_INT) $(LIBS)
 
+# The embedding example, as a host builds it: npu.h and the public libnpu.a, plus liblua; it
+# loads the npu module as any Lua program does (require, from package.cpath: here ./npu/core.so).
 EMBED = $(BUILD)/examples/embed
-$(EMBED): examples/embed.c $(LIB_A) $(BIND_OBJ)
+$(EMBED): examples/embed.c $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BIND_OBJ) $(LIB_A) $(LIBS) -llua5.4 -ldl
+	$(CC) $(HOST_CFLAGS) -Icsrc/include -I$(LUA_INCDIR) -o $@ $< $(LIB_A) $(LIBS) -llua5.4 -ldl
 
-$(BUILD)/gen_options_doc: tools/gen_options_doc.c $(LIB_A)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
+$(BUILD)/gen_options_doc: tools/gen_options_doc.c $(LIB_INT)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_INT) $(LIBS)
 
-$(BUILD)/gen_ops_doc: tools/gen_ops_doc.c $(LIB_A)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
+$(BUILD)/gen_ops_doc: tools/gen_ops_doc.c $(LIB_INT)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_INT) $(LIBS)
 
 # The plan verifier (compile/verify.c) checks every pass's output while testing.
 test sanitize: export NPU_VERIFY_PLANS = 1
@@ -123,6 +165,7 @@ test: deps
 	$(MAKE) all $(C_TESTS) $(EMBED) $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== $(EMBED)"; $(EMBED)
+	@echo "== tests/test_install.sh"; MAKE="$(MAKE)" BUILD=$(BUILD) CC="$(CC)" sh tests/test_install.sh
 	$(LUA) spec/run.lua
 
 check: test
@@ -134,10 +177,22 @@ sanitize: deps
 	$(MAKE) BUILD=build-san MODULE_DIR=build-san EXTRA_CFLAGS="$(SAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_FLAGS)" OPT=-O1 \
 	    all build-san/gen_options_doc build-san/gen_ops_doc $(patsubst $(BUILD)/%,build-san/%,$(C_TESTS)) build-san/examples/embed
 	@for t in $(patsubst $(BUILD)/%,build-san/%,$(C_TESTS)) build-san/examples/embed; do \
-	    echo "== $$t"; ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tools/lsan.supp $$t || exit 1; done
+	    echo "== $$t"; LUA_CPATH_5_4='build-san/?.so;;' ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tools/lsan.supp $$t || exit 1; done
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	    ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=tools/lsan.supp \
 	    NPU_GEN_OPTIONS_DOC=build-san/gen_options_doc NPU_GEN_OPS_DOC=build-san/gen_ops_doc NPU_MODULE_ROOT=build-san $(LUA) spec/run.lua
+
+# ThreadSanitizer: the tests that run threads against one context (8 threads hammering one
+# session under graph_max_parallel_model_num, cancellation from other threads, host ops) and the
+# embedding example (two lua_States on two threads), in build-tsan/.  OpenBLAS runs one thread
+# (context.c), so its uninstrumented code races with nothing of ours.
+TSAN_FLAGS = -fsanitize=thread -fno-omit-frame-pointer
+TSAN_TESTS = test_parallel test_cancel test_host_op test_context
+tsan: deps
+	$(MAKE) BUILD=build-tsan MODULE_DIR=build-tsan EXTRA_CFLAGS="$(TSAN_FLAGS)" EXTRA_LDFLAGS="$(TSAN_FLAGS)" OPT=-O1 \
+	    build-tsan/npu/core.so lua-links $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS)) build-tsan/examples/embed
+	@for t in $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS)) build-tsan/examples/embed; do \
+	    echo "== $$t"; LUA_CPATH_5_4='build-tsan/?.so;;' TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tools/tsan.supp" $$t || exit 1; done
 
 # Fuzzing the readers of untrusted files (tests/fuzz/run.sh: libFuzzer + ASan + UBSan, with
 # clang, in build-fuzz/): each target FUZZ_SECONDS.  The regression run of the same targets,
@@ -148,29 +203,29 @@ fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) MAKE="$(MAKE)" sh tests/fuzz/run.sh
 
 BENCH_BIN = $(BUILD)/bench/bench_matmul
-$(BENCH_BIN): bench/bench_matmul.c $(LIB_A)
+$(BENCH_BIN): bench/bench_matmul.c $(LIB_INT)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 
 BENCH_REDUCE = $(BUILD)/bench/bench_reduce
-$(BENCH_REDUCE): bench/bench_reduce.c $(LIB_A)
+$(BENCH_REDUCE): bench/bench_reduce.c $(LIB_INT)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_INT) $(LIBS)
 
 BENCH_CNN = $(BUILD)/bench/bench_cnn
-$(BENCH_CNN): bench/bench_cnn.c $(LIB_A)
+$(BENCH_CNN): bench/bench_cnn.c $(LIB_INT)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 
 BENCH_MLP = $(BUILD)/bench/bench_mlp
-$(BENCH_MLP): bench/bench_mlp.c $(LIB_A)
+$(BENCH_MLP): bench/bench_mlp.c $(LIB_INT)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_A) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 
 BENCH_CANCEL = $(BUILD)/bench/bench_cancel
-$(BENCH_CANCEL): bench/bench_cancel.c tests/cancel_graphs.h $(LIB_A)
+$(BENCH_CANCEL): bench/bench_cancel.c tests/cancel_graphs.h $(LIB_INT)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O2 -o $@ $< $(LIB_A) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -O2 -o $@ $< $(LIB_INT) $(LIBS)
 
 bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL)
 	$(BENCH_BIN)
@@ -200,13 +255,25 @@ docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md
 	$(BUILD)/gen_ops_doc csrc/ops/ops.def > docs/ops.md
 
-install: all
-	@test -n "$(INST_LIBDIR)" -a -n "$(INST_LUADIR)" || { echo "install: set INST_LIBDIR and INST_LUADIR (luarocks does)"; exit 1; }
-	mkdir -p $(INST_LIBDIR)/npu $(INST_LUADIR)/npu
-	cp $(MODULE) $(INST_LIBDIR)/npu/core.so
-	cp $(LUA_SRC) $(INST_LUADIR)/npu/
-	if [ -n "$(INST_BINDIR)" ]; then mkdir -p $(INST_BINDIR) && cp tools/npu-run $(INST_BINDIR)/npu-run && chmod 755 $(INST_BINDIR)/npu-run; fi
-	if [ -n "$(INST_BINDIR)" ] && [ -f $(SERVE) ]; then cp $(SERVE) $(INST_BINDIR)/npu-serve && chmod 755 $(INST_BINDIR)/npu-serve; fi
+# make install PREFIX=/usr/local DESTDIR=: everything under $(DESTDIR)$(PREFIX) unless the
+# directories are given one by one.  LuaRocks passes INST_LIBDIR (the module), INST_LUADIR (the
+# facade), INST_BINDIR, and INSTALL_CLIB=no: it would deploy libnpu.so as a Lua module.
+install-clib: all
+	mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	cp $(LIB_SO_REAL) $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	ln -sf libnpu.so.$(NPU_VERSION) $(DESTDIR)$(LIBDIR)/libnpu.so.$(NPU_SOMAJOR)
+	ln -sf libnpu.so.$(NPU_VERSION) $(DESTDIR)$(LIBDIR)/libnpu.so
+	cp csrc/include/npu.h $(DESTDIR)$(INCLUDEDIR)/npu.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(NPU_VERSION)|' -e 's|@LIBS_PRIVATE@|$(strip $(LIBS))|' \
+	    tools/npu.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/npu.pc
+
+install: all $(if $(filter no,$(INSTALL_CLIB)),,install-clib)
+	mkdir -p $(DESTDIR)$(INST_LIBDIR)/npu $(DESTDIR)$(INST_LUADIR)/npu $(DESTDIR)$(INST_BINDIR)
+	cp $(MODULE) $(DESTDIR)$(INST_LIBDIR)/npu/core.so
+	cp $(LUA_SRC) $(DESTDIR)$(INST_LUADIR)/npu/
+	cp tools/npu-run $(DESTDIR)$(INST_BINDIR)/npu-run && chmod 755 $(DESTDIR)$(INST_BINDIR)/npu-run
+	if [ -f $(SERVE) ]; then cp $(SERVE) $(DESTDIR)$(INST_BINDIR)/npu-serve && chmod 755 $(DESTDIR)$(INST_BINDIR)/npu-serve; fi
 
 clean:
-	rm -rf build build-san npu
+	rm -rf build build-san build-tsan npu

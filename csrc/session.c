@@ -6,6 +6,7 @@
  * shape_generalization_mode), takes any size there; a static plan of the exact shapes wins.
  * Ties the layers together.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,27 +30,48 @@ typedef struct accelerate {
   double now, total; /* from the hook, when has_progress */
 } accelerate;
 
+/* graph_max_parallel_model_num = n: n runs of the session at once, from n threads.  What a
+   run changes lives in a lane: the executor's state (counters, the watch), the plan cache and
+   its plans' slots and buffers, the shared arena of static_memory_policy 2/4.  What lanes
+   share is read-only while runs go on: the graph, the options and compile configs, the
+   variables (read; a run that writes them takes the session alone, below).  Lane 0 is the
+   session's own: runs that are not "pure" (they assign variables, read datasets, draw random
+   numbers, loop iterations_per_loop times, or the session dumps or profiles) take the whole
+   session, on lane 0, once every other run has finished; pure runs take any free lane.  Plans
+   are compiled (and looked up) under the session's lock, one at a time; they run outside it. */
+typedef struct lane {
+  npuE_state state;
+  npuE_plan *plans[MAX_PLANS];
+  int n_plans;
+  int last_plan; /* index tried first: a loop runs the same signature */
+  npu_tensor *arena; /* static_memory_policy 2/4: the arena all plans share (compile/memory.c) */
+  npuC_watch watch;  /* armed while a run is in progress */
+  bool busy;         /* a run is in progress on it */
+  pthread_t owner;   /* the thread running on it (a host op calling back into the session) */
+} lane;
+
 struct npu_session {
   atomic_int refcount;
   npu_context *ctx;
   npu_options *options;
-  npuE_state state;
   bool closed;
   npuP_config compile; /* reference path, precision mode */
   int device_id;
-  npuE_plan *plans[MAX_PLANS];
-  int n_plans;
-  int last_plan; /* index tried first: a loop runs the same signature */
   accelerate accel;
   npuP_graph_configs graph_configs; /* set_graph_exec_config (compile/exec_config.c) */
-  npu_tensor *arena; /* static_memory_policy 2/4: the arena all plans share (compile/memory.c) */
   int n_compiled;    /* plans compiled so far: the next plan's id */
   npuP_dims *dims;   /* input_shape + dynamic_dims (compile/dims_profiles.c), from the 1st run */
   npuP_weights *weights; /* external_weight: its weight files (compile/external_weight.c) */
   npuP_generic generic;  /* stand-in feeds of dynamic-shape plans (compile/generalize.c) */
   atomic_uint cancel_epoch; /* npu_session_cancel bumps it (core/watch.c) */
-  npuC_watch watch;         /* armed while a run is in progress */
-  bool running;             /* a run is in progress (a host op calling back into it is refused) */
+  /* lanes (above): n_lanes = graph_max_parallel_model_num; cur is the lane the session's
+     helpers work on (lane 0 outside runs; under `lock`, the run's) */
+  lane *lanes, *cur;
+  int n_lanes, n_busy;
+  int n_whole_waiting;     /* runs waiting to take the session whole: new runs wait behind */
+  bool exclusive;          /* a run holds the whole session: no other may start */
+  pthread_mutex_t lock;    /* lanes, the plan caches, compilation */
+  pthread_cond_t changed;  /* a lane was freed, or exclusive dropped */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -72,13 +94,28 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
     return NPU_ERR_NOMEM;
   }
   atomic_init(&sess->refcount, 1);
+  int n_lanes = (int)npuO_int(o, NPUO_graph_max_parallel_model_num);
+  if (n_lanes < 1 || n_lanes > 1024) n_lanes = n_lanes < 1 ? 1 : 1024;
+  sess->lanes = npuC_calloc(ctx, (size_t)n_lanes, sizeof *sess->lanes);
+  if (!sess->lanes) {
+    npuC_free(ctx, sess);
+    npu_options_release(o);
+    return NPU_ERR_NOMEM;
+  }
+  sess->n_lanes = n_lanes;
+  sess->cur = &sess->lanes[0];
+  pthread_mutex_init(&sess->lock, NULL);
+  pthread_cond_init(&sess->changed, NULL);
   sess->ctx = npu_context_retain(ctx);
   sess->options = o;
-  sess->state.ctx = ctx;
-  sess->state.graph = npu_graph_retain(g);
+  sess->cur->state.ctx = ctx;
+  sess->cur->state.graph = npu_graph_retain(g);
   s = npuP_config_init(ctx, o, &sess->compile);
   if (s) {
-    npu_graph_release(sess->state.graph);
+    npu_graph_release(sess->cur->state.graph);
+    pthread_mutex_destroy(&sess->lock);
+    pthread_cond_destroy(&sess->changed);
+    npuC_free(ctx, sess->lanes);
     npuC_free(ctx, sess);
     npu_options_release(o);
     npu_context_release(ctx);
@@ -88,19 +125,25 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   /* op_execute_timeout bounds each step's time, op_wait_timeout each wait for a dataset
      element (both in seconds; op_wait_timeout 0: no limit) */
   if (npuO_is_set(o, NPUO_op_execute_timeout))
-    sess->state.op_execute_ns = npuO_int(o, NPUO_op_execute_timeout) * 1000000000;
-  sess->state.op_wait_ms = npuO_int(o, NPUO_op_wait_timeout) * 1000;
+    sess->cur->state.op_execute_ns = npuO_int(o, NPUO_op_execute_timeout) * 1000000000;
+  sess->cur->state.op_wait_ms = npuO_int(o, NPUO_op_wait_timeout) * 1000;
   sess->device_id = npuO_device_id(o);
   /* the data dump and the profiler (exec/observe.h), NULL when the options leave them off;
      external_weight's state first: it makes nothing yet, so when it fails (memory) the
      profiler has left no PROF_ directory behind */
   npuE_observed who = {.session_id = ctx->n_sessions++, .device_id = sess->device_id};
   s = npuP_weights_new(ctx, o, who.session_id, &sess->weights);
-  if (!s) s = npuE_dump_new(ctx, o, &who, &sess->state.dump);
-  if (!s) s = npuE_profile_new(ctx, o, &who, &sess->state.profile);
+  if (!s) s = npuE_dump_new(ctx, o, &who, &sess->cur->state.dump);
+  if (!s) s = npuE_profile_new(ctx, o, &who, &sess->cur->state.profile);
   if (s) {
     npu_session_release(sess);
     return s;
+  }
+  /* the other lanes: the same state, with counters and iterators of their own (they never
+     run get_next: those runs take lane 0) */
+  for (int i = 1; i < n_lanes; i++) {
+    sess->lanes[i].state = sess->lanes[0].state;
+    sess->lanes[i].state.iterators = (npuE_iterators){0};
   }
   *out = sess;
   return NPU_OK;
@@ -109,22 +152,27 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
 void npu_session_close(npu_session *s) {
   if (!s || s->closed) return;
   npu_context *ctx = s->ctx;
-  for (int i = 0; i < s->n_plans; i++) npuP_free(ctx, s->plans[i]);
-  s->n_plans = 0;
+  for (int k = 0; k < s->n_lanes; k++) {
+    lane *ln = &s->lanes[k];
+    for (int i = 0; i < ln->n_plans; i++) npuP_free(ctx, ln->plans[i]);
+    ln->n_plans = 0;
+    npu_tensor_release(ln->arena);
+    ln->arena = NULL;
+  }
   npuP_weights_free(ctx, s->weights); /* unlinks the weight files, removes their directory */
   s->weights = NULL;
-  npu_tensor_release(s->arena);
-  s->arena = NULL;
-  npuE_iterators_free(ctx, &s->state.iterators);
-  for (int i = 0; i < s->state.n_variables; i++) npu_tensor_release(s->state.variables[i]);
-  npuC_free(ctx, s->state.variables);
-  s->state.variables = NULL;
-  s->state.n_variables = 0;
+  npuE_iterators_free(ctx, &s->cur->state.iterators);
+  for (int i = 0; i < s->cur->state.n_variables; i++) npu_tensor_release(s->cur->state.variables[i]);
+  npuC_free(ctx, s->cur->state.variables);
+  for (int k = 0; k < s->n_lanes; k++) {
+    s->lanes[k].state.variables = NULL;
+    s->lanes[k].state.n_variables = 0;
+  }
   npuP_fusion_session_end(ctx, s->compile.fusion); /* export_compile_stat 1: fusion_result.json */
-  npuE_dump_free(ctx, s->state.dump);
-  s->state.dump = NULL;
-  npuE_profile_free(ctx, s->state.profile); /* writes the profile's summaries */
-  s->state.profile = NULL;
+  npuE_dump_free(ctx, s->cur->state.dump);
+  s->cur->state.dump = NULL;
+  npuE_profile_free(ctx, s->cur->state.profile); /* writes the profile's summaries */
+  s->cur->state.profile = NULL;
   s->closed = true;
 }
 
@@ -139,48 +187,59 @@ void npu_session_release(npu_session *s) {
   if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
   npu_context *ctx = s->ctx;
   npu_session_close(s);
-  npu_graph_release(s->state.graph);
+  npu_graph_release(s->cur->state.graph);
   npuP_config_free(ctx, &s->compile);
   npuP_graph_configs_free(ctx, &s->graph_configs, NULL);
   npuP_dims_free(ctx, s->dims);
   npuP_generic_free(ctx, &s->generic);
   npu_options_release(s->options);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->changed);
+  npuC_free(ctx, s->lanes);
   npuC_free(ctx, s);
   npu_context_release(ctx);
 }
 
 const npu_options *npu_session_options(const npu_session *s) { return s->options; }
-int npu_session_n_plans(const npu_session *s) { return s->n_plans; }
+int npu_session_n_plans(const npu_session *s) { return s->cur->n_plans; }
 
 int64_t npu_session_stat(const npu_session *s, npu_session_stat_kind which) {
   int64_t n = 0;
   switch (which) {
-  case NPU_SESSION_STAT_PLANS: return s->n_plans;
+  case NPU_SESSION_STAT_PLANS: return s->cur->n_plans;
   case NPU_SESSION_STAT_COMPILED: return s->n_compiled;
   case NPU_SESSION_STAT_DYNAMIC_PLANS:
-    for (int i = 0; i < s->n_plans; i++) n += s->plans[i]->generic;
+    for (int i = 0; i < s->cur->n_plans; i++) n += s->cur->plans[i]->generic;
     return n;
-  case NPU_SESSION_STAT_EMPTY_SKIPS: return s->state.n_empty_skips;
+  case NPU_SESSION_STAT_EMPTY_SKIPS: return s->cur->state.n_empty_skips;
   }
   return -1;
 }
 
 /* Variables are stored by node id; the graph may have grown since the last run. */
 static npu_status reserve_variables(npu_session *s) {
-  int n = s->state.graph->n_nodes;
-  if (n <= s->state.n_variables) return NPU_OK;
-  npu_tensor **v = npuC_realloc(s->ctx, s->state.variables, (size_t)n * sizeof *v);
+  int n = s->cur->state.graph->n_nodes;
+  if (n <= s->cur->state.n_variables) return NPU_OK;
+  npu_tensor **v = npuC_realloc(s->ctx, s->cur->state.variables, (size_t)n * sizeof *v);
   if (!v) return NPU_ERR_NOMEM;
-  memset(v + s->state.n_variables, 0, (size_t)(n - s->state.n_variables) * sizeof *v);
-  s->state.variables = v;
-  s->state.n_variables = n;
+  memset(v + s->cur->state.n_variables, 0, (size_t)(n - s->cur->state.n_variables) * sizeof *v);
+  for (int k = 0; k < s->n_lanes; k++) { /* the lanes share them */
+    s->lanes[k].state.variables = v;
+    s->lanes[k].state.n_variables = n;
+  }
   return NPU_OK;
 }
 
+/* Every lane's plans, but those of runs in progress on other lanes (a config change comes
+   from the graph or the training progress, which change between runs, not during them). */
 static void drop_plans(npu_session *s) {
-  for (int i = 0; i < s->n_plans; i++) npuP_free(s->ctx, s->plans[i]);
-  s->n_plans = 0;
-  s->last_plan = 0;
+  for (int k = 0; k < s->n_lanes; k++) {
+    lane *ln = &s->lanes[k];
+    if (ln->busy && ln != s->cur) continue; /* its run's plan; recompiled at its next run */
+    for (int i = 0; i < ln->n_plans; i++) npuP_free(s->ctx, ln->plans[i]);
+    ln->n_plans = 0;
+    ln->last_plan = 0;
+  }
 }
 
 /* The precision cfg should compile with now, from the training progress; cfg->precision when
@@ -215,7 +274,7 @@ static void update_accelerate(npu_session *s) {
 }
 
 npu_status npu_session_set_progress(npu_session *s, double now, double total) {
-  if (!s->compile.accel.on && !npuP_graph_configs_accelerate(&s->graph_configs, s->state.graph))
+  if (!s->compile.accel.on && !npuP_graph_configs_accelerate(&s->graph_configs, s->cur->state.graph))
     return npuC_error(s->ctx, NPU_ERR_STATE,
                       "npu_session_set_progress: accelerate_train_mode is not set on this session "
                       "nor on a graph-level config of its graph");
@@ -237,15 +296,15 @@ int npu_session_reduced_precision(const npu_session *s) {
    the largest plan's need (every plan re-pointed, the old arena freed with its last view). */
 static npu_status share_arena(npu_session *s, npuE_plan *plan) {
   if (!plan->memory.shared || !plan->memory.arena_bytes) return NPU_OK;
-  if (plan->memory.arena_bytes > npuP_memory_arena_size(s->arena)) {
+  if (plan->memory.arena_bytes > npuP_memory_arena_size(s->cur->arena)) {
     npu_tensor *grown;
     npu_status st = npuP_memory_arena_new(s->ctx, plan->memory.arena_bytes, &grown);
     if (st) return st;
-    for (int i = 0; i < s->n_plans; i++) npuP_memory_bind(s->plans[i], grown);
-    npu_tensor_release(s->arena);
-    s->arena = grown;
+    for (int i = 0; i < s->cur->n_plans; i++) npuP_memory_bind(s->cur->plans[i], grown);
+    npu_tensor_release(s->cur->arena);
+    s->cur->arena = grown;
   }
-  npuP_memory_bind(plan, s->arena);
+  npuP_memory_bind(plan, s->cur->arena);
   return NPU_OK;
 }
 
@@ -263,9 +322,9 @@ typedef struct run_sig {
    dynamic-shape one when generic), -1 for none. */
 static int cached_plan(const npu_session *s, const run_sig *r, npu_tensor *const *feed_tensors,
                        bool generic) {
-  for (int i = 0; i < s->n_plans; i++)
-    if (s->plans[i]->generic == generic &&
-        npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches, r->fetches,
+  for (int i = 0; i < s->cur->n_plans; i++)
+    if (s->cur->plans[i]->generic == generic &&
+        npuP_matches(s->cur->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches, r->fetches,
                      r->n_targets, r->targets))
       return i;
   return -1;
@@ -277,10 +336,10 @@ static int cached_plan(const npu_session *s, const run_sig *r, npu_tensor *const
    of its own). */
 static npu_status plan_fits(npu_session *s, int i, const run_sig *r,
                             npu_tensor *const *feed_tensors, bool generic, bool *fits) {
-  *fits = s->plans[i]->generic == generic &&
-          npuP_matches(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
+  *fits = s->cur->plans[i]->generic == generic &&
+          npuP_matches(s->cur->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
                        r->fetches, r->n_targets, r->targets);
-  return *fits && s->plans[i]->n_next ? npuE_next_matches(&s->state, s->plans[i], fits)
+  return *fits && s->cur->plans[i]->n_next ? npuE_next_matches(&s->cur->state, s->cur->plans[i], fits)
                                       : NPU_OK;
 }
 
@@ -292,15 +351,15 @@ static npu_status lookup(npu_session *s, const run_sig *r, npu_tensor *const *fe
   bool fits = false;
   npu_status st = NPU_OK;
   *out = NULL;
-  if (s->n_plans && (st = plan_fits(s, s->last_plan, r, feed_tensors, generic, &fits))) return st;
+  if (s->cur->n_plans && (st = plan_fits(s, s->cur->last_plan, r, feed_tensors, generic, &fits))) return st;
   if (fits) {
-    *out = s->plans[s->last_plan];
+    *out = s->cur->plans[s->cur->last_plan];
     return NPU_OK;
   }
-  for (int i = 0; i < s->n_plans; i++) {
+  for (int i = 0; i < s->cur->n_plans; i++) {
     if ((st = plan_fits(s, i, r, feed_tensors, generic, &fits))) return st;
     if (fits) {
-      *out = s->plans[s->last_plan = i];
+      *out = s->cur->plans[s->cur->last_plan = i];
       return NPU_OK;
     }
   }
@@ -313,12 +372,12 @@ static npu_status lookup(npu_session *s, const run_sig *r, npu_tensor *const *fe
 static npu_status generalized_feeds(npu_session *s, const npuP_config *cfg, const run_sig *r,
                                     npu_tensor *const *feed_tensors, npu_tensor *const **in) {
   const npuE_plan *prev = NULL;
-  for (int i = s->n_plans - 1; i >= 0 && !prev && cfg->generalize != NPUP_GEN_STRICT; i--)
-    if (npuP_same_signature(s->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
+  for (int i = s->cur->n_plans - 1; i >= 0 && !prev && cfg->generalize != NPUP_GEN_STRICT; i--)
+    if (npuP_same_signature(s->cur->plans[i], r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
                             r->fetches, r->n_targets, r->targets))
-      prev = s->plans[i];
+      prev = s->cur->plans[i];
   npu_tensor *const *key;
-  npu_status st = npuP_generalize(&s->generic, s->ctx, s->state.graph, cfg->generalize,
+  npu_status st = npuP_generalize(&s->generic, s->ctx, s->cur->state.graph, cfg->generalize,
                                   cfg->any_feed_dims, r->n_feeds, r->feeds, feed_tensors, prev,
                                   &key);
   *in = key ? key : feed_tensors;
@@ -330,22 +389,22 @@ static npu_status compile_plan(npu_session *s, npuP_config *cfg, const run_sig *
                                npu_tensor *const *feed_tensors, npuE_plan **out) {
   npu_context *ctx = s->ctx;
   npuE_plan *plan = NULL;
-  npu_status st = npuP_compile(&s->state, r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
+  npu_status st = npuP_compile(&s->cur->state, r->n_feeds, r->feeds, feed_tensors, r->n_fetches,
                                r->fetches, r->n_targets, r->targets, cfg, &plan);
-  if (!st) st = npuP_weights_externalize(s->weights, s->state.graph, plan);
+  if (!st) st = npuP_weights_externalize(s->weights, s->cur->state.graph, plan);
   if (!st) st = share_arena(s, plan);
   if (!st) plan->id = s->n_compiled++;
   if (st) {
     npuP_free(ctx, plan);
     return st;
   }
-  if (s->n_plans == MAX_PLANS) {
-    npuP_free(ctx, s->plans[0]);
-    memmove(s->plans, s->plans + 1, (MAX_PLANS - 1) * sizeof s->plans[0]);
-    s->n_plans--;
+  if (s->cur->n_plans == MAX_PLANS) {
+    npuP_free(ctx, s->cur->plans[0]);
+    memmove(s->cur->plans, s->cur->plans + 1, (MAX_PLANS - 1) * sizeof s->cur->plans[0]);
+    s->cur->n_plans--;
   }
-  s->plans[s->n_plans] = plan;
-  s->last_plan = s->n_plans++;
+  s->cur->plans[s->cur->n_plans] = plan;
+  s->cur->last_plan = s->cur->n_plans++;
   *out = plan;
   return NPU_OK;
 }
@@ -396,14 +455,14 @@ static npu_status compile_profiles(npu_session *s, npuP_config *cfg, int profile
     }
   }
   if (st) {
-    for (int i = s->n_plans - n_new; i < s->n_plans; i++) npuP_free(s->ctx, s->plans[i]);
-    s->n_plans -= n_new;
-    s->last_plan = 0;
+    for (int i = s->cur->n_plans - n_new; i < s->cur->n_plans; i++) npuP_free(s->ctx, s->cur->plans[i]);
+    s->cur->n_plans -= n_new;
+    s->cur->last_plan = 0;
     return st;
   }
   /* own stays where it was cached, before the new ones (PROFILE_PLANS < MAX_PLANS: the cache
      drops older plans first) */
-  s->last_plan = s->n_plans - n_new;
+  s->cur->last_plan = s->cur->n_plans - n_new;
   return NPU_OK;
 }
 
@@ -424,9 +483,9 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
     if (!feed_tensors[i]) return npuC_error(ctx, NPU_ERR_ARG, "feed %d is NULL", i + 1);
   npu_status st = reserve_variables(s);
   if (st) return st;
-  if (npuP_graph_configs_stale(&s->graph_configs, s->state.graph)) {
+  if (npuP_graph_configs_stale(&s->graph_configs, s->cur->state.graph)) {
     drop_plans(s); /* a node's graph-level config changed: plans borrow the old configs */
-    npuP_graph_configs_free(ctx, &s->graph_configs, s->state.graph);
+    npuP_graph_configs_free(ctx, &s->graph_configs, s->cur->state.graph);
   }
   if (s->compile.accel.on || s->graph_configs.n) update_accelerate(s);
 
@@ -438,7 +497,7 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
     /* dynamic_dims: the profile of the feeds, -1 for none, NPUP_DIMS_OUTSIDE (hybrid) for the
        dynamic-shape plan (a cached static plan was compiled for feeds that passed this check:
        its shapes are the run's) */
-    st = npuP_dims_match(&s->dims, ctx, s->options, s->state.graph, n_feeds, feed_values,
+    st = npuP_dims_match(&s->dims, ctx, s->options, s->cur->state.graph, n_feeds, feed_values,
                          feed_tensors, &profile);
     if (st) return st;
     /* a dynamic-shape plan that takes these feeds (never for a profile's: its static plan) */
@@ -448,7 +507,7 @@ static npu_status find_plan(npu_session *s, const char *fn, int n_feeds, const i
     /* the session's config, or a graph-level one (set_graph_exec_config) the run reaches */
     npuP_config *cfg;
     bool made;
-    st = npuP_config_for_run(&s->graph_configs, ctx, s->state.graph, s->options, &s->compile,
+    st = npuP_config_for_run(&s->graph_configs, ctx, s->cur->state.graph, s->options, &s->compile,
                              n_feeds, feed_values, feed_tensors, n_fetches, fetch_values,
                              n_targets, target_nodes, &cfg, &made);
     if (st) return st;
@@ -474,34 +533,115 @@ void npu_session_cancel(npu_session *s) {
   if (s) atomic_fetch_add(&s->cancel_epoch, 1);
 }
 
-/* Arms the session's watch for a run (core/watch.c): the cancel counters as they are now, the
-   run's deadline, the host's poll; the pool and the iterators poll it too. */
-static void arm_watch(npu_session *s, const npu_run_options *ro) {
-  npuC_watch *w = &s->watch;
+/* Arms the lane's watch for a run (core/watch.c): the cancel counters as they are now, the
+   run's deadline, the host's poll; the pool (when the run has it) and the iterators poll it
+   too. */
+static void arm_watch(npu_session *s, lane *ln, const npu_run_options *ro) {
+  npuC_watch *w = &ln->watch;
+  npuE_state *st = &ln->state;
   w->session_epoch = &s->cancel_epoch;
   w->context_epoch = &s->ctx->cancel_epoch;
   w->session_start = atomic_load(&s->cancel_epoch);
   w->context_start = atomic_load(&s->ctx->cancel_epoch);
-  s->state.timeout_ms = ro && ro->timeout_in_ms > 0 ? ro->timeout_in_ms : 0;
-  w->deadline_ns = s->state.timeout_ms ? npuC_now_ns() + s->state.timeout_ms * 1000000 : 0;
+  st->timeout_ms = ro && ro->timeout_in_ms > 0 ? ro->timeout_in_ms : 0;
+  w->deadline_ns = st->timeout_ms ? npuC_now_ns() + st->timeout_ms * 1000000 : 0;
   w->op_deadline_ns = 0;
   w->interrupt = ro ? ro->interrupt : NULL;
   w->interrupt_ud = ro ? ro->interrupt_ud : NULL;
   w->hold = 0;
   atomic_store(&w->stopped, NPUC_GO);
-  s->state.watch = w;
-  s->state.run_options = ro;
-  s->state.iterators.watch = w;
-  s->state.iterators.wait_ms = s->state.op_wait_ms;
+  st->watch = w;
+  st->run_options = ro;
+  st->iterators.watch = w;
+  st->iterators.wait_ms = st->op_wait_ms;
 }
 
-static void disarm_watch(npu_session *s, npuC_watch *pool_watch) {
-  npuC_pool_set_watch(s->ctx->pool, pool_watch);
-  s->state.watch = NULL;
-  s->state.run_options = NULL;
-  s->running = false;
-  s->state.iterators.watch = NULL;
-  s->state.iterators.wait_ms = 0;
+static void disarm_watch(lane *ln) {
+  ln->state.watch = NULL;
+  ln->state.run_options = NULL;
+  ln->state.iterators.watch = NULL;
+  ln->state.iterators.wait_ms = 0;
+}
+
+/* Whether plan p may run beside other runs of the session (the lanes, above). */
+static void impure_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                        int b) {
+  (void)depth, (void)parent, (void)b;
+  npuX_kind k = step->def->kind;
+  const char *name = step->def->name;
+  if (k == NPUX_KIND_ASSIGN || k == NPUX_KIND_GET_NEXT || strcmp(name, "random_uniform") == 0 ||
+      strncmp(name, "record_", 7) == 0)
+    *(bool *)ud = false;
+}
+
+static bool plan_is_pure(const npu_session *s, const npuE_plan *p) {
+  bool pure = p->iterations <= 1 && !s->lanes[0].state.dump && !s->lanes[0].state.profile;
+  if (pure) npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, impure_step, &pure);
+  return pure;
+}
+
+/* Takes a lane for a run on this thread, with s->lock held: `whole`, lane 0 and the session
+   alone (once the runs in progress have finished; no run starts meanwhile); else any free
+   lane, lane 0 first, waiting for one.  NPU_ERR_STATE when this thread is running s already
+   (a host op calling back into it). */
+static npu_status lane_enter(npu_session *s, bool whole, lane **out) {
+  pthread_t me = pthread_self();
+  for (int k = 0; k < s->n_lanes; k++)
+    if (s->lanes[k].busy && pthread_equal(s->lanes[k].owner, me))
+      return npuC_error(s->ctx, NPU_ERR_STATE, "npu_session_run: the session is already "
+                        "running on this thread (a host op called back into it)");
+  if (whole) s->n_whole_waiting++;
+  for (;;) {
+    lane *ln = NULL;
+    if (!s->exclusive && whole && s->n_busy == 0) {
+      s->exclusive = true;
+      s->n_whole_waiting--;
+      ln = &s->lanes[0];
+    }
+    for (int k = 0; !ln && !whole && !s->exclusive && !s->n_whole_waiting && k < s->n_lanes; k++)
+      if (!s->lanes[k].busy) ln = &s->lanes[k];
+    if (ln) {
+      ln->busy = true;
+      ln->owner = me;
+      s->n_busy++;
+      *out = ln;
+      return NPU_OK;
+    }
+    pthread_cond_wait(&s->changed, &s->lock);
+  }
+}
+
+static void lane_leave(npu_session *s, lane *ln) {
+  ln->busy = false;
+  s->n_busy--;
+  if (ln == &s->lanes[0]) s->exclusive = false;
+  pthread_cond_broadcast(&s->changed);
+}
+
+/* The plan of this run on a lane of its own (taken here, with the lock held: the session's
+   caches and compilation are shared); the lane is given back by the caller. */
+static npu_status enter_and_find(npu_session *s, int n_feeds, const int *feed_values,
+                                 npu_tensor *const *feed_tensors, int n_fetches,
+                                 const int *fetch_values, int n_targets,
+                                 const int *target_nodes, lane **ln_out, npuE_plan **plan) {
+  lane *ln = NULL;
+  *plan = NULL;
+  /* one lane: every run takes the session whole, as a session always did */
+  npu_status st = lane_enter(s, s->n_lanes == 1, &ln);
+  for (int attempt = 0; !st; attempt++) {
+    s->cur = ln;
+    st = find_plan(s, "npu_session_run", n_feeds, feed_values, feed_tensors, n_fetches,
+                   fetch_values, n_targets, target_nodes, plan);
+    s->cur = &s->lanes[0];
+    if (st || s->exclusive || plan_is_pure(s, *plan) || attempt) break;
+    /* it writes what other runs read: again, on lane 0, alone */
+    lane_leave(s, ln);
+    ln = NULL;
+    *plan = NULL;
+    st = lane_enter(s, true, &ln);
+  }
+  *ln_out = ln;
+  return st;
 }
 
 npu_status npu_session_run_with_options(npu_session *s, const npu_run_options *ro, int n_feeds,
@@ -516,29 +656,50 @@ npu_status npu_session_run_with_options(npu_session *s, const npu_run_options *r
   if (ro && ro->timeout_in_ms < 0)
     return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_run: timeout_in_ms must be >= 0, got %lld",
                       (long long)ro->timeout_in_ms);
-  if (s->running)
-    return npuC_error(s->ctx, NPU_ERR_STATE, "npu_session_run: the session is already running "
-                      "(a host op called back into it)");
-  s->running = true;
-  arm_watch(s, ro);
-  npuC_watch *pool_watch = npuC_pool_set_watch(s->ctx->pool, &s->watch);
+  lane *ln = NULL;
+  npuE_plan *plan = NULL;
+  pthread_mutex_lock(&s->lock);
+  npu_status st = enter_and_find(s, n_feeds, feed_values, feed_tensors, n_fetches, fetch_values,
+                                 n_targets, target_nodes, &ln, &plan);
+  pthread_mutex_unlock(&s->lock);
+  if (!ln) return st;
+  npuE_state *state = &ln->state;
+  arm_watch(s, ln, ro);
+  /* The device's thread pool serves one run at a time: the first takes it, runs beside it
+     compute on their own threads (kernels give the same bits at any thread count). */
+  bool expected = false;
+  bool pooled = atomic_compare_exchange_strong(&s->ctx->pool_busy, &expected, true);
+  state->serial = !pooled;
+  npuC_watch *pool_watch = pooled ? npuC_pool_set_watch(s->ctx->pool, &ln->watch) : NULL;
+  if (st) { /* the plan lookup failed (a wait to pick a plan stopped: named here) */
+    npuC_stop why = (npuC_stop)atomic_load(&ln->watch.stopped);
+    if (why && (st == NPU_ERR_CANCELLED || st == NPU_ERR_TIMEOUT)) st = npuE_stop(state, NULL, why);
+  }
   /* A loop whose dataset's element changes shape returns early (state.loop_left): the plan
      of the new shape runs the remaining iterations, and its last step gives the fetches. */
-  s->state.loop_left = 0;
-  for (;;) {
-    npuE_plan *plan;
-    npu_status st = find_plan(s, "npu_session_run", n_feeds, feed_values, feed_tensors,
-                              n_fetches, fetch_values, n_targets, target_nodes, &plan);
-    npuC_stop why = (npuC_stop)atomic_load(&s->watch.stopped);
-    if (why && (st == NPU_ERR_CANCELLED || st == NPU_ERR_TIMEOUT)) /* a wait to pick a plan */
-      st = npuE_stop(&s->state, NULL, why);
-    if (!st) st = npuE_run(&s->state, plan, feed_tensors, fetch_out);
-    if (st || !s->state.loop_left) {
-      s->state.loop_left = 0;
-      disarm_watch(s, pool_watch);
-      return st;
-    }
+  state->loop_left = 0;
+  while (!st) {
+    st = npuE_run(state, plan, feed_tensors, fetch_out);
+    if (st || !state->loop_left) break;
+    pthread_mutex_lock(&s->lock);
+    s->cur = ln;
+    st = find_plan(s, "npu_session_run", n_feeds, feed_values, feed_tensors, n_fetches,
+                   fetch_values, n_targets, target_nodes, &plan);
+    s->cur = &s->lanes[0];
+    pthread_mutex_unlock(&s->lock);
+    npuC_stop why = (npuC_stop)atomic_load(&ln->watch.stopped);
+    if (why && (st == NPU_ERR_CANCELLED || st == NPU_ERR_TIMEOUT)) st = npuE_stop(state, NULL, why);
   }
+  state->loop_left = 0;
+  disarm_watch(ln);
+  if (pooled) {
+    npuC_pool_set_watch(s->ctx->pool, pool_watch);
+    atomic_store(&s->ctx->pool_busy, false);
+  }
+  pthread_mutex_lock(&s->lock);
+  lane_leave(s, ln);
+  pthread_mutex_unlock(&s->lock);
+  return st;
 }
 
 npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
@@ -557,10 +718,17 @@ npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_valu
   if (!json_out) return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_explain: json_out is NULL");
   *json_out = NULL;
   npuE_plan *plan;
-  npu_status st = find_plan(s, "npu_session_explain", n_feeds, feed_values, feed_tensors,
-                            n_fetches, fetch_values, n_targets, target_nodes, &plan);
-  if (st) return st;
-  return npuP_explain(s->ctx, s->state.graph, plan->config, plan, json_out);
+  lane *ln;
+  pthread_mutex_lock(&s->lock);
+  npu_status st = lane_enter(s, true, &ln);
+  if (!st) {
+    st = find_plan(s, "npu_session_explain", n_feeds, feed_values, feed_tensors, n_fetches,
+                   fetch_values, n_targets, target_nodes, &plan);
+    if (!st) st = npuP_explain(s->ctx, s->cur->state.graph, plan->config, plan, json_out);
+    lane_leave(s, ln);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
 }
 
 npu_status npu_session_explain_dot(npu_session *s, int n_feeds, const int *feed_values,
@@ -572,10 +740,17 @@ npu_status npu_session_explain_dot(npu_session *s, int n_feeds, const int *feed_
     return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_explain_dot: dot_out is NULL");
   *dot_out = NULL;
   npuE_plan *plan;
-  npu_status st = find_plan(s, "npu_session_explain_dot", n_feeds, feed_values, feed_tensors,
-                            n_fetches, fetch_values, n_targets, target_nodes, &plan);
-  if (st) return st;
-  return npuP_plan_dot(s->ctx, s->state.graph, plan, dot_out);
+  lane *ln;
+  pthread_mutex_lock(&s->lock);
+  npu_status st = lane_enter(s, true, &ln);
+  if (!st) {
+    st = find_plan(s, "npu_session_explain_dot", n_feeds, feed_values, feed_tensors, n_fetches,
+                   fetch_values, n_targets, target_nodes, &plan);
+    if (!st) st = npuP_plan_dot(s->ctx, s->cur->state.graph, plan, dot_out);
+    lane_leave(s, ln);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return st;
 }
 
 npu_status npu_graph_to_dot(const npu_graph *g, char **dot_out) {
@@ -585,8 +760,8 @@ npu_status npu_graph_to_dot(const npu_graph *g, char **dot_out) {
 }
 
 npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int *n_folded) {
-  if (!s->n_plans) return npuC_error(s->ctx, NPU_ERR_STATE, "the session has not run yet");
-  const npuE_plan *p = s->plans[s->last_plan];
+  if (!s->cur->n_plans) return npuC_error(s->ctx, NPU_ERR_STATE, "the session has not run yet");
+  const npuE_plan *p = s->cur->plans[s->cur->last_plan];
   *n_steps = p->n_steps;
   *n_folded = p->n_folded;
   return NPU_OK;

@@ -2,22 +2,27 @@
  * embed.c — lua-npu from a C host, two ways.
  *
  *  1. The C API alone: build y = relu(x W + b), create a session, run it, read the result.
- *  2. A host that embeds Lua: two lua_States on two threads, each loading `npu` (the module is
- *     linked into this program and registered with luaL_requiref) and running a script that
- *     builds and runs its own graph.  Contexts are per state, so nothing is shared.
+ *  2. A host that embeds Lua: two lua_States on two threads, each loading `npu` with require
+ *     (the installed module, found through package.path and package.cpath, which Lua takes from
+ *     LUA_PATH_5_4 / LUA_CPATH_5_4; from the repository root the checkout's npu/ is found) and
+ *     running a script that builds and runs its own graph.  Contexts are per state, so nothing
+ *     is shared.
  *
- * Run from the repository root (the Lua facade is read from lua/).  Exit status 0 on success.
+ * Built as a host builds it, against the installed library:
+ *     cc embed.c $(pkg-config --cflags --libs npu lua5.4)
+ * (`make test` installs into a temporary DESTDIR and does exactly that: tests/test_install.sh).
+ * Exit status 0 on success.
  */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 
-#include "include/npu.h"
-
-int luaopen_npu_core(lua_State *L);
+#include <npu.h>
 
 #define CHECK(call)                                                                       \
   do {                                                                                    \
@@ -29,14 +34,35 @@ int luaopen_npu_core(lua_State *L);
     }                                                                                     \
   } while (0)
 
+/* The host's allocator (lua_Alloc's contract): here malloc with a count of the blocks out, so
+   the host sees the library give back everything it took. */
+typedef struct host_heap {
+  atomic_long blocks;
+} host_heap;
+
+static void *host_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  host_heap *heap = ud;
+  (void)osize;
+  if (nsize == 0) {
+    if (ptr) atomic_fetch_sub(&heap->blocks, 1);
+    free(ptr);
+    return NULL;
+  }
+  void *p = realloc(ptr, nsize);
+  if (p && !ptr) atomic_fetch_add(&heap->blocks, 1);
+  return p;
+}
+
 static int run_c_api(void) {
   int ok = 0;
+  host_heap heap = {0};
   npu_context *ctx = NULL;
   npu_graph *g = NULL;
   npu_tensor *w = NULL, *b = NULL, *x = NULL, *y = NULL;
   npu_options *opts = NULL;
   npu_session *sess = NULL;
-  if (npu_context_new(NULL, &ctx) != NPU_OK) return 0;
+  npu_context_config cfg = {.alloc = host_alloc, .alloc_ud = &heap};
+  if (npu_context_new(&cfg, &ctx) != NPU_OK) return 0;
   CHECK(npu_graph_new(ctx, &g));
 
   /* x: a (-1, 3) placeholder; w: 3x2 constant; b: 2 constant */
@@ -97,13 +123,17 @@ done:
     ok = 0;
   }
   npu_context_release(ctx);
+  if (ok && atomic_load(&heap.blocks) != 0) {
+    fprintf(stderr, "embed: %ld blocks of the host's allocator not given back\n",
+            (long)atomic_load(&heap.blocks));
+    ok = 0;
+  }
   return ok;
 }
 
 /* ---- two lua_States on two threads ---- */
 
 static const char *script =
-    "package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path\n"
     "local npu = require('npu')\n"
     "local seed = ...\n"
     "local g = npu.Graph()\n"
@@ -134,10 +164,6 @@ static void *run_lua(void *arg) {
     return NULL;
   }
   luaL_openlibs(L);
-  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-  lua_pushcfunction(L, luaopen_npu_core);
-  lua_setfield(L, -2, "npu.core");
-  lua_pop(L, 1);
   if (luaL_loadstring(L, script) != LUA_OK) {
     snprintf(job->error, sizeof job->error, "%s", lua_tostring(L, -1));
   } else {
@@ -173,8 +199,14 @@ static int run_two_states(void) {
 }
 
 int main(void) {
+  /* The header compiled against and the library linked must agree (same major at least). */
+  if (npu_version() / 10000 != NPU_VERSION_MAJOR) {
+    fprintf(stderr, "embed: npu.h is %d.%d.%d, the library %s\n", NPU_VERSION_MAJOR,
+            NPU_VERSION_MINOR, NPU_VERSION_PATCH, npu_version_string());
+    return 1;
+  }
   if (!run_c_api()) return 1;
   if (!run_two_states()) return 1;
-  printf("embed: ok\n");
+  printf("embed: ok (lua-npu %s)\n", npu_version_string());
   return 0;
 }

@@ -20,6 +20,11 @@ build = {
     OPENBLAS_LIBDIR = "$(OPENBLAS_LIBDIR)",
     CJSON_INCDIR = "$(CJSON_INCDIR)", WERROR = "",
   },
-  install_variables = { INST_LIBDIR = "$(LIBDIR)", INST_LUADIR = "$(LUADIR)", INST_BINDIR = "$(BINDIR)" },
+  install_variables = {
+    INST_LIBDIR = "$(LIBDIR)", INST_LUADIR = "$(LUADIR)", INST_BINDIR = "$(BINDIR)",
+    -- the module, its facade and npu-run only: LuaRocks deploys whatever lands in a rock's
+    -- lib/ as a Lua C module (`make install PREFIX=...` installs libnpu, npu.h and npu.pc)
+    INSTALL_CLIB = "no",
+  },
 }
 test = { type = "command", command = "lua5.4 spec/run.lua" }

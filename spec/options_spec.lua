@@ -160,7 +160,12 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "experimental_accelerate_train_mode", "export_compile_stat",
     "external_weight", -- compile/external_weight.c
     "fp_point",
-    "fusion_switch_file", "graph_run_mode", "input_shape", "iterations_per_loop", "modify_mixlist",
+    "fusion_switch_file", "graph_max_parallel_model_num", -- session.c (lanes)
+    "graph_run_mode",
+    "in_out_pair", "in_out_pair_flag", -- compile/mixed.c
+    "input_shape", "iterations_per_loop",
+    "mix_compile_mode", -- compile/mixed.c, io/graphdef.c (npu_context_register_host_op)
+    "modify_mixlist",
     "oo_constant_folding", "op_compiler_cache_dir", "op_compiler_cache_mode", -- compile/tuning.c
     "op_execute_timeout", "op_precision_mode", "op_select_implmode",
     "op_wait_timeout", -- exec/exec.c, exec/dataset.c (core/watch.c)

@@ -3,6 +3,8 @@
  * callback with its key and inputs (values, several outputs, inside a while loop), a failing
  * callback fails the run with NPU_ERR_CALLBACK naming the node, a wrong output dtype is
  * NPU_ERR_DTYPE, a run without a callback is NPU_ERR_STATE, and nothing stays live.
+ * Mixed computing: an imported model's op type the device lacks becomes a host_func node once
+ * the host registers it (npu_context_register_host_op), and runs under mix_compile_mode.
  */
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +55,57 @@ static npu_status add_host(npu_graph *g, const char *name, int64_t key, int x, i
   npu_attr a[] = {{.name = "key", .type = NPU_ATTR_INT, .u.i = key},
                   {.name = "Tout", .type = NPU_ATTR_INTS, .u.ints = {tout, n_out}}};
   return npu_graph_add_op(g, "host_func", name, 1, &x, 2, a, node);
+}
+
+/* A TensorFlow.js model: y = Relu(Triple(x)), Triple a type the device lacks. */
+static const char triple_model[] =
+    "{\"format\": \"graph-model\", \"modelTopology\": {\"node\": ["
+    "{\"name\": \"x\", \"op\": \"Placeholder\", \"attr\": {\"dtype\": {\"type\": \"DT_FLOAT\"}}},"
+    "{\"name\": \"t\", \"op\": \"Triple\", \"input\": [\"x\"], \"attr\": {\"T\": {\"type\": \"DT_FLOAT\"}}},"
+    "{\"name\": \"y\", \"op\": \"Relu\", \"input\": [\"t\"], \"attr\": {\"T\": {\"type\": \"DT_FLOAT\"}}}]}}";
+
+static void test_mixed_import(npu_context *ctx, host *h, const npu_run_options *ro) {
+  npu_graph *g = NULL;
+  npu_session *s = NULL;
+  npu_options *o = NULL;
+  npu_tensor *xt = NULL, *out = NULL;
+  /* unregistered: the import lists the type */
+  CHECK(npu_graph_import_tfjs(ctx, triple_model, sizeof triple_model - 1, NULL, &g, NULL) ==
+        NPU_ERR_UNSUPPORTED);
+  CHECK(strstr(npu_context_errmsg(ctx), "Triple") != NULL);
+  CHECK(npu_context_register_host_op(ctx, "Relu", 7) == NPU_ERR_ARG); /* the device has it */
+  CHECK(npu_context_register_host_op(ctx, "", 7) == NPU_ERR_ARG);
+  CHECK(npu_context_register_host_op(ctx, "Triple", 1) == NPU_OK);
+  CHECK(npu_graph_import_tfjs(ctx, triple_model, sizeof triple_model - 1, NULL, &g, NULL) ==
+        NPU_OK);
+  int x = -1, y = -1, t = npu_graph_find_node(g, "t");
+  CHECK(npu_graph_find_value(g, "x:0", &x) == NPU_OK);
+  CHECK(npu_graph_find_value(g, "y:0", &y) == NPU_OK);
+  CHECK(t >= 0 && strcmp(npu_graph_node_op(g, t), "host_func") == 0);
+  CHECK(npu_tensor_from_data(ctx, NPU_DTYPE_F32, 1, (int64_t[]){3}, (float[]){1, -2, 4}, 12,
+                             &xt) == NPU_OK);
+  /* full offload refuses it, naming the node */
+  CHECK(npu_session_new(ctx, g, NULL, &s) == NPU_OK);
+  CHECK(npu_session_run_with_options(s, ro, 1, &x, &xt, 1, &y, &out, 0, NULL) ==
+        NPU_ERR_UNSUPPORTED);
+  CHECK(strstr(npu_context_errmsg(ctx), "mix_compile_mode") != NULL);
+  npu_session_release(s);
+  s = NULL;
+  CHECK(npu_options_new(ctx, &o) == NPU_OK);
+  CHECK(npu_options_set_bool(o, "mix_compile_mode", 1) == NPU_OK);
+  CHECK(npu_session_new(ctx, g, o, &s) == NPU_OK);
+  h->calls = 0;
+  CHECK(npu_session_run_with_options(s, ro, 1, &x, &xt, 1, &y, &out, 0, NULL) == NPU_OK);
+  CHECK(h->calls == 1);
+  if (out) {
+    const float *v = npu_tensor_data(out);
+    CHECK(v[0] == 3 && v[1] == 0 && v[2] == 12);
+  }
+  npu_tensor_release(out);
+  npu_tensor_release(xt);
+  npu_session_release(s);
+  npu_options_release(o);
+  npu_graph_release(g);
 }
 
 /* v = x * 3 by the host, 4 times in a while loop */
@@ -143,6 +196,8 @@ int main(void) {
   npu_tensor_release(xt);
   npu_session_release(s);
   npu_graph_release(cg.g);
+  CHECK(npu_context_live_bytes(ctx) == 0);
+  test_mixed_import(ctx, &h, &ro);
   CHECK(npu_context_live_bytes(ctx) == 0);
   npu_context_release(ctx);
   return check_summary("test_host_op");

@@ -417,6 +417,49 @@ static int l_host_func(lua_State *L) {
   return 1;
 }
 
+/* Mixed computing: registry[HOST_OPS] maps a TensorFlow op type to its key (-1, -2, ...:
+   negative, so never a graph's host_func key) and the key to the Lua function implementing
+   it.  Imports on this state's context turn nodes of those types into host_func nodes
+   carrying the key (npu_context_register_host_op). */
+static const char HOST_OPS = 0;
+
+static void push_host_ops(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &HOST_OPS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &HOST_OPS);
+  }
+}
+
+/* core.register_host_op(tf_type, fn): fn implements TensorFlow op type tf_type in imports
+   from now on (registering a type again replaces its function). */
+static int l_register_host_op(lua_State *L) {
+  const char *type = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  push_host_ops(L);
+  int ops = lua_gettop(L);
+  lua_Integer key;
+  if (lua_getfield(L, ops, type) == LUA_TNUMBER) key = lua_tointeger(L, -1);
+  else {
+    lua_Integer n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, ops)) {
+      if (lua_type(L, -2) == LUA_TNUMBER) n++;
+      lua_pop(L, 1);
+    }
+    key = -(n + 1);
+  }
+  lua_pop(L, 1);
+  npu_status st = npu_context_register_host_op(npuB_context(L), type, (int64_t)key);
+  if (st) return npuB_raise(L, "npu.register_host_op", st);
+  lua_pushinteger(L, key);
+  lua_setfield(L, ops, type);
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, ops, key);
+  return 0;
+}
+
 /* What the run's host callback needs: the state running sess:run and, in that call's frame,
    the graph's userdata (an absolute index, valid while the run is in progress). */
 typedef struct host_ctx {
@@ -435,7 +478,8 @@ typedef struct host_call {
 /* Under lua_pcall: (graph userdata, host_call) -> fills out[] with new references. */
 static int host_call_protected(lua_State *L) {
   host_call *c = lua_touserdata(L, 2);
-  push_host_funcs(L, 1);
+  if (c->key < 0) push_host_ops(L); /* an imported op type (npu.register_host_op) */
+  else push_host_funcs(L, 1);
   if (lua_rawgeti(L, -1, (lua_Integer)c->key) != LUA_TFUNCTION)
     return luaL_error(L, "no Lua function for key %d (graph built in another lua_State?)",
                       (int)c->key);
@@ -706,4 +750,6 @@ void npuB_open_session(lua_State *L) {
   lua_setfield(L, -2, "session_new");
   lua_pushcfunction(L, l_host_func);
   lua_setfield(L, -2, "host_func");
+  lua_pushcfunction(L, l_register_host_op);
+  lua_setfield(L, -2, "register_host_op");
 }

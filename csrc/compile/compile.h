@@ -62,6 +62,9 @@ typedef struct npuE_step {
      compiler's rules, 1 timed by this compilation, 2 a tuning record). */
   uint8_t threads;
   uint8_t tuned;
+  /* Mixed computing (compile/mixed.c): the step runs on the host, the calling thread, with the
+     op's reference kernel (serial), not on the device's pool. */
+  bool host;
   /* Shapes known only when the step runs (an input or output whose shape the compile could
      not fix, or an NPUX_F_DATA_SHAPE op): the executor infers the outputs' shapes from the
      actual inputs, gives them buffers of their own and sizes the scratch then. */
@@ -154,6 +157,8 @@ typedef struct npuE_plan {
   npu_tensor *round_meta; /* stand-ins describing them, one per widened operand */
   int n_round_meta;
   bool reference;       /* host reference kernels, serial */
+  uint8_t *on_host;     /* mixed computing (compile/mixed.c): by node id, 1 = placed on the
+                           host by in_out_pair; NULL when nothing is (owned) */
   int n_threads;        /* threads the scratch was sized for (scratch slots per thread) */
   bool fold;            /* compiled with constant folding */
   int n_folded;         /* nodes evaluated at compile time, */
@@ -208,6 +213,10 @@ typedef struct npuP_config {
   int precision;  /* npuP_precision */
   bool verify;    /* check the plan after each pass (NPU_VERIFY_PLANS=1; make test sets it) */
   const npu_options *options; /* borrowed: what the config was made from */
+  /* Mixed computing (compile/mixed.c): mix_compile_mode, in_out_pair (borrowed from options;
+     "" when unset) and in_out_pair_flag (true: the pairs' ranges on the device) */
+  bool mix_compile, in_out_pair_device;
+  const char *in_out_pair;
   struct npuP_fusion_config *fusion;
   struct npuP_mix_config *mix;
   struct npuP_impl_config *impl;
@@ -289,5 +298,13 @@ typedef void (*npuP_step_visit)(void *ud, const npuE_step *step, int depth,
                                 const npuE_step *parent, int b);
 void npuP_walk_steps(const npuE_step *steps, int n, int depth, const npuE_step *parent, int b,
                      npuP_step_visit fn, void *ud);
+
+/* compile/mixed.c: the nodes in_out_pair puts on the host (*on_host NULL when none: no
+   in_out_pair, or mix_compile_mode off); NPU_ERR_NOT_FOUND for a name not in g.  And whether
+   node, when it is a host implementation of a TensorFlow type (its "_tf_type"), may run:
+   NPU_ERR_UNSUPPORTED without mix_compile_mode. */
+npu_status npuP_mixed_placement(npu_context *ctx, const npu_graph *g, const npuP_config *cfg,
+                                uint8_t **on_host);
+npu_status npuP_mixed_check(npu_context *ctx, const npuP_config *cfg, const npuG_node *node);
 
 #endif

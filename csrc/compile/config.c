@@ -70,6 +70,9 @@ npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config 
       .precision = (int)npuP_precision_mode(o),
       .options = o,
       .verify = verify_plans(),
+      .mix_compile = npuO_bool(o, NPUO_mix_compile_mode),
+      .in_out_pair = npuO_string(o, NPUO_in_out_pair),
+      .in_out_pair_device = npuO_bool(o, NPUO_in_out_pair_flag),
   };
   read_accelerate(o, cfg);
   npu_status s = npuP_fusion_config_new(ctx, o, &cfg->fusion);

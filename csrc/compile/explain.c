@@ -280,6 +280,10 @@ static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
 static void s_index(jw *w, const ex *e, const npuE_step *s) { (void)e, num(w, s->index); }
 /* shaped when it runs: outputs and scratch sized from the actual inputs (exec.c run_dynamic) */
 static void s_dynamic(jw *w, const ex *e, const npuE_step *s) { (void)e, boolean(w, s->dynamic); }
+/* mixed computing (compile/mixed.c): "host" or "device" */
+static void s_placement(jw *w, const ex *e, const npuE_step *s) {
+  (void)e, str(w, s->host ? "host" : "device");
+}
 
 static const struct {
   const char *name;
@@ -300,6 +304,7 @@ static const struct {
     {"tuned", s_tuned},
     {"index", s_index},
     {"dynamic", s_dynamic},
+    {"placement", s_placement},
 };
 
 /* ---- control steps: their blocks, each a list of steps ---- */

@@ -1141,6 +1141,15 @@ npu_status npuP_fuse(npuP_build *b) {
   npu_status s = f.n_readers && f.reader && f.pinned ? NPU_OK : NPU_ERR_NOMEM;
   for (int i = 0; !s && i < p->n_fetches; i++) f.pinned[p->fetches[i]] = 1;
   for (int i = 0; !s && i < p->n_feeds; i++) f.pinned[p->feeds[i]] = 1;
+  /* mixed computing (compile/mixed.c): a value passing between the host and the device part
+     stays, so no fused step spans both */
+  for (int k = 0; !s && p->on_host && k < p->n_steps; k++)
+    for (int i = 0; i < p->steps[k].n_in; i++) {
+      int v = p->steps[k].in[i];
+      if (v < b->graph->n_values &&
+          p->on_host[b->graph->values[v].node] != p->on_host[p->steps[k].node])
+        f.pinned[v] = 1;
+    }
   graph_stats g = {.graph_id = b->trial ? -1 : c->n_compiled++};
   for (int i = 0; !s && i < N_PASSES; i++) {
     if (!c->on[i] || (b->fusion_off & (1u << i))) continue;

@@ -45,6 +45,9 @@ bool npuP_fully_known(const npuG_value *v);
 /* compile/control.c: the step of cond / while node `id`, its regions compiled into blocks. */
 npu_status npuP_emit_control(npuP_build *b, int id, npuE_step *step);
 npu_status npuP_fuse(npuP_build *b);
+/* compile/mixed.c: after fusion, each top-level step's placement (npuE_step.host) from its own
+   node: an imported host implementation, or in_out_pair's ranges. */
+npu_status npuP_mixed_mark(npuP_build *b);
 npu_status npuP_assign_precision(npuP_build *b);
 npu_status npuP_select_impl(npuP_build *b);
 npu_status npuP_plan_memory(npuP_build *b);

@@ -79,6 +79,7 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
   npuC_free(ctx, p->values);
   npuC_free(ctx, p->slots);
   npuC_free(ctx, p->owned);
+  npuC_free(ctx, p->on_host);
   npuC_free(ctx, p->borrowed);
   npuC_free(ctx, p->scratch);
   npuC_free(ctx, p->dyn_scratch);
@@ -283,6 +284,10 @@ npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg
   const npu_op_def *def = npuX_op(node->op);
   step->node = id;
   step->def = def;
+  npu_status mixed = npuP_mixed_check(ctx, cfg, node);
+  if (mixed) return mixed;
+  step->host = def->kind == NPUX_KIND_KERNEL &&
+               (npuG_attr_find(node, "_tf_type") || (p->on_host && p->on_host[id]));
   step->params = node->params.bytes;
   step->reads_variable = read;
   step->round_in = step->round_out = -1; /* the precision pass sets them */
@@ -307,7 +312,7 @@ npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg
   }
   if (!(def->flags & NPUX_F_SUMMARY)) p->dynamic |= step->dynamic; /* ops.h */
   if (def->kind == NPUX_KIND_KERNEL && def->scratch_size && !step->dynamic)
-    return npuP_step_scratch(ctx, p, step, node, cfg->reference);
+    return npuP_step_scratch(ctx, p, step, node, cfg->reference || step->host);
   return NPU_OK;
 }
 
@@ -427,7 +432,7 @@ static npu_status new_plan(compiling *c) {
     for (int k = 0; k < t->ndim; k++) p->generic |= t->shape[k] < 0; /* compile/generalize.c */
   }
   if (n_values) memcpy(p->values, g->values, (size_t)n_values * sizeof *p->values);
-  return NPU_OK;
+  return npuP_mixed_placement(ctx, g, cfg, &p->on_host);
 }
 
 /* prune: marks the nodes the fetches and targets need, walking node ids downwards (ids are a
@@ -616,7 +621,9 @@ static npu_status passes(compiling *c) {
   npu_status s = verify ? npuP_verify(b, "layout") : NPU_OK;
   if (!s && c->dump >= 0) s = npuP_graph_dump(b, c->dump, 1, "constant folding", false);
   for (size_t i = 0; i < npu_countof(list) && !s; i++) {
-    if (!(s = list[i].run(b)) && verify) s = npuP_verify(b, list[i].name);
+    s = list[i].run(b);
+    if (!s && list[i].run == npuP_fuse) s = npuP_mixed_mark(b); /* placement of fused steps */
+    if (!s && verify) s = npuP_verify(b, list[i].name);
     if (!s && c->dump >= 0)
       s = npuP_graph_dump(b, c->dump, (int)i + 2, list[i].name, i + 1 == npu_countof(list));
   }

@@ -4,7 +4,9 @@
  * are live after tearing everything down, and can make the n-th allocation fail.
  *
  * Every block carries a 16-byte header holding its size, so frees need no size and the live
- * byte count stays exact.  Counters are atomic because a tensor may be released on another
+ * byte count stays exact.  The blocks come from the host's allocator (npu_context_config.alloc,
+ * lua_Alloc's contract) or from malloc; accounting, the limit and the injected failures sit on
+ * top of either, so they behave the same whatever the host plugs in.  Counters are atomic because a tensor may be released on another
  * thread than the one that created it.
  */
 #include <stdio.h>
@@ -79,7 +81,26 @@ int npu_dtype_from_name(const char *name) {
   return -1;
 }
 
+const char *npu_version_string(void) {
+#define NPU_STR_(x) #x
+#define NPU_STR(x) NPU_STR_(x)
+  return NPU_STR(NPU_VERSION_MAJOR) "." NPU_STR(NPU_VERSION_MINOR) "." NPU_STR(NPU_VERSION_PATCH);
+}
+
+int npu_version(void) { return NPU_VERSION_NUMBER; }
+
 /* ---- context lifecycle ---------------------------------------------- */
+
+/* The default allocator: malloc/free behind lua_Alloc's contract. */
+static void *default_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  (void)ud;
+  (void)osize;
+  if (nsize == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, nsize);
+}
 
 npu_status npu_context_new(const npu_context_config *cfg, npu_context **out) {
   if (!out) return NPU_ERR_ARG;
@@ -93,16 +114,21 @@ npu_status npu_context_new(const npu_context_config *cfg, npu_context **out) {
   if (c.n_devices == 0) c.n_devices = 8;
   /* The device parallelises GEMM itself (kernels/blas.c): OpenBLAS runs single-threaded. */
   npuK_blas_set_threads(1);
-  npu_context *ctx = calloc(1, sizeof *ctx);
+  npu_alloc_fn alloc = c.alloc ? c.alloc : default_alloc;
+  npu_context *ctx = alloc(c.alloc_ud, NULL, 0, sizeof *ctx);
   if (!ctx) return NPU_ERR_NOMEM;
+  memset(ctx, 0, sizeof *ctx);
+  ctx->alloc = alloc;
+  ctx->alloc_ud = c.alloc_ud;
   atomic_init(&ctx->refcount, 1);
   atomic_init(&ctx->live_bytes, 0);
   atomic_init(&ctx->peak_bytes, 0);
+  atomic_init(&ctx->pool_busy, false);
   ctx->memory_limit = c.memory_limit;
   ctx->n_devices = c.n_devices;
   npu_status st = npuC_pool_new(ctx, c.n_threads, &ctx->pool);
   if (st != NPU_OK) {
-    free(ctx);
+    alloc(c.alloc_ud, ctx, sizeof *ctx, 0);
     return st;
   }
   *out = ctx;
@@ -117,7 +143,7 @@ npu_context *npu_context_retain(npu_context *ctx) {
 void npu_context_release(npu_context *ctx) {
   if (!ctx || atomic_fetch_sub(&ctx->refcount, 1) != 1) return;
   npuC_pool_free(ctx->pool);
-  free(ctx);
+  ctx->alloc(ctx->alloc_ud, ctx, sizeof *ctx, 0);
 }
 
 const char *npu_context_errmsg(const npu_context *ctx) { return ctx ? ctx->errmsg : ""; }
@@ -136,12 +162,23 @@ void npu_context_set_log(npu_context *ctx, npu_log_fn fn, void *ud) {
   ctx->log_ud = ud;
 }
 
-void npu_context_fail_after(npu_context *ctx, long n) { ctx->fail_after = n > 0 ? n : 0; }
+void npu_context_fail_after(npu_context *ctx, long n) {
+  atomic_store(&ctx->fail_after, n > 0 ? n : 0);
+}
+
+/* The test hook's countdown: true when this allocation is the one to fail.  Atomic, as runs
+   of one session on several threads allocate at once (graph_max_parallel_model_num). */
+static bool injected_failure(npu_context *ctx) {
+  long n = atomic_load_explicit(&ctx->fail_after, memory_order_relaxed);
+  while (n > 0)
+    if (atomic_compare_exchange_weak(&ctx->fail_after, &n, n - 1)) return n == 1;
+  return false;
+}
 
 /* ---- allocation ---------------------------------------------------------- */
 
 void *npuC_alloc(npu_context *ctx, size_t n) {
-  if (ctx->fail_after > 0 && --ctx->fail_after == 0) {
+  if (injected_failure(ctx)) {
     npuC_error(ctx, NPU_ERR_NOMEM, "out of memory (injected failure, %zu bytes)", n);
     return NULL;
   }
@@ -156,7 +193,7 @@ void *npuC_alloc(npu_context *ctx, size_t n) {
                ctx->memory_limit);
     return NULL;
   }
-  block_header *h = malloc(sizeof *h + n);
+  block_header *h = ctx->alloc(ctx->alloc_ud, NULL, 0, sizeof *h + n);
   if (!h) {
     npuC_error(ctx, NPU_ERR_NOMEM, "out of memory (%zu bytes requested)", n);
     return NULL;
@@ -194,8 +231,9 @@ void *npuC_realloc(npu_context *ctx, void *p, size_t n) {
 void npuC_free(npu_context *ctx, void *p) {
   if (!p) return;
   block_header *h = (block_header *)p - 1;
-  atomic_fetch_sub(&ctx->live_bytes, h->size);
-  free(h);
+  size_t size = h->size;
+  atomic_fetch_sub(&ctx->live_bytes, size);
+  ctx->alloc(ctx->alloc_ud, h, sizeof *h + size, 0);
 }
 
 void npu_free(npu_context *ctx, void *p) {

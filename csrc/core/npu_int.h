@@ -67,12 +67,22 @@ npuC_stop npuC_watch_stopped(npuC_watch *w);
 /* The same on the running thread, which also polls the host's interrupt. */
 npuC_stop npuC_watch_check(npuC_watch *w);
 
+/* Mixed computing: a TensorFlow op type the host implements (npu_context_register_host_op,
+   io/graphdef.c) and the key its host_func nodes carry. */
+#define NPUC_MAX_HOST_OPS 64
+typedef struct npuC_host_op {
+  char tf_type[64];
+  int64_t key;
+} npuC_host_op;
+
 struct npu_context {
   atomic_int refcount;
   atomic_size_t live_bytes; /* atomic: tensors may be released from another thread */
   atomic_size_t peak_bytes;
   size_t memory_limit;
-  long fail_after; /* test hook: >0 counts down to a failing allocation */
+  atomic_long fail_after; /* test hook: >0 counts down to a failing allocation */
+  npu_alloc_fn alloc;     /* the host's allocator (npu_context_config.alloc), or malloc's */
+  void *alloc_ud;
   int n_devices;
   npu_log_fn log_fn;
   void *log_ud;
@@ -81,6 +91,9 @@ struct npu_context {
   int n_fusion_sessions; /* compile/fusion.c: sessions made so far, their ids in fusion_result.json */
   int n_graph_dumps;     /* compile/graph_dump.c: compilations dumped (DUMP_GE_GRAPH), their numbers */
   atomic_uint cancel_epoch; /* npu_context_cancel: see npuC_watch */
+  atomic_bool pool_busy;    /* a run holds the pool (session.c: runs beside it go serial) */
+  int n_host_ops;
+  npuC_host_op host_ops[NPUC_MAX_HOST_OPS];
   char errmsg[NPU_ERRMSG_SIZE];
 };
 

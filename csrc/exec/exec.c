@@ -275,7 +275,8 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
     }
     call.scratch = p->dyn_scratch;
   }
-  npu_status (*fn)(const npuX_call *) = p->reference && def->run_ref ? def->run_ref : def->run;
+  npu_status (*fn)(const npuX_call *) =
+      (p->reference || step->host) && def->run_ref ? def->run_ref : def->run;
   if (!fn) return npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", def->name, node->name);
   s = fn(&call);
   for (int i = 0; !s && data_shape && i < step->n_out; i++)
@@ -362,9 +363,14 @@ static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step 
 static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   npu_context *ctx = st->ctx;
   const npuG_node *node = &st->graph->nodes[step->node];
-  const npuK_pool *pool = p->reference ? NULL : npuC_kernel_pool(ctx);
+  /* the reference path and host steps (mixed computing) run the reference kernels, serially
+     on this thread; a run beside another that holds the pool (st->serial) runs the device's
+     kernels on this thread alone (same bits: kernels split work only where it cannot matter) */
+  bool ref = p->reference || step->host;
+  bool serial = ref || st->serial;
+  const npuK_pool *pool = serial ? NULL : npuC_kernel_pool(ctx);
   /* Scratch was sized for p->n_threads slots: never hand a kernel more. */
-  int n_threads = p->reference ? 1 : npu_context_n_threads(ctx);
+  int n_threads = serial ? 1 : npu_context_n_threads(ctx);
   if (n_threads > p->n_threads) n_threads = p->n_threads;
   npu_status s = NPU_OK;
   switch (step->def->kind) {
@@ -408,7 +414,7 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
                         .step = st->n_iterations, .impl = step->impl, .algo = step->algo,
                         .discarded = st->discarded};
       npu_status (*fn)(const npuX_call *) =
-          p->reference && step->def->run_ref ? step->def->run_ref : step->def->run;
+          ref && step->def->run_ref ? step->def->run_ref : step->def->run;
       s = fn ? fn(&call)
              : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
                           node->name);

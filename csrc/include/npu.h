@@ -34,6 +34,19 @@ extern "C" {
 #define NPU_API
 #endif
 
+/* The library's version (semantic versioning: MAJOR changes break the ABI, and name the
+   shared library's SONAME, libnpu.so.MAJOR).  npu_version() is the library's at run time; a
+   host compares it with the header's NPU_VERSION_NUMBER to catch a mismatched install. */
+#define NPU_VERSION_MAJOR 0
+#define NPU_VERSION_MINOR 1
+#define NPU_VERSION_PATCH 0
+#define NPU_VERSION_NUMBER (NPU_VERSION_MAJOR * 10000 + NPU_VERSION_MINOR * 100 + NPU_VERSION_PATCH)
+
+/* NPU_VERSION_NUMBER of the library linked in (1.2.3 is 10203). */
+NPU_API int npu_version(void);
+/* "0.1.0": the library's version as text; static storage. */
+NPU_API const char *npu_version_string(void);
+
 #define NPU_MAX_DIMS 8
 
 /* ---------------------------------------------------------------- status */
@@ -89,16 +102,33 @@ NPU_API size_t npu_dtype_size(npu_dtype t);
 
 typedef struct npu_context npu_context;
 
+/* A host allocator, with lua_Alloc's signature and contract: nsize 0 frees ptr (osize its
+   size) and returns NULL; otherwise it returns a block of nsize bytes (ptr NULL: a new block;
+   else ptr resized, its contents kept), or NULL when it cannot (ptr then untouched).  A host
+   embedding Lua may pass the allocator of its lua_State (lua_getallocf). */
+typedef void *(*npu_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+
 typedef struct npu_context_config {
   int n_threads;          /* worker threads of the device pool; 0 = number of CPUs */
   int n_devices;          /* virtual devices (valid session_device_id values); 0 = 8 */
   size_t memory_limit;    /* bytes the context may hold at once; 0 = unlimited */
+  /* NULL: the C library's malloc/free.  Else every byte of the context goes through
+     alloc(alloc_ud, ...): the context itself, tensors, graphs, plans, run buffers.  The
+     accounting (live/peak bytes, memory_limit, npu_context_fail_after) applies on top; each
+     block asks the allocator for 16 bytes more than the library uses.  alloc may be called
+     from any thread that uses the context or releases a tensor of it, and from the device's
+     threads during a run (a dataset's producer thread never allocates): it must be
+     thread-safe when the host does those things from several threads.  The device thread
+     pool's own bookkeeping (threads, their stacks) is the one thing allocated outside it. */
+  npu_alloc_fn alloc;
+  void *alloc_ud;
 } npu_context_config;
 
 typedef void (*npu_log_fn)(void *ud, int level, const char *message);
 
 /* Creates a context: allocator with accounting, the message slot, the device thread pool.
-   cfg may be NULL for defaults.  Owned by the caller.
+   cfg may be NULL for defaults.  Errors: NPU_ERR_ARG (negative counts), NPU_ERR_NOMEM (the
+   allocator refused the context, or the pool's threads could not be started).  Owned by the caller.
    Process-wide effect: OpenBLAS is set to one thread (openblas_set_num_threads(1)); the device
    parallelises GEMM over its own pool, which is what makes results independent of the thread
    count.  A host that calls OpenBLAS itself and wants its threads back sets them afterwards. */
@@ -442,6 +472,23 @@ NPU_API npu_status npu_graph_import_tfjs(npu_context *ctx, const char *json, siz
                                          const char *weights_dir, npu_graph **graph_out,
                                          npu_model_info **info_out);
 
+/* Mixed computing (mix_compile_mode): the host implements TensorFlow op type tf_type, one the
+   device lacks.  Imports on ctx (npu_graph_import_*, after this call) then turn each node of
+   that type into a node of op "host_func" (see npu_run_options.host_op) with attributes
+     key       this key, handed to the run's host_op callback;
+     Tout      the node's output dtypes: its attribute Tout (a list), else out_type, dtype or T,
+               else the dtype of its first input, else float32; as many outputs as its
+               consumers read ("name:1" makes two);
+     _tf_type  tf_type, which marks the node as mixed computing;
+   and every data input of the TensorFlow node as an input, constant ones included, in order.
+   A session compiling a run that reaches such a node needs mix_compile_mode = True, else the
+   run fails with NPU_ERR_UNSUPPORTED naming the node and its type.  Registering a type again
+   replaces its key.  Errors: NPU_ERR_ARG (NULL, an empty name or one of 64 characters or
+   more, a type this device has, naming the op it maps to), NPU_ERR_NOMEM (64 types already).
+   Thread rules: those of ctx. */
+NPU_API npu_status npu_context_register_host_op(npu_context *ctx, const char *tf_type,
+                                                int64_t key);
+
 /* The signature: TensorFlow.js userDefinedMetadata.signature, else signature; without one
    (and for .pb files) the Placeholders in file order and the outputs no node consumes.
    Strings and entries are borrowed, valid while info lives; i out of range gives NULL. */
@@ -645,7 +692,15 @@ NPU_API void npu_safetensors_release(npu_safetensors *st);
 typedef struct npu_session npu_session;
 
 /* Creates a session over g (retained) with a copy of opts (NULL = all defaults).  The
-   environment overlay and the cross-option rules are applied here. */
+   environment overlay and the cross-option rules are applied here.
+   Threads: a session is used by one thread at a time, except npu_session_run(_with_options)
+   under graph_max_parallel_model_num = n: then up to n threads may run it at once (more wait
+   for a free lane).  Runs that only read (no assign, dataset, random op, iterations_per_loop
+   loop, dump or profile) go on side by side and return the same bits as serial runs; a run
+   that writes waits until the runs in progress finish and holds the session alone (new ones
+   wait).  Meanwhile no thread may change g, and the context's other calls, errmsg included,
+   stay one thread at a time: a failing parallel run returns its exact status, but its message
+   may be overwritten by another's.  docs/embedding.md, "Parallel runs". */
 NPU_API npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
                                    npu_session **out);
 /* Runs the graph: feeds (value ids and tensors, borrowed), computes the fetches (value ids) and
@@ -745,7 +800,7 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
                  "round_in": null or "float16", "round_out": ..., "scratch_bytes": 0,
                  "impl": "high_precision" or "high_performance",
                  "algo": "im2col" or "winograd_2x3" (conv2d steps; else null), "index": k,
-                 "dynamic": false}, ...],
+                 "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "live_peak_bytes": n, "own_bytes": n,
                  "fetched_bytes": n, "constant_bytes": n, "variable_bytes": n,
@@ -762,6 +817,9 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
    constants the steps read + scratch and widening buffers when not in the arena.
    arena_shared: static_memory_policy 2/4, the arena is the session's (arena_bytes is this
    plan's need).  NPU_MEMORY_PLAN=0 turns planning off (planning false, arena 0).
+   placement: mixed computing (mix_compile_mode): "host" for a step that runs on the calling
+   thread with the op's reference kernel, serially — an imported op type the host implements
+   (npu_context_register_host_op), or a step in_out_pair places there (docs/embedding.md).
    index: the step's number in the plan (top-level steps by position, then nested ones), as
    dumps and profiles name it; dynamic: shaped when it runs.  A cond or while step also has
    "blocks": [{"name": "then"|"else" (cond), "cond"|"body" (while), "steps": [...]}, ...]

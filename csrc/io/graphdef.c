@@ -1401,6 +1401,79 @@ static int map_op(const char *tf_type, convert_fn *convert) {
   return npuX_find_tf(tf_type);
 }
 
+/* ---- mixed computing: op types the host implements ------------------------------------ */
+
+npu_status npu_context_register_host_op(npu_context *ctx, const char *tf_type, int64_t key) {
+  if (!ctx) return NPU_ERR_ARG;
+  size_t len = tf_type ? strlen(tf_type) : 0;
+  if (len == 0 || len >= sizeof ctx->host_ops[0].tf_type)
+    return npuC_error(ctx, NPU_ERR_ARG, "npu_context_register_host_op: the op type must be 1 to "
+                      "%zu characters", sizeof ctx->host_ops[0].tf_type - 1);
+  convert_fn convert;
+  int op = map_op(tf_type, &convert);
+  if (op >= 0)
+    return npuC_error(ctx, NPU_ERR_ARG, "npu_context_register_host_op: the device has op type "
+                      "'%s' (op %s): a host implementation is used only for types it lacks",
+                      tf_type, npuX_op(op)->name);
+  int i = 0;
+  while (i < ctx->n_host_ops && strcmp(ctx->host_ops[i].tf_type, tf_type) != 0) i++;
+  if (i == NPUC_MAX_HOST_OPS)
+    return npuC_error(ctx, NPU_ERR_NOMEM, "npu_context_register_host_op: %d op types are "
+                      "registered already", NPUC_MAX_HOST_OPS);
+  memcpy(ctx->host_ops[i].tf_type, tf_type, len + 1);
+  ctx->host_ops[i].key = key;
+  if (i == ctx->n_host_ops) ctx->n_host_ops++;
+  return NPU_OK;
+}
+
+static const npuC_host_op *host_op_of(const importer *im, const char *tf_type) {
+  for (int i = 0; i < im->ctx->n_host_ops; i++)
+    if (strcmp(im->ctx->host_ops[i].tf_type, tf_type) == 0) return &im->ctx->host_ops[i];
+  return NULL;
+}
+
+/* Output dtype i of a node of a host-implemented type (npu_context_register_host_op says how it
+   is chosen). */
+static npu_status host_op_dtype(importer *im, const tf_node *n, int i, const int *in, int n_in,
+                                int64_t *dtype) {
+  const tf_attr *a = node_attr(n, "Tout");
+  int tf = -1;
+  if (a && a->kind == TA_LIST_I && a->n > 0) tf = (int)a->ints[i < a->n ? i : a->n - 1];
+  static const char *const single[] = {"out_type", "dtype", "T"};
+  for (size_t k = 0; k < npu_countof(single) && tf < 0; k++)
+    if ((a = node_attr(n, single[k])) && a->kind == TA_TYPE) tf = (int)a->i;
+  if (tf >= 0) {
+    npu_dtype t;
+    npu_status st = npuI_check_dtype(im, n->name, "output dtype", tf, &t);
+    *dtype = t;
+    return st;
+  }
+  *dtype = n_in > 0 ? npu_graph_value_dtype(im->g, in[0]) : NPU_DTYPE_F32;
+  return NPU_OK;
+}
+
+/* A node of a type the host implements: one host_func node over all its data inputs. */
+static npu_status convert_host_op(importer *im, tf_node *n, const npuC_host_op *h, int *in,
+                                  int n_data) {
+  int self = (int)(n - im->nodes), n_out = 1;
+  for (int k = 0; k < im->n_nodes; k++)
+    for (int i = 0; i < im->nodes[k].n_inputs; i++)
+      if (im->nodes[k].in_node[i] == self && im->nodes[k].in_index[i] >= n_out)
+        n_out = im->nodes[k].in_index[i] + 1;
+  if (n_out > NPUX_MAX_OUTPUTS)
+    return npuC_error(im->ctx, NPU_ERR_UNSUPPORTED, "%s: node '%s' (%s, on the host): more than "
+                      "%d outputs", im->source, n->name, n->op, NPUX_MAX_OUTPUTS);
+  int64_t tout[NPUX_MAX_OUTPUTS];
+  for (int i = 0; i < n_out; i++) {
+    npu_status st = host_op_dtype(im, n, i, in, n_data, &tout[i]);
+    if (st) return st;
+  }
+  npu_attr attrs[] = {{.name = "key", .type = NPU_ATTR_INT, .u.i = h->key},
+                      {.name = "Tout", .type = NPU_ATTR_INTS, .u.ints = {tout, n_out}},
+                      {.name = "_tf_type", .type = NPU_ATTR_STRING, .u.s = n->op}};
+  return npuI_emit(im, n, "host_func", n->name, n_data, in, 3, attrs);
+}
+
 /* A fused_ops entry: our op id (-1 when unsupported) and how many extra inputs it takes. */
 static int fused_step(const char *tf_type, int *n_args) {
   *n_args = 0;
@@ -1430,7 +1503,7 @@ npu_status npuI_check_supported(importer *im) {
     const char *types[65], *in = NULL;
     int n_types = 0;
     if (npuI_is_flow_type(n->op)) continue; /* functionalized (graphdef_control.c) */
-    if (map_op(n->op, &convert) < 0) types[n_types++] = n->op;
+    if (map_op(n->op, &convert) < 0 && !host_op_of(im, n->op)) types[n_types++] = n->op;
     else if (convert == convert_fused) {
       const tf_attr *f = fused_ops_of(n);
       for (int s = 0; f && s < f->n && n_types < 64; s++) {
@@ -1894,8 +1967,9 @@ static npu_status convert_dynamic_slice(importer *im, tf_node *n, int *in) {
 npu_status npuI_convert_node(importer *im, tf_node *n) {
   convert_fn convert;
   int op = map_op(n->op, &convert);
-  const npu_op_def *def = npuX_op(op);
-  if (def->kind == NPUX_KIND_CONST) return convert_const(im, n);
+  const npuC_host_op *host = op < 0 ? host_op_of(im, n->op) : NULL;
+  const npu_op_def *def = host ? NULL : npuX_op(op);
+  if (def && def->kind == NPUX_KIND_CONST) return convert_const(im, n);
   npu_status st;
   /* data inputs */
   int n_data = 0;
@@ -1905,6 +1979,7 @@ npu_status npuI_convert_node(importer *im, tf_node *n) {
   if (!in || !attrs) return oom(im);
   for (int i = 0; i < n_data; i++)
     if ((st = input_value(im, n, i, &in[i]))) return st;
+  if (host) return convert_host_op(im, n, host, in, n_data);
   int n_attrs = 0;
   for (int i = 0; i < n->n_attrs; i++) {
     if (convert == convert_fused && fused_only(n->attrs[i].name)) continue;

@@ -31,8 +31,10 @@
 
 /* On x86-64 the block loops are also built for AVX2 (8 lanes instead of SSE2's 4), picked
    once at load time by the CPU (GCC's target_clones, an ifunc).  AVX2 does not bring FMA,
-   and there is no contraction anyway, so both clones compute the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+   and there is no contraction anyway, so both clones compute the same bits.  Not under
+   ThreadSanitizer: an ifunc resolver runs before its runtime is up (make tsan). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define CLONES

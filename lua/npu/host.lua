@@ -12,6 +12,14 @@
 -- whatever fn returns (unknown when the graph is built).  An error in fn fails the run:
 -- sess:run raises "NPU_ERR_CALLBACK: host_func '<name>': <the error>".  Host ops may sit inside
 -- npu.cond branches and npu.while_loop bodies.  fn lives as long as the graph.
+--
+-- npu.register_host_op(tf_type, fn) — mixed computing: fn implements the TensorFlow op type
+-- tf_type, one the device lacks, in models imported from now on (npu.load_model,
+-- npu.import_graph_def): each node of that type becomes a host_func node calling fn with the
+-- node's inputs (constant inputs too, in order) and returning one value per output, converted
+-- to the node's output dtype (its Tout, out_type, dtype or T attribute, else its first input's).
+-- A session runs such a node only with mix_compile_mode = true.  A type the device has is
+-- refused (NPU_ERR_ARG).
 local core = require("npu.core")
 
 local M = {}
@@ -19,6 +27,12 @@ local M = {}
 function M.install(npu)
   local Output_mt = core.Output_mt
   local function is_output(v) return getmetatable(v) == Output_mt end
+
+  function npu.register_host_op(tf_type, fn)
+    if type(tf_type) ~= "string" then error("npu.register_host_op: tf_type must be a string", 2) end
+    if type(fn) ~= "function" then error("npu.register_host_op: fn must be a function", 2) end
+    core.register_host_op(tf_type, fn)
+  end
 
   function npu.host_func(fn, inputs, output_dtypes, name)
     if type(fn) ~= "function" then error("npu.host_func: fn must be a function", 2) end

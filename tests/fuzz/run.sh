@@ -22,9 +22,9 @@ SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=
 OUT=build-fuzz
 
 $MAKE --no-print-directory CC="$FUZZ_CC" BUILD=$OUT MODULE_DIR=$OUT OPT=-O1 \
-  EXTRA_CFLAGS="$SAN -fsanitize=fuzzer-no-link" EXTRA_LDFLAGS="$SAN" $OUT/libnpu.a
+  EXTRA_CFLAGS="$SAN -fsanitize=fuzzer-no-link" EXTRA_LDFLAGS="$SAN" $OUT/libnpu_int.a
 CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -Icsrc -Itests -Wall -Wextra -Werror $SAN"
-LIBS="$OUT/libnpu.a -lopenblas -lcjson -lm -lpthread"
+LIBS="$OUT/libnpu_int.a -lopenblas -lcjson -lm -lpthread"
 mkdir -p $OUT/fuzz
 $FUZZ_CC $CFLAGS -o $OUT/fuzz/fuzz_seeds tests/fuzz/fuzz_seeds.c $LIBS
 $FUZZ_CC $CFLAGS -o $OUT/fuzz/fuzz_repro tests/fuzz/fuzz_repro.c $LIBS
