@@ -28,11 +28,20 @@ WARN      = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes $(WE
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DNPU_BUILD -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) \
              -Icsrc -I$(LUA_INCDIR) -I$(OPENBLAS_INCDIR) -I$(CJSON_INCDIR) $(EXTRA_CFLAGS)
 BLAS_LIBS = $(if $(OPENBLAS_LIBDIR),-L$(OPENBLAS_LIBDIR)) -lopenblas
-LIBS      = $(BLAS_LIBS) -lcjson -lm -lpthread
+# Collectives over MPI (csrc/dist/, docs/distributed.md): optional at build time.  Built with
+# Open MPI when its compiler wrapper is there (Debian libopenmpi-dev, which
+# tools/install-deps.sh installs); NPU_MPI=0 builds without it, and then every collective
+# fails saying so while everything else works.
+NPU_MPI   ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(NPU_MPI),1)
+MPI_CFLAGS ?= -DNPU_HAVE_MPI $(shell mpicc --showme:compile)
+MPI_LIBS   ?= $(shell mpicc --showme:link) -ldl
+endif
+LIBS      = $(BLAS_LIBS) -lcjson -lm -lpthread $(MPI_LIBS)
 
 # Layers, as DESIGN.md lists them; the binding is the only code that includes lua.h.
 CORE_SRC = $(wildcard csrc/core/*.c csrc/options/*.c csrc/ops/*.c csrc/kernels/*.c \
-                      csrc/compile/*.c csrc/exec/*.c csrc/io/*.c csrc/*.c)
+                      csrc/compile/*.c csrc/exec/*.c csrc/dist/*.c csrc/io/*.c csrc/*.c)
 BIND_SRC = $(wildcard csrc/bind/*.c)
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/%.o)
 BIND_OBJ = $(BIND_SRC:%.c=$(BUILD)/%.o)
@@ -66,6 +75,13 @@ endif
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# Only the MPI layer sees mpi.h; the stamp rebuilds it when NPU_MPI changes.
+$(BUILD)/csrc/dist/%.o: csrc/dist/%.c $(HEADERS) $(BUILD)/mpi-$(NPU_MPI).stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+$(BUILD)/mpi-$(NPU_MPI).stamp:
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/mpi-*.stamp && touch $@
 
 $(LIB_A): $(CORE_OBJ)
 	@mkdir -p $(dir $@)

@@ -14,6 +14,7 @@
 #include "compile/generalize.h"
 #include "compile/precision.h"
 #include "core/pool.h"
+#include "dist/dist.h"
 #include "exec/observe.h"
 #include "options/options_int.h"
 
@@ -50,6 +51,7 @@ struct npu_session {
   atomic_uint cancel_epoch; /* npu_session_cancel bumps it (core/watch.c) */
   npuC_watch watch;         /* armed while a run is in progress */
   bool running;             /* a run is in progress (a host op calling back into it is refused) */
+  npuX_comm comm;           /* the hcom_* ops' communicator (dist/dist.h), hccl_timeout */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -90,6 +92,10 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   if (npuO_is_set(o, NPUO_op_execute_timeout))
     sess->state.op_execute_ns = npuO_int(o, NPUO_op_execute_timeout) * 1000000000;
   sess->state.op_wait_ms = npuO_int(o, NPUO_op_wait_timeout) * 1000;
+  /* hccl_timeout (or HCCL_EXEC_TIMEOUT) bounds each collective's wait for the other ranks, in
+     seconds; 0: no limit */
+  npuD_comm_init(&sess->comm, npuO_int(o, NPUO_hccl_timeout) * 1000);
+  sess->state.comm = &sess->comm;
   sess->device_id = npuO_device_id(o);
   /* the data dump and the profiler (exec/observe.h), NULL when the options leave them off;
      external_weight's state first: it makes nothing yet, so when it fails (memory) the
@@ -591,3 +597,18 @@ npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int *n_fold
   *n_folded = p->n_folded;
   return NPU_OK;
 }
+
+/* ---- ranks (dist/dist.h) ---- */
+
+npu_status npu_dist_ranks(npu_context *ctx, int *rank_id, int *rank_size, int *local_rank_id,
+                          int *local_rank_size) {
+  npuD_ranks r;
+  npu_status st = npuD_get_ranks(ctx, &r);
+  if (rank_id) *rank_id = r.rank;
+  if (rank_size) *rank_size = r.size;
+  if (local_rank_id) *local_rank_id = r.local_rank;
+  if (local_rank_size) *local_rank_size = r.local_size;
+  return st;
+}
+
+int npu_dist_available(void) { return npuD_built_with_mpi(); }

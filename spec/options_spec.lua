@@ -159,7 +159,9 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "experimental_accelerate_train_mode", "export_compile_stat",
     "external_weight", -- compile/external_weight.c
     "fp_point",
-    "fusion_switch_file", "graph_run_mode", "input_shape", "iterations_per_loop", "modify_mixlist",
+    "fusion_switch_file", "graph_run_mode",
+    "hccl_timeout", "hcom_parallel", -- dist/dist.c, compile/schedule.c
+    "input_shape", "iterations_per_loop", "modify_mixlist",
     "oo_constant_folding", "op_execute_timeout", "op_precision_mode", "op_select_implmode",
     "op_wait_timeout", -- exec/exec.c, exec/dataset.c (core/watch.c)
     "optypelist_for_implmode", "precision_mode", "precision_mode_v2",
@@ -168,7 +170,7 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
 end
 
 function TestOptionsTable:test_hardware_options_say_no_effect_on_the_cpu()
-  for _, name in ipairs({ "hcom_parallel", "hccl_timeout", "aicore_num", "op_debug_config",
+  for _, name in ipairs({ "aicore_num", "op_debug_config",
     "stream_sync_timeout", "variable_use_1g_huge_page", "jit_compile", "buffer_optimize" }) do
     lu.assertStrContains(BY_NAME[name].effect, "no effect on the CPU device", name)
   end

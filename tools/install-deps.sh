@@ -10,6 +10,9 @@ PKGS="$PKGS libmicrohttpd-dev curl"
 # headless Chromium for the spec that opens the profiler's HTML report.  Optional: without
 # them render_graph raises NPU_ERR_NOT_FOUND and those specs skip, saying so.
 PKGS="$PKGS graphviz chromium"
+# Open MPI (docs/distributed.md): collectives across processes, `mpirun -np 2` in the suite.
+# Optional: without it the library builds, collectives fail saying so, the MPI specs skip.
+PKGS="$PKGS libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

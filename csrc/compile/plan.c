@@ -576,6 +576,11 @@ static npu_status passes(compiling *c) {
   npu_status s = verify ? npuP_verify(b, "layout") : NPU_OK;
   if (!s && c->dump >= 0) s = npuP_graph_dump(b, c->dump, 1, "constant folding", false);
   for (size_t i = 0; i < npu_countof(list) && !s; i++) {
+    /* hcom_parallel's reordering (compile/schedule.c) goes just before memory planning, which
+       must see the final order; it is not a dumped stage of its own */
+    if (list[i].run == npuP_plan_memory && !(s = npuP_schedule_comm(b)) && verify)
+      s = npuP_verify(b, "collective scheduling");
+    if (s) break;
     if (!(s = list[i].run(b)) && verify) s = npuP_verify(b, list[i].name);
     if (!s && c->dump >= 0)
       s = npuP_graph_dump(b, c->dump, (int)i + 2, list[i].name, i + 1 == npu_countof(list));

@@ -46,6 +46,7 @@ typedef struct npuE_state {
   int64_t op_execute_ns, op_wait_ms;
   int64_t timeout_ms; /* the run's timeout_in_ms, for messages */
   const npu_run_options *run_options; /* the run's (host ops), NULL outside runs */
+  const npuX_comm *comm; /* the session's communicator (hcom_* ops: csrc/dist/), or NULL */
 } npuE_state;
 
 /* exec/exec.c: whether the run must stop before `step` (NULL: between iterations); sets the

@@ -475,6 +475,9 @@ require("npu.host").install(npu)
 
 -- Datasets and checkpoints (lua/npu/data.lua, lua/npu/saver.lua)
 npu.data = require("npu.data")
+-- data-parallel training over MPI: ranks and collectives (docs/distributed.md)
+npu.hccl = require("npu.hccl")
+npu.hccl_ops = npu.hccl
 npu.errors = npu.errors or {}
 npu.errors.OutOfRangeError = npu.data.errors.OutOfRangeError
 npu.errors.CancelledError = "NPU_ERR_CANCELLED"        -- npu_session_cancel, Ctrl-C
