@@ -198,6 +198,7 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL
 	$(LUA) bench/profile.lua
 	$(LUA) bench/control.lua
 	$(LUA) bench/summary.lua
+	$(LUA) bench/distributed.lua
 
 # npu-serve under load: 16 clients x 1000 requests, batching off and on, a version swap mid-run.
 SERVE_LOAD = $(BUILD)/bench/serve_load

@@ -107,7 +107,7 @@ end
 
 --- broadcast_global_variables(g [, root_rank]): one operation assigning root_rank's value
 -- (default 0) to every global variable of g, so every rank starts from the same values.  Run
--- it after the initializer.
+-- it after the initializer.  With one rank it does nothing.
 function M.broadcast_global_variables(g, root_rank)
   local npu = N()
   root_rank = root_rank or 0
@@ -116,7 +116,8 @@ function M.broadcast_global_variables(g, root_rank)
     local dt = v:dtype()
     if dt == "float32" or dt == "float16" or dt == "int32" then vars[#vars + 1] = v end
   end
-  if #vars == 0 then return g:group({}, "broadcast_global_variables") end
+  -- one rank: nothing to broadcast (and no MPI needed), as the wrapper is the plain optimizer
+  if #vars == 0 or ranks().size <= 1 then return g:group({}, "broadcast_global_variables") end
   -- one op per dtype run of at most 16
   local i = 1
   while i <= #vars do
