@@ -41,11 +41,20 @@ ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DNPU_BUILD -fPIC -fvisibility=hidden $(WARN
 # What a host compiling against npu.h uses (no internal headers, no NPU_BUILD).
 HOST_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(EXTRA_CFLAGS)
 BLAS_LIBS = $(if $(OPENBLAS_LIBDIR),-L$(OPENBLAS_LIBDIR)) -lopenblas
-LIBS      = $(BLAS_LIBS) -lcjson -lm -lpthread
+# Collectives over MPI (csrc/dist/, docs/distributed.md): optional at build time.  Built with
+# Open MPI when its compiler wrapper is there (Debian libopenmpi-dev, which
+# tools/install-deps.sh installs); NPU_MPI=0 builds without it, and then every collective
+# fails saying so while everything else works.
+NPU_MPI   ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(NPU_MPI),1)
+MPI_CFLAGS ?= -DNPU_HAVE_MPI $(shell mpicc --showme:compile)
+MPI_LIBS   ?= $(shell mpicc --showme:link) -ldl
+endif
+LIBS      = $(BLAS_LIBS) -lcjson -lm -lpthread $(MPI_LIBS)
 
 # Layers, as DESIGN.md lists them; the binding is the only code that includes lua.h.
 CORE_SRC = $(wildcard csrc/core/*.c csrc/options/*.c csrc/ops/*.c csrc/kernels/*.c \
-                      csrc/compile/*.c csrc/exec/*.c csrc/io/*.c csrc/*.c)
+                      csrc/compile/*.c csrc/exec/*.c csrc/dist/*.c csrc/io/*.c csrc/*.c)
 BIND_SRC = $(wildcard csrc/bind/*.c)
 CORE_OBJ = $(CORE_SRC:%.c=$(BUILD)/%.o)
 BIND_OBJ = $(BIND_SRC:%.c=$(BUILD)/%.o)
@@ -92,6 +101,13 @@ endif
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# Only the MPI layer sees mpi.h; the stamp rebuilds it when NPU_MPI changes.
+$(BUILD)/csrc/dist/%.o: csrc/dist/%.c $(HEADERS) $(BUILD)/mpi-$(NPU_MPI).stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+$(BUILD)/mpi-$(NPU_MPI).stamp:
+	@mkdir -p $(BUILD) && rm -f $(BUILD)/mpi-*.stamp && touch $@
 
 $(LIB_INT): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
@@ -242,6 +258,7 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL
 	$(LUA) bench/profile.lua
 	$(LUA) bench/control.lua
 	$(LUA) bench/summary.lua
+	$(LUA) bench/distributed.lua
 
 # npu-serve under load: 16 clients x 1000 requests, batching off and on, a version swap mid-run.
 SERVE_LOAD = $(BUILD)/bench/serve_load

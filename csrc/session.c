@@ -15,6 +15,7 @@
 #include "compile/generalize.h"
 #include "compile/precision.h"
 #include "core/pool.h"
+#include "dist/dist.h"
 #include "exec/observe.h"
 #include "options/options_int.h"
 
@@ -72,6 +73,7 @@ struct npu_session {
   bool exclusive;          /* a run holds the whole session: no other may start */
   pthread_mutex_t lock;    /* lanes, the plan caches, compilation */
   pthread_cond_t changed;  /* a lane was freed, or exclusive dropped */
+  npuX_comm comm;          /* the hcom_* ops' communicator (dist/dist.h), hccl_timeout */
 };
 
 npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *opts,
@@ -127,6 +129,10 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   if (npuO_is_set(o, NPUO_op_execute_timeout))
     sess->cur->state.op_execute_ns = npuO_int(o, NPUO_op_execute_timeout) * 1000000000;
   sess->cur->state.op_wait_ms = npuO_int(o, NPUO_op_wait_timeout) * 1000;
+  /* hccl_timeout (or HCCL_EXEC_TIMEOUT) bounds each collective's wait for the other ranks, in
+     seconds; 0: no limit.  Every lane's state points at it (copied from lane 0 below). */
+  npuD_comm_init(&sess->comm, npuO_int(o, NPUO_hccl_timeout) * 1000);
+  sess->cur->state.comm = &sess->comm;
   sess->device_id = npuO_device_id(o);
   /* the data dump and the profiler (exec/observe.h), NULL when the options leave them off;
      external_weight's state first: it makes nothing yet, so when it fails (memory) the
@@ -569,8 +575,9 @@ static void impure_step(void *ud, const npuE_step *step, int depth, const npuE_s
   (void)depth, (void)parent, (void)b;
   npuX_kind k = step->def->kind;
   const char *name = step->def->name;
+  /* collectives (hcom_*) too: every rank must meet them in one order */
   if (k == NPUX_KIND_ASSIGN || k == NPUX_KIND_GET_NEXT || strcmp(name, "random_uniform") == 0 ||
-      strncmp(name, "record_", 7) == 0)
+      strncmp(name, "record_", 7) == 0 || strncmp(name, "hcom_", 5) == 0)
     *(bool *)ud = false;
 }
 
@@ -766,3 +773,18 @@ npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int *n_fold
   *n_folded = p->n_folded;
   return NPU_OK;
 }
+
+/* ---- ranks (dist/dist.h) ---- */
+
+npu_status npu_dist_ranks(npu_context *ctx, int *rank_id, int *rank_size, int *local_rank_id,
+                          int *local_rank_size) {
+  npuD_ranks r;
+  npu_status st = npuD_get_ranks(ctx, &r);
+  if (rank_id) *rank_id = r.rank;
+  if (rank_size) *rank_size = r.size;
+  if (local_rank_id) *local_rank_id = r.local_rank;
+  if (local_rank_size) *local_rank_size = r.local_size;
+  return st;
+}
+
+int npu_dist_available(void) { return npuD_built_with_mpi(); }

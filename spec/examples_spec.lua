@@ -46,6 +46,20 @@ function TestExamples:test_train_digits_shortened()
   lu.assertTrue(acc >= 93, "accuracy " .. tostring(acc))
 end
 
+function TestExamples:test_train_digits_distributed()
+  -- 2 ranks x batch 32 under mpirun (docs/distributed.md); 5 loops of 100 steps
+  if not os.execute("command -v mpirun >/dev/null 2>&1") then lu.skip("mpirun is not installed (openmpi-bin)") end
+  if not require("npu").hccl.available() then lu.skip("lua-npu was built without MPI (libopenmpi-dev)") end
+  local out, rc = run("mpirun --oversubscribe --allow-run-as-root -np 2 lua5.4 examples/train_digits_distributed.lua 5")
+  lu.assertEquals(rc, 0, out)
+  lu.assertStrContains(out, "2 ranks, batch 32 per rank")
+  lu.assertStrContains(out, "loop  5/5 step   500")
+  local acc = tonumber(out:match("test accuracy: ([%d.]+) %%"))
+  lu.assertNotNil(acc, out)
+  lu.assertTrue(acc >= 93, "accuracy " .. tostring(acc))
+  lu.assertEquals(select(2, out:gsub("test accuracy", "")), 1) -- rank 0 alone prints
+end
+
 function TestExamples:test_infer_from_pb()
   local models = os.getenv("NPU_MODELS_DIR") or ROOT_DIR .. "/../shared/models"
   local f = io.open(models .. "/mobileface/mobileface.json")

@@ -162,6 +162,7 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
     "fp_point",
     "fusion_switch_file", "graph_max_parallel_model_num", -- session.c (lanes)
     "graph_run_mode",
+    "hccl_timeout", "hcom_parallel", -- dist/dist.c, compile/schedule.c
     "in_out_pair", "in_out_pair_flag", -- compile/mixed.c
     "input_shape", "iterations_per_loop",
     "mix_compile_mode", -- compile/mixed.c, io/graphdef.c (npu_context_register_host_op)
@@ -176,7 +177,7 @@ function TestOptionsTable:test_only_the_implemented_options_claim_a_real_effect(
 end
 
 function TestOptionsTable:test_hardware_options_say_no_effect_on_the_cpu()
-  for _, name in ipairs({ "hcom_parallel", "hccl_timeout", "aicore_num", "op_debug_config",
+  for _, name in ipairs({ "aicore_num", "op_debug_config",
     "stream_sync_timeout", "variable_use_1g_huge_page", "jit_compile", "buffer_optimize" }) do
     lu.assertStrContains(BY_NAME[name].effect, "no effect on the CPU device", name)
   end

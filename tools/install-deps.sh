@@ -13,6 +13,9 @@ PKGS="$PKGS graphviz chromium"
 # protoc decodes our GraphDef exports against TensorFlow's schema (spec/export_tf_spec.lua,
 # which skips without it).
 PKGS="$PKGS protobuf-compiler"
+# Open MPI (docs/distributed.md): collectives across processes, `mpirun -np 2` in the suite.
+# Optional: without it the library builds, collectives fail saying so, the MPI specs skip.
+PKGS="$PKGS libopenmpi-dev openmpi-bin"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

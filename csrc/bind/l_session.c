@@ -723,6 +723,21 @@ static int l_session_options(lua_State *L) {
   return 1;
 }
 
+/* core.hccl_ranks() -> rank_id, rank_size, local_rank_id, local_rank_size (csrc/dist/). */
+static int l_hccl_ranks(lua_State *L) {
+  int r[4];
+  npu_status st = npu_dist_ranks(npuB_context(L), &r[0], &r[1], &r[2], &r[3]);
+  if (st) return npuB_raise(L, "npu.hccl", st);
+  for (int i = 0; i < 4; i++) lua_pushinteger(L, r[i]);
+  return 4;
+}
+
+/* core.hccl_available() -> whether the library was built with MPI. */
+static int l_hccl_available(lua_State *L) {
+  lua_pushboolean(L, npu_dist_available());
+  return 1;
+}
+
 void npuB_open_session(lua_State *L) {
   static const luaL_Reg methods[] = {{"run", l_session_run},         {"close", l_session_close},
                                      {"closed", l_session_closed},   {"n_plans", l_session_n_plans},
@@ -752,4 +767,8 @@ void npuB_open_session(lua_State *L) {
   lua_setfield(L, -2, "host_func");
   lua_pushcfunction(L, l_register_host_op);
   lua_setfield(L, -2, "register_host_op");
+  lua_pushcfunction(L, l_hccl_ranks);
+  lua_setfield(L, -2, "hccl_ranks");
+  lua_pushcfunction(L, l_hccl_available);
+  lua_setfield(L, -2, "hccl_available");
 }

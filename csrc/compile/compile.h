@@ -209,6 +209,7 @@ typedef struct npuP_config {
   bool skip_empty; /* all_tensor_not_empty False: a dynamic step whose outputs are all empty
                       skips its kernel (exec.c run_dynamic) */
   bool training;  /* graph_run_mode 1 */
+  bool hcom_parallel; /* collectives' starts (NPUX_F_EARLY) move up (compile/schedule.c) */
   int64_t iterations_per_loop; /* the session option, checked against loop nodes */
   int precision;  /* npuP_precision */
   bool verify;    /* check the plan after each pass (NPU_VERIFY_PLANS=1; make test sets it) */

@@ -66,6 +66,7 @@ npu_status npuP_config_init(npu_context *ctx, const npu_options *o, npuP_config 
       .generalize = generalize_mode(o),
       .skip_empty = !npuO_bool(o, NPUO_all_tensor_not_empty),
       .training = npuO_training(o),
+      .hcom_parallel = npuO_bool(o, NPUO_hcom_parallel),
       .iterations_per_loop = npuO_int(o, NPUO_iterations_per_loop),
       .precision = (int)npuP_precision_mode(o),
       .options = o,

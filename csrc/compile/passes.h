@@ -7,6 +7,7 @@
  *   npuP_fuse             compile/fusion.c     fusion passes (passes.def), each switchable
  *   npuP_assign_precision compile/precision.c  dtypes per step by precision mode and lists
  *   npuP_select_impl      compile/implmode.c   high_precision / high_performance kernels
+ *   npuP_schedule_comm    compile/schedule.c   hcom_parallel: collectives start early
  *   npuP_plan_memory      compile/memory.c     intermediate values share one arena
  *
  * With DUMP_GE_GRAPH set, npuP_graph_dump (compile/graph_dump.c) writes the graph as given and
@@ -50,6 +51,7 @@ npu_status npuP_fuse(npuP_build *b);
 npu_status npuP_mixed_mark(npuP_build *b);
 npu_status npuP_assign_precision(npuP_build *b);
 npu_status npuP_select_impl(npuP_build *b);
+npu_status npuP_schedule_comm(npuP_build *b);
 npu_status npuP_plan_memory(npuP_build *b);
 /* compile/implmode.c: whether npuP_select_impl gives node (of op def) its high_performance
    implementation (the fusion pass leaves such steps unfused: fused kernels run high_precision). */

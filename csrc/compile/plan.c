@@ -621,6 +621,11 @@ static npu_status passes(compiling *c) {
   npu_status s = verify ? npuP_verify(b, "layout") : NPU_OK;
   if (!s && c->dump >= 0) s = npuP_graph_dump(b, c->dump, 1, "constant folding", false);
   for (size_t i = 0; i < npu_countof(list) && !s; i++) {
+    /* hcom_parallel's reordering (compile/schedule.c) goes just before memory planning, which
+       must see the final order; it is not a dumped stage of its own */
+    if (list[i].run == npuP_plan_memory && !(s = npuP_schedule_comm(b)) && verify)
+      s = npuP_verify(b, "collective scheduling");
+    if (s) break;
     s = list[i].run(b);
     if (!s && list[i].run == npuP_fuse) s = npuP_mixed_mark(b); /* placement of fused steps */
     if (!s && verify) s = npuP_verify(b, list[i].name);

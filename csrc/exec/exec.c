@@ -73,7 +73,8 @@ static npu_status run_update(npuE_state *st, npuE_plan *p, const npuE_step *step
                     .params = npuE_step_params(step, node), .n_inputs = step->n_in, .in = in,
                     .n_outputs = 1, .out = out,
                     .scratch = step->scratch_at ? step->scratch_at : p->scratch,
-                    .step = st->n_iterations, .impl = step->impl, .algo = step->algo};
+                    .step = st->n_iterations, .impl = step->impl, .algo = step->algo,
+                    .comm = st->comm};
   npu_status s = step->def->run(&call);
   p->slots[step->out[0]] = cur;
   return s;
@@ -264,7 +265,8 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
                     .params = params, .n_inputs = step->n_in, .in = in,
                     .n_outputs = step->n_out, .out = out, .step = st->n_iterations,
                     .impl = step->impl, .algo = step->algo, .resize = data_shape ? resize_output : NULL,
-                    .exec = &d, .discarded = st->discarded, .run = st->run_options};
+                    .exec = &d, .discarded = st->discarded, .run = st->run_options,
+                    .comm = st->comm};
   if (def->scratch_size) {
     size_t bytes = def->scratch_size(&call);
     if (bytes > p->dyn_scratch_size) {
@@ -412,7 +414,7 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
                         .in = in, .n_outputs = step->n_out, .out = out_stack,
                         .scratch = step->scratch_at ? step->scratch_at : p->scratch,
                         .step = st->n_iterations, .impl = step->impl, .algo = step->algo,
-                        .discarded = st->discarded};
+                        .discarded = st->discarded, .comm = st->comm};
       npu_status (*fn)(const npuX_call *) =
           ref && step->def->run_ref ? step->def->run_ref : step->def->run;
       s = fn ? fn(&call)

@@ -49,6 +49,7 @@ typedef struct npuE_state {
   /* the run computes on its own thread alone: another run of the context holds the device's
      thread pool (graph_max_parallel_model_num, session.c) */
   bool serial;
+  const npuX_comm *comm; /* the session's communicator (hcom_* ops: csrc/dist/), or NULL */
 } npuE_state;
 
 /* exec/exec.c: whether the run must stop before `step` (NULL: between iterations); sets the

@@ -757,6 +757,22 @@ NPU_API npu_status npu_session_run_with_options(npu_session *s, const npu_run_op
    when no run is in progress does nothing: it never cancels a later run.  Callable from any
    thread; the caller must hold a reference to s (npu_session_retain) for the call. */
 NPU_API void npu_session_cancel(npu_session *s);
+
+/* ---- ranks (data-parallel training over MPI: docs/distributed.md) ----
+   A process started by `mpirun -np N` is rank *rank_id of *rank_size (MPI_COMM_WORLD), rank
+   *local_rank_id of *local_rank_size on its machine; any other process is rank 0 of 1.  The
+   first call under mpirun initialises MPI (on a communication thread the library owns, which
+   finalises MPI at exit).  The collectives are graph ops (hcom_allreduce, hcom_broadcast,
+   hcom_all_gather, hcom_reduce_scatter, hcom_allreduce_start / _wait) run by sessions; each
+   waits at most the session's hccl_timeout for the other ranks (NPU_ERR_TIMEOUT naming them).
+   Errors: NPU_ERR_CONFLICT when the environment's RANK_SIZE or RANK_ID disagree with the
+   launcher's; NPU_ERR_INTERNAL when MPI cannot start.  Outs are 0 on failure; any may be NULL.
+   Callable from any thread. */
+NPU_API npu_status npu_dist_ranks(npu_context *ctx, int *rank_id, int *rank_size,
+                                  int *local_rank_id, int *local_rank_size);
+/* 1 when the library was built with MPI (collectives work across processes), else 0: then
+   every collective fails with NPU_ERR_UNSUPPORTED saying so. */
+NPU_API int npu_dist_available(void);
 /* Frees the session's variables and plans; later calls fail with NPU_ERR_STATE. */
 NPU_API void npu_session_close(npu_session *s);
 NPU_API int npu_session_is_closed(const npu_session *s);

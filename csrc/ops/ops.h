@@ -62,6 +62,39 @@ typedef struct npuX_infer {
   int n_read;
 } npuX_infer;
 
+/* ---- collective communication (the hcom_* ops; csrc/dist/ implements it) ----
+   The ops describe a collective and hand it to the run's communicator (npuX_call.comm), which
+   the session takes from csrc/dist/ (layer 7, above the ops: hence hooks, not calls).  A
+   collective's inputs are copied when it starts, so a started one may outlive its step (the
+   hcom_allreduce_start / hcom_allreduce_wait pair that hcom_parallel schedules apart). */
+typedef enum npuX_coll_kind {
+  NPUX_COLL_ALLREDUCE, NPUX_COLL_BROADCAST, NPUX_COLL_ALLGATHER, NPUX_COLL_REDUCE_SCATTER
+} npuX_coll_kind;
+typedef enum npuX_reduction {
+  NPUX_RED_SUM, NPUX_RED_PROD, NPUX_RED_MAX, NPUX_RED_MIN, NPUX_RED_COUNT
+} npuX_reduction;
+typedef struct npuX_coll {
+  npuX_coll_kind kind;
+  npuX_reduction reduction; /* allreduce, reduce_scatter */
+  int root;                 /* broadcast */
+  int rank_size;            /* allgather, reduce_scatter: the op's attribute (checked); else 0 */
+  int n;                    /* tensors, all of one dtype, sent as one buffer in order */
+  const npu_tensor *const *in;
+  const char *op, *node;    /* for messages */
+} npuX_coll;
+typedef struct npuX_comm {
+  /* Starts collective c (its inputs copied): *ticket names it for finish. */
+  npu_status (*start)(const struct npuX_comm *comm, npu_context *ctx, const npuX_coll *c,
+                      int64_t *ticket);
+  /* Waits for ticket's collective and writes its result into out[0..n) (sized by the op); a
+     pool that stops (npuK_stopped) ends the wait with NPU_ERR_CANCELLED.  The ticket is used
+     up whatever the outcome. */
+  npu_status (*finish)(const struct npuX_comm *comm, npu_context *ctx, int64_t ticket,
+                       const npuK_pool *pool, int n, npu_tensor *const *out);
+  int64_t timeout_ms; /* hccl_timeout in ms; 0: wait for ever */
+  void *ud;
+} npuX_comm;
+
 typedef struct npuX_call npuX_call;
 struct npuX_call {
   npu_context *ctx;
@@ -90,6 +123,8 @@ struct npuX_call {
   /* The run's options (npu_session_run_with_options), NULL outside runs: host_func calls
      run->host_op (op_host_func.c). */
   const npu_run_options *run;
+  /* The session's communicator (the hcom_* ops), NULL where there is none. */
+  const npuX_comm *comm;
 };
 
 struct npuX_grad; /* the gradient builder's context: ops/grad.h */
@@ -115,6 +150,9 @@ enum {
                                   input is known, the value is sized when the step runs (its
                                   buffer allocated then), and run sizes each output with
                                   npuX_output before writing it.  Never folded. */,
+  NPUX_F_EARLY = 1u << 7       /* hcom_parallel (compile/plan.c): the step moves up to just
+                                  after the steps making its inputs (a collective's start, so
+                                  that it overlaps the rest of the backward pass) */,
   NPUX_F_SUMMARY = 1u << 6     /* with DATA_SHAPE: outputs bytes for the host (the summary ops,
                                   ops/summary.h) and reads its inputs as stored, whatever their
                                   dtype: its step, shaped when it runs, does not turn the plan's

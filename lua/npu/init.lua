@@ -694,6 +694,9 @@ require("npu.host").install(npu)
 
 -- Datasets and checkpoints (lua/npu/data.lua, lua/npu/saver.lua)
 npu.data = require("npu.data")
+-- data-parallel training over MPI: ranks and collectives (docs/distributed.md)
+npu.hccl = require("npu.hccl")
+npu.hccl_ops = npu.hccl
 npu.train.Saver = require("npu.saver").Saver
 
 -- Models: TensorFlow graphs in and out (lua/npu/model.lua)

@@ -526,4 +526,43 @@ function LSO:minimize(loss, opts)
   return self:apply_gradients(gv, { global_step = opts.global_step, name = opts.name })
 end
 
+--- npu_distributed_optimizer_wrapper(opt [, {bucket_bytes=}]) (TF Adapter's, and
+-- NPUDistributedOptimizer): an optimizer whose compute_gradients averages each gradient over
+-- the ranks (npu.hccl: allreduce "sum" of buckets of gradients, then * 1/rank_size) before
+-- opt applies them.  With one rank it is opt.  The buckets (default at most 4 MiB each, in the
+-- order the backward pass makes the gradients) are allreduced while the backward pass goes on
+-- when the session's hcom_parallel is true (the default), after it otherwise.
+local DistOpt = {}
+DistOpt.__index = function(self, k)
+  local m = rawget(DistOpt, k)
+  if m ~= nil then return m end
+  local v = self._opt[k]
+  if type(v) == "function" then return function(s, ...) if s == self then s = self._opt end return v(s, ...) end end
+  return v
+end
+function train.npu_distributed_optimizer_wrapper(opt, opts)
+  return setmetatable({ _opt = opt, _dist_opts = opts or {} }, DistOpt)
+end
+train.NPUDistributedOptimizer = train.npu_distributed_optimizer_wrapper
+function DistOpt:compute_gradients(loss, var_list, opts)
+  local gv = self._opt:compute_gradients(loss, var_list, opts)
+  local grads = { n = #gv }
+  for i, p in ipairs(gv) do grads[i] = p[1] end
+  local avg = require("npu.hccl")._average_gradients(grads, self._dist_opts)
+  for i, p in ipairs(gv) do p[1] = avg[i] end
+  return gv
+end
+function DistOpt:apply_gradients(grads_and_vars, opts)
+  return self._opt:apply_gradients(grads_and_vars, opts)
+end
+function DistOpt:minimize(loss, opts)
+  opts = opts or {}
+  local gv = self:compute_gradients(loss, opts.var_list, opts)
+  return self:apply_gradients(gv, { global_step = opts.global_step, name = opts.name })
+end
+--- broadcast_global_variables(g [, root_rank]): npu.hccl.broadcast_global_variables.
+function train.broadcast_global_variables(g, root_rank)
+  return require("npu.hccl").broadcast_global_variables(g, root_rank)
+end
+
 return train

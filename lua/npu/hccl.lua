@@ -1,0 +1,183 @@
+--- npu.hccl (also npu.hccl_ops) — data-parallel training across processes over MPI, with
+-- the names of TF Adapter's hccl_ops and its rank queries (csrc/dist/, docs/distributed.md).
+--
+--   mpirun -np 2 lua5.4 train.lua
+--   local rank, size = npu.hccl.get_rank_id(), npu.hccl.get_rank_size()
+--   local sum = npu.hccl.allreduce(x, "sum")                 -- an Output, on every rank
+--   local vars = npu.hccl.broadcast({w, b}, 0)                 -- rank 0's values
+--
+-- A process not started by mpirun is rank 0 of 1.  The collectives are ops of the graph: they
+-- run where the plan reaches them (inside iterations_per_loop loops too), float32, float16 or
+-- int32, and wait at most the session's hccl_timeout (HCCL_EXEC_TIMEOUT) for the other ranks
+-- before failing with NPU_ERR_TIMEOUT.  Only the world group ("hccl_world_group") exists.
+local core = require("npu.core")
+
+local M = {}
+
+local function ranks()
+  local rank, size, local_rank, local_size = core.hccl_ranks()
+  return { rank = rank, size = size, local_rank = local_rank, local_size = local_size }
+end
+
+local function check_group(where, group)
+  if group ~= nil and group ~= "hccl_world_group" then
+    error(("npu.hccl.%s: NPU_ERR_UNSUPPORTED: group '%s': only hccl_world_group (every rank) "
+      .. "is supported"):format(where, tostring(group)), 3)
+  end
+end
+
+--- Rank queries (group: "hccl_world_group" or nil).
+function M.get_rank_id(group) check_group("get_rank_id", group); return ranks().rank end
+function M.get_rank_size(group) check_group("get_rank_size", group); return ranks().size end
+function M.get_local_rank_id(group) check_group("get_local_rank_id", group); return ranks().local_rank end
+function M.get_local_rank_size(group) check_group("get_local_rank_size", group); return ranks().local_size end
+--- Whether the library was built with MPI (else every collective fails, saying so).
+function M.available() return core.hccl_available() end
+
+local npu_module
+local function N()
+  npu_module = npu_module or require("npu")
+  return npu_module
+end
+
+local function graph_of(where, t)
+  local npu = N()
+  if not npu.is_output(t) then error(("npu.hccl.%s: NPU_ERR_ARG: tensor must be an npu.Output"):format(where), 3) end
+  return t:graph()
+end
+
+local function attrs(base, fusion, fusion_id, group)
+  if fusion ~= nil then base.fusion = fusion end
+  if fusion_id ~= nil then base.fusion_id = fusion_id end
+  if group ~= nil then base.group = group end
+  return base
+end
+
+local function check_rank_size(where, rank_size)
+  if math.type(rank_size) ~= "integer" then
+    error(("npu.hccl.%s: NPU_ERR_ARG: rank_size must be an integer"):format(where), 3)
+  end
+  local size = ranks().size
+  if rank_size ~= size then
+    error(("npu.hccl.%s: NPU_ERR_ARG: rank_size %d but there %s %d rank%s"):format(where,
+      rank_size, size == 1 and "is" or "are", size, size == 1 and "" or "s"), 3)
+  end
+end
+
+--- hccl_ops.allreduce(tensor, reduction, fusion, fusion_id, group): reduction "sum", "prod",
+-- "max" or "min" over every rank; every rank gets the result.
+function M.allreduce(tensor, reduction, fusion, fusion_id, group)
+  local g = graph_of("allreduce", tensor)
+  return g:op("hcom_allreduce", { tensor }, attrs({ reduction = reduction }, fusion, fusion_id, group))
+end
+
+--- hccl_ops.broadcast(tensors, root_rank, fusion, fusion_id, group): root_rank's values of
+-- tensors (a list of Outputs, or one) on every rank; returns a list (one Output for one).
+function M.broadcast(tensors, root_rank, fusion, fusion_id, group)
+  local npu = N()
+  local single = npu.is_output(tensors)
+  local list = single and { tensors } or tensors
+  if type(list) ~= "table" or #list == 0 then error("npu.hccl.broadcast: NPU_ERR_ARG: give a tensor or a list of them", 2) end
+  local g = graph_of("broadcast", list[1])
+  local out = {}
+  for first = 1, #list, 16 do -- at most 16 tensors per op
+    local chunk = table.move(list, first, math.min(first + 15, #list), 1, {})
+    local r = g:op("hcom_broadcast", chunk, attrs({ root_rank = root_rank }, fusion, fusion_id, group))
+    if npu.is_output(r) then r = { r } end
+    for _, o in ipairs(r) do out[#out + 1] = o end
+  end
+  return single and out[1] or out
+end
+
+--- hccl_ops.allgather(tensor, rank_size, group): the ranks' tensors concatenated along dim 0.
+function M.allgather(tensor, rank_size, group)
+  local g = graph_of("allgather", tensor)
+  check_rank_size("allgather", rank_size)
+  return g:op("hcom_all_gather", { tensor }, attrs({ rank_size = rank_size }, nil, nil, group))
+end
+
+--- hccl_ops.reduce_scatter(tensor, reduction, rank_size, group): reduced over every rank,
+-- rank r keeping part r of rank_size along dim 0.
+function M.reduce_scatter(tensor, reduction, rank_size, group)
+  local g = graph_of("reduce_scatter", tensor)
+  check_rank_size("reduce_scatter", rank_size)
+  return g:op("hcom_reduce_scatter", { tensor },
+    attrs({ reduction = reduction, rank_size = rank_size }, nil, nil, group))
+end
+
+--- broadcast_global_variables(g [, root_rank]): one operation assigning root_rank's value
+-- (default 0) to every global variable of g, so every rank starts from the same values.  Run
+-- it after the initializer.  With one rank it does nothing.
+function M.broadcast_global_variables(g, root_rank)
+  local npu = N()
+  root_rank = root_rank or 0
+  local vars, assigns = {}, {}
+  for _, v in ipairs(g:global_variables()) do
+    local dt = v:dtype()
+    if dt == "float32" or dt == "float16" or dt == "int32" then vars[#vars + 1] = v end
+  end
+  -- one rank: nothing to broadcast (and no MPI needed), as the wrapper is the plain optimizer
+  if #vars == 0 or ranks().size <= 1 then return g:group({}, "broadcast_global_variables") end
+  -- one op per dtype run of at most 16
+  local i = 1
+  while i <= #vars do
+    local chunk, dt = {}, vars[i]:dtype()
+    while i <= #vars and #chunk < 16 and vars[i]:dtype() == dt do chunk[#chunk + 1] = vars[i]; i = i + 1 end
+    local outs = M.broadcast(chunk, root_rank)
+    for k, v in ipairs(chunk) do assigns[#assigns + 1] = npu.assign(v, outs[k]) end
+  end
+  return g:group(assigns, "broadcast_global_variables")
+end
+
+--- The gradient buckets of the distributed optimizer: grads (a list of Outputs) in the order
+-- the backward pass makes them (the last layers' first), cut into runs of one dtype of at most
+-- bucket_bytes (a gradient bigger than that alone), at most 16 per bucket.
+local DTYPE_BYTES = { float32 = 4, float16 = 2, int32 = 4 }
+function M._buckets(grads, bucket_bytes)
+  local buckets, cur, bytes = {}, nil, 0
+  for i = #grads, 1, -1 do
+    local gr = grads[i]
+    local n = 1
+    for _, d in ipairs(gr:shape() or {}) do n = n * math.max(d, 1) end
+    local b = n * (DTYPE_BYTES[gr:dtype()] or 4)
+    if not cur or cur.dtype ~= gr:dtype() or #cur >= 16 or (bytes + b > bucket_bytes and #cur > 0) then
+      cur = { dtype = gr:dtype() }
+      buckets[#buckets + 1] = cur
+      bytes = 0
+    end
+    cur[#cur + 1] = i
+    bytes = bytes + b
+  end
+  return buckets
+end
+
+--- Averages grads (a list, nil entries kept) over the ranks: each bucket one allreduce
+-- started as soon as its gradients exist (hcom_allreduce_start; hcom_parallel lets the plan
+-- start it early) and waited for where the update needs it; then * 1/rank_size.  With one
+-- rank the gradients come back unchanged.
+function M._average_gradients(grads, opts)
+  local npu = N()
+  local size = ranks().size
+  if size <= 1 then return grads end
+  local present, where = {}, {}
+  for i = 1, grads.n or #grads do
+    if grads[i] ~= nil then present[#present + 1] = grads[i]; where[#present] = i end
+  end
+  local out = { n = grads.n }
+  for i = 1, grads.n or #grads do out[i] = grads[i] end
+  for _, bucket in ipairs(M._buckets(present, opts and opts.bucket_bytes or 4 * 1024 * 1024)) do
+    local ins = {}
+    for k, i in ipairs(bucket) do ins[k] = present[i] end
+    local g = ins[1]:graph()
+    local ticket = g:op("hcom_allreduce_start", ins, { reduction = "sum" }, "hcom_allreduce_start")
+    local waited = g:op("hcom_allreduce_wait", { ticket, table.unpack(ins) }, nil, "hcom_allreduce_wait")
+    if npu.is_output(waited) then waited = { waited } end
+    for k, i in ipairs(bucket) do
+      local dt = waited[k]:dtype()
+      out[where[i]] = waited[k] * g:const(npu.tensor(1 / size, dt))
+    end
+  end
+  return out
+end
+
+return M
