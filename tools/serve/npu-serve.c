@@ -612,7 +612,9 @@ static void version_path(const model *m, int64_t v, char *buf, size_t size) {
     if (!e->d_name[0] || strspn(e->d_name, "0123456789") != strlen(e->d_name) ||
         strtoll(e->d_name, NULL, 10) != v)
       continue;
-    snprintf(buf, size, "%s/%s", m->base_path, e->d_name);
+    int n = snprintf(buf, size, "%s/%s", m->base_path, e->d_name);
+    if (n < 0 || (size_t)n >= size) /* too long a path: the plain "<v>" form, which fails to open */
+      snprintf(buf, size, "%s/%lld", m->base_path, (long long)v);
     break;
   }
   closedir(d);
