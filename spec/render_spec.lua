@@ -48,6 +48,19 @@ end
 TestRender = {}
 
 function TestRender:setUp() self.dir = S.tmpdir() end
+
+-- Under `make sanitize` the ASan runtime is preloaded into this process and would be into dot,
+-- whose own allocations then read as leaks: dot runs through a wrapper without the preload.
+local function render(what, path)
+  local preload = os.getenv("LD_PRELOAD")
+  if not (preload and preload:find("asan")) then return npu.util.render_graph(what, path) end
+  local wrapper = path:match("^(.*)/") .. "/dot-without-preload"
+  local f = assert(io.open(wrapper, "w"))
+  f:write('#!/bin/sh\nexec env -u LD_PRELOAD dot "$@"\n')
+  f:close()
+  os.execute("chmod +x '" .. wrapper .. "'")
+  return npu.util.render_graph(what, path, { dot = wrapper })
+end
 function TestRender:tearDown() S.rm_rf(self.dir) end
 
 function TestRender:test_graph_to_dot_draws_every_node_as_given()
@@ -127,7 +140,7 @@ end
 function TestRender:test_render_graph_to_svg()
   need_dot()
   local g, x, y, sess = control_graph()
-  local svg_path = npu.util.render_graph(g, self.dir .. "/graph.svg")
+  local svg_path = render(g, self.dir .. "/graph.svg")
   lu.assertEquals(svg_path, self.dir .. "/graph.svg")
   local svg = S.read(svg_path)
   lu.assertStrContains(svg, "<svg")
@@ -140,13 +153,13 @@ function TestRender:test_render_graph_to_svg()
   lu.assertStrContains(svg, "double")
   -- the plan, from an explain result, and DOT text as such
   local e = sess:explain(y, { [x] = npu.tensor({ 1, 2 }) })
-  local plan_svg = S.read(npu.util.render_graph(e, self.dir .. "/plan.svg"))
+  local plan_svg = S.read(render(e, self.dir .. "/plan.svg"))
   lu.assertStrContains(plan_svg, "<svg")
   lu.assertStrContains(plan_svg, "negate")
-  local text = S.read(npu.util.render_graph("digraph t { a -> b }", self.dir .. "/t.svg"))
+  local text = S.read(render("digraph t { a -> b }", self.dir .. "/t.svg"))
   lu.assertStrContains(text, "<title>a&#45;&gt;b</title>")
   -- another format by extension
-  local png = S.read(npu.util.render_graph(g, self.dir .. "/graph.png"))
+  local png = S.read(render(g, self.dir .. "/graph.png"))
   lu.assertEquals(png:sub(1, 8), "\137PNG\r\n\26\n")
   sess:close()
 end
