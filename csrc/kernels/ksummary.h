@@ -27,9 +27,12 @@
 
 /* CRC-32 (zlib, PNG: reflected polynomial 0xEDB88320) and CRC-32C (Castagnoli, reflected
    0x82F63B78: TFRecord), continuing crc (0 to start).  npuK_crc32c_masked: TFRecord's mask,
-   ((c >> 15) | (c << 17)) + 0xa282ead8, of the CRC-32C of data. */
+   ((c >> 15) | (c << 17)) + 0xa282ead8, of the CRC-32C of data.  npuK_crc32c uses SSE 4.2's
+   crc32 instruction where the CPU has it; its twin _ref, a table a byte at a time, is the
+   reference. */
 uint32_t npuK_crc32(uint32_t crc, const void *data, size_t n);
 uint32_t npuK_crc32c(uint32_t crc, const void *data, size_t n);
+uint32_t npuK_crc32c_ref(uint32_t crc, const void *data, size_t n);
 uint32_t npuK_crc32c_masked(const void *data, size_t n);
 
 /* tf.summary.scalar: one value {tag, simple_value}. */

@@ -114,8 +114,34 @@ static uint32_t crc_update(const uint32_t *table, uint32_t crc, const void *data
 uint32_t npuK_crc32(uint32_t crc, const void *data, size_t n) {
   return crc_update(crc32_table, crc, data, n);
 }
-uint32_t npuK_crc32c(uint32_t crc, const void *data, size_t n) {
+uint32_t npuK_crc32c_ref(uint32_t crc, const void *data, size_t n) {
   return crc_update(crc32c_table, crc, data, n);
+}
+
+/* SSE 4.2's crc32 instruction is CRC-32C's reflected update (without the inversions), eight
+   bytes at a time: about 20 times the table's speed, which reads a byte per step through a
+   chain of dependent loads (an event file's records are checksummed whole, twice). */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const void *data,
+                                                               size_t n) {
+  const uint8_t *p = data;
+  uint64_t c = ~crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t word; /* little-endian: the byte order the reflected CRC consumes */
+    memcpy(&word, p, sizeof word);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  uint32_t c32 = (uint32_t)c;
+  for (; n; n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return ~c32;
+}
+#endif
+
+uint32_t npuK_crc32c(uint32_t crc, const void *data, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("sse4.2")) return crc32c_sse42(crc, data, n);
+#endif
+  return npuK_crc32c_ref(crc, data, n);
 }
 uint32_t npuK_crc32c_masked(const void *data, size_t n) {
   uint32_t c = npuK_crc32c(0, data, n);
