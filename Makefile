@@ -44,7 +44,7 @@ MODULE   = $(MODULE_DIR)/npu/core.so
 LIB_A    = $(BUILD)/libnpu.a
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize bench bench-serve docs clean install lua-links fuzz serve
+.PHONY: all deps example test check sanitize bench bench-serve docs clean install lua-links fuzz serve histogram-table
 
 all: $(MODULE) $(LIB_A) $(LIB_SO) lua-links serve
 
@@ -107,6 +107,14 @@ $(BUILD)/gen_options_doc: tools/gen_options_doc.c $(LIB_A)
 
 $(BUILD)/gen_ops_doc: tools/gen_ops_doc.c $(LIB_A)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_A) $(LIBS)
+
+# The histogram summary's constant tables (csrc/kernels/histogram_table.h, committed): made
+# again only when their rule changes; tests/test_events.c checks them against it.
+$(BUILD)/gen_histogram_table: tools/gen_histogram_table.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $<
+histogram-table: $(BUILD)/gen_histogram_table
+	$(BUILD)/gen_histogram_table > csrc/kernels/histogram_table.h
 
 # The plan verifier (compile/verify.c) checks every pass's output while testing.
 test sanitize: export NPU_VERIFY_PLANS = 1
