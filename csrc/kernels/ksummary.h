@@ -51,6 +51,7 @@ typedef struct npuK_histo {
   double min, max, num, sum, sum_squares; /* min DBL_MAX and max -DBL_MAX when empty */
   int first, last; /* the buckets of min and max (first > last when empty): those outside
                       [first, last] are empty, which the encoder does not walk */
+  int n_entries;   /* the buckets the proto lists (at least 1) */
 } npuK_histo;
 /* Fills h and counts (NPUK_HISTOGRAM_N_LIMITS of them) from the n values x of dtype (any
    npuK_dtype, read as float64).  Returns the index of the first value that is not finite (h
@@ -66,8 +67,9 @@ int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, npuK_histo *h
                        uint64_t *counts);
 int64_t npuK_histogram_ref(int64_t n, const double *x, const double *limits, npuK_histo *h,
                            uint64_t *counts);
-/* The proto of h and counts (either kernel's): a walk of the buckets from h->first to h->last,
-   empty runs crossed four buckets at a time, the limits read from the table. */
+/* The proto of h and counts (either kernel's): sized without reading the counts (h->n_entries),
+   written in one walk of the buckets from h->first to h->last (empty runs crossed four buckets
+   at a time; the limits read from the table) filling both packed fields. */
 size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h,
                               const uint64_t *counts);
 /* For tests: 1 when kernels/histogram_table.h holds what its rule gives (the limits of

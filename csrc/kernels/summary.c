@@ -307,6 +307,9 @@ static int64_t first_non_finite(int64_t n, const double *x) {
   return -1;
 }
 
+static int histo_walk(const npuK_histo *h, const uint64_t *counts, uint8_t *limits,
+                      uint8_t *counts_out);
+
 static void histo_start_stats(npuK_histo *h) {
   *h = (npuK_histo){.min = DBL_MAX, .max = -DBL_MAX, .first = 1, .last = 0};
 }
@@ -331,6 +334,7 @@ int64_t npuK_histogram_ref(int64_t n, const double *x, const double *limits, npu
     h->first = bucket_bisect(h->min, n_limits, limits);
     h->last = bucket_bisect(h->max, n_limits, limits);
   }
+  h->n_entries = histo_walk(h, counts, NULL, NULL);
   return -1;
 }
 
@@ -413,28 +417,29 @@ int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, npuK_histo *h
   h->min = a.lo, h->max = a.hi, h->num = (double)n, h->sum = a.sum;
   h->sum_squares = a.sum_squares;
   if (n > 0) h->first = bucket_of(a.lo), h->last = bucket_of(a.hi);
+  h->n_entries = histo_walk(h, counts, NULL, NULL);
   return -1;
 }
 
-typedef struct histo_arg {
-  const char *tag;
-  const npuK_histo *h;
-  const uint64_t *counts;
-  int n_entries; /* histo_entries' count, computed once */
-} histo_arg;
+/* Little-endian, whatever the host (one store where the compiler sees the pattern). */
+static void store_le64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
 
-/* Writes (b not NULL) the limit (field 6) or the count (field 7) of each entry the proto lists
-   — histogram.cc's EncodeToProto without preserve_zero_buckets: each non-empty bucket, and each
-   run of empty buckets as one entry (the run's last limit, count 0) — and returns how many.
-   Buckets outside [first, last] are empty, and last is not: one run before at most, one
-   after, and each run inside ends before last. */
-static int histo_entries(wbuf *b, const histo_arg *a, int which) {
-  const npuK_histo *h = a->h;
-  const uint64_t *counts = a->counts;
+/* The entries the proto lists — histogram.cc's EncodeToProto without preserve_zero_buckets:
+   each non-empty bucket, and each run of empty buckets as one entry (the run's last limit,
+   count 0) — written (limits and counts not NULL: 8 bytes each, entry j at 8 j) in one walk,
+   and counted.  Buckets outside [first, last] are empty, and last is not: one run before at
+   most, one after, and each run inside ends before last. */
+static int histo_walk(const npuK_histo *h, const uint64_t *counts, uint8_t *limits,
+                      uint8_t *counts_out) {
   int n = 0, last = NPUK_HISTOGRAM_N_LIMITS - 1;
 #define HISTO_ENTRY(limit, count)                                                              \
   do {                                                                                         \
-    if (b) put_le(b, double_bits(which == 6 ? (limit) : (double)(count)), 8);                  \
+    if (limits) {                                                                              \
+      store_le64(limits + 8 * (size_t)n, double_bits(limit));                                  \
+      store_le64(counts_out + 8 * (size_t)n, double_bits((double)(count)));                    \
+    }                                                                                          \
     n++;                                                                                       \
   } while (0)
   if (h->first > h->last) { /* nothing counted: histogram.cc keeps one entry */
@@ -455,6 +460,12 @@ static int histo_entries(wbuf *b, const histo_arg *a, int which) {
   return n;
 }
 
+typedef struct histo_arg {
+  const char *tag;
+  const npuK_histo *h;
+  const uint64_t *counts;
+} histo_arg;
+
 static void histo_proto(wbuf *b, const void *arg) {
   const histo_arg *a = arg;
   put_double(b, 1, a->h->min);
@@ -462,12 +473,14 @@ static void histo_proto(wbuf *b, const void *arg) {
   put_double(b, 3, a->h->num);
   put_double(b, 4, a->h->sum);
   put_double(b, 5, a->h->sum_squares);
-  for (uint32_t field = 6; field <= 7; field++) {
+  size_t at[2], bytes = (size_t)a->h->n_entries * 8;
+  for (uint32_t field = 6; field <= 7; field++) { /* bucket_limit, bucket: packed */
     put_tag(b, field, 2);
-    put_varint(b, (uint64_t)a->n_entries * 8);
-    if (b->p) histo_entries(b, a, (int)field);
-    else b->n += (size_t)a->n_entries * 8; /* a counting pass */
+    put_varint(b, bytes);
+    at[field - 6] = b->n;
+    b->n += bytes;
   }
+  if (b->p) histo_walk(a->h, a->counts, b->p + at[0], b->p + at[1]);
 }
 
 static void histo_body(wbuf *b, const void *arg) {
@@ -479,8 +492,7 @@ static void histo_body(wbuf *b, const void *arg) {
 size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h,
                               const uint64_t *counts) {
   wbuf b = {out, 0};
-  histo_arg a = {tag, h, counts, 0};
-  a.n_entries = histo_entries(NULL, &a, 6);
+  histo_arg a = {tag, h, counts};
   put_message(&b, 1, histo_body, &a);
   return b.n;
 }
