@@ -79,7 +79,7 @@ LIB_INT  = $(BUILD)/libnpu_int.a
 LIB_SO_REAL = $(BUILD)/libnpu.so.$(NPU_VERSION)
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve
+.PHONY: all deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve histogram-table
 
 all: $(MODULE) $(LIB_A) $(LIB_INT) $(LIB_SO) lua-links serve
 
@@ -165,6 +165,14 @@ $(BUILD)/gen_options_doc: tools/gen_options_doc.c $(LIB_INT)
 
 $(BUILD)/gen_ops_doc: tools/gen_ops_doc.c $(LIB_INT)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_INT) $(LIBS)
+
+# The histogram summary's constant tables (csrc/kernels/histogram_table.h, committed): made
+# again only when their rule changes; tests/test_events.c checks them against it.
+$(BUILD)/gen_histogram_table: tools/gen_histogram_table.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $<
+histogram-table: $(BUILD)/gen_histogram_table
+	$(BUILD)/gen_histogram_table > csrc/kernels/histogram_table.h
 
 # The plan verifier (compile/verify.c) checks every pass's output while testing.
 test sanitize: export NPU_VERIFY_PLANS = 1

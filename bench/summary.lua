@@ -6,6 +6,10 @@
 -- time (os.clock: the device thread, the dataset's producer and the writer's thread together),
 -- which a busy shared machine disturbs far less than the wall clock (printed too).
 -- Aim: at most 2 % slower.
+--
+-- `lua5.4 bench/summary.lua count plain|with LOOPS` runs one variant alone, LOOPS loops after
+-- the warm-up, for an instruction counter: bench/summary_instructions.sh runs it under
+-- valgrind's callgrind and subtracts a 0-loop run, which counts the same on a busy machine.
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath
 local npu = require("npu")
@@ -43,6 +47,23 @@ local function build()
   sess:run(g:global_variables_initializer())
   local loop = npu.util.set_iteration_per_loop(sess, train_op, N)
   return g, sess, loss, gs, loop, merged
+end
+
+if arg[1] == "count" then
+  local g, sess, loss, gs, loop, merged = build()
+  local dir = os.tmpname()
+  os.remove(dir)
+  local writer = npu.summary.FileWriter(dir, g)
+  local function step(mode)
+    if mode == "plain" then return sess:run({ loss, gs, loop }) end
+    local r = sess:run({ loss, gs, loop, merged })
+    writer:add_summary(r[4], r[2])
+  end
+  step("plain"); step("with") -- warm up: compile, first allocations
+  for _ = 1, tonumber(arg[3]) do step(arg[2]) end
+  writer:close()
+  os.execute("rm -rf '" .. dir .. "'")
+  return
 end
 
 local plain, with = { build() }, { build() }

@@ -105,17 +105,45 @@ static void test_errors(npu_context *ctx) {
   npu_event_reader_release(NULL);
 }
 
-/* The histogram kernel's exponent table against its bisecting twin: the limits themselves and
-   their neighbours, zeros, the smallest and largest doubles, random values over 40 decades. */
+/* CRC-32C (the instruction where there is one) against its table twin: the check value, every
+   length up to 100 at every alignment, continued from a previous CRC. */
+static void test_crc32c_twins(void) {
+  CHECK(npuK_crc32c(0, "123456789", 9) == 0xe3069283u);
+  CHECK(npuK_crc32c_ref(0, "123456789", 9) == 0xe3069283u);
+  uint8_t buf[128];
+  uint64_t r = 88172645463325252ull;
+  for (size_t i = 0; i < sizeof buf; i++) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    buf[i] = (uint8_t)r;
+  }
+  for (size_t at = 0; at < 8; at++)
+    for (size_t n = 0; n <= 100; n++) {
+      CHECK(npuK_crc32c(0, buf + at, n) == npuK_crc32c_ref(0, buf + at, n));
+      CHECK(npuK_crc32c(0x12345678u, buf + at, n) == npuK_crc32c_ref(0x12345678u, buf + at, n));
+    }
+}
+
+/* Same statistics, bit for bit, and the same buckets (not memcmp: the struct has padding). */
+static int same_histo(const npuK_histo *a, const npuK_histo *b) {
+  double x[5] = {a->min, a->max, a->num, a->sum, a->sum_squares};
+  double y[5] = {b->min, b->max, b->num, b->sum, b->sum_squares};
+  return memcmp(x, y, sizeof x) == 0 && a->first == b->first && a->last == b->last &&
+         a->n_entries == b->n_entries;
+}
+
+/* The histogram kernel's constant tables against their rule, and the kernel against its
+   bisecting twin: the limits themselves and their neighbours, zeros, the smallest and largest
+   doubles, random values over 40 decades; then the encodings of both. */
 static void test_histogram_kernel_twins(void) {
-  int n_limits = npuK_histogram_n_limits();
-  double *limits = malloc(sizeof(double) * (size_t)n_limits);
-  double *a = malloc(sizeof(double) * (size_t)n_limits), *b = malloc(sizeof(double) * (size_t)n_limits);
+  CHECK(npuK_histogram_check_tables() == 1);
+  enum { L = NPUK_HISTOGRAM_N_LIMITS };
+  double *limits = malloc(sizeof(double) * L);
+  uint64_t *a = malloc(sizeof(uint64_t) * L), *b = malloc(sizeof(uint64_t) * L);
   enum { N = 20000 };
   double *x = malloc(sizeof(double) * N);
   npuK_histogram_limits(limits);
   int n = 0;
-  for (int i = 0; i < n_limits && n + 3 <= N; i++) {
+  for (int i = 0; i < L && n + 3 <= N; i++) {
     x[n++] = limits[i];
     x[n++] = nextafter(limits[i], 0);
     x[n++] = nextafter(limits[i], limits[i] > 0 ? 1e308 : -1e308);
@@ -130,10 +158,34 @@ static void test_histogram_kernel_twins(void) {
     x[n++] = (r & (1ull << 40)) ? mag : -mag;
   }
   npuK_histo ha, hb;
-  CHECK(npuK_histogram(N, NPUK_F64, x, n_limits, limits, &ha, a) == -1);
-  CHECK(npuK_histogram_ref(N, x, n_limits, limits, &hb, b) == -1);
-  CHECK(memcmp(a, b, sizeof(double) * (size_t)n_limits) == 0);
-  CHECK(memcmp(&ha, &hb, sizeof ha) == 0);
+  CHECK(npuK_histogram(N, NPUK_F64, x, &ha, a) == -1);
+  CHECK(npuK_histogram_ref(N, x, limits, &hb, b) == -1);
+  CHECK(memcmp(a, b, sizeof(uint64_t) * L) == 0);
+  CHECK(same_histo(&ha, &hb));
+  /* each value alone (its bucket is then first and last), the encodings of both */
+  static uint8_t pa[64 << 10], pb[64 << 10];
+  for (int i = 0; i < N; i += 7) {
+    CHECK(npuK_histogram(1, NPUK_F64, x + i, &ha, a) == -1);
+    CHECK(npuK_histogram_ref(1, x + i, limits, &hb, b) == -1);
+    if (!same_histo(&ha, &hb)) {
+      CHECK(!"one value's bucket");
+      fprintf(stderr, "  value %a: bucket %d, reference %d\n", x[i], ha.first, hb.first);
+      break;
+    }
+  }
+  for (int m = 0; m <= 2; m++) { /* nothing, one value, everything */
+    int64_t count = m == 0 ? 0 : m == 1 ? 1 : N;
+    const double *from = m == 1 ? &x[N / 2] : x;
+    CHECK(npuK_histogram(count, NPUK_F64, from, &ha, a) == -1);
+    CHECK(npuK_histogram_ref(count, from, limits, &hb, b) == -1);
+    size_t sa = npuK_summary_histogram(NULL, "h", &ha, a), sb = npuK_summary_histogram(NULL, "h", &hb, b);
+    CHECK(sa == sb && sa <= sizeof pa);
+    if (sa == sb && sa <= sizeof pa) {
+      CHECK(npuK_summary_histogram(pa, "h", &ha, a) == sa);
+      CHECK(npuK_summary_histogram(pb, "h", &hb, b) == sb);
+      CHECK(memcmp(pa, pb, sa) == 0);
+    }
+  }
   /* other dtypes are read where they lie (float32) or widened a block at a time (the rest,
      N not a multiple of the block): the same as widening them all first */
   float *xf = malloc(sizeof(float) * N);
@@ -148,20 +200,30 @@ static void test_histogram_kernel_twins(void) {
   npuK_dtype dts[] = {NPUK_F32, NPUK_I32};
   for (int t = 0; t < 2; t++) {
     npuK_cast(NULL, N, dts[t], srcs[t], NPUK_F64, w);
-    CHECK(npuK_histogram(N - 3, dts[t], srcs[t], n_limits, limits, &ha, a) == -1);
-    CHECK(npuK_histogram_ref(N - 3, w, n_limits, limits, &hb, b) == -1);
-    CHECK(memcmp(a, b, sizeof(double) * (size_t)n_limits) == 0);
-    CHECK(memcmp(&ha, &hb, sizeof ha) == 0);
+    CHECK(npuK_histogram(N - 3, dts[t], srcs[t], &ha, a) == -1);
+    CHECK(npuK_histogram_ref(N - 3, w, limits, &hb, b) == -1);
+    CHECK(memcmp(a, b, sizeof(uint64_t) * L) == 0);
+    CHECK(same_histo(&ha, &hb));
   }
+  /* a sum past DBL_MAX of finite values is no error */
+  double big[3] = {1.5e308, 1.5e308, -1.0};
+  CHECK(npuK_histogram(3, NPUK_F64, big, &ha, a) == -1);
+  CHECK(npuK_histogram_ref(3, big, limits, &hb, b) == -1);
+  CHECK(memcmp(a, b, sizeof(uint64_t) * L) == 0);
+  CHECK(same_histo(&ha, &hb));
   /* the first value that is not finite, in every path */
   x[7] = NAN;
-  CHECK(npuK_histogram(N, NPUK_F64, x, n_limits, limits, &ha, a) == 7);
-  CHECK(npuK_histogram_ref(N, x, n_limits, limits, &hb, b) == 7);
+  CHECK(npuK_histogram(N, NPUK_F64, x, &ha, a) == 7);
+  CHECK(npuK_histogram_ref(N, x, limits, &hb, b) == 7);
+  x[7] = -INFINITY, x[9] = INFINITY;
+  CHECK(npuK_histogram(N, NPUK_F64, x, &ha, a) == 7);
   xf[9000] = INFINITY, xf[9001] = NAN;
-  CHECK(npuK_histogram(N, NPUK_F32, xf, n_limits, limits, &ha, a) == 9000);
+  CHECK(npuK_histogram(N, NPUK_F32, xf, &ha, a) == 9000);
   uint16_t hx[600] = {0};
   hx[513] = 0x7c00; /* float16 infinity, in the third block */
-  CHECK(npuK_histogram(600, NPUK_F16, hx, n_limits, limits, &ha, a) == 513);
+  CHECK(npuK_histogram(600, NPUK_F16, hx, &ha, a) == 513);
+  hx[513] = 0x7e00, hx[514] = 0xfc00; /* a NaN, then minus infinity */
+  CHECK(npuK_histogram(600, NPUK_F16, hx, &ha, a) == 513);
   free(limits), free(a), free(b), free(x), free(xf), free(xi), free(w);
 }
 
@@ -182,6 +244,7 @@ int main(void) {
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
   test_round_trip(ctx);
   test_errors(ctx);
+  test_crc32c_twins();
   test_histogram_kernel_twins();
   test_allocation_failure_sweep(ctx);
   CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);

@@ -27,39 +27,55 @@
 
 /* CRC-32 (zlib, PNG: reflected polynomial 0xEDB88320) and CRC-32C (Castagnoli, reflected
    0x82F63B78: TFRecord), continuing crc (0 to start).  npuK_crc32c_masked: TFRecord's mask,
-   ((c >> 15) | (c << 17)) + 0xa282ead8, of the CRC-32C of data. */
+   ((c >> 15) | (c << 17)) + 0xa282ead8, of the CRC-32C of data.  npuK_crc32c uses SSE 4.2's
+   crc32 instruction where the CPU has it; its twin _ref, a table a byte at a time, is the
+   reference. */
 uint32_t npuK_crc32(uint32_t crc, const void *data, size_t n);
 uint32_t npuK_crc32c(uint32_t crc, const void *data, size_t n);
+uint32_t npuK_crc32c_ref(uint32_t crc, const void *data, size_t n);
 uint32_t npuK_crc32c_masked(const void *data, size_t n);
 
 /* tf.summary.scalar: one value {tag, simple_value}. */
 size_t npuK_summary_scalar(uint8_t *out, const char *tag, float value);
 
 /* tf.summary.histogram with TensorFlow's default buckets (histogram.cc): limits 1e-12 * 1.1^k
-   below 1e20 (k = 0, 1, ...), their negatives, 0 and -DBL_MAX / DBL_MAX, ascending;
-   npuK_histogram_n_limits of them.  A value v counts in bucket i, the first whose limit is
-   > v (so bucket i holds [limit[i-1], limit[i])).  The proto lists each non-empty bucket, a
-   run of empty buckets collapsed into one entry (the run's last limit, count 0), and one
-   (DBL_MAX, 0) entry when there is nothing else. */
-int npuK_histogram_n_limits(void);
+   below 1e20 (k = 0, 1, ...), their negatives, 0 and -DBL_MAX / DBL_MAX, ascending:
+   NPUK_HISTOGRAM_N_LIMITS of them (npuK_histogram_limits computes them by that rule).  A value
+   v counts in bucket i, the first whose limit is > v (so bucket i holds [limit[i-1],
+   limit[i])), DBL_MAX in the last.  The proto lists each non-empty bucket, a run of empty
+   buckets collapsed into one entry (the run's last limit, count 0), and one (DBL_MAX, 0)
+   entry when there is nothing else. */
+enum { NPUK_HISTOGRAM_N_LIMITS = 1551 };
 void npuK_histogram_limits(double *limits);
 typedef struct npuK_histo {
   double min, max, num, sum, sum_squares; /* min DBL_MAX and max -DBL_MAX when empty */
+  int first, last; /* the buckets of min and max (first > last when empty): those outside
+                      [first, last] are empty, which the encoder does not walk */
+  int n_entries;   /* the buckets the proto lists (at least 1) */
 } npuK_histo;
-/* Fills h and counts (n_limits doubles) from the n values x of dtype (any npuK_dtype, read as
-   float64), limits being the default ones (npuK_histogram_limits).  Returns the index of the
-   first value that is not finite (h and counts are then unspecified), or -1.  One pass: each
-   value is read once, its bucket found through a table of the values' binary exponents (about
-   one compare a value), finiteness seen in the same exponent; float32 and float64 are read
-   in place, the other dtypes widened 256 at a time into a buffer on the stack.  The twin _ref
-   takes float64 values, checks them all first, then bisects the limits for each (nothing is
-   counted when a value is not finite). */
-int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, int n_limits,
-                       const double *limits, npuK_histo *h, double *counts);
-int64_t npuK_histogram_ref(int64_t n, const double *x, int n_limits, const double *limits,
-                           npuK_histo *h, double *counts);
-size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h, int n_limits,
-                              const double *limits, const double *counts);
+/* Fills h and counts (NPUK_HISTOGRAM_N_LIMITS of them) from the n values x of dtype (any
+   npuK_dtype, read as float64).  Returns the index of the first value that is not finite (h
+   and counts are then unspecified), or -1.  One pass: each value is read once, its bucket
+   found without a branch through constant tables (kernels/histogram_table.h: the limits, and
+   the number of them below each slice of the values' binary exponents, then one compare);
+   float32 and float64 are read in place, the other dtypes widened 256 at a time into a buffer
+   on the stack; a value that is not finite shows in the sum, and only then are the values
+   searched for it.  Nothing is computed per call but the counts.  The twin _ref takes float64
+   values and the limits (npuK_histogram_limits), checks the values first, then bisects the
+   limits for each (nothing is counted when a value is not finite). */
+int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, npuK_histo *h,
+                       uint64_t *counts);
+int64_t npuK_histogram_ref(int64_t n, const double *x, const double *limits, npuK_histo *h,
+                           uint64_t *counts);
+/* The proto of h and counts (either kernel's): sized without reading the counts (h->n_entries),
+   written in one walk of the buckets from h->first to h->last (empty runs crossed four buckets
+   at a time; the limits read from the table) filling both packed fields. */
+size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h,
+                              const uint64_t *counts);
+/* For tests: 1 when kernels/histogram_table.h holds what its rule gives (the limits of
+   npuK_histogram_limits, bit for bit, and each slice's count of the limits below it, a slice
+   holding at most one), else 0. */
+int npuK_histogram_check_tables(void);
 
 /* A PNG of an 8-bit image, pixels (h, w, c) row-major, c 1 (gray), 3 (RGB) or 4 (RGBA): one
    IDAT whose zlib stream holds stored (uncompressed) deflate blocks, so no compressor is

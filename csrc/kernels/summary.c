@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/ksummary.h"
+#include "kernels/histogram_table.h"
 
 static const uint32_t crc32_table[256] = {
     0x00000000u, 0x77073096u, 0xee0e612cu, 0x990951bau, 0x076dc419u, 0x706af48fu,
@@ -114,8 +115,34 @@ static uint32_t crc_update(const uint32_t *table, uint32_t crc, const void *data
 uint32_t npuK_crc32(uint32_t crc, const void *data, size_t n) {
   return crc_update(crc32_table, crc, data, n);
 }
-uint32_t npuK_crc32c(uint32_t crc, const void *data, size_t n) {
+uint32_t npuK_crc32c_ref(uint32_t crc, const void *data, size_t n) {
   return crc_update(crc32c_table, crc, data, n);
+}
+
+/* SSE 4.2's crc32 instruction is CRC-32C's reflected update (without the inversions), eight
+   bytes at a time: about 20 times the table's speed, which reads a byte per step through a
+   chain of dependent loads (an event file's records are checksummed whole, twice). */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const void *data,
+                                                               size_t n) {
+  const uint8_t *p = data;
+  uint64_t c = ~crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t word; /* little-endian: the byte order the reflected CRC consumes */
+    memcpy(&word, p, sizeof word);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  uint32_t c32 = (uint32_t)c;
+  for (; n; n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return ~c32;
+}
+#endif
+
+uint32_t npuK_crc32c(uint32_t crc, const void *data, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("sse4.2")) return crc32c_sse42(crc, data, n);
+#endif
+  return npuK_crc32c_ref(crc, data, n);
 }
 uint32_t npuK_crc32c_masked(const void *data, size_t n) {
   uint32_t c = npuK_crc32c(0, data, n);
@@ -209,7 +236,10 @@ size_t npuK_summary_scalar(uint8_t *out, const char *tag, float value) {
 
 /* ---- histogram --------------------------------------------------------------------------- */
 
-/* histogram.cc's InitDefaultBuckets: v = 1e-12, times 1.1 while below 1e20. */
+/* histogram.cc's InitDefaultBuckets: v = 1e-12, times 1.1 while below 1e20.  The rule, which
+   the reference path follows; the device path reads the same limits from histogram_table.h
+   (tools/gen_histogram_table.c computes them this way), and npuK_histogram_check_tables
+   compares the two. */
 static int positive_limits(double *out) {
   int n = 0;
   for (double v = 1.0e-12; v < 1.0e20; v *= 1.1) {
@@ -219,19 +249,48 @@ static int positive_limits(double *out) {
   return n;
 }
 
-int npuK_histogram_n_limits(void) { return 2 * (positive_limits(NULL) + 1) + 1; }
+_Static_assert(2 * HISTO_K1 + 1 == NPUK_HISTOGRAM_N_LIMITS, "histogram_table.h is stale");
 
 void npuK_histogram_limits(double *limits) {
-  int k = positive_limits(NULL), total = 2 * (k + 1) + 1;
+  int k = positive_limits(NULL);
   double *pos = limits + k + 2; /* -DBL_MAX, -v[k-1] .. -v[0], 0, v[0] .. v[k-1], DBL_MAX */
   positive_limits(pos);
   pos[k] = DBL_MAX;
   for (int i = 0; i <= k; i++) limits[i] = -pos[k - i];
   limits[k + 1] = 0.0;
-  (void)total;
 }
 
-/* The first index whose limit is > v, by bisection: the reference for the table walk below. */
+/* Limit b of the default ones, from the table: the K1 positive limits (DBL_MAX the last) are
+   at K1 + 1 + i, 0 at K1, their negatives at K1 - 1 - i. */
+static double limit_of(int b) {
+  if (b < HISTO_K1) return -histo_positive[HISTO_K1 - 1 - b];
+  return b == HISTO_K1 ? 0.0 : histo_positive[b - HISTO_K1 - 1];
+}
+
+int npuK_histogram_check_tables(void) {
+  double limits[NPUK_HISTOGRAM_N_LIMITS];
+  if (positive_limits(NULL) + 1 != HISTO_K1) return 0;
+  npuK_histogram_limits(limits);
+  for (int b = 0; b < NPUK_HISTOGRAM_N_LIMITS; b++)
+    if (double_bits(limits[b]) != double_bits(limit_of(b))) return 0;
+  for (int s = 0, i = 0; s < HISTO_SLICES; s++) {
+    uint64_t bits = (uint64_t)((s >> HISTO_SLICE_BITS) + HISTO_SLICE_EMIN + 1023) << 52 |
+                    (uint64_t)(s & ((1 << HISTO_SLICE_BITS) - 1)) << (52 - HISTO_SLICE_BITS);
+    double lower;
+    memcpy(&lower, &bits, sizeof lower);
+    while (i < HISTO_K1 && histo_positive[i] < lower) i++;
+    if (histo_start[s] != i) return 0;
+    /* a slice holds at most one limit, so that one compare finds a value's bucket */
+    if (s > 0 && histo_start[s] - histo_start[s - 1] > 1) return 0;
+  }
+  /* the slices span the finite limits: below the first, 0 of them; past the last slice's
+     octave, all but DBL_MAX */
+  return histo_start[0] == 0 && histo_start[HISTO_SLICES - 1] == HISTO_K1 - 1 &&
+         histo_positive[HISTO_K1 - 2] < ldexp(1.0, HISTO_SLICE_EMAX + 1) &&
+         histo_positive[0] >= ldexp(1.0, HISTO_SLICE_EMIN + 1);
+}
+
+/* The first index whose limit is > v, by bisection: the reference for bucket_of below. */
 static int bucket_bisect(double v, int n_limits, const double *limits) {
   int lo = 0, hi = n_limits - 1; /* the last limit, DBL_MAX, is > every finite value but itself */
   while (lo < hi) {
@@ -242,164 +301,170 @@ static int bucket_bisect(double v, int n_limits, const double *limits) {
   return lo;
 }
 
-static void add_value(npuK_histo *h, double *counts, int b, double v) {
-  counts[b] += 1;
-  if (v < h->min) h->min = v;
-  if (v > h->max) h->max = v;
-  h->num += 1;
-  h->sum += v;
-  h->sum_squares += v * v;
-}
-
 static int64_t first_non_finite(int64_t n, const double *x) {
   for (int64_t i = 0; i < n; i++)
     if (!isfinite(x[i])) return i;
   return -1;
 }
 
-int64_t npuK_histogram_ref(int64_t n, const double *x, int n_limits, const double *limits,
-                           npuK_histo *h, double *counts) {
-  *h = (npuK_histo){.min = DBL_MAX, .max = -DBL_MAX};
+static int histo_walk(const npuK_histo *h, const uint64_t *counts, uint8_t *limits,
+                      uint8_t *counts_out);
+
+static void histo_start_stats(npuK_histo *h) {
+  *h = (npuK_histo){.min = DBL_MAX, .max = -DBL_MAX, .first = 1, .last = 0};
+}
+
+int64_t npuK_histogram_ref(int64_t n, const double *x, const double *limits, npuK_histo *h,
+                           uint64_t *counts) {
+  int n_limits = NPUK_HISTOGRAM_N_LIMITS;
+  histo_start_stats(h);
   for (int i = 0; i < n_limits; i++) counts[i] = 0;
   int64_t bad = first_non_finite(n, x);
   if (bad >= 0) return bad;
-  for (int64_t i = 0; i < n; i++) add_value(h, counts, bucket_bisect(x[i], n_limits, limits), x[i]);
+  for (int64_t i = 0; i < n; i++) {
+    double v = x[i];
+    counts[bucket_bisect(v, n_limits, limits)]++;
+    if (v < h->min) h->min = v;
+    if (v > h->max) h->max = v;
+    h->num += 1;
+    h->sum += v;
+    h->sum_squares += v * v;
+  }
+  if (n > 0) {
+    h->first = bucket_bisect(h->min, n_limits, limits);
+    h->last = bucket_bisect(h->max, n_limits, limits);
+  }
+  h->n_entries = histo_walk(h, counts, NULL, NULL);
   return -1;
 }
 
-/* The default limits are symmetric around 0: with k1 positive limits p_1 .. p_k1 (the last
-   DBL_MAX) at indices k1 + i, 0 at k1 and -p_i at k1 - i, the first limit > v is
-   k1 + 1 + #{p <= v} for v >= 0 (DBL_MAX itself goes to the last bucket) and k1 - #{p < -v}
-   for v < 0.  The counts come from a table
-   of slices of the doubles' binary exponents (16 per octave, by the top 4 mantissa bits: the
-   widest, [1, 17/16) times a power of two, is narrower than the 1.1 ratio between limits, so
-   a slice holds at most one limit): start[s] = #{p < the slice's lower end}, then one step
-   along p, taken without a branch (which way a value goes is as random as the value). */
-enum {
-  SLICE_BITS = 4, /* mantissa bits indexing the slices of an octave */
-  SLICE_EMIN = -41,
-  SLICE_EMAX = 67,
-  SLICES = (SLICE_EMAX - SLICE_EMIN + 1) << SLICE_BITS
-};
+/* v's bucket, the first whose limit is > v, without a branch (a value's sign and size are as
+   random as the value).  The limits are symmetric around 0: with p the K1 positive ones,
+   the bucket is K1 + 1 + c for v >= 0 (-0 included), c = #{p <= v}, and K1 - c for v < 0,
+   c = #{p < -v}; c is at most K1 - 1 (DBL_MAX itself goes to the last bucket).  c comes
+   from the slice of |v| (histo_start: its binary exponent and top mantissa bits, clamped to
+   the table's range) and one compare with the only limit the slice may hold, made on the
+   bits (positive doubles order as their bits; p < |v| is p + 1 <= |v|).  An infinity or a
+   NaN lands in some valid bucket: the caller sees it in the sum. */
+static inline int bucket_of(double v) {
+  uint64_t u = double_bits(v) & ~(1ull << 63);
+  int64_t s = (int64_t)(u >> (52 - HISTO_SLICE_BITS)) -
+              ((int64_t)(1023 + HISTO_SLICE_EMIN) << HISTO_SLICE_BITS);
+  s = s < 0 ? 0 : s;
+  s = s < HISTO_SLICES - 1 ? s : HISTO_SLICES - 1;
+  int c = histo_start[s], neg = v < 0;
+  c += double_bits(histo_positive[c]) + (uint64_t)neg <= u;
+  c = c < HISTO_K1 - 1 ? c : HISTO_K1 - 1;
+  return neg ? HISTO_K1 - c : HISTO_K1 + 1 + c;
+}
 
 /* The running statistics of one pass, kept in locals by the loops (counts may alias nothing,
    but the compiler cannot know). */
 typedef struct histo_pass {
-  int k1;           /* positive limits, DBL_MAX included */
-  const double *p;  /* the positive limits */
-  double *counts;
-  const int16_t *start;
+  uint64_t *counts;
   double lo, hi, sum, sum_squares;
 } histo_pass;
 
-/* Counts x[0..n) (T float or double) into a: the index of the first value that is not finite
-   (found where its exponent is read: the all-ones exponent of an infinity or a NaN lies past
-   SLICE_EMAX), else -1.  One read of each value: the bucket, the finiteness and the
-   statistics together. */
+/* Counts x[0..n) (T float or double) into a: one read of each value, its bucket and the
+   statistics together.  Finiteness is not checked here: an infinity or a NaN makes the sum
+   infinite or NaN, and only then does the caller look for it. */
 #define HISTO_PASS(NAME, T)                                                                    \
-  static int64_t NAME(histo_pass *a, int64_t n, const T *x) {                                  \
-    const double *p = a->p;                                                                     \
-    const int16_t *start = a->start;                                                            \
-    double *counts = a->counts;                                                                 \
-    int k1 = a->k1;                                                                             \
+  static void NAME(histo_pass *a, int64_t n, const T *x) {                                     \
+    uint64_t *counts = a->counts;                                                               \
     double lo = a->lo, hi = a->hi, sum = a->sum, sum_squares = a->sum_squares;                 \
-    int64_t bad = -1;                                                                           \
     for (int64_t i = 0; i < n; i++) {                                                           \
-      double v = (double)x[i], u = fabs(v);                                                     \
-      uint64_t bits = double_bits(u);                                                           \
-      int e = (int)(bits >> 52) - 1023, c;                                                      \
-      if (e < SLICE_EMIN) { /* 0, subnormals, and up to 2^-41 < p_1 = 1e-12 */                 \
-        c = 0;                                                                                  \
-      } else if (e > SLICE_EMAX) { /* past 1e20: above every limit but DBL_MAX */               \
-        if (e == 1024) { /* infinity or NaN */                                                  \
-          bad = i;                                                                              \
-          break;                                                                                \
-        }                                                                                       \
-        c = k1 - 1;                                                                             \
-      } else {                                                                                  \
-        c = start[(e - SLICE_EMIN) << SLICE_BITS |                                              \
-                  (int)((bits >> (52 - SLICE_BITS)) & ((1 << SLICE_BITS) - 1))];                \
-        c += (p[c] < u) | ((p[c] == u) & (v > 0));                                              \
-      }                                                                                         \
-      counts[v >= 0 ? k1 + 1 + c : k1 - c] += 1;                                                \
+      double v = (double)x[i];                                                                  \
+      counts[bucket_of(v)]++;                                                                   \
       lo = v < lo ? v : lo;                                                                     \
       hi = v > hi ? v : hi;                                                                     \
       sum += v;                                                                                 \
       sum_squares += v * v;                                                                     \
     }                                                                                           \
     a->lo = lo, a->hi = hi, a->sum = sum, a->sum_squares = sum_squares;                         \
-    return bad;                                                                                 \
   }
 HISTO_PASS(pass_f64, double)
 HISTO_PASS(pass_f32, float)
 
-int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, int n_limits,
-                       const double *limits, npuK_histo *h, double *counts) {
-  int k1 = (n_limits - 1) / 2; /* positive limits */
-  const double *p = limits + k1 + 1;
-  int16_t start[SLICES];
-  for (int s = 0, i = 0; s < SLICES; s++) {
-    uint64_t bits = (uint64_t)((s >> SLICE_BITS) + SLICE_EMIN + 1023) << 52 |
-                    (uint64_t)(s & ((1 << SLICE_BITS) - 1)) << (52 - SLICE_BITS);
-    double lower;
-    memcpy(&lower, &bits, sizeof lower);
-    while (i < k1 && p[i] < lower) i++;
-    start[s] = (int16_t)i;
-  }
-  for (int i = 0; i < n_limits; i++) counts[i] = 0;
-  *h = (npuK_histo){.min = DBL_MAX, .max = -DBL_MAX};
-  histo_pass a = {k1, p, counts, start, DBL_MAX, -DBL_MAX, 0, 0};
+static int64_t first_non_finite_f32(int64_t n, const float *x) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(x[i])) return i;
+  return -1;
+}
+
+int64_t npuK_histogram(int64_t n, npuK_dtype dtype, const void *x, npuK_histo *h,
+                       uint64_t *counts) {
+  memset(counts, 0, sizeof *counts * NPUK_HISTOGRAM_N_LIMITS);
+  histo_start_stats(h);
+  histo_pass a = {counts, DBL_MAX, -DBL_MAX, 0, 0};
   int64_t bad = -1;
   if (dtype == NPUK_F64) {
-    bad = pass_f64(&a, n, x);
+    pass_f64(&a, n, x);
+    if (!isfinite(a.sum)) bad = first_non_finite(n, x); /* else a sum past DBL_MAX: counted */
   } else if (dtype == NPUK_F32) {
-    bad = pass_f32(&a, n, x);
+    pass_f32(&a, n, x);
+    if (!isfinite(a.sum)) bad = first_non_finite_f32(n, x);
   } else { /* the other dtypes a block at a time through a buffer that stays in cache */
     double block[256];
     size_t size = npuK_dtype_size(dtype);
     for (int64_t i = 0; i < n && bad < 0; i += 256) {
       int64_t m = n - i < 256 ? n - i : 256;
       npuK_cast(NULL, m, dtype, (const char *)x + (size_t)i * size, NPUK_F64, block);
-      bad = pass_f64(&a, m, block);
-      if (bad >= 0) bad += i;
+      pass_f64(&a, m, block);
+      if (!isfinite(a.sum) && (bad = first_non_finite(m, block)) >= 0) bad += i;
     }
   }
   if (bad >= 0) return bad;
   h->min = a.lo, h->max = a.hi, h->num = (double)n, h->sum = a.sum;
   h->sum_squares = a.sum_squares;
+  if (n > 0) h->first = bucket_of(a.lo), h->last = bucket_of(a.hi);
+  h->n_entries = histo_walk(h, counts, NULL, NULL);
   return -1;
+}
+
+/* Little-endian, whatever the host (one store where the compiler sees the pattern). */
+static void store_le64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The entries the proto lists — histogram.cc's EncodeToProto without preserve_zero_buckets:
+   each non-empty bucket, and each run of empty buckets as one entry (the run's last limit,
+   count 0) — written (limits and counts not NULL: 8 bytes each, entry j at 8 j) in one walk,
+   and counted.  Buckets outside [first, last] are empty, and last is not: one run before at
+   most, one after, and each run inside ends before last. */
+static int histo_walk(const npuK_histo *h, const uint64_t *counts, uint8_t *limits,
+                      uint8_t *counts_out) {
+  int n = 0, last = NPUK_HISTOGRAM_N_LIMITS - 1;
+#define HISTO_ENTRY(limit, count)                                                              \
+  do {                                                                                         \
+    if (limits) {                                                                              \
+      store_le64(limits + 8 * (size_t)n, double_bits(limit));                                  \
+      store_le64(counts_out + 8 * (size_t)n, double_bits((double)(count)));                    \
+    }                                                                                          \
+    n++;                                                                                       \
+  } while (0)
+  if (h->first > h->last) { /* nothing counted: histogram.cc keeps one entry */
+    HISTO_ENTRY(DBL_MAX, 0);
+    return n;
+  }
+  if (h->first > 0) HISTO_ENTRY(limit_of(h->first - 1), 0);
+  for (int i = h->first; i <= h->last; i++) {
+    if (!counts[i]) { /* to the run's end, four buckets a step while they are all empty */
+      while (i + 4 < h->last && !(counts[i + 1] | counts[i + 2] | counts[i + 3] | counts[i + 4]))
+        i += 4;
+      while (!counts[i + 1]) i++;
+    }
+    HISTO_ENTRY(limit_of(i), counts[i]);
+  }
+  if (h->last < last) HISTO_ENTRY(limit_of(last), 0);
+#undef HISTO_ENTRY
+  return n;
 }
 
 typedef struct histo_arg {
   const char *tag;
   const npuK_histo *h;
-  int n_limits;
-  const double *limits, *counts;
-  int n_entries; /* histo_entries' count, computed once */
+  const uint64_t *counts;
 } histo_arg;
-
-/* Calls emit(b, limit, count) for each entry the proto lists (histogram.cc's EncodeToProto
-   without preserve_zero_buckets); returns the number of entries. */
-static int histo_entries(wbuf *b, const histo_arg *a, int which) {
-  int n = 0;
-  for (int i = 0; i < a->n_limits;) {
-    double end = a->limits[i], count = a->counts[i];
-    i++;
-    if (count <= 0.0)
-      while (i < a->n_limits && a->counts[i] <= 0.0) {
-        end = a->limits[i];
-        count = a->counts[i];
-        i++;
-      }
-    if (b) put_le(b, double_bits(which == 6 ? end : count), 8);
-    n++;
-  }
-  if (n == 0) { /* histogram.cc keeps one entry, so that a reader always has a bucket */
-    if (b) put_le(b, double_bits(which == 6 ? DBL_MAX : 0.0), 8);
-    n = 1;
-  }
-  return n;
-}
 
 static void histo_proto(wbuf *b, const void *arg) {
   const histo_arg *a = arg;
@@ -408,12 +473,14 @@ static void histo_proto(wbuf *b, const void *arg) {
   put_double(b, 3, a->h->num);
   put_double(b, 4, a->h->sum);
   put_double(b, 5, a->h->sum_squares);
-  for (uint32_t field = 6; field <= 7; field++) {
+  size_t at[2], bytes = (size_t)a->h->n_entries * 8;
+  for (uint32_t field = 6; field <= 7; field++) { /* bucket_limit, bucket: packed */
     put_tag(b, field, 2);
-    put_varint(b, (uint64_t)a->n_entries * 8);
-    if (b->p) histo_entries(b, a, (int)field);
-    else b->n += (size_t)a->n_entries * 8; /* a counting pass */
+    put_varint(b, bytes);
+    at[field - 6] = b->n;
+    b->n += bytes;
   }
+  if (b->p) histo_walk(a->h, a->counts, b->p + at[0], b->p + at[1]);
 }
 
 static void histo_body(wbuf *b, const void *arg) {
@@ -422,11 +489,10 @@ static void histo_body(wbuf *b, const void *arg) {
   put_message(b, 5, histo_proto, a);
 }
 
-size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h, int n_limits,
-                              const double *limits, const double *counts) {
+size_t npuK_summary_histogram(uint8_t *out, const char *tag, const npuK_histo *h,
+                              const uint64_t *counts) {
   wbuf b = {out, 0};
-  histo_arg a = {tag, h, n_limits, limits, counts, 0};
-  a.n_entries = histo_entries(NULL, &a, 6);
+  histo_arg a = {tag, h, counts};
   put_message(&b, 1, histo_body, &a);
   return b.n;
 }

@@ -4,7 +4,7 @@
  * any numeric dtype, read as float64), with TensorFlow's default bucket limits and its
  * encoding (kernels/ksummary.h).  A NaN or infinite element fails the run with NPU_ERR_ARG
  * ("Nan in summary histogram for: <tag>"), as in TensorFlow.  Attribute tag.  Output uint8 (n)
- * (ops/summary.h).  Scratch: the values as float64 (the reference path's), the limits, the
+ * (ops/summary.h).  Scratch: the values as float64 and the limits (the reference path's), the
  * counts.  No gradient.
  * Kernels: npuK_histogram (reference path: npuK_histogram_ref), npuK_summary_histogram.
  */
@@ -17,7 +17,8 @@ static npu_status infer(npuX_infer *ic, const void *params) {
 }
 
 static size_t scratch_size(const npuX_call *c) {
-  return ((size_t)c->in[0]->numel + 2 * (size_t)npuK_histogram_n_limits()) * sizeof(double);
+  return ((size_t)c->in[0]->numel + NPUK_HISTOGRAM_N_LIMITS) * sizeof(double) +
+         NPUK_HISTOGRAM_N_LIMITS * sizeof(uint64_t);
 }
 
 /* The device path counts the input where it lies, in one pass; the reference path widens it
@@ -25,24 +26,24 @@ static size_t scratch_size(const npuX_call *c) {
 static npu_status run_with(const npuX_call *c, bool reference) {
   if (c->discarded) return npuX_summary_empty(c);
   const npu_tensor *x = c->in[0];
-  int n_limits = npuK_histogram_n_limits();
-  double *values = c->scratch, *limits = values + x->numel, *counts = limits + n_limits;
-  npuK_histogram_limits(limits);
+  double *values = c->scratch, *limits = values + x->numel;
+  uint64_t *counts = (uint64_t *)(limits + NPUK_HISTOGRAM_N_LIMITS);
   npuK_histo h;
   const char *tag = npuX_summary_tag(c);
   int64_t bad;
   if (reference) {
+    npuK_histogram_limits(limits);
     npuK_cast(c->pool, x->numel, (npuK_dtype)x->dtype, x->data, NPUK_F64, values);
-    bad = npuK_histogram_ref(x->numel, values, n_limits, limits, &h, counts);
+    bad = npuK_histogram_ref(x->numel, values, limits, &h, counts);
   } else {
-    bad = npuK_histogram(x->numel, (npuK_dtype)x->dtype, x->data, n_limits, limits, &h, counts);
+    bad = npuK_histogram(x->numel, (npuK_dtype)x->dtype, x->data, &h, counts);
   }
   if (bad >= 0)
     return npuC_error(c->ctx, NPU_ERR_ARG, "histogram_summary '%s': Nan in summary histogram for: %s",
                       c->node->name, tag);
-  int64_t n = (int64_t)npuK_summary_histogram(NULL, tag, &h, n_limits, limits, counts);
+  int64_t n = (int64_t)npuK_summary_histogram(NULL, tag, &h, counts);
   npu_status st = npuX_output(c, 0, 1, &n);
-  if (!st) npuK_summary_histogram(c->out[0]->data, tag, &h, n_limits, limits, counts);
+  if (!st) npuK_summary_histogram(c->out[0]->data, tag, &h, counts);
   return st;
 }
 
