@@ -8,6 +8,7 @@
 -- Defines global test tables TestDynamicShape*; spec/run.lua runs LuaUnit.
 local lu = require("luaunit")
 local npu = require("npu")
+local S = dofile(SPEC_DIR .. "/support.lua")
 
 local F32 = "float32"
 
@@ -328,6 +329,100 @@ function TestDynamicShapeNms.test_v5_soft_nms_scores()
   -- max_output_size 1 stops after the first
   local one = npu.image.non_max_suppression_with_scores(b, s, 1, 1.0, 0, 0.5)
   lu.assertEquals(run_both(g, { one }, { [b] = ABC, [s] = { 0.9, 0.8, 0.7 } })[1].value, { 0 })
+end
+
+-- An independent oracle on random boxes: Bodla et al.'s soft NMS written eagerly (after each
+-- selection every remaining score is multiplied by its weight at once; the best remaining
+-- score, ties by lower index, is selected next; a score at or below score_threshold leaves),
+-- with hard NMS as the weight 0 past iou_threshold (dropping the box) and 1 below it.  TensorFlow's V5 kernel
+-- (and ours) is lazy instead — a priority queue whose popped candidate catches up with the
+-- boxes selected since it was last seen — which selects the same boxes, so only the
+-- multiplications' order differs: indices must match exactly, scores to float32 rounding
+-- (a few units of 2^-24 per decay).
+-- Scores here are float64; the IoU is rounded to float32 as TensorFlow computes it (boxes on
+-- an integer grid, so areas and intersections are exact in both).
+local function eager_nms(boxes, scores, max_out, iou_thr, score_thr, sigma)
+  local f32 = function(v) return (string.unpack("f", string.pack("f", v))) end
+  local function iou(i, j)
+    local a, b = boxes[i], boxes[j]
+    local ay0, ax0, ay1, ax1 = math.min(a[1], a[3]), math.min(a[2], a[4]), math.max(a[1], a[3]), math.max(a[2], a[4])
+    local by0, bx0, by1, bx1 = math.min(b[1], b[3]), math.min(b[2], b[4]), math.max(b[1], b[3]), math.max(b[2], b[4])
+    local aa, ab = (ay1 - ay0) * (ax1 - ax0), (by1 - by0) * (bx1 - bx0)
+    if aa <= 0 or ab <= 0 then return 0 end
+    local inter = math.max(math.min(ay1, by1) - math.max(ay0, by0), 0) * math.max(math.min(ax1, bx1) - math.max(ax0, bx0), 0)
+    return f32(inter / (aa + ab - inter))
+  end
+  local live, cur, err = {}, {}, {}
+  for i = 1, #scores do
+    if scores[i] > score_thr then live[#live + 1] = i; cur[i], err[i] = scores[i], 0 end
+  end
+  local kept, kept_scores, kept_err = {}, {}, {}
+  while #kept < max_out and #live > 0 do
+    local best = 1
+    for k = 2, #live do
+      local i, b = live[k], live[best]
+      if cur[i] > cur[b] or (cur[i] == cur[b] and i < b) then best = k end
+    end
+    local s = table.remove(live, best)
+    kept[#kept + 1], kept_scores[#kept_scores + 1], kept_err[#kept + 1] = s - 1, cur[s], err[s]
+    local rest = {}
+    for _, i in ipairs(live) do
+      local sim = iou(i, s)
+      local x = -0.5 / sigma * sim * sim
+      local w = sim > iou_thr and 0 or (sigma > 0 and math.exp(x) or 1)
+      cur[i] = cur[i] * w
+      -- float32's error per decay, in units of 2^-24: the product, expf, and the argument's
+      -- three roundings scaled by |x|
+      if w ~= 1 then err[i] = err[i] + 3 + 3 * math.abs(x) end
+      -- hard NMS drops it; soft NMS keeps a score of 0 above a score_threshold of -inf
+      if cur[i] > score_thr and (sigma > 0 or w > 0) then rest[#rest + 1] = i end
+    end
+    live = rest
+  end
+  return kept, kept_scores, kept_err
+end
+
+function TestDynamicShapeNms.test_random_boxes_against_an_eager_oracle()
+  local r = S.lcg(2024)
+  local n = 400
+  local boxes, scores = {}, {}
+  for i = 1, n do
+    -- clusters: a corner near one of 12 centres, sizes 1..40, corners in either order
+    local cy, cx = (r() % 12) * 30, (r() % 7) * 35
+    local y0, x0 = cy + r() % 20, cx + r() % 20
+    local y1, x1 = y0 + 1 + r() % 40, x0 + 1 + r() % 40
+    if r() % 4 == 0 then y0, y1 = y1, y0 end
+    if r() % 5 == 0 then x0, x1 = x1, x0 end
+    if r() % 50 == 0 then y1 = y0 end -- empty: overlaps nothing
+    boxes[i] = { y0, x0, y1, x1 }
+    -- float32 scores in (0, 1) on a 2^-12 grid: ties happen
+    scores[i] = (1 + r() % 4095) / 4096
+  end
+  local g = npu.Graph()
+  local b = g:placeholder(F32, { n, 4 }, "b")
+  local s = g:placeholder(F32, { n }, "s")
+  local cases = {
+    { 60, 0.5, -math.huge, 0 }, { 400, 0.3, 0.25, 0 }, { 400, 0.0, -math.huge, 0 },
+    { 100, 1.0, 0.0, 0.5 }, { 400, 0.6, 0.05, 0.25 }, { 150, 0.45, 0.2, 2.0 },
+  }
+  local fetches = {}
+  for _, c in ipairs(cases) do
+    local idx, sc = npu.image.non_max_suppression_with_scores(b, s, c[1], c[2], c[3], c[4])
+    fetches[#fetches + 1], fetches[#fetches + 2] = idx, sc
+  end
+  local got = run_both(g, fetches, { [b] = npu.tensor(boxes, F32), [s] = npu.tensor(scores, F32) })
+  for k, c in ipairs(cases) do
+    local want, want_scores, want_err = eager_nms(boxes, scores, c[1], c[2], c[3], c[4])
+    local what = ("case %d (max %d, iou %g, score %g, sigma %g)"):format(k, c[1], c[2], c[3], c[4])
+    lu.assertTrue(#want > 5, what) -- the case selects something worth comparing
+    local decayed = 0
+    for i, j in ipairs(want) do decayed = decayed + (want_scores[i] < scores[j + 1] and 1 or 0) end
+    lu.assertEquals(decayed > 5, c[4] > 0, what) -- soft NMS lowered some kept scores
+    lu.assertEquals(got[2 * k - 1].value, want, what)
+    for i, v in ipairs(got[2 * k].value) do
+      lu.assertTrue(math.abs(v - want_scores[i]) <= (1 + want_err[i]) * 2.0 ^ -24 * want_scores[i], what .. " score " .. i)
+    end
+  end
 end
 
 function TestDynamicShapeNms.test_resized_runs()
