@@ -105,11 +105,47 @@ static void test_errors(npu_context *ctx) {
   npu_event_reader_release(NULL);
 }
 
+/* CRC-32C one bit at a time (the reflected polynomial 0x82F63B78): the definition, sharing
+   neither the table nor the instruction with the kernels. */
+static uint32_t crc32c_bitwise(uint32_t crc, const uint8_t *p, size_t n) {
+  crc = ~crc;
+  for (size_t i = 0; i < n; i++) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
 /* CRC-32C (the instruction where there is one) against its table twin: the check value, every
-   length up to 100 at every alignment, continued from a previous CRC. */
+   length up to 100 at every alignment, continued from a previous CRC; both against RFC 3720's
+   test vectors (B.4) and the bitwise definition over 1 MiB. */
 static void test_crc32c_twins(void) {
   CHECK(npuK_crc32c(0, "123456789", 9) == 0xe3069283u);
   CHECK(npuK_crc32c_ref(0, "123456789", 9) == 0xe3069283u);
+  uint8_t v[32];
+  static const uint32_t rfc3720[4] = {0x8a9136aau, 0x62a8ab43u, 0x46dd794eu, 0x113fdb5cu};
+  for (int t = 0; t < 4; t++) { /* zeros, ones, ascending, descending */
+    for (int i = 0; i < 32; i++) v[i] = (uint8_t)(t == 0 ? 0 : t == 1 ? 0xff : t == 2 ? i : 31 - i);
+    CHECK(npuK_crc32c(0, v, 32) == rfc3720[t]);
+    CHECK(npuK_crc32c_ref(0, v, 32) == rfc3720[t]);
+    CHECK(crc32c_bitwise(0, v, 32) == rfc3720[t]);
+  }
+  enum { BIG = 1 << 20 };
+  uint8_t *big = malloc(BIG + 8);
+  uint64_t q = 0x243f6a8885a308d3ull;
+  for (size_t i = 0; i < BIG + 8; i++) {
+    q ^= q << 13, q ^= q >> 7, q ^= q << 17;
+    big[i] = (uint8_t)(q >> 24);
+  }
+  for (size_t at = 0; at < 8; at += 3) {
+    uint32_t want = crc32c_bitwise(0, big + at, BIG - at);
+    CHECK(npuK_crc32c(0, big + at, BIG - at) == want);
+    CHECK(npuK_crc32c_ref(0, big + at, BIG - at) == want);
+    /* in two pieces, the second continuing the first */
+    uint32_t half = npuK_crc32c(0, big + at, 777777);
+    CHECK(npuK_crc32c(half, big + at + 777777, BIG - at - 777777) == want);
+  }
+  free(big);
   uint8_t buf[128];
   uint64_t r = 88172645463325252ull;
   for (size_t i = 0; i < sizeof buf; i++) {
