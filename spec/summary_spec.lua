@@ -182,8 +182,12 @@ local function lua_histogram(values)
   for i = 1, #limits do counts[i] = 0 end
   local h = { min = DBL_MAX, max = -DBL_MAX, num = 0, sum = 0, sum_squares = 0 }
   for _, x in ipairs(values) do
-    local b = 1
-    while limits[b] <= x do b = b + 1 end
+    local lo, hi = 1, #limits -- std::upper_bound: the first limit > x (the last is DBL_MAX)
+    while lo < hi do
+      local mid = (lo + hi) // 2
+      if limits[mid] <= x then lo = mid + 1 else hi = mid end
+    end
+    local b = lo
     counts[b] = counts[b] + 1
     h.min, h.max = math.min(h.min, x), math.max(h.max, x)
     h.num, h.sum, h.sum_squares = h.num + 1, h.sum + x, h.sum_squares + x * x
@@ -257,6 +261,46 @@ function TestSummaryOps:test_histogram_matches_tensorflows_buckets_computed_in_l
   local err = fails(sess.run, sess, s, { [x] = npu.tensor({ 1, 0 / 0 }) })
   lu.assertStrContains(tostring(err), "NPU_ERR_ARG")
   lu.assertStrContains(tostring(err), "Nan in summary histogram for: weights")
+end
+
+-- 10^5 float32 values over 40 decades (many buckets, their limits' float32 neighbours, float32
+-- subnormals and extremes, zeros of both signs) against TensorFlow's rule in Lua: the same
+-- buckets and counts; sum and sum_squares to float64 rounding of 10^5 terms.
+function TestSummaryOps:test_histogram_of_a_hundred_thousand_values_over_many_decades()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { -1 }, "x")
+  local s = npu.summary.histogram("h", x)
+  local sess <close> = npu.Session { graph = g }
+  local r, values = support.lcg(77), {}
+  local pos = {}
+  local v = 1.0e-12
+  while v < 1.0e20 do pos[#pos + 1] = v; v = v * 1.1 end
+  for i = 1, 100000 do
+    local kind, y = i % 10, nil
+    if kind == 0 then -- a limit's float32 neighbourhood
+      y = pos[1 + r() % #pos] * (1 + ((r() % 5) - 2) * 2.0 ^ -24)
+    elseif kind == 1 then
+      y = ({ 0.0, -0.0, 2.0 ^ -149, 1.17549435e-38, 3.4028234e38, 1e-45, 1e-13 })[1 + r() % 7]
+    else
+      y = 10.0 ^ ((r() % 4000000) / 100000 - 15) * (1 + (r() % 1000) / 1000)
+    end
+    if r() % 2 == 0 then y = -y end
+    values[i] = y
+  end
+  local t = npu.tensor(values, "float32")
+  local f32 = t:totable()
+  local got = decode_summary(bytes(sess:run(s, { [x] = t })))[1].histo
+  local want = lua_histogram(f32)
+  lu.assertEquals(got.num, 100000)
+  lu.assertEquals(got.min, want.min)
+  lu.assertEquals(got.max, want.max)
+  local abs, sq = 0, 0
+  for _, y in ipairs(f32) do abs, sq = abs + math.abs(y), sq + y * y end
+  lu.assertTrue(math.abs(got.sum - want.sum) <= 1e5 * 2.0 ^ -52 * abs)
+  lu.assertTrue(math.abs(got.sum_squares - want.sum_squares) <= 1e5 * 2.0 ^ -52 * sq)
+  lu.assertTrue(#want.bucket > 1000) -- most of the 1551 buckets are used
+  lu.assertEquals(got.bucket_limit, want.bucket_limit)
+  lu.assertEquals(got.bucket, want.bucket)
 end
 
 function TestSummaryOps:test_image_values_are_pngs_normalised_as_tensorflow_does()
