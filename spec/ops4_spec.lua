@@ -157,6 +157,63 @@ function TestOps4Forward.test_matmul_i32_against_loops()
   lu.assertEquals(sess:run(y):totable(), want)
 end
 
+-- At size: K = 1500 with values up to 2^20, so partial sums pass 2^31 and wrap (TensorFlow's
+-- int32 MatMul wraps modulo 2^32); batch_matmul with a broadcast batch and adj_x / adj_y.
+-- The oracle: Lua's 64-bit integers, wrapped to int32 once at the end (exact: |sum| < 2^63).
+local function wrap32(v)
+  v = v & 0xffffffff
+  return v >= 0x80000000 and v - 0x100000000 or v
+end
+
+function TestOps4Forward.test_matmul_i32_wraps_at_size()
+  local r = S.lcg(91)
+  local m, k, n = 3, 1500, 4
+  local A, B = {}, {}
+  for i = 1, m do A[i] = {} for j = 1, k do A[i][j] = r() % (1 << 21) - (1 << 20) end end
+  for i = 1, k do B[i] = {} for j = 1, n do B[i][j] = r() % (1 << 21) - (1 << 20) end end
+  local want, wrapped = {}, 0
+  for i = 1, m do
+    want[i] = {}
+    for j = 1, n do
+      local s = 0
+      for p = 1, k do s = s + A[i][p] * B[p][j] end
+      want[i][j] = wrap32(s)
+      if want[i][j] ~= s then wrapped = wrapped + 1 end
+    end
+  end
+  lu.assertEquals(wrapped, m * n) -- every sum left int32's range
+  local g = npu.Graph()
+  local a, b = g:const(npu.tensor(A, "int32")), g:const(npu.tensor(B, "int32"))
+  -- transposed operands: the same product read the other way
+  local At, Bt = {}, {}
+  for j = 1, k do At[j] = {} for i = 1, m do At[j][i] = A[i][j] end end
+  for j = 1, n do Bt[j] = {} for p = 1, k do Bt[j][p] = B[p][j] end end
+  local y = npu.matmul(a, b)
+  local yt = npu.matmul(g:const(npu.tensor(At, "int32")), g:const(npu.tensor(Bt, "int32")),
+    { transpose_a = true, transpose_b = true })
+  -- batch_matmul: x (2, m, k) against y (k, n) broadcast over the batch, adj_y on (n, k)
+  local X = { A, {} }
+  for i = 1, m do X[2][i] = {} for p = 1, k do X[2][i][p] = wrap32(A[i][p] * 3 + 1) end end
+  local bm = g:op("batch_matmul", { g:const(npu.tensor(X, "int32")), g:const(npu.tensor({ Bt }, "int32")) },
+    { adj_y = true })
+  local want2 = {}
+  for i = 1, m do
+    want2[i] = {}
+    for j = 1, n do
+      local s = 0
+      for p = 1, k do s = s + X[2][i][p] * B[p][j] end
+      want2[i][j] = wrap32(s)
+    end
+  end
+  for _, res in ipairs({ { run_both(g, { y, yt, bm }) } }) do
+    for _, out in ipairs(res) do
+      lu.assertEquals(out[1]:totable(), want)
+      lu.assertEquals(out[2]:totable(), want)
+      lu.assertEquals(out[3]:totable(), { want, want2 })
+    end
+  end
+end
+
 function TestOps4Forward.test_tf_types_and_table()
   local want = { ceil = "Ceil", broadcast_to = "BroadcastTo", sparse_to_dense = "SparseToDense", in_top_k = "InTopKV2" }
   for name, tf in pairs(want) do lu.assertEquals(npu.ops[name].tf_type, tf, name) end
