@@ -75,6 +75,52 @@ function TestUnsortedSegmentSum:test_forward_by_hand()
   lu.assertEquals(sess:run(y3):totable(), { { 3 }, { 7 } })
 end
 
+-- At size, against float64 sums in Lua: 60000 rows of 3 into 7 segments (about a seventh
+-- dropped by id -1), float32 values on a 2^-20 grid; the kernel adds a segment's rows in
+-- ascending order in float32, so |got - s| <= n_s 2^-24 sum|x| (n_s the segment's rows), and
+-- the float64 input is held to float64's version of the same bound.  Device and reference.
+function TestUnsortedSegmentSum:test_large_against_float64_sums()
+  local rows, cols, nseg = 60000, 3, 7
+  local seed = 12345
+  local function rnd() seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed >> 8 end
+  local xs, ids = {}, {}
+  local sum, mag, cnt = {}, {}, {}
+  for s = 1, nseg * cols do sum[s], mag[s] = 0.0, 0.0 end
+  for s = 1, nseg do cnt[s] = 0 end
+  for r = 1, rows do
+    local id = rnd() % (nseg + 1) - 1
+    ids[r] = id
+    local row = {}
+    for c = 1, cols do
+      local v = (rnd() - (1 << 22)) / (1 << 20) + 1
+      row[c] = v
+      if id >= 0 then
+        sum[id * cols + c], mag[id * cols + c] = sum[id * cols + c] + v, mag[id * cols + c] + math.abs(v)
+      end
+    end
+    if id >= 0 then cnt[id + 1] = cnt[id + 1] + 1 end
+    xs[r] = row
+  end
+  for _, dt in ipairs({ "float32", F64 }) do
+    local g = npu.Graph()
+    local x = g:placeholder(dt, { rows, cols }, "x")
+    local i = g:placeholder("int32", { rows }, "ids")
+    local y = npu.unsorted_segment_sum(x, i, nseg)
+    local u = dt == "float32" and 2.0 ^ -24 or 2.0 ^ -53
+    for _, opts in ipairs({ {}, { use_off_line = false } }) do
+      local sess <close> = npu.Session { graph = g, options = opts }
+      local got = sess:run(y, { [x] = npu.tensor(xs, dt), [i] = npu.tensor(ids, "int32") }):totable()
+      for s = 0, nseg - 1 do
+        for c = 1, cols do
+          local k = s * cols + c
+          local err = math.abs(got[s + 1][c] - sum[k])
+          lu.assertTrue(err <= cnt[s + 1] * u * mag[k], ("%s segment %d col %d: %.9g vs %.9g"):format(dt, s, c, got[s + 1][c], sum[k]))
+        end
+      end
+    end
+  end
+end
+
 function TestUnsortedSegmentSum:test_num_segments_fed_is_sized_when_it_runs()
   local g = npu.Graph()
   local x = g:placeholder("float32", { 3 }, "x")
