@@ -144,7 +144,7 @@ local function expect(script, n_ok, env)
 end
 
 function TestDistributed:test_mpi_every_collective_and_dtype()
-  expect("collectives.lua", 2 * (3 * 7 + 1 + 5))
+  expect("collectives.lua", 2 * (3 * 7 + 1 + 1 + 5))
 end
 
 function TestDistributed:test_mpi_two_ranks_train_as_one_process()

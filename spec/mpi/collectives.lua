@@ -48,6 +48,25 @@ for _, dt in ipairs({ "float32", "float16", "int32" }) do
   end
 end
 
+-- float16 sums are widened, added in float32 and rounded once to float16 (round to nearest,
+-- ties to even): rank 0 gives a, rank 1 b, other ranks 0; every a + b is exact in float32 and a
+-- float16 tie.  Hand-computed: 1 + 2^-11 -> 1 (even), 1 + 3 2^-11 -> 1 + 2^-9, 2049 -> 2048,
+-- 2051 -> 2052, 65520 -> inf (65504 is odd).
+do
+  local a = { 1, 1 + 2 ^ -10, 2048, 2050, 65504 }
+  local b = { 2 ^ -11, 2 ^ -11, 1, 1, 16 }
+  local want = { 1, 1 + 2 ^ -9, 2048, 2052, math.huge }
+  local mine = {}
+  for i = 1, #a do mine[i] = rank == 0 and a[i] or rank == 1 and b[i] or 0 end
+  local g = npu.Graph()
+  local x = g:placeholder("float16", { #a }, "x")
+  local sess <close> = npu.Session { graph = g }
+  local got = sess:run(hccl.allreduce(x, "sum"), { [x] = npu.tensor(mine, "float16") }):totable()
+  local ok = true
+  for i = 1, #a do ok = ok and (size < 2 or got[i] == want[i]) end
+  check("float16 allreduce rounds the float32 sum once, ties to even", ok, table.concat(got, ","))
+end
+
 -- inside an iterations_per_loop loop: total += allreduce(sum(batch)); batches 0..7 by 2
 do
   local g = npu.Graph()
