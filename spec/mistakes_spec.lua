@@ -153,6 +153,37 @@ local CASES = {
     "NPU_ERR_ARG", "batch" },
   { "tensor name in keep_tensors_dtypes", function(w) return npu.util.keep_tensors_dtypes(w.g, { "mm:0" }) end,
     "NPU_ERR_NOT_FOUND", "npu.util.keep_tensors_dtypes: NPU_ERR_NOT_FOUND" },
+  -- distributed training (npu.hccl, the distributed optimizer wrapper)
+  { "hccl allreduce of a tensor", function() return npu.hccl.allreduce(npu.zeros({ 2 }), "sum") end,
+    "NPU_ERR_ARG", "npu.hccl.allreduce: NPU_ERR_ARG: tensor must be an npu.Output, got npu.Tensor" },
+  { "hccl group other than the world", function() return npu.hccl.get_rank_id("my_group") end,
+    "NPU_ERR_UNSUPPORTED", "group 'my_group': only hccl_world_group" },
+  { "hccl allgather rank_size wrong", function(w) return npu.hccl.allgather(w.m, 2) end,
+    "NPU_ERR_ARG", "rank_size 2 but there is 1 rank" },
+  { "hccl broadcast list with a nil", function(w) return npu.hccl.broadcast({ w.m, nil, w.m }, 0) end,
+    "NPU_ERR_ARG", "npu.hccl.broadcast: NPU_ERR_ARG: tensors has a hole at 2" },
+  { "broadcast_global_variables root_rank out of range", function(w) return npu.hccl.broadcast_global_variables(w.g, 1) end,
+    "NPU_ERR_ARG", "root_rank must be an integer rank in [0, 1), got 1" },
+  { "broadcast_global_variables root_rank a string", function(w) return npu.train.broadcast_global_variables(w.g, "0") end,
+    "NPU_ERR_ARG", "got 0 (a string)" },
+  { "broadcast_global_variables of an Output", function(w) return npu.hccl.broadcast_global_variables(w.m) end,
+    "NPU_ERR_ARG", "argument 1 must be an npu.Graph, got npu.Output" },
+  { "distributed wrapper of nil", function() return npu.train.npu_distributed_optimizer_wrapper(nil) end,
+    "NPU_ERR_ARG", "argument 1 must be an optimizer" },
+  { "distributed wrapper bucket_bytes misspelt", function()
+      return npu.train.NPUDistributedOptimizer(npu.train.GradientDescentOptimizer(0.1), { bucket_byte = 1024 })
+    end, "NPU_ERR_ARG", "unknown keyword 'bucket_byte' (did you mean 'bucket_bytes'?)" },
+  -- host ops
+  { "host_func without output dtypes", function(w) return npu.host_func(function(v) return v end, w.m) end,
+    "NPU_ERR_ARG", "npu.host_func: NPU_ERR_ARG: output_dtypes must be a dtype name or a list of them, got nil" },
+  { "host_func inputs with a nil", function(w) return npu.host_func(function(a) return a end, { w.m, nil, w.m }, "float32") end,
+    "NPU_ERR_ARG", "inputs has a hole at 2" },
+  { "host_func name not a string", function(w) return npu.host_func(function(v) return v end, w.m, "float32", 5) end,
+    "NPU_ERR_ARG", "name must be a string, got number" },
+  { "host_func fn nil", function(w) return npu.host_func(nil, w.m, "float32") end,
+    "NPU_ERR_ARG", "npu.host_func: NPU_ERR_ARG: fn must be a function, got nil" },
+  { "register_host_op fn nil", function() return npu.register_host_op("MyOp", nil) end,
+    "NPU_ERR_ARG", "npu.register_host_op: NPU_ERR_ARG: fn must be a function, got nil" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()
