@@ -184,6 +184,38 @@ local CASES = {
     "NPU_ERR_ARG", "npu.host_func: NPU_ERR_ARG: fn must be a function, got nil" },
   { "register_host_op fn nil", function() return npu.register_host_op("MyOp", nil) end,
     "NPU_ERR_ARG", "npu.register_host_op: NPU_ERR_ARG: fn must be a function, got nil" },
+  -- summaries (npu.summary)
+  { "summary name nil (a misspelt variable)", function(w) return npu.summary.scalar(nil, npu.reduce_sum(w.m)) end,
+    "NPU_ERR_ARG", "npu.summary.scalar: NPU_ERR_ARG: name must be a string, got nil" },
+  { "summary collections a string, not a list", function(w) return npu.summary.histogram("h", w.m, "train") end,
+    "NPU_ERR_ARG", "npu.summary.histogram: NPU_ERR_ARG: collections must be a list of keys" },
+  { "summary family a number", function(w) return npu.summary.scalar("loss", npu.reduce_sum(w.m), nil, 1) end,
+    "NPU_ERR_ARG", "family must be a string, got number" },
+  { "summary text name nil", function() return npu.summary.text(nil, "hello") end,
+    "NPU_ERR_ARG", "npu.summary.text: NPU_ERR_ARG: name must be a string, got nil" },
+  { "summary merge with a nil in the list", function(w)
+      local a = npu.summary.scalar("a", npu.reduce_sum(w.m))
+      return npu.summary.merge({ a, nil, a })
+    end, "NPU_ERR_ARG", "npu.summary.merge: NPU_ERR_ARG: inputs has a hole at 2" },
+  { "summary merge_all key not a string", function() return npu.summary.merge_all({ "summaries" }) end,
+    "NPU_ERR_ARG", "key must be a collection key (a string) or an npu.Graph, got table" },
+  { "FileWriter option misspelt", function() return npu.summary.FileWriter("/nonexistent/logs", { flush_sec = 5 }) end,
+    "NPU_ERR_ARG", "npu.summary.FileWriter: NPU_ERR_ARG: unknown keyword 'flush_sec' (did you mean 'flush_secs'?)" },
+  { "FileWriter max_queue a string", function() return npu.summary.FileWriter("/nonexistent/logs", { max_queue = "10" }) end,
+    "NPU_ERR_ARG", "max_queue must be an integer, got string" },
+  { "FileWriter graph not a graph", function() return npu.summary.FileWriter("/nonexistent/logs", "graph") end,
+    "NPU_ERR_ARG", "graph must be an npu.Graph, got string" },
+  { "FileWriter global_step a string", function()
+      local dir = os.tmpname()
+      os.remove(dir)
+      local fw = npu.summary.FileWriter(dir)
+      local ok, err = pcall(fw.add_summary, fw, "", "5")
+      fw:close()
+      os.execute("rm -rf '" .. dir .. "'")
+      if not ok then error(err, 0) end
+    end, "NPU_ERR_ARG", "global_step must be an integer, got string" },
+  { "read_events of nil", function() return npu.summary.read_events(nil) end,
+    "NPU_ERR_ARG", "npu.summary.read_events: NPU_ERR_ARG: path must be a string, got nil" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()
