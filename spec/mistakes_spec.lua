@@ -216,6 +216,13 @@ local CASES = {
     end, "NPU_ERR_ARG", "global_step must be an integer, got string" },
   { "read_events of nil", function() return npu.summary.read_events(nil) end,
     "NPU_ERR_ARG", "npu.summary.read_events: NPU_ERR_ARG: path must be a string, got nil" },
+  -- npu.serve: keys are checked before the child starts
+  { "serve with a misspelt key of its own", function() return npu.serve { model_base_path = "/nonexistent", timout = 1 } end,
+    "NPU_ERR_ARG", "npu.serve: NPU_ERR_ARG: unknown flag 'timout' (did you mean 'timeout'?)" },
+  { "serve with a misspelt flag", function() return npu.serve { model_base_pth = "/nonexistent" } end,
+    "NPU_ERR_ARG", "unknown flag 'model_base_pth' (did you mean 'model_base_path'?)" },
+  { "serve timeout a string", function() return npu.serve { model_base_path = "/nonexistent", timeout = "5" } end,
+    "NPU_ERR_ARG", "timeout must be a number of seconds > 0, got 5" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()
