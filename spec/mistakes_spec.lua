@@ -223,6 +223,26 @@ local CASES = {
     "NPU_ERR_ARG", "unknown flag 'model_base_pth' (did you mean 'model_base_path'?)" },
   { "serve timeout a string", function() return npu.serve { model_base_path = "/nonexistent", timeout = "5" } end,
     "NPU_ERR_ARG", "timeout must be a number of seconds > 0, got 5" },
+  -- run options, stats, DOT (the binding)
+  { "run option misspelt", function(w) return w.sess:run(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, { timeout_in_msec = 100 }) end,
+    "NPU_ERR_ARG", "npu.Session:run: NPU_ERR_ARG: unknown run option 'timeout_in_msec' (did you mean 'timeout_in_ms'?)" },
+  { "run option timeout a string", function(w) return w.sess:run(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, { timeout_in_ms = "100" }) end,
+    "NPU_ERR_ARG", "timeout_in_ms must be an integer >= 0 (milliseconds; 0: no limit), got string" },
+  { "run options not a table", function(w) return w.sess:run(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, 100) end,
+    "NPU_ERR_ARG", "bad argument #3 to 'run' (table expected, got number)" },
+  { "stats takes no argument", function(w) return w.sess:stats("plans") end,
+    "NPU_ERR_ARG", "bad argument #1 to 'stats' (no argument expected here, got string)" },
+  { "g:to_dot takes no options", function(w) return w.g:to_dot({ rankdir = "LR" }) end,
+    "NPU_ERR_ARG", "bad argument #1 to 'to_dot' (no argument expected here, got table)" },
+  { "explain's to_dot takes no options", function(w)
+      local e = w.sess:explain(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) })
+      return e:to_dot({ rankdir = "LR" })
+    end, "NPU_ERR_ARG", "npu.Explain:to_dot: NPU_ERR_ARG: takes no arguments, got table" },
+  { "host_func dtype misspelt", function(w) return npu.host_func(function(v) return v end, w.m, "flaot32") end,
+    "NPU_ERR_DTYPE", "npu.host_func: NPU_ERR_DTYPE: output dtype 1 must be a dtype name (\"float32\", \"int32\", ...), got 'flaot32'" },
+  { "export_saved_model variables not names", function(w)
+      return npu.export_saved_model(w.g, "/nonexistent/sm", { inputs = { m = w.m }, outputs = { y = w.m * 2 }, variables = { 5 } })
+    end, "NPU_ERR_ARG", "npu.export_saved_model: variables[1] is a number, expected a string" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()

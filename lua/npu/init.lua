@@ -534,7 +534,10 @@ function Session_methods.explain(sess, fetches, feeds)
   return e
 end
 core.Explain_mt.__index = {
-  to_dot = function(e)
+  to_dot = function(e, ...)
+    if select("#", ...) > 0 then
+      errors.raise("npu.Explain:to_dot", "NPU_ERR_ARG", "takes no arguments, got " .. errors.typename((...)))
+    end
     local how = explained[e]
     if not how then error("npu.Explain:to_dot: not a result of sess:explain", 2) end
     return how[1]:explain_dot(how[2], how[3])
