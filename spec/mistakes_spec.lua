@@ -243,6 +243,23 @@ local CASES = {
   { "export_saved_model variables not names", function(w)
       return npu.export_saved_model(w.g, "/nonexistent/sm", { inputs = { m = w.m }, outputs = { y = w.m * 2 }, variables = { 5 } })
     end, "NPU_ERR_ARG", "npu.export_saved_model: variables[1] is a number, expected a string" },
+  -- datasets: shard, padded_batch, batch and shuffle options
+  { "shard with a string", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):shard("2", 0) end,
+    "NPU_ERR_ARG", "npu.Dataset:shard: num_shards must be an integer, got string" },
+  { "shard without its index", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):shard(2) end,
+    "NPU_ERR_ARG", "npu.Dataset:shard: index must be an integer, got nil" },
+  { "batch drop_remainder misspelt", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):batch(2, { drop_reminder = true }) end,
+    "NPU_ERR_ARG", "npu.Dataset:batch: NPU_ERR_ARG: unknown keyword 'drop_reminder' (did you mean 'drop_remainder'?)" },
+  { "padded_batch drop_remainder misspelt", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):padded_batch(2, {}, nil, { drop_reminder = true }) end,
+    "NPU_ERR_ARG", "npu.Dataset:padded_batch: NPU_ERR_ARG: unknown keyword 'drop_reminder' (did you mean 'drop_remainder'?)" },
+  { "padded_batch padded_shapes key misspelt", function()
+      local ds = npu.data.Dataset.from_tensor_slices({ image = npu.zeros({ 4, 2 }), label = npu.zeros({ 4 }) })
+      return ds:padded_batch(2, { imgae = { 4 } })
+    end, "NPU_ERR_ARG", "unknown padded_shapes key 'imgae' (did you mean 'image'?)" },
+  { "padded_batch batch_size nil", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):padded_batch(nil, {}) end,
+    "NPU_ERR_ARG", "npu.Dataset:padded_batch: NPU_ERR_ARG: batch_size must be an integer, got nil" },
+  { "shuffle seed misspelt", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):shuffle(4, { sed = 1 }) end,
+    "NPU_ERR_ARG", "npu.Dataset:shuffle: NPU_ERR_ARG: unknown keyword 'sed' (did you mean 'seed'?)" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()
