@@ -260,6 +260,38 @@ local CASES = {
     "NPU_ERR_ARG", "npu.Dataset:padded_batch: NPU_ERR_ARG: batch_size must be an integer, got nil" },
   { "shuffle seed misspelt", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):shuffle(4, { sed = 1 }) end,
     "NPU_ERR_ARG", "npu.Dataset:shuffle: NPU_ERR_ARG: unknown keyword 'sed' (did you mean 'seed'?)" },
+  -- models, rendering, TensorFlow's extra names
+  { "export_saved_model outputs misspelt", function(w)
+      return npu.export_saved_model(w.g, "/nonexistent/sm", { inputs = { m = w.m }, output = { y = w.m * 2 } })
+    end, "NPU_ERR_ARG", "npu.export_saved_model: NPU_ERR_ARG: unknown keyword 'output' (did you mean 'outputs'?)" },
+  { "export_saved_model inputs mixing a list and keys", function(w)
+      return npu.export_saved_model(w.g, "/nonexistent/sm", { inputs = { w.m, x = w.x }, outputs = { y = w.m * 2 } })
+    end, "NPU_ERR_ARG", "inputs must be a list; it has key 'x' beyond its 1 entries" },
+  { "export_saved_model of nil", function() return npu.export_saved_model(nil, "/nonexistent/sm", {}) end,
+    "NPU_ERR_ARG", "argument 1 must be an npu.Graph, got nil" },
+  { "load_model tags misspelt", function() return npu.load_model("/nonexistent/sm", { tag = "serve" }) end,
+    "NPU_ERR_ARG", "npu.load_model: NPU_ERR_ARG: unknown keyword 'tag' (did you mean 'tags'?)" },
+  { "render_graph format misspelt", function(w) return npu.util.render_graph(w.g, "/nonexistent/g.svg", { formt = "png" }) end,
+    "NPU_ERR_ARG", "npu.util.render_graph: NPU_ERR_ARG: unknown keyword 'formt' (did you mean 'format'?)" },
+  { "where with x nil and y given", function(w) return npu.where(w.g:placeholder("bool", { 2, 3 }), nil, w.m) end,
+    "NPU_ERR_ARG", "npu.where: NPU_ERR_ARG: x is nil but y is given" },
+  { "boolean_mask axis misspelt", function(w) return npu.boolean_mask(w.m, w.g:placeholder("bool", { 3 }), { axes = 1 }) end,
+    "NPU_ERR_ARG", "npu.boolean_mask: NPU_ERR_ARG: unknown keyword 'axes' (did you mean 'axis'?)" },
+  { "boolean_mask axis a string", function(w) return npu.boolean_mask(w.m, w.g:placeholder("bool", { 3 }), "1") end,
+    "NPU_ERR_ARG", "argument 3 must be the axis (an integer) or {axis =, name =}, got string" },
+  { "boolean_mask mask nil", function(w) return npu.boolean_mask(w.m, nil) end,
+    "NPU_ERR_ARG", "npu.boolean_mask: NPU_ERR_ARG: mask is nil" },
+  { "clip_by_value min nil", function(w) return npu.clip_by_value(w.m, nil, 1) end,
+    "NPU_ERR_ARG", "npu.clip_by_value: NPU_ERR_ARG: clip_value_min is nil" },
+  { "assign_add of nil", function(w) return npu.assign_add(w.v, nil) end,
+    "NPU_ERR_ARG", "npu.assign_add: NPU_ERR_ARG: value is nil" },
+  { "assign_sub name not a string", function(w) return w.v:assign_sub(1, { name = "dec" }) end,
+    "NPU_ERR_ARG", "npu.assign_sub: NPU_ERR_ARG: name must be a string, got table" },
+  { "sparse_to_dense output_shape nil", function(w) return npu.sparse_to_dense(w.g:const(npu.tensor({ 1 }, "int32")), nil, 1) end,
+    "NPU_ERR_ARG", "npu.sparse_to_dense: NPU_ERR_ARG: output_shape is nil" },
+  { "sparse_to_dense validate_indices a string", function(w)
+      return npu.sparse_to_dense(w.g:const(npu.tensor({ 1 }, "int32")), { 4 }, 1, 0, "no")
+    end, "NPU_ERR_ARG", "validate_indices must be a boolean, got string" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()

@@ -567,7 +567,16 @@ npu.util = {}
 -- Graphviz (Debian: graphviz) is optional: without it this raises NPU_ERR_NOT_FOUND saying so.
 function npu.util.render_graph(what, path, opts)
   local where = "npu.util.render_graph"
+  if opts ~= nil and type(opts) ~= "table" then
+    errors.raise(where, "NPU_ERR_ARG", "opts must be a table {format =, dot =}, got " .. errors.typename(opts))
+  end
   opts = opts or {}
+  errors.check_keys(where, opts, { "format", "dot" })
+  for _, k in ipairs({ "format", "dot" }) do
+    if opts[k] ~= nil and type(opts[k]) ~= "string" then
+      errors.raise(where, "NPU_ERR_ARG", k .. " must be a string, got " .. errors.typename(opts[k]))
+    end
+  end
   local dot
   if getmetatable(what) == core.Graph_mt then dot = what:to_dot()
   elseif getmetatable(what) == core.Explain_mt then dot = what:to_dot()
