@@ -337,3 +337,97 @@ function TestMistakes:test_one_did_you_mean_rule()
   lu.assertEquals(npu.errors.suggest("RELU", { "relu" }), "relu")
   lu.assertNil(npu.errors.suggest("zzzzzz", { "graph", "config" }))
 end
+
+-- The mistakes leave nothing behind: once their worlds are collected, the context's live bytes
+-- are back where they were (a binding that acquired before raising would leak here).
+function TestMistakes:test_mistakes_leave_no_live_bytes()
+  local function each()
+    for _, c in ipairs(CASES) do
+      local w = world()
+      pcall(c[2], w)
+      w.sess:close()
+    end
+  end
+  each() -- first use of each path (lazily built tables, registered host ops)
+  collectgarbage()
+  collectgarbage()
+  local base = npu.core.live_bytes()
+  each()
+  collectgarbage()
+  collectgarbage()
+  lu.assertEquals(npu.core.live_bytes(), base)
+end
+
+-- The bindings added with summaries, SavedModel export, host ops and DOT, under an allocation
+-- that fails at every position in turn: each failure is an npu error and frees what it took.
+function TestMistakes:test_new_bindings_under_allocation_failure()
+  local core = npu.core
+  local dir = os.tmpname()
+  os.remove(dir)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2 }, "x")
+  local y = npu.host_func(function(v) return v end, x, "float32", "h")
+  local s = npu.summary.scalar("loss", npu.reduce_sum(y))
+  local bytes
+  do
+    local sess <close> = npu.Session { graph = g }
+    bytes = npu.summary.bytes(sess:run(s, { [x] = { 1, 2 } }))
+  end
+  local cases = {
+    { "FileWriter", function()
+        local fw = npu.summary.FileWriter(dir, { filename_suffix = ".sweep" })
+        local ok, err = pcall(function()
+          fw:add_summary(bytes, 1)
+          fw:flush()
+        end)
+        pcall(fw.close, fw)
+        if not ok then error(err, 0) end
+      end },
+    { "read_events", function()
+        for _ in npu.summary.read_events(dir .. "/" .. (io.popen("ls " .. dir):read("l") or "none")) do end
+      end },
+    { "bytes_tensor", function() return core.bytes_tensor("hello") end },
+    { "host_func node", function()
+        local h = npu.Graph()
+        return npu.host_func(function(v) return v end, h:placeholder("float32", { 2 }), { "float32", "int32" })
+      end },
+    { "g:to_dot", function() return g:to_dot() end },
+    { "run with a host op and options", function()
+        local sess <close> = npu.Session { graph = g }
+        return sess:run({ y, s }, { [x] = { 1, 2 } }, { timeout_in_ms = 10000 })
+      end },
+    { "explain:to_dot", function()
+        local sess <close> = npu.Session { graph = g }
+        return sess:explain(y, { [x] = { 1, 2 } }):to_dot()
+      end },
+    { "export_saved_model", function()
+        os.execute("rm -rf '" .. dir .. "/sm'")
+        local h = npu.Graph()
+        local a = h:placeholder("float32", { 2 }, "a")
+        local w = h:const(npu.tensor({ 1, 2 }), "w")
+        return npu.export_saved_model(h, dir .. "/sm", { inputs = { a = a }, outputs = { b = a * w }, variables = { "w" } })
+      end },
+  }
+  for _, c in ipairs(cases) do
+    local what, f = c[1], c[2]
+    f() -- once through (the directory, lazily built tables)
+    collectgarbage()
+    collectgarbage()
+    local base = core.live_bytes()
+    local n, ok, err = 0, nil, nil
+    repeat
+      n = n + 1
+      core._fail_after(n)
+      ok, err = pcall(f)
+      core._fail_after(0)
+      if ok then err = nil -- the result, dropped
+      else lu.assertTrue(npu.errors.is_error(err), what .. ": " .. tostring(err)) end
+      collectgarbage()
+      collectgarbage()
+      lu.assertEquals(core.live_bytes(), base, what .. ": bytes left after failing allocation " .. n)
+    until ok or n > 5000
+    lu.assertTrue(ok, what .. ": " .. tostring(err))
+    lu.assertTrue(n > 1, what .. ": no allocation to fail")
+  end
+  os.execute("rm -rf '" .. dir .. "'")
+end
