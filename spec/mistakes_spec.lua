@@ -153,6 +153,145 @@ local CASES = {
     "NPU_ERR_ARG", "batch" },
   { "tensor name in keep_tensors_dtypes", function(w) return npu.util.keep_tensors_dtypes(w.g, { "mm:0" }) end,
     "NPU_ERR_NOT_FOUND", "npu.util.keep_tensors_dtypes: NPU_ERR_NOT_FOUND" },
+  -- distributed training (npu.hccl, the distributed optimizer wrapper)
+  { "hccl allreduce of a tensor", function() return npu.hccl.allreduce(npu.zeros({ 2 }), "sum") end,
+    "NPU_ERR_ARG", "npu.hccl.allreduce: NPU_ERR_ARG: tensor must be an npu.Output, got npu.Tensor" },
+  { "hccl group other than the world", function() return npu.hccl.get_rank_id("my_group") end,
+    "NPU_ERR_UNSUPPORTED", "group 'my_group': only hccl_world_group" },
+  { "hccl allgather rank_size wrong", function(w) return npu.hccl.allgather(w.m, 2) end,
+    "NPU_ERR_ARG", "rank_size 2 but there is 1 rank" },
+  { "hccl broadcast list with a nil", function(w) return npu.hccl.broadcast({ w.m, nil, w.m }, 0) end,
+    "NPU_ERR_ARG", "npu.hccl.broadcast: NPU_ERR_ARG: tensors has a hole at 2" },
+  { "broadcast_global_variables root_rank out of range", function(w) return npu.hccl.broadcast_global_variables(w.g, 1) end,
+    "NPU_ERR_ARG", "root_rank must be an integer rank in [0, 1), got 1" },
+  { "broadcast_global_variables root_rank a string", function(w) return npu.train.broadcast_global_variables(w.g, "0") end,
+    "NPU_ERR_ARG", "got 0 (a string)" },
+  { "broadcast_global_variables of an Output", function(w) return npu.hccl.broadcast_global_variables(w.m) end,
+    "NPU_ERR_ARG", "argument 1 must be an npu.Graph, got npu.Output" },
+  { "distributed wrapper of nil", function() return npu.train.npu_distributed_optimizer_wrapper(nil) end,
+    "NPU_ERR_ARG", "argument 1 must be an optimizer" },
+  { "distributed wrapper bucket_bytes misspelt", function()
+      return npu.train.NPUDistributedOptimizer(npu.train.GradientDescentOptimizer(0.1), { bucket_byte = 1024 })
+    end, "NPU_ERR_ARG", "unknown keyword 'bucket_byte' (did you mean 'bucket_bytes'?)" },
+  -- host ops
+  { "host_func without output dtypes", function(w) return npu.host_func(function(v) return v end, w.m) end,
+    "NPU_ERR_ARG", "npu.host_func: NPU_ERR_ARG: output_dtypes must be a dtype name or a list of them, got nil" },
+  { "host_func inputs with a nil", function(w) return npu.host_func(function(a) return a end, { w.m, nil, w.m }, "float32") end,
+    "NPU_ERR_ARG", "inputs has a hole at 2" },
+  { "host_func name not a string", function(w) return npu.host_func(function(v) return v end, w.m, "float32", 5) end,
+    "NPU_ERR_ARG", "name must be a string, got number" },
+  { "host_func fn nil", function(w) return npu.host_func(nil, w.m, "float32") end,
+    "NPU_ERR_ARG", "npu.host_func: NPU_ERR_ARG: fn must be a function, got nil" },
+  { "register_host_op fn nil", function() return npu.register_host_op("MyOp", nil) end,
+    "NPU_ERR_ARG", "npu.register_host_op: NPU_ERR_ARG: fn must be a function, got nil" },
+  -- summaries (npu.summary)
+  { "summary name nil (a misspelt variable)", function(w) return npu.summary.scalar(nil, npu.reduce_sum(w.m)) end,
+    "NPU_ERR_ARG", "npu.summary.scalar: NPU_ERR_ARG: name must be a string, got nil" },
+  { "summary collections a string, not a list", function(w) return npu.summary.histogram("h", w.m, "train") end,
+    "NPU_ERR_ARG", "npu.summary.histogram: NPU_ERR_ARG: collections must be a list of keys" },
+  { "summary family a number", function(w) return npu.summary.scalar("loss", npu.reduce_sum(w.m), nil, 1) end,
+    "NPU_ERR_ARG", "family must be a string, got number" },
+  { "summary text name nil", function() return npu.summary.text(nil, "hello") end,
+    "NPU_ERR_ARG", "npu.summary.text: NPU_ERR_ARG: name must be a string, got nil" },
+  { "summary merge with a nil in the list", function(w)
+      local a = npu.summary.scalar("a", npu.reduce_sum(w.m))
+      return npu.summary.merge({ a, nil, a })
+    end, "NPU_ERR_ARG", "npu.summary.merge: NPU_ERR_ARG: inputs has a hole at 2" },
+  { "summary merge_all key not a string", function() return npu.summary.merge_all({ "summaries" }) end,
+    "NPU_ERR_ARG", "key must be a collection key (a string) or an npu.Graph, got table" },
+  { "FileWriter option misspelt", function() return npu.summary.FileWriter("/nonexistent/logs", { flush_sec = 5 }) end,
+    "NPU_ERR_ARG", "npu.summary.FileWriter: NPU_ERR_ARG: unknown keyword 'flush_sec' (did you mean 'flush_secs'?)" },
+  { "FileWriter max_queue a string", function() return npu.summary.FileWriter("/nonexistent/logs", { max_queue = "10" }) end,
+    "NPU_ERR_ARG", "max_queue must be an integer, got string" },
+  { "FileWriter graph not a graph", function() return npu.summary.FileWriter("/nonexistent/logs", "graph") end,
+    "NPU_ERR_ARG", "graph must be an npu.Graph, got string" },
+  { "FileWriter global_step a string", function()
+      local dir = os.tmpname()
+      os.remove(dir)
+      local fw = npu.summary.FileWriter(dir)
+      local ok, err = pcall(fw.add_summary, fw, "", "5")
+      fw:close()
+      os.execute("rm -rf '" .. dir .. "'")
+      if not ok then error(err, 0) end
+    end, "NPU_ERR_ARG", "global_step must be an integer, got string" },
+  { "read_events of nil", function() return npu.summary.read_events(nil) end,
+    "NPU_ERR_ARG", "npu.summary.read_events: NPU_ERR_ARG: path must be a string, got nil" },
+  -- npu.serve: keys are checked before the child starts
+  { "serve with a misspelt key of its own", function() return npu.serve { model_base_path = "/nonexistent", timout = 1 } end,
+    "NPU_ERR_ARG", "npu.serve: NPU_ERR_ARG: unknown flag 'timout' (did you mean 'timeout'?)" },
+  { "serve with a misspelt flag", function() return npu.serve { model_base_pth = "/nonexistent" } end,
+    "NPU_ERR_ARG", "unknown flag 'model_base_pth' (did you mean 'model_base_path'?)" },
+  { "serve timeout a string", function() return npu.serve { model_base_path = "/nonexistent", timeout = "5" } end,
+    "NPU_ERR_ARG", "timeout must be a number of seconds > 0, got 5" },
+  -- run options, stats, DOT (the binding)
+  { "run option misspelt", function(w) return w.sess:run(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, { timeout_in_msec = 100 }) end,
+    "NPU_ERR_ARG", "npu.Session:run: NPU_ERR_ARG: unknown run option 'timeout_in_msec' (did you mean 'timeout_in_ms'?)" },
+  { "run option timeout a string", function(w) return w.sess:run(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, { timeout_in_ms = "100" }) end,
+    "NPU_ERR_ARG", "timeout_in_ms must be an integer >= 0 (milliseconds; 0: no limit), got string" },
+  { "run options not a table", function(w) return w.sess:run(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, 100) end,
+    "NPU_ERR_ARG", "bad argument #3 to 'run' (table expected, got number)" },
+  { "stats takes no argument", function(w) return w.sess:stats("plans") end,
+    "NPU_ERR_ARG", "bad argument #1 to 'stats' (no argument expected here, got string)" },
+  { "g:to_dot takes no options", function(w) return w.g:to_dot({ rankdir = "LR" }) end,
+    "NPU_ERR_ARG", "bad argument #1 to 'to_dot' (no argument expected here, got table)" },
+  { "explain's to_dot takes no options", function(w)
+      local e = w.sess:explain(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) })
+      return e:to_dot({ rankdir = "LR" })
+    end, "NPU_ERR_ARG", "npu.Explain:to_dot: NPU_ERR_ARG: takes no arguments, got table" },
+  { "host_func dtype misspelt", function(w) return npu.host_func(function(v) return v end, w.m, "flaot32") end,
+    "NPU_ERR_DTYPE", "npu.host_func: NPU_ERR_DTYPE: output dtype 1 must be a dtype name (\"float32\", \"int32\", ...), got 'flaot32'" },
+  { "export_saved_model variables not names", function(w)
+      return npu.export_saved_model(w.g, "/nonexistent/sm", { inputs = { m = w.m }, outputs = { y = w.m * 2 }, variables = { 5 } })
+    end, "NPU_ERR_ARG", "npu.export_saved_model: variables[1] is a number, expected a string" },
+  -- datasets: shard, padded_batch, batch and shuffle options
+  { "shard with a string", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):shard("2", 0) end,
+    "NPU_ERR_ARG", "npu.Dataset:shard: num_shards must be an integer, got string" },
+  { "shard without its index", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):shard(2) end,
+    "NPU_ERR_ARG", "npu.Dataset:shard: index must be an integer, got nil" },
+  { "batch drop_remainder misspelt", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):batch(2, { drop_reminder = true }) end,
+    "NPU_ERR_ARG", "npu.Dataset:batch: NPU_ERR_ARG: unknown keyword 'drop_reminder' (did you mean 'drop_remainder'?)" },
+  { "padded_batch drop_remainder misspelt", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):padded_batch(2, {}, nil, { drop_reminder = true }) end,
+    "NPU_ERR_ARG", "npu.Dataset:padded_batch: NPU_ERR_ARG: unknown keyword 'drop_reminder' (did you mean 'drop_remainder'?)" },
+  { "padded_batch padded_shapes key misspelt", function()
+      local ds = npu.data.Dataset.from_tensor_slices({ image = npu.zeros({ 4, 2 }), label = npu.zeros({ 4 }) })
+      return ds:padded_batch(2, { imgae = { 4 } })
+    end, "NPU_ERR_ARG", "unknown padded_shapes key 'imgae' (did you mean 'image'?)" },
+  { "padded_batch batch_size nil", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):padded_batch(nil, {}) end,
+    "NPU_ERR_ARG", "npu.Dataset:padded_batch: NPU_ERR_ARG: batch_size must be an integer, got nil" },
+  { "shuffle seed misspelt", function() return npu.data.Dataset.from_tensor_slices(npu.range(0, 8, 1, "int64")):shuffle(4, { sed = 1 }) end,
+    "NPU_ERR_ARG", "npu.Dataset:shuffle: NPU_ERR_ARG: unknown keyword 'sed' (did you mean 'seed'?)" },
+  -- models, rendering, TensorFlow's extra names
+  { "export_saved_model outputs misspelt", function(w)
+      return npu.export_saved_model(w.g, "/nonexistent/sm", { inputs = { m = w.m }, output = { y = w.m * 2 } })
+    end, "NPU_ERR_ARG", "npu.export_saved_model: NPU_ERR_ARG: unknown keyword 'output' (did you mean 'outputs'?)" },
+  { "export_saved_model inputs mixing a list and keys", function(w)
+      return npu.export_saved_model(w.g, "/nonexistent/sm", { inputs = { w.m, x = w.x }, outputs = { y = w.m * 2 } })
+    end, "NPU_ERR_ARG", "inputs must be a list; it has key 'x' beyond its 1 entries" },
+  { "export_saved_model of nil", function() return npu.export_saved_model(nil, "/nonexistent/sm", {}) end,
+    "NPU_ERR_ARG", "argument 1 must be an npu.Graph, got nil" },
+  { "load_model tags misspelt", function() return npu.load_model("/nonexistent/sm", { tag = "serve" }) end,
+    "NPU_ERR_ARG", "npu.load_model: NPU_ERR_ARG: unknown keyword 'tag' (did you mean 'tags'?)" },
+  { "render_graph format misspelt", function(w) return npu.util.render_graph(w.g, "/nonexistent/g.svg", { formt = "png" }) end,
+    "NPU_ERR_ARG", "npu.util.render_graph: NPU_ERR_ARG: unknown keyword 'formt' (did you mean 'format'?)" },
+  { "where with x nil and y given", function(w) return npu.where(w.g:placeholder("bool", { 2, 3 }), nil, w.m) end,
+    "NPU_ERR_ARG", "npu.where: NPU_ERR_ARG: x is nil but y is given" },
+  { "boolean_mask axis misspelt", function(w) return npu.boolean_mask(w.m, w.g:placeholder("bool", { 3 }), { axes = 1 }) end,
+    "NPU_ERR_ARG", "npu.boolean_mask: NPU_ERR_ARG: unknown keyword 'axes' (did you mean 'axis'?)" },
+  { "boolean_mask axis a string", function(w) return npu.boolean_mask(w.m, w.g:placeholder("bool", { 3 }), "1") end,
+    "NPU_ERR_ARG", "argument 3 must be the axis (an integer) or {axis =, name =}, got string" },
+  { "boolean_mask mask nil", function(w) return npu.boolean_mask(w.m, nil) end,
+    "NPU_ERR_ARG", "npu.boolean_mask: NPU_ERR_ARG: mask is nil" },
+  { "clip_by_value min nil", function(w) return npu.clip_by_value(w.m, nil, 1) end,
+    "NPU_ERR_ARG", "npu.clip_by_value: NPU_ERR_ARG: clip_value_min is nil" },
+  { "assign_add of nil", function(w) return npu.assign_add(w.v, nil) end,
+    "NPU_ERR_ARG", "npu.assign_add: NPU_ERR_ARG: value is nil" },
+  { "assign_sub name not a string", function(w) return w.v:assign_sub(1, { name = "dec" }) end,
+    "NPU_ERR_ARG", "npu.assign_sub: NPU_ERR_ARG: name must be a string, got table" },
+  { "sparse_to_dense output_shape nil", function(w) return npu.sparse_to_dense(w.g:const(npu.tensor({ 1 }, "int32")), nil, 1) end,
+    "NPU_ERR_ARG", "npu.sparse_to_dense: NPU_ERR_ARG: output_shape is nil" },
+  { "sparse_to_dense validate_indices a string", function(w)
+      return npu.sparse_to_dense(w.g:const(npu.tensor({ 1 }, "int32")), { 4 }, 1, 0, "no")
+    end, "NPU_ERR_ARG", "validate_indices must be a boolean, got string" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()
@@ -197,4 +336,98 @@ function TestMistakes:test_one_did_you_mean_rule()
   lu.assertEquals(npu.errors.suggest("cache_dir", { "graph_compiler_cache_dir" }), "graph_compiler_cache_dir")
   lu.assertEquals(npu.errors.suggest("RELU", { "relu" }), "relu")
   lu.assertNil(npu.errors.suggest("zzzzzz", { "graph", "config" }))
+end
+
+-- The mistakes leave nothing behind: once their worlds are collected, the context's live bytes
+-- are back where they were (a binding that acquired before raising would leak here).
+function TestMistakes:test_mistakes_leave_no_live_bytes()
+  local function each()
+    for _, c in ipairs(CASES) do
+      local w = world()
+      pcall(c[2], w)
+      w.sess:close()
+    end
+  end
+  each() -- first use of each path (lazily built tables, registered host ops)
+  collectgarbage()
+  collectgarbage()
+  local base = npu.core.live_bytes()
+  each()
+  collectgarbage()
+  collectgarbage()
+  lu.assertEquals(npu.core.live_bytes(), base)
+end
+
+-- The bindings added with summaries, SavedModel export, host ops and DOT, under an allocation
+-- that fails at every position in turn: each failure is an npu error and frees what it took.
+function TestMistakes:test_new_bindings_under_allocation_failure()
+  local core = npu.core
+  local dir = os.tmpname()
+  os.remove(dir)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2 }, "x")
+  local y = npu.host_func(function(v) return v end, x, "float32", "h")
+  local s = npu.summary.scalar("loss", npu.reduce_sum(y))
+  local bytes
+  do
+    local sess <close> = npu.Session { graph = g }
+    bytes = npu.summary.bytes(sess:run(s, { [x] = { 1, 2 } }))
+  end
+  local cases = {
+    { "FileWriter", function()
+        local fw = npu.summary.FileWriter(dir, { filename_suffix = ".sweep" })
+        local ok, err = pcall(function()
+          fw:add_summary(bytes, 1)
+          fw:flush()
+        end)
+        pcall(fw.close, fw)
+        if not ok then error(err, 0) end
+      end },
+    { "read_events", function()
+        for _ in npu.summary.read_events(dir .. "/" .. (io.popen("ls " .. dir):read("l") or "none")) do end
+      end },
+    { "bytes_tensor", function() return core.bytes_tensor("hello") end },
+    { "host_func node", function()
+        local h = npu.Graph()
+        return npu.host_func(function(v) return v end, h:placeholder("float32", { 2 }), { "float32", "int32" })
+      end },
+    { "g:to_dot", function() return g:to_dot() end },
+    { "run with a host op and options", function()
+        local sess <close> = npu.Session { graph = g }
+        return sess:run({ y, s }, { [x] = { 1, 2 } }, { timeout_in_ms = 10000 })
+      end },
+    { "explain:to_dot", function()
+        local sess <close> = npu.Session { graph = g }
+        return sess:explain(y, { [x] = { 1, 2 } }):to_dot()
+      end },
+    { "export_saved_model", function()
+        os.execute("rm -rf '" .. dir .. "/sm'")
+        local h = npu.Graph()
+        local a = h:placeholder("float32", { 2 }, "a")
+        local w = h:const(npu.tensor({ 1, 2 }), "w")
+        return npu.export_saved_model(h, dir .. "/sm", { inputs = { a = a }, outputs = { b = a * w }, variables = { "w" } })
+      end },
+  }
+  for _, c in ipairs(cases) do
+    local what, f = c[1], c[2]
+    f() -- once through (the directory, lazily built tables)
+    collectgarbage()
+    collectgarbage()
+    local base = core.live_bytes()
+    local n, ok, err = 0, nil, nil
+    repeat
+      n = n + 1
+      core._fail_after(n)
+      ok, err = pcall(f)
+      core._fail_after(0)
+      if ok then err = nil -- the result, dropped
+      else lu.assertTrue(npu.errors.is_error(err), what .. ": " .. tostring(err)) end
+      collectgarbage()
+      collectgarbage()
+      lu.assertEquals(core.live_bytes(), base, what .. ": bytes left after failing allocation " .. n)
+    until ok or n > 5000
+    lu.assertTrue(ok, what .. ": " .. tostring(err))
+    lu.assertTrue(n > 1, what .. ": no allocation to fail")
+  end
+  os.execute("rm -rf '" .. dir .. "'")
 end

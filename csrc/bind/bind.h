@@ -55,6 +55,10 @@ lua_Number npuB_checknumber(lua_State *L, int arg);
 const char *npuB_checklstring(lua_State *L, int arg, size_t *len);
 void npuB_checktype(lua_State *L, int arg, int t);
 void npuB_checkany(lua_State *L, int arg);
+/* Raises "bad argument #n+1 to 'f' (no argument expected here, got T)" when more than n
+   arguments were given: for functions that take none (or n), so an options table a user
+   thought they took is not silently ignored. */
+void npuB_check_no_more(lua_State *L, int n);
 lua_Integer npuB_optinteger(lua_State *L, int arg, lua_Integer def);
 lua_Number npuB_optnumber(lua_State *L, int arg, lua_Number def);
 const char *npuB_optlstring(lua_State *L, int arg, const char *def, size_t *len);

@@ -73,8 +73,8 @@ static int l_dataset_from_tensors(lua_State *L) {
 }
 
 static int64_t check_i64(lua_State *L, int idx, const char *where, const char *what) {
-  int ok;
-  lua_Integer v = lua_tointegerx(L, idx, &ok);
+  int ok = 0; /* a number only: lua_tointegerx would also take the string "2" */
+  lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &ok) : 0;
   if (!ok) npuB_fail(L, NULL, NPU_ERR_ARG,
             "%s: %s must be an integer, got %s", where, what, luaL_typename(L, idx));
   return (int64_t)v;

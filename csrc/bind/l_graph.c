@@ -209,6 +209,7 @@ static int l_graph_n_outputs(lua_State *L) {
 /* g:to_dot() -> the graph as given, as Graphviz DOT text (npu_graph_to_dot in npu.h). */
 static int l_graph_to_dot(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
+  npuB_check_no_more(L, 1);
   npu_context *ctx = npuB_context(L);
   luaL_checkstack(L, 4, "npu.Graph:to_dot");
   char *dot = NULL;

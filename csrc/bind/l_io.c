@@ -154,8 +154,11 @@ static const char **check_names(lua_State *L, int idx, const char *what, int *n)
   const char **v = lua_newuserdatauv(L, ((size_t)*n + 1) * sizeof *v, 0);
   for (int i = 0; i < *n; i++) {
     lua_geti(L, idx, i + 1);
-    if (!lua_isstring(L, -1)) npuB_fail(L, NULL, NPU_ERR_ARG,
-              "npu.export_saved_model: %s[%d] is not a string", what, i + 1);
+    /* a string only: a number converted here would be a new string that nothing keeps alive
+       once popped (and a number is no tensor or node name) */
+    if (lua_type(L, -1) != LUA_TSTRING) npuB_fail(L, NULL, NPU_ERR_ARG,
+              "npu.export_saved_model: %s[%d] is a %s, expected a string", what, i + 1,
+              luaL_typename(L, -1));
     v[i] = lua_tostring(L, -1); /* kept alive by the table */
     lua_pop(L, 1);
   }

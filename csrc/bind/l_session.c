@@ -82,6 +82,7 @@ static int l_session_n_plans(lua_State *L) {
 /* sess:stats() -> {plans =, compiled =, dynamic_plans =, empty_skips =} (npu_session_stat). */
 static int l_session_stats(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:stats");
+  npuB_check_no_more(L, 1);
   static const struct {
     const char *name;
     npu_session_stat_kind kind;
@@ -369,23 +370,23 @@ static void push_host_funcs(lua_State *L, int graph_idx) {
    run calls fn(input tensors...) on the thread of sess:run; fn returns one value per dtype
    (an npu.Tensor, a number or nested tables), converted to that dtype. */
 static int l_host_func(lua_State *L) {
+  static const char where[] = "npu.host_func";
   npu_graph *g = npuB_check_graph(L, 1);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
-  luaL_checktype(L, 3, LUA_TTABLE);
-  luaL_checktype(L, 4, LUA_TTABLE);
-  const char *name = luaL_optstring(L, 5, NULL);
+  npuB_checktype(L, 2, LUA_TFUNCTION);
+  npuB_checktype(L, 3, LUA_TTABLE);
+  npuB_checktype(L, 4, LUA_TTABLE);
+  const char *name = npuB_optstring(L, 5, NULL);
   lua_Integer n_in = luaL_len(L, 3), n_out = luaL_len(L, 4);
   if (n_out < 1 || n_out > 16)
-    return luaL_error(L, "npu.host_func: NPU_ERR_ARG: give 1 to 16 output dtypes, got %d",
-                      (int)n_out);
-  if (n_in > 4096) return luaL_error(L, "npu.host_func: NPU_ERR_ARG: too many inputs");
+    return npuB_fail(L, where, NPU_ERR_ARG, "give 1 to 16 output dtypes, got %d", (int)n_out);
+  if (n_in > 4096) return npuB_fail(L, where, NPU_ERR_ARG, "too many inputs");
   int *inputs = scratch(L, (size_t)n_in * sizeof *inputs);
   for (lua_Integer i = 1; i <= n_in; i++) {
     lua_rawgeti(L, 3, i);
     npuB_ref *r = npuB_test_output(L, -1);
     if (!r || r->g != g)
-      return luaL_error(L, "npu.host_func: NPU_ERR_ARG: input %d must be an npu.Output of the "
-                        "graph", (int)i);
+      return npuB_fail(L, where, NPU_ERR_ARG, "input %d must be an npu.Output of the graph",
+                       (int)i);
     inputs[i - 1] = r->id;
     lua_pop(L, 1);
   }
@@ -394,8 +395,11 @@ static int l_host_func(lua_State *L) {
     lua_rawgeti(L, 4, i);
     int dt = lua_type(L, -1) == LUA_TSTRING ? npu_dtype_from_name(lua_tostring(L, -1)) : -1;
     if (dt < 0)
-      return luaL_error(L, "npu.host_func: NPU_ERR_DTYPE: output dtype %d must be a dtype name "
-                        "(\"float32\", \"int32\", ...)", (int)i);
+      return npuB_fail(L, where, NPU_ERR_DTYPE, "output dtype %d must be a dtype name "
+                       "(\"float32\", \"int32\", ...), got %s%s%s", (int)i,
+                       lua_type(L, -1) == LUA_TSTRING ? "'" : "",
+                       lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1),
+                       lua_type(L, -1) == LUA_TSTRING ? "'" : "");
     tout[i - 1] = dt;
     lua_pop(L, 1);
   }
@@ -435,8 +439,8 @@ static void push_host_ops(lua_State *L) {
 /* core.register_host_op(tf_type, fn): fn implements TensorFlow op type tf_type in imports
    from now on (registering a type again replaces its function). */
 static int l_register_host_op(lua_State *L) {
-  const char *type = luaL_checkstring(L, 1);
-  luaL_checktype(L, 2, LUA_TFUNCTION);
+  const char *type = npuB_checkstring(L, 1);
+  npuB_checktype(L, 2, LUA_TFUNCTION);
   push_host_ops(L);
   int ops = lua_gettop(L);
   lua_Integer key;
@@ -528,21 +532,34 @@ static npu_status lua_host_op(void *ud, int64_t key, int n_inputs, npu_tensor *c
   return NPU_ERR_CALLBACK;
 }
 
-/* sess:run's 4th argument, TensorFlow's RunOptions: {timeout_in_ms = n} (n >= 0, 0: none). */
+/* sess:run's 4th argument, TensorFlow's RunOptions: {timeout_in_ms = n} (n >= 0, 0: none).
+   An unknown key names the nearest known one (npuC_nearest, the one "did you mean" rule). */
 static void parse_run_options(lua_State *L, int idx, npu_run_options *ro) {
+  static const char where[] = "npu.Session:run";
+  static const char *const known[] = {"timeout_in_ms"};
   if (lua_isnoneornil(L, idx)) return;
-  luaL_checktype(L, idx, LUA_TTABLE);
+  npuB_checktype(L, idx, LUA_TTABLE);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-    if (!key || strcmp(key, "timeout_in_ms") != 0)
-      luaL_error(L, "npu.Session:run: NPU_ERR_ARG: unknown run option %s (known: timeout_in_ms)",
-                 key ? lua_pushfstring(L, "'%s'", key) : luaL_typename(L, -2));
-    int isnum;
-    lua_Integer ms = lua_tointegerx(L, -1, &isnum);
+    if (!key)
+      npuB_fail(L, where, NPU_ERR_ARG, "run options are named (string keys), got a %s key",
+                luaL_typename(L, -2));
+    if (strcmp(key, "timeout_in_ms") != 0) {
+      npuC_nearest near;
+      npuC_nearest_init(&near, key);
+      for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) npuC_nearest_try(&near, known[i]);
+      const char *best = npuC_nearest_result(&near);
+      if (best) npuB_fail(L, where, NPU_ERR_ARG, "unknown run option '%s' (did you mean '%s'?)", key, best);
+      npuB_fail(L, where, NPU_ERR_ARG, "unknown run option '%s' (known: timeout_in_ms)", key);
+    }
+    /* a number only: lua_tointegerx would also take the string "500" */
+    int isnum = 0;
+    lua_Integer ms = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
     if (!isnum || ms < 0)
-      luaL_error(L, "npu.Session:run: NPU_ERR_ARG: timeout_in_ms must be an integer >= 0 "
-                 "(milliseconds; 0: no limit)");
+      npuB_fail(L, where, NPU_ERR_ARG, "timeout_in_ms must be an integer >= 0 (milliseconds; "
+                "0: no limit), got %s", lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
+                                                                       : luaL_typename(L, -1));
     ro->timeout_in_ms = (int64_t)ms;
     lua_pop(L, 1);
   }

@@ -287,6 +287,12 @@ void npuB_checkany(lua_State *L, int arg) {
   if (lua_type(L, arg) == LUA_TNONE) npuB_argerror(L, arg, "value expected");
 }
 
+void npuB_check_no_more(lua_State *L, int n) {
+  if (lua_gettop(L) > n)
+    npuB_argerror(L, n + 1, lua_pushfstring(L, "no argument expected here, got %s",
+                                            luaL_typename(L, n + 1)));
+}
+
 lua_Integer npuB_optinteger(lua_State *L, int arg, lua_Integer def) {
   return lua_isnoneornil(L, arg) ? def : npuB_checkinteger(L, arg);
 }

@@ -107,7 +107,9 @@ end
 function Dataset:shuffle(buffer_size, opts)
   local seed, reshuffle
   if type(opts) == "number" then seed = opts
-  elseif type(opts) == "table" then seed, reshuffle = opts.seed, opts.reshuffle_each_iteration
+  elseif type(opts) == "table" then
+    errors.check_keys("npu.Dataset:shuffle", opts, { "seed", "reshuffle_each_iteration" })
+    seed, reshuffle = opts.seed, opts.reshuffle_each_iteration
   elseif opts ~= nil then error("npu.Dataset:shuffle: argument 2 must be an options table or a seed", 2) end
   if reshuffle == nil then reshuffle = true end
   return wrap(self._handle:shuffle(buffer_size, seed or 0, reshuffle), self._structure, false)
@@ -115,8 +117,15 @@ end
 
 --- ds:batch(batch_size, {drop_remainder = false}) (or a boolean).
 function Dataset:batch(batch_size, opts)
+  local where = "npu.Dataset:batch"
   local drop = opts
-  if type(opts) == "table" then drop = opts.drop_remainder end
+  if type(opts) == "table" then
+    errors.check_keys(where, opts, { "drop_remainder" })
+    drop = opts.drop_remainder
+  end
+  if drop ~= nil and type(drop) ~= "boolean" then
+    errors.raise(where, "NPU_ERR_ARG", "drop_remainder must be a boolean, got " .. errors.typename(drop))
+  end
   return wrap(self._handle:batch(batch_size, drop and true or false), self._structure,
     self._replayable)
 end
@@ -309,7 +318,16 @@ local function per_component(structure, v, what, where)
   if type(v) ~= "table" then
     error(("%s: %s must be a table in the dataset's structure, got %s"):format(where, what, type(v)), 3)
   end
-  if structure.kind == "list" then return v end
+  if structure.kind == "list" then
+    for k in pairs(v) do
+      if math.type(k) ~= "integer" or k < 1 or k > structure.n then
+        errors.raise(where, "NPU_ERR_ARG", ("%s has key %s but the dataset's elements have %d components")
+          :format(what, tostring(k), structure.n))
+      end
+    end
+    return v
+  end
+  errors.check_keys(where, v, structure.keys, what .. " key") -- a misspelt component name
   local out = {}
   for i, k in ipairs(structure.keys) do out[i] = v[k] end
   return out
@@ -324,8 +342,18 @@ end
 -- for map); with nothing to pad it is batch(batch_size, drop_remainder).
 function Dataset:padded_batch(batch_size, padded_shapes, padding_values, opts)
   local where = "npu.Dataset:padded_batch"
+  if math.type(batch_size) ~= "integer" then
+    errors.raise(where, "NPU_ERR_ARG", "batch_size must be an integer, got " ..
+      (type(batch_size) == "number" and tostring(batch_size) or errors.typename(batch_size)))
+  end
   local drop = opts
-  if type(opts) == "table" then drop = opts.drop_remainder end
+  if type(opts) == "table" then
+    errors.check_keys(where, opts, { "drop_remainder" })
+    drop = opts.drop_remainder
+  end
+  if drop ~= nil and type(drop) ~= "boolean" then
+    errors.raise(where, "NPU_ERR_ARG", "drop_remainder must be a boolean, got " .. errors.typename(drop))
+  end
   local st = self._structure
   local shapes = per_component(st, padded_shapes, "padded_shapes", where)
   local values = per_component(st, padding_values, "padding_values", where)

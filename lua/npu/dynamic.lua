@@ -18,6 +18,9 @@ function M.install(npu)
   -- (nonzero) elements in row-major order.  npu.where(cond, x, y [, opts]): elementwise
   -- choice, broadcasting (tf.where in TensorFlow 2 = select_v2).
   function npu.where(cond, x, y, opts)
+    if x == nil and y ~= nil then -- a misspelt x would otherwise pick the one-argument form
+      errors.raise("npu.where", "NPU_ERR_ARG", "x is nil but y is given: give cond alone, or cond, x and y")
+    end
     if x == nil or (y == nil and type(x) == "table" and not is_output(x) and not npu.is_tensor(x)
         and next(x) ~= nil and type(next(x)) == "string") then
       return where_op(cond, x) -- x: the options table, or nil
@@ -38,8 +41,19 @@ function M.install(npu)
   -- tensor where mask is true, mask (bool, rank k, known) covering dims axis .. axis+k-1 of
   -- tensor, which become one dim of the selected count (tf.boolean_mask).
   function npu.boolean_mask(tensor, mask, opts)
-    opts = opts or {}
     local where_ = "npu.boolean_mask"
+    if math.type(opts) == "integer" then opts = { axis = opts } end -- tf.boolean_mask(t, m, axis)
+    if opts ~= nil and (type(opts) ~= "table" or getmetatable(opts) ~= nil) then
+      errors.raise(where_, "NPU_ERR_ARG", "argument 3 must be the axis (an integer) or {axis =, name =}, got "
+        .. (type(opts) == "number" and tostring(opts) or errors.typename(opts)))
+    end
+    opts = opts or {}
+    errors.check_keys(where_, opts, { "axis", "name" })
+    if opts.axis ~= nil and math.type(opts.axis) ~= "integer" then
+      errors.raise(where_, "NPU_ERR_ARG", "axis must be an integer, got " ..
+        (type(opts.axis) == "number" and tostring(opts.axis) or errors.typename(opts.axis)))
+    end
+    if mask == nil then errors.raise(where_, "NPU_ERR_ARG", "mask is nil (a misspelt variable?)") end
     if not is_output(tensor) then tensor = npu.convert_to_tensor(tensor, nil, is_output(mask) and mask:graph() or nil) end
     if not is_output(mask) then mask = npu.convert_to_tensor(mask, "bool", tensor:graph()) end
     if mask:dtype() ~= "bool" then

@@ -129,6 +129,33 @@ end
 -- or nil (the same rule as every C message: core.nearest).
 function errors.suggest(name, candidates) return core.nearest(tostring(name), candidates) end
 
+--- errors.typename(v): the type a message names for v: its metatable's __name ("npu.Output",
+-- "npu.Tensor") or its Lua type ("string", "nil").
+function errors.typename(v)
+  local mt = getmetatable(v)
+  local name = type(mt) == "table" and rawget(mt, "__name")
+  return type(name) == "string" and name or type(v)
+end
+
+--- errors.check_list(where, what, t): raises an InvalidArgumentError when list t has a hole or
+-- a key that is not a position (a nil in `{a, b, c}` from a misspelt variable would otherwise
+-- drop what follows it): "<where>: <what> has a hole at 2 (a nil in the list?)".
+function errors.check_list(where, what, t)
+  local n = #t
+  for i = 1, n do
+    if t[i] == nil then
+      core.raise(where, "NPU_ERR_ARG", ("%s has a hole at %d (a nil in the list?)"):format(what, i))
+    end
+  end
+  for k in pairs(t) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then
+      core.raise(where, "NPU_ERR_ARG", ("%s must be a list; it has key %s beyond its %d entries%s")
+        :format(what, type(k) == "string" and "'" .. k .. "'" or tostring(k), n,
+          math.type(k) == "integer" and " (a nil in the list?)" or ""))
+    end
+  end
+end
+
 --- errors.check_keys(where, t, known [, what]): raises an InvalidArgumentError naming the first
 -- key of table t (in sorted order) that is not in the list `known`, with the nearest known
 -- one: "<where>: unknown keyword 'actvation' (did you mean 'activation'?)".

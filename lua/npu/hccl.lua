@@ -11,6 +11,7 @@
 -- int32, and wait at most the session's hccl_timeout (HCCL_EXEC_TIMEOUT) for the other ranks
 -- before failing with NPU_ERR_TIMEOUT.  Only the world group ("hccl_world_group") exists.
 local core = require("npu.core")
+local errors = require("npu.errors")
 
 local M = {}
 
@@ -21,8 +22,8 @@ end
 
 local function check_group(where, group)
   if group ~= nil and group ~= "hccl_world_group" then
-    error(("npu.hccl.%s: NPU_ERR_UNSUPPORTED: group '%s': only hccl_world_group (every rank) "
-      .. "is supported"):format(where, tostring(group)), 3)
+    errors.raise("npu.hccl." .. where, "NPU_ERR_UNSUPPORTED", ("group '%s': only hccl_world_group "
+      .. "(every rank) is supported"):format(tostring(group)))
   end
 end
 
@@ -42,7 +43,9 @@ end
 
 local function graph_of(where, t)
   local npu = N()
-  if not npu.is_output(t) then error(("npu.hccl.%s: NPU_ERR_ARG: tensor must be an npu.Output"):format(where), 3) end
+  if not npu.is_output(t) then
+    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", "tensor must be an npu.Output, got " .. errors.typename(t))
+  end
   return t:graph()
 end
 
@@ -55,12 +58,12 @@ end
 
 local function check_rank_size(where, rank_size)
   if math.type(rank_size) ~= "integer" then
-    error(("npu.hccl.%s: NPU_ERR_ARG: rank_size must be an integer"):format(where), 3)
+    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", "rank_size must be an integer, got " .. errors.typename(rank_size))
   end
   local size = ranks().size
   if rank_size ~= size then
-    error(("npu.hccl.%s: NPU_ERR_ARG: rank_size %d but there %s %d rank%s"):format(where,
-      rank_size, size == 1 and "is" or "are", size, size == 1 and "" or "s"), 3)
+    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", ("rank_size %d but there %s %d rank%s"):format(
+      rank_size, size == 1 and "is" or "are", size, size == 1 and "" or "s"))
   end
 end
 
@@ -77,7 +80,10 @@ function M.broadcast(tensors, root_rank, fusion, fusion_id, group)
   local npu = N()
   local single = npu.is_output(tensors)
   local list = single and { tensors } or tensors
-  if type(list) ~= "table" or #list == 0 then error("npu.hccl.broadcast: NPU_ERR_ARG: give a tensor or a list of them", 2) end
+  if type(list) ~= "table" or #list == 0 then
+    errors.raise("npu.hccl.broadcast", "NPU_ERR_ARG", "give a tensor or a list of them, got " .. errors.typename(tensors))
+  end
+  errors.check_list("npu.hccl.broadcast", "tensors", list)
   local g = graph_of("broadcast", list[1])
   local out = {}
   for first = 1, #list, 16 do -- at most 16 tensors per op
@@ -110,14 +116,23 @@ end
 -- it after the initializer.  With one rank it does nothing.
 function M.broadcast_global_variables(g, root_rank)
   local npu = N()
-  root_rank = root_rank or 0
+  local where = "npu.hccl.broadcast_global_variables"
+  if getmetatable(g) ~= core.Graph_mt then
+    errors.raise(where, "NPU_ERR_ARG", "argument 1 must be an npu.Graph, got " .. errors.typename(g))
+  end
+  root_rank = root_rank == nil and 0 or root_rank
+  local size = ranks().size
+  if math.type(root_rank) ~= "integer" or root_rank < 0 or root_rank >= size then
+    errors.raise(where, "NPU_ERR_ARG", ("root_rank must be an integer rank in [0, %d), got %s")
+      :format(size, tostring(root_rank) .. (type(root_rank) == "string" and " (a string)" or "")))
+  end
   local vars, assigns = {}, {}
   for _, v in ipairs(g:global_variables()) do
     local dt = v:dtype()
     if dt == "float32" or dt == "float16" or dt == "int32" then vars[#vars + 1] = v end
   end
   -- one rank: nothing to broadcast (and no MPI needed), as the wrapper is the plain optimizer
-  if #vars == 0 or ranks().size <= 1 then return g:group({}, "broadcast_global_variables") end
+  if #vars == 0 or size <= 1 then return g:group({}, "broadcast_global_variables") end
   -- one op per dtype run of at most 16
   local i = 1
   while i <= #vars do

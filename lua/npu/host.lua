@@ -21,6 +21,7 @@
 -- A session runs such a node only with mix_compile_mode = true.  A type the device has is
 -- refused (NPU_ERR_ARG).
 local core = require("npu.core")
+local errors = require("npu.errors")
 
 local M = {}
 
@@ -29,17 +30,34 @@ function M.install(npu)
   local function is_output(v) return getmetatable(v) == Output_mt end
 
   function npu.register_host_op(tf_type, fn)
-    if type(tf_type) ~= "string" then error("npu.register_host_op: tf_type must be a string", 2) end
-    if type(fn) ~= "function" then error("npu.register_host_op: fn must be a function", 2) end
+    local where = "npu.register_host_op"
+    if type(tf_type) ~= "string" then
+      errors.raise(where, "NPU_ERR_ARG", "tf_type must be a string, got " .. errors.typename(tf_type))
+    end
+    if type(fn) ~= "function" then
+      errors.raise(where, "NPU_ERR_ARG", "fn must be a function, got " .. errors.typename(fn))
+    end
     core.register_host_op(tf_type, fn)
   end
 
   function npu.host_func(fn, inputs, output_dtypes, name)
-    if type(fn) ~= "function" then error("npu.host_func: fn must be a function", 2) end
+    local where = "npu.host_func"
+    if type(fn) ~= "function" then
+      errors.raise(where, "NPU_ERR_ARG", "fn must be a function, got " .. errors.typename(fn))
+    end
     local list = inputs
     if inputs == nil then list = {}
     elseif is_output(inputs) or getmetatable(inputs) == core.Tensor_mt or type(inputs) ~= "table" then
       list = { inputs }
+    else
+      errors.check_list(where, "inputs", list) -- a nil (a misspelt variable) would drop the rest
+    end
+    if type(output_dtypes) ~= "string" and type(output_dtypes) ~= "table" then
+      errors.raise(where, "NPU_ERR_ARG", "output_dtypes must be a dtype name or a list of them, got "
+        .. errors.typename(output_dtypes))
+    end
+    if name ~= nil and type(name) ~= "string" then
+      errors.raise(where, "NPU_ERR_ARG", "name must be a string, got " .. errors.typename(name))
     end
     local g
     for _, v in ipairs(list) do

@@ -534,7 +534,10 @@ function Session_methods.explain(sess, fetches, feeds)
   return e
 end
 core.Explain_mt.__index = {
-  to_dot = function(e)
+  to_dot = function(e, ...)
+    if select("#", ...) > 0 then
+      errors.raise("npu.Explain:to_dot", "NPU_ERR_ARG", "takes no arguments, got " .. errors.typename((...)))
+    end
     local how = explained[e]
     if not how then error("npu.Explain:to_dot: not a result of sess:explain", 2) end
     return how[1]:explain_dot(how[2], how[3])
@@ -564,7 +567,16 @@ npu.util = {}
 -- Graphviz (Debian: graphviz) is optional: without it this raises NPU_ERR_NOT_FOUND saying so.
 function npu.util.render_graph(what, path, opts)
   local where = "npu.util.render_graph"
+  if opts ~= nil and type(opts) ~= "table" then
+    errors.raise(where, "NPU_ERR_ARG", "opts must be a table {format =, dot =}, got " .. errors.typename(opts))
+  end
   opts = opts or {}
+  errors.check_keys(where, opts, { "format", "dot" })
+  for _, k in ipairs({ "format", "dot" }) do
+    if opts[k] ~= nil and type(opts[k]) ~= "string" then
+      errors.raise(where, "NPU_ERR_ARG", k .. " must be a string, got " .. errors.typename(opts[k]))
+    end
+  end
   local dot
   if getmetatable(what) == core.Graph_mt then dot = what:to_dot()
   elseif getmetatable(what) == core.Explain_mt then dot = what:to_dot()

@@ -47,6 +47,13 @@ function M.load_model(path, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("npu.load_model: opts must be a table, got %s"):format(type(opts)), 2)
   end
+  errors.check_keys("npu.load_model", opts, { "tags", "signature" })
+  for _, k in ipairs({ "tags", "signature" }) do
+    if opts and opts[k] ~= nil and type(opts[k]) ~= "string" then
+      errors.raise("npu.load_model", "NPU_ERR_ARG", ("%s must be a string%s, got %s"):format(k,
+        k == "tags" and " (comma-separated)" or "", errors.typename(opts[k])))
+    end
+  end
   local g, info
   if opts and (opts.tags or opts.signature) then
     g, info = core.graph_import_savedmodel(path, opts.tags, opts.signature)
@@ -69,12 +76,19 @@ local function io_lists(spec, what)
     error(("npu.export_saved_model: %s must be a table"):format(what), 3)
   end
   if #spec > 0 then -- a list of tensor names: the key is the node name
+    errors.check_list("npu.export_saved_model", what, spec) -- no holes, no keys besides
     for i, name in ipairs(spec) do
       names[i] = tensor_name(name)
       keys[i] = names[i]:gsub(":%d+$", "")
     end
   else
-    for k in pairs(spec) do keys[#keys + 1] = k end
+    for k in pairs(spec) do
+      if type(k) ~= "string" then
+        errors.raise("npu.export_saved_model", "NPU_ERR_ARG", ("%s: keys must be strings (or give a list), got %s")
+          :format(what, tostring(k)))
+      end
+      keys[#keys + 1] = k
+    end
     table.sort(keys)
     for i, k in ipairs(keys) do names[i] = tensor_name(spec[k]) end
   end
@@ -87,10 +101,21 @@ end
 -- their values in variables/ (a tensor bundle), and one predict signature.  inputs/outputs:
 -- {key = tensor name or npu.Output} or a list of them (keyed by node name).  Returns true.
 function M.export_saved_model(g, dir, spec)
+  if getmetatable(g) ~= core.Graph_mt then
+    errors.raise("npu.export_saved_model", "NPU_ERR_ARG", "argument 1 must be an npu.Graph, got " .. errors.typename(g))
+  end
   if type(dir) ~= "string" then
     error(("npu.export_saved_model: expected a directory name, got %s"):format(type(dir)), 2)
   end
+  if spec ~= nil and type(spec) ~= "table" then
+    errors.raise("npu.export_saved_model", "NPU_ERR_ARG", "argument 3 must be a table {inputs =, outputs =, "
+      .. "variables =, signature_key =}, got " .. errors.typename(spec))
+  end
   spec = spec or {}
+  errors.check_keys("npu.export_saved_model", spec, { "inputs", "outputs", "variables", "signature_key" })
+  if spec.outputs == nil then
+    errors.raise("npu.export_saved_model", "NPU_ERR_ARG", "outputs is required (the signature's outputs)")
+  end
   local ik, iname = io_lists(spec.inputs, "inputs")
   local ok, oname = io_lists(spec.outputs, "outputs")
   return core.graph_export_savedmodel(g, dir, spec.signature_key, ik, iname, ok, oname,

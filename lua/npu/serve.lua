@@ -49,6 +49,18 @@ end
 
 -- Keys of opts that are not npu-serve flags.
 local OWN = { binary = true, log = true, timeout = true, port = true, address = true }
+-- npu-serve's flags (tools/serve/npu-serve.c, parse_args): a key that is neither one nor OWN is
+-- a mistake named here, with the nearest valid key, rather than a child that exits on
+-- "unknown flag" (or, for a misspelt key of our own, a flag npu-serve never heard of).
+local FLAGS = { "model_name", "model_base_path", "model_config_file", "platform_config_file",
+  "batching_parameters_file", "rest_api_address", "rest_api_port", "enable_batching",
+  "allowed_batch_sizes", "file_system_poll_wait_seconds", "rest_api_timeout_in_ms",
+  "max_body_bytes", "max_batch_size", "batch_timeout_micros", "num_batch_threads",
+  "max_enqueued_batches", "tensorflow_session_parallelism", "rest_api_num_threads",
+  "model_config_file_poll_wait_seconds", "allow_version_labels_for_unavailable_models",
+  "monitoring_config_file" }
+local KNOWN = { "binary", "log", "timeout", "port", "address" }
+for _, f in ipairs(FLAGS) do KNOWN[#KNOWN + 1] = f end
 
 local Server = {}
 Server.__index = Server
@@ -75,6 +87,15 @@ end
 function M.serve(opts)
   if type(opts) ~= "table" then
     errors.raise("npu.serve", "NPU_ERR_ARG", ("expected a table of flags, got %s"):format(type(opts)))
+  end
+  for k in pairs(opts) do
+    if type(k) ~= "string" then
+      errors.raise("npu.serve", "NPU_ERR_ARG", ("flags are named (string keys), got key %s"):format(tostring(k)))
+    end
+  end
+  errors.check_keys("npu.serve", opts, KNOWN, "flag")
+  if opts.timeout ~= nil and (type(opts.timeout) ~= "number" or opts.timeout <= 0) then
+    errors.raise("npu.serve", "NPU_ERR_ARG", "timeout must be a number of seconds > 0, got " .. tostring(opts.timeout))
   end
   if opts.model_base_path == nil and opts.model_config_file == nil then
     errors.raise("npu.serve", "NPU_ERR_ARG", "model_base_path or model_config_file is required")

@@ -35,6 +35,9 @@ local last_graph = setmetatable({}, { __mode = "v" })
 local function collect(g, keys, s)
   collections[g] = collections[g] or {}
   for _, key in ipairs(keys or { "summaries" }) do
+    if type(key) ~= "string" then
+      errors.raise("npu.summary", "NPU_ERR_ARG", "a collection key must be a string, got " .. errors.typename(key))
+    end
     local c = collections[g][key] or {}
     collections[g][key] = c
     c[#c + 1] = s
@@ -62,7 +65,26 @@ local function graph_of(v)
   return npu.get_default_graph()
 end
 
+-- The arguments every summary takes: name a string, collections a list of keys (or nil), family
+-- a string (or nil); TensorFlow's tag cleaning would otherwise turn a nil name into "nil".
+local function check_common(where, name, collections_arg, family)
+  if type(name) ~= "string" then
+    errors.raise(where, "NPU_ERR_ARG", "name must be a string, got " .. errors.typename(name))
+  end
+  if collections_arg ~= nil then
+    if type(collections_arg) ~= "table" or getmetatable(collections_arg) ~= nil then
+      errors.raise(where, "NPU_ERR_ARG", "collections must be a list of keys ({\"summaries\"}), got "
+        .. errors.typename(collections_arg))
+    end
+    errors.check_list(where, "collections", collections_arg)
+  end
+  if family ~= nil and type(family) ~= "string" then
+    errors.raise(where, "NPU_ERR_ARG", "family must be a string, got " .. errors.typename(family))
+  end
+end
+
 local function summary_op(op, name, family, input, attrs, collections_arg)
+  check_common("npu.summary." .. op:gsub("_summary$", ""), name, collections_arg, family)
   local g = graph_of(input)
   local base = clean_tag(name)
   if family then base = clean_tag(family) .. "/" .. base end
@@ -88,6 +110,7 @@ end
 
 --- tensor: a Lua string (its bytes, UTF-8 for TensorBoard), or a uint8 vector of bytes.
 function M.text(name, tensor, collections_arg)
+  check_common("npu.summary.text", name, collections_arg)
   if type(tensor) == "string" then
     tensor = npu.get_default_graph():const(core.bytes_tensor(tensor), "uint8")
   end
@@ -95,8 +118,15 @@ function M.text(name, tensor, collections_arg)
 end
 
 function M.merge(inputs, collections_arg, name)
-  if type(inputs) ~= "table" or #inputs == 0 then
-    error("npu.summary.merge: a non-empty list of summaries expected", 2)
+  local where = "npu.summary.merge"
+  if type(inputs) ~= "table" or getmetatable(inputs) ~= nil or #inputs == 0 then
+    errors.raise(where, "NPU_ERR_ARG", "a non-empty list of summaries expected, got "
+      .. (type(inputs) == "table" and getmetatable(inputs) == nil and "an empty table" or errors.typename(inputs)))
+  end
+  errors.check_list(where, "inputs", inputs)
+  if collections_arg ~= nil then check_common(where, "", collections_arg) end
+  if name ~= nil and type(name) ~= "string" then
+    errors.raise(where, "NPU_ERR_ARG", "name must be a string, got " .. errors.typename(name))
   end
   local g = graph_of(inputs[1])
   local m = g:op("merge_summary", inputs, nil, name or "Merge/MergeSummary")
@@ -110,6 +140,13 @@ end
 function M.merge_all(key, scope, name)
   local g
   if getmetatable(key) == core.Graph_mt then g, key = key, nil end
+  if key ~= nil and type(key) ~= "string" then
+    errors.raise("npu.summary.merge_all", "NPU_ERR_ARG", "key must be a collection key (a string) or "
+      .. "an npu.Graph, got " .. errors.typename(key))
+  end
+  if scope ~= nil and type(scope) ~= "string" then
+    errors.raise("npu.summary.merge_all", "NPU_ERR_ARG", "scope must be a string, got " .. errors.typename(scope))
+  end
   key = key or "summaries"
   if not g then
     local default = npu.get_default_graph()
@@ -137,7 +174,10 @@ FileWriter.__index = FileWriter
 local function step_of(v)
   if v == nil then return 0 end
   if npu.is_tensor(v) then v = v:item() end
-  return math.tointeger(v) or error("npu.summary.FileWriter: global_step must be an integer", 3)
+  -- a number only: math.tointeger would also take the string "5"
+  return type(v) == "number" and math.tointeger(v)
+    or errors.raise("npu.summary.FileWriter", "NPU_ERR_ARG", "global_step must be an integer, got "
+      .. (type(v) == "number" and tostring(v) or errors.typename(v)))
 end
 
 function FileWriter:add_summary(summary, global_step)
@@ -152,11 +192,32 @@ function FileWriter:get_logdir() return self._logdir end
 function FileWriter:path() return self._w:path() end
 FileWriter.__close = function(self) self._w:close() end
 
+local WRITER_KEYS = { "max_queue", "flush_secs", "filename_suffix", "path" }
+local WRITER_TYPES = { max_queue = "integer", flush_secs = "number", filename_suffix = "string", path = "string" }
+
 --- FileWriter(logdir [, graph [, opts]]): opts max_queue (10), flush_secs (120),
 -- filename_suffix; path (the exact file, for tests).  The graph, when given, is written first.
 function M.FileWriter(logdir, graph, opts)
   if type(logdir) ~= "string" then error("npu.summary.FileWriter: a logdir (string) expected", 2) end
   if opts == nil and type(graph) == "table" and getmetatable(graph) == nil then graph, opts = nil, graph end
+  local where = "npu.summary.FileWriter"
+  if opts ~= nil and (type(opts) ~= "table" or getmetatable(opts) ~= nil) then
+    errors.raise(where, "NPU_ERR_ARG", "opts must be a table {max_queue =, flush_secs =, "
+      .. "filename_suffix =}, got " .. errors.typename(opts))
+  end
+  errors.check_keys(where, opts, WRITER_KEYS)
+  if opts then
+    for k, want in pairs(WRITER_TYPES) do
+      local v = opts[k]
+      if v ~= nil and (want == "integer" and math.type(v) ~= "integer" or want ~= "integer" and type(v) ~= want) then
+        errors.raise(where, "NPU_ERR_ARG", ("%s must be %s, got %s"):format(k,
+          want == "integer" and "an integer" or "a " .. want, type(v) == "number" and tostring(v) or errors.typename(v)))
+      end
+    end
+  end
+  if graph ~= nil and getmetatable(graph) ~= core.Graph_mt then
+    errors.raise(where, "NPU_ERR_ARG", "graph must be an npu.Graph, got " .. errors.typename(graph))
+  end
   local self = setmetatable({ _logdir = logdir, _w = core.event_writer_new(logdir, opts) }, FileWriter)
   if graph ~= nil then self:add_graph(graph) end
   return self
@@ -170,6 +231,9 @@ M.FileWriterCache = nil
 -- "graph", "scalar", "histogram", "image", "tensor" (text) or "other".  Returns the iterator,
 -- the reader (reader:truncated()), nil, and the reader again as the loop's closing value.
 function M.read_events(path)
+  if type(path) ~= "string" then
+    errors.raise("npu.summary.read_events", "NPU_ERR_ARG", "path must be a string, got " .. errors.typename(path))
+  end
   local reader = core.event_reader_open(path)
   local function iter(r)
     local item = r:next()

@@ -16,6 +16,17 @@ local M = {}
 
 local npu -- set by install
 
+local function check_name(where, name)
+  if name ~= nil and type(name) ~= "string" then
+    errors.raise(where, "NPU_ERR_ARG", "name must be a string, got " .. errors.typename(name))
+  end
+end
+
+-- An operand a script meant to give: nil is a misspelt or unset variable, not "nothing".
+local function check_given(where, what, v)
+  if v == nil then errors.raise(where, "NPU_ERR_ARG", what .. " is nil (a misspelt or unset variable?)") end
+end
+
 local function graph_of(...)
   for i = 1, select("#", ...) do
     local v = select(i, ...)
@@ -43,6 +54,11 @@ function M.unstack(value, num, axis, name)
 end
 
 function M.clip_by_value(t, clip_value_min, clip_value_max, name)
+  local where = "npu.clip_by_value"
+  check_given(where, "t", t)
+  check_given(where, "clip_value_min", clip_value_min)
+  check_given(where, "clip_value_max", clip_value_max)
+  check_name(where, name)
   local g = graph_of(t, clip_value_min, clip_value_max)
   t = as_output(g, t)
   local lo = as_output(g, clip_value_min, t)
@@ -51,7 +67,13 @@ function M.clip_by_value(t, clip_value_min, clip_value_max, name)
 end
 
 local function assign_op(opname)
+  local where = "npu.assign_" .. opname
   return function(var, value, name)
+    if not npu.is_output(var) then
+      errors.raise(where, "NPU_ERR_ARG", "var must be a variable (an npu.Output), got " .. errors.typename(var))
+    end
+    check_given(where, "value", value)
+    check_name(where, name)
     local v = as_output(var:graph(), value, var)
     local updated = opname == "add" and npu.add(var, v) or npu.sub(var, v)
     return npu.assign(var, updated, name and { name = name } or nil)
@@ -62,6 +84,14 @@ M.assign_sub = assign_op("sub")
 
 function M.sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value,
                            validate_indices, name)
+  local where = "npu.sparse_to_dense"
+  check_given(where, "sparse_indices", sparse_indices)
+  check_given(where, "output_shape", output_shape)
+  check_given(where, "sparse_values", sparse_values)
+  if validate_indices ~= nil and type(validate_indices) ~= "boolean" then
+    errors.raise(where, "NPU_ERR_ARG", "validate_indices must be a boolean, got " .. errors.typename(validate_indices))
+  end
+  check_name(where, name)
   local g = graph_of(sparse_indices, output_shape, sparse_values, default_value)
   local values = as_output(g, sparse_values)
   local inputs = { as_output(g, sparse_indices, nil) }

@@ -541,6 +541,21 @@ DistOpt.__index = function(self, k)
   return v
 end
 function train.npu_distributed_optimizer_wrapper(opt, opts)
+  local where = "npu.train.npu_distributed_optimizer_wrapper"
+  if type(opt) ~= "table" or type(opt.apply_gradients) ~= "function"
+      or type(opt.compute_gradients) ~= "function" then
+    errors.raise(where, "NPU_ERR_ARG", "argument 1 must be an optimizer (npu.train.*Optimizer), got "
+      .. errors.typename(opt))
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    errors.raise(where, "NPU_ERR_ARG", "argument 2 must be an options table {bucket_bytes = n}, got "
+      .. errors.typename(opts))
+  end
+  errors.check_keys(where, opts, { "bucket_bytes" })
+  local b = opts and opts.bucket_bytes
+  if b ~= nil and (math.type(b) ~= "integer" or b < 1) then
+    errors.raise(where, "NPU_ERR_ARG", "bucket_bytes must be an integer >= 1, got " .. tostring(b))
+  end
   return setmetatable({ _opt = opt, _dist_opts = opts or {} }, DistOpt)
 end
 train.NPUDistributedOptimizer = train.npu_distributed_optimizer_wrapper
