@@ -166,13 +166,6 @@ npu_status npuP_step_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
   return NPU_OK;
 }
 
-bool npuP_fully_known(const npuG_value *v) {
-  if (v->ndim < 0) return false;
-  for (int i = 0; i < v->ndim; i++)
-    if (v->shape[i] < 0) return false;
-  return true;
-}
-
 /* Runs the op's shape inference with the concrete input shapes (and the inputs' values where
    they are known at compile time); stores the outputs' descriptors in p->values. */
 npu_status npuP_infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
@@ -224,9 +217,9 @@ static bool can_fold(const npuP_config *cfg, const npuE_plan *p, const npu_op_de
       !def->run || node->region)
     return false;
   for (int i = 0; i < node->n_outputs; i++)
-    if (!npuP_fully_known(&p->values[node->first_output + i])) return false;
+    if (!npuG_value_known(&p->values[node->first_output + i])) return false;
   for (int i = 0; i < node->n_inputs; i++) /* a shape-only op needs its inputs' shapes */
-    if (!npuP_fully_known(&p->values[node->inputs[i]])) return false;
+    if (!npuG_value_known(&p->values[node->inputs[i]])) return false;
   if (def->flags & NPUX_F_SHAPE_ONLY) return true;
   if (!cfg->fold) return false;
   for (int i = 0; i < node->n_inputs; i++)
@@ -301,11 +294,11 @@ npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg
   /* shapes known only at run time: the step sizes its outputs and scratch then */
   step->dynamic = def->kind == NPUX_KIND_KERNEL && (def->flags & NPUX_F_DATA_SHAPE);
   for (int i = 0; i < step->n_in && def->kind == NPUX_KIND_KERNEL; i++)
-    step->dynamic |= !npuP_fully_known(&p->values[step->in[i]]);
+    step->dynamic |= !npuG_value_known(&p->values[step->in[i]]);
   for (int i = 0; i < step->n_out; i++) {
     int v = node->first_output + i;
     step->out[i] = v;
-    if (def->kind == NPUX_KIND_KERNEL) step->dynamic |= !npuP_fully_known(&p->values[v]);
+    if (def->kind == NPUX_KIND_KERNEL) step->dynamic |= !npuG_value_known(&p->values[v]);
     if (def->kind == NPUX_KIND_VARIABLE || def->kind == NPUX_KIND_ASSIGN ||
         def->kind == NPUX_KIND_IDENTITY || def->kind == NPUX_KIND_COND)
       p->borrowed[p->n_borrowed++] = v;

@@ -195,13 +195,6 @@ static npu_status resize_output(const npuX_call *c, int i, int ndim, const int64
   return s;
 }
 
-static bool concrete(const npuG_value *v) {
-  if (v->ndim < 0) return false;
-  for (int i = 0; i < v->ndim; i++)
-    if (v->shape[i] < 0) return false;
-  return true;
-}
-
 /* Runs the op's shape inference on the tensors the step gets (their values known, so shapes
    read from data — a reshape's computed shape — work too), sizes the outputs, then runs the
    kernel with scratch sized for these shapes. */
@@ -233,7 +226,7 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   for (int i = 0; i < step->n_out && !s; i++) {
     const npuG_value *o = &ic.out[i];
     d.dtype[i] = o->dtype;
-    if (concrete(o)) {
+    if (npuG_value_known(o)) {
       s = size_slot(ctx, p, step->out[i], o->dtype, o->ndim, o->shape);
       out[i] = p->slots[step->out[i]];
     } else if (data_shape) { /* sized by the kernel (npuX_output); until then a stand-in */
