@@ -85,6 +85,7 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
   npuC_free(ctx, p->dyn_scratch);
   npuC_free(ctx, p->round_buf);
   npuC_free(ctx, p->in_buf);
+  npuC_free(ctx, p->in_desc);
   npuC_free(ctx, p->round_meta);
   npu_tensor_release(p->memory.arena); /* after the views in the slots: they retain it too */
   npuC_free(ctx, p->memory.offset);
@@ -300,7 +301,7 @@ npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg
     step->out[i] = v;
     if (def->kind == NPUX_KIND_KERNEL) step->dynamic |= !npuG_value_known(&p->values[v]);
     if (def->kind == NPUX_KIND_VARIABLE || def->kind == NPUX_KIND_ASSIGN ||
-        def->kind == NPUX_KIND_IDENTITY || def->kind == NPUX_KIND_COND)
+        def->kind == NPUX_KIND_IDENTITY)
       p->borrowed[p->n_borrowed++] = v;
   }
   if (!(def->flags & NPUX_F_SUMMARY)) p->dynamic |= step->dynamic; /* ops.h */
@@ -662,14 +663,15 @@ static npu_status mark_fetch_only(npu_context *ctx, npuE_plan *p) {
   return NPU_OK;
 }
 
-/* allocate: the run's buffers, sized by the passes: the widest step's input array, the
+/* allocate: the run's buffers, sized by the passes: the widest step's input arrays, the
    widening buffer and its stand-ins, the scratch (unless memory planning put the buffers in
    its arena). */
 static npu_status allocate(compiling *c) {
   npu_context *ctx = c->b.ctx;
   npuE_plan *p = c->b.plan;
   p->in_buf = npuC_alloc(ctx, (size_t)(p->max_in ? p->max_in : 1) * sizeof *p->in_buf);
-  if (!p->in_buf) return NPU_ERR_NOMEM;
+  p->in_desc = npuC_alloc(ctx, (size_t)(p->max_in ? p->max_in : 1) * sizeof *p->in_desc);
+  if (!p->in_buf || !p->in_desc) return NPU_ERR_NOMEM;
   if (p->round_size) {
     if (!p->memory.buffers && !(p->round_buf = npuC_alloc(ctx, p->round_size)))
       return NPU_ERR_NOMEM;

@@ -204,10 +204,7 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   const npu_op_def *def = step->def;
   const void *params = npuE_step_params(step, node);
   npu_tensor **in = p->in_buf;
-  npuG_value desc_stack[16];
-  npuG_value *desc = step->n_in > 16 ? npuC_alloc(ctx, (size_t)step->n_in * sizeof *desc)
-                                     : desc_stack;
-  if (!desc) return NPU_ERR_NOMEM;
+  npuG_value *desc = p->in_desc; /* both sized at compile for the widest step */
   for (int i = 0; i < step->n_in; i++) {
     const npu_tensor *t = in[i] = p->slots[step->in[i]];
     desc[i] = (npuG_value){.node = -1, .dtype = t->dtype, .ndim = t->ndim};
@@ -217,7 +214,6 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
                    .n_inputs = step->n_in, .in = desc,
                    .const_in = (const npu_tensor *const *)in, .n_outputs = step->n_out};
   npu_status s = def->infer ? def->infer(&ic, params) : NPU_OK;
-  if (desc != desc_stack) npuC_free(ctx, desc);
   if (s) return s;
   npu_tensor *out[NPUX_MAX_OUTPUTS];
   dyn_call d = {.p = p, .step = step, .out = out};
