@@ -447,6 +447,25 @@ function TestControlMistakes:test_shape_invariants_of_the_wrong_structure()
   lu.assertEquals(g:region(), 0)
 end
 
+-- tf.case's exclusive = true fails when more than one pred is true; nothing here checks that,
+-- so it is refused rather than accepted and ignored.
+function TestControlMistakes:test_case_exclusive_is_refused()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("int32", {}, "x")
+  local pairs_ = { { npu.less(x, 0), function() return x * 0 - 1 end },
+    { npu.greater(x, 0), function() return x * 0 + 1 end } }
+  expect_error("NPU_ERR_UNSUPPORTED", { "npu.case", "exclusive = true is not supported" },
+    npu.case, pairs_, { default = function() return x * 0 end, exclusive = true })
+  expect_error("NPU_ERR_ARG", { "npu.case", "exclusive must be a boolean" }, npu.case, pairs_,
+    { exclusive = "yes" })
+  local y = npu.case(pairs_, { default = function() return x * 0 end, exclusive = false })
+  local sess <close> = session(g)
+  lu.assertEquals(sess:run(y, { [x] = scalar(-5, "int32") }):item(), -1)
+  lu.assertEquals(sess:run(y, { [x] = scalar(0, "int32") }):item(), 0)
+  lu.assertEquals(g:region(), 0)
+end
+
 function TestControlMistakes:test_tensor_array_index_types()
   local g = npu.Graph()
   local _ <close> = g:as_default()

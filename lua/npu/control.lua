@@ -358,10 +358,19 @@ function M.install(npu)
   end
 
   --- npu.case(pred_fn_pairs, {default =, exclusive =, name =}) — tf.case: the function of the
-  -- first pair whose pred is true, else default (else the last pair's function).  exclusive
-  -- is accepted but not checked at run time here.
+  -- first pair whose pred is true, else default (else the last pair's function).  exclusive =
+  -- true (TensorFlow: fail when it runs if more than one pred is true) is refused: nothing here
+  -- would check it, so it would promise what it does not do.
   function npu.case(pairs_, opts)
     opts = options("npu.case", opts, CASE_KEYS)
+    if opts.exclusive ~= nil and type(opts.exclusive) ~= "boolean" then
+      fail("npu.case", "exclusive must be a boolean, got %s", what_is(opts.exclusive))
+    end
+    if opts.exclusive then
+      errors.raise("npu.case", "NPU_ERR_UNSUPPORTED", "exclusive = true is not supported: the preds " ..
+        "are not checked for being exclusive when it runs (leave it out: the first true pred's " ..
+        "function runs)")
+    end
     if type(pairs_) ~= "table" or #pairs_ == 0 then
       error("npu.case: pred_fn_pairs must be a non-empty list of {pred, fn} pairs", 2)
     end
