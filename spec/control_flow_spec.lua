@@ -488,3 +488,15 @@ function TestControlMistakes:test_tensor_array_index_types()
   lu.assertEquals(r[1]:totable(), { 3, 4 })
   lu.assertEquals(r[2]:totable(), { { 3, 4 }, { 0, 0 } })
 end
+
+-- Region ids beyond C's int are no region: refused, not wrapped onto another region's id.
+function TestControlMistakes:test_region_ids_out_of_range()
+  local g = npu.Graph()
+  local r = g:region_begin()
+  expect_error("NPU_ERR_STATE", { "npu.Graph:region_end", "region 0 is not the one being built (1)" },
+    g.region_end, g, r + (1 << 32))
+  lu.assertEquals(g:region(), r)
+  g:region_end(r)
+  lu.assertEquals(g:region(), 0)
+  lu.assertEquals(g:node_region(1 << 32), -1)
+end

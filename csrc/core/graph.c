@@ -209,7 +209,7 @@ npu_status npu_graph_region_end(npu_graph *g, int region) {
 int npu_graph_region(const npu_graph *g) { return g ? g->cur_region : -1; }
 
 int npu_graph_node_region(const npu_graph *g, int node) {
-  return node >= 0 && node < g->n_nodes ? g->nodes[node].region : -1;
+  return g && node >= 0 && node < g->n_nodes ? g->nodes[node].region : -1;
 }
 
 const npuG_attr *npuG_attr_find(const npuG_node *node, const char *name) {
