@@ -357,3 +357,146 @@ function TestControlPaths:test_reference_path_and_explain()
   local text = tostring(a:explain(r[2], { [x] = xv }))
   lu.assertStrContains(text, "while")
 end
+
+-- User mistakes that would otherwise pass silently or fail far from their cause: unknown
+-- option keys (named, with the nearest valid one), nil where a function or value was meant,
+-- shape_invariants of the wrong structure, exclusive = true, bad TensorArray indices.
+TestControlMistakes = {}
+
+function TestControlMistakes:test_unknown_option_keys()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local p = g:placeholder("bool", {}, "p")
+  local c = function(i) return npu.less(i, 3) end
+  local b = function(i) return i + 1 end
+  expect_error("NPU_ERR_ARG", { "npu.while_loop", "unknown option 'maximum_iteration'",
+    "did you mean 'maximum_iterations'" }, npu.while_loop, c, b, { 0 }, { maximum_iteration = 5 })
+  expect_error("NPU_ERR_ARG", { "npu.while_loop", "'shape_invariant'", "'shape_invariants'" },
+    npu.while_loop, { cond = c, body = b, loop_vars = { 0 }, shape_invariant = { {} } })
+  expect_error("NPU_ERR_ARG", { "npu.while_loop", "options must be a table", "number (5)" },
+    npu.while_loop, c, b, { 0 }, 5)
+  expect_error("NPU_ERR_ARG", { "npu.cond", "'flase_fn'", "'false_fn'" }, npu.cond,
+    { pred = p, true_fn = function() return 1 end, flase_fn = function() return 2 end })
+  expect_error("NPU_ERR_ARG", { "npu.case", "'defualt'", "'default'" }, npu.case,
+    { { p, function() return 1 end } }, { defualt = function() return 2 end })
+  expect_error("NPU_ERR_ARG", { "npu.map_fn", "'dtpye'", "'dtype'" }, npu.map_fn,
+    function(e) return e end, npu.tensor({ 1, 2 }, F32), { dtpye = F32 })
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray", "'dynamic_sise'", "'dynamic_size'" },
+    npu.TensorArray, F32, 0, { dynamic_sise = true })
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray", "'element_shap'", "'element_shape'" },
+    npu.TensorArray, { dtype = F32, size = 2, element_shap = { 1 } })
+  -- the documented options that have no effect here are accepted
+  local r = npu.while_loop(c, b, { 0 }, { parallel_iterations = 10, back_prop = false, swap_memory = false })
+  local sess <close> = session(g)
+  lu.assertEquals(sess:run(r[1]):item(), 3)
+  lu.assertEquals(g:region(), 0)
+end
+
+function TestControlMistakes:test_nil_where_a_function_or_value_was_meant()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder(F32, { 2 }, "x")
+  local p = g:placeholder("bool", {}, "p")
+  local f = function() return x end
+  expect_error("NPU_ERR_ARG", { "npu.cond", "pred must be", "got nil" }, npu.cond, nil, f, f)
+  expect_error("NPU_ERR_ARG", { "npu.cond", "false_fn must be a function", "got nil" }, npu.cond, p, f, nil)
+  expect_error("NPU_ERR_ARG", { "npu.cond", "true_fn must be a function", "a table" }, npu.cond, p, { f }, f)
+  expect_error("NPU_ERR_ARG", { "npu.while_loop", "body must be a function", "got nil" },
+    npu.while_loop, function(v) return npu.less(npu.reduce_sum(v), 1.0) end, nil, { x })
+  expect_error("NPU_ERR_ARG", { "npu.case", "default must be a function", "number" }, npu.case,
+    { { p, f } }, { default = 3 })
+  expect_error("NPU_ERR_ARG", { "npu.map_fn", "elems must be a tensor", "got nil" }, npu.map_fn, f, nil)
+  expect_error("NPU_ERR_ARG", { "npu.map_fn", "fn must be a function" }, npu.map_fn, nil, x)
+  expect_error("NPU_ERR_ARG", { "npu.map_fn", "dtype", "got a number" }, npu.map_fn, f, x, { dtype = 1 })
+  local ta = npu.TensorArray(F32, 2, { element_shape = { 2 } })
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:write", "value is nil" }, ta.write, ta, 0, nil)
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:scatter", "value is nil" }, ta.scatter, ta, { 0 }, nil)
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:unstack", "value is nil" }, ta.unstack, ta, nil)
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray", "element_shape" }, npu.TensorArray, F32, 2,
+    { element_shape = { 2, "x" } })
+  lu.assertEquals(g:region(), 0)
+end
+
+function TestControlMistakes:test_shape_invariants_of_the_wrong_structure()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder(F32, { 3 }, "x")
+  local small = function(v) return npu.less(npu.reduce_sum(v), 100.0) end
+  local grow = function(v) return npu.concat({ v, v }, 0) end
+  -- {-1} is one shape, not loop_vars' structure (one variable: {{-1}})
+  expect_error("NPU_ERR_ARG", { "shape_invariants[1] must be a shape", "number (-1)", "{{-1}}" },
+    npu.while_loop, small, grow, { x }, { shape_invariants = { -1 } })
+  expect_error("NPU_ERR_ARG", { "shape_invariants must be a table like loop_vars'", "a string" },
+    npu.while_loop, small, grow, { x }, { shape_invariants = "-1" })
+  expect_error("NPU_ERR_ARG", { "shape_invariants has the key [2]" }, npu.while_loop, small, grow,
+    { x }, { shape_invariants = { { -1 }, { -1 } } })
+  expect_error("NPU_ERR_ARG", { "shape_invariants.v must be a shape" }, npu.while_loop,
+    function(s) return small(s.v) end, function(s) return { v = grow(s.v) } end, { v = x },
+    { shape_invariants = { v = { -1.5 } } })
+  expect_error("NPU_ERR_ARG", { "shape_invariants has the key 'w'", "which loop_vars' {v=tensor} has not" },
+    npu.while_loop, function(s) return small(s.v) end, function(s) return { v = grow(s.v) } end,
+    { v = x }, { shape_invariants = { w = { -1 } } })
+  -- the right structure, nested, with a variable left to its initial shape (nil)
+  local r = npu.while_loop(function(s) return small(s.v) end,
+    function(s) return { v = grow(s.v), k = s.k + 1 } end, { v = x, k = 0 },
+    { shape_invariants = { v = { -1 } } })
+  local sess <close> = session(g)
+  local t = sess:run({ r.v, r.k }, { [x] = npu.tensor({ 1, 2, 3 }, F32) })
+  lu.assertEquals(t[1]:shape(), { 96 })
+  lu.assertEquals(t[2]:item(), 5)
+  lu.assertEquals(g:region(), 0)
+end
+
+-- tf.case's exclusive = true fails when more than one pred is true; nothing here checks that,
+-- so it is refused rather than accepted and ignored.
+function TestControlMistakes:test_case_exclusive_is_refused()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("int32", {}, "x")
+  local pairs_ = { { npu.less(x, 0), function() return x * 0 - 1 end },
+    { npu.greater(x, 0), function() return x * 0 + 1 end } }
+  expect_error("NPU_ERR_UNSUPPORTED", { "npu.case", "exclusive = true is not supported" },
+    npu.case, pairs_, { default = function() return x * 0 end, exclusive = true })
+  expect_error("NPU_ERR_ARG", { "npu.case", "exclusive must be a boolean" }, npu.case, pairs_,
+    { exclusive = "yes" })
+  local y = npu.case(pairs_, { default = function() return x * 0 end, exclusive = false })
+  local sess <close> = session(g)
+  lu.assertEquals(sess:run(y, { [x] = scalar(-5, "int32") }):item(), -1)
+  lu.assertEquals(sess:run(y, { [x] = scalar(0, "int32") }):item(), 0)
+  lu.assertEquals(g:region(), 0)
+end
+
+function TestControlMistakes:test_tensor_array_index_types()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local ta = npu.TensorArray(F32, 3, { element_shape = { 2 } })
+  local f = g:placeholder(F32, {}, "f")
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:read", "index must be an integer", "number (1.5)" },
+    ta.read, ta, 1.5)
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:read", "a float32 tensor" }, ta.read, ta, f)
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:read", "got nil" }, ta.read, ta, nil)
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:write", "a string" }, ta.write, ta, "0", npu.tensor({ 1, 2 }, F32))
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:gather", "indices[2] must be an integer" },
+    ta.gather, ta, { 0, 0.5 })
+  expect_error("NPU_ERR_ARG", { "npu.TensorArray:scatter", "indices must be a list of integers" },
+    ta.scatter, ta, 1, npu.tensor({ { 1, 2 } }, F32))
+  -- int tensors, built or given, are indices
+  local i = g:placeholder("int64", {}, "i")
+  local w = ta:write(npu.tensor(1, "int32"), npu.tensor({ 3, 4 }, F32))
+  local sess <close> = session(g)
+  local r = sess:run({ w:read(i), w:gather(npu.tensor({ 1, 0 }, "int64")) }, { [i] = npu.tensor(1, "int64") })
+  lu.assertEquals(r[1]:totable(), { 3, 4 })
+  lu.assertEquals(r[2]:totable(), { { 3, 4 }, { 0, 0 } })
+end
+
+-- Region ids beyond C's int are no region: refused, not wrapped onto another region's id.
+function TestControlMistakes:test_region_ids_out_of_range()
+  local g = npu.Graph()
+  local r = g:region_begin()
+  expect_error("NPU_ERR_STATE", { "npu.Graph:region_end", "region 0 is not the one being built (1)" },
+    g.region_end, g, r + (1 << 32))
+  lu.assertEquals(g:region(), r)
+  g:region_end(r)
+  lu.assertEquals(g:region(), 0)
+  lu.assertEquals(g:node_region(1 << 32), -1)
+end

@@ -11,6 +11,7 @@
  * Temporary arrays live in Lua userdata (no malloc here); strings stay on the Lua stack for
  * the duration of the call.
  */
+#include <limits.h>
 #include <string.h>
 
 #include "bind/bind.h"
@@ -277,9 +278,15 @@ static int l_graph_region_begin(lua_State *L) {
   return 1;
 }
 
+/* An id beyond int's range is no region (0, refused), rather than one wrapped to another's. */
+static int check_id(lua_State *L, int arg) {
+  lua_Integer id = npuB_checkinteger(L, arg);
+  return id < 0 || id > INT_MAX ? 0 : (int)id;
+}
+
 static int l_graph_region_end(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
-  npu_status st = npu_graph_region_end(g, (int)npuB_checkinteger(L, 2));
+  npu_status st = npu_graph_region_end(g, check_id(L, 2));
   if (st) return npuB_raise(L, "npu.Graph:region_end", st);
   return 0;
 }
@@ -290,7 +297,9 @@ static int l_graph_region(lua_State *L) {
 }
 
 static int l_graph_node_region(lua_State *L) {
-  lua_pushinteger(L, npu_graph_node_region(npuB_check_graph(L, 1), (int)npuB_checkinteger(L, 2)));
+  npu_graph *g = npuB_check_graph(L, 1);
+  lua_Integer node = npuB_checkinteger(L, 2);
+  lua_pushinteger(L, npu_graph_node_region(g, node < 0 || node > INT_MAX ? -1 : (int)node));
   return 1;
 }
 

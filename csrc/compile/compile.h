@@ -143,6 +143,7 @@ typedef struct npuE_plan {
   const npuE_step **all_steps; /* by npuE_step.index (owned array; the steps are the plan's) */
   int *borrowed;        /* slots to clear after each run (feeds, variables, identities) */
   npu_tensor **in_buf;  /* a step's input tensors, as many as the widest step has */
+  npuG_value *in_desc;  /* a dynamic step's input descriptors (exec.c: run_dynamic), as many */
   int max_in;
   int n_borrowed;
   void *scratch;

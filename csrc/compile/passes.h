@@ -42,7 +42,6 @@ npu_status npuP_infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
                            const npuG_node *node, npu_tensor **known);
 npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg, int id,
                           const npuG_node *node, bool read, npuE_step *step);
-bool npuP_fully_known(const npuG_value *v);
 /* compile/control.c: the step of cond / while node `id`, its regions compiled into blocks. */
 npu_status npuP_emit_control(npuP_build *b, int id, npuE_step *step);
 npu_status npuP_fuse(npuP_build *b);

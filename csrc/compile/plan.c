@@ -85,6 +85,7 @@ void npuP_free(npu_context *ctx, npuE_plan *p) {
   npuC_free(ctx, p->dyn_scratch);
   npuC_free(ctx, p->round_buf);
   npuC_free(ctx, p->in_buf);
+  npuC_free(ctx, p->in_desc);
   npuC_free(ctx, p->round_meta);
   npu_tensor_release(p->memory.arena); /* after the views in the slots: they retain it too */
   npuC_free(ctx, p->memory.offset);
@@ -166,13 +167,6 @@ npu_status npuP_step_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
   return NPU_OK;
 }
 
-bool npuP_fully_known(const npuG_value *v) {
-  if (v->ndim < 0) return false;
-  for (int i = 0; i < v->ndim; i++)
-    if (v->shape[i] < 0) return false;
-  return true;
-}
-
 /* Runs the op's shape inference with the concrete input shapes (and the inputs' values where
    they are known at compile time); stores the outputs' descriptors in p->values. */
 npu_status npuP_infer_node(npu_context *ctx, const npu_graph *g, npuE_plan *p,
@@ -224,9 +218,9 @@ static bool can_fold(const npuP_config *cfg, const npuE_plan *p, const npu_op_de
       !def->run || node->region)
     return false;
   for (int i = 0; i < node->n_outputs; i++)
-    if (!npuP_fully_known(&p->values[node->first_output + i])) return false;
+    if (!npuG_value_known(&p->values[node->first_output + i])) return false;
   for (int i = 0; i < node->n_inputs; i++) /* a shape-only op needs its inputs' shapes */
-    if (!npuP_fully_known(&p->values[node->inputs[i]])) return false;
+    if (!npuG_value_known(&p->values[node->inputs[i]])) return false;
   if (def->flags & NPUX_F_SHAPE_ONLY) return true;
   if (!cfg->fold) return false;
   for (int i = 0; i < node->n_inputs; i++)
@@ -301,13 +295,13 @@ npu_status npuP_emit_step(npu_context *ctx, npuE_plan *p, const npuP_config *cfg
   /* shapes known only at run time: the step sizes its outputs and scratch then */
   step->dynamic = def->kind == NPUX_KIND_KERNEL && (def->flags & NPUX_F_DATA_SHAPE);
   for (int i = 0; i < step->n_in && def->kind == NPUX_KIND_KERNEL; i++)
-    step->dynamic |= !npuP_fully_known(&p->values[step->in[i]]);
+    step->dynamic |= !npuG_value_known(&p->values[step->in[i]]);
   for (int i = 0; i < step->n_out; i++) {
     int v = node->first_output + i;
     step->out[i] = v;
-    if (def->kind == NPUX_KIND_KERNEL) step->dynamic |= !npuP_fully_known(&p->values[v]);
+    if (def->kind == NPUX_KIND_KERNEL) step->dynamic |= !npuG_value_known(&p->values[v]);
     if (def->kind == NPUX_KIND_VARIABLE || def->kind == NPUX_KIND_ASSIGN ||
-        def->kind == NPUX_KIND_IDENTITY || def->kind == NPUX_KIND_COND)
+        def->kind == NPUX_KIND_IDENTITY)
       p->borrowed[p->n_borrowed++] = v;
   }
   if (!(def->flags & NPUX_F_SUMMARY)) p->dynamic |= step->dynamic; /* ops.h */
@@ -669,14 +663,15 @@ static npu_status mark_fetch_only(npu_context *ctx, npuE_plan *p) {
   return NPU_OK;
 }
 
-/* allocate: the run's buffers, sized by the passes: the widest step's input array, the
+/* allocate: the run's buffers, sized by the passes: the widest step's input arrays, the
    widening buffer and its stand-ins, the scratch (unless memory planning put the buffers in
    its arena). */
 static npu_status allocate(compiling *c) {
   npu_context *ctx = c->b.ctx;
   npuE_plan *p = c->b.plan;
   p->in_buf = npuC_alloc(ctx, (size_t)(p->max_in ? p->max_in : 1) * sizeof *p->in_buf);
-  if (!p->in_buf) return NPU_ERR_NOMEM;
+  p->in_desc = npuC_alloc(ctx, (size_t)(p->max_in ? p->max_in : 1) * sizeof *p->in_desc);
+  if (!p->in_buf || !p->in_desc) return NPU_ERR_NOMEM;
   if (p->round_size) {
     if (!p->memory.buffers && !(p->round_buf = npuC_alloc(ctx, p->round_size)))
       return NPU_ERR_NOMEM;

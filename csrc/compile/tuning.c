@@ -614,11 +614,11 @@ static bool benchable(const npuE_plan *p, const npuE_step *s, npu_tensor *const 
   for (int i = 0; i < s->n_in; i++) {
     const npuG_value *v = &p->values[s->in[i]];
     if (known[s->in[i]]) continue;
-    if (v->dtype != NPU_DTYPE_F32 || !npuP_fully_known(v)) return false;
+    if (v->dtype != NPU_DTYPE_F32 || !npuG_value_known(v)) return false;
   }
   for (int i = 0; i < s->n_out; i++) {
     const npuG_value *v = &p->values[s->out[i]];
-    if (v->dtype != NPU_DTYPE_F32 || !npuP_fully_known(v)) return false;
+    if (v->dtype != NPU_DTYPE_F32 || !npuG_value_known(v)) return false;
   }
   return true;
 }

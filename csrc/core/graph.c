@@ -160,6 +160,21 @@ void npuG_truncate(npu_graph *g, int n_nodes) {
   for (int i = 0; i < g->n_nodes; i++) index_name(g, i);
 }
 
+bool npuG_value_known(const npuG_value *v) {
+  if (v->ndim < 0) return false;
+  for (int i = 0; i < v->ndim; i++)
+    if (v->shape[i] < 0) return false;
+  return true;
+}
+
+bool npuG_shape_fits(const npuG_value *want, int ndim, const int64_t *shape) {
+  if (want->ndim < 0 || ndim < 0) return true;
+  if (want->ndim != ndim) return false;
+  for (int d = 0; d < ndim; d++)
+    if (want->shape[d] >= 0 && shape[d] >= 0 && want->shape[d] != shape[d]) return false;
+  return true;
+}
+
 bool npuG_region_within(const npu_graph *g, int inner, int outer) {
   while (inner != outer && inner > 0 && inner <= g->n_regions) inner = g->regions[inner - 1].parent;
   return inner == outer;
@@ -194,7 +209,7 @@ npu_status npu_graph_region_end(npu_graph *g, int region) {
 int npu_graph_region(const npu_graph *g) { return g ? g->cur_region : -1; }
 
 int npu_graph_node_region(const npu_graph *g, int node) {
-  return node >= 0 && node < g->n_nodes ? g->nodes[node].region : -1;
+  return g && node >= 0 && node < g->n_nodes ? g->nodes[node].region : -1;
 }
 
 const npuG_attr *npuG_attr_find(const npuG_node *node, const char *name) {

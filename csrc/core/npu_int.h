@@ -198,6 +198,13 @@ typedef struct npuG_value {
   int64_t shape[NPU_MAX_DIMS];
 } npuG_value;
 
+/* Whether v's rank and every dimension are known (none is -1): its shape is fixed when the
+   plan is compiled, not only when a step runs. */
+bool npuG_value_known(const npuG_value *v);
+/* Whether a shape of rank ndim fits `want`, a shape with -1 for what may vary (a while loop's
+   shape invariant): a -1 dim on either side fits any, and so does a rank of -1. */
+bool npuG_shape_fits(const npuG_value *want, int ndim, const int64_t *shape);
+
 /* Parsed attributes, filled by the op's parse function; each op file asserts its params
    struct fits.  Plain bytes, so nodes copy with memcpy and need no per-op destructor. */
 typedef union npuG_params {

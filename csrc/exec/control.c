@@ -38,15 +38,6 @@ static npu_status run_cond(npuE_state *st, npuE_plan *p, const npuE_step *step) 
   return s;
 }
 
-/* Shape `t` against the loop variable's invariant `want` (-1 = any). */
-static bool fits(const npuG_value *want, const npu_tensor *t) {
-  if (want->ndim < 0) return true;
-  if (want->ndim != t->ndim) return false;
-  for (int d = 0; d < t->ndim; d++)
-    if (want->shape[d] >= 0 && want->shape[d] != t->shape[d]) return false;
-  return true;
-}
-
 /* held[] takes the body's results. */
 static npu_status next_values(npuE_state *st, npuE_plan *p, const npuE_step *step, int64_t it) {
   npuE_control *c = step->control;
@@ -55,7 +46,7 @@ static npu_status next_values(npuE_state *st, npuE_plan *p, const npuE_step *ste
   for (int i = 0; i < n; i++) {
     const npu_tensor *t = p->slots[c->result[1][i]];
     const npuG_value *want = &p->values[c->args[i]];
-    if (!fits(want, t)) {
+    if (!npuG_shape_fits(want, t->ndim, t->shape)) {
       char a[96], b[96];
       const npu_graph *g = st->graph;
       return npuC_error(st->ctx, NPU_ERR_SHAPE,

@@ -195,13 +195,6 @@ static npu_status resize_output(const npuX_call *c, int i, int ndim, const int64
   return s;
 }
 
-static bool concrete(const npuG_value *v) {
-  if (v->ndim < 0) return false;
-  for (int i = 0; i < v->ndim; i++)
-    if (v->shape[i] < 0) return false;
-  return true;
-}
-
 /* Runs the op's shape inference on the tensors the step gets (their values known, so shapes
    read from data — a reshape's computed shape — work too), sizes the outputs, then runs the
    kernel with scratch sized for these shapes. */
@@ -211,10 +204,7 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   const npu_op_def *def = step->def;
   const void *params = npuE_step_params(step, node);
   npu_tensor **in = p->in_buf;
-  npuG_value desc_stack[16];
-  npuG_value *desc = step->n_in > 16 ? npuC_alloc(ctx, (size_t)step->n_in * sizeof *desc)
-                                     : desc_stack;
-  if (!desc) return NPU_ERR_NOMEM;
+  npuG_value *desc = p->in_desc; /* both sized at compile for the widest step */
   for (int i = 0; i < step->n_in; i++) {
     const npu_tensor *t = in[i] = p->slots[step->in[i]];
     desc[i] = (npuG_value){.node = -1, .dtype = t->dtype, .ndim = t->ndim};
@@ -224,7 +214,6 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
                    .n_inputs = step->n_in, .in = desc,
                    .const_in = (const npu_tensor *const *)in, .n_outputs = step->n_out};
   npu_status s = def->infer ? def->infer(&ic, params) : NPU_OK;
-  if (desc != desc_stack) npuC_free(ctx, desc);
   if (s) return s;
   npu_tensor *out[NPUX_MAX_OUTPUTS];
   dyn_call d = {.p = p, .step = step, .out = out};
@@ -233,7 +222,7 @@ static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *ste
   for (int i = 0; i < step->n_out && !s; i++) {
     const npuG_value *o = &ic.out[i];
     d.dtype[i] = o->dtype;
-    if (concrete(o)) {
+    if (npuG_value_known(o)) {
       s = size_slot(ctx, p, step->out[i], o->dtype, o->ndim, o->shape);
       out[i] = p->slots[step->out[i]];
     } else if (data_shape) { /* sized by the kernel (npuX_output); until then a stand-in */

@@ -67,13 +67,10 @@ static npu_status parse(npuX_infer *ic, void *params) {
 static npu_status infer(npuX_infer *ic, const void *params) {
   const cond_params *p = params;
   const npuG_value *pred = &ic->in[0];
-  if (pred->dtype != NPU_DTYPE_BOOL || npuT_numel(pred->ndim < 0 ? 0 : pred->ndim, pred->shape) > 1 ||
-      pred->ndim > 0) {
-    char sh[96];
-    if (!(pred->dtype == NPU_DTYPE_BOOL && pred->ndim <= 0))
-      return npuX_error(ic, NPU_ERR_DTYPE, "pred must be a bool scalar, got %s %s",
-                        npu_dtype_name(pred->dtype), npuX_shape(sh, pred));
-  }
+  char sh[96];
+  if (pred->dtype != NPU_DTYPE_BOOL || pred->ndim > 0) /* an unknown rank is checked when it runs */
+    return npuX_error(ic, NPU_ERR_DTYPE, "pred must be a bool scalar, got %s %s",
+                      npu_dtype_name(pred->dtype), npuX_shape(sh, pred));
   int n = ic->n_outputs;
   for (int i = 0; i < n; i++) {
     const npuG_value *t = &ic->in[1 + i], *e = &ic->in[1 + n + i];

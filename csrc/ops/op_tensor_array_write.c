@@ -73,10 +73,13 @@ static npu_status infer(npuX_infer *ic, const void *params) {
     bool ok = buf->dtype == val->dtype && buf->ndim == elem_ndim + 1;
     for (int d = 0; ok && d < elem_ndim; d++)
       ok = buf->shape[d + 1] < 0 || elem[d] < 0 || buf->shape[d + 1] == elem[d];
-    if (!ok)
+    if (!ok) {
+      char e[96];
       return npuX_error(ic, NPU_ERR_SHAPE, "the array holds %s elements of %s (buffer %s), the "
-                        "value written is %s %s", npu_dtype_name(buf->dtype), npuX_shape(a, buf),
+                        "value written is %s %s", npu_dtype_name(buf->dtype),
+                        npuC_shape_str(e, sizeof e, buf->ndim - 1, buf->shape + 1),
                         npuX_shape(a, buf), npu_dtype_name(val->dtype), npuX_shape(b, val));
+    }
   }
   npuG_value *y = &ic->out[0];
   y->dtype = val->dtype;

@@ -47,15 +47,6 @@ static npu_status parse(npuX_infer *ic, void *params) {
   return st;
 }
 
-/* Whether shape `got` fits invariant `want` (-1 dims and unknown ranks fit anything). */
-static bool fits(const npuG_value *want, const npuG_value *got) {
-  if (want->ndim < 0 || got->ndim < 0) return true;
-  if (want->ndim != got->ndim) return false;
-  for (int d = 0; d < want->ndim; d++)
-    if (want->shape[d] >= 0 && got->shape[d] >= 0 && want->shape[d] != got->shape[d]) return false;
-  return true;
-}
-
 static npu_status infer(npuX_infer *ic, const void *params) {
   const while_params *p = params;
   const npu_graph *g = ic->graph;
@@ -86,11 +77,11 @@ static npu_status infer(npuX_infer *ic, const void *params) {
                         "is %s and the body returns %s", i + 1, vn->name,
                         npu_dtype_name(want.dtype), npu_dtype_name(x->dtype),
                         npu_dtype_name(r->dtype));
-    if (!fits(&want, x))
+    if (!npuG_shape_fits(&want, x->ndim, x->shape))
       return npuX_error(ic, NPU_ERR_SHAPE, "loop variable %d ('%s'): the initial value %s does not "
                         "fit the shape invariant %s", i + 1, vn->name, npuX_shape(a, x),
                         npuX_shape(b, &want));
-    if (!fits(&want, r))
+    if (!npuG_shape_fits(&want, r->ndim, r->shape))
       return npuX_error(ic, NPU_ERR_SHAPE, "loop variable %d ('%s') enters the body as %s but "
                         "the body returns %s (give shape_invariants with -1 where it may change)",
                         i + 1, vn->name, npuX_shape(a, &want), npuX_shape(b, r));

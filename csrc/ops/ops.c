@@ -165,9 +165,9 @@ npu_status npuX_add_op(npu_graph *g, const char *op, const char *name, int n_inp
     const npuG_node *src = &g->nodes[g->values[inputs[i]].node];
     if (!npuG_region_within(g, g->cur_region, src->region))
       return npuC_error(ctx, NPU_ERR_ARG,
-                        "%s: input %d ('%s') was built inside a %s and is not visible here: "
-                        "return it from the branch or loop body instead", def->name, i + 1,
-                        src->name, "cond branch or while loop");
+                        "%s: input %d ('%s') was built inside a cond branch or while loop and "
+                        "is not visible here: return it from the branch or loop body instead",
+                        def->name, i + 1, src->name);
   }
 
   npuG_node node = {.op = id, .n_inputs = n_inputs, .n_attrs = n_attrs};

@@ -17,6 +17,46 @@ local Output_mt = core.Output_mt
 local function is_output(v) return getmetatable(v) == Output_mt end
 local function is_tensor(v) return getmetatable(v) == core.Tensor_mt end
 
+-- The option tables' keys (TensorFlow's argument names); a key not listed is an error naming
+-- the nearest one (errors.check_keys), so {maximum_iteration = 5} does not pass silently.
+local COND_KEYS = { "pred", "true_fn", "false_fn", "name" }
+local CASE_KEYS = { "default", "exclusive", "name" }
+local WHILE_KEYS = { "maximum_iterations", "shape_invariants", "name", "parallel_iterations",
+  "back_prop", "swap_memory" }
+local WHILE_TABLE_KEYS = { "cond", "body", "loop_vars", table.unpack(WHILE_KEYS) }
+local MAP_KEYS = { "dtype", "fn_output_signature", "name", "parallel_iterations", "back_prop",
+  "swap_memory" }
+local TA_KEYS = { "dynamic_size", "element_shape", "clear_after_read", "infer_shape", "name",
+  "graph" }
+local TA_TABLE_KEYS = { "dtype", "size", table.unpack(TA_KEYS) }
+
+-- A value as a message names it: "nil", "a number (-1)", "a function".
+local function what_is(v)
+  if v == nil then return "nil" end
+  if is_output(v) or is_tensor(v) then return "a tensor" end
+  if type(v) == "number" or type(v) == "boolean" then return ("a %s (%s)"):format(type(v), tostring(v)) end
+  return "a " .. type(v)
+end
+
+-- An InvalidArgumentError of `where`: "npu.cond: NPU_ERR_ARG: pred must be ...".
+local function fail(where, fmt, ...) errors.raise(where, "NPU_ERR_ARG", fmt:format(...)) end
+
+-- opts (nil: none) checked against the keys `known`; returns a table.
+local function options(where, opts, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" or is_output(opts) or is_tensor(opts) then
+    fail(where, "the options must be a table, got %s", what_is(opts))
+  end
+  errors.check_keys(where, opts, known, "option")
+  return opts
+end
+
+local function check_function(where, name, fn)
+  if type(fn) ~= "function" then
+    fail(where, "%s must be a function, got %s", name, what_is(fn))
+  end
+end
+
 -- Structures -----------------------------------------------------------------------------
 
 local function is_leaf(v)
@@ -135,10 +175,27 @@ TensorArray.__is_tensor_array = true
 
 function M.install(npu)
   local function int_const(g, v) return g:const(core.tensor(v, "int32")) end
-  local function index_output(g, i)
-    if is_output(i) then return i end
-    if math.type(i) ~= "integer" then error("npu.TensorArray: an index must be an integer or an int tensor", 3) end
-    return int_const(g, i)
+  -- An index (a scalar: read, write) or indices (a list or vector: gather, scatter) as an
+  -- int Output of g.
+  local function index_output(g, i, where, vector)
+    local dtype = (is_output(i) or is_tensor(i)) and i:dtype()
+    if dtype == "int32" or dtype == "int64" then return is_output(i) and i or g:const(i) end
+    if not dtype and not vector and math.type(i) == "integer" then return int_const(g, i) end
+    if not dtype and vector and type(i) == "table" and getmetatable(i) == nil then
+      for k, v in ipairs(i) do
+        if math.type(v) ~= "integer" then
+          fail(where, "indices[%d] must be an integer, got %s", k, what_is(v))
+        end
+      end
+      return g:const(core.tensor(i, "int32"))
+    end
+    fail(where, "the %s must be %s or an int32/int64 tensor, got %s",
+      vector and "indices" or "index", vector and "a list of integers" or "an integer",
+      dtype and ("a " .. dtype .. " tensor") or what_is(i))
+  end
+
+  local function check_value(where, value)
+    if value == nil then fail(where, "value is nil (a tensor, a number or a table of numbers expected)") end
   end
 
   local function new_ta(fields) return setmetatable(fields, TensorArray) end
@@ -149,13 +206,22 @@ function M.install(npu)
   -- with dynamic_size = true.  Elements all have one shape (concat needs that too).
   function npu.TensorArray(dtype, size, opts)
     if type(dtype) == "table" and not is_tensor(dtype) then
-      opts = dtype
+      opts = options("npu.TensorArray", dtype, TA_TABLE_KEYS)
       dtype, size = opts.dtype, opts.size
+    else
+      opts = options("npu.TensorArray", opts, TA_KEYS)
     end
-    opts = opts or {}
     if type(dtype) ~= "string" then error("npu.TensorArray: dtype must be a string (\"float32\", ...)", 2) end
     if math.type(size) ~= "integer" or size < 0 then
       error("npu.TensorArray: size must be an integer >= 0", 2)
+    end
+    if opts.element_shape ~= nil then
+      local ok = type(opts.element_shape) == "table" and getmetatable(opts.element_shape) == nil
+      for _, d in ipairs(ok and opts.element_shape or {}) do ok = ok and math.type(d) == "integer" and d >= -1 end
+      if not ok then
+        fail("npu.TensorArray", "element_shape must be a list of integer dims (-1 where unknown), got %s",
+          what_is(opts.element_shape))
+      end
     end
     local g = opts.graph or npu.get_default_graph()
     local dynamic = opts.dynamic_size == true
@@ -180,33 +246,36 @@ function M.install(npu)
   end
 
   function TensorArray:write(index, value)
+    check_value("npu.TensorArray:write", value)
+    local idx = index_output(self.flow:graph(), index, "npu.TensorArray:write")
     local v = as_output(npu, self.flow:graph(), value)
-    local y = self.flow:graph():op("tensor_array_write", { self.flow, index_output(self.flow:graph(), index), v },
+    local y = self.flow:graph():op("tensor_array_write", { self.flow, idx, v },
       { size = self.dynamic and -1 or self.size_ }, self.name .. "/write")
     return with_flow(self, y)
   end
 
   function TensorArray:scatter(indices, value)
     local g = self.flow:graph()
-    local idx = is_output(indices) and indices or g:const(core.tensor(indices, "int32"))
+    check_value("npu.TensorArray:scatter", value)
+    local idx = index_output(g, indices, "npu.TensorArray:scatter", true)
     local y = g:op("tensor_array_write", { self.flow, idx, as_output(npu, g, value) },
       { size = self.dynamic and -1 or self.size_ }, self.name .. "/scatter")
     return with_flow(self, y)
   end
 
   function TensorArray:read(index)
-    return npu.gather(self.flow, index_output(self.flow:graph(), index))
+    return npu.gather(self.flow, index_output(self.flow:graph(), index, "npu.TensorArray:read"))
   end
 
   function TensorArray:gather(indices)
-    local g = self.flow:graph()
-    local idx = is_output(indices) and indices or g:const(core.tensor(indices, "int32"))
+    local idx = index_output(self.flow:graph(), indices, "npu.TensorArray:gather", true)
     return npu.gather(self.flow, idx)
   end
 
   function TensorArray:stack() return npu.identity(self.flow) end
 
   function TensorArray:unstack(value)
+    check_value("npu.TensorArray:unstack", value)
     local v = as_output(npu, self.flow:graph(), value)
     return with_flow(self, npu.identity(v))
   end
@@ -248,12 +317,15 @@ function M.install(npu)
   -- the same structure, with the same dtypes; where shapes differ, the result's dimension is
   -- known only when it runs.
   function npu.cond(pred, true_fn, false_fn, name)
-    if type(pred) == "table" and not is_output(pred) and pred.pred ~= nil then -- {pred=, true_fn=, ...}
-      pred, true_fn, false_fn, name = pred.pred, pred.true_fn, pred.false_fn, pred.name
+    if type(pred) == "table" and not is_output(pred) and not is_tensor(pred) then -- {pred=, true_fn=, ...}
+      local opts = options("npu.cond", pred, COND_KEYS)
+      pred, true_fn, false_fn, name = opts.pred, opts.true_fn, opts.false_fn, opts.name
     end
-    if type(true_fn) ~= "function" or type(false_fn) ~= "function" then
-      error("npu.cond: true_fn and false_fn must be functions", 2)
+    if not (is_output(pred) or is_tensor(pred) or type(pred) == "boolean") then
+      fail("npu.cond", "pred must be a bool scalar tensor or a Lua boolean, got %s", what_is(pred))
     end
+    check_function("npu.cond", "true_fn", true_fn)
+    check_function("npu.cond", "false_fn", false_fn)
     local g = graph_of(npu, pred)
     pred = as_output(npu, g, pred)
     local r_then, res_then = in_region(g, true_fn)
@@ -286,10 +358,19 @@ function M.install(npu)
   end
 
   --- npu.case(pred_fn_pairs, {default =, exclusive =, name =}) — tf.case: the function of the
-  -- first pair whose pred is true, else default (else the last pair's function).  exclusive
-  -- is accepted but not checked at run time here.
+  -- first pair whose pred is true, else default (else the last pair's function).  exclusive =
+  -- true (TensorFlow: fail when it runs if more than one pred is true) is refused: nothing here
+  -- would check it, so it would promise what it does not do.
   function npu.case(pairs_, opts)
-    opts = opts or {}
+    opts = options("npu.case", opts, CASE_KEYS)
+    if opts.exclusive ~= nil and type(opts.exclusive) ~= "boolean" then
+      fail("npu.case", "exclusive must be a boolean, got %s", what_is(opts.exclusive))
+    end
+    if opts.exclusive then
+      errors.raise("npu.case", "NPU_ERR_UNSUPPORTED", "exclusive = true is not supported: the preds " ..
+        "are not checked for being exclusive when it runs (leave it out: the first true pred's " ..
+        "function runs)")
+    end
     if type(pairs_) ~= "table" or #pairs_ == 0 then
       error("npu.case: pred_fn_pairs must be a non-empty list of {pred, fn} pairs", 2)
     end
@@ -299,6 +380,7 @@ function M.install(npu)
       end
     end
     local default = opts.default
+    if default ~= nil then check_function("npu.case", "default", default) end
     local n = #pairs_
     if default == nil then
       default = pairs_[n][2]
@@ -328,14 +410,14 @@ function M.install(npu)
   -- values in loop_vars' structure.  parallel_iterations, back_prop and swap_memory have no
   -- effect here (iterations run in order on the device; nothing is swapped).
   function npu.while_loop(cond, body, loop_vars, opts)
-    if type(cond) == "table" and cond.cond then -- {cond =, body =, loop_vars =, ...}
-      opts = cond
+    if type(cond) == "table" then -- {cond =, body =, loop_vars =, ...}
+      opts = options("npu.while_loop", cond, WHILE_TABLE_KEYS)
       cond, body, loop_vars = opts.cond, opts.body, opts.loop_vars
+    else
+      opts = options("npu.while_loop", opts, WHILE_KEYS)
     end
-    opts = opts or {}
-    if type(cond) ~= "function" or type(body) ~= "function" then
-      error("npu.while_loop: cond and body must be functions", 2)
-    end
+    check_function("npu.while_loop", "cond", cond)
+    check_function("npu.while_loop", "body", body)
     if loop_vars == nil then error("npu.while_loop: loop_vars is required", 2) end
     local max_it = opts.maximum_iterations
     if max_it ~= nil and (math.type(max_it) ~= "integer" or max_it < 0) then
@@ -349,11 +431,38 @@ function M.install(npu)
     local inv_leaves
     if opts.shape_invariants ~= nil then
       inv_leaves = {}
-      local function walk(s, inv)
-        if s == true or s == "ta" then inv_leaves[#inv_leaves + 1] = inv or false return end
-        for i, k in ipairs(s.keys) do walk(s.parts[i], type(inv) == "table" and inv[k] or nil) end
+      -- inv at path `at` of loop_vars' structure s: a shape (a list of integer dims, -1 where
+      -- it may change) or nil where s is a tensor; a table of s's keys where s is a structure
+      local function walk(s, inv, at)
+        local where = "shape_invariants" .. at
+        if s == true or s == "ta" then
+          local ok = inv == nil or type(inv) == "table" and getmetatable(inv) == nil
+          for _, d in ipairs(ok and inv or {}) do ok = ok and math.type(d) == "integer" and d >= -1 end
+          for k in pairs(ok and inv or {}) do ok = ok and math.type(k) == "integer" and k >= 1 and k <= #inv end
+          if not ok then
+            fail("npu.while_loop", "%s must be a shape (a list of integer dims, -1 where a dim " ..
+              "may change), got %s: shape_invariants has loop_vars' structure (one variable {x}: {{-1}})",
+              where, what_is(inv))
+          end
+          inv_leaves[#inv_leaves + 1] = inv or false
+          return
+        end
+        if inv ~= nil and (type(inv) ~= "table" or getmetatable(inv) ~= nil) then
+          fail("npu.while_loop", "%s must be a table like loop_vars' %s, got %s", where, describe(s), what_is(inv))
+        end
+        local known = {}
+        for i, k in ipairs(s.keys) do known[k] = true end
+        for k in pairs(inv or {}) do
+          if not known[k] then
+            fail("npu.while_loop", "%s has the key %s, which loop_vars' %s has not", where,
+              math.type(k) and ("[" .. k .. "]") or ("'" .. tostring(k) .. "'"), describe(s))
+          end
+        end
+        for i, k in ipairs(s.keys) do
+          walk(s.parts[i], inv and inv[k], at .. (math.type(k) and ("[" .. k .. "]") or ("." .. tostring(k))))
+        end
       end
-      walk(struct, opts.shape_invariants)
+      walk(struct, opts.shape_invariants, "")
     end
     local inits, tas = {}, {}
     for i, l in ipairs(leaves) do
@@ -417,12 +526,16 @@ function M.install(npu)
     return unflatten(struct, node_outputs(g, node, #inits, tas), { 1 })
   end
 
-  --- npu.map_fn(fn, elems, {dtype =, fn_output_signature =, name =}) — tf.map_fn over the
-  -- first axis of elems (a tensor): a while_loop writing fn's results into a TensorArray,
-  -- stacked.  dtype: fn's result dtype (default elems' dtype).
+  --- npu.map_fn(fn, elems, {dtype =, fn_output_signature =, name =, parallel_iterations =,
+  -- back_prop =, swap_memory =}) — tf.map_fn over the first axis of elems (a tensor): a
+  -- while_loop writing fn's results into a TensorArray, stacked.  dtype: fn's result dtype
+  -- (default elems' dtype); the last three have no effect, as in npu.while_loop.
   function npu.map_fn(fn, elems, opts)
-    opts = opts or {}
-    if type(fn) ~= "function" then error("npu.map_fn: fn must be a function", 2) end
+    opts = options("npu.map_fn", opts, MAP_KEYS)
+    check_function("npu.map_fn", "fn", fn)
+    if elems == nil or type(elems) == "function" or type(elems) == "string" then
+      fail("npu.map_fn", "elems must be a tensor (or numbers to make one), got %s", what_is(elems))
+    end
     if not is_output(elems) then
       local g = npu.get_default_graph()
       elems = as_output(npu, g, elems)
@@ -430,6 +543,9 @@ function M.install(npu)
     local g = elems:graph()
     local dtype = opts.fn_output_signature or opts.dtype or elems:dtype()
     if type(dtype) == "table" then dtype = dtype.dtype end
+    if type(dtype) ~= "string" then
+      fail("npu.map_fn", "dtype (or fn_output_signature) must be a dtype name such as \"float32\", got %s", what_is(dtype))
+    end
     local shape = elems:shape()
     local n
     if shape and shape[1] and shape[1] >= 0 then
