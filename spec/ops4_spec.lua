@@ -349,31 +349,8 @@ end
 
 TestOps4Import = {}
 
-local FLOAT = '{"type": "DT_FLOAT"}'
-local INT32 = '{"type": "DT_INT32"}'
-local function json_graph(nodes)
-  return '{"format": "graph-model", "modelTopology": {"node": [' .. table.concat(nodes, ",") .. "]}}"
-end
-local function jplaceholder(name, dims, dtype)
-  local d = {}
-  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
-  return ('{"name": "%s", "op": "Placeholder", "attr": {"dtype": {"type": "%s"}, "shape": {"shape": {"dim": [%s]}}}}')
-      :format(name, dtype or "DT_FLOAT", table.concat(d, ","))
-end
-local function jnode(name, op, inputs, attrs)
-  local q = {}
-  for i, v in ipairs(inputs) do q[i] = '"' .. v .. '"' end
-  return ('{"name": "%s", "op": "%s", "input": [%s], "attr": {%s}}'):format(name, op, table.concat(q, ","), attrs or '"T": ' .. FLOAT)
-end
-local function jconst(name, dtype, dims, vals)
-  local d = {}
-  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
-  local key = dtype == "DT_FLOAT" and "floatVal" or "intVal"
-  local vs = {}
-  for i, v in ipairs(vals) do vs[i] = dtype == "DT_FLOAT" and tostring(v) or ('"%d"'):format(v) end
-  return ('{"name": "%s", "op": "Const", "attr": {"dtype": {"type": "%s"}, "value": {"tensor": {"dtype": "%s", "tensorShape": {"dim": [%s]}, "%s": [%s]}}}}')
-      :format(name, dtype, dtype, table.concat(d, ","), key, table.concat(vs, ","))
-end
+local FLOAT, INT32 = S.tfjson.FLOAT, S.tfjson.INT32
+local json_graph, jplaceholder, jnode, jconst = S.tfjson.graph, S.tfjson.placeholder, S.tfjson.node, S.tfjson.const
 
 local function run(g, fetches, feeds)
   local sess <close> = npu.Session { graph = g }

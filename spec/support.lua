@@ -1,8 +1,8 @@
 -- spec/support.lua — helpers shared by the specs (loaded with dofile(SPEC_DIR ..
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
--- whole-file read/write, protobuf wire format, JSON and CSV readers, temporary directories and
--- a Lua subprocess on this checkout.
+-- whole-file read/write, protobuf wire format, JSON and CSV readers, TensorFlow.js model.json
+-- builders, temporary directories and a Lua subprocess on this checkout.
 local function lcg(seed)
   local s = seed
   return function()
@@ -218,6 +218,37 @@ local function json_decode(s)
   return v
 end
 
+-- TensorFlow.js model.json text for import specs: tfjson.graph(nodes[, extra]) wraps node
+-- texts (extra: more top-level fields, e.g. a library); placeholder(name, dims[, dtype]),
+-- node(name, op, inputs[, attrs]) (attrs: the attr object's inside; default T float) and
+-- const(name, dtype, dims, values) (DT_FLOAT values as floatVal, others as intVal) make them.
+local TF_FLOAT, TF_INT32 = '{"type": "DT_FLOAT"}', '{"type": "DT_INT32"}'
+local function tf_dims(dims)
+  local d = {}
+  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
+  return table.concat(d, ",")
+end
+local tfjson = { FLOAT = TF_FLOAT, INT32 = TF_INT32 }
+function tfjson.graph(nodes, extra)
+  return '{"format": "graph-model", "modelTopology": {"node": [' .. table.concat(nodes, ",") .. "]}" .. (extra or "") .. "}"
+end
+function tfjson.placeholder(name, dims, dtype)
+  return ('{"name": "%s", "op": "Placeholder", "attr": {"dtype": {"type": "%s"}, "shape": {"shape": {"dim": [%s]}}}}')
+      :format(name, dtype or "DT_FLOAT", tf_dims(dims))
+end
+function tfjson.node(name, op, inputs, attrs)
+  local q = {}
+  for i, v in ipairs(inputs) do q[i] = '"' .. v .. '"' end
+  return ('{"name": "%s", "op": "%s", "input": [%s], "attr": {%s}}'):format(name, op, table.concat(q, ","), attrs or '"T": ' .. TF_FLOAT)
+end
+function tfjson.const(name, dtype, dims, values)
+  local key = dtype == "DT_FLOAT" and "floatVal" or "intVal"
+  local vs = {}
+  for i, v in ipairs(values) do vs[i] = dtype == "DT_FLOAT" and tostring(v) or ('"%d"'):format(v) end
+  return ('{"name": "%s", "op": "Const", "attr": {"dtype": {"type": "%s"}, "value": {"tensor": {"dtype": "%s", "tensorShape": {"dim": [%s]}, "%s": [%s]}}}}')
+      :format(name, dtype, dtype, tf_dims(dims), key, table.concat(vs, ","))
+end
+
 -- A string quoted for sh; the sorted names in directory d (none when it does not exist).
 local function sh_quote(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
 
@@ -314,6 +345,7 @@ end
 
 return {
   json_decode = json_decode,
+  tfjson = tfjson,
   sh_quote = sh_quote,
   ls = ls,
   tmpdir = tmpdir,
