@@ -1,8 +1,9 @@
 -- spec/support.lua — helpers shared by the specs (loaded with dofile(SPEC_DIR ..
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
--- whole-file read/write, protobuf wire format, JSON and CSV readers, TensorFlow.js model.json
--- builders, temporary directories and a Lua subprocess on this checkout.
+-- gradients against central differences, whole-file read/write, protobuf wire format, JSON
+-- and CSV readers, TensorFlow.js model.json builders, temporary directories and a Lua
+-- subprocess on this checkout.
 local function lcg(seed)
   local s = seed
   return function()
@@ -99,6 +100,44 @@ local function write(path, bytes)
   local f = assert(io.open(path, "wb"))
   f:write(bytes)
   f:close()
+end
+
+-- Central differences of the scalar fetch L of sess in each element of base, the flat values
+-- fed to ph as make(values) (a tensor), with the other feeds of feeds:
+-- numeric[k] = (L(base + h e_k) - L(base - h e_k)) / (2 h).
+local function central_differences(sess, L, feeds, ph, base, make, h)
+  local f, p, numeric = {}, {}, {}
+  for key, t in pairs(feeds) do f[key] = t end
+  for m = 1, #base do p[m] = base[m] end
+  local function L_at(k, v)
+    p[k] = v
+    f[ph] = make(p)
+    return sess:run(L, f):item()
+  end
+  for k = 1, #base do
+    numeric[k] = (L_at(k, base[k] + h) - L_at(k, base[k] - h)) / (2 * h)
+    p[k] = base[k]
+  end
+  return numeric
+end
+
+-- The analytic gradient grad of scalar L in float64 placeholder ph (fed in feeds) against
+-- central differences: h = 1e-6, |analytic - numeric| <= 1e-6 * (1 + |numeric|).
+local function check_gradient(sess, L, grad, ph, feeds, what)
+  local npu, lu = require("npu"), require("luaunit")
+  local h, tol = 1e-6, 1e-6
+  local shape = feeds[ph]:shape()
+  local base = flatten(feeds[ph]:totable())
+  local analytic = flatten(sess:run(grad, feeds):totable())
+  lu.assertEquals(#analytic, #base, what .. ": gradient size")
+  local numeric = central_differences(sess, L, feeds, ph, base, function(p)
+    return #shape == 0 and npu.tensor(p[1], "float64") or npu.tensor(p, "float64"):reshape(shape)
+  end, h)
+  for k = 1, #base do
+    if math.abs(analytic[k] - numeric[k]) > tol * (1 + math.abs(numeric[k])) then
+      lu.fail(("%s [%d]: analytic %.10g, numeric %.10g"):format(what, k, analytic[k], numeric[k]))
+    end
+  end
 end
 
 -- Protobuf wire format, for specs that write or read GraphDef bytes by hand (no schema):
@@ -359,6 +398,8 @@ return {
   pb_field = pb_field,
   pb_fields = pb_fields,
   lcg = lcg,
+  central_differences = central_differences,
+  check_gradient = check_gradient,
   numel = numel,
   nest = nest,
   flatten = flatten,
