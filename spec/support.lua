@@ -2,8 +2,8 @@
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
 -- gradients against central differences, whole-file read/write, protobuf wire format, JSON
--- and CSV readers, TensorFlow.js model.json builders, temporary directories and a Lua
--- subprocess on this checkout.
+-- and CSV readers, TensorFlow.js model.json builders, a graph with a loop and a cond, temporary
+-- directories and a Lua subprocess on this checkout.
 local function lcg(seed)
   local s = seed
   return function()
@@ -288,6 +288,29 @@ function tfjson.const(name, dtype, dims, values)
       :format(name, dtype, dtype, tf_dims(dims), key, table.concat(vs, ","))
 end
 
+-- A while loop and a cond, for the specs that look at steps inside control flow (dump,
+-- profile, explain, graph dumps, rendering): v <- v * two while i < 3 (maximum_iterations 5),
+-- then neg(v) if sum(v) > 0 else v; x = {1, 2} gives {-8, -16}.  CONTROL_GRAPH is its source
+-- (locals npu, g, x, y; the chunk's argument is the loop's shape_invariants), to run in a
+-- subprocess or to extend; control_graph([shape_invariants]) builds it here: g, x, y.
+local CONTROL_GRAPH = [==[
+local shape_invariants = ...
+local npu = require("npu")
+local g = npu.Graph()
+local _ <close> = g:as_default()
+local x = g:placeholder("float32", { 2 }, "x")
+local two = g:const(npu.tensor({ 2, 2 }), "two")
+local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
+  function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
+  { maximum_iterations = 5, name = "loop", shape_invariants = shape_invariants })
+local p = npu.greater(npu.reduce_sum(r[2]), 0)
+local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
+  function() return r[2] end, "pick")
+]==]
+local function control_graph(shape_invariants)
+  return assert(load(CONTROL_GRAPH .. "return g, x, y\n", "=control_graph"))(shape_invariants)
+end
+
 -- A string quoted for sh; the sorted names in directory d (none when it does not exist).
 local function sh_quote(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
 
@@ -385,6 +408,8 @@ end
 return {
   json_decode = json_decode,
   tfjson = tfjson,
+  CONTROL_GRAPH = CONTROL_GRAPH,
+  control_graph = control_graph,
   sh_quote = sh_quote,
   ls = ls,
   tmpdir = tmpdir,
