@@ -140,10 +140,11 @@ local function check_gradient(sess, L, grad, ph, feeds, what)
   end
 end
 
--- Protobuf wire format, for specs that write or read GraphDef bytes by hand (no schema):
+-- Protobuf wire format, for specs that write or read protobuf bytes by hand (no schema):
 -- pb_varint(n); pb_field(number, wire, payload) with wire 0 (payload an integer), 2 (bytes)
 -- or 5 (4 raw bytes); pb_fields(bytes) -> the message's fields in order, each
--- {number =, wire =, value =} (an integer for wire 0, the raw bytes otherwise).
+-- {number =, wire =, value =} (an integer for wire 0, the raw bytes otherwise; a truncated
+-- field or a group's wire type is an error).
 local function pb_varint(n)
   local b = {}
   repeat
@@ -180,11 +181,14 @@ local function pb_fields(bytes)
     elseif f.wire == 2 then
       local len = varint()
       f.value = bytes:sub(pos, pos + len - 1)
+      assert(#f.value == len, "truncated field")
       pos = pos + len
-    else
+    elseif f.wire == 1 or f.wire == 5 then
       local n = f.wire == 1 and 8 or 4
       f.value = bytes:sub(pos, pos + n - 1)
       pos = pos + n
+    else
+      error("wire type " .. f.wire)
     end
     out[#out + 1] = f
   end
