@@ -227,22 +227,22 @@ fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) MAKE="$(MAKE)" sh tests/fuzz/run.sh
 
 BENCH_BIN = $(BUILD)/bench/bench_matmul
-$(BENCH_BIN): bench/bench_matmul.c $(LIB_INT)
+$(BENCH_BIN): bench/bench_matmul.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 
 BENCH_REDUCE = $(BUILD)/bench/bench_reduce
-$(BENCH_REDUCE): bench/bench_reduce.c $(LIB_INT)
+$(BENCH_REDUCE): bench/bench_reduce.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_INT) $(LIBS)
 
 BENCH_CNN = $(BUILD)/bench/bench_cnn
-$(BENCH_CNN): bench/bench_cnn.c $(LIB_INT)
+$(BENCH_CNN): bench/bench_cnn.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 
 BENCH_MLP = $(BUILD)/bench/bench_mlp
-$(BENCH_MLP): bench/bench_mlp.c $(LIB_INT)
+$(BENCH_MLP): bench/bench_mlp.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "include/npu.h"
+#include "bench.h"
 
 #define B 32
 #define H 28
@@ -38,22 +39,6 @@
 #define H3 7
 #define FLAT (H3 * H3 * C2)
 #define NCLS 10
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ---- the hand-C twin ------------------------------------------------------------------- */
 

@@ -13,22 +13,12 @@
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "bench.h"
 
 #define R 4096
 #define C 4096
 #define REPS 9
 #define LANES 16
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* the old kernel: each output adds its inputs one after the other in float32 */
 static void seq_rows(const float *x, float *out) {

@@ -9,10 +9,7 @@ local npu = require("npu")
 local REPS = 15
 local clock = os.clock
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile("bench/util.lua").median
 
 local function measure(fn, inner)
   local times = {}

@@ -14,10 +14,7 @@ local GLOBAL_BATCH, STEPS, REPS = 128, 20, 5
 
 npu.core.set_n_threads(1)
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile("bench/util.lua").median
 
 -- A session running SGD steps on batch `batch`: distributed (the wrapper) or not.
 local function trainer(batch, distributed, hcom_parallel)

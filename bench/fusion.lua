@@ -21,10 +21,8 @@ do
   f:close()
 end
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local util = dofile(here .. "/bench/util.lua")
+local median = util.median
 
 -- Median ms of sess_on and sess_off running fetch with feeds, runs interleaved.
 local function compare(g, fetch, feeds)
@@ -94,20 +92,11 @@ do
 end
 
 -- imported models (batch 1)
-local names = {}
-local p = io.popen('ls "' .. DIR .. '" 2>/dev/null')
-for n in p:lines() do names[#names + 1] = n end
-p:close()
-for _, name in ipairs(names) do
-  local path = DIR .. "/" .. name .. "/" .. name .. ".json"
-  local f = io.open(path, "rb")
-  if f then
-    f:close()
-    local g, info = model.load_model(path)
-    local feeds = {}
-    for i, e in ipairs(info.inputs) do feeds[e.name] = npu.load(("%s/%s/input_%d.npy"):format(DIR, name, i - 1)) end
-    report("model " .. name, g, info.output_names, feeds)
-  end
+for _, name in ipairs(util.model_names(DIR)) do
+  local g, info = model.load_model(DIR .. "/" .. name .. "/" .. name .. ".json")
+  local feeds = {}
+  for i, e in ipairs(info.inputs) do feeds[e.name] = npu.load(("%s/%s/input_%d.npy"):format(DIR, name, i - 1)) end
+  report("model " .. name, g, info.output_names, feeds)
 end
 os.remove(off_file)
 

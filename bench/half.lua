@@ -22,6 +22,7 @@ local model = require("npu.model")
 local core = npu.core
 
 local DIR = os.getenv("NPU_MODELS_DIR") or here .. "/../shared/models"
+local util = dofile(here .. "/bench/util.lua")
 local ROWS_ONLY, REPS, names = false, 21, {}
 for _, a in ipairs(arg or {}) do
   if a == "--rows" then ROWS_ONLY = true
@@ -30,20 +31,12 @@ for _, a in ipairs(arg or {}) do
 end
 local SYNTHETIC = { "eltwise", "eltwise+pool" }
 if #names == 0 then
-  local p = io.popen('ls "' .. DIR .. '" 2>/dev/null')
-  for n in p:lines() do
-    local f = io.open(DIR .. "/" .. n .. "/" .. n .. ".json")
-    if f then f:close(); names[#names + 1] = n end
-  end
-  p:close()
+  names = util.model_names(DIR)
   for _, n in ipairs(SYNTHETIC) do names[#names + 1] = n end
 end
 local clock = core.monotonic_time
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = util.median
 
 -- The synthetic graphs: fetch list, feeds.
 local function synthetic(name)

@@ -25,10 +25,7 @@ local OPS = {
   { "log_softmax", function(x) return npu.nn.log_softmax(x) end, -10, 10 },
 }
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile(here .. "/bench/util.lua").median
 
 local function session(fn, dtype, options)
   local g = npu.Graph()

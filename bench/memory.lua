@@ -28,10 +28,7 @@ if #names == 0 then names = { "blazeface", "emotion", "mobileface" } end
 local MODES = { "must_keep_origin_dtype", "force_fp16" }
 local clock = core.monotonic_time
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile(here .. "/bench/util.lua").median
 
 -- One row: model, mode, explain's memory, accounted bytes held, latency.
 local function measure(name, mode)

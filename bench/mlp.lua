@@ -8,10 +8,7 @@ local npu = require("npu")
 local now = npu.core.monotonic_time
 local REPS = 21
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile("bench/util.lua").median
 
 npu.core.set_n_threads(1)
 

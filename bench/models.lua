@@ -30,10 +30,8 @@ local function tfjs_ms(meta, backend)
   return block and tonumber(block:match('"median_ms"%s*:%s*([%d.eE+-]+)'))
 end
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local util = dofile(here .. "/bench/util.lua")
+local median = util.median
 
 local function bench(sess, fetch, feeds)
   for _ = 1, 3 do sess:run(fetch, feeds) end
@@ -46,12 +44,7 @@ local function bench(sess, fetch, feeds)
   return median(times)
 end
 
-local names = {}
-local p = io.popen('ls "' .. DIR .. '" 2>/dev/null')
-for n in p:lines() do
-  if read(DIR .. "/" .. n .. "/" .. n .. ".json") then names[#names + 1] = n end
-end
-p:close()
+local names = util.model_names(DIR)
 if #names == 0 then
   print("bench/models.lua: no models in " .. DIR .. " (set NPU_MODELS_DIR)")
   return

@@ -14,10 +14,7 @@ local REPS = tonumber(arg and arg[1]) or 21
 local out = os.tmpname()
 os.remove(out)
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile(here .. "/bench/util.lua").median
 
 -- Median µs per call of fn(sess) for the sessions on and off, blocks of `block` calls
 -- interleaved.

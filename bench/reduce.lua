@@ -18,10 +18,7 @@ local ROWS, COLS = 4096, 4096
 local N = ROWS * COLS
 local clock = core.monotonic_time
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile(here .. "/bench/util.lua").median
 
 local g = npu.Graph()
 -- a variable, not a constant: a constant's reductions would be folded when the graph compiles

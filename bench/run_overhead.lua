@@ -8,10 +8,7 @@ local npu = require("npu")
 local REPS, ITERS = 11, 200000
 local clock = os.clock
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile("bench/util.lua").median
 
 local function measure(fn)
   local times = {}

@@ -18,10 +18,7 @@ local now = os.clock
 local REPS, LOOPS, N = tonumber(arg[1]) or 21, 10, 100
 npu.core.set_n_threads(1)
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile("bench/util.lua").median
 
 local images = npu.load("examples/data/digits_images.npy"):astype("float32")
 local labels = npu.load("examples/data/digits_labels.npy"):astype("int32")

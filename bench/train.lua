@@ -9,10 +9,7 @@ local npu = require("npu")
 local now = npu.core.monotonic_time
 local REPS = 7
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile("bench/util.lua").median
 
 local function mlp(x, y)
   local init = npu.initializers.glorot_uniform

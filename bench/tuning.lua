@@ -18,10 +18,8 @@ local DIR = os.getenv("NPU_MODELS_DIR") or here .. "/../shared/models"
 local REPS = tonumber(arg and arg[1]) or 41
 local clock = core.monotonic_time
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local util = dofile(here .. "/bench/util.lua")
+local median = util.median
 
 local function tmpdir()
   local p = io.popen("mktemp -d")
@@ -138,20 +136,11 @@ for _, batch in ipairs({ 1, 64 }) do
 end
 
 -- the shared models (batch 1)
-local names = {}
-local p = io.popen('ls "' .. DIR .. '" 2>/dev/null')
-for n in p:lines() do names[#names + 1] = n end
-p:close()
-for _, name in ipairs(names) do
-  local path = DIR .. "/" .. name .. "/" .. name .. ".json"
-  local f = io.open(path, "rb")
-  if f then
-    f:close()
-    local g, info = model.load_model(path)
-    local feeds = {}
-    for i, e in ipairs(info.inputs) do feeds[e.name] = npu.load(("%s/%s/input_%d.npy"):format(DIR, name, i - 1)) end
-    report("model " .. name, g, info.output_names, feeds)
-  end
+for _, name in ipairs(util.model_names(DIR)) do
+  local g, info = model.load_model(DIR .. "/" .. name .. "/" .. name .. ".json")
+  local feeds = {}
+  for i, e in ipairs(info.inputs) do feeds[e.name] = npu.load(("%s/%s/input_%d.npy"):format(DIR, name, i - 1)) end
+  report("model " .. name, g, info.output_names, feeds)
 end
 
 print(("AOE tuned vs untuned, float32, median of %d interleaved runs, %d device thread(s)"):format(REPS, core.n_threads()))

@@ -9,10 +9,7 @@
 --   lua5.4 bench/versus.lua /tmp/base --instructions [N]   (instructions per run, callgrind)
 local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
 
-local function median(t)
-  table.sort(t)
-  return t[(#t + 1) // 2]
-end
+local median = dofile(here .. "/bench/util.lua").median
 
 if arg[1] ~= "--worker" then -- the driver
   local other_root = arg[1]

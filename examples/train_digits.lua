@@ -7,9 +7,10 @@
 -- graph): `tensorboard --logdir <logdir>` shows them (docs/summaries.md).
 --
 --   lua5.4 examples/train_digits.lua [loops [logdir]]   (default 15 loops of 100 steps)
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.path = "lua/?.lua;lua/?/init.lua;examples/?.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath
 local npu = require("npu")
+local digits = require("digits") -- the data, model and evaluation train_digits_distributed.lua shares
 
 local LOOPS = tonumber(arg and arg[1]) or 15
 local LOGDIR = arg and arg[2]
@@ -18,41 +19,15 @@ local BATCH = 64
 local N_TEST = 360
 local t_start = npu.core.monotonic_time()
 
--- The data: pixel counts 0..16 scaled to [0, 1]; a fixed shuffled split (seeded
--- Fisher-Yates in plain Lua, so the split is the same everywhere).
-local images = npu.load("examples/data/digits_images.npy"):astype("float32"):totable()
-local labels = npu.load("examples/data/digits_labels.npy"):astype("int32"):totable()
-local order, state = {}, 20240601
-for i = 1, #images do order[i] = i end
-for i = #order, 2, -1 do
-  state = (state * 1103515245 + 12345) % 2147483648
-  local j = state % i + 1
-  order[i], order[j] = order[j], order[i]
-end
-local function subset(from, to)
-  local xs, ys = {}, {}
-  for k = from, to do
-    local row = {}
-    for j, v in ipairs(images[order[k]]) do row[j] = v / 16 end
-    xs[#xs + 1], ys[#ys + 1] = row, labels[order[k]]
-  end
-  return npu.tensor(xs, "float32"), npu.tensor(ys, "int32")
-end
-local n_train = #order - N_TEST
-local x_train, y_train = subset(1, n_train)
-local x_test, y_test = subset(n_train + 1, #order)
+-- The data: a fixed shuffled split of the 1797 digits.
+local x_train, y_train, x_test, y_test, n_train = digits.load(N_TEST)
 
 -- The model, fed by a dataset on the device.
 local g = npu.Graph()
 local dataset = npu.data.Dataset.from_tensor_slices({ x_train, y_train })
     :shuffle(n_train, { seed = 1 }):batch(BATCH, { drop_remainder = true }):repeat_()
 local batch = dataset:make_one_shot_iterator(g):get_next()
-local init = npu.initializers.glorot_uniform
-local function model(x)
-  local h = npu.layers.dense(x, 128, { activation = "relu", kernel_initializer = init { seed = 1 }, name = "hidden" })
-  return npu.layers.dense(h, 10, { kernel_initializer = init { seed = 2 }, name = "logits" })
-end
-local logits = model(batch[1])
+local logits = digits.model(batch[1])
 local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits { labels = batch[2], logits = logits })
 local global_step = npu.train.get_or_create_global_step(g)
 local train_op = npu.train.GradientDescentOptimizer(0.2):minimize(loss, { global_step = global_step })
@@ -71,21 +46,10 @@ if LOGDIR then
 end
 
 -- Evaluation shares the variables: the same layers applied to a placeholder.
-local x_eval = g:placeholder("float32", { -1, 64 }, "x_eval")
-local eval_logits = npu.nn.bias_add(
-  npu.nn.relu(npu.nn.bias_add(x_eval:matmul(g:get_tensor_by_name("hidden/kernel:0")),
-    g:get_tensor_by_name("hidden/bias:0"))):matmul(g:get_tensor_by_name("logits/kernel:0")),
-  g:get_tensor_by_name("logits/bias:0"))
-local predictions = npu.argmax(eval_logits, 1, { output_type = "int32" })
+local x_eval, predictions = digits.evaluation(g)
 
 -- The session, configured as a training script on the reference configures it.
-local config = npu.ConfigProto()
-local custom_op = config.graph_options.rewrite_options.custom_optimizers:add()
-custom_op.name = "NpuOptimizer"
-custom_op.parameter_map["iterations_per_loop"].i = ITERATIONS_PER_LOOP
-custom_op.parameter_map["enable_data_pre_proc"].b = true
-custom_op.parameter_map["precision_mode"].s = npu.compat.as_bytes("must_keep_origin_dtype")
-config.graph_options.rewrite_options.remapping = npu.RewriterConfig.OFF
+local config = digits.config(ITERATIONS_PER_LOOP)
 
 local sess <close> = npu.Session { graph = g, config = config }
 sess:run(g:global_variables_initializer())
@@ -115,10 +79,4 @@ if writer then
   print("summaries: " .. writer:path())
 end
 
-local predicted = sess:run(predictions, { [x_eval] = x_test }):totable()
-local correct = 0
-for i, want in ipairs(y_test:totable()) do
-  if predicted[i] == want then correct = correct + 1 end
-end
-print(("test accuracy: %.2f %% (%d/%d), %d steps in %.2f s"):format(100 * correct / #predicted,
-  correct, #predicted, LOOPS * ITERATIONS_PER_LOOP, npu.core.monotonic_time() - t_start))
+print(digits.accuracy(sess, predictions, x_eval, x_test, y_test, LOOPS * ITERATIONS_PER_LOOP, t_start))

@@ -27,29 +27,8 @@ local function values(t)
   return type(v) == "table" and v or { v }
 end
 
--- Central differences of scalar L with respect to placeholder ph (a vector or scalar float64
--- fed in feeds), against the analytic gradient grad.
-local function check_numeric(sess, L, grad, ph, feeds, what)
-  local h, tol = 1e-6, 1e-6
-  local base = values(feeds[ph])
-  local analytic = values(sess:run(grad, feeds))
-  local scalar = #feeds[ph]:shape() == 0
-  for k = 1, #base do
-    local function L_at(v)
-      local p = {}
-      for m = 1, #base do p[m] = base[m] end
-      p[k] = v
-      local f = {}
-      for key, t in pairs(feeds) do f[key] = t end
-      f[ph] = t64(scalar and p[1] or p)
-      return sess:run(L, f):item()
-    end
-    local numeric = (L_at(base[k] + h) - L_at(base[k] - h)) / (2 * h)
-    if math.abs(analytic[k] - numeric) > tol * (1 + math.abs(numeric)) then
-      lu.fail(("%s [%d]: analytic %.10g, numeric %.10g"):format(what, k, analytic[k], numeric))
-    end
-  end
-end
+-- Central differences of scalar L with respect to placeholder ph (support.lua)
+local check_numeric = dofile(SPEC_DIR .. "/support.lua").check_gradient
 
 TestCondGradient = {}
 

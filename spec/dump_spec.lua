@@ -518,19 +518,7 @@ function TestDump:test_off_by_default()
 end
 
 -- v <- v * two while i < 3 (maximum_iterations 5), then neg(v) if sum(v) > 0 else v.
-local function control_graph()
-  local g = npu.Graph()
-  local _ <close> = g:as_default()
-  local x = g:placeholder("float32", { 2 }, "x")
-  local two = g:const(npu.tensor({ 2, 2 }), "two")
-  local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
-    function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
-    { maximum_iterations = 5, name = "loop" })
-  local p = npu.greater(npu.reduce_sum(r[2]), 0)
-  local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
-    function() return r[2] end, "pick")
-  return g, x, y
-end
+local control_graph = support.control_graph
 
 -- Steps in a loop body dump once per iteration, the iteration in the file name; a taken
 -- branch's steps dump as any step does.

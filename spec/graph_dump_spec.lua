@@ -305,18 +305,7 @@ end
 
 -- A cond and a while loop: their regions are clusters of the DOT, labelled with the node
 -- running them, the nested steps inside; the JSON's steps hold their blocks.
-local CONTROL_SCRIPT = [==[
-local npu = require("npu")
-local g = npu.Graph()
-local _ <close> = g:as_default()
-local x = g:placeholder("float32", { 2 }, "x")
-local two = g:const(npu.tensor({ 2, 2 }), "two")
-local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
-  function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
-  { maximum_iterations = 5, name = "loop" })
-local p = npu.greater(npu.reduce_sum(r[2]), 0)
-local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
-  function() return r[2] end, "pick")
+local CONTROL_SCRIPT = S.CONTROL_GRAPH .. [==[
 local sess = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
 print(sess:run(y, { [x] = npu.tensor({ 1, 2 }) }):totable()[1])
 ]==]

@@ -310,30 +310,8 @@ end
 
 TestImportAliases = {}
 
-local FLOAT = '{"type": "DT_FLOAT"}'
-local function json_graph(nodes, extra)
-  return '{"format": "graph-model", "modelTopology": {"node": [' .. table.concat(nodes, ",") .. "]}" .. (extra or "") .. "}"
-end
-local function jplaceholder(name, dims, dtype)
-  local d = {}
-  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
-  return ('{"name": "%s", "op": "Placeholder", "attr": {"dtype": {"type": "%s"}, "shape": {"shape": {"dim": [%s]}}}}')
-      :format(name, dtype or "DT_FLOAT", table.concat(d, ","))
-end
-local function jnode(name, op, inputs, attrs)
-  local q = {}
-  for i, v in ipairs(inputs) do q[i] = '"' .. v .. '"' end
-  return ('{"name": "%s", "op": "%s", "input": [%s], "attr": {%s}}'):format(name, op, table.concat(q, ","), attrs or '"T": ' .. FLOAT)
-end
-local function jconst(name, dtype, dims, values)
-  local d = {}
-  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
-  local key = dtype == "DT_FLOAT" and "floatVal" or "intVal"
-  local vs = {}
-  for i, v in ipairs(values) do vs[i] = dtype == "DT_FLOAT" and tostring(v) or ('"%d"'):format(v) end
-  return ('{"name": "%s", "op": "Const", "attr": {"dtype": {"type": "%s"}, "value": {"tensor": {"dtype": "%s", "tensorShape": {"dim": [%s]}, "%s": [%s]}}}}')
-      :format(name, dtype, dtype, table.concat(d, ","), key, table.concat(vs, ","))
-end
+local FLOAT = S.tfjson.FLOAT
+local json_graph, jplaceholder, jnode, jconst = S.tfjson.graph, S.tfjson.placeholder, S.tfjson.node, S.tfjson.const
 
 function TestImportAliases:test_batch_matmul_versions_inv_stop_gradient()
   local g = model.import_graph_def(json_graph({

@@ -6,25 +6,9 @@
 local lu = require("luaunit")
 local npu = require("npu")
 
-local FLOAT = '{"type": "DT_FLOAT"}'
-local function json_graph(nodes)
-  return '{"format": "graph-model", "modelTopology": {"node": [' .. table.concat(nodes, ",") .. "]}}"
-end
-local function jplaceholder(name, dims)
-  local d = {}
-  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
-  return ('{"name": "%s", "op": "Placeholder", "attr": {"dtype": {"type": "DT_FLOAT"}, "shape": {"shape": {"dim": [%s]}}}}')
-      :format(name, table.concat(d, ","))
-end
-local function jnode(name, op, inputs, attrs)
-  local q = {}
-  for i, v in ipairs(inputs) do q[i] = '"' .. v .. '"' end
-  return ('{"name": "%s", "op": "%s", "input": [%s], "attr": {%s}}'):format(name, op, table.concat(q, ","), attrs or '"T": ' .. FLOAT)
-end
-local function jconst_int(name, v)
-  return ('{"name": "%s", "op": "Const", "attr": {"dtype": {"type": "DT_INT32"}, "value": {"tensor": {"dtype": "DT_INT32", "tensorShape": {}, "intVal": [%d]}}}}')
-      :format(name, v)
-end
+local J = dofile(SPEC_DIR .. "/support.lua").tfjson
+local json_graph, jplaceholder, jnode = J.graph, J.placeholder, J.node
+local function jconst_int(name, v) return J.const(name, "DT_INT32", {}, { v }) end
 
 -- x -> RowCumsum(x, axis) (a type this device lacks) -> Relu -> y
 local function custom(type)

@@ -301,15 +301,11 @@ local function check_grad(shape, f, data)
   local L = npu.reduce_sum(y * g:const(npu.tensor(S.nest(R, y:shape()), "float64")))
   local dx = npu.gradients(L, { x })[1]
   local sess <close> = npu.Session { graph = g }
-  local function at(v) return sess:run(L, { [x] = npu.tensor(S.nest(v, shape), "float64") }):item() end
-  local analytic = flatten(sess:run(dx, { [x] = npu.tensor(S.nest(data, shape), "float64") }):totable())
-  local h = 1e-6
+  local function fed(v) return npu.tensor(S.nest(v, shape), "float64") end
+  local analytic = flatten(sess:run(dx, { [x] = fed(data) }):totable())
+  local numeric = S.central_differences(sess, L, {}, x, data, fed, 1e-6)
   for i = 1, #data do
-    local p, m = {}, {}
-    for j = 1, #data do p[j], m[j] = data[j], data[j] end
-    p[i], m[i] = data[i] + h, data[i] - h
-    local numeric = (at(p) - at(m)) / (2 * h)
-    lu.assertAlmostEquals(analytic[i], numeric, 1e-6 * (1 + math.abs(numeric)), "element " .. i)
+    lu.assertAlmostEquals(analytic[i], numeric[i], 1e-6 * (1 + math.abs(numeric[i])), "element " .. i)
   end
 end
 
@@ -406,31 +402,8 @@ end
 
 TestOps4Import = {}
 
-local FLOAT = '{"type": "DT_FLOAT"}'
-local INT32 = '{"type": "DT_INT32"}'
-local function json_graph(nodes)
-  return '{"format": "graph-model", "modelTopology": {"node": [' .. table.concat(nodes, ",") .. "]}}"
-end
-local function jplaceholder(name, dims, dtype)
-  local d = {}
-  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
-  return ('{"name": "%s", "op": "Placeholder", "attr": {"dtype": {"type": "%s"}, "shape": {"shape": {"dim": [%s]}}}}')
-      :format(name, dtype or "DT_FLOAT", table.concat(d, ","))
-end
-local function jnode(name, op, inputs, attrs)
-  local q = {}
-  for i, v in ipairs(inputs) do q[i] = '"' .. v .. '"' end
-  return ('{"name": "%s", "op": "%s", "input": [%s], "attr": {%s}}'):format(name, op, table.concat(q, ","), attrs or '"T": ' .. FLOAT)
-end
-local function jconst(name, dtype, dims, vals)
-  local d = {}
-  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
-  local key = dtype == "DT_FLOAT" and "floatVal" or "intVal"
-  local vs = {}
-  for i, v in ipairs(vals) do vs[i] = dtype == "DT_FLOAT" and tostring(v) or ('"%d"'):format(v) end
-  return ('{"name": "%s", "op": "Const", "attr": {"dtype": {"type": "%s"}, "value": {"tensor": {"dtype": "%s", "tensorShape": {"dim": [%s]}, "%s": [%s]}}}}')
-      :format(name, dtype, dtype, table.concat(d, ","), key, table.concat(vs, ","))
-end
+local FLOAT, INT32 = S.tfjson.FLOAT, S.tfjson.INT32
+local json_graph, jplaceholder, jnode, jconst = S.tfjson.graph, S.tfjson.placeholder, S.tfjson.node, S.tfjson.const
 
 local function run(g, fetches, feeds)
   local sess <close> = npu.Session { graph = g }

@@ -16,18 +16,8 @@ local function need_dot()
   if not have("dot") then lu.skip("Graphviz's dot is not installed (Debian: graphviz): SVG rendering not checked") end
 end
 
--- a while loop and a cond, as spec/graph_dump_spec.lua draws them
-local CONTROL = [==[
-local g = npu.Graph()
-local _ <close> = g:as_default()
-local x = g:placeholder("float32", { 2 }, "x")
-local two = g:const(npu.tensor({ 2, 2 }), "two")
-local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
-  function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
-  { maximum_iterations = 5, name = "loop" })
-local p = npu.greater(npu.reduce_sum(r[2]), 0)
-local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
-  function() return r[2] end, "pick")
+-- a while loop and a cond (support.lua's, as spec/graph_dump_spec.lua draws them) and a session
+local CONTROL = S.CONTROL_GRAPH .. [==[
 local sess = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
 ]==]
 
@@ -106,7 +96,7 @@ end
 -- The DOT of e:to_dot() is the one DUMP_GE_GRAPH writes for the final stage, title aside.
 function TestRender:test_explain_dot_matches_the_dump()
   local out = self.dir .. "/dump"
-  local script = "local npu = require('npu')\n" .. CONTROL .. [==[
+  local script = CONTROL .. [==[
 local f = assert(io.open(os.getenv("EXPLAIN_OUT"), "w"))
 f:write(sess:explain(y, { [x] = npu.tensor({ 1, 2 }) }):to_dot())
 f:close()

@@ -34,33 +34,13 @@ local function masked_crc32c(s)
   return (((c >> 15) | (c << 17)) + 0xa282ead8) & 0xffffffff
 end
 
--- protobuf: {number -> list of values}; varints as integers, fixed64/fixed32 as raw bytes.
+-- protobuf: {number -> list of values}; varints as integers, fixed64/fixed32 as raw bytes
+-- (support.lua's wire-format reader).
 local function pb(bytes)
-  local pos, out = 1, {}
-  local function varint()
-    local v, shift = 0, 0
-    repeat
-      local b = assert(bytes:byte(pos), "truncated varint")
-      pos = pos + 1
-      v = v | ((b & 0x7f) << shift)
-      shift = shift + 7
-    until b < 0x80
-    return v
-  end
-  while pos <= #bytes do
-    local key = varint()
-    local num, wire, v = key >> 3, key & 7, nil
-    if wire == 0 then v = varint()
-    elseif wire == 1 then v = bytes:sub(pos, pos + 7); pos = pos + 8
-    elseif wire == 5 then v = bytes:sub(pos, pos + 3); pos = pos + 4
-    elseif wire == 2 then
-      local len = varint()
-      v = bytes:sub(pos, pos + len - 1)
-      assert(#v == len, "truncated field")
-      pos = pos + len
-    else error("wire type " .. wire) end
-    out[num] = out[num] or {}
-    table.insert(out[num], v)
+  local out = {}
+  for _, f in ipairs(support.pb_fields(bytes)) do
+    out[f.number] = out[f.number] or {}
+    table.insert(out[f.number], f.value)
   end
   return out
 end

@@ -1,8 +1,9 @@
 -- spec/support.lua — helpers shared by the specs (loaded with dofile(SPEC_DIR ..
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
--- whole-file read/write, protobuf wire format, JSON and CSV readers, temporary directories and
--- a Lua subprocess on this checkout.
+-- gradients against central differences, whole-file read/write, protobuf wire format, JSON
+-- and CSV readers, TensorFlow.js model.json builders, a graph with a loop and a cond, temporary
+-- directories and a Lua subprocess on this checkout.
 local function lcg(seed)
   local s = seed
   return function()
@@ -101,10 +102,49 @@ local function write(path, bytes)
   f:close()
 end
 
--- Protobuf wire format, for specs that write or read GraphDef bytes by hand (no schema):
+-- Central differences of the scalar fetch L of sess in each element of base, the flat values
+-- fed to ph as make(values) (a tensor), with the other feeds of feeds:
+-- numeric[k] = (L(base + h e_k) - L(base - h e_k)) / (2 h).
+local function central_differences(sess, L, feeds, ph, base, make, h)
+  local f, p, numeric = {}, {}, {}
+  for key, t in pairs(feeds) do f[key] = t end
+  for m = 1, #base do p[m] = base[m] end
+  local function L_at(k, v)
+    p[k] = v
+    f[ph] = make(p)
+    return sess:run(L, f):item()
+  end
+  for k = 1, #base do
+    numeric[k] = (L_at(k, base[k] + h) - L_at(k, base[k] - h)) / (2 * h)
+    p[k] = base[k]
+  end
+  return numeric
+end
+
+-- The analytic gradient grad of scalar L in float64 placeholder ph (fed in feeds) against
+-- central differences: h = 1e-6, |analytic - numeric| <= 1e-6 * (1 + |numeric|).
+local function check_gradient(sess, L, grad, ph, feeds, what)
+  local npu, lu = require("npu"), require("luaunit")
+  local h, tol = 1e-6, 1e-6
+  local shape = feeds[ph]:shape()
+  local base = flatten(feeds[ph]:totable())
+  local analytic = flatten(sess:run(grad, feeds):totable())
+  lu.assertEquals(#analytic, #base, what .. ": gradient size")
+  local numeric = central_differences(sess, L, feeds, ph, base, function(p)
+    return #shape == 0 and npu.tensor(p[1], "float64") or npu.tensor(p, "float64"):reshape(shape)
+  end, h)
+  for k = 1, #base do
+    if math.abs(analytic[k] - numeric[k]) > tol * (1 + math.abs(numeric[k])) then
+      lu.fail(("%s [%d]: analytic %.10g, numeric %.10g"):format(what, k, analytic[k], numeric[k]))
+    end
+  end
+end
+
+-- Protobuf wire format, for specs that write or read protobuf bytes by hand (no schema):
 -- pb_varint(n); pb_field(number, wire, payload) with wire 0 (payload an integer), 2 (bytes)
 -- or 5 (4 raw bytes); pb_fields(bytes) -> the message's fields in order, each
--- {number =, wire =, value =} (an integer for wire 0, the raw bytes otherwise).
+-- {number =, wire =, value =} (an integer for wire 0, the raw bytes otherwise; a truncated
+-- field or a group's wire type is an error).
 local function pb_varint(n)
   local b = {}
   repeat
@@ -141,11 +181,14 @@ local function pb_fields(bytes)
     elseif f.wire == 2 then
       local len = varint()
       f.value = bytes:sub(pos, pos + len - 1)
+      assert(#f.value == len, "truncated field")
       pos = pos + len
-    else
+    elseif f.wire == 1 or f.wire == 5 then
       local n = f.wire == 1 and 8 or 4
       f.value = bytes:sub(pos, pos + n - 1)
       pos = pos + n
+    else
+      error("wire type " .. f.wire)
     end
     out[#out + 1] = f
   end
@@ -216,6 +259,60 @@ local function json_decode(s)
   ws()
   assert(pos > #s, "trailing text")
   return v
+end
+
+-- TensorFlow.js model.json text for import specs: tfjson.graph(nodes[, extra]) wraps node
+-- texts (extra: more top-level fields, e.g. a library); placeholder(name, dims[, dtype]),
+-- node(name, op, inputs[, attrs]) (attrs: the attr object's inside; default T float) and
+-- const(name, dtype, dims, values) (DT_FLOAT values as floatVal, others as intVal) make them.
+local TF_FLOAT, TF_INT32 = '{"type": "DT_FLOAT"}', '{"type": "DT_INT32"}'
+local function tf_dims(dims)
+  local d = {}
+  for i, v in ipairs(dims) do d[i] = ('{"size": "%d"}'):format(v) end
+  return table.concat(d, ",")
+end
+local tfjson = { FLOAT = TF_FLOAT, INT32 = TF_INT32 }
+function tfjson.graph(nodes, extra)
+  return '{"format": "graph-model", "modelTopology": {"node": [' .. table.concat(nodes, ",") .. "]}" .. (extra or "") .. "}"
+end
+function tfjson.placeholder(name, dims, dtype)
+  return ('{"name": "%s", "op": "Placeholder", "attr": {"dtype": {"type": "%s"}, "shape": {"shape": {"dim": [%s]}}}}')
+      :format(name, dtype or "DT_FLOAT", tf_dims(dims))
+end
+function tfjson.node(name, op, inputs, attrs)
+  local q = {}
+  for i, v in ipairs(inputs) do q[i] = '"' .. v .. '"' end
+  return ('{"name": "%s", "op": "%s", "input": [%s], "attr": {%s}}'):format(name, op, table.concat(q, ","), attrs or '"T": ' .. TF_FLOAT)
+end
+function tfjson.const(name, dtype, dims, values)
+  local key = dtype == "DT_FLOAT" and "floatVal" or "intVal"
+  local vs = {}
+  for i, v in ipairs(values) do vs[i] = dtype == "DT_FLOAT" and tostring(v) or ('"%d"'):format(v) end
+  return ('{"name": "%s", "op": "Const", "attr": {"dtype": {"type": "%s"}, "value": {"tensor": {"dtype": "%s", "tensorShape": {"dim": [%s]}, "%s": [%s]}}}}')
+      :format(name, dtype, dtype, tf_dims(dims), key, table.concat(vs, ","))
+end
+
+-- A while loop and a cond, for the specs that look at steps inside control flow (dump,
+-- profile, explain, graph dumps, rendering): v <- v * two while i < 3 (maximum_iterations 5),
+-- then neg(v) if sum(v) > 0 else v; x = {1, 2} gives {-8, -16}.  CONTROL_GRAPH is its source
+-- (locals npu, g, x, y; the chunk's argument is the loop's shape_invariants), to run in a
+-- subprocess or to extend; control_graph([shape_invariants]) builds it here: g, x, y.
+local CONTROL_GRAPH = [==[
+local shape_invariants = ...
+local npu = require("npu")
+local g = npu.Graph()
+local _ <close> = g:as_default()
+local x = g:placeholder("float32", { 2 }, "x")
+local two = g:const(npu.tensor({ 2, 2 }), "two")
+local r = npu.while_loop(function(i, v) return npu.less(i, 3) end,
+  function(i, v) return i + 1, npu.mul(v, two, { name = "double" }) end, { 0, x },
+  { maximum_iterations = 5, name = "loop", shape_invariants = shape_invariants })
+local p = npu.greater(npu.reduce_sum(r[2]), 0)
+local y = npu.cond(p, function() return npu.neg(r[2], { name = "negate" }) end,
+  function() return r[2] end, "pick")
+]==]
+local function control_graph(shape_invariants)
+  return assert(load(CONTROL_GRAPH .. "return g, x, y\n", "=control_graph"))(shape_invariants)
 end
 
 -- A string quoted for sh; the sorted names in directory d (none when it does not exist).
@@ -314,6 +411,9 @@ end
 
 return {
   json_decode = json_decode,
+  tfjson = tfjson,
+  CONTROL_GRAPH = CONTROL_GRAPH,
+  control_graph = control_graph,
   sh_quote = sh_quote,
   ls = ls,
   tmpdir = tmpdir,
@@ -327,6 +427,8 @@ return {
   pb_field = pb_field,
   pb_fields = pb_fields,
   lcg = lcg,
+  central_differences = central_differences,
+  check_gradient = check_gradient,
   numel = numel,
   nest = nest,
   flatten = flatten,

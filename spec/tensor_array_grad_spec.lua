@@ -32,30 +32,8 @@ local function assert_close(got, want, tol, what)
   end
 end
 
--- Central differences of scalar L in each element of placeholder ph (fed in feeds) against
--- the analytic gradient grad.
-local function check_numeric(sess, L, grad, ph, feeds, what)
-  local h, tol = 1e-6, 1e-6
-  local base = values(feeds[ph])
-  local shape = feeds[ph]:shape()
-  local analytic = values(sess:run(grad, feeds))
-  lu.assertEquals(#analytic, #base, what .. ": gradient size")
-  for k = 1, #base do
-    local function L_at(v)
-      local p = {}
-      for m = 1, #base do p[m] = base[m] end
-      p[k] = v
-      local f = {}
-      for key, t in pairs(feeds) do f[key] = t end
-      f[ph] = #shape == 0 and t64(p[1]) or npu.tensor(p, F64):reshape(shape)
-      return sess:run(L, f):item()
-    end
-    local numeric = (L_at(base[k] + h) - L_at(base[k] - h)) / (2 * h)
-    if math.abs(analytic[k] - numeric) > tol * (1 + math.abs(numeric)) then
-      lu.fail(("%s [%d]: analytic %.10g, numeric %.10g"):format(what, k, analytic[k], numeric))
-    end
-  end
-end
+-- Central differences of scalar L in each element of placeholder ph (support.lua)
+local check_numeric = dofile(SPEC_DIR .. "/support.lua").check_gradient
 
 TestUnsortedSegmentSum = {}
 

@@ -327,28 +327,31 @@ bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char
    bench/bench_cnn.c's first layer, c = 1, runs 2x slower), shapes known now. */
 enum { WINOGRAD_MIN_CHANNELS = 8 };
 
-bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s) {
+/* Whether Winograd takes conv2d step s of p (float32, shapes known now); *w and *f: its
+   geometry and filter, set when it does. */
+static bool winograd_takes(const npuE_plan *p, const npuE_step *s, npuK_window2d *w,
+                           const npuG_value **f) {
   if (s->dynamic || s->widen || s->round_in >= 0 || s->round_out >= 0) return false;
-  const npuG_value *x = &p->values[s->in[0]], *f = &p->values[s->in[1]];
-  const npuG_value *y = &p->values[s->out[0]];
-  if (x->dtype != NPU_DTYPE_F32 || f->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32)
+  const npuG_value *x = &p->values[s->in[0]], *y = &p->values[s->out[0]];
+  *f = &p->values[s->in[1]];
+  if (x->dtype != NPU_DTYPE_F32 || (*f)->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32)
     return false;
-  npuK_window2d w, pw;
+  npuK_window2d pw;
   bool pooled;
-  return !npuP_conv_geometry(s->def, s->params, x, f, &w, &pw, &pooled) &&
-         npuK_conv2d_winograd_fits(&w, pooled ? &pw : NULL);
+  return !npuP_conv_geometry(s->def, s->params, x, *f, w, &pw, &pooled) &&
+         npuK_conv2d_winograd_fits(w, pooled ? &pw : NULL);
+}
+
+bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s) {
+  npuK_window2d w;
+  const npuG_value *f;
+  return winograd_takes(p, s, &w, &f);
 }
 
 static bool winograd_wins(const npuE_plan *p, const npuE_step *s) {
-  if (s->dynamic || s->widen || s->round_in >= 0 || s->round_out >= 0) return false;
-  const npuG_value *x = &p->values[s->in[0]], *f = &p->values[s->in[1]];
-  const npuG_value *y = &p->values[s->out[0]];
-  if (x->dtype != NPU_DTYPE_F32 || f->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32)
-    return false;
-  npuK_window2d w, pw;
-  bool pooled;
-  return !npuP_conv_geometry(s->def, s->params, x, f, &w, &pw, &pooled) &&
-         npuK_conv2d_winograd_fits(&w, pooled ? &pw : NULL) && w.c >= WINOGRAD_MIN_CHANNELS &&
+  npuK_window2d w;
+  const npuG_value *f;
+  return winograd_takes(p, s, &w, &f) && w.c >= WINOGRAD_MIN_CHANNELS &&
          f->shape[3] >= WINOGRAD_MIN_CHANNELS;
 }
 

@@ -16,6 +16,7 @@
  */
 #include <string.h>
 
+#include "compile/generalize.h"
 #include "compile/passes.h"
 #include "compile/precision.h"
 #include "compile/tuning.h"
@@ -24,15 +25,11 @@
 bool npuP_matches(const npuE_plan *p, int n_feeds, const int *feeds,
                   npu_tensor *const *feed_tensors, int n_fetches, const int *fetches,
                   int n_targets, const int *targets) {
-  if (p->n_feeds != n_feeds || p->n_fetches != n_fetches || p->n_targets != n_targets)
+  if (!npuP_same_signature(p, n_feeds, feeds, feed_tensors, n_fetches, fetches, n_targets, targets))
     return false;
-  if (n_fetches && memcmp(p->fetches, fetches, (size_t)n_fetches * sizeof *fetches)) return false;
-  if (n_targets && memcmp(p->targets, targets, (size_t)n_targets * sizeof *targets)) return false;
-  if (n_feeds && memcmp(p->feeds, feeds, (size_t)n_feeds * sizeof *feeds)) return false;
   for (int i = 0; i < n_feeds; i++) {
     const npu_tensor *t = feed_tensors[i];
     const int64_t *want = p->feed_shapes + i * NPU_MAX_DIMS;
-    if (t->dtype != p->feed_dtypes[i] || t->ndim != p->feed_ndims[i]) return false;
     for (int k = 0; k < t->ndim; k++) /* a generic plan's -1 takes any size */
       if (want[k] != t->shape[k] && !(p->generic && want[k] < 0)) return false;
   }

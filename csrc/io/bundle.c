@@ -28,23 +28,7 @@
 #include "io/bundle.h"
 #include "io/graphdef.h"
 #include "io/protobuf.h"
-
-/* ---- CRC-32C ------------------------------------------------------------------------------ */
-
-/* The reflected Castagnoli polynomial, a byte at a time; the table is built on the caller's
-   stack (256 words: cheap next to any file read) so there is no global state. */
-uint32_t npuI_crc32c(uint32_t crc, const void *data, size_t n) {
-  uint32_t table[256];
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-    table[i] = c;
-  }
-  const uint8_t *p = data;
-  crc = ~crc;
-  for (size_t i = 0; i < n; i++) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
+#include "kernels/ksummary.h" /* npuK_crc32c: CRC-32C, as TFRecord files use it */
 
 /* ---- Snappy -------------------------------------------------------------------------------- */
 
@@ -164,7 +148,7 @@ static npu_status read_block(npu_context *ctx, const char *path, const uint8_t *
     return corrupt(ctx, path, "a block handle points past the end of the file");
   const uint8_t *b = file + offset;
   uint32_t stored = npuI_crc32c_unmask(load32(b + size + 1));
-  if (npuI_crc32c(0, b, size + 1) != stored)
+  if (npuK_crc32c(0, b, size + 1) != stored)
     return npuC_error(ctx, NPU_ERR_FORMAT,
                       "%s: tensor bundle index: block checksum mismatch (block at byte %llu)",
                       path, (unsigned long long)offset);
@@ -439,7 +423,7 @@ static npu_status read_bytes(npuI_bundle *b, const bundle_entry *e, void *dst, b
   if (!ok)
     return npuC_error(ctx, NPU_ERR_FORMAT, "%s: tensor '%s' lies past the end of the file",
                       path, e->key);
-  if (check && npuI_crc32c(0, dst, (size_t)e->size) != npuI_crc32c_unmask(e->crc32c))
+  if (check && npuK_crc32c(0, dst, (size_t)e->size) != npuI_crc32c_unmask(e->crc32c))
     return npuC_error(ctx, NPU_ERR_FORMAT, "%s: tensor '%s': CRC-32C checksum mismatch", path,
                       e->key);
   return NPU_OK;
@@ -519,10 +503,10 @@ npu_status npuI_bundle_read_string(npuI_bundle *b, const char *key, char **data,
   uint8_t n_le[8];
   for (int i = 0; i < 8; i++) n_le[i] = (uint8_t)(n >> (8 * i));
   size_t n_size = n <= UINT32_MAX ? 4 : 8;
-  uint32_t crc = npuI_crc32c(0, n_le, n_size);
+  uint32_t crc = npuK_crc32c(0, n_le, n_size);
   if (!head || (uint64_t)e->size - head < 4 || n != (uint64_t)e->size - head - 4 ||
       load32(raw + head) != npuI_crc32c_mask(crc) ||
-      npuI_crc32c(crc, raw + head, (size_t)e->size - head) != npuI_crc32c_unmask(e->crc32c)) {
+      npuK_crc32c(crc, raw + head, (size_t)e->size - head) != npuI_crc32c_unmask(e->crc32c)) {
     npuC_free(ctx, raw);
     return npuC_error(ctx, NPU_ERR_FORMAT, "%s.index: string tensor '%s': bad length or CRC-32C "
                       "checksum mismatch", b->prefix, key);
@@ -545,8 +529,8 @@ static void put_block(npuI_pb_writer *file, npuI_pb_writer *blk, uint64_t *off, 
   *size = blk->n;
   npuI_pb_put_raw(file, blk->buf, blk->n);
   uint8_t trailer[5] = {0};
-  uint32_t crc = npuI_crc32c(0, blk->buf, blk->n);
-  crc = npuI_crc32c(crc, trailer, 1);
+  uint32_t crc = npuK_crc32c(0, blk->buf, blk->n);
+  crc = npuK_crc32c(crc, trailer, 1);
   store32(trailer + 1, npuI_crc32c_mask(crc));
   npuI_pb_put_raw(file, trailer, 5);
   blk->n = 0;
@@ -636,7 +620,7 @@ npu_status npuI_bundle_write(npu_context *ctx, const char *prefix, int n, const 
     npuI_pb_end(&val, sm);
     if (data.n) npuI_pb_put_varint(&val, 4, data.n);
     if (nbytes) npuI_pb_put_varint(&val, 5, nbytes);
-    npuI_pb_put_fixed32(&val, 6, npuI_crc32c_mask(npuI_crc32c(0, npu_tensor_data(t), nbytes)));
+    npuI_pb_put_fixed32(&val, 6, npuI_crc32c_mask(npuK_crc32c(0, npu_tensor_data(t), nbytes)));
     npuI_pb_put_raw(&data, npu_tensor_data(t), nbytes);
     put_entry(&blk, keys[order[k]], val.buf, val.n, restarts, &nr);
   }

@@ -15,9 +15,8 @@
 
 #include "core/npu_int.h"
 
-/* CRC-32C of n bytes continuing from crc (0 to start). */
-uint32_t npuI_crc32c(uint32_t crc, const void *data, size_t n);
-/* LevelDB's masked form, stored in block trailers and bundle entries. */
+/* LevelDB's masked form of a CRC-32C (npuK_crc32c, kernels/ksummary.h), stored in block
+   trailers and bundle entries. */
 static inline uint32_t npuI_crc32c_mask(uint32_t crc) {
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }

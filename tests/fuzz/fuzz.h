@@ -49,6 +49,7 @@
 #include "exec/exec.h"
 #include "include/npu.h"
 #include "io/bundle.h"
+#include "kernels/ksummary.h"
 
 /* Bytes a fuzzed reader may hold at once: a 100-byte file may ask for a constant of 2^40
    elements, which must fail with NPU_ERR_NOMEM (the limit) rather than take the machine. */
@@ -288,7 +289,7 @@ static inline size_t fuzz_put_varint(uint8_t *b, uint64_t v) {
 static inline size_t fuzz_put_block(uint8_t *out, const uint8_t *b, size_t n, uint8_t kind) {
   if (n) memcpy(out, b, n);
   out[n] = kind;
-  uint32_t crc = npuI_crc32c_mask(npuI_crc32c(0, out, n + 1));
+  uint32_t crc = npuI_crc32c_mask(npuK_crc32c(0, out, n + 1));
   for (int i = 0; i < 4; i++) out[n + 1 + i] = (uint8_t)(crc >> (8 * i));
   return n + 5;
 }
