@@ -390,7 +390,6 @@ static npu_status generalized_feeds(npu_session *s, const npuP_config *cfg, cons
   return st;
 }
 
-/* Compiles the plan of a signature and caches it (the oldest plan goes beyond MAX_PLANS). */
 /* Whether plan p must run alone, never beside other runs of the session (the lanes, above):
    decided once, when the plan is cached. */
 static void impure_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
@@ -407,6 +406,7 @@ static bool plan_runs_alone(const npu_session *s, const npuE_plan *p) {
   return alone;
 }
 
+/* Compiles the plan of a signature and caches it (the oldest plan goes beyond MAX_PLANS). */
 static npu_status compile_plan(npu_session *s, npuP_config *cfg, const run_sig *r,
                                npu_tensor *const *feed_tensors, npuE_plan **out) {
   npu_context *ctx = s->ctx;
