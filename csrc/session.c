@@ -390,6 +390,22 @@ static npu_status generalized_feeds(npu_session *s, const npuP_config *cfg, cons
   return st;
 }
 
+/* Whether plan p must run alone, never beside other runs of the session (the lanes, above):
+   decided once, when the plan is cached. */
+static void impure_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                        int b) {
+  (void)depth, (void)parent, (void)b;
+  npuX_kind k = step->def->kind;
+  if (k == NPUX_KIND_ASSIGN || k == NPUX_KIND_GET_NEXT || (step->def->flags & NPUX_F_SHARED))
+    *(bool *)ud = true;
+}
+
+static bool plan_runs_alone(const npu_session *s, const npuE_plan *p) {
+  bool alone = p->iterations > 1 || s->lanes[0].state.dump || s->lanes[0].state.profile;
+  if (!alone) npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, impure_step, &alone);
+  return alone;
+}
+
 /* Compiles the plan of a signature and caches it (the oldest plan goes beyond MAX_PLANS). */
 static npu_status compile_plan(npu_session *s, npuP_config *cfg, const run_sig *r,
                                npu_tensor *const *feed_tensors, npuE_plan **out) {
@@ -399,7 +415,10 @@ static npu_status compile_plan(npu_session *s, npuP_config *cfg, const run_sig *
                                r->fetches, r->n_targets, r->targets, cfg, &plan);
   if (!st) st = npuP_weights_externalize(s->weights, s->cur->state.graph, plan);
   if (!st) st = share_arena(s, plan);
-  if (!st) plan->id = s->n_compiled++;
+  if (!st) {
+    plan->id = s->n_compiled++;
+    plan->runs_alone = plan_runs_alone(s, plan);
+  }
   if (st) {
     npuP_free(ctx, plan);
     return st;
@@ -569,24 +588,6 @@ static void disarm_watch(lane *ln) {
   ln->state.iterators.wait_ms = 0;
 }
 
-/* Whether plan p may run beside other runs of the session (the lanes, above). */
-static void impure_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
-                        int b) {
-  (void)depth, (void)parent, (void)b;
-  npuX_kind k = step->def->kind;
-  const char *name = step->def->name;
-  /* collectives (hcom_*) too: every rank must meet them in one order */
-  if (k == NPUX_KIND_ASSIGN || k == NPUX_KIND_GET_NEXT || strcmp(name, "random_uniform") == 0 ||
-      strncmp(name, "record_", 7) == 0 || strncmp(name, "hcom_", 5) == 0)
-    *(bool *)ud = false;
-}
-
-static bool plan_is_pure(const npu_session *s, const npuE_plan *p) {
-  bool pure = p->iterations <= 1 && !s->lanes[0].state.dump && !s->lanes[0].state.profile;
-  if (pure) npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, impure_step, &pure);
-  return pure;
-}
-
 /* Takes a lane for a run on this thread, with s->lock held: `whole`, lane 0 and the session
    alone (once the runs in progress have finished; no run starts meanwhile); else any free
    lane, lane 0 first, waiting for one.  NPU_ERR_STATE when this thread is running s already
@@ -640,7 +641,7 @@ static npu_status enter_and_find(npu_session *s, int n_feeds, const int *feed_va
     st = find_plan(s, "npu_session_run", n_feeds, feed_values, feed_tensors, n_fetches,
                    fetch_values, n_targets, target_nodes, plan);
     s->cur = &s->lanes[0];
-    if (st || s->exclusive || plan_is_pure(s, *plan) || attempt) break;
+    if (st || s->exclusive || !(*plan)->runs_alone || attempt) break;
     /* it writes what other runs read: again, on lane 0, alone */
     lane_leave(s, ln);
     ln = NULL;

@@ -118,5 +118,8 @@ function TestMixedCompute:test_in_out_pair_places_the_range()
   -- a name the graph lacks
   local c, msg = code(placements, { mix_compile_mode = true, in_out_pair = "[[['nope'], ['relu']]]" })
   lu.assertEquals(c, "NPU_ERR_NOT_FOUND")
-  lu.assertStrContains(msg, "nope")
+  lu.assertStrContains(msg, "nope")  -- more pairs than the placement's 8 bits per node hold
+  c, msg = code(placements, { mix_compile_mode = true, in_out_pair = "[" .. ("[['mm'], ['relu']],"):rep(8) .. "[['mm'], ['relu']]]" })
+  lu.assertEquals(c, "NPU_ERR_OPTION")
+  lu.assertStrContains(msg, "in_out_pair: at most 8")
 end

@@ -177,6 +177,8 @@ typedef struct npuE_plan {
                            names the plan in dumps and profiles */
   bool generic;         /* compiled for feeds with unknown (-1) dims: a dynamic-shape plan that
                            npuP_matches takes for any size there */
+  bool runs_alone;      /* set by the session when it caches the plan (session.c): the plan
+                           writes what other runs read, so it never runs beside them */
   /* compile/tuning.c: steps timed by this compilation, steps given a record's choice; the
      whole-plan choice (NPUP_TUNED_*) and the fusion passes it turned off (bit i: pass i of
      passes.def) */

@@ -18,8 +18,14 @@
  *
  * The process-wide state below is the library's one mutable global: MPI_Init is once per
  * process.  It is guarded by its mutex; its memory is plain malloc (it outlives contexts).
+ *
+ * Steady state allocates nothing: a finished job goes to a short list of spares with its wire
+ * buffers (up to SPARE_JOBS; a step of the same sizes takes one back), the headers' arrays
+ * are the thread's own for the life of the process (their size is the rank count), and the
+ * environment's RANK_SIZE / RANK_ID are checked once, when the ranks are first known.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +52,7 @@ typedef struct job {
   int64_t count;     /* elements this rank sends */
   int64_t out_count; /* elements it receives */
   void *send, *recv; /* wire buffers: float32 or int32 */
+  size_t send_cap, recv_cap; /* their sizes in bytes (kept by a spare job) */
   int64_t timeout_ms;
   int64_t shape0[NPU_MAX_DIMS + 1]; /* the first tensor: ndim, dims (for messages) */
   /* set by the communication thread under the mutex */
@@ -69,10 +76,22 @@ typedef struct dist_state {
   uint64_t seq;                 /* jobs run by the thread */
   bool broken;                  /* a collective timed out: the ranks are out of step */
   char broken_msg[300];
+  bool env_checked;
+  npu_status env_status; /* check_env_locked's verdict, made once with the ranks */
+  char env_msg[256];
+  job *spare;            /* finished jobs kept for reuse (next_queued links them) */
+  int n_spare;
 #ifdef NPU_HAVE_MPI
   MPI_Comm comm;
+  /* the headers' arrays (run_mpi), the thread's alone; dropped, never freed, when abandoned
+     requests may still use them */
+  int64_t *hdr;
+  MPI_Request *hdr_req;
+  int *hdr_missing, *hdr_peer;
 #endif
 } dist_state;
+
+enum { SPARE_JOBS = 16 };
 
 static dist_state D = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
@@ -162,33 +181,41 @@ static void start_locked(void) {
 #endif
 }
 
-static npu_status check_env(npu_context *ctx, const npuD_ranks *r) {
+/* RANK_SIZE and RANK_ID against the ranks, once (D.mu held, the ranks known): the verdict
+   goes to D.env_status and D.env_msg. */
+static void check_env_locked(void) {
+  if (D.env_checked || D.started <= 0) return;
+  D.env_checked = true;
+  const npuD_ranks *r = &D.ranks;
   int size = env_int("RANK_SIZE", -1), id = env_int("RANK_ID", -1);
   const char *how = r->mpi ? "MPI" : "the launcher";
-  if (getenv("RANK_SIZE") && *getenv("RANK_SIZE") && size != r->size)
-    return npuC_error(ctx, NPU_ERR_CONFLICT, "RANK_SIZE=%s (environment) but %s started %d "
-                      "process%s%s", getenv("RANK_SIZE"), how, r->size, r->size == 1 ? "" : "es",
-                      r->size == 1 ? " (not under mpirun)" : "");
-  if (getenv("RANK_ID") && *getenv("RANK_ID") && id != r->rank)
-    return npuC_error(ctx, NPU_ERR_CONFLICT, "RANK_ID=%s (environment) but this process is "
-                      "rank %d of %d for %s", getenv("RANK_ID"), r->rank, r->size, how);
-  return NPU_OK;
+  if (getenv("RANK_SIZE") && *getenv("RANK_SIZE") && size != r->size) {
+    D.env_status = NPU_ERR_CONFLICT;
+    snprintf(D.env_msg, sizeof D.env_msg, "RANK_SIZE=%.32s (environment) but %s started %d "
+             "process%s%s", getenv("RANK_SIZE"), how, r->size, r->size == 1 ? "" : "es",
+             r->size == 1 ? " (not under mpirun)" : "");
+  } else if (getenv("RANK_ID") && *getenv("RANK_ID") && id != r->rank) {
+    D.env_status = NPU_ERR_CONFLICT;
+    snprintf(D.env_msg, sizeof D.env_msg, "RANK_ID=%.32s (environment) but this process is "
+             "rank %d of %d for %s", getenv("RANK_ID"), r->rank, r->size, how);
+  }
 }
 
 npu_status npuD_get_ranks(npu_context *ctx, npuD_ranks *out) {
+  memset(out, 0, sizeof *out);
   pthread_mutex_lock(&D.mu);
   start_locked();
+  check_env_locked();
   npuD_ranks r = D.ranks;
   int started = D.started;
-  npu_status err = D.err_status;
+  npu_status err = started < 0 ? D.err_status : D.env_status;
   char msg[256];
-  memcpy(msg, D.err, sizeof msg);
+  if (err) memcpy(msg, started < 0 ? D.err : D.env_msg, sizeof msg);
   pthread_mutex_unlock(&D.mu);
-  memset(out, 0, sizeof *out);
   if (started < 0) return npuC_error(ctx, err, "MPI: %s", msg);
-  npu_status st = check_env(ctx, &r);
-  if (!st) *out = r;
-  return st;
+  if (err) return npuC_error(ctx, err, "%s", msg);
+  *out = r;
+  return NPU_OK;
 }
 
 /* ---- jobs ---------------------------------------------------------------------------------- */
@@ -199,6 +226,55 @@ static void job_free(job *j) {
   free(j->send);
   free(j->recv);
   free(j);
+}
+
+/* A finished job, off the live list: kept as a spare (its buffers with it), else freed. */
+static void job_recycle(job *j) {
+  pthread_mutex_lock(&D.mu);
+  if (D.n_spare < SPARE_JOBS) {
+    j->magic = 0;
+    j->next_queued = D.spare;
+    D.spare = j;
+    D.n_spare++;
+    j = NULL;
+  }
+  pthread_mutex_unlock(&D.mu);
+  job_free(j);
+}
+
+/* A job for comm_start: a spare, cleared but for its buffers, else a new one.  NULL: out of
+   memory. */
+static job *job_take(void) {
+  pthread_mutex_lock(&D.mu);
+  job *j = D.spare;
+  if (j) {
+    D.spare = j->next_queued;
+    D.n_spare--;
+  }
+  pthread_mutex_unlock(&D.mu);
+  if (!j) return calloc(1, sizeof *j);
+  void *send = j->send, *recv = j->recv;
+  size_t send_cap = j->send_cap, recv_cap = j->recv_cap;
+  memset(j, 0, offsetof(job, msg)); /* msg, op and node are written before they are read */
+  j->send = send, j->recv = recv, j->send_cap = send_cap, j->recv_cap = recv_cap;
+  return j;
+}
+
+/* src cut to fit dst's n bytes (no snprintf: this is every collective's path). */
+static void copy_name(char *dst, size_t n, const char *src) {
+  size_t len = strnlen(src, n - 1);
+  memcpy(dst, src, len);
+  dst[len] = 0;
+}
+
+/* Makes *buf hold at least n bytes (its contents need not survive). */
+static bool reserve(void **buf, size_t *cap, size_t n) {
+  if (*buf && *cap >= n) return true;
+  free(*buf);
+  *cap = 0;
+  if (!(*buf = malloc(n))) return false;
+  *cap = n;
+  return true;
 }
 
 static void job_fail(job *j, npu_status st, const char *fmt, ...) NPU_PRINTF(3, 4);
@@ -295,15 +371,20 @@ static void run_mpi(job *j) {
   int size = D.ranks.size, me = D.ranks.rank;
   if (size == 1) return run_local(j);
   int64_t deadline = j->timeout_ms ? now_ms() + j->timeout_ms : 0;
-  /* phase 1: headers to and from every other rank */
-  int64_t *theirs = calloc((size_t)size * HDR_LEN, sizeof *theirs);
-  MPI_Request *req = calloc((size_t)size * 2, sizeof *req);
-  int *missing = calloc((size_t)size * 2, sizeof *missing), *peer = calloc((size_t)size * 2, sizeof *peer);
+  /* phase 1: headers to and from every other rank (arrays made at the first collective) */
+  if (!D.hdr) D.hdr = calloc((size_t)size * HDR_LEN, sizeof *D.hdr);
+  if (!D.hdr_req) D.hdr_req = calloc((size_t)size * 2, sizeof *D.hdr_req);
+  if (!D.hdr_missing) D.hdr_missing = calloc((size_t)size * 2, sizeof *D.hdr_missing);
+  if (!D.hdr_peer) D.hdr_peer = calloc((size_t)size * 2, sizeof *D.hdr_peer);
+  int64_t *theirs = D.hdr;
+  MPI_Request *req = D.hdr_req;
+  int *missing = D.hdr_missing, *peer = D.hdr_peer;
   if (!theirs || !req || !missing || !peer) {
     job_fail(j, NPU_ERR_NOMEM, "out of memory for the headers");
-    goto out;
+    return;
   }
   int64_t *mine = theirs + (size_t)me * HDR_LEN; /* on the heap: an abandoned send reads it */
+  memset(mine, 0, HDR_LEN * sizeof *mine); /* dims past ndim compare equal on every rank */
   mine[HDR_SEQ] = (int64_t)D.seq;
   mine[HDR_KIND] = j->kind;
   mine[HDR_DTYPE] = j->dtype;
@@ -325,8 +406,9 @@ static void run_mpi(job *j) {
   }
   if (!poll_all(n, req, deadline, missing)) {
     fail_timeout(j, "headers of the same collective", missing, peer, n);
-    theirs = NULL; /* abandoned requests may still write it: never freed */
-    goto out;
+    D.hdr = NULL; /* abandoned requests may still use them: never freed */
+    D.hdr_req = NULL;
+    return;
   }
   for (int r = 0; r < size; r++) {
     const int64_t *h = theirs + (size_t)r * HDR_LEN;
@@ -337,15 +419,15 @@ static void run_mpi(job *j) {
     job_fail(j, h[HDR_COUNT] != mine[HDR_COUNT] || h[HDR_NDIM] != mine[HDR_NDIM] ? NPU_ERR_SHAPE
                                                                             : NPU_ERR_ARG,
              "the ranks disagree: rank %d gives %s, rank %d gives %s", me, a, r, b);
-    goto out;
+    return;
   }
   if (j->kind == NPUX_COLL_BROADCAST && j->root >= size) {
     job_fail(j, NPU_ERR_ARG, "root_rank %d but there are %d ranks", j->root, size);
-    goto out;
+    return;
   }
   if (j->rank_size && j->rank_size != size) {
     job_fail(j, NPU_ERR_ARG, "rank_size %d but MPI has %d ranks", j->rank_size, size);
-    goto out;
+    return;
   }
   /* phase 2: the collective */
   MPI_Datatype t = j->dtype == NPU_DTYPE_I32 ? MPI_INT : MPI_FLOAT;
@@ -371,12 +453,8 @@ static void run_mpi(job *j) {
   if (!poll_all(1, &cr, deadline, &miss)) {
     fail_timeout(j, "other ranks to join the collective", &miss, &nobody, 0);
     j->send = j->recv = NULL; /* abandoned: MPI may still touch them */
+    j->send_cap = j->recv_cap = 0;
   }
-out:
-  free(theirs);
-  free(missing);
-  free(peer);
-  if (j->status != NPU_ERR_TIMEOUT) free(req);
 }
 
 static void *comm_thread(void *arg) {
@@ -442,7 +520,7 @@ static npu_status comm_start(const npuX_comm *comm, npu_context *ctx, const npuX
                     "Open MPI (libopenmpi-dev, openmpi-bin; tools/install-deps.sh) and rebuild",
                     c->op, c->node);
 #endif
-  job *j = calloc(1, sizeof *j);
+  job *j = job_take();
   if (!j) return NPU_ERR_NOMEM;
   j->magic = JOB_MAGIC;
   j->kind = c->kind;
@@ -452,8 +530,8 @@ static npu_status comm_start(const npuX_comm *comm, npu_context *ctx, const npuX
   j->n_tensors = c->n;
   j->dtype = c->in[0]->dtype;
   j->timeout_ms = comm->timeout_ms;
-  snprintf(j->op, sizeof j->op, "%s", c->op);
-  snprintf(j->node, sizeof j->node, "%s", c->node);
+  copy_name(j->op, sizeof j->op, c->op); /* the job may outlive the graph (abandoned) */
+  copy_name(j->node, sizeof j->node, c->node);
   j->shape0[0] = c->in[0]->ndim;
   for (int i = 0; i < c->in[0]->ndim; i++) j->shape0[1 + i] = c->in[0]->shape[i];
   for (int i = 0; i < c->n; i++) j->count += c->in[i]->numel;
@@ -461,9 +539,8 @@ static npu_status comm_start(const npuX_comm *comm, npu_context *ctx, const npuX
   j->out_count = c->kind == NPUX_COLL_ALLGATHER ? j->count * size
                  : c->kind == NPUX_COLL_REDUCE_SCATTER && j->count % size == 0 ? j->count / size
                                                                                : j->count;
-  j->send = malloc((size_t)(j->count ? j->count : 1) * 4);
-  j->recv = malloc((size_t)(j->out_count ? j->out_count : 1) * 4);
-  if (!j->send || !j->recv) {
+  if (!reserve(&j->send, &j->send_cap, (size_t)(j->count ? j->count : 1) * 4) ||
+      !reserve(&j->recv, &j->recv_cap, (size_t)(j->out_count ? j->out_count : 1) * 4)) {
     job_free(j);
     return NPU_ERR_NOMEM;
   }
@@ -532,7 +609,7 @@ static npu_status comm_finish(const npuX_comm *comm, npu_context *ctx, int64_t t
   npu_status st = j->status;
   if (st) {
     st = npuC_error(ctx, st, "%s '%s': %s", j->op, j->node, j->msg);
-    job_free(j);
+    job_recycle(j);
     return st;
   }
   int64_t total = 0;
@@ -540,7 +617,7 @@ static npu_status comm_finish(const npuX_comm *comm, npu_context *ctx, int64_t t
   if (total != j->out_count) {
     st = npuC_error(ctx, NPU_ERR_SHAPE, "%s '%s': the collective made %lld elements, the step "
                     "expects %lld", j->op, j->node, (long long)j->out_count, (long long)total);
-    job_free(j);
+    job_recycle(j);
     return st;
   }
   const char *r = j->recv;
@@ -555,7 +632,7 @@ static npu_status comm_finish(const npuX_comm *comm, npu_context *ctx, int64_t t
     }
     r += (size_t)t->numel * 4;
   }
-  job_free(j);
+  job_recycle(j);
   return NPU_OK;
 }
 

@@ -24,7 +24,8 @@ typedef struct npuD_ranks {
 
 /* This process's ranks, initialising MPI on the first call under mpirun.  RANK_SIZE and
    RANK_ID, where the environment sets them (as the reference's launch scripts do), must agree
-   with the launcher's: NPU_ERR_CONFLICT naming both.  NPU_ERR_INTERNAL when MPI fails to start. */
+   with the launcher's: NPU_ERR_CONFLICT naming both (the environment is read once, with the
+   ranks: every later call gives the same answer).  NPU_ERR_INTERNAL when MPI fails to start. */
 npu_status npuD_get_ranks(npu_context *ctx, npuD_ranks *out);
 /* Whether the library was built with MPI. */
 bool npuD_built_with_mpi(void);

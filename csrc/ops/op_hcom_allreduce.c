@@ -21,5 +21,5 @@ static npu_status run(const npuX_call *c) { return npuX_hcom_run(c, NPUX_COLL_AL
 
 const npu_op_def npuX_op_hcom_allreduce = {
     .name = "hcom_allreduce", .tf_type = "HcomAllReduce", .args = "reduction", .min_inputs = 1,
-    .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD,
+    .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED,
     .parse = parse, .infer = infer, .run = run};

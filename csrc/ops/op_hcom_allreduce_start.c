@@ -40,4 +40,4 @@ static npu_status run(const npuX_call *c) {
 const npu_op_def npuX_op_hcom_allreduce_start = {
     .name = "hcom_allreduce_start", .tf_type = "HcomAllReduceStart", .args = "reduction",
     .min_inputs = 1, .max_inputs = -1, .n_outputs = 1, .prec = NPUX_PREC_GRAY,
-    .flags = NPUX_F_NO_FOLD | NPUX_F_EARLY, .parse = parse, .infer = infer, .run = run};
+    .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED | NPUX_F_EARLY, .parse = parse, .infer = infer, .run = run};

@@ -41,5 +41,5 @@ static npu_status run(const npuX_call *c) {
 
 const npu_op_def npuX_op_hcom_allreduce_wait = {
     .name = "hcom_allreduce_wait", .tf_type = "HcomAllReduceWait", .min_inputs = 2,
-    .max_inputs = -1, .n_outputs = -1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD,
+    .max_inputs = -1, .n_outputs = -1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED,
     .parse = parse, .infer = infer, .run = run};

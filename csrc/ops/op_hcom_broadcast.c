@@ -26,5 +26,5 @@ static npu_status run(const npuX_call *c) { return npuX_hcom_run(c, NPUX_COLL_BR
 
 const npu_op_def npuX_op_hcom_broadcast = {
     .name = "hcom_broadcast", .tf_type = "HcomBroadcast", .args = "root_rank", .min_inputs = 1,
-    .max_inputs = -1, .n_outputs = -1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD,
+    .max_inputs = -1, .n_outputs = -1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED,
     .parse = parse, .infer = infer, .run = run};

@@ -34,4 +34,4 @@ static npu_status run(const npuX_call *c) {
 const npu_op_def npuX_op_hcom_reduce_scatter = {
     .name = "hcom_reduce_scatter", .tf_type = "HcomReduceScatter", .args = "reduction,rank_size",
     .min_inputs = 1, .max_inputs = 1, .n_outputs = 1, .prec = NPUX_PREC_GRAY,
-    .flags = NPUX_F_NO_FOLD, .parse = parse, .infer = infer, .run = run};
+    .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED, .parse = parse, .infer = infer, .run = run};

@@ -91,5 +91,5 @@ static npu_status run(const npuX_call *c) {
 
 const npu_op_def npuX_op_random_uniform = {
     .name = "random_uniform", .tf_type = "RandomUniform", .min_inputs = 0, .max_inputs = 1,
-    .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD, .parse = parse,
+    .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED, .parse = parse,
     .infer = infer, .run = run, .tf_const_inputs = "shape"};

@@ -85,5 +85,5 @@ static npu_status run(const npuX_call *c) {
 
 const npu_op_def npuX_op_record_push = {
     .name = "record_push", .tf_type = "NpuRecordPush", .min_inputs = 3, .max_inputs = -1,
-    .n_outputs = 2, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD, .parse = parse,
+    .n_outputs = 2, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED, .parse = parse,
     .infer = infer, .run = run};

@@ -95,5 +95,5 @@ static npu_status run(const npuX_call *c) {
 
 const npu_op_def npuX_op_record_read = {
     .name = "record_read", .tf_type = "NpuRecordRead", .min_inputs = 3, .max_inputs = 3,
-    .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD, .parse = parse,
+    .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED, .parse = parse,
     .infer = infer, .run = run};

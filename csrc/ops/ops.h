@@ -157,7 +157,11 @@ enum {
                                   ops/summary.h) and reads its inputs as stored, whatever their
                                   dtype: its step, shaped when it runs, does not turn the plan's
                                   fusion and precision passes off (a step reading its output has
-                                  an input of unknown shape, and that one does) */
+                                  an input of unknown shape, and that one does) */,
+  NPUX_F_SHARED = 1u << 8      /* the step reads or writes state the session's runs share
+                                  beyond variables (the random draw counter, records, a
+                                  collective every rank must meet in one order): a plan with
+                                  one runs alone, never beside another run (session.c) */
 };
 
 /* float16 or bfloat16: a value the precision pass stores at half size. */
