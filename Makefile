@@ -79,7 +79,7 @@ LIB_INT  = $(BUILD)/libnpu_int.a
 LIB_SO_REAL = $(BUILD)/libnpu.so.$(NPU_VERSION)
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve histogram-table
+.PHONY: all boundary deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve histogram-table
 
 all: $(MODULE) $(LIB_A) $(LIB_INT) $(LIB_SO) lua-links serve
 
@@ -101,6 +101,18 @@ endif
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# One boundary: the binding sees npu.h alone (no -Icsrc, so no internal header resolves), so a
+# C host can do whatever Lua can; `make boundary` (part of `make test`) also refuses any quoted
+# include in csrc/bind/ but npu.h and bind.h.
+BIND_CFLAGS = -std=c11 -D_GNU_SOURCE -DNPU_BUILD -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) \
+              -Icsrc/include -I$(LUA_INCDIR) -I$(CJSON_INCDIR) $(EXTRA_CFLAGS)
+$(BUILD)/csrc/bind/%.o: csrc/bind/%.c csrc/bind/bind.h csrc/include/npu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(BIND_CFLAGS) -c $< -o $@
+boundary:
+	@bad=$$(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' csrc/bind/*.c csrc/bind/*.h | grep -v '"npu.h"\|"bind.h"'); \
+	if [ -n "$$bad" ]; then echo "csrc/bind/ may include npu.h alone of the library's headers:"; echo "$$bad"; exit 1; fi
 
 # Only the MPI layer sees mpi.h; the stamp rebuilds it when NPU_MPI changes.
 $(BUILD)/csrc/dist/%.o: csrc/dist/%.c $(HEADERS) $(BUILD)/mpi-$(NPU_MPI).stamp
@@ -185,7 +197,7 @@ test sanitize: export ASCEND_WORK_PATH ?= $(abspath $(BUILD))/ascend_work
 # suite's is the build tree's, never $HOME/atc_data, so tuning records a developer made cannot
 # change what the suite computes; the specs that write records name directories of their own.
 test sanitize: export ASCEND_CACHE_PATH ?= $(abspath $(BUILD))/ascend_cache
-test: deps
+test: deps boundary
 	$(MAKE) all $(C_TESTS) $(EMBED) $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== $(EMBED)"; $(EMBED)

@@ -12,10 +12,12 @@
 #ifndef NPU_BIND_H
 #define NPU_BIND_H
 
+#include <stdbool.h>
+
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "core/npu_int.h"
+#include "npu.h" /* the public API alone: a C host can do whatever this binding does */
 
 /* Metatable names: "npu.Tensor expected" reads well in luaL_checkudata's message. */
 #define NPUB_TENSOR "npu.Tensor"

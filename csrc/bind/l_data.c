@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "bind/bind.h"
+#include "bind.h"
 
 #define NPUB_DATASET "npu.Dataset"
 #define NPUB_ITERATOR "npu.DatasetIterator"

@@ -14,8 +14,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "bind/bind.h"
-#include "ops/ops.h"
+#include "bind.h"
 
 #define MAX_ATTRS 32
 #define MAX_LIST 1024
@@ -266,6 +265,93 @@ static int l_graph_add_control(lua_State *L) {
   return 0;
 }
 
+/* ---- variables: the graph's own list (npu_graph_add_variable and friends in npu.h), so a
+   graph built here, in C or imported lists the same ones ---- */
+
+/* The npu.Output at arg, a value of g, naming `what` when it is not. */
+static int check_value_of(lua_State *L, npu_graph *g, int arg, const char *where, const char *what) {
+  npuB_ref *r = npuB_test_output(L, arg);
+  if (!r) npuB_fail(L, where, NPU_ERR_ARG, "%s must be an npu.Output, got %s", what,
+                    luaL_typename(L, arg));
+  if (r->g != g)
+    npuB_fail(L, where, NPU_ERR_ARG, "%s ('%s') belongs to another graph", what,
+              npu_graph_node_name(r->g, npu_graph_value_node(r->g, r->id)));
+  return r->id;
+}
+
+/* g:add_variable(initial, name) -> the variable's npu.Output (initial: an npu.Output of g). */
+static int l_graph_add_variable(lua_State *L) {
+  static const char where[] = "npu.Graph:variable";
+  npu_graph *g = npuB_check_graph(L, 1);
+  int init = check_value_of(L, g, 2, where, "the initial value");
+  const char *name = npuB_optstring(L, 3, NULL);
+  int v;
+  npu_status st = npu_graph_add_variable(g, name, init, &v);
+  if (st) return npuB_raise_node(L, where, st, name, "variable");
+  npuB_push_output(L, 1, v);
+  return 1;
+}
+
+/* g:variables([trainable_only]) -> the variables' npu.Outputs, in creation order. */
+static int l_graph_variables(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  int trainable_only = lua_toboolean(L, 2);
+  int n = npu_graph_n_variables(g), k = 0;
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    npu_variable_info vi;
+    if (npu_graph_variable_info(g, i, &vi) || (trainable_only && !vi.trainable)) continue;
+    npuB_push_output(L, 1, vi.value);
+    lua_rawseti(L, -2, ++k);
+  }
+  return 1;
+}
+
+/* g:variable_initializers() -> the node ids of the variables' initializers (those that have
+   one), in creation order. */
+static int l_graph_variable_initializers(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  int n = npu_graph_n_variables(g), k = 0;
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    npu_variable_info vi;
+    if (npu_graph_variable_info(g, i, &vi) || vi.initializer < 0) continue;
+    lua_pushinteger(L, vi.initializer);
+    lua_rawseti(L, -2, ++k);
+  }
+  return 1;
+}
+
+/* The index of the variable whose npu.Output is at arg, raising when it is none. */
+static int check_variable(lua_State *L, npu_graph *g, int arg, const char *where) {
+  int value = check_value_of(L, g, arg, where, "the variable");
+  int i = npu_graph_find_variable(g, npu_graph_value_node(g, value));
+  if (i < 0)
+    npuB_fail(L, where, NPU_ERR_ARG, "'%s' is not a variable (its op is %s)",
+              npu_graph_node_name(g, npu_graph_value_node(g, value)),
+              npu_graph_node_op(g, npu_graph_value_node(g, value)));
+  return i;
+}
+
+/* g:set_trainable(v, flag): variable v is in the default var_list of optimizers, or not. */
+static int l_graph_set_trainable(lua_State *L) {
+  static const char where[] = "npu.Graph:set_trainable";
+  npu_graph *g = npuB_check_graph(L, 1);
+  int i = check_variable(L, g, 2, where);
+  npu_status st = npu_graph_set_variable_trainable(g, i, lua_toboolean(L, 3));
+  if (st) return npuB_raise(L, where, st);
+  return 0;
+}
+
+/* g:is_trainable(v) -> boolean (raises when v is not a variable). */
+static int l_graph_is_trainable(lua_State *L) {
+  npu_graph *g = npuB_check_graph(L, 1);
+  npu_variable_info vi;
+  npu_graph_variable_info(g, check_variable(L, g, 2, "npu.Graph:is_trainable"), &vi);
+  lua_pushboolean(L, vi.trainable);
+  return 1;
+}
+
 /* g:region_begin() -> region id; g:region_end(id); g:region() -> the current one (0: top);
    g:node_region(node).  The facade's npu.cond / npu.while_loop build their branches and
    bodies between them (lua/npu/control.lua). */
@@ -401,7 +487,7 @@ static int l_output_tostring(lua_State *L) {
   npuB_ref *r = check_output(L, 1);
   char shape[96];
   int node = npu_graph_value_node(r->g, r->id);
-  npuC_shape_str(shape, sizeof shape, npu_graph_value_ndim(r->g, r->id), npu_graph_value_shape(r->g, r->id));
+  npu_shape_format(shape, sizeof shape, npu_graph_value_ndim(r->g, r->id), npu_graph_value_shape(r->g, r->id));
   lua_pushfstring(L, "npu.Output(\"%s:%d\", op=%s, dtype=%s, shape=%s)", npu_graph_node_name(r->g, node),
                   npu_graph_value_index(r->g, r->id), npu_graph_node_op(r->g, node),
                   npu_dtype_name(npu_graph_value_dtype(r->g, r->id)), shape);
@@ -480,39 +566,33 @@ static int l_operation_eq(lua_State *L) {
   return 1;
 }
 
-/* core.op_list() -> { {name=, tf_type=, min_inputs=, max_inputs=, n_outputs=, args={...}}, ... } */
+/* core.op_list() -> { {name=, tf_type=, min_inputs=, max_inputs=, n_outputs=, kind=,
+   precision_list=, args={...}}, ... }: npu_op_get_info's table, as a C host reads it. */
 static int l_op_list(lua_State *L) {
-  lua_createtable(L, NPUX_OP_COUNT, 0);
-  for (int i = 0; i < NPUX_OP_COUNT; i++) {
-    const npu_op_def *d = npuX_op(i);
-    lua_createtable(L, 0, 7);
-    lua_pushstring(L, d->name);
+  int count = npu_op_count();
+  lua_createtable(L, count, 0);
+  for (int i = 0; i < count; i++) {
+    npu_op_info d;
+    npu_op_get_info(i, &d); /* i is in range: cannot fail */
+    lua_createtable(L, 0, 8);
+    lua_pushstring(L, d.name);
     lua_setfield(L, -2, "name");
-    lua_pushstring(L, d->tf_type);
+    lua_pushstring(L, d.tf_type);
     lua_setfield(L, -2, "tf_type");
-    lua_pushinteger(L, d->min_inputs);
+    lua_pushinteger(L, d.min_inputs);
     lua_setfield(L, -2, "min_inputs");
-    lua_pushinteger(L, d->max_inputs);
+    lua_pushinteger(L, d.max_inputs);
     lua_setfield(L, -2, "max_inputs");
-    lua_pushinteger(L, d->n_outputs);
+    lua_pushinteger(L, d.n_outputs);
     lua_setfield(L, -2, "n_outputs");
-    static const char *const kinds[] = {
-        [NPUX_KIND_KERNEL] = "kernel",     [NPUX_KIND_PLACEHOLDER] = "placeholder",
-        [NPUX_KIND_CONST] = "const",       [NPUX_KIND_VARIABLE] = "variable",
-        [NPUX_KIND_ASSIGN] = "assign",     [NPUX_KIND_IDENTITY] = "identity",
-        [NPUX_KIND_NO_OP] = "no_op",       [NPUX_KIND_LOOP] = "loop",
-        [NPUX_KIND_GET_NEXT] = "get_next", [NPUX_KIND_COND] = "cond",
-        [NPUX_KIND_WHILE] = "while",       [NPUX_KIND_LOOP_VAR] = "loop_var"};
-    _Static_assert(npu_countof(kinds) == NPUX_KIND_LOOP_VAR + 1, "a kind without a name");
-    lua_pushstring(L, kinds[d->kind]);
+    lua_pushstring(L, d.kind_name);
     lua_setfield(L, -2, "kind");
-    static const char *const precs[] = {"gray", "trust", "block"};
-    lua_pushstring(L, precs[d->prec]);
+    lua_pushstring(L, d.precision_name);
     lua_setfield(L, -2, "precision_list");
     lua_newtable(L);
-    if (d->args) {
+    if (d.args) {
       int k = 1;
-      const char *s = d->args;
+      const char *s = d.args;
       while (*s) {
         const char *e = strchr(s, ',');
         size_t len = e ? (size_t)(e - s) : strlen(s);
@@ -546,6 +626,11 @@ void npuB_open_graph(lua_State *L) {
       {"node_region", l_graph_node_region},
       {"set_exec_config", l_graph_set_exec_config},
       {"exec_config", l_graph_exec_config},
+      {"add_variable", l_graph_add_variable},
+      {"variables", l_graph_variables},
+      {"variable_initializers", l_graph_variable_initializers},
+      {"set_trainable", l_graph_set_trainable},
+      {"is_trainable", l_graph_is_trainable},
       {NULL, NULL}};
   static const luaL_Reg output_methods[] = {
       {"name", l_output_name}, {"dtype", l_output_dtype}, {"shape", l_output_shape},

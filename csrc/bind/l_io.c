@@ -20,7 +20,7 @@
  */
 #include <time.h>
 
-#include "bind/bind.h"
+#include "bind.h"
 
 #define NPUB_MODEL_INFO "npu.ModelInfo"
 

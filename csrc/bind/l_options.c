@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "bind/bind.h"
+#include "bind.h"
 
 static npu_options **check_box(lua_State *L, int idx) {
   return npuB_checkudata(L, idx, NPUB_OPTIONS);

@@ -17,7 +17,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "bind/bind.h"
+#include "bind.h"
 
 typedef struct session_box {
   npu_session *s;
@@ -533,7 +533,7 @@ static npu_status lua_host_op(void *ud, int64_t key, int n_inputs, npu_tensor *c
 }
 
 /* sess:run's 4th argument, TensorFlow's RunOptions: {timeout_in_ms = n} (n >= 0, 0: none).
-   An unknown key names the nearest known one (npuC_nearest, the one "did you mean" rule). */
+   An unknown key names the nearest known one (npu_nearest, the one "did you mean" rule). */
 static void parse_run_options(lua_State *L, int idx, npu_run_options *ro) {
   static const char where[] = "npu.Session:run";
   static const char *const known[] = {"timeout_in_ms"};
@@ -546,10 +546,10 @@ static void parse_run_options(lua_State *L, int idx, npu_run_options *ro) {
       npuB_fail(L, where, NPU_ERR_ARG, "run options are named (string keys), got a %s key",
                 luaL_typename(L, -2));
     if (strcmp(key, "timeout_in_ms") != 0) {
-      npuC_nearest near;
-      npuC_nearest_init(&near, key);
-      for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) npuC_nearest_try(&near, known[i]);
-      const char *best = npuC_nearest_result(&near);
+      npu_nearest near;
+      npu_nearest_init(&near, key);
+      for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) npu_nearest_try(&near, known[i]);
+      const char *best = npu_nearest_result(&near);
       if (best) npuB_fail(L, where, NPU_ERR_ARG, "unknown run option '%s' (did you mean '%s'?)", key, best);
       npuB_fail(L, where, NPU_ERR_ARG, "unknown run option '%s' (known: timeout_in_ms)", key);
     }

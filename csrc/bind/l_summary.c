@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "bind/bind.h"
+#include "bind.h"
 
 #define NPUB_EVENT_WRITER "npu.EventWriter"
 #define NPUB_EVENT_READER "npu.EventReader"

@@ -57,8 +57,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bind/bind.h"
-#include "kernels/kernels.h"
+#include "bind.h"
 
 #define PRINT_PER_DIM 6
 #define PRINT_BUDGET 1000
@@ -102,8 +101,8 @@ void npuB_push_tensor(lua_State *L, npu_tensor *t) {
 /* After a box got its tensor: tell the collector about the C memory behind it (unless the
  * host stopped the collector: LUA_GCSTEP would run it anyway). */
 static void gc_account(lua_State *L, const npu_tensor *t) {
-  if (t && t->nbytes >= GC_STEP_BYTES && lua_gc(L, LUA_GCISRUNNING) == 1) {
-    size_t kb = t->nbytes / 1024;
+  if (t && npu_tensor_nbytes(t) >= GC_STEP_BYTES && lua_gc(L, LUA_GCISRUNNING) == 1) {
+    size_t kb = npu_tensor_nbytes(t) / 1024;
     lua_gc(L, LUA_GCSTEP, kb > 1000000 ? 1000000 : (int)kb);
   }
 }
@@ -281,13 +280,13 @@ static void conv_check(conv *c, int depth) {
 static void store_leaf(lua_State *L, int idx, int d, void *dst) {
   if (lua_type(L, idx) == LUA_TBOOLEAN) {
     uint8_t b = (uint8_t)lua_toboolean(L, idx);
-    npuK_cast(NULL, 1, NPUK_BOOL, &b, (npuK_dtype)d, dst);
+    npu_dtype_convert(NPU_DTYPE_BOOL, &b, (npu_dtype)d, dst, 1);
   } else if (lua_isinteger(L, idx)) {
     int64_t i = (int64_t)lua_tointeger(L, idx);
-    npuK_cast(NULL, 1, NPUK_I64, &i, (npuK_dtype)d, dst);
+    npu_dtype_convert(NPU_DTYPE_I64, &i, (npu_dtype)d, dst, 1);
   } else {
     double x = lua_tonumber(L, idx);
-    npuK_cast(NULL, 1, NPUK_F64, &x, (npuK_dtype)d, dst);
+    npu_dtype_convert(NPU_DTYPE_F64, &x, (npu_dtype)d, dst, 1);
   }
 }
 
@@ -349,7 +348,7 @@ static npu_tensor *convert_lua(lua_State *L, int idx, int dtype, const char *whe
   npuB_tensor_box *box = npuB_new_tensor_box(L);
   npu_status st = npu_tensor_new(npuB_context(L), (npu_dtype)c.dtype, c.ndim, c.shape, &box->t);
   if (st) npuB_raise(L, where, st);
-  c.dst = box->t->data;
+  c.dst = npu_tensor_data(box->t);
   c.esize = npu_dtype_size((npu_dtype)c.dtype);
   lua_pushvalue(L, idx);
   conv_fill(&c, 0);
@@ -364,7 +363,7 @@ npu_tensor *npuB_to_tensor(lua_State *L, int idx, int dtype, const char *what) {
   if (!t && luaL_testudata(L, idx, NPUB_TENSOR))
     npuB_fail(L, NULL, NPU_ERR_STATE, "%s: npu.Tensor is closed", what);
   if (!t) return convert_lua(L, idx, dtype, what);
-  if (dtype < 0 || (npu_dtype)dtype == t->dtype) {
+  if (dtype < 0 || (npu_dtype)dtype == npu_tensor_dtype(t)) {
     lua_pushvalue(L, idx);
     return t;
   }
@@ -379,7 +378,7 @@ npu_tensor *npuB_to_tensor(lua_State *L, int idx, int dtype, const char *what) {
 static int l_tensor(lua_State *L) {
   int dtype = opt_dtype(L, 2, -1, "npu.tensor");
   npu_tensor *t = npuB_test_tensor(L, 1);
-  if (t && (dtype < 0 || (npu_dtype)dtype == t->dtype)) { /* a new handle on the same tensor */
+  if (t && (dtype < 0 || (npu_dtype)dtype == npu_tensor_dtype(t))) { /* a new handle on the same tensor */
     npuB_push_tensor(L, t);
     return 1;
   }
@@ -407,13 +406,13 @@ static int make_filled(lua_State *L, const char *where, int value_idx, int dtype
   if (value_idx) check_scalar(L, value_idx, dtype, where, "value");
   npuB_tensor_box *box = npuB_new_tensor_box(L);
   npu_status st = npu_tensor_new(npuB_context(L), (npu_dtype)dtype, ndim, shape, &box->t);
-  if (st == NPU_OK && value_idx && box->t->numel > 0) {
+  if (st == NPU_OK && value_idx && npu_tensor_numel(box->t) > 0) {
     npu_tensor *t = box->t;
-    size_t es = npu_dtype_size(t->dtype), done = es, total = t->nbytes;
-    store_leaf(L, value_idx, dtype, t->data);
+    size_t es = npu_dtype_size(npu_tensor_dtype(t)), done = es, total = npu_tensor_nbytes(t);
+    store_leaf(L, value_idx, dtype, npu_tensor_data(t));
     while (done < total) { /* doubling copies */
       size_t n = done < total - done ? done : total - done;
-      memcpy((char *)t->data + done, t->data, n);
+      memcpy((char *)npu_tensor_data(t) + done, npu_tensor_data(t), n);
       done += n;
     }
   }
@@ -514,15 +513,15 @@ static int l_range(lua_State *L) {
   npuB_tensor_box *box = npuB_new_tensor_box(L);
   npu_status st = npu_tensor_new(npuB_context(L), (npu_dtype)dtype, 1, &n, &box->t);
   if (st == NPU_OK) {
-    char *dst = box->t->data;
+    char *dst = npu_tensor_data(box->t);
     size_t es = npu_dtype_size((npu_dtype)dtype);
     for (int64_t i = 0; i < n; i++, dst += es) {
       if (is_int_dtype(dtype)) {
         int64_t v = istart + i * idelta;
-        npuK_cast(NULL, 1, NPUK_I64, &v, (npuK_dtype)dtype, dst);
+        npu_dtype_convert(NPU_DTYPE_I64, &v, (npu_dtype)dtype, dst, 1);
       } else {
         double v = start + (double)i * delta;
-        npuK_cast(NULL, 1, NPUK_F64, &v, (npuK_dtype)dtype, dst);
+        npu_dtype_convert(NPU_DTYPE_F64, &v, (npu_dtype)dtype, dst, 1);
       }
     }
   }
@@ -617,14 +616,16 @@ static int l_allclose(lua_State *L) {
   /* Tensors are compared as they are; Lua data converts to float64 (no rounding on the way). */
   npu_tensor *a = npuB_to_tensor(L, 1, npuB_test_tensor(L, 1) ? -1 : NPU_DTYPE_F64, where);
   npu_tensor *b = npuB_to_tensor(L, 2, npuB_test_tensor(L, 2) ? -1 : NPU_DTYPE_F64, where);
-  if (!npuT_same_shape(a->ndim, a->shape, b->ndim, b->shape)) {
+  if (npu_tensor_ndim(a) != npu_tensor_ndim(b) ||
+      memcmp(npu_tensor_shape(a), npu_tensor_shape(b),
+             (size_t)npu_tensor_ndim(a) * sizeof(int64_t)) != 0) {
     char sa[96], sb[96];
     return npuB_fail(L, NULL, NPU_ERR_SHAPE, "%s: shapes %s and %s differ", where,
-                      npuC_shape_str(sa, sizeof sa, a->ndim, a->shape),
-                      npuC_shape_str(sb, sizeof sb, b->ndim, b->shape));
+                      npu_shape_format(sa, sizeof sa, npu_tensor_ndim(a), npu_tensor_shape(a)),
+                      npu_shape_format(sb, sizeof sb, npu_tensor_ndim(b), npu_tensor_shape(b)));
   }
   int close = 1;
-  for (int64_t i = 0; i < a->numel && close; i++) {
+  for (int64_t i = 0; i < npu_tensor_numel(a) && close; i++) {
     double x = npu_tensor_get(a, i), y = npu_tensor_get(b, i);
     if (isnan(x) || isnan(y)) close = equal_nan && isnan(x) && isnan(y);
     else if (isinf(x) || isinf(y)) close = x == y;
@@ -642,8 +643,8 @@ static int l_is_tensor(lua_State *L) {
 /* ---- methods ------------------------------------------------------------------------------ */
 
 static void push_elem(lua_State *L, const npu_tensor *t, int64_t i) {
-  const void *d = t->data;
-  switch (t->dtype) {
+  const void *d = npu_tensor_data(t);
+  switch (npu_tensor_dtype(t)) {
   case NPU_DTYPE_BOOL: lua_pushboolean(L, ((const uint8_t *)d)[i] != 0); break;
   case NPU_DTYPE_I8: lua_pushinteger(L, ((const int8_t *)d)[i]); break;
   case NPU_DTYPE_U8: lua_pushinteger(L, ((const uint8_t *)d)[i]); break;
@@ -655,36 +656,36 @@ static void push_elem(lua_State *L, const npu_tensor *t, int64_t i) {
 
 static int m_shape(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
-  lua_createtable(L, t->ndim, 0);
-  for (int i = 0; i < t->ndim; i++) {
-    lua_pushinteger(L, (lua_Integer)t->shape[i]);
+  lua_createtable(L, npu_tensor_ndim(t), 0);
+  for (int i = 0; i < npu_tensor_ndim(t); i++) {
+    lua_pushinteger(L, (lua_Integer)npu_tensor_shape(t)[i]);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
 }
 
 static int m_dtype(lua_State *L) {
-  lua_pushstring(L, npu_dtype_name(npuB_check_tensor(L, 1)->dtype));
+  lua_pushstring(L, npu_dtype_name(npu_tensor_dtype(npuB_check_tensor(L, 1))));
   return 1;
 }
 
 static int m_ndim(lua_State *L) {
-  lua_pushinteger(L, npuB_check_tensor(L, 1)->ndim);
+  lua_pushinteger(L, npu_tensor_ndim(npuB_check_tensor(L, 1)));
   return 1;
 }
 
 static int m_numel(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)npuB_check_tensor(L, 1)->numel);
+  lua_pushinteger(L, (lua_Integer)npu_tensor_numel(npuB_check_tensor(L, 1)));
   return 1;
 }
 
 static void push_nested(lua_State *L, const npu_tensor *t, int depth, int64_t *pos) {
-  if (depth == t->ndim) {
+  if (depth == npu_tensor_ndim(t)) {
     push_elem(L, t, (*pos)++);
     return;
   }
   luaL_checkstack(L, 3, "npu.Tensor:totable");
-  int64_t n = t->shape[depth];
+  int64_t n = npu_tensor_shape(t)[depth];
   lua_createtable(L, n > INT32_MAX ? INT32_MAX : (int)n, 0);
   for (int64_t i = 0; i < n; i++) {
     push_nested(L, t, depth + 1, pos);
@@ -701,12 +702,12 @@ static int m_totable(lua_State *L) {
 
 static int m_item(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
-  if (t->numel != 1) {
+  if (npu_tensor_numel(t) != 1) {
     char sb[96];
     return npuB_fail(L, NULL, NPU_ERR_ARG,
               "npu.Tensor:item: the tensor has %I elements (shape %s); item() needs "
-                      "exactly one", (lua_Integer)t->numel,
-                      npuC_shape_str(sb, sizeof sb, t->ndim, t->shape));
+                      "exactly one", (lua_Integer)npu_tensor_numel(t),
+                      npu_shape_format(sb, sizeof sb, npu_tensor_ndim(t), npu_tensor_shape(t)));
   }
   push_elem(L, t, 0);
   return 1;
@@ -717,7 +718,7 @@ static int m_astype(lua_State *L) {
   if (lua_isnoneornil(L, 2)) return npuB_fail(L, NULL, NPU_ERR_ARG,
             "npu.Tensor:astype: dtype is required");
   int dtype = opt_dtype(L, 2, -1, "npu.Tensor:astype");
-  if ((npu_dtype)dtype == t->dtype) {
+  if ((npu_dtype)dtype == npu_tensor_dtype(t)) {
     npuB_push_tensor(L, t);
     return 1;
   }
@@ -738,13 +739,13 @@ static int m_reshape(lua_State *L) {
     else known = known != 0 && shape[i] > INT64_MAX / known ? -1 : known * shape[i];
   }
   if (infer >= 0) {
-    if (known <= 0 || t->numel % known != 0) {
+    if (known <= 0 || npu_tensor_numel(t) % known != 0) {
       char sa[96], sb[96];
       return npuB_fail(L, NULL, NPU_ERR_SHAPE, "%s: cannot reshape %s into %s", where,
-                        npuC_shape_str(sa, sizeof sa, t->ndim, t->shape),
-                        npuC_shape_str(sb, sizeof sb, ndim, shape));
+                        npu_shape_format(sa, sizeof sa, npu_tensor_ndim(t), npu_tensor_shape(t)),
+                        npu_shape_format(sb, sizeof sb, ndim, shape));
     }
-    shape[infer] = t->numel / known;
+    shape[infer] = npu_tensor_numel(t) / known;
   }
   npuB_tensor_box *box = npuB_new_tensor_box(L);
   npu_status st = npu_tensor_reshape(npuB_context(L), t, ndim, shape, &box->t);
@@ -762,7 +763,7 @@ static int m_save(lua_State *L) {
 /* 1-based (negative from the end) index at idx into dim d of t, as a 0-based position. */
 static int64_t check_index(lua_State *L, const npu_tensor *t, int idx, int d, const char *where) {
   int64_t i = check_int(L, idx, where, "an index");
-  int64_t n = t->shape[d];
+  int64_t n = npu_tensor_shape(t)[d];
   int64_t p = i > 0 ? i - 1 : n + i;
   if (i == 0 || p < 0 || p >= n)
     npuB_fail(L, NULL, NPU_ERR_ARG,
@@ -776,12 +777,12 @@ static int m_get(lua_State *L) {
   static const char where[] = "npu.Tensor:get";
   npu_tensor *t = npuB_check_tensor(L, 1);
   int n = lua_gettop(L) - 1;
-  if (n != t->ndim)
+  if (n != npu_tensor_ndim(t))
     return npuB_fail(L, NULL, NPU_ERR_ARG,
               "%s: %d indices given for a rank-%d tensor (one per dim)", where, n,
-                      t->ndim);
+                      npu_tensor_ndim(t));
   int64_t off = 0;
-  for (int d = 0; d < t->ndim; d++) off = off * t->shape[d] + check_index(L, t, d + 2, d, where);
+  for (int d = 0; d < npu_tensor_ndim(t); d++) off = off * npu_tensor_shape(t)[d] + check_index(L, t, d + 2, d, where);
   push_elem(L, t, off);
   return 1;
 }
@@ -795,41 +796,41 @@ static int m_index(lua_State *L) {
   if (lua_type(L, 2) != LUA_TNUMBER) return 0;
   static const char where[] = "npu.Tensor[]";
   npu_tensor *t = npuB_check_tensor(L, 1);
-  if (t->ndim == 0)
+  if (npu_tensor_ndim(t) == 0)
     return npuB_fail(L, NULL, NPU_ERR_ARG,
               "%s: a rank-0 tensor cannot be indexed; use t:item()", where);
   int64_t p = check_index(L, t, 2, 0, where);
-  if (t->ndim == 1) {
+  if (npu_tensor_ndim(t) == 1) {
     push_elem(L, t, p);
     return 1;
   }
-  size_t row = t->nbytes / (size_t)t->shape[0]; /* shape[0] > 0: p is in range */
+  size_t row = npu_tensor_nbytes(t) / (size_t)npu_tensor_shape(t)[0]; /* shape[0] > 0: p is in range */
   npuB_tensor_box *box = npuB_new_tensor_box(L);
-  npu_status st = npu_tensor_from_data(npuB_context(L), t->dtype, t->ndim - 1, t->shape + 1,
-                                       (const char *)t->data + (size_t)p * row, row, &box->t);
+  npu_status st = npu_tensor_from_data(npuB_context(L), npu_tensor_dtype(t), npu_tensor_ndim(t) - 1, npu_tensor_shape(t) + 1,
+                                       (const char *)npu_tensor_data(t) + (size_t)p * row, row, &box->t);
   return finish(L, where, st, box);
 }
 
 static int m_len(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
-  if (t->ndim == 0) return npuB_fail(L, NULL, NPU_ERR_SHAPE,
+  if (npu_tensor_ndim(t) == 0) return npuB_fail(L, NULL, NPU_ERR_SHAPE,
             "npu.Tensor: a rank-0 tensor has no length");
-  lua_pushinteger(L, (lua_Integer)t->shape[0]);
+  lua_pushinteger(L, (lua_Integer)npu_tensor_shape(t)[0]);
   return 1;
 }
 
 static void fmt_elem(luaL_Buffer *b, const npu_tensor *t, int64_t i) {
   char s[64];
-  switch (t->dtype) {
-  case NPU_DTYPE_BOOL: luaL_addstring(b, ((const uint8_t *)t->data)[i] ? "true" : "false"); return;
+  switch (npu_tensor_dtype(t)) {
+  case NPU_DTYPE_BOOL: luaL_addstring(b, ((const uint8_t *)npu_tensor_data(t))[i] ? "true" : "false"); return;
   case NPU_DTYPE_I8: case NPU_DTYPE_U8: case NPU_DTYPE_I32: case NPU_DTYPE_I64:
-    snprintf(s, sizeof s, "%lld", (long long)(t->dtype == NPU_DTYPE_I64
-                                                  ? ((const int64_t *)t->data)[i]
+    snprintf(s, sizeof s, "%lld", (long long)(npu_tensor_dtype(t) == NPU_DTYPE_I64
+                                                  ? ((const int64_t *)npu_tensor_data(t))[i]
                                                   : (int64_t)npu_tensor_get(t, i)));
     break;
   default: {
     double v = npu_tensor_get(t, i);
-    int digits = t->dtype == NPU_DTYPE_F64 ? 15 : t->dtype == NPU_DTYPE_F32 ? 7 : 4;
+    int digits = npu_tensor_dtype(t) == NPU_DTYPE_F64 ? 15 : npu_tensor_dtype(t) == NPU_DTYPE_F32 ? 7 : 4;
     if (isnan(v)) snprintf(s, sizeof s, "nan");
     else if (isinf(v)) snprintf(s, sizeof s, v > 0 ? "inf" : "-inf");
     else snprintf(s, sizeof s, "%.*g", digits, v);
@@ -840,13 +841,13 @@ static void fmt_elem(luaL_Buffer *b, const npu_tensor *t, int64_t i) {
 
 static void fmt_rec(luaL_Buffer *b, const npu_tensor *t, int depth, int64_t offset,
                     int *budget) {
-  if (depth == t->ndim) {
+  if (depth == npu_tensor_ndim(t)) {
     fmt_elem(b, t, offset);
     (*budget)--;
     return;
   }
-  int64_t n = t->shape[depth], stride = 1;
-  for (int d = depth + 1; d < t->ndim; d++) stride *= t->shape[d];
+  int64_t n = npu_tensor_shape(t)[depth], stride = 1;
+  for (int d = depth + 1; d < npu_tensor_ndim(t); d++) stride *= npu_tensor_shape(t)[d];
   int64_t shown = n < PRINT_PER_DIM ? n : PRINT_PER_DIM;
   luaL_addchar(b, '[');
   for (int64_t i = 0; i < shown; i++) {
@@ -873,9 +874,9 @@ static int m_tostring(lua_State *L) {
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, "npu.Tensor(");
-  luaL_addstring(&b, npu_dtype_name(t->dtype));
+  luaL_addstring(&b, npu_dtype_name(npu_tensor_dtype(t)));
   luaL_addstring(&b, ", ");
-  luaL_addstring(&b, npuC_shape_str(sb, sizeof sb, t->ndim, t->shape));
+  luaL_addstring(&b, npu_shape_format(sb, sizeof sb, npu_tensor_ndim(t), npu_tensor_shape(t)));
   luaL_addstring(&b, "): ");
   int budget = PRINT_BUDGET;
   fmt_rec(&b, t, 0, 0, &budget);

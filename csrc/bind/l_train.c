@@ -3,7 +3,7 @@
  * npu_graph_gradients).  The optimizers, losses and layers are Lua (lua/npu/train.lua,
  * lua/npu/nn_extra.lua) over the op table.
  */
-#include "bind/bind.h"
+#include "bind.h"
 
 /* Reads list at idx of npu.Output of one graph into ids; *g is set from the first (or checked
    against it); leaves nothing on the stack.  allow_nil: missing entries (up to n) are -1. */

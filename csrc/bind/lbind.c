@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bind/bind.h"
+#include "bind.h"
 
 static const char CONTEXT_KEY = 0; /* its address is the registry key */
 static const char LOG_FN_KEY = 0;  /* registry key of the Lua log handler (core.set_log_handler) */
@@ -344,19 +344,19 @@ static int l_raise(lua_State *L) {
 }
 
 /* core.nearest(name, candidates) -> the candidate "did you mean" suggests, or nil: the one rule
-   of the C side (npuC_nearest), so Lua's keyword checks suggest as the core does. */
+   of the C side (npu_nearest), so Lua's keyword checks suggest as the core does. */
 static int l_nearest(lua_State *L) {
   const char *name = npuB_checkstring(L, 1);
   npuB_checktype(L, 2, LUA_TTABLE);
-  npuC_nearest near;
-  npuC_nearest_init(&near, name);
+  npu_nearest near;
+  npu_nearest_init(&near, name);
   lua_Integer n = luaL_len(L, 2);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_geti(L, 2, i); /* the string stays referenced by the table while we look */
-    if (lua_type(L, -1) == LUA_TSTRING) npuC_nearest_try(&near, lua_tostring(L, -1));
+    if (lua_type(L, -1) == LUA_TSTRING) npu_nearest_try(&near, lua_tostring(L, -1));
     lua_pop(L, 1);
   }
-  const char *best = npuC_nearest_result(&near);
+  const char *best = npu_nearest_result(&near);
   if (best) lua_pushstring(L, best);
   else lua_pushnil(L);
   return 1;

@@ -307,13 +307,15 @@ int npuC_edit_distance(const char *a, const char *b) {
   return row0[lb];
 }
 
-void npuC_nearest_init(npuC_nearest *n, const char *name) {
+void npu_nearest_init(npu_nearest *n, const char *name) {
+  if (!n) return;
   n->name = name ? name : "";
   n->best = NULL;
   n->best_d = 1 << 30;
 }
 
-void npuC_nearest_try(npuC_nearest *n, const char *candidate) {
+void npu_nearest_try(npu_nearest *n, const char *candidate) {
+  if (!n) return;
   if (!candidate || !*candidate || !*n->name) return;
   int d;
   if (strcasecmp(candidate, n->name) == 0) d = 0;
@@ -322,7 +324,8 @@ void npuC_nearest_try(npuC_nearest *n, const char *candidate) {
   if (d < n->best_d) n->best_d = d, n->best = candidate;
 }
 
-const char *npuC_nearest_result(const npuC_nearest *n) {
+const char *npu_nearest_result(const npu_nearest *n) {
+  if (!n) return NULL;
   int limit = (int)strlen(n->name) / 2;
   if (limit < 2) limit = 2;
   return n->best && n->best_d <= limit ? n->best : NULL;
@@ -339,4 +342,10 @@ const char *npuC_shape_str(char *buf, size_t size, int ndim, const int64_t *shap
     used += (size_t)snprintf(buf + used, size - used, i ? ",%lld" : "%lld", (long long)shape[i]);
   if (used < size) snprintf(buf + used, size - used, "]");
   return buf;
+}
+
+const char *npu_shape_format(char *buf, size_t size, int ndim, const int64_t *shape) {
+  if (!buf || size == 0) return buf;
+  if (ndim > 0 && !shape) ndim = 0;
+  return npuC_shape_str(buf, size, ndim, shape);
 }

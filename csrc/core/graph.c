@@ -55,6 +55,7 @@ void npu_graph_release(npu_graph *g) {
   npuC_free(ctx, g->nodes);
   npuC_free(ctx, g->values);
   npuC_free(ctx, g->regions);
+  npuC_free(ctx, g->variables);
   npuC_free(ctx, g->name_slots);
   for (int i = 0; i < g->n_datasets; i++) g->dataset_release(g->datasets[i]);
   npuC_free(ctx, g->datasets);
@@ -156,6 +157,14 @@ void npuG_truncate(npu_graph *g, int n_nodes) {
     npuG_free_attrs(g->ctx, n->attrs, n->n_attrs);
   }
   g->n_nodes = n_nodes;
+  int kept = 0; /* the variables of the removed nodes go too, and initializers among them */
+  for (int i = 0; i < g->n_variables; i++) {
+    npuG_variable v = g->variables[i];
+    if (v.node >= n_nodes) continue;
+    if (v.initializer >= n_nodes) v.initializer = -1;
+    g->variables[kept++] = v;
+  }
+  g->n_variables = kept;
   memset(g->name_slots, 0, (size_t)g->n_name_slots * sizeof *g->name_slots);
   for (int i = 0; i < g->n_nodes; i++) index_name(g, i);
 }
@@ -313,4 +322,132 @@ int npu_graph_value_ndim(const npu_graph *g, int v) {
 }
 const int64_t *npu_graph_value_shape(const npu_graph *g, int v) {
   return valid_value(g, v) ? g->values[v].shape : NULL;
+}
+
+/* ---- variables ---------------------------------------------------------------------------- */
+
+npu_status npuG_reserve_variable(npu_graph *g) {
+  if (g->n_variables < g->cap_variables) return NPU_OK;
+  int cap = g->cap_variables ? 2 * g->cap_variables : 8;
+  npuG_variable *v = npuC_realloc(g->ctx, g->variables, (size_t)cap * sizeof *v);
+  if (!v) return NPU_ERR_NOMEM;
+  g->variables = v;
+  g->cap_variables = cap;
+  return NPU_OK;
+}
+
+void npuG_register_variable(npu_graph *g, int node, bool trainable) {
+  if (g->n_variables == g->cap_variables) return; /* not reserved: a caller's bug, not a crash */
+  g->variables[g->n_variables++] = (npuG_variable){.node = node, .initializer = -1,
+                                                   .trainable = trainable};
+}
+
+void npuG_note_assign(npu_graph *g, int node) {
+  const npuG_node *a = &g->nodes[node];
+  if (a->n_inputs < 1) return;
+  int var_node = g->values[a->inputs[0]].node;
+  int i = npu_graph_find_variable(g, var_node);
+  if (i < 0 || g->variables[i].initializer >= 0) return;
+  const char *vname = g->nodes[var_node].name;
+  size_t n = strlen(vname);
+  if (strncmp(a->name, vname, n) == 0 && strcmp(a->name + n, "/Assign") == 0)
+    g->variables[i].initializer = node;
+}
+
+int npu_graph_n_variables(const npu_graph *g) { return g ? g->n_variables : 0; }
+
+int npu_graph_find_variable(const npu_graph *g, int node) {
+  if (!g) return -1;
+  for (int i = 0; i < g->n_variables; i++)
+    if (g->variables[i].node == node) return i;
+  return -1;
+}
+
+npu_status npu_graph_variable_info(const npu_graph *g, int i, npu_variable_info *out) {
+  if (!out) return g ? npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_variable_info: out is NULL")
+                     : NPU_ERR_ARG;
+  *out = (npu_variable_info){.node = -1, .value = -1, .initializer = -1};
+  if (!g) return NPU_ERR_ARG;
+  if (i < 0 || i >= g->n_variables)
+    return npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_variable_info: no variable %d (the graph has %d)",
+                      i, g->n_variables);
+  const npuG_variable *v = &g->variables[i];
+  const npuG_node *n = &g->nodes[v->node];
+  const npuG_value *val = &g->values[n->first_output];
+  *out = (npu_variable_info){.node = v->node, .value = n->first_output,
+                             .initializer = v->initializer, .trainable = v->trainable,
+                             .name = n->name, .dtype = val->dtype, .ndim = val->ndim,
+                             .shape = val->shape};
+  return NPU_OK;
+}
+
+npu_status npu_graph_set_variable_trainable(npu_graph *g, int i, int trainable) {
+  if (!g) return NPU_ERR_ARG;
+  if (i < 0 || i >= g->n_variables)
+    return npuC_error(g->ctx, NPU_ERR_ARG,
+                      "npu_graph_set_variable_trainable: no variable %d (the graph has %d)", i,
+                      g->n_variables);
+  g->variables[i].trainable = trainable != 0;
+  return NPU_OK;
+}
+
+npu_status npu_graph_add_variable(npu_graph *g, const char *name, int initial_value,
+                                  int *value_out) {
+  if (!g) return NPU_ERR_ARG;
+  if (!value_out) return npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_add_variable: value_out is NULL");
+  *value_out = -1;
+  if (initial_value < 0 || initial_value >= g->n_values)
+    return npuC_error(g->ctx, NPU_ERR_ARG,
+                      "npu_graph_add_variable: initial value %d is not a value of this graph",
+                      initial_value);
+  const npuG_value *init = &g->values[initial_value];
+  if (!npuG_value_known(init)) {
+    char sb[96];
+    return npuC_error(g->ctx, NPU_ERR_ARG,
+                      "npu_graph_add_variable: the initial value's shape must be fully known: "
+                      "'%s:%d' has shape %s", g->nodes[init->node].name, init->index,
+                      npuC_shape_str(sb, sizeof sb, init->ndim, init->shape));
+  }
+  npu_attr attrs[2] = {
+      {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = init->dtype},
+      {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {init->shape, init->ndim}}};
+  int before = g->n_nodes, var_node, assign_node;
+  npu_status st = npu_graph_add_op(g, "variable", name ? name : "Variable", 0, NULL, 2, attrs,
+                                   &var_node);
+  if (st) return st;
+  const char *vname = g->nodes[var_node].name;
+  size_t len = strlen(vname) + sizeof "/Assign";
+  char *aname = npuC_alloc(g->ctx, len);
+  if (!aname) {
+    npuG_truncate(g, before);
+    return NPU_ERR_NOMEM;
+  }
+  snprintf(aname, len, "%s/Assign", vname);
+  int inputs[2] = {g->nodes[var_node].first_output, initial_value};
+  st = npu_graph_add_op(g, "assign", aname, 2, inputs, 0, NULL, &assign_node);
+  npuC_free(g->ctx, aname);
+  if (st) {
+    npuG_truncate(g, before);
+    return st;
+  }
+  *value_out = g->nodes[var_node].first_output;
+  return NPU_OK;
+}
+
+npu_status npu_graph_add_variables_initializer(npu_graph *g, const char *name, int *node_out) {
+  if (!g) return NPU_ERR_ARG;
+  if (!node_out)
+    return npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_add_variables_initializer: node_out is NULL");
+  *node_out = -1;
+  int before = g->n_nodes, node;
+  npu_status st = npu_graph_add_op(g, "no_op", name ? name : "init", 0, NULL, 0, NULL, &node);
+  for (int i = 0; !st && i < g->n_variables; i++)
+    if (g->variables[i].initializer >= 0)
+      st = npu_graph_add_control(g, node, g->variables[i].initializer);
+  if (st) {
+    npuG_truncate(g, before);
+    return st;
+  }
+  *node_out = node;
+  return NPU_OK;
 }

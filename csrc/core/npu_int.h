@@ -241,6 +241,13 @@ typedef struct npuG_region {
   bool open;  /* between _begin and _end */
 } npuG_region;
 
+/* A variable of the graph: its node, its initializer node (-1: none yet), trainable. */
+typedef struct npuG_variable {
+  int node;
+  int initializer;
+  bool trainable;
+} npuG_variable;
+
 /* Node ids are a topological order: inputs and control dependencies always name earlier
    nodes.  Importers sort before adding. */
 struct npu_graph {
@@ -252,7 +259,10 @@ struct npu_graph {
   int n_values, cap_values;
   int *name_slots; /* open-addressing hash of node names -> node id + 1 (0 = empty) */
   int n_name_slots;
-  int n_variables;
+  /* The variables (npu_graph_variable_info), in creation order: registered by npuX_add_op
+     when a variable node is appended, their initializer when its assign is. */
+  npuG_variable *variables;
+  int n_variables, cap_variables;
   /* Datasets the graph's iterator_get_next nodes read (attribute dataset = index here):
      npu_dataset handles, retained by npu_graph_add_dataset (exec/dataset.c) and dropped on the
      graph's release through dataset_release, so this layer needs nothing of the exec layer. */
@@ -273,6 +283,13 @@ struct npu_graph {
 bool npuG_region_within(const npu_graph *g, int inner, int outer);
 
 int npuG_find_node(const npu_graph *g, const char *name);
+/* Variables (graph.c).  npuX_add_op reserves room before appending a variable node (so the
+   registration after the append cannot fail), then registers it; an assign node is offered
+   to npuG_note_assign, which makes it the initializer of the variable it writes when it is
+   named "<variable>/Assign" and the variable has none. */
+npu_status npuG_reserve_variable(npu_graph *g);
+void npuG_register_variable(npu_graph *g, int node, bool trainable);
+void npuG_note_assign(npu_graph *g, int node);
 /* Appends a node whose fields (except name, which is copied and uniquified) were prepared by
    the caller; takes ownership of node->inputs/controls/attrs on success only. */
 npu_status npuG_append(npu_graph *g, npuG_node *node, const char *name, const char *default_name,
@@ -313,15 +330,12 @@ int npuC_edit_distance(const char *a, const char *b);
    passes, node names): feed the candidates to npuC_nearest_try, then npuC_nearest_result is
    the closest one, or NULL when none is close.  Close: equal ignoring case, containing the
    name (of 3+ characters: "cache_dir" -> "graph_compiler_cache_dir"), or at most
-   max(2, strlen(name) / 2) edits away.  The Lua side uses the same rule (core.nearest). */
-typedef struct npuC_nearest {
-  const char *name;
-  const char *best;
-  int best_d;
-} npuC_nearest;
-void npuC_nearest_init(npuC_nearest *n, const char *name);
-void npuC_nearest_try(npuC_nearest *n, const char *candidate);
-const char *npuC_nearest_result(const npuC_nearest *n);
+   max(2, strlen(name) / 2) edits away.  The Lua side uses the same rule (core.nearest).
+   The rule is public (npu_nearest in npu.h, for hosts); these names are the core's. */
+typedef npu_nearest npuC_nearest;
+#define npuC_nearest_init npu_nearest_init
+#define npuC_nearest_try npu_nearest_try
+#define npuC_nearest_result npu_nearest_result
 /* FNV-1a of a string, for open-addressing name indexes (graphs, the readers of option files). */
 static inline uint32_t npuC_hash_str(const char *s) {
   uint32_t h = 2166136261u;

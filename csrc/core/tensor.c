@@ -123,6 +123,13 @@ npu_status npu_tensor_cast(npu_context *ctx, const npu_tensor *src, npu_dtype dt
   return NPU_OK;
 }
 
+npu_status npu_dtype_convert(npu_dtype from, const void *src, npu_dtype to, void *dst, int64_t n) {
+  if ((unsigned)from >= NPU_DTYPE_COUNT || (unsigned)to >= NPU_DTYPE_COUNT) return NPU_ERR_DTYPE;
+  if (n < 0 || (n > 0 && (!src || !dst))) return NPU_ERR_ARG;
+  if (n > 0) npuK_cast(NULL, n, (npuK_dtype)from, src, (npuK_dtype)to, dst);
+  return NPU_OK;
+}
+
 npu_status npu_tensor_reshape(npu_context *ctx, npu_tensor *src, int ndim, const int64_t *shape,
                               npu_tensor **out) {
   if (!out || !src) return npuC_error(ctx, NPU_ERR_ARG, "npu_tensor_reshape: NULL argument");

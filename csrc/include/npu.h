@@ -97,6 +97,33 @@ NPU_API const char *npu_dtype_name(npu_dtype t);
 /* Parses the names above (and "float"/"double"/"half"); returns -1 when unknown. */
 NPU_API int npu_dtype_from_name(const char *name);
 NPU_API size_t npu_dtype_size(npu_dtype t);
+/* Converts n elements of dtype `from` at src into dtype `to` at dst (the conversions of
+   npu_tensor_cast: floats to integers truncate toward zero and saturate, anything nonzero is
+   true, half types round to nearest even).  src and dst must not overlap unless equal with
+   from == to.  Errors: NPU_ERR_DTYPE (a dtype out of range), NPU_ERR_ARG (n < 0, or NULL
+   pointers with n > 0); nothing is written then.  Needs no context: safe from any thread. */
+NPU_API npu_status npu_dtype_convert(npu_dtype from, const void *src, npu_dtype to, void *dst,
+                                     int64_t n);
+
+/* Formats a shape as "[2,3,-1]" (ndim < 0: "<unknown rank>") into buf of `size` bytes, always
+   terminated (truncated when short); returns buf.  For a host's messages: the library's own
+   read the same. */
+NPU_API const char *npu_shape_format(char *buf, size_t size, int ndim, const int64_t *shape);
+
+/* "Did you mean": the one rule the library uses for every unknown name (ops, options,
+   attributes, node names), for hosts that check names of their own.  Feed the candidates to
+   npu_nearest_try, then npu_nearest_result is the closest, or NULL when none is close.
+   Close: equal ignoring case, containing the name (of 3+ characters), or at most
+   max(2, strlen(name) / 2) edits away.  The struct lives on the caller's stack; it borrows
+   name and the candidates (they must outlive the result's use).  No allocation, no context. */
+typedef struct npu_nearest {
+  const char *name;
+  const char *best;
+  int best_d;
+} npu_nearest;
+NPU_API void npu_nearest_init(npu_nearest *n, const char *name);
+NPU_API void npu_nearest_try(npu_nearest *n, const char *candidate);
+NPU_API const char *npu_nearest_result(const npu_nearest *n);
 
 /* ---------------------------------------------------------------- context */
 
@@ -421,9 +448,99 @@ NPU_API const int64_t *npu_graph_value_shape(const npu_graph *g, int value);
 NPU_API npu_status npu_graph_gradients(npu_graph *g, int n_ys, const int *ys, const int *grad_ys,
                                        int n_xs, const int *xs, int *dx_out);
 
+/* ---------------------------------------------------------------- variables */
+
+/* Variables are graph state (TensorFlow's VariableV2): a "variable" node whose value lives in
+   each session, set by its initializer (an "assign" node).  The graph keeps the list of its
+   variables, in creation order, whoever built them: every "variable" node added (by
+   npu_graph_add_op, npu_graph_add_variable, the Lua binding or an importer reading VariableV2
+   nodes) is registered, and an "assign" node named "<variable's name>/Assign" writing it
+   becomes its initializer (TensorFlow's naming, so imported .pb graphs find theirs).  A graph
+   built in C, imported or built in Lua therefore lists the same variables.  SavedModel import
+   freezes variables into constants: such graphs have none.
+   Trainable: float variables are by default (optimizers' default var_list), others not;
+   npu_graph_set_variable_trainable changes it (optimizer slots, moving statistics).
+   Thread rules: those of g's context; the info is borrowed, valid until g changes. */
+typedef struct npu_variable_info {
+  int node;        /* the variable node */
+  int value;       /* its value id (what sessions fetch and assigns write) */
+  int initializer; /* the initializer node (assign), -1 when it has none */
+  int trainable;   /* 1 or 0 */
+  const char *name;     /* the node's name, borrowed */
+  npu_dtype dtype;
+  int ndim;
+  const int64_t *shape; /* borrowed */
+} npu_variable_info;
+/* A variable named `name` (NULL: "Variable"; made unique as every node name) of the dtype and
+   fully known shape of value `initial_value`, and its initializer "<name>/Assign" writing that
+   value into it.  *value_out receives the variable's value id.  Errors: NPU_ERR_ARG (a bad
+   id, an invalid name, an initial value whose shape is not fully known: named, with its
+   shape), NPU_ERR_NOMEM; on failure g is unchanged and *value_out is -1. */
+NPU_API npu_status npu_graph_add_variable(npu_graph *g, const char *name, int initial_value,
+                                          int *value_out);
+/* How many variables g has (0 for NULL). */
+NPU_API int npu_graph_n_variables(const npu_graph *g);
+/* Variable i (creation order, 0 <= i < npu_graph_n_variables).  Errors: NPU_ERR_ARG (i out of
+   range, NULL; *out is zeroed, its ids -1). */
+NPU_API npu_status npu_graph_variable_info(const npu_graph *g, int i, npu_variable_info *out);
+/* The index of the variable whose node is `node`, or -1 when it is none. */
+NPU_API int npu_graph_find_variable(const npu_graph *g, int node);
+/* Marks variable i trainable (1) or not (0).  Errors: NPU_ERR_ARG (i out of range). */
+NPU_API npu_status npu_graph_set_variable_trainable(npu_graph *g, int i, int trainable);
+/* A "no_op" node named `name` (NULL: "init") with a control dependency on every variable's
+   initializer (tf.global_variables_initializer): run it as a target once per session before
+   reading the variables.  Errors: NPU_ERR_ARG (invalid name), NPU_ERR_NOMEM; on failure g is
+   unchanged and *node_out is -1. */
+NPU_API npu_status npu_graph_add_variables_initializer(npu_graph *g, const char *name,
+                                                       int *node_out);
+
 /* Ops of the op table, for tools and documentation; static storage. */
 NPU_API int npu_op_count(void);
 NPU_API const char *npu_op_name(int i);
+
+/* What the op table says of op i (0 <= i < npu_op_count()), for hosts that build graphs
+   generically as the Lua binding does (its convenience methods are made from this table). */
+typedef enum npu_op_kind {
+  NPU_OP_KIND_KERNEL = 0, /* computed by a kernel from its inputs */
+  NPU_OP_KIND_PLACEHOLDER, /* output = the fed tensor */
+  NPU_OP_KIND_CONST,       /* output = attribute "value" */
+  NPU_OP_KIND_VARIABLE,    /* output = the session's value of the variable */
+  NPU_OP_KIND_ASSIGN,      /* copies input 1 into variable input 0 */
+  NPU_OP_KIND_IDENTITY,    /* output = input 0 */
+  NPU_OP_KIND_NO_OP,       /* no outputs: groups control dependencies */
+  NPU_OP_KIND_LOOP,        /* runs its control dependencies `iterations` times */
+  NPU_OP_KIND_GET_NEXT,    /* outputs = the next element of a dataset */
+  NPU_OP_KIND_COND,        /* runs one of two regions */
+  NPU_OP_KIND_WHILE,       /* runs a region while its condition holds */
+  NPU_OP_KIND_LOOP_VAR,    /* inside a while region: a loop variable's value */
+  NPU_OP_KIND_COUNT
+} npu_op_kind;
+/* Precision lists (precision_mode allow_mix_precision): TRUST may run in float16, BLOCK stays
+   float32, GRAY follows its upstream. */
+typedef enum npu_op_precision {
+  NPU_OP_PRECISION_GRAY = 0, NPU_OP_PRECISION_TRUST, NPU_OP_PRECISION_BLOCK
+} npu_op_precision;
+typedef struct npu_op_info {
+  const char *name;    /* the op table name: npu_graph_add_op's op, "matmul" */
+  const char *tf_type; /* TensorFlow's type: the default node name, the import key, "MatMul" */
+  /* Attribute names a generic front end takes as positional arguments after the inputs,
+     comma separated ("shape" for reshape); NULL: none. */
+  const char *args;
+  int min_inputs, max_inputs; /* max_inputs -1: any number */
+  int n_outputs;              /* -1: set by the attributes (split's num_split, ...) */
+  npu_op_kind kind;
+  const char *kind_name;      /* "kernel", "placeholder", ... "loop_var" */
+  npu_op_precision precision;
+  const char *precision_name; /* "gray", "trust", "block" */
+  int differentiable;         /* 1 when npu_graph_gradients passes through it */
+  int stateful;               /* 1 when never evaluated at compile time (random, stateful and
+                                 collective ops) */
+} npu_op_info;
+/* Fills *out for op i (every string static).  Errors: NPU_ERR_ARG (i out of range; *out is
+   zeroed).  No context, no allocation: safe from any thread. */
+NPU_API npu_status npu_op_get_info(int i, npu_op_info *out);
+/* The index of the op named `name` (table name first, then TensorFlow type), or -1. */
+NPU_API int npu_op_find(const char *name);
 
 /* ---------------------------------------------------------------- model import */
 

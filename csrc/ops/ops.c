@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "ops/grad.h"
 #include "ops/ops.h"
 
 static const npu_op_def *const op_table[] = {
@@ -31,6 +32,47 @@ int npuX_find_tf(const char *tf_type) {
 
 int npu_op_count(void) { return NPUX_OP_COUNT; }
 const char *npu_op_name(int i) { return i >= 0 && i < NPUX_OP_COUNT ? op_table[i]->name : NULL; }
+
+/* The public kinds and precision lists are the internal ones, value for value. */
+_Static_assert((int)NPU_OP_KIND_LOOP_VAR == (int)NPUX_KIND_LOOP_VAR &&
+                   (int)NPU_OP_KIND_VARIABLE == (int)NPUX_KIND_VARIABLE &&
+                   (int)NPU_OP_PRECISION_BLOCK == (int)NPUX_PREC_BLOCK,
+               "npu_op_kind / npu_op_precision and npuX_kind / npuX_prec disagree");
+
+npu_status npu_op_get_info(int i, npu_op_info *out) {
+  static const char *const kinds[] = {
+      [NPUX_KIND_KERNEL] = "kernel",     [NPUX_KIND_PLACEHOLDER] = "placeholder",
+      [NPUX_KIND_CONST] = "const",       [NPUX_KIND_VARIABLE] = "variable",
+      [NPUX_KIND_ASSIGN] = "assign",     [NPUX_KIND_IDENTITY] = "identity",
+      [NPUX_KIND_NO_OP] = "no_op",       [NPUX_KIND_LOOP] = "loop",
+      [NPUX_KIND_GET_NEXT] = "get_next", [NPUX_KIND_COND] = "cond",
+      [NPUX_KIND_WHILE] = "while",       [NPUX_KIND_LOOP_VAR] = "loop_var"};
+  _Static_assert(npu_countof(kinds) == NPU_OP_KIND_COUNT, "a kind without a name");
+  static const char *const precs[] = {"gray", "trust", "block"};
+  if (!out) return NPU_ERR_ARG;
+  memset(out, 0, sizeof *out);
+  const npu_op_def *d = npuX_op(i);
+  if (!d) return NPU_ERR_ARG;
+  out->name = d->name;
+  out->tf_type = d->tf_type;
+  out->args = d->args;
+  out->min_inputs = d->min_inputs;
+  out->max_inputs = d->max_inputs;
+  out->n_outputs = d->n_outputs;
+  out->kind = (npu_op_kind)d->kind;
+  out->kind_name = kinds[d->kind];
+  out->precision = (npu_op_precision)d->prec;
+  out->precision_name = precs[d->prec];
+  out->differentiable = d->grad != NULL;
+  out->stateful = (d->flags & NPUX_F_NO_FOLD) != 0;
+  return NPU_OK;
+}
+
+int npu_op_find(const char *name) {
+  if (!name) return -1;
+  int i = npuX_find(name);
+  return i >= 0 ? i : npuX_find_tf(name);
+}
 
 const char *npu_graph_node_op(const npu_graph *g, int node) {
   if (node < 0 || node >= g->n_nodes) return NULL;
@@ -224,7 +266,8 @@ npu_status npuX_add_op(npu_graph *g, const char *op, const char *name, int n_inp
                     ic.n_outputs);
   if (st) goto fail;
   node.n_outputs = ic.n_outputs;
-  st = npuG_append(g, &node, name, def->tf_type, ic.out);
+  if (def->kind == NPUX_KIND_VARIABLE) st = npuG_reserve_variable(g);
+  if (!st) st = npuG_append(g, &node, name, def->tf_type, ic.out);
   if (st) goto fail;
   if (in != in_stack) {
     npuC_free(ctx, in);
@@ -237,6 +280,10 @@ npu_status npuX_add_op(npu_graph *g, const char *op, const char *name, int n_inp
     g->regions[t - 1].owner = g->regions[e - 1].owner = *node_out;
   } else if (def->kind == NPUX_KIND_WHILE) {
     g->regions[npuX_while_region(&g->nodes[*node_out]) - 1].owner = *node_out;
+  } else if (def->kind == NPUX_KIND_VARIABLE) { /* graph state, whoever built it */
+    npuG_register_variable(g, *node_out, npuX_is_float(ic.out[0].dtype));
+  } else if (def->kind == NPUX_KIND_ASSIGN) {
+    npuG_note_assign(g, *node_out);
   }
   return NPU_OK;
 fail:

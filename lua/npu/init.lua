@@ -97,12 +97,13 @@ local Output_mt = core.Output_mt
 local Output_methods = Output_mt.__index
 local Operation_methods = core.Operation_mt.__index
 
--- Per-graph Lua state (variable initializers), weakly keyed by the graph userdata.
+-- Per-graph Lua state: the name scopes used (variables and their initializers live in the C
+-- graph: g:variables()), weakly keyed by the graph userdata.
 local graph_state = setmetatable({}, { __mode = "k" })
 local function state_of(g)
   local st = graph_state[g]
   if not st then
-    st = { initializers = {}, variables = {}, scopes_used = {} }
+    st = { scopes_used = {} }
     graph_state[g] = st
   end
   return st
@@ -251,35 +252,25 @@ function Graph_methods:const(value, dtype, name)
   return self:output(self:add_op("const", {}, { value = t }, name or "Const"), 0)
 end
 
---- g:variable(initial, name): a variable whose initializer assigns `initial` (an npu.Tensor,
--- nested tables or an Output of this graph).  Run g:global_variables_initializer() first.
+--- g:variable(initial, name): a variable whose initializer "<name>/Assign" assigns `initial`
+-- (an npu.Tensor, nested tables or an Output of this graph; its shape fully known).  Run
+-- g:global_variables_initializer() first.  The variable is the C graph's
+-- (npu_graph_add_variable), as those of graphs built in C or imported.
 function Graph_methods:variable(initial, name)
   local init = to_output(self, initial)
-  local shape = init:shape()
-  for _, d in ipairs(shape or {}) do
-    if d < 0 then error("npu.Graph:variable: the initial value's shape must be fully known", 2) end
-  end
-  local node = self:add_op("variable", {}, { dtype = init:dtype(), shape = shape }, name or "Variable")
-  local var = self:output(node, 0)
-  local vname = self:operation(node):name()
-  local assign = raw_add_op(self, "assign", { var, init }, nil, vname .. "/Assign") -- vname is scoped
-  local st = state_of(self)
-  st.initializers[#st.initializers + 1] = assign
-  st.variables[#st.variables + 1] = var
-  return var
+  name = name or "Variable"
+  if scopes[1] then name = scope_prefix(self) .. name end
+  return self:add_variable(init, name)
 end
 
---- The variables created with g:variable, in creation order.
-function Graph_methods:global_variables()
-  local list = {}
-  for i, v in ipairs(state_of(self).variables) do list[i] = v end
-  return list
-end
+--- The graph's variables (g:variable's, an imported graph's VariableV2 nodes, a C host's), in
+-- creation order.
+function Graph_methods:global_variables() return self:variables() end
 
 --- An operation that runs every variable's initializer (tf.global_variables_initializer).
 function Graph_methods:global_variables_initializer()
   local node = self:add_op("no_op", {}, nil, "init")
-  for _, a in ipairs(state_of(self).initializers) do self:add_control(node, a) end
+  for _, a in ipairs(self:variable_initializers()) do self:add_control(node, a) end
   return self:operation(node)
 end
 

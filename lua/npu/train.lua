@@ -22,31 +22,19 @@ local function N()
   return npu_module
 end
 
--- Variables the training code creates (slots, global steps, moving statistics, loss scales):
--- not trainable, so never in a default var_list.  Keyed by graph, then value id.
-local non_trainable = setmetatable({}, { __mode = "k" })
+-- Variables the training code creates (slots, global steps, moving statistics, loss scales)
+-- are not trainable, so never in a default var_list: the C graph keeps the flag
+-- (npu_graph_set_variable_trainable), float variables being trainable by default.
 
 --- Marks variable v (an npu.Output) as not trainable.
 function train.mark_non_trainable(v)
-  local g = v:graph()
-  non_trainable[g] = non_trainable[g] or {}
-  non_trainable[g][v:id()] = true
+  v:graph():set_trainable(v, false)
   return v
 end
 
---- The float variables of g (g:global_variables()) that are trainable: those the user made,
+--- The variables of g (g:global_variables()) that are trainable: the float ones the user made,
 -- not the optimizer's slots, global steps or moving statistics.
-function train.trainable_variables(g)
-  local skip = non_trainable[g] or {}
-  local list = {}
-  for _, v in ipairs(g:global_variables()) do
-    local dt = v:dtype()
-    if not skip[v:id()] and (dt == "float32" or dt == "float64" or dt == "float16" or dt == "bfloat16") then
-      list[#list + 1] = v
-    end
-  end
-  return list
-end
+function train.trainable_variables(g) return g:variables(true) end
 
 --- tf.gradients(ys, xs, grad_ys): ys, xs (and grad_ys) an Output or a list of them.  Returns a
 -- list (t.n = #xs) whose entry i is d(sum of ys)/d(xs[i]), or nil where xs[i] does not affect

@@ -1,0 +1,298 @@
+/*
+ * test_variables.c — variables are the C graph's (npu.h, "variables"): a host that never loads
+ * Lua builds a graph with variables, lists them, runs their initializer and a training step;
+ * a graph whose variable and "<name>/Assign" nodes come one by one (as an importer adds them)
+ * lists the same; bad ids fail cleanly leaving the graph as it was; the op table read through
+ * npu_op_get_info; the allocation-failure sweep over npu_graph_add_variable and
+ * npu_graph_add_variables_initializer.
+ */
+#include <string.h>
+
+#include "npu_test.h"
+
+static npu_status const_f32(npu_context *ctx, npu_graph *g, const char *name, int ndim,
+                            const int64_t *shape, const float *v, int *value) {
+  npu_tensor *t;
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  TRY(npu_tensor_from_data(ctx, NPU_DTYPE_F32, ndim, shape, v, (size_t)n * sizeof *v, &t));
+  return graph_const(g, name, t, value);
+}
+
+static npu_status binary(npu_graph *g, const char *op, int a, int b, int *value) {
+  int in[2] = {a, b};
+  return graph_op(g, op, NULL, 2, in, value);
+}
+
+/* w = [1, 2, 3] (trainable), b = 0.5 (trainable), step = 0 (int64: not trainable);
+   loss = sum(w * w) + b; train = assign(w, w - 0.1 * dloss/dw). */
+typedef struct model {
+  npu_graph *g;
+  int w, b, step, loss, train, init;
+} model;
+
+static npu_status build(npu_context *ctx, model *m) {
+  TRY(npu_graph_new(ctx, &m->g));
+  npu_graph *g = m->g;
+  static const float w0[] = {1, 2, 3}, b0[] = {0.5f}, lr[] = {0.1f};
+  static const int64_t three[] = {3};
+  int init_w, init_b, init_step, lr_v, sq, sum, dw, scaled, next;
+  TRY(const_f32(ctx, g, "w_init", 1, three, w0, &init_w));
+  TRY(const_f32(ctx, g, "b_init", 0, NULL, b0, &init_b));
+  npu_tensor *zero;
+  TRY(npu_tensor_new(ctx, NPU_DTYPE_I64, 0, NULL, &zero));
+  TRY(graph_const(g, "step_init", zero, &init_step));
+  TRY(npu_graph_add_variable(g, "w", init_w, &m->w));
+  TRY(npu_graph_add_variable(g, "b", init_b, &m->b));
+  TRY(npu_graph_add_variable(g, NULL, init_step, &m->step));
+  TRY(binary(g, "mul", m->w, m->w, &sq));
+  TRY(graph_op(g, "reduce_sum", NULL, 1, &sq, &sum)); /* no axis: every axis */
+  TRY(binary(g, "add", sum, m->b, &m->loss));
+  TRY(npu_graph_gradients(g, 1, &m->loss, NULL, 1, &m->w, &dw));
+  TRY(const_f32(ctx, g, "lr", 0, NULL, lr, &lr_v));
+  TRY(binary(g, "mul", lr_v, dw, &scaled));
+  TRY(binary(g, "sub", m->w, scaled, &next));
+  TRY(binary(g, "assign", m->w, next, &m->train));
+  return npu_graph_add_variables_initializer(g, NULL, &m->init);
+}
+
+static void test_build_list_init_train(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  model m = {0};
+  npu_status st = build(ctx, &m);
+  CHECK(st == NPU_OK);
+  if (st) {
+    fprintf(stderr, "build: %s\n", npu_context_errmsg(ctx));
+    npu_graph_release(m.g);
+    npu_context_release(ctx);
+    return;
+  }
+  npu_graph *g = m.g;
+  /* the list, in creation order, with names, dtypes, shapes, initializers, trainable flags */
+  CHECK(npu_graph_n_variables(g) == 3);
+  static const char *const names[] = {"w", "b", "Variable"};
+  static const int trainable[] = {1, 1, 0};
+  int values[] = {m.w, m.b, m.step};
+  for (int i = 0; i < 3; i++) {
+    npu_variable_info vi;
+    CHECK(npu_graph_variable_info(g, i, &vi) == NPU_OK);
+    CHECK(strcmp(vi.name, names[i]) == 0);
+    CHECK(vi.value == values[i]);
+    CHECK(vi.node == npu_graph_value_node(g, values[i]));
+    CHECK(npu_graph_find_variable(g, vi.node) == i);
+    CHECK(vi.trainable == trainable[i]);
+    CHECK(vi.initializer >= 0);
+    char want[32];
+    snprintf(want, sizeof want, "%s/Assign", names[i]);
+    CHECK(strcmp(npu_graph_node_name(g, vi.initializer), want) == 0);
+    CHECK(strcmp(npu_graph_node_op(g, vi.initializer), "assign") == 0);
+  }
+  npu_variable_info wi;
+  CHECK(npu_graph_variable_info(g, 0, &wi) == NPU_OK);
+  CHECK(wi.dtype == NPU_DTYPE_F32 && wi.ndim == 1 && wi.shape[0] == 3);
+  CHECK(npu_graph_find_variable(g, npu_graph_value_node(g, m.loss)) == -1);
+  /* the training step's assign is no initializer: the one of w stays "w/Assign" */
+  CHECK(npu_graph_n_inputs(g, m.init) == 0);
+  /* a session: initialize, read, one step, read again */
+  npu_session *s = NULL;
+  CHECK(npu_session_new(ctx, g, NULL, &s) == NPU_OK);
+  npu_tensor *out[2] = {NULL, NULL};
+  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &m.init) == NPU_OK);
+  int fetch[2] = {m.w, m.loss};
+  CHECK(npu_session_run(s, 0, NULL, NULL, 2, fetch, out, 0, NULL) == NPU_OK);
+  if (out[0] && out[1]) {
+    const float *w = npu_tensor_data(out[0]);
+    CHECK(w[0] == 1.0f && w[1] == 2.0f && w[2] == 3.0f);
+    CHECK_NEAR(npu_tensor_get(out[1], 0), 14.5, 1e-6);
+  }
+  npu_tensor_release(out[0]);
+  npu_tensor_release(out[1]);
+  out[0] = out[1] = NULL;
+  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1,
+                        (int[]){npu_graph_value_node(g, m.train)}) == NPU_OK);
+  CHECK(npu_session_run(s, 0, NULL, NULL, 1, &m.w, out, 0, NULL) == NPU_OK);
+  if (out[0]) { /* w - 0.1 * 2w = 0.8 w */
+    CHECK_NEAR(npu_tensor_get(out[0], 0), 0.8, 1e-6);
+    CHECK_NEAR(npu_tensor_get(out[0], 2), 2.4, 1e-6);
+  }
+  npu_tensor_release(out[0]);
+  /* trainable is the graph's to change */
+  CHECK(npu_graph_set_variable_trainable(g, 1, 0) == NPU_OK);
+  npu_variable_info bi;
+  CHECK(npu_graph_variable_info(g, 1, &bi) == NPU_OK && bi.trainable == 0);
+  npu_session_release(s);
+  npu_graph_release(g);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
+/* Nodes added one by one, as the importers add a GraphDef's VariableV2 and Assign nodes: the
+   variable is registered, "<name>/Assign" is its initializer, another assign is not. */
+static void test_nodes_one_by_one(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  npu_graph *g;
+  CHECK(npu_graph_new(ctx, &g) == NPU_OK);
+  int64_t two[] = {2};
+  npu_attr attrs[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
+                      {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {two, 1}}};
+  int var, v, init, other, first;
+  CHECK(npu_graph_add_op(g, "variable", "v", 0, NULL, 2, attrs, &var) == NPU_OK);
+  v = npu_graph_output(g, var, 0);
+  CHECK(npu_graph_n_variables(g) == 1);
+  npu_variable_info vi;
+  CHECK(npu_graph_variable_info(g, 0, &vi) == NPU_OK && vi.initializer == -1 && vi.trainable);
+  CHECK(const_f32(ctx, g, "init", 1, two, (const float[]){1, 2}, &init) == NPU_OK);
+  CHECK(npu_graph_add_op(g, "assign", "update", 2, (int[]){v, init}, 0, NULL, &other) == NPU_OK);
+  CHECK(npu_graph_variable_info(g, 0, &vi) == NPU_OK && vi.initializer == -1);
+  CHECK(npu_graph_add_op(g, "assign", "v/Assign", 2, (int[]){v, init}, 0, NULL, &first) == NPU_OK);
+  CHECK(npu_graph_variable_info(g, 0, &vi) == NPU_OK && vi.initializer == first);
+  /* errors: nothing changes, outs are -1 or zeroed, the message names the culprit */
+  int n_nodes = npu_graph_n_nodes(g), out = 7;
+  int ph_node, ph;
+  npu_attr ph_attrs[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
+                         {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {(int64_t[]){-1}, 1}}};
+  CHECK(npu_graph_add_op(g, "placeholder", "x", 0, NULL, 2, ph_attrs, &ph_node) == NPU_OK);
+  ph = npu_graph_output(g, ph_node, 0);
+  n_nodes = npu_graph_n_nodes(g);
+  CHECK(npu_graph_add_variable(g, "bad", ph, &out) == NPU_ERR_ARG);
+  CHECK(out == -1);
+  CHECK(strstr(npu_context_errmsg(ctx), "'x:0'") != NULL);
+  CHECK(strstr(npu_context_errmsg(ctx), "[-1]") != NULL);
+  CHECK(npu_graph_add_variable(g, "bad", 9999, &out) == NPU_ERR_ARG);
+  CHECK(npu_graph_add_variable(g, "bad:0", init, &out) == NPU_ERR_ARG); /* invalid name */
+  CHECK(npu_graph_add_variable(NULL, "bad", init, &out) == NPU_ERR_ARG);
+  CHECK(npu_graph_n_nodes(g) == n_nodes && npu_graph_n_variables(g) == 1);
+  CHECK(npu_graph_find_node(g, "bad") < 0);
+  CHECK(npu_graph_variable_info(g, 1, &vi) == NPU_ERR_ARG);
+  CHECK(vi.node == -1 && vi.value == -1 && vi.initializer == -1 && vi.name == NULL);
+  CHECK(strstr(npu_context_errmsg(ctx), "no variable 1") != NULL);
+  CHECK(npu_graph_variable_info(g, -1, &vi) == NPU_ERR_ARG);
+  CHECK(npu_graph_variable_info(NULL, 0, &vi) == NPU_ERR_ARG);
+  CHECK(npu_graph_set_variable_trainable(g, 5, 1) == NPU_ERR_ARG);
+  CHECK(npu_graph_n_variables(NULL) == 0 && npu_graph_find_variable(NULL, 0) == -1);
+  CHECK(npu_graph_find_variable(g, ph_node) == -1);
+  /* the initializer runs "v/Assign" alone: "update" is not an initializer */
+  int init_node;
+  CHECK(npu_graph_add_variables_initializer(g, "my_init", &init_node) == NPU_OK);
+  CHECK(strcmp(npu_graph_node_name(g, init_node), "my_init") == 0);
+  npu_session *s;
+  CHECK(npu_session_new(ctx, g, NULL, &s) == NPU_OK);
+  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &init_node) == NPU_OK);
+  npu_tensor *t = NULL;
+  CHECK(npu_session_run(s, 0, NULL, NULL, 1, &v, &t, 0, NULL) == NPU_OK);
+  if (t) CHECK(npu_tensor_get(t, 1) == 2.0);
+  npu_tensor_release(t);
+  npu_session_release(s);
+  npu_graph_release(g);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
+/* The op table as a host reads it (what the Lua binding's core.op_list is made of). */
+static void test_op_info(void) {
+  npu_op_info info;
+  int mm = npu_op_find("matmul");
+  CHECK(mm >= 0 && npu_op_find("MatMul") == mm);
+  CHECK(npu_op_get_info(mm, &info) == NPU_OK);
+  CHECK(strcmp(info.name, "matmul") == 0 && strcmp(info.tf_type, "MatMul") == 0);
+  CHECK(info.min_inputs == 2 && info.max_inputs == 2 && info.n_outputs == 1);
+  CHECK(info.kind == NPU_OP_KIND_KERNEL && strcmp(info.kind_name, "kernel") == 0);
+  CHECK(info.differentiable == 1);
+  CHECK(npu_op_get_info(npu_op_find("variable"), &info) == NPU_OK);
+  CHECK(info.kind == NPU_OP_KIND_VARIABLE && strcmp(info.kind_name, "variable") == 0);
+  CHECK(info.differentiable == 0);
+  CHECK(npu_op_get_info(npu_op_find("reshape"), &info) == NPU_OK);
+  CHECK(info.args && strcmp(info.args, "shape") == 0);
+  CHECK(npu_op_get_info(npu_op_find("random_uniform"), &info) == NPU_OK && info.stateful);
+  CHECK(npu_op_get_info(npu_op_count(), &info) == NPU_ERR_ARG && info.name == NULL);
+  CHECK(npu_op_get_info(-1, &info) == NPU_ERR_ARG);
+  CHECK(npu_op_get_info(0, NULL) == NPU_ERR_ARG);
+  CHECK(npu_op_find("no_such_op") == -1 && npu_op_find(NULL) == -1);
+  for (int i = 0; i < npu_op_count(); i++) {
+    CHECK(npu_op_get_info(i, &info) == NPU_OK);
+    CHECK(info.name && strcmp(info.name, npu_op_name(i)) == 0 && info.kind_name &&
+          info.precision_name);
+  }
+  /* the small public helpers the binding uses */
+  char buf[32];
+  CHECK(strcmp(npu_shape_format(buf, sizeof buf, 3, (int64_t[]){2, -1, 4}), "[2,-1,4]") == 0);
+  CHECK(strcmp(npu_shape_format(buf, sizeof buf, -1, NULL), "<unknown rank>") == 0);
+  CHECK(strcmp(npu_shape_format(buf, 4, 2, (int64_t[]){100, 200}), "[10") == 0);
+  npu_nearest near;
+  npu_nearest_init(&near, "matmull");
+  npu_nearest_try(&near, "matmul");
+  npu_nearest_try(&near, "add");
+  CHECK(near.best && strcmp(npu_nearest_result(&near), "matmul") == 0);
+  npu_nearest_init(&near, "zzz");
+  npu_nearest_try(&near, "matmul");
+  CHECK(npu_nearest_result(&near) == NULL);
+  int64_t i64 = -3;
+  float f;
+  uint8_t b;
+  CHECK(npu_dtype_convert(NPU_DTYPE_I64, &i64, NPU_DTYPE_F32, &f, 1) == NPU_OK && f == -3.0f);
+  CHECK(npu_dtype_convert(NPU_DTYPE_F32, &f, NPU_DTYPE_BOOL, &b, 1) == NPU_OK && b == 1);
+  CHECK(npu_dtype_convert(NPU_DTYPE_COUNT, &f, NPU_DTYPE_BOOL, &b, 1) == NPU_ERR_DTYPE);
+  CHECK(npu_dtype_convert(NPU_DTYPE_F32, NULL, NPU_DTYPE_BOOL, &b, 1) == NPU_ERR_ARG);
+  CHECK(npu_dtype_convert(NPU_DTYPE_F32, &f, NPU_DTYPE_BOOL, &b, -1) == NPU_ERR_ARG);
+  CHECK(npu_dtype_convert(NPU_DTYPE_F32, NULL, NPU_DTYPE_BOOL, NULL, 0) == NPU_OK);
+}
+
+/* The sweep: a graph with one const; add two variables and the initializer. */
+typedef struct sweep_case {
+  npu_graph *g;
+  int init;
+} sweep_case;
+
+static npu_status sweep_setup(npu_context *ctx, void *ud) {
+  sweep_case *c = ud;
+  TRY(npu_graph_new(ctx, &c->g));
+  return const_f32(ctx, c->g, "c", 1, (int64_t[]){2}, (const float[]){1, 2}, &c->init);
+}
+
+static npu_status sweep_run(npu_context *ctx, void *ud) {
+  (void)ctx;
+  sweep_case *c = ud;
+  int n_nodes = npu_graph_n_nodes(c->g), a, b, init;
+  npu_status st = npu_graph_add_variable(c->g, "a", c->init, &a);
+  if (!st) st = npu_graph_add_variable(c->g, "b", c->init, &b);
+  if (!st) st = npu_graph_add_variables_initializer(c->g, NULL, &init);
+  if (st == NPU_ERR_NOMEM) { /* a failed call leaves no half-built variable */
+    for (int i = 0; i < npu_graph_n_variables(c->g); i++) {
+      npu_variable_info vi;
+      CHECK(npu_graph_variable_info(c->g, i, &vi) == NPU_OK);
+      CHECK(vi.node < npu_graph_n_nodes(c->g) && vi.initializer >= 0);
+    }
+    CHECK(npu_graph_n_nodes(c->g) >= n_nodes);
+  } else if (!st) {
+    CHECK(npu_graph_n_variables(c->g) == 2);
+  }
+  return st;
+}
+
+static void sweep_after(npu_context *ctx, npu_status st, void *ud) {
+  (void)ctx, (void)st;
+  sweep_case *c = ud;
+  npu_graph_release(c->g);
+  c->g = NULL;
+}
+
+static void test_allocation_failure_sweep(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  sweep_case c = {0};
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.setup = sweep_setup, .run = sweep_run, .after = sweep_after,
+                           .ud = &c, .what = "variables"});
+  CHECK(n_failures >= 8); /* node and value arrays, names, attributes, the variable list */
+  npu_context_release(ctx);
+}
+
+int main(void) {
+  test_build_list_init_train();
+  test_nodes_one_by_one();
+  test_op_info();
+  test_allocation_failure_sweep();
+  return check_summary("test_variables");
+}
