@@ -642,15 +642,32 @@ static int l_is_tensor(lua_State *L) {
 
 /* ---- methods ------------------------------------------------------------------------------ */
 
-static void push_elem(lua_State *L, const npu_tensor *t, int64_t i) {
-  const void *d = npu_tensor_data(t);
-  switch (npu_tensor_dtype(t)) {
+/* A tensor's layout read once through the accessors (calls, not field reads): what the
+   per-element loops use. */
+typedef struct tview {
+  const npu_tensor *t;
+  const void *data;
+  npu_dtype dtype;
+  int ndim;
+  const int64_t *shape;
+} tview;
+
+static tview view_of(const npu_tensor *t) {
+  return (tview){.t = t, .data = npu_tensor_data(t), .dtype = npu_tensor_dtype(t),
+                 .ndim = npu_tensor_ndim(t), .shape = npu_tensor_shape(t)};
+}
+
+static void push_elem(lua_State *L, const tview *v, int64_t i) {
+  const void *d = v->data;
+  switch (v->dtype) {
   case NPU_DTYPE_BOOL: lua_pushboolean(L, ((const uint8_t *)d)[i] != 0); break;
   case NPU_DTYPE_I8: lua_pushinteger(L, ((const int8_t *)d)[i]); break;
   case NPU_DTYPE_U8: lua_pushinteger(L, ((const uint8_t *)d)[i]); break;
   case NPU_DTYPE_I32: lua_pushinteger(L, ((const int32_t *)d)[i]); break;
   case NPU_DTYPE_I64: lua_pushinteger(L, (lua_Integer)((const int64_t *)d)[i]); break;
-  default: lua_pushnumber(L, npu_tensor_get(t, i)); break;
+  case NPU_DTYPE_F32: lua_pushnumber(L, ((const float *)d)[i]); break;
+  case NPU_DTYPE_F64: lua_pushnumber(L, ((const double *)d)[i]); break;
+  default: lua_pushnumber(L, npu_tensor_get(v->t, i)); break; /* the half types */
   }
 }
 
@@ -679,16 +696,16 @@ static int m_numel(lua_State *L) {
   return 1;
 }
 
-static void push_nested(lua_State *L, const npu_tensor *t, int depth, int64_t *pos) {
-  if (depth == npu_tensor_ndim(t)) {
-    push_elem(L, t, (*pos)++);
+static void push_nested(lua_State *L, const tview *v, int depth, int64_t *pos) {
+  if (depth == v->ndim) {
+    push_elem(L, v, (*pos)++);
     return;
   }
   luaL_checkstack(L, 3, "npu.Tensor:totable");
-  int64_t n = npu_tensor_shape(t)[depth];
+  int64_t n = v->shape[depth];
   lua_createtable(L, n > INT32_MAX ? INT32_MAX : (int)n, 0);
   for (int64_t i = 0; i < n; i++) {
-    push_nested(L, t, depth + 1, pos);
+    push_nested(L, v, depth + 1, pos);
     lua_rawseti(L, -2, (lua_Integer)(i + 1));
   }
 }
@@ -696,7 +713,8 @@ static void push_nested(lua_State *L, const npu_tensor *t, int depth, int64_t *p
 static int m_totable(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
   int64_t pos = 0;
-  push_nested(L, t, 0, &pos);
+  tview v = view_of(t);
+  push_nested(L, &v, 0, &pos);
   return 1;
 }
 
@@ -709,7 +727,8 @@ static int m_item(lua_State *L) {
                       "exactly one", (lua_Integer)npu_tensor_numel(t),
                       npu_shape_format(sb, sizeof sb, npu_tensor_ndim(t), npu_tensor_shape(t)));
   }
-  push_elem(L, t, 0);
+  tview v = view_of(t);
+  push_elem(L, &v, 0);
   return 1;
 }
 
@@ -761,9 +780,9 @@ static int m_save(lua_State *L) {
 }
 
 /* 1-based (negative from the end) index at idx into dim d of t, as a 0-based position. */
-static int64_t check_index(lua_State *L, const npu_tensor *t, int idx, int d, const char *where) {
+static int64_t check_index(lua_State *L, const tview *v, int idx, int d, const char *where) {
   int64_t i = check_int(L, idx, where, "an index");
-  int64_t n = npu_tensor_shape(t)[d];
+  int64_t n = v->shape[d];
   int64_t p = i > 0 ? i - 1 : n + i;
   if (i == 0 || p < 0 || p >= n)
     npuB_fail(L, NULL, NPU_ERR_ARG,
@@ -775,15 +794,14 @@ static int64_t check_index(lua_State *L, const npu_tensor *t, int idx, int d, co
 
 static int m_get(lua_State *L) {
   static const char where[] = "npu.Tensor:get";
-  npu_tensor *t = npuB_check_tensor(L, 1);
+  tview v = view_of(npuB_check_tensor(L, 1));
   int n = lua_gettop(L) - 1;
-  if (n != npu_tensor_ndim(t))
+  if (n != v.ndim)
     return npuB_fail(L, NULL, NPU_ERR_ARG,
-              "%s: %d indices given for a rank-%d tensor (one per dim)", where, n,
-                      npu_tensor_ndim(t));
+              "%s: %d indices given for a rank-%d tensor (one per dim)", where, n, v.ndim);
   int64_t off = 0;
-  for (int d = 0; d < npu_tensor_ndim(t); d++) off = off * npu_tensor_shape(t)[d] + check_index(L, t, d + 2, d, where);
-  push_elem(L, t, off);
+  for (int d = 0; d < v.ndim; d++) off = off * v.shape[d] + check_index(L, &v, d + 2, d, where);
+  push_elem(L, &v, off);
   return 1;
 }
 
@@ -796,12 +814,13 @@ static int m_index(lua_State *L) {
   if (lua_type(L, 2) != LUA_TNUMBER) return 0;
   static const char where[] = "npu.Tensor[]";
   npu_tensor *t = npuB_check_tensor(L, 1);
-  if (npu_tensor_ndim(t) == 0)
+  tview v = view_of(t);
+  if (v.ndim == 0)
     return npuB_fail(L, NULL, NPU_ERR_ARG,
               "%s: a rank-0 tensor cannot be indexed; use t:item()", where);
-  int64_t p = check_index(L, t, 2, 0, where);
-  if (npu_tensor_ndim(t) == 1) {
-    push_elem(L, t, p);
+  int64_t p = check_index(L, &v, 2, 0, where);
+  if (v.ndim == 1) {
+    push_elem(L, &v, p);
     return 1;
   }
   size_t row = npu_tensor_nbytes(t) / (size_t)npu_tensor_shape(t)[0]; /* shape[0] > 0: p is in range */
