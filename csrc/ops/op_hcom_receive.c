@@ -31,6 +31,6 @@ static npu_status parse(npuX_infer *ic, void *params) {
 static npu_status run(const npuX_call *c) { return npuX_hcom_run(c, NPUX_COLL_RECV, 0); }
 
 const npu_op_def npuX_op_hcom_receive = {
-    .name = "hcom_receive", .tf_type = "HcomReceive", .args = "shape, dtype, sr_tag, src_rank",
+    .name = "hcom_receive", .tf_type = "HcomReceive", .args = "shape,dtype,sr_tag,src_rank",
     .min_inputs = 0, .max_inputs = 0, .n_outputs = 1, .prec = NPUX_PREC_GRAY,
     .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED, .parse = parse, .run = run}; /* its output is parse's */

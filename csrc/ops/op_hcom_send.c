@@ -23,6 +23,6 @@ static npu_status infer(npuX_infer *ic, const void *params) {
 static npu_status run(const npuX_call *c) { return npuX_hcom_run(c, NPUX_COLL_SEND, 0); }
 
 const npu_op_def npuX_op_hcom_send = {
-    .name = "hcom_send", .tf_type = "HcomSend", .args = "sr_tag, dest_rank", .min_inputs = 1,
+    .name = "hcom_send", .tf_type = "HcomSend", .args = "sr_tag,dest_rank", .min_inputs = 1,
     .max_inputs = 1, .n_outputs = 0, .prec = NPUX_PREC_GRAY,
     .flags = NPUX_F_NO_FOLD | NPUX_F_SHARED, .parse = parse, .infer = infer, .run = run};
