@@ -254,7 +254,7 @@ function TestDistributed:test_mpi_a_rank_that_leaves_makes_the_others_time_out()
 end
 
 function TestDistributed:test_mpi_send_and_receive()
-  expect("p2p.lua", 13 + 19)
+  expect("p2p.lua", 14 + 20)
 end
 
 function TestDistributed:test_mpi_groups_of_four_ranks()

@@ -642,6 +642,12 @@ static void run_p2p(job *j) {
       D.p2p_hdr = NULL; /* abandoned requests may still use it */
       return;
     }
+    if (theirs[HDR_KIND] != NPUX_COLL_RECV) { /* its header, not a receiver's answer */
+      job_fail(j, NPU_ERR_ARG, "rank %d sends to rank %d with sr_tag %d at the same time as "
+               "rank %d sends to it: sends are synchronous, so one of them must receive first",
+               g->rank, peer, j->tag, peer);
+      return;
+    }
     if (!same_tensor(mine, theirs)) return fail_mismatch(j, mine, theirs, g->rank, peer);
     MPI_Request dr;
     MPI_Isend(j->send, (int)j->count, t, peer, dtag, g->p2p, &dr);

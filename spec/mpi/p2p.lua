@@ -77,7 +77,8 @@ if rank <= 1 then
   end
 end
 
--- mismatches: shape, then dtype; both ranks fail naming both; then an exchange works
+-- mismatches: shape, then dtype; two sends meeting; both ranks fail naming both; then an
+-- exchange works
 if rank <= 1 then
   local cases = {
     { "float32", { 3 }, "float32", { 4 }, "NPU_ERR_SHAPE", "rank 0 sends float32 [3] but rank 1 receives float32 [4] (sr_tag 2)" },
@@ -93,6 +94,13 @@ if rank <= 1 then
     local name = rank == 0 and "hcom_send 'HcomSend'" or "hcom_receive 'HcomReceive'"
     check(c[5] .. " mismatch fails, naming both", not ok and tostring(err):find(c[5], 1, true)
       and tostring(err):find(name, 1, true) and tostring(err):find(c[6], 1, true) and C.now() - t0 < 10, err)
+  end
+  do -- both send to each other at once: each gets the other's header, not an answer
+    local g = npu.Graph()
+    local x = g:placeholder("float32", { 2 }, "x")
+    local sess <close> = npu.Session { graph = g, options = { hccl_timeout = 20 } }
+    local ok, err = pcall(sess.run, sess, hccl.send(x, 11, 1 - rank), { [x] = npu.tensor({ 1, 2 }) })
+    check("two sends to each other fail", not ok and tostring(err):find(("rank %d sends to rank %d with sr_tag 11 at the same time"):format(rank, 1 - rank), 1, true), err)
   end
   local g = npu.Graph()
   local x = g:placeholder("int32", { 2 }, "x")
