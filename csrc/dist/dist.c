@@ -617,6 +617,21 @@ static bool same_tensor(const int64_t *a, const int64_t *b) {
          !memcmp(a + HDR_DIMS, b + HDR_DIMS, NPU_MAX_DIMS * sizeof *a);
 }
 
+/* The data of a send (from j->send) or a receive (into j->recv), on tag 2 sr_tag + 1.  A
+   timeout abandons the buffer to MPI (it stays allocated and accounted). */
+static void move_data(job *j, bool sending, int64_t deadline) {
+  MPI_Datatype t = j->dtype == NPU_DTYPE_I32 ? MPI_INT : MPI_FLOAT;
+  MPI_Request dr;
+  bool cancelled;
+  int peer = j->peer;
+  if (sending) MPI_Isend(j->send, (int)j->count, t, peer, 2 * j->tag + 1, j->grp->p2p, &dr);
+  else MPI_Irecv(j->recv, (int)j->count, t, peer, 2 * j->tag + 1, j->grp->p2p, &dr);
+  if (wait_one(&dr, deadline, false, &cancelled)) return;
+  fail_timeout(j, sending ? "receive of the data" : "data of the send", (int[]){1}, &peer, 1, true);
+  if (sending) j->send = NULL, j->send_cap = 0;
+  else j->recv = NULL, j->recv_cap = 0;
+}
+
 /* Send or receive: header, the peer's header, then (when they agree) the data. */
 static void run_p2p(job *j) {
   group *g = j->grp;
@@ -629,8 +644,7 @@ static void run_p2p(job *j) {
   mine[HDR_COUNT] = j->count;
   mine[HDR_NDIM] = j->shape0[0];
   for (int i = 0; i < j->shape0[0]; i++) mine[HDR_DIMS + i] = j->shape0[1 + i];
-  MPI_Datatype t = j->dtype == NPU_DTYPE_I32 ? MPI_INT : MPI_FLOAT;
-  int htag = 2 * j->tag, dtag = 2 * j->tag + 1, peer = j->peer;
+  int htag = 2 * j->tag, peer = j->peer;
   bool cancelled;
   if (j->kind == NPUX_COLL_SEND) {
     MPI_Request req[2];
@@ -649,14 +663,7 @@ static void run_p2p(job *j) {
       return;
     }
     if (!same_tensor(mine, theirs)) return fail_mismatch(j, mine, theirs, g->rank, peer);
-    MPI_Request dr;
-    MPI_Isend(j->send, (int)j->count, t, peer, dtag, g->p2p, &dr);
-    if (!wait_one(&dr, deadline, false, &cancelled)) {
-      fail_timeout(j, "receive of the data", (int[]){1}, &peer, 1, true);
-      j->send = NULL; /* abandoned: MPI may still read it (it stays accounted) */
-      j->send_cap = 0;
-    }
-    return;
+    return move_data(j, true, deadline);
   }
   MPI_Request hr;
   MPI_Irecv(theirs, HDR_LEN, MPI_INT64_T, peer, htag, g->p2p, &hr);
@@ -674,13 +681,7 @@ static void run_p2p(job *j) {
     return;
   }
   if (!same_tensor(mine, theirs)) return fail_mismatch(j, theirs, mine, peer, g->rank);
-  MPI_Request dr;
-  MPI_Irecv(j->recv, (int)j->count, t, peer, dtag, g->p2p, &dr);
-  if (!wait_one(&dr, deadline, false, &cancelled)) {
-    fail_timeout(j, "data of the send", (int[]){1}, &peer, 1, true);
-    j->recv = NULL; /* abandoned: MPI may still write it (it stays accounted) */
-    j->recv_cap = 0;
-  }
+  move_data(j, false, deadline);
 }
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
@@ -823,6 +824,15 @@ static group *find_group(const char *name) {
   return NULL;
 }
 
+/* Takes g off the table (D.mu held). */
+static void unlink_group(group *g) {
+  for (int i = 1; i < D.n_groups; i++)
+    if (D.groups[i] == g) {
+      D.groups[i] = D.groups[--D.n_groups];
+      return;
+    }
+}
+
 static void group_free(group *g) {
   if (g && g != &D.world) {
     free(g->world);
@@ -940,8 +950,7 @@ npu_status npu_dist_create_group(npu_context *ctx, const char *name, int n_ranks
   if (st) {
     st = npuC_error(ctx, st, "create_group '%s': %s", name, j->msg);
     pthread_mutex_lock(&D.mu);
-    for (int i = 1; i < D.n_groups; i++)
-      if (D.groups[i] == g) D.groups[i] = D.groups[--D.n_groups];
+    unlink_group(g);
     pthread_mutex_unlock(&D.mu);
     group_free(g);
   }
@@ -958,9 +967,7 @@ npu_status npu_dist_destroy_group(npu_context *ctx, const char *name) {
                       "stays", name);
   pthread_mutex_lock(&D.mu);
   group *g = name ? find_group(name) : NULL;
-  if (g) /* off the table: steps started later fail; those queued before run first */
-    for (int i = 1; i < D.n_groups; i++)
-      if (D.groups[i] == g) D.groups[i] = D.groups[--D.n_groups];
+  if (g) unlink_group(g); /* steps started later fail; those queued before run first */
   pthread_mutex_unlock(&D.mu);
   if (!g)
     return npuC_error(ctx, NPU_ERR_ARG, "destroy_group: unknown group '%s'", name ? name : "(null)");
