@@ -164,6 +164,14 @@ C_TESTS = $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_*.c))
 $(BUILD)/tests/%: tests/%.c $(LIB_INT) $(wildcard tests/*.h tests/fuzz/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_INT) $(LIBS)
+# test_dist once more with csrc/dist/dist.c compiled without MPI (the only file MPI changes;
+# its object comes before the library, so the library's MPI one is not linked): the library
+# built without MPI, checked in every build.
+C_TESTS += $(BUILD)/tests/test_dist_nompi
+$(BUILD)/tests/test_dist_nompi: tests/test_dist.c csrc/dist/dist.c $(LIB_INT) $(HEADERS) $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c csrc/dist/dist.c -o $(BUILD)/tests/dist_nompi.o
+	$(CC) $(ALL_CFLAGS) -o $@ tests/test_dist.c $(BUILD)/tests/dist_nompi.o $(LIB_INT) $(LIBS)
 
 # The embedding example, as a host builds it: npu.h and the public libnpu.a, plus liblua; it
 # loads the npu module as any Lua program does (require, from package.cpath: here ./npu/core.so).

@@ -86,6 +86,10 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   /* explicit option > environment > default; then the cross-option rules and the device id */
   s = npu_options_apply_env(o, NULL, NULL);
   if (!s) s = npu_options_check(o);
+  /* local_rank_id and local_device_list against this process's ranks (dist/dist.h) */
+  if (!s)
+    s = npuD_check_local(ctx, npuO_is_set(o, NPUO_local_rank_id), npuO_int(o, NPUO_local_rank_id),
+                         npuO_string(o, NPUO_local_device_list), npuO_device_id(o));
   if (s) {
     npu_options_release(o);
     return s;
@@ -179,6 +183,7 @@ void npu_session_close(npu_session *s) {
   s->cur->state.dump = NULL;
   npuE_profile_free(ctx, s->cur->state.profile); /* writes the profile's summaries */
   s->cur->state.profile = NULL;
+  npuD_comm_close(ctx); /* the collectives' staging buffers kept for the next steps */
   s->closed = true;
 }
 

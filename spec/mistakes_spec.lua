@@ -156,8 +156,8 @@ local CASES = {
   -- distributed training (npu.hccl, the distributed optimizer wrapper)
   { "hccl allreduce of a tensor", function() return npu.hccl.allreduce(npu.zeros({ 2 }), "sum") end,
     "NPU_ERR_ARG", "npu.hccl.allreduce: NPU_ERR_ARG: tensor must be an npu.Output, got npu.Tensor" },
-  { "hccl group other than the world", function() return npu.hccl.get_rank_id("my_group") end,
-    "NPU_ERR_UNSUPPORTED", "group 'my_group': only hccl_world_group" },
+  { "hccl group never created", function() return npu.hccl.get_rank_id("my_group") end,
+    "NPU_ERR_ARG", "npu.hccl.get_rank_id: NPU_ERR_ARG: unknown group 'my_group' (npu.hccl.create_group makes one)" },
   { "hccl allgather rank_size wrong", function(w) return npu.hccl.allgather(w.m, 2) end,
     "NPU_ERR_ARG", "rank_size 2 but there is 1 rank" },
   { "hccl broadcast list with a nil", function(w) return npu.hccl.broadcast({ w.m, nil, w.m }, 0) end,

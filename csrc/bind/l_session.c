@@ -13,6 +13,7 @@
  * The common case — one Output fetched — takes a path with no table work at all.  Result
  * boxes are created before the run so a Lua memory error can never strand a C reference.
  */
+#include <limits.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -749,6 +750,80 @@ static int l_hccl_ranks(lua_State *L) {
   return 4;
 }
 
+/* core.hccl_create_group(name, {world ranks...}, timeout_ms) (csrc/dist/). */
+static int l_hccl_create_group(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer timeout = npuB_checkinteger(L, 3);
+  lua_Integer n = luaL_len(L, 2);
+  if (n < 1 || n > INT_MAX / (lua_Integer)sizeof(int))
+    return luaL_error(L, "npu.hccl.create_group: NPU_ERR_ARG: create_group '%s': %s", name,
+                      n < 1 ? "no ranks" : "too many ranks");
+  int *ranks = lua_newuserdatauv(L, (size_t)n * sizeof *ranks, 0); /* collected with the call */
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 2, i);
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || v < INT_MIN || v > INT_MAX)
+      return luaL_error(L, "npu.hccl.create_group: NPU_ERR_ARG: create_group '%s': rank_ids[%d] "
+                        "is not a rank (%s)", name, (int)i, luaL_typename(L, -1));
+    ranks[i - 1] = (int)v;
+    lua_pop(L, 1);
+  }
+  npu_status st = npu_dist_create_group(npuB_context(L), name, (int)n, ranks, (int64_t)timeout);
+  if (st) return npuB_raise(L, "npu.hccl.create_group", st);
+  return 0;
+}
+
+/* core.hccl_destroy_group(name). */
+static int l_hccl_destroy_group(lua_State *L) {
+  npu_status st = npu_dist_destroy_group(npuB_context(L), luaL_checkstring(L, 1));
+  if (st) return npuB_raise(L, "npu.hccl.destroy_group", st);
+  return 0;
+}
+
+/* core.hccl_group_size(name) -> its rank count (members or not). */
+static int l_hccl_group_size(lua_State *L) {
+  int size;
+  npu_status st = npu_dist_group_ranks(npuB_context(L), luaL_checkstring(L, 1), NULL, &size,
+                                       NULL, NULL);
+  if (st) return npuB_raise(L, "npu.hccl.get_rank_size", st);
+  lua_pushinteger(L, size);
+  return 1;
+}
+
+/* core.hccl_group_ranks(name) -> rank_id, rank_size, local_rank_id, local_rank_size. */
+static int l_hccl_group_ranks(lua_State *L) {
+  int r[4];
+  npu_status st = npu_dist_group_ranks(npuB_context(L), luaL_checkstring(L, 1), &r[0], &r[1],
+                                       &r[2], &r[3]);
+  if (st) return npuB_raise(L, "npu.hccl.get_rank_id", st);
+  for (int i = 0; i < 4; i++) lua_pushinteger(L, r[i]);
+  return 4;
+}
+
+/* core.hccl_world_rank(name, group_rank) and core.hccl_group_rank(world_rank, name). */
+static int l_hccl_world_rank(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  lua_Integer r = npuB_checkinteger(L, 2);
+  int w;
+  npu_status st = npu_dist_world_rank(npuB_context(L), name,
+                                      r < INT_MIN || r > INT_MAX ? -1 : (int)r, &w);
+  if (st) return npuB_raise(L, "npu.hccl.get_world_rank_from_group_rank", st);
+  lua_pushinteger(L, w);
+  return 1;
+}
+static int l_hccl_group_rank(lua_State *L) {
+  lua_Integer w = npuB_checkinteger(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  int r;
+  npu_status st = npu_dist_group_rank(npuB_context(L), w < INT_MIN || w > INT_MAX ? -1 : (int)w,
+                                      name, &r);
+  if (st) return npuB_raise(L, "npu.hccl.get_group_rank_from_world_rank", st);
+  lua_pushinteger(L, r);
+  return 1;
+}
+
 /* core.hccl_available() -> whether the library was built with MPI. */
 static int l_hccl_available(lua_State *L) {
   lua_pushboolean(L, npu_dist_available());
@@ -788,4 +863,12 @@ void npuB_open_session(lua_State *L) {
   lua_setfield(L, -2, "hccl_ranks");
   lua_pushcfunction(L, l_hccl_available);
   lua_setfield(L, -2, "hccl_available");
+  static const luaL_Reg hccl[] = {{"hccl_create_group", l_hccl_create_group},
+                                  {"hccl_destroy_group", l_hccl_destroy_group},
+                                  {"hccl_group_size", l_hccl_group_size},
+                                  {"hccl_group_ranks", l_hccl_group_ranks},
+                                  {"hccl_world_rank", l_hccl_world_rank},
+                                  {"hccl_group_rank", l_hccl_group_rank},
+                                  {NULL, NULL}};
+  luaL_setfuncs(L, hccl, 0);
 }

@@ -30,7 +30,18 @@ npu_status npuD_get_ranks(npu_context *ctx, npuD_ranks *out);
 /* Whether the library was built with MPI. */
 bool npuD_built_with_mpi(void);
 /* A session's communicator: collectives wait at most timeout_ms (0: for ever) for the other
-   ranks, then fail with NPU_ERR_TIMEOUT. */
+   ranks, then fail with NPU_ERR_TIMEOUT.  Their staging buffers come from the session's
+   context (accounted: memory_limit applies, the profiler's memory figures include them) and
+   are kept for the next step of the same sizes; npuD_comm_close gives back those kept for
+   ctx (a session calls it when it is released). */
 void npuD_comm_init(npuX_comm *comm, int64_t timeout_ms);
+void npuD_comm_close(npu_context *ctx);
+
+/* Checks local_rank_id and local_device_list (options of a session) against this process's
+   ranks: local_rank_id (when set) must be MPI's local rank, local_device_list (when set)
+   must name one device per rank of this machine with local_rank_id's entry this session's
+   device_id.  NPU_ERR_OPTION naming the option and both values. */
+npu_status npuD_check_local(npu_context *ctx, bool has_local_rank, int64_t local_rank,
+                            const char *device_list, int64_t device_id);
 
 #endif

@@ -880,7 +880,8 @@ NPU_API void npu_session_cancel(npu_session *s);
    *local_rank_id of *local_rank_size on its machine; any other process is rank 0 of 1.  The
    first call under mpirun initialises MPI (on a communication thread the library owns, which
    finalises MPI at exit).  The collectives are graph ops (hcom_allreduce, hcom_broadcast,
-   hcom_all_gather, hcom_reduce_scatter, hcom_allreduce_start / _wait) run by sessions; each
+   hcom_all_gather, hcom_reduce_scatter, hcom_allreduce_start / _wait; point to point
+   hcom_send, hcom_receive) run by sessions; each
    waits at most the session's hccl_timeout for the other ranks (NPU_ERR_TIMEOUT naming them).
    Errors: NPU_ERR_CONFLICT when the environment's RANK_SIZE or RANK_ID disagree with the
    launcher's; NPU_ERR_INTERNAL when MPI cannot start.  Outs are 0 on failure; any may be NULL.
@@ -890,6 +891,32 @@ NPU_API npu_status npu_dist_ranks(npu_context *ctx, int *rank_id, int *rank_size
 /* 1 when the library was built with MPI (collectives work across processes), else 0: then
    every collective fails with NPU_ERR_UNSUPPORTED saying so. */
 NPU_API int npu_dist_available(void);
+/* Groups (HCCL's create_group): a named subset of the world's ranks, in the order given (the
+   group's rank i is world rank ranks[i]), which collectives, hcom_send and hcom_receive name
+   with their `group` attribute ("hccl_world_group", the default, is every rank).  Every
+   member calls npu_dist_create_group with the same name and ranks, in the same order as its
+   other group creations; it returns when all members have (at most timeout_ms; 0: for ever,
+   else NPU_ERR_TIMEOUT naming the missing ranks).  A process outside the group may call it
+   too: the group is then known to it (its size and rank translations) but not usable.
+   Errors (NPU_ERR_ARG): an empty name or one of 128 characters or more, hccl_world_group, a
+   name already created (destroy it first), a rank out of range or listed twice, n_ranks < 1;
+   NPU_ERR_UNSUPPORTED for a multi-rank group without MPI.  Destroy: NPU_ERR_ARG for an
+   unknown group or hccl_world_group; collectives started before it complete first. */
+NPU_API npu_status npu_dist_create_group(npu_context *ctx, const char *name, int n_ranks,
+                                         const int *ranks, int64_t timeout_ms);
+NPU_API npu_status npu_dist_destroy_group(npu_context *ctx, const char *name);
+/* This process's rank in group (NULL: the world), the group's size, and the rank among the
+   group's ranks on this machine and their count; NPU_ERR_ARG for an unknown group, and
+   (except for *rank_size alone) when this process is not a member.  Outs may be NULL. */
+NPU_API npu_status npu_dist_group_ranks(npu_context *ctx, const char *group, int *rank_id,
+                                        int *rank_size, int *local_rank_id,
+                                        int *local_rank_size);
+/* The world rank of group's rank group_rank, and the group rank of world rank world_rank;
+   NPU_ERR_ARG for an unknown group, a rank out of range or not in the group (out: -1). */
+NPU_API npu_status npu_dist_world_rank(npu_context *ctx, const char *group, int group_rank,
+                                       int *world_rank);
+NPU_API npu_status npu_dist_group_rank(npu_context *ctx, int world_rank, const char *group,
+                                       int *group_rank);
 /* Frees the session's variables and plans; later calls fail with NPU_ERR_STATE. */
 NPU_API void npu_session_close(npu_session *s);
 NPU_API int npu_session_is_closed(const npu_session *s);

@@ -1,8 +1,10 @@
 /*
  * hcom.c — the collective ops' shared attribute parsing and their call into the communicator
  * (ops/hcom.h).  The communicator is the session's (csrc/dist/ over MPI); a call without one
- * (a graph evaluated outside a session) is NPU_ERR_STATE naming the node.
+ * (a graph evaluated outside a session) is NPU_ERR_STATE naming the node.  A receive hands its
+ * output to the communicator as the description of what it expects.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "ops/hcom.h"
@@ -54,11 +56,27 @@ npu_status npuX_hcom_parse(npuX_infer *ic, npuX_hcom_params *p, unsigned which) 
   if (!st && (p->fusion < 0 || p->fusion > 2))
     st = npuX_error(ic, NPU_ERR_ARG, "fusion %lld: 0 (none), 1 (by gradient split) or 2 (by "
                     "fusion_id)", (long long)p->fusion);
+  if (!st && (which & (NPUX_HCOM_DEST | NPUX_HCOM_SRC))) {
+    const char *peer = which & NPUX_HCOM_DEST ? "dest_rank" : "src_rank";
+    st = require(ic, "sr_tag");
+    if (!st) st = npuX_attr_int(ic, "sr_tag", &p->sr_tag);
+    if (!st && (p->sr_tag < 0 || p->sr_tag > NPUX_HCOM_TAG_MAX))
+      st = npuX_error(ic, NPU_ERR_ARG, "sr_tag %lld is outside [0, %d]", (long long)p->sr_tag,
+                      NPUX_HCOM_TAG_MAX);
+    if (!st) st = require(ic, peer);
+    if (!st) st = npuX_attr_int(ic, peer, &p->peer);
+    if (!st && (p->peer < 0 || p->peer > INT32_MAX))
+      st = npuX_error(ic, NPU_ERR_ARG, "%s %lld is not a rank", peer, (long long)p->peer);
+  }
   const char *group = NULL;
   if (!st) st = npuX_attr_string(ic, "group", &group);
-  if (!st && group && strcmp(group, "hccl_world_group"))
-    st = npuX_error(ic, NPU_ERR_UNSUPPORTED, "group '%s': only hccl_world_group (every rank) "
-                    "is supported", group);
+  if (!st && group && !*group)
+    st = npuX_error(ic, NPU_ERR_ARG, "group is an empty name");
+  if (!st && group && strlen(group) >= NPUX_HCOM_GROUP_MAX)
+    st = npuX_error(ic, NPU_ERR_ARG, "group name of %zu characters (at most %d)", strlen(group),
+                    NPUX_HCOM_GROUP_MAX - 1);
+  p->group[0] = 0;
+  if (!st && group && strcmp(group, "hccl_world_group")) strcpy(p->group, group);
   return st;
 }
 
@@ -79,7 +97,9 @@ npu_status npuX_hcom_run(const npuX_call *c, npuX_coll_kind kind, int first) {
   npuX_coll coll = {.kind = kind, .reduction = p->reduction, .root = (int)p->root_rank,
                     .rank_size = (int)p->rank_size, .n = c->n_inputs - first,
                     .in = (const npu_tensor *const *)c->in + first, .op = op,
-                    .node = c->node->name};
+                    .node = c->node->name, .group = p->group[0] ? p->group : NULL,
+                    .peer = (int)p->peer, .tag = (int)p->sr_tag};
+  if (kind == NPUX_COLL_RECV) coll.n = 1, coll.in = (const npu_tensor *const *)c->out;
   int64_t ticket = 0;
   npu_status st = c->comm->start(c->comm, c->ctx, &coll, &ticket);
   if (!st) st = c->comm->finish(c->comm, c->ctx, ticket, c->pool, c->n_outputs, c->out);

@@ -30,7 +30,8 @@ static npu_status run(const npuX_call *c) {
     return npuC_error(c->ctx, NPU_ERR_STATE, "%s '%s': no communicator (collectives run in a "
                       "session)", op, c->node->name);
   npuX_coll coll = {.kind = NPUX_COLL_ALLREDUCE, .reduction = p->reduction, .n = c->n_inputs,
-                    .in = (const npu_tensor *const *)c->in, .op = op, .node = c->node->name};
+                    .in = (const npu_tensor *const *)c->in, .op = op, .node = c->node->name,
+                    .group = p->group[0] ? p->group : NULL};
   int64_t ticket = 0;
   npu_status st = c->comm->start(c->comm, c->ctx, &coll, &ticket);
   if (!st) memcpy(c->out[0]->data, &ticket, sizeof ticket);

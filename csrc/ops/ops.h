@@ -68,7 +68,8 @@ typedef struct npuX_infer {
    collective's inputs are copied when it starts, so a started one may outlive its step (the
    hcom_allreduce_start / hcom_allreduce_wait pair that hcom_parallel schedules apart). */
 typedef enum npuX_coll_kind {
-  NPUX_COLL_ALLREDUCE, NPUX_COLL_BROADCAST, NPUX_COLL_ALLGATHER, NPUX_COLL_REDUCE_SCATTER
+  NPUX_COLL_ALLREDUCE, NPUX_COLL_BROADCAST, NPUX_COLL_ALLGATHER, NPUX_COLL_REDUCE_SCATTER,
+  NPUX_COLL_SEND, NPUX_COLL_RECV /* point to point: hcom_send, hcom_receive */
 } npuX_coll_kind;
 typedef enum npuX_reduction {
   NPUX_RED_SUM, NPUX_RED_PROD, NPUX_RED_MAX, NPUX_RED_MIN, NPUX_RED_COUNT
@@ -79,8 +80,11 @@ typedef struct npuX_coll {
   int root;                 /* broadcast */
   int rank_size;            /* allgather, reduce_scatter: the op's attribute (checked); else 0 */
   int n;                    /* tensors, all of one dtype, sent as one buffer in order */
-  const npu_tensor *const *in;
+  const npu_tensor *const *in; /* receive: its output, read for the declared dtype and shape */
   const char *op, *node;    /* for messages */
+  const char *group;        /* the group's name; NULL or "hccl_world_group": every rank */
+  int peer;                 /* send: dest_rank, receive: src_rank (ranks of the group) */
+  int tag;                  /* send, receive: sr_tag */
 } npuX_coll;
 typedef struct npuX_comm {
   /* Starts collective c (its inputs copied): *ticket names it for finish. */

@@ -9,11 +9,18 @@
 -- A process not started by mpirun is rank 0 of 1.  The collectives are ops of the graph: they
 -- run where the plan reaches them (inside iterations_per_loop loops too), float32, float16 or
 -- int32, and wait at most the session's hccl_timeout (HCCL_EXEC_TIMEOUT) for the other ranks
--- before failing with NPU_ERR_TIMEOUT.  Only the world group ("hccl_world_group") exists.
+-- before failing with NPU_ERR_TIMEOUT.  send / receive move one tensor between two ranks;
+-- create_group makes a named subset of the ranks that every collective, send and receive can
+-- name with its `group` argument (default "hccl_world_group": every rank).
+--
+--   npu.hccl.create_group("pair", 2, { 0, 1 })               -- on ranks 0 and 1
+--   if rank == 0 then npu.hccl.send(x, 7, 1, "pair")           -- sr_tag 7 to group rank 1
+--   else y = npu.hccl.receive({ 4 }, "float32", 7, 0, "pair") end
 local core = require("npu.core")
 local errors = require("npu.errors")
 
 local M = {}
+local WORLD = "hccl_world_group"
 
 local function ranks()
   local rank, size, local_rank, local_size = core.hccl_ranks()
@@ -21,19 +28,88 @@ local function ranks()
 end
 
 local function check_group(where, group)
-  if group ~= nil and group ~= "hccl_world_group" then
-    errors.raise("npu.hccl." .. where, "NPU_ERR_UNSUPPORTED", ("group '%s': only hccl_world_group "
-      .. "(every rank) is supported"):format(tostring(group)))
+  if group ~= nil and type(group) ~= "string" then
+    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", "group must be a string (a group's name), got "
+      .. errors.typename(group))
   end
+  return group or WORLD
 end
 
---- Rank queries (group: "hccl_world_group" or nil).
-function M.get_rank_id(group) check_group("get_rank_id", group); return ranks().rank end
-function M.get_rank_size(group) check_group("get_rank_size", group); return ranks().size end
-function M.get_local_rank_id(group) check_group("get_local_rank_id", group); return ranks().local_rank end
-function M.get_local_rank_size(group) check_group("get_local_rank_size", group); return ranks().local_size end
+-- The size of group (members or not: an unknown group is an error naming it).
+local function group_size(where, group)
+  group = check_group(where, group)
+  if group == WORLD then return ranks().size end
+  return core.hccl_group_size(group)
+end
+
+--- Rank queries (group: a group's name, default "hccl_world_group").  get_rank_id and the
+-- local ones fail for a group this process is not in; get_local_rank_id / size count the
+-- group's ranks on this machine (MPI_COMM_TYPE_SHARED).
+local function group_ranks(where, group)
+  group = check_group(where, group)
+  if group == WORLD then return ranks() end
+  local rank, size, local_rank, local_size = core.hccl_group_ranks(group)
+  return { rank = rank, size = size, local_rank = local_rank, local_size = local_size }
+end
+function M.get_rank_id(group) return group_ranks("get_rank_id", group).rank end
+function M.get_rank_size(group) return group_size("get_rank_size", group) end
+function M.get_local_rank_id(group) return group_ranks("get_local_rank_id", group).local_rank end
+function M.get_local_rank_size(group) return group_ranks("get_local_rank_size", group).local_size end
 --- Whether the library was built with MPI (else every collective fails, saying so).
 function M.available() return core.hccl_available() end
+
+local function check_int(where, name, v)
+  if math.type(v) ~= "integer" then
+    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", ("%s must be an integer, got %s"):format(name,
+      math.type(v) == "float" and tostring(v) or errors.typename(v)))
+  end
+  return v
+end
+
+--- create_group(group, rank_num, rank_ids [, {timeout = seconds}]): makes group, the world
+-- ranks rank_ids (a list of rank_num; group rank i is rank_ids[i + 1]).  Every member calls
+-- it with the same arguments (in the same order as its other create_group calls) and it
+-- returns when all have, waiting at most timeout seconds (default HCCL_EXEC_TIMEOUT, else
+-- 1836; 0: for ever).  A rank outside the group may call it too: it then knows the group's
+-- size and ranks, and cannot use it.
+function M.create_group(group, rank_num, rank_ids, opts)
+  local where = "npu.hccl.create_group"
+  if type(group) ~= "string" then
+    errors.raise(where, "NPU_ERR_ARG", "group must be a string, got " .. errors.typename(group))
+  end
+  check_int("create_group", "rank_num", rank_num)
+  if type(rank_ids) ~= "table" then
+    errors.raise(where, "NPU_ERR_ARG", "rank_ids must be a list of ranks, got " .. errors.typename(rank_ids))
+  end
+  if #rank_ids ~= rank_num then
+    errors.raise(where, "NPU_ERR_ARG", ("rank_num %d but rank_ids lists %d ranks"):format(rank_num, #rank_ids))
+  end
+  if opts ~= nil then errors.check_keys(where, opts, { "timeout" }) end
+  local timeout = opts and opts.timeout or tonumber(os.getenv("HCCL_EXEC_TIMEOUT") or "") or 1836
+  if type(timeout) ~= "number" or timeout < 0 then
+    errors.raise(where, "NPU_ERR_ARG", "timeout must be a number of seconds >= 0, got " .. tostring(timeout))
+  end
+  core.hccl_create_group(group, rank_ids, math.floor(timeout * 1000))
+end
+
+--- destroy_group(group): forgets group (collectives started on it complete first).
+function M.destroy_group(group)
+  if type(group) ~= "string" then
+    errors.raise("npu.hccl.destroy_group", "NPU_ERR_ARG", "group must be a string, got " .. errors.typename(group))
+  end
+  core.hccl_destroy_group(group)
+end
+
+--- get_world_rank_from_group_rank(group, group_rank_id) and
+-- get_group_rank_from_world_rank(world_rank_id, group): translations between the ranks.
+function M.get_world_rank_from_group_rank(group, group_rank_id)
+  check_int("get_world_rank_from_group_rank", "group_rank_id", group_rank_id)
+  return core.hccl_world_rank(check_group("get_world_rank_from_group_rank", group), group_rank_id)
+end
+function M.get_group_rank_from_world_rank(world_rank_id, group)
+  check_int("get_group_rank_from_world_rank", "world_rank_id", world_rank_id)
+  return core.hccl_group_rank(world_rank_id, check_group("get_group_rank_from_world_rank", group))
+end
 
 local npu_module
 local function N()
@@ -56,14 +132,15 @@ local function attrs(base, fusion, fusion_id, group)
   return base
 end
 
-local function check_rank_size(where, rank_size)
+local function check_rank_size(where, rank_size, group)
   if math.type(rank_size) ~= "integer" then
     errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", "rank_size must be an integer, got " .. errors.typename(rank_size))
   end
-  local size = ranks().size
+  local size = group_size(where, group)
   if rank_size ~= size then
-    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", ("rank_size %d but there %s %d rank%s"):format(
-      rank_size, size == 1 and "is" or "are", size, size == 1 and "" or "s"))
+    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", ("rank_size %d but there %s %d rank%s%s"):format(
+      rank_size, size == 1 and "is" or "are", size, size == 1 and "" or "s",
+      (group or WORLD) == WORLD and "" or (" in group '%s'"):format(group)))
   end
 end
 
@@ -71,6 +148,7 @@ end
 -- "max" or "min" over every rank; every rank gets the result.
 function M.allreduce(tensor, reduction, fusion, fusion_id, group)
   local g = graph_of("allreduce", tensor)
+  group_size("allreduce", group)
   return g:op("hcom_allreduce", { tensor }, attrs({ reduction = reduction }, fusion, fusion_id, group))
 end
 
@@ -85,6 +163,7 @@ function M.broadcast(tensors, root_rank, fusion, fusion_id, group)
   end
   errors.check_list("npu.hccl.broadcast", "tensors", list)
   local g = graph_of("broadcast", list[1])
+  group_size("broadcast", group)
   local out = {}
   for first = 1, #list, 16 do -- at most 16 tensors per op
     local chunk = table.move(list, first, math.min(first + 15, #list), 1, {})
@@ -98,7 +177,7 @@ end
 --- hccl_ops.allgather(tensor, rank_size, group): the ranks' tensors concatenated along dim 0.
 function M.allgather(tensor, rank_size, group)
   local g = graph_of("allgather", tensor)
-  check_rank_size("allgather", rank_size)
+  check_rank_size("allgather", rank_size, group)
   return g:op("hcom_all_gather", { tensor }, attrs({ rank_size = rank_size }, nil, nil, group))
 end
 
@@ -106,9 +185,51 @@ end
 -- rank r keeping part r of rank_size along dim 0.
 function M.reduce_scatter(tensor, reduction, rank_size, group)
   local g = graph_of("reduce_scatter", tensor)
-  check_rank_size("reduce_scatter", rank_size)
+  check_rank_size("reduce_scatter", rank_size, group)
   return g:op("hcom_reduce_scatter", { tensor },
     attrs({ reduction = reduction, rank_size = rank_size }, nil, nil, group))
+end
+
+-- A send's or receive's peer: a rank of group other than this one.
+local function check_peer(where, what, rank, group)
+  check_int(where, what, rank)
+  local size = group_size(where, group)
+  if rank < 0 or rank >= size then
+    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", ("%s %d is out of range: group '%s' has %d rank%s")
+      :format(what, rank, group or WORLD, size, size == 1 and "" or "s"))
+  end
+  local me = group_ranks(where, group).rank
+  if rank == me then
+    errors.raise("npu.hccl." .. where, "NPU_ERR_ARG", ("%s %d is this rank: a rank cannot %s itself")
+      :format(what, rank, where == "send" and "send to" or "receive from"))
+  end
+end
+
+--- hccl_ops.send(tensor, sr_tag, dest_rank, group): sends tensor (float32, float16 or int32,
+-- its shape known) to rank dest_rank of group, whose receive with the same sr_tag (0 to 16383)
+-- and this rank as src_rank takes it.  Returns the operation: run it (as a target, or with
+-- npu.group / control dependencies).  It completes when the receiver has the tensor.
+function M.send(tensor, sr_tag, dest_rank, group)
+  local g = graph_of("send", tensor)
+  check_int("send", "sr_tag", sr_tag)
+  check_peer("send", "dest_rank", dest_rank, group)
+  return g:op("hcom_send", { tensor }, attrs({ sr_tag = sr_tag, dest_rank = dest_rank }, nil, nil, group))
+end
+
+--- hccl_ops.receive(shape, data_type, sr_tag, src_rank, group [, graph]): the tensor rank
+-- src_rank of group sends with sr_tag; shape (every dimension known) and data_type ("float32",
+-- "float16", "int32") must be the sent tensor's (a mismatch fails on both ranks, naming both).
+-- The op goes into graph (default: the default graph).
+function M.receive(shape, data_type, sr_tag, src_rank, group, graph)
+  local npu = N()
+  if type(shape) ~= "table" then
+    errors.raise("npu.hccl.receive", "NPU_ERR_ARG", "shape must be a list of dimensions, got " .. errors.typename(shape))
+  end
+  check_int("receive", "sr_tag", sr_tag)
+  check_peer("receive", "src_rank", src_rank, group)
+  local g = graph or npu.get_default_graph()
+  return g:op("hcom_receive", {}, attrs({ shape = shape, dtype = data_type, sr_tag = sr_tag,
+    src_rank = src_rank }, nil, nil, group))
 end
 
 --- broadcast_global_variables(g [, root_rank]): one operation assigning root_rank's value
