@@ -10,6 +10,7 @@
 -- run where the plan reaches them (inside iterations_per_loop loops too), float32, float16 or
 -- int32, and wait at most the session's hccl_timeout (HCCL_EXEC_TIMEOUT) for the other ranks
 -- before failing with NPU_ERR_TIMEOUT.  Only the world group ("hccl_world_group") exists.
+-- @module npu.hccl
 local core = require("npu.core")
 local errors = require("npu.errors")
 
@@ -27,12 +28,25 @@ local function check_group(where, group)
   end
 end
 
---- Rank queries (group: "hccl_world_group" or nil).
+--- This process' rank (`hccl_ops`' get_rank_id); 0 when not started by mpirun.
+-- @tparam[opt] string group "hccl_world_group" or nil (the only group)
+-- @treturn integer
+-- @raise NPU_ERR_ARG for another group
 function M.get_rank_id(group) check_group("get_rank_id", group); return ranks().rank end
+--- The number of ranks (get_rank_size); 1 when not started by mpirun.
+-- @tparam[opt] string group "hccl_world_group" or nil
+-- @treturn integer
 function M.get_rank_size(group) check_group("get_rank_size", group); return ranks().size end
+--- This process' rank among those on its machine (get_local_rank_id).
+-- @tparam[opt] string group "hccl_world_group" or nil
+-- @treturn integer
 function M.get_local_rank_id(group) check_group("get_local_rank_id", group); return ranks().local_rank end
+--- The number of ranks on this machine (get_local_rank_size).
+-- @tparam[opt] string group "hccl_world_group" or nil
+-- @treturn integer
 function M.get_local_rank_size(group) check_group("get_local_rank_size", group); return ranks().local_size end
 --- Whether the library was built with MPI (else every collective fails, saying so).
+-- @treturn boolean
 function M.available() return core.hccl_available() end
 
 local npu_module
@@ -67,15 +81,28 @@ local function check_rank_size(where, rank_size)
   end
 end
 
---- hccl_ops.allreduce(tensor, reduction, fusion, fusion_id, group): reduction "sum", "prod",
--- "max" or "min" over every rank; every rank gets the result.
+--- Reduces a tensor over every rank; every rank gets the result (`hccl_ops.allreduce`).
+-- @tparam Output tensor float32, float16 or int32
+-- @tparam string reduction "sum", "prod", "max" or "min"
+-- @tparam[opt] integer fusion TF Adapter's fusion attribute (checked, no effect here)
+-- @tparam[opt] integer fusion_id
+-- @tparam[opt] string group "hccl_world_group" (the only group)
+-- @treturn Output
+-- @raise NPU_ERR_ARG when tensor is not an Output; at run time NPU_ERR_TIMEOUT when the
+--   other ranks do not come within hccl_timeout
 function M.allreduce(tensor, reduction, fusion, fusion_id, group)
   local g = graph_of("allreduce", tensor)
   return g:op("hcom_allreduce", { tensor }, attrs({ reduction = reduction }, fusion, fusion_id, group))
 end
 
---- hccl_ops.broadcast(tensors, root_rank, fusion, fusion_id, group): root_rank's values of
--- tensors (a list of Outputs, or one) on every rank; returns a list (one Output for one).
+--- root_rank's values of tensors on every rank (`hccl_ops.broadcast`).
+-- @tparam Output|{Output,...} tensors
+-- @tparam integer root_rank
+-- @tparam[opt] integer fusion
+-- @tparam[opt] integer fusion_id
+-- @tparam[opt] string group
+-- @treturn Output|{Output,...} one Output for one tensor, else a list
+-- @raise NPU_ERR_ARG for an empty list or a list with holes
 function M.broadcast(tensors, root_rank, fusion, fusion_id, group)
   local npu = N()
   local single = npu.is_output(tensors)
@@ -95,15 +122,25 @@ function M.broadcast(tensors, root_rank, fusion, fusion_id, group)
   return single and out[1] or out
 end
 
---- hccl_ops.allgather(tensor, rank_size, group): the ranks' tensors concatenated along dim 0.
+--- The ranks' tensors concatenated along dim 0, on every rank (`hccl_ops.allgather`).
+-- @tparam Output tensor
+-- @tparam integer rank_size must be the number of ranks
+-- @tparam[opt] string group
+-- @treturn Output
+-- @raise NPU_ERR_ARG when rank_size is not the number of ranks
 function M.allgather(tensor, rank_size, group)
   local g = graph_of("allgather", tensor)
   check_rank_size("allgather", rank_size)
   return g:op("hcom_all_gather", { tensor }, attrs({ rank_size = rank_size }, nil, nil, group))
 end
 
---- hccl_ops.reduce_scatter(tensor, reduction, rank_size, group): reduced over every rank,
--- rank r keeping part r of rank_size along dim 0.
+--- The tensor reduced over every rank, rank r keeping part r of rank_size along dim 0
+-- (`hccl_ops.reduce_scatter`).
+-- @tparam Output tensor
+-- @tparam string reduction "sum", "prod", "max" or "min"
+-- @tparam integer rank_size must be the number of ranks
+-- @tparam[opt] string group
+-- @treturn Output
 function M.reduce_scatter(tensor, reduction, rank_size, group)
   local g = graph_of("reduce_scatter", tensor)
   check_rank_size("reduce_scatter", rank_size)
@@ -111,9 +148,13 @@ function M.reduce_scatter(tensor, reduction, rank_size, group)
     attrs({ reduction = reduction, rank_size = rank_size }, nil, nil, group))
 end
 
---- broadcast_global_variables(g [, root_rank]): one operation assigning root_rank's value
--- (default 0) to every global variable of g, so every rank starts from the same values.  Run
--- it after the initializer.  With one rank it does nothing.
+--- One operation assigning root_rank's value to every global variable of g, so every rank
+-- starts from the same values (TF Adapter's `broadcast_global_variables`).  Run it after
+-- the initializer; with one rank it does nothing.
+-- @tparam Graph g
+-- @tparam[opt=0] integer root_rank
+-- @treturn Operation
+-- @raise NPU_ERR_ARG when g is not a graph
 function M.broadcast_global_variables(g, root_rank)
   local npu = N()
   local where = "npu.hccl.broadcast_global_variables"
