@@ -184,12 +184,21 @@ local function methods(class, obj)
   end
 end
 
-local tmpdir = os.tmpname()
-os.remove(tmpdir)
-os.execute('mkdir -p "' .. tmpdir .. '"')
+-- A new empty directory; each test removes the one it made.
+local function temp_dir()
+  local dir = os.tmpname()
+  os.remove(dir)
+  os.execute('mkdir -p "' .. dir .. '"')
+  return dir
+end
+local function remove_dir(dir) os.execute('rm -rf "' .. dir .. '"') end
 
+local enumerated = false
 local function enumerate()
+  if enumerated then return end
+  enumerated = true
   walk(npu, "npu", 0)
+  local tmpdir = temp_dir()
   local g = npu.Graph()
   local x = g:placeholder("float32", { 2 }, "x")
   local v = g:variable(npu.zeros({ 2 }), "v")
@@ -226,6 +235,8 @@ local function enumerate()
   table.sort(names)
   for _, k in ipairs(names) do methods(k, objects[k]) end
   table.sort(order, function(a, b) return api[a].first < api[b].first end)
+  fw:close()
+  remove_dir(tmpdir)
 end
 
 -- How fn is documented: the doc comment above its definition (Lua), or a comment naming it.
@@ -330,8 +341,30 @@ function TestApiDoc:test_names_in_c_doc_comments_exist()
   lu.assertEquals(#stale, 0, "documented but not public:\n  " .. table.concat(stale, "\n  "))
 end
 
+-- LDoc drops the continuation lines of an untyped @return (an @treturn keeps them): such a
+-- @return must fit one line.
+function TestApiDoc:test_untyped_returns_fit_one_line()
+  local bad = {}
+  local files = list_dir(ROOT .. "/lua/npu", "%.lua$")
+  for _, f in ipairs(list_dir(ROOT .. "/csrc/bind", "%.c$")) do files[#files + 1] = f end
+  for _, f in ipairs(files) do
+    local lines = lines_of(f)
+    for i, l in ipairs(lines) do
+      local text = l:gsub("^%s*%-%-+", ""):gsub("^%s*", "")
+      local raw = lines[i + 1] or ""
+      local is_comment = f:match("%.c$") and not raw:find("*/", 1, true) or raw:match("^%s*%-%-")
+      local nxt = raw:gsub("^%s*%-%-+", "")
+      if text:match("^@return%s") and is_comment and nxt:match("^%s%s+%S") and not nxt:match("^%s*@") then
+        bad[#bad + 1] = ("%s:%d: %s"):format(f, i, text)
+      end
+    end
+  end
+  lu.assertEquals(#bad, 0, "use @treturn TYPE for a return described on several lines:\n" .. table.concat(bad, "\n"))
+end
+
 -- The checker itself: it sees a missing comment and a misnamed parameter.
 function TestApiDoc:test_the_parser_finds_what_is_missing()
+  local tmpdir = temp_dir()
   local path = tmpdir .. "/probe.lua"
   local f = assert(io.open(path, "w"))
   f:write("local M = {}\n",
@@ -348,7 +381,7 @@ function TestApiDoc:test_the_parser_finds_what_is_missing()
   lu.assertEquals(add_block.tags.summary, "Adds.")
   lu.assertNil(src.blocks[debug.getinfo(M.bare, "S").linedefined])
   lu.assertNil(src.blocks[debug.getinfo(M.plain, "S").linedefined])
-  os.remove(path)
+  remove_dir(tmpdir)
 end
 
 -- LDoc (Debian lua-ldoc) builds the reference from config.ld without errors.  Optional: the
@@ -359,6 +392,7 @@ function TestApiDoc:test_ldoc_builds_the_reference()
     print("\n  apidoc_spec: skipped the LDoc build: '" .. ldoc .. "' is not installed (Debian: lua-ldoc)")
     return
   end
+  local tmpdir = temp_dir()
   local out = tmpdir .. "/api"
   local log = tmpdir .. "/ldoc.log"
   local ok = os.execute(('cd "%s" && %s -c config.ld -d "%s" . >"%s" 2>&1'):format(ROOT, ldoc, out, log))
@@ -383,7 +417,7 @@ function TestApiDoc:test_ldoc_builds_the_reference()
     lu.assertNotNil(read_all(out .. "/modules/" .. m .. ".html"), m .. " has no page")
   end
   lu.assertStrContains(read_all(out .. "/modules/npu.train.html") or "", "Saver:restore")
-  os.execute('rm -rf "' .. out .. '"')
+  remove_dir(tmpdir)
 end
 
 -- The README points to the reference and shows initialize_system and Saver; its snippets run.
@@ -400,8 +434,7 @@ function TestApiDoc:test_readme_links_the_reference_and_its_snippets_run()
     local code = readme_block(readme, heading)
     lu.assertNotNil(code, "README has no ```lua block under ## " .. heading)
     -- run in a directory of its own: the Saver snippet writes a checkpoint
-    local dir = tmpdir .. "/readme"
-    os.execute('mkdir -p "' .. dir .. '"')
+    local dir = temp_dir()
     local chunk = assert(load("local npu = ...\n" .. code:gsub('"model%.safetensors"', '"' .. dir .. '/model.safetensors"'),
       "README " .. heading))
     npu.reset_default_graph()
@@ -416,6 +449,7 @@ function TestApiDoc:test_readme_links_the_reference_and_its_snippets_run()
     print = real_print
     npu.shutdown_system()
     npu.reset_default_graph()
+    remove_dir(dir)
     lu.assertTrue(ok, heading .. ": " .. tostring(err))
     -- the values the snippets print in their comments
     for want in code:gmatch("%-%- prints ([^\n]+)") do

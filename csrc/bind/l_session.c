@@ -607,8 +607,8 @@ Runs the graph to compute the fetches (`tf.Session.run`).  The first run of a si
 @tparam[opt] table feeds maps Outputs or "name:0" to npu.Tensors, numbers or nested tables
   (converted to the fed value's dtype)
 @tparam[opt] table run_options TensorFlow's RunOptions: `{timeout_in_ms = n}` (0: no limit)
-@return the fetched values, in the structure of fetches: Tensors for outputs, nil for
-  operations
+@treturn Tensor|table|nil the fetched values, in the structure of fetches: Tensors for
+  outputs, nil for operations
 @raise NPU_ERR_STATE on a closed session; NPU_ERR_ARG for a fetch that is not an element of
   the graph (or nil) and for a wrong feed; NPU_ERR_SHAPE when a fed value does not fit its
   placeholder; NPU_ERR_TIMEOUT past timeout_in_ms; NPU_ERR_OUT_OF_RANGE when a dataset is

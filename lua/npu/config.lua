@@ -444,8 +444,14 @@ local function npu_optimizer(cfg)
   return found
 end
 
---- Turns a ConfigProto, an npu.Options, a flat table or nil into an npu.Options (a new one),
--- starting from a copy of base when given.
+--- Turns a ConfigProto, an NPURunConfig, an npu.Options, a flat table or nil into a new
+-- npu.Options, starting from a copy of base when given (what npu.Session does with its
+-- config or options, over npu.initialize_system's).
+-- @param x the configuration, or nil
+-- @tparam[opt] userdata base an npu.Options
+-- @treturn userdata npu.Options
+-- @raise NPU_ERR_OPTION for an unknown or invalid option; NPU_ERR_ARG for a value of the
+--   wrong type
 function M.to_options(x, base)
   if base ~= nil and not is_options(base) then error("to_options: base must be an npu.Options", 2) end
   local o = base and base:copy() or core.options_new()

@@ -531,9 +531,11 @@ function Dataset:make_one_shot_iterator(g, name)
   for i = 1, self._structure.n do outs[i] = g:output(node, i - 1) end
   local it = setmetatable({ graph = g, dataset = self, node = node,
     _outputs = structured(self._structure, outs) }, GraphIterator)
-  --- it:get_next() (or it.get_next(), as TensorFlow scripts write it): the element as graph
-  -- outputs, in the dataset's structure.  Every call gives the same node's outputs: a session
-  -- runs one iterator per node, advanced once per step.
+  --- The element as graph outputs, in the dataset's structure (`iterator.get_next()`; also
+  -- called `it.get_next()` as TensorFlow scripts write it).  Every call gives the same node's
+  -- outputs: a session runs one iterator per node, advanced once per step.
+  -- @function Iterator:get_next
+  -- @return the element's Outputs
   it.get_next = function() return it._outputs end
   return it
 end

@@ -9,6 +9,10 @@
 --   * sessions: npu.Session{graph=, config=} or {graph=, options={...}}, sess:run;
 --   * tensors: npu.tensor, npu.zeros, npu.random.normal, ... (from the C module).
 --
+-- The op functions (npu.matmul, npu.nn.relu, x:matmul(w), ...: one per op of the op table,
+-- generated from it) are documented in docs/ops.md, with their TensorFlow types, inputs and
+-- attributes; npu.signature("conv2d") spells one out.
+--
 -- The objects (their methods are the "Class" sections below):
 --
 -- * Tensor: A tensor: an immutable n-dimensional array on the host.  `t[i]` (1-based,

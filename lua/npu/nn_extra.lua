@@ -62,8 +62,13 @@ end
 
 -- Losses --------------------------------------------------------------------------------
 
---- tf.nn.softmax_cross_entropy_with_logits(labels=, logits=): per example,
--- -sum(labels * log_softmax(logits)) over the last axis.
+--- Softmax cross-entropy per example, -sum(labels * log_softmax(logits)) over the last axis
+-- (`tf.nn.softmax_cross_entropy_with_logits`, also `_v2`).  Takes `(labels, logits)` or
+-- `{labels =, logits =}`.
+-- @function npu.nn.softmax_cross_entropy_with_logits
+-- @tparam Output|table labels probabilities of logits' shape (or the table of arguments)
+-- @tparam Output logits
+-- @treturn Output one loss per example
 function M.softmax_cross_entropy_with_logits(...)
   local labels, logits = named({ "labels", "logits" }, ...)
   local g = graph_of(labels, logits)
@@ -71,8 +76,16 @@ function M.softmax_cross_entropy_with_logits(...)
   return npu.neg(npu.reduce_sum(labels * npu.nn.log_softmax(logits), -1))
 end
 
---- tf.nn.sparse_softmax_cross_entropy_with_logits(labels=, logits=): labels are class
--- indices (int32/int64, one per example); the dense loss of one_hot(labels, classes).
+--- Softmax cross-entropy per example with labels as class indices
+-- (`tf.nn.sparse_softmax_cross_entropy_with_logits`): the dense loss of
+-- one_hot(labels, classes).  Takes `(labels, logits)` or `{labels =, logits =}`.
+-- @function npu.nn.sparse_softmax_cross_entropy_with_logits
+-- @tparam Output|table labels int32/int64 class indices, one per example
+-- @tparam Output logits (batch, classes), classes known
+-- @treturn Output one loss per example
+-- @raise NPU_ERR_ARG when the number of classes is unknown
+-- @usage local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits{
+--   labels = y, logits = logits})
 function M.sparse_softmax_cross_entropy_with_logits(...)
   local labels, logits = named({ "labels", "logits" }, ...)
   local g = graph_of(labels, logits)
@@ -86,8 +99,13 @@ function M.sparse_softmax_cross_entropy_with_logits(...)
   return npu.neg(npu.reduce_sum(onehot * npu.nn.log_softmax(logits), -1))
 end
 
---- tf.nn.sigmoid_cross_entropy_with_logits(labels=, logits=): elementwise
--- max(x, 0) - x * z + log(1 + exp(-|x|)), TensorFlow's overflow-free form.
+--- Sigmoid cross-entropy, elementwise max(x, 0) - x * z + log(1 + exp(-|x|)), TensorFlow's
+-- overflow-free form (`tf.nn.sigmoid_cross_entropy_with_logits`).  Takes `(labels, logits)`
+-- or `{labels =, logits =}`.
+-- @function npu.nn.sigmoid_cross_entropy_with_logits
+-- @tparam Output|table labels z, of logits' shape
+-- @tparam Output logits x
+-- @treturn Output
 function M.sigmoid_cross_entropy_with_logits(...)
   local labels, logits = named({ "labels", "logits" }, ...)
   local g = graph_of(labels, logits)
@@ -118,8 +136,14 @@ local function reduce_loss(losses, weights)
   return npu.reduce_sum(losses * w) / npu.maximum(nonzero, scalar(g, 1, dt))
 end
 
---- tf.losses.mean_squared_error(labels, predictions, {weights=}): the mean of
--- (predictions - labels)^2 (weighted: sum(w * d^2) / count of nonzero weights).
+--- The mean of (predictions - labels)^2 (`tf.losses.mean_squared_error`); weighted:
+-- sum(w * d^2) / the count of nonzero weights.  Takes `(labels, predictions [, opts])` or
+-- `{labels =, predictions =}`.
+-- @function npu.losses.mean_squared_error
+-- @tparam Output|table labels
+-- @tparam Output predictions
+-- @tparam[opt] table opts `{weights = number or Output}`
+-- @treturn Output a scalar
 function M.mean_squared_error(...)
   local labels, predictions, opts = named({ "labels", "predictions", "opts" }, ...)
   local g = graph_of(labels, predictions)
@@ -128,13 +152,24 @@ function M.mean_squared_error(...)
   return reduce_loss(npu.square(predictions - labels), weights)
 end
 
---- tf.losses.softmax_cross_entropy(onehot_labels, logits): the mean over examples.
+--- The mean over examples of the softmax cross-entropy (`tf.losses.softmax_cross_entropy`).
+-- Takes `(onehot_labels, logits)` or `{onehot_labels =, logits =}`.
+-- @function npu.losses.softmax_cross_entropy
+-- @tparam Output|table onehot_labels
+-- @tparam Output logits
+-- @treturn Output a scalar
 function M.losses_softmax_cross_entropy(...)
   local labels, logits = named({ "onehot_labels", "logits" }, ...)
   return npu.reduce_mean(M.softmax_cross_entropy_with_logits(labels, logits))
 end
 
---- tf.losses.sparse_softmax_cross_entropy(labels, logits): the mean over examples.
+--- The mean over examples of the sparse softmax cross-entropy
+-- (`tf.losses.sparse_softmax_cross_entropy`).  Takes `(labels, logits)` or
+-- `{labels =, logits =}`.
+-- @function npu.losses.sparse_softmax_cross_entropy
+-- @tparam Output|table labels class indices
+-- @tparam Output logits
+-- @treturn Output a scalar
 function M.losses_sparse_softmax_cross_entropy(...)
   local labels, logits = named({ "labels", "logits" }, ...)
   return npu.reduce_mean(M.sparse_softmax_cross_entropy_with_logits(labels, logits))
@@ -415,7 +450,10 @@ function layers.batch_normalization(x, opts)
   return y
 end
 
---- Installs the functions above into the npu module table.
+--- Installs the losses, initializers and layers into the npu module as npu.nn.*,
+-- npu.losses.*, npu.initializers, npu.layers and npu.get_collection (done by `require "npu"`).
+-- @tparam table mod the npu module
+-- @treturn table this module
 function M.install(mod)
   npu = mod
   npu.nn = npu.nn or {}

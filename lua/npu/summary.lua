@@ -298,7 +298,7 @@ M.FileWriterCache = nil
 --- Reads an event file back (CRCs checked; an incomplete last record ends the loop, as in
 -- TensorBoard).
 -- @tparam string path
--- @return an iterator giving `step, tag, value, item` (item: `{kind, step, wall_time,
+-- @treturn function an iterator giving `step, tag, value, item` (item: `{kind, step, wall_time,
 --   offset, tag, value, plugin_name}`, kind "file_version", "graph", "scalar", "histogram",
 --   "image", "tensor" or "other"), the reader (`reader:truncated()`), nil, and the reader
 --   as the loop's closing value

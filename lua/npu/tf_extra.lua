@@ -180,7 +180,9 @@ local function range(start, limit, delta, dtype, name)
   return g:op("range", inputs, attrs, name)
 end
 
---- Installs the functions above into the npu module table.
+--- Installs the functions above into the npu module table (done by `require "npu"`).
+-- @tparam table mod the npu module
+-- @treturn table this module
 function M.install(mod)
   npu = mod
   npu.stack, npu.unstack = M.stack, M.unstack
