@@ -1,5 +1,5 @@
 --- npu.config — the Lua look-alike of TensorFlow's ConfigProto, so that a TF-on-Ascend script
--- ports line by line:
+-- ports line by line.  For example:
 --
 --   local config = npu.ConfigProto()
 --   local custom_op = config.graph_options.rewrite_options.custom_optimizers:add()

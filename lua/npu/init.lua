@@ -56,8 +56,7 @@ npu.random = {
 }
 npu.Tensor = core.Tensor_mt
 
---- The status code of an error raised by npu ("NPU_ERR_SHAPE", ...), or nil for any other
--- value.  Errors are npu.errors values: npu.errors.is(err, npu.errors.ShapeError) tests a class.
+-- Errors are npu.errors values (lua/npu/errors.lua).
 npu.errors = errors
 --- The status code of an error raised by npu, or nil for any other value.  Errors are
 -- npu.errors values: `npu.errors.is(err, npu.errors.ShapeError)` tests a class.
@@ -334,7 +333,6 @@ function Graph_methods:placeholder(dtype, shape, name)
   return self:output(self:add_op("placeholder", {}, attrs, name), 0)
 end
 
---- g:const(value, name_or_dtype, name): value is an npu.Tensor, a number or nested tables.
 local DTYPES = { float32 = true, float16 = true, bfloat16 = true, float64 = true, int8 = true,
   uint8 = true, int32 = true, int64 = true, bool = true, float = true, double = true, half = true }
 --- Adds a constant (`tf.constant`).
@@ -645,8 +643,6 @@ config.get_default_graph = npu.get_default_graph  -- set_graph_exec_config's fet
 
 local system_options -- set by initialize_system, inherited by later sessions
 
---- npu.Session{graph = g, config = cfg} or npu.Session{graph = g, options = {name = value}}
--- (also npu.Session(g, cfg)).  Without graph, the default graph.
 local SESSION_KEYS = { "graph", "config", "options", "target" }
 --- Creates a session on a graph (`tf.Session(graph=, config=)`).  Options come from a
 -- ConfigProto (the NpuOptimizer parameter_map, as in a TF-on-Ascend script), an
@@ -690,7 +686,7 @@ function npu.Session(spec, cfg)
   return core.session_new(graph, opts)
 end
 
---- tf.Session-like helpers on the session object.
+-- tf.Session-like helpers on the session object.
 local Session_methods = core.Session_mt.__index
 
 -- sess:explain(fetches [, feeds]) returns a table whose tostring is a listing of the plan,
@@ -837,10 +833,8 @@ function npu.util.set_iteration_per_loop(sess, train_op, n)
   return g:operation(node)
 end
 
---- npu.util.set_graph_exec_config(fetch, {dynamic_input =, dynamic_graph_execute_mode =,
--- dynamic_inputs_shape_range =, is_train_graph =, experimental_config = npu.ExperimentalConfig{}})
--- (002 7.3): the fetch's node carries these options, which win over the session's for every
--- run that reaches it; returns fetch.  See lua/npu/config.lua and docs/options.md.
+-- npu.util.set_graph_exec_config(fetch, params) and graph_exec_config(op): options per graph
+-- (TF Adapter's util.set_graph_exec_config), documented in lua/npu/config.lua.
 npu.util.set_graph_exec_config = config.set_graph_exec_config
 npu.util.graph_exec_config = config.graph_exec_config
 
