@@ -283,7 +283,9 @@ docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md
 	$(BUILD)/gen_ops_doc csrc/ops/ops.def > docs/ops.md
 	@if command -v $(LDOC) >/dev/null 2>&1; then \
-	  $(LDOC) -c config.ld -d $(BUILD)/docs/api . && echo "API reference: $(BUILD)/docs/api/index.html"; \
+	  $(LDOC) -c config.ld -d $(BUILD)/docs/api . > $(BUILD)/ldoc.log 2>&1; rc=$$?; \
+	  grep -v -e '^found master module' -e '^\*\*\*closing section' -e '^reading configuration' $(BUILD)/ldoc.log; \
+	  test $$rc = 0 && echo "API reference: $(BUILD)/docs/api/index.html"; \
 	else \
 	  echo "make docs: '$(LDOC)' not found, so the HTML API reference ($(BUILD)/docs/api) was not built;" \
 	       "install LDoc (Debian: apt-get install lua-ldoc) for it. docs/options.md and docs/ops.md are done."; \

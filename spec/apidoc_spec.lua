@@ -389,13 +389,16 @@ end
 function TestApiDoc:test_ldoc_builds_the_reference()
   local ldoc = os.getenv("LDOC") or "ldoc"
   if not os.execute("command -v " .. ldoc .. " >/dev/null 2>&1") then
-    print("\n  apidoc_spec: skipped the LDoc build: '" .. ldoc .. "' is not installed (Debian: lua-ldoc)")
-    return
+    local why = "'" .. ldoc .. "' is not installed (Debian: lua-ldoc): the HTML reference is not built"
+    print("\n  apidoc_spec: skipped the LDoc build: " .. why)
+    lu.skip(why)
   end
   local tmpdir = temp_dir()
   local out = tmpdir .. "/api"
   local log = tmpdir .. "/ldoc.log"
-  local ok = os.execute(('cd "%s" && %s -c config.ld -d "%s" . >"%s" 2>&1'):format(ROOT, ldoc, out, log))
+  -- (without the sanitizers `make sanitize` preloads: LDoc is not under test)
+  local ok = os.execute(('cd "%s" && env -u LD_PRELOAD %s -c config.ld -d "%s" . >"%s" 2>&1')
+    :format(ROOT, ldoc, out, log))
   local msg = read_all(log) or ""
   lu.assertTrue(ok, "ldoc failed:\n" .. msg)
   -- LDoc reports what it could not place (a tag it does not know, a reference it cannot
