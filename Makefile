@@ -12,7 +12,9 @@
 #   make sanitize   the same suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the threaded C tests and examples/embed.c under ThreadSanitizer
 #   make bench      benchmarks (ratios against raw OpenBLAS)
-#   make docs       regenerate docs/options.md and docs/ops.md from the option and op tables
+#   make docs       regenerate docs/options.md and docs/ops.md from the option and op tables,
+#                   and the HTML API reference (build/docs/api/index.html) with LDoc (config.ld;
+#                   Debian lua-ldoc, optional: without it the reference is skipped, saying so)
 #
 # Honours the variables LuaRocks passes: CC CFLAGS LIBFLAG LUA_INCDIR INST_LIBDIR INST_LUADIR,
 # plus OPENBLAS_INCDIR / OPENBLAS_LIBDIR.
@@ -296,9 +298,18 @@ $(SERVE_LOAD): bench/serve_load.c
 bench-serve: all $(SERVE_LOAD)
 	$(LUA) bench/serving.lua
 
+LDOC ?= ldoc
 docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_options_doc > docs/options.md
 	$(BUILD)/gen_ops_doc csrc/ops/ops.def > docs/ops.md
+	@if command -v $(LDOC) >/dev/null 2>&1; then \
+	  $(LDOC) -c config.ld -d $(BUILD)/docs/api . > $(BUILD)/ldoc.log 2>&1; rc=$$?; \
+	  grep -v -e '^found master module' -e '^\*\*\*closing section' -e '^reading configuration' $(BUILD)/ldoc.log; \
+	  test $$rc = 0 && echo "API reference: $(BUILD)/docs/api/index.html"; \
+	else \
+	  echo "make docs: '$(LDOC)' not found, so the HTML API reference ($(BUILD)/docs/api) was not built;" \
+	       "install LDoc (Debian: apt-get install lua-ldoc) for it. docs/options.md and docs/ops.md are done."; \
+	fi
 
 # make install PREFIX=/usr/local DESTDIR=: everything under $(DESTDIR)$(PREFIX) unless the
 # directories are given one by one.  LuaRocks passes INST_LIBDIR (the module), INST_LUADIR (the

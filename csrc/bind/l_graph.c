@@ -11,6 +11,11 @@
  * Temporary arrays live in Lua userdata (no malloc here); strings stay on the Lua stack for
  * the duration of the call.
  */
+/***
+Graphs, their values (Output) and nodes (Operation).
+@module npu
+*/
+
 #include <limits.h>
 #include <string.h>
 
@@ -181,6 +186,15 @@ static int l_graph_add_op(lua_State *L) {
 }
 
 /* g:output(node, i) -> npu.Output (i is 0-based like TensorFlow's "name:i") */
+/***
+An output of a node, as an Output (TensorFlow's "name:i").
+@function Graph:output
+@within Class Graph
+@tparam integer node the node id (g:add_op's result, op:id())
+@tparam[opt=0] integer i the 0-based output index
+@treturn Output
+@raise NPU_ERR_ARG when the node has no output i
+*/
 static int l_graph_output(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int node = (int)npuB_checkinteger(L, 2);
@@ -191,6 +205,14 @@ static int l_graph_output(lua_State *L) {
   return 1;
 }
 
+/***
+The node with this id, as an Operation.
+@function Graph:operation
+@within Class Graph
+@tparam integer node
+@treturn Operation
+@raise NPU_ERR_ARG when there is no such node
+*/
 static int l_graph_operation(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int node = (int)npuB_checkinteger(L, 2);
@@ -200,6 +222,13 @@ static int l_graph_operation(lua_State *L) {
   return 1;
 }
 
+/***
+How many outputs a node has.
+@function Graph:n_outputs
+@within Class Graph
+@tparam integer node
+@treturn integer
+*/
 static int l_graph_n_outputs(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   lua_pushinteger(L, npu_graph_n_outputs(g, (int)npuB_checkinteger(L, 2)));
@@ -207,6 +236,13 @@ static int l_graph_n_outputs(lua_State *L) {
 }
 
 /* g:to_dot() -> the graph as given, as Graphviz DOT text (npu_graph_to_dot in npu.h). */
+/***
+The graph as given (before any compilation), as Graphviz DOT text; npu.util.render_graph
+draws it.
+@function Graph:to_dot
+@within Class Graph
+@treturn string
+*/
 static int l_graph_to_dot(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   npuB_check_no_more(L, 1);
@@ -218,6 +254,14 @@ static int l_graph_to_dot(lua_State *L) {
   return npuB_push_owned_string(L, ctx, dot);
 }
 
+/***
+The output called "node:i" (`tf.Graph.get_tensor_by_name`).
+@function Graph:get_tensor_by_name
+@within Class Graph
+@tparam string name e.g. "dense/BiasAdd:0"
+@treturn Output
+@raise NPU_ERR_NOT_FOUND when no node has that name, or it has no such output
+*/
 static int l_graph_get_tensor_by_name(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   const char *name = npuB_checkstring(L, 2);
@@ -228,6 +272,14 @@ static int l_graph_get_tensor_by_name(lua_State *L) {
   return 1;
 }
 
+/***
+The node called name (`tf.Graph.get_operation_by_name`).
+@function Graph:get_operation_by_name
+@within Class Graph
+@tparam string name
+@treturn Operation
+@raise NPU_ERR_NOT_FOUND when no node has that name
+*/
 static int l_graph_get_operation_by_name(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   const char *name = npuB_checkstring(L, 2);
@@ -240,6 +292,14 @@ static int l_graph_get_operation_by_name(lua_State *L) {
 
 /* g:keep_dtype(value id): the producing node keeps its graph dtypes under every precision
    mode (npu.util.keep_tensors_dtypes resolves names and Outputs); g:keeps_dtype(node). */
+/***
+Marks the node producing a value to keep its graph dtypes under every precision mode (what
+npu.util.keep_tensors_dtypes does by name).
+@function Graph:keep_dtype
+@within Class Graph
+@tparam integer value an Output's id (output:id())
+@raise NPU_ERR_ARG when there is no such value
+*/
 static int l_graph_keep_dtype(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   npu_status st = npu_graph_keep_dtype(g, (int)npuB_checkinteger(L, 2));
@@ -247,17 +307,38 @@ static int l_graph_keep_dtype(lua_State *L) {
   return 0;
 }
 
+/***
+Whether a node was marked with keep_dtype.
+@function Graph:keeps_dtype
+@within Class Graph
+@tparam integer node
+@treturn boolean
+*/
 static int l_graph_keeps_dtype(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   lua_pushboolean(L, npu_graph_keeps_dtype(g, (int)npuB_checkinteger(L, 2)));
   return 1;
 }
 
+/***
+The number of nodes.
+@function Graph:n_nodes
+@within Class Graph
+@treturn integer
+*/
 static int l_graph_n_nodes(lua_State *L) {
   lua_pushinteger(L, npu_graph_n_nodes(npuB_check_graph(L, 1)));
   return 1;
 }
 
+/***
+Adds a control dependency: node runs after dep (TensorFlow's `control_inputs`).
+@function Graph:add_control
+@within Class Graph
+@tparam integer node
+@tparam integer dep
+@raise NPU_ERR_ARG when either id is not a node, or dep was not created before node
+*/
 static int l_graph_add_control(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   npu_status st = npu_graph_add_control(g, (int)npuB_checkinteger(L, 2), (int)npuB_checkinteger(L, 3));
@@ -279,7 +360,16 @@ static int check_value_of(lua_State *L, npu_graph *g, int arg, const char *where
   return r->id;
 }
 
-/* g:add_variable(initial, name) -> the variable's npu.Output (initial: an npu.Output of g). */
+/***
+Adds a variable initialised from a value of the graph (npu_graph_add_variable): the C form
+Graph:variable builds on (that one also takes tensors and tables, and applies name scopes).
+@function Graph:add_variable
+@within Class Graph
+@tparam Output initial a value of this graph, its shape fully known
+@tparam[opt="Variable"] string name
+@treturn Output the variable
+@raise NPU_ERR_ARG when initial is of another graph or its shape is not fully known
+*/
 static int l_graph_add_variable(lua_State *L) {
   static const char where[] = "npu.Graph:variable";
   npu_graph *g = npuB_check_graph(L, 1);
@@ -292,7 +382,14 @@ static int l_graph_add_variable(lua_State *L) {
   return 1;
 }
 
-/* g:variables([trainable_only]) -> the variables' npu.Outputs, in creation order. */
+/***
+The graph's variables, in creation order: those of Graph:variable, an imported graph's
+VariableV2 nodes and a C host's (Graph:global_variables is the TensorFlow-named form).
+@function Graph:variables
+@within Class Graph
+@tparam[opt=false] boolean trainable_only only the trainable ones
+@treturn {Output,...}
+*/
 static int l_graph_variables(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int trainable_only = lua_toboolean(L, 2);
@@ -307,8 +404,12 @@ static int l_graph_variables(lua_State *L) {
   return 1;
 }
 
-/* g:variable_initializers() -> the node ids of the variables' initializers (those that have
-   one), in creation order. */
+/***
+The node ids of the variables' initializers (of those that have one), in creation order.
+@function Graph:variable_initializers
+@within Class Graph
+@treturn {integer,...}
+*/
 static int l_graph_variable_initializers(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int n = npu_graph_n_variables(g), k = 0;
@@ -333,7 +434,14 @@ static int check_variable(lua_State *L, npu_graph *g, int arg, const char *where
   return i;
 }
 
-/* g:set_trainable(v, flag): variable v is in the default var_list of optimizers, or not. */
+/***
+Puts a variable in the default var_list of optimizers, or takes it out.
+@function Graph:set_trainable
+@within Class Graph
+@tparam Output v a variable of this graph
+@tparam boolean flag
+@raise NPU_ERR_ARG when v is not a variable of this graph
+*/
 static int l_graph_set_trainable(lua_State *L) {
   static const char where[] = "npu.Graph:set_trainable";
   npu_graph *g = npuB_check_graph(L, 1);
@@ -343,7 +451,14 @@ static int l_graph_set_trainable(lua_State *L) {
   return 0;
 }
 
-/* g:is_trainable(v) -> boolean (raises when v is not a variable). */
+/***
+Whether a variable is trainable (in optimizers' default var_list).
+@function Graph:is_trainable
+@within Class Graph
+@tparam Output v a variable of this graph
+@treturn boolean
+@raise NPU_ERR_ARG when v is not a variable of this graph
+*/
 static int l_graph_is_trainable(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   npu_variable_info vi;
@@ -355,6 +470,13 @@ static int l_graph_is_trainable(lua_State *L) {
 /* g:region_begin() -> region id; g:region_end(id); g:region() -> the current one (0: top);
    g:node_region(node).  The facade's npu.cond / npu.while_loop build their branches and
    bodies between them (lua/npu/control.lua). */
+/***
+Opens a region: nodes added until region_end belong to it (the branches of npu.cond and the
+bodies of npu.while_loop are built in regions).
+@function Graph:region_begin
+@within Class Graph
+@treturn integer the region id
+*/
 static int l_graph_region_begin(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int region;
@@ -370,6 +492,13 @@ static int check_id(lua_State *L, int arg) {
   return id < 0 || id > INT_MAX ? 0 : (int)id;
 }
 
+/***
+Closes the innermost open region.
+@function Graph:region_end
+@within Class Graph
+@tparam integer region the id region_begin gave
+@raise NPU_ERR_STATE when region is not the innermost open one
+*/
 static int l_graph_region_end(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   npu_status st = npu_graph_region_end(g, check_id(L, 2));
@@ -377,11 +506,24 @@ static int l_graph_region_end(lua_State *L) {
   return 0;
 }
 
+/***
+The region nodes are added to now (0: the top level).
+@function Graph:region
+@within Class Graph
+@treturn integer
+*/
 static int l_graph_region(lua_State *L) {
   lua_pushinteger(L, npu_graph_region(npuB_check_graph(L, 1)));
   return 1;
 }
 
+/***
+The region a node belongs to (0: the top level; -1: no such node).
+@function Graph:node_region
+@within Class Graph
+@tparam integer node
+@treturn integer
+*/
 static int l_graph_node_region(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   lua_Integer node = npuB_checkinteger(L, 2);
@@ -391,6 +533,15 @@ static int l_graph_node_region(lua_State *L) {
 
 /* g:set_exec_config(node, options or nil): the node's graph-level options (the facade's
    npu.util.set_graph_exec_config builds the npu.Options). */
+/***
+Sets (or with nil clears) the session options a node carries: runs that reach it compile
+with them over the session's (npu.util.set_graph_exec_config builds them from TensorFlow's
+parameters).
+@function Graph:set_exec_config
+@within Class Graph
+@tparam integer node
+@tparam[opt] userdata options an npu.Options, or nil
+*/
 static int l_graph_set_exec_config(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int node = (int)npuB_checkinteger(L, 2);
@@ -406,6 +557,13 @@ static int l_graph_set_exec_config(lua_State *L) {
 }
 
 /* g:exec_config(node) -> a new npu.Options, or nil when the node carries none */
+/***
+The options a node carries (set with set_exec_config), as a new npu.Options.
+@function Graph:exec_config
+@within Class Graph
+@tparam integer node
+@treturn ?userdata an npu.Options, or nil when the node carries none
+*/
 static int l_graph_exec_config(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int node = (int)npuB_checkinteger(L, 2);
@@ -428,6 +586,12 @@ static int l_graph_tostring(lua_State *L) {
 
 static npuB_ref *check_output(lua_State *L, int idx) { return npuB_checkudata(L, idx, NPUB_OUTPUT); }
 
+/***
+The output's name, "node:i" (`tf.Tensor.name`).
+@function Output:name
+@within Class Output
+@treturn string
+*/
 static int l_output_name(lua_State *L) {
   npuB_ref *r = check_output(L, 1);
   int node = npu_graph_value_node(r->g, r->id);
@@ -435,6 +599,12 @@ static int l_output_name(lua_State *L) {
   return 1;
 }
 
+/***
+The output's dtype (`tf.Tensor.dtype`).
+@function Output:dtype
+@within Class Output
+@treturn string "float32", ...
+*/
 static int l_output_dtype(lua_State *L) {
   npuB_ref *r = check_output(L, 1);
   lua_pushstring(L, npu_dtype_name(npu_graph_value_dtype(r->g, r->id)));
@@ -453,12 +623,25 @@ static void push_shape(lua_State *L, int ndim, const int64_t *shape) {
   }
 }
 
+/***
+The output's static shape (`tf.Tensor.shape`): dims known when the graph was built, -1 for
+unknown ones; a list that prints as `{-1, 10}` and compares by value.
+@function Output:shape
+@within Class Output
+@treturn ?table the dims, or nil when even the rank is unknown
+*/
 static int l_output_shape(lua_State *L) {
   npuB_ref *r = check_output(L, 1);
   push_shape(L, npu_graph_value_ndim(r->g, r->id), npu_graph_value_shape(r->g, r->id));
   return 1;
 }
 
+/***
+The node that produces this output (`tf.Tensor.op`).
+@function Output:op
+@within Class Output
+@treturn Operation
+*/
 static int l_output_op(lua_State *L) {
   npuB_ref *r = check_output(L, 1);
   lua_getiuservalue(L, 1, 1);
@@ -466,18 +649,36 @@ static int l_output_op(lua_State *L) {
   return 1;
 }
 
+/***
+The graph the output belongs to (`tf.Tensor.graph`).
+@function Output:graph
+@within Class Output
+@treturn Graph
+*/
 static int l_output_graph(lua_State *L) {
   check_output(L, 1);
   lua_getiuservalue(L, 1, 1);
   return 1;
 }
 
+/***
+Which output of its node this is, from 0 (`tf.Tensor.value_index`).
+@function Output:index
+@within Class Output
+@treturn integer
+*/
 static int l_output_index(lua_State *L) {
   npuB_ref *r = check_output(L, 1);
   lua_pushinteger(L, npu_graph_value_index(r->g, r->id));
   return 1;
 }
 
+/***
+The value's id in its graph (what Graph:keep_dtype takes).
+@function Output:id
+@within Class Output
+@treturn integer
+*/
 static int l_output_id(lua_State *L) {
   lua_pushinteger(L, check_output(L, 1)->id);
   return 1;
@@ -506,23 +707,48 @@ static npuB_ref *check_operation(lua_State *L, int idx) {
   return npuB_checkudata(L, idx, NPUB_OPERATION);
 }
 
+/***
+The node's name (`tf.Operation.name`).
+@function Operation:name
+@within Class Operation
+@treturn string
+*/
 static int l_operation_name(lua_State *L) {
   npuB_ref *r = check_operation(L, 1);
   lua_pushstring(L, npu_graph_node_name(r->g, r->id));
   return 1;
 }
 
+/***
+The node's op, as the op table names it ("matmul", "no_op", ...; `tf.Operation.type` gives
+TensorFlow's name, which docs/ops.md lists beside it).
+@function Operation:type
+@within Class Operation
+@treturn string
+*/
 static int l_operation_type(lua_State *L) {
   npuB_ref *r = check_operation(L, 1);
   lua_pushstring(L, npu_graph_node_op(r->g, r->id));
   return 1;
 }
 
+/***
+The node's id in its graph (what Graph:output, Graph:add_control take).
+@function Operation:id
+@within Class Operation
+@treturn integer
+*/
 static int l_operation_id(lua_State *L) {
   lua_pushinteger(L, check_operation(L, 1)->id);
   return 1;
 }
 
+/***
+The node's outputs (`tf.Operation.outputs`).
+@function Operation:outputs
+@within Class Operation
+@treturn {Output,...}
+*/
 static int l_operation_outputs(lua_State *L) {
   npuB_ref *r = check_operation(L, 1);
   int n = npu_graph_n_outputs(r->g, r->id);
@@ -535,6 +761,12 @@ static int l_operation_outputs(lua_State *L) {
   return 1;
 }
 
+/***
+The values the node takes (`tf.Operation.inputs`).
+@function Operation:inputs
+@within Class Operation
+@treturn {Output,...}
+*/
 static int l_operation_inputs(lua_State *L) {
   npuB_ref *r = check_operation(L, 1);
   int n = npu_graph_n_inputs(r->g, r->id);
@@ -547,6 +779,12 @@ static int l_operation_inputs(lua_State *L) {
   return 1;
 }
 
+/***
+The graph the node belongs to (`tf.Operation.graph`).
+@function Operation:graph
+@within Class Operation
+@treturn Graph
+*/
 static int l_operation_graph(lua_State *L) {
   check_operation(L, 1);
   lua_getiuservalue(L, 1, 1);

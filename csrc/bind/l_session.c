@@ -13,6 +13,11 @@
  * The common case — one Output fetched — takes a path with no table work at all.  Result
  * boxes are created before the run so a Lua memory error can never strand a C reference.
  */
+/***
+Sessions: compile a graph with options and run it on the device.
+@module npu
+*/
+
 #include <limits.h>
 #include <string.h>
 
@@ -61,6 +66,12 @@ static int l_session_gc(lua_State *L) {
   return 0;
 }
 
+/***
+Closes the session (`tf.Session.close`): writes what profiling and dumps still hold and frees
+the plans; later runs raise NPU_ERR_STATE.  Closing twice is harmless.
+@function Session:close
+@within Class Session
+*/
 static int l_session_close(lua_State *L) {
   session_box *box = check_box(L);
   if (box->s) npu_session_close(box->s);
@@ -68,12 +79,24 @@ static int l_session_close(lua_State *L) {
   return 0;
 }
 
+/***
+Whether the session was closed.
+@function Session:closed
+@within Class Session
+@treturn boolean
+*/
 static int l_session_closed(lua_State *L) {
   session_box *box = check_box(L);
   lua_pushboolean(L, !box->s || npu_session_is_closed(box->s));
   return 1;
 }
 
+/***
+How many plans the session has compiled and cached.
+@function Session:n_plans
+@within Class Session
+@treturn integer
+*/
 static int l_session_n_plans(lua_State *L) {
   session_box *box = check_box(L);
   lua_pushinteger(L, box->s ? npu_session_n_plans(box->s) : 0);
@@ -81,6 +104,14 @@ static int l_session_n_plans(lua_State *L) {
 }
 
 /* sess:stats() -> {plans =, compiled =, dynamic_plans =, empty_skips =} (npu_session_stat). */
+/***
+The session's counters.
+@function Session:stats
+@within Class Session
+@treturn table `{plans =, compiled =, dynamic_plans =, empty_skips =}`: plans cached, plans
+  compiled in all, plans compiled for dynamic shapes, runs skipped as having nothing to do
+@raise NPU_ERR_STATE on a closed session
+*/
 static int l_session_stats(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:stats");
   npuB_check_no_more(L, 1);
@@ -566,6 +597,26 @@ static void parse_run_options(lua_State *L, int idx, npu_run_options *ro) {
   }
 }
 
+/***
+Runs the graph to compute the fetches (`tf.Session.run`).  The first run of a signature
+(which fetches, which feeds) compiles its plan; later ones reuse it.
+@function Session:run
+@within Class Session
+@tparam Output|Operation|string|table fetches an Output, an Operation (run for its effect:
+  its result is nil), a tensor name ("y:0"), or a table of those nested in any way (lists
+  and string-keyed maps)
+@tparam[opt] table feeds maps Outputs or "name:0" to npu.Tensors, numbers or nested tables
+  (converted to the fed value's dtype)
+@tparam[opt] table run_options TensorFlow's RunOptions: `{timeout_in_ms = n}` (0: no limit)
+@treturn Tensor|table|nil the fetched values, in the structure of fetches: Tensors for
+  outputs, nil for operations
+@raise NPU_ERR_STATE on a closed session; NPU_ERR_ARG for a fetch that is not an element of
+  the graph (or nil) and for a wrong feed; NPU_ERR_SHAPE when a fed value does not fit its
+  placeholder; NPU_ERR_TIMEOUT past timeout_in_ms; NPU_ERR_OUT_OF_RANGE when a dataset is
+  exhausted; NPU_ERR_CANCELLED when interrupted (Ctrl-C)
+@usage local probs = sess:run(y, {[x] = npu.random.uniform({2, 784}, {seed = 3})})
+local loss_value, _ = table.unpack(sess:run({loss, train_op}))
+*/
 static int l_session_run(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:run");
   npu_run_options ro = {0};
@@ -613,6 +664,13 @@ static int l_session_run(lua_State *L) {
 }
 
 /* sess:last_plan() -> {steps = n, folded = n}: the plan the last run used. */
+/***
+The plan the last run (or explain) used.
+@function Session:last_plan
+@within Class Session
+@treturn table `{steps = n, folded = n}`: steps run per call, nodes folded to constants
+@raise NPU_ERR_STATE when nothing has run yet, or the session is closed
+*/
 static int l_session_last_plan(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:last_plan");
   int n_steps, n_folded;
@@ -693,6 +751,15 @@ static int l_session_explain(lua_State *L) {
 
 /* sess:explain_dot(fetches [, feeds]) -> the DOT text of the plan sess:explain describes
    (npu_session_explain_dot in npu.h). */
+/***
+The plan Session:explain describes, drawn as Graphviz DOT text (npu.util.render_graph
+renders it).
+@function Session:explain_dot
+@within Class Session
+@tparam Output|Operation|string|table fetches as for run
+@tparam[opt] table feeds as for run
+@treturn string
+*/
 static int l_session_explain_dot(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:explain_dot");
   npu_context *ctx = npuB_context(L);
@@ -707,6 +774,17 @@ static int l_session_explain_dot(lua_State *L) {
 }
 
 /* sess:set_progress(now, total): accelerate_train_mode's step (or loss) and total (or target). */
+/***
+Tells a session running with the accelerate_train_mode option how far training is: the
+current step and the total (mode "...|step|r"), or the current loss and the target loss
+("...|loss|r").  npu.util.TellMeStepOrLossHook calls it; without it the session reads
+STEP_NOW/TOTAL_STEP or LOSS_NOW/TARGET_LOSS from the environment.
+@function Session:set_progress
+@within Class Session
+@tparam number now
+@tparam number total
+@raise NPU_ERR_STATE when accelerate_train_mode is not set
+*/
 static int l_session_set_progress(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:set_progress");
   double now = npuB_checknumber(L, 2), total = npuB_checknumber(L, 3);
@@ -715,6 +793,12 @@ static int l_session_set_progress(lua_State *L) {
   return 0;
 }
 
+/***
+Whether accelerate_train_mode currently runs the session in reduced precision.
+@function Session:reduced_precision
+@within Class Session
+@treturn boolean
+*/
 static int l_session_reduced_precision(lua_State *L) {
   lua_pushboolean(L, npu_session_reduced_precision(check_open(L, "npu.Session:reduced_precision")));
   return 1;
@@ -731,6 +815,12 @@ static int l_session_tostring(lua_State *L) {
 }
 
 /* sess:options() -> the session's effective npu.Options (a copy). */
+/***
+The session's effective options, as a new npu.Options (`o:get("precision_mode")`).
+@function Session:options
+@within Class Session
+@treturn userdata npu.Options
+*/
 static int l_session_options(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:options");
   npu_options **o = lua_newuserdatauv(L, sizeof *o, 0);

@@ -53,6 +53,95 @@
  * created and filled directly.  Large tensors step the Lua GC by their size, so Lua knows the
  * C memory its small userdata hold.
  */
+/***
+Tensors: values on the host, the inputs and results of sessions.
+@module npu
+*/
+
+/***
+Makes a tensor from a number, a boolean or nested tables (the shape comes from the nesting).
+Mirrors `tf.constant`'s value conversion / `np.array`.
+@function npu.tensor
+@tparam number|boolean|table|Tensor data a value, nested tables of equal lengths, or a
+  tensor (a new handle on the same data)
+@tparam[opt] string dtype "float32" (the default for numbers, integers included), "float16",
+  "bfloat16", "float64", "int8", "uint8", "int32", "int64" or "bool" (the default when every
+  element is a boolean)
+@treturn Tensor
+@raise NPU_ERR_ARG for ragged tables (naming the path), an unknown dtype, or a value an
+  integer dtype cannot hold exactly (use `astype` to truncate)
+@usage local t = npu.tensor({{1, 2, 3}, {4, 5, 6}})   -- float32, shape {2, 3}
+local i = npu.tensor(7, "int64")
+*/
+
+/***
+A tensor of zeros (`tf.zeros`).
+@function npu.zeros
+@tparam table|integer shape a list of dims (`{}` for a scalar) or one integer (rank 1)
+@tparam[opt="float32"] string dtype
+@treturn Tensor
+@usage local b = npu.zeros({10})
+*/
+
+/***
+A tensor of ones (`tf.ones`).
+@function npu.ones
+@tparam table|integer shape a list of dims or one integer
+@tparam[opt="float32"] string dtype
+@treturn Tensor
+*/
+
+/***
+A tensor every element of which is `value` (`tf.fill`).
+@function npu.fill
+@tparam table|integer shape a list of dims or one integer
+@tparam number|boolean value must fit dtype exactly
+@tparam[opt="float32"] string dtype
+@treturn Tensor
+@raise NPU_ERR_ARG when value does not fit dtype
+*/
+
+/***
+A tensor of normally distributed values (`tf.random.normal`), reproducible from its seed.
+@function npu.random.normal
+@tparam table|integer shape
+@tparam table opts `mean` (0), `stddev` (1), `seed` (required), `dtype` ("float32");
+  an unknown key raises
+@treturn Tensor
+@usage local w = npu.random.normal({784, 10}, {stddev = 0.05, seed = 1})
+*/
+
+/***
+A tensor of uniformly distributed values in [minval, maxval) (`tf.random.uniform`).
+@function npu.random.uniform
+@tparam table|integer shape
+@tparam table opts `minval` (0), `maxval` (1), `seed` (required), `dtype` ("float32")
+@treturn Tensor
+*/
+
+/***
+Reads a `.npy` file (NumPy's format) into a tensor.
+@function npu.load
+@tparam string path
+@treturn Tensor
+@raise NPU_ERR_IO when the file cannot be read, NPU_ERR_FORMAT when it is not a `.npy` file
+  of a supported dtype
+*/
+
+/***
+Whether two values are equal within tolerances, as `numpy.allclose`:
+|a - b| <= atol + rtol * |b| elementwise; NaN is close to nothing unless equal_nan, and an
+infinity only to itself.
+@function npu.allclose
+@tparam Tensor|number|table a
+@tparam Tensor|number|table b of a's shape
+@tparam[opt=1e-5] number rtol
+@tparam[opt=1e-8] number atol
+@tparam[opt=false] boolean equal_nan
+@treturn boolean
+@raise NPU_ERR_SHAPE when the shapes differ
+*/
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -671,6 +760,13 @@ static void push_elem(lua_State *L, const tview *v, int64_t i) {
   }
 }
 
+/***
+The tensor's shape (`tf.Tensor.shape`, `numpy.ndarray.shape`): a list of dims that prints as
+`{2, 3}` and compares by value (`t:shape() == {2, 3}`).
+@function Tensor:shape
+@within Class Tensor
+@treturn table a new list of dims
+*/
 static int m_shape(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
   lua_createtable(L, npu_tensor_ndim(t), 0);
@@ -681,16 +777,35 @@ static int m_shape(lua_State *L) {
   return 1;
 }
 
+/***
+The element type's name.
+@function Tensor:dtype
+@within Class Tensor
+@treturn string "float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32",
+  "int64" or "bool"
+*/
 static int m_dtype(lua_State *L) {
   lua_pushstring(L, npu_dtype_name(npu_tensor_dtype(npuB_check_tensor(L, 1))));
   return 1;
 }
 
+/***
+The rank: the number of dims (`numpy.ndarray.ndim`).
+@function Tensor:ndim
+@within Class Tensor
+@treturn integer
+*/
 static int m_ndim(lua_State *L) {
   lua_pushinteger(L, npu_tensor_ndim(npuB_check_tensor(L, 1)));
   return 1;
 }
 
+/***
+The number of elements (`numpy.ndarray.size`).
+@function Tensor:numel
+@within Class Tensor
+@treturn integer
+*/
 static int m_numel(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)npu_tensor_numel(npuB_check_tensor(L, 1)));
   return 1;
@@ -710,6 +825,14 @@ static void push_nested(lua_State *L, const tview *v, int depth, int64_t *pos) {
   }
 }
 
+/***
+The values as nested Lua tables (`numpy.ndarray.tolist`): integers as Lua integers,
+exactly; bool as booleans; a rank-0 tensor gives a plain value.
+@function Tensor:totable
+@within Class Tensor
+@treturn table|number|boolean
+@usage npu.tensor({{1, 2}, {3, 4}}):totable()   -- {{1.0, 2.0}, {3.0, 4.0}}
+*/
 static int m_totable(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
   int64_t pos = 0;
@@ -718,6 +841,13 @@ static int m_totable(lua_State *L) {
   return 1;
 }
 
+/***
+The single element of a one-element tensor (`numpy.ndarray.item`).
+@function Tensor:item
+@within Class Tensor
+@treturn number|boolean
+@raise NPU_ERR_ARG when the tensor has not exactly one element
+*/
 static int m_item(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
   if (npu_tensor_numel(t) != 1) {
@@ -732,6 +862,15 @@ static int m_item(lua_State *L) {
   return 1;
 }
 
+/***
+The tensor converted to another dtype (`numpy.ndarray.astype`; as `tf.cast`: floats to
+integers truncate toward zero).  The same dtype gives a handle on the same data.
+@function Tensor:astype
+@within Class Tensor
+@tparam string dtype
+@treturn Tensor
+@raise NPU_ERR_ARG when dtype is missing or unknown
+*/
 static int m_astype(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
   if (lua_isnoneornil(L, 2)) return npuB_fail(L, NULL, NPU_ERR_ARG,
@@ -746,6 +885,14 @@ static int m_astype(lua_State *L) {
   return finish(L, "npu.Tensor:astype", st, box);
 }
 
+/***
+The same elements in another shape (`tf.reshape` on a value); one dim may be -1 (inferred).
+@function Tensor:reshape
+@within Class Tensor
+@tparam table|integer shape
+@treturn Tensor
+@raise NPU_ERR_SHAPE when the element counts differ
+*/
 static int m_reshape(lua_State *L) {
   static const char where[] = "npu.Tensor:reshape";
   npu_tensor *t = npuB_check_tensor(L, 1);
@@ -771,6 +918,13 @@ static int m_reshape(lua_State *L) {
   return finish(L, where, st, box);
 }
 
+/***
+Writes the tensor to a `.npy` file (`numpy.save`).
+@function Tensor:save
+@within Class Tensor
+@tparam string path
+@raise NPU_ERR_IO when the file cannot be written
+*/
 static int m_save(lua_State *L) {
   npu_tensor *t = npuB_check_tensor(L, 1);
   const char *path = npuB_checkstring(L, 2);
@@ -792,6 +946,16 @@ static int64_t check_index(lua_State *L, const tview *v, int idx, int d, const c
   return p;
 }
 
+/***
+One element, by one 1-based index per dim (negative counts from the end).
+@function Tensor:get
+@within Class Tensor
+@tparam integer ... the indices
+@treturn number|boolean
+@raise NPU_ERR_ARG when an index is out of range (naming it and the dim) or their number is
+  not the rank
+@usage npu.tensor({{1, 2}, {3, 4}}):get(2, -1)   -- 4.0
+*/
 static int m_get(lua_State *L) {
   static const char where[] = "npu.Tensor:get";
   tview v = view_of(npuB_check_tensor(L, 1));

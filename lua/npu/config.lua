@@ -1,5 +1,5 @@
 --- npu.config — the Lua look-alike of TensorFlow's ConfigProto, so that a TF-on-Ascend script
--- ports line by line:
+-- ports line by line.  For example:
 --
 --   local config = npu.ConfigProto()
 --   local custom_op = config.graph_options.rewrite_options.custom_optimizers:add()
@@ -41,16 +41,31 @@
 --
 -- npu.compat.as_bytes / as_text / as_str are the identity (Lua strings are bytes), so that
 -- tf.compat.as_bytes("...") ports as npu.compat.as_bytes("...").
+-- @module npu.config
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error, raise = errors.error, errors.raise
 
 local M = {}
 
+--- `tf.compat.as_bytes`, `as_text`, `as_str`: the identity (Lua strings are bytes), so that
+-- `tf.compat.as_bytes("force_fp16")` ports as `npu.compat.as_bytes("force_fp16")`.
+-- @function npu.compat.as_bytes
+-- @tparam string s
+-- @treturn string s
 local function identity(s) return s end
 M.compat = { as_bytes = identity, as_text = identity, as_str = identity }
 
---- RewriterConfig enums (tensorflow/core/protobuf/rewriter_config.proto).
+--- RewriterConfig enums (tensorflow/core/protobuf/rewriter_config.proto), as npu.RewriterConfig:
+-- the Toggle values, MemOptType and NumIterationsType.  Fields set from Lua are stored and
+-- type-checked, and have no effect here.
+-- @table RewriterConfig
+-- @field DEFAULT 0 (Toggle)
+-- @field ON 1
+-- @field OFF 2
+-- @field AGGRESSIVE 3
+-- @field DEFAULT_MEM_OPT 0 (MemOptType), also NO_MEM_OPT, MANUAL, HEURISTICS, ...
+-- @field DEFAULT_NUM_ITERS 0 (NumIterationsType), also ONE, TWO
 M.RewriterConfig = {
   -- Toggle
   DEFAULT = 0, ON = 1, OFF = 2, AGGRESSIVE = 3,
@@ -361,7 +376,17 @@ local config_fields = {
 local function is_config(v) return getmetatable(v) == message_mt and schemas[v].typename == "ConfigProto" end
 M.is_config = is_config
 
---- npu.ConfigProto([fields]) — as tf.ConfigProto(allow_soft_placement=True, ...).
+--- A session configuration (`tf.ConfigProto`), for npu.Session{config =}: the NPU options
+-- go in `graph_options.rewrite_options.custom_optimizers:add()`'s parameter_map, as in a
+-- TF-on-Ascend script; every assignment is checked at once (an unknown option names the
+-- nearest, a wrong setter or value is an error at that line).  Also npu.ConfigProto.
+-- @tparam[opt] table init fields to set (`allow_soft_placement = true`, ...): TensorFlow
+--   1.15's fields are stored and ignored; a field TensorFlow lacks is an error
+-- @treturn table the ConfigProto message
+-- @usage local config = npu.ConfigProto()
+-- local custom_op = config.graph_options.rewrite_options.custom_optimizers:add()
+-- custom_op.name = "NpuOptimizer"
+-- custom_op.parameter_map["precision_mode"].s = "force_fp16"
 function M.ConfigProto(init)
   if init ~= nil and type(init) ~= "table" then
     error("npu.ConfigProto: expects nothing or a table of fields", 2)
@@ -419,8 +444,14 @@ local function npu_optimizer(cfg)
   return found
 end
 
---- Turns a ConfigProto, an npu.Options, a flat table or nil into an npu.Options (a new one),
--- starting from a copy of base when given.
+--- Turns a ConfigProto, an NPURunConfig, an npu.Options, a flat table or nil into a new
+-- npu.Options, starting from a copy of base when given (what npu.Session does with its
+-- config or options, over npu.initialize_system's).
+-- @param x the configuration, or nil
+-- @tparam[opt] userdata base an npu.Options
+-- @treturn userdata npu.Options
+-- @raise NPU_ERR_OPTION for an unknown or invalid option; NPU_ERR_ARG for a value of the
+--   wrong type
 function M.to_options(x, base)
   if base ~= nil and not is_options(base) then error("to_options: base must be an npu.Options", 2) end
   local o = base and base:copy() or core.options_new()
@@ -517,7 +548,12 @@ end
 local function is_experimental(v) return getmetatable(v) == experimental_mt end
 M.is_experimental = is_experimental
 
---- npu.ExperimentalConfig{graph_compiler_cache_dir = dir, accelerate_train_mode = "fast|step|0.9"}
+--- The experimental options of TF Adapter's `ExperimentalConfig` (graph_compiler_cache_dir,
+-- accelerate_train_mode, ...), for NPURunConfig or npu.util.set_graph_exec_config.  Also
+-- npu.ExperimentalConfig.
+-- @tparam[opt] table init `{accelerate_train_mode = "fast|step|0.9", ...}`
+-- @treturn table
+-- @raise NPU_ERR_ARG for an unknown parameter (naming the nearest) or a bad value
 function M.ExperimentalConfig(init)
   if init ~= nil and (type(init) ~= "table" or getmetatable(init) ~= nil) then
     error("npu.ExperimentalConfig: expects a table of parameters", 2)
@@ -542,7 +578,13 @@ local run_config_mt = { __tostring = function() return "npu.NPURunConfig" end }
 local function is_run_config(v) return getmetatable(v) == run_config_mt end
 M.is_run_config = is_run_config
 
---- npu.NPURunConfig{experimental_config = exp, session_config = cfg, <option> = value, ...}
+--- TF Adapter's estimator run configuration (`NPURunConfig`), reduced to what a session
+-- reads: session_config (a ConfigProto), experimental_config (an ExperimentalConfig) and any
+-- option by name (`iterations_per_loop = 100`); the estimator's own parameters (model_dir,
+-- save_checkpoints_steps, ...) are type-checked and ignored.  An option given twice is an
+-- error.  Also npu.NPURunConfig.
+-- @tparam[opt] table init
+-- @treturn table for npu.Session{config =}
 function M.NPURunConfig(init)
   if init ~= nil and (type(init) ~= "table" or getmetatable(init) ~= nil) then
     error("npu.NPURunConfig: expects a table of parameters", 2)
@@ -652,8 +694,18 @@ local function fetch_nodes(fetch, list, depth)
   end
 end
 
---- npu.util.set_graph_exec_config(fetch, {dynamic_input =, dynamic_graph_execute_mode =,
--- dynamic_inputs_shape_range =, is_train_graph =, experimental_config =}) -> fetch
+--- Options for the runs that reach a fetch, over the session's (TF Adapter's
+-- `util.set_graph_exec_config`): the fetch's nodes carry them (export and import keep them
+-- as attributes).  Parameters left out keep the session's values.  Also
+-- npu.util.set_graph_exec_config.
+-- @tparam Output|Operation|string|table fetch an Output, an Operation, a node or tensor name
+--   of the default graph, or a list of them
+-- @tparam table params `dynamic_input`, `dynamic_graph_execute_mode`,
+--   `dynamic_inputs_shape_range`, `is_train_graph` (graph_run_mode 1 or 0),
+--   `experimental_config` (an npu.ExperimentalConfig)
+-- @return fetch
+-- @raise NPU_ERR_ARG for an unknown parameter (naming the nearest) or a value of the wrong
+--   type; NPU_ERR_OPTION for an invalid value
 function M.set_graph_exec_config(fetch, params)
   local where = "npu.util.set_graph_exec_config"
   if params ~= nil and (type(params) ~= "table" or getmetatable(params) ~= nil) then
@@ -697,7 +749,10 @@ function M.set_graph_exec_config(fetch, params)
   return fetch
 end
 
---- The graph-level options node carries, as {option = value}, or nil (for scripts and tests).
+--- The options a node carries (set_graph_exec_config's), as `{option = value}`.  Also
+-- npu.util.graph_exec_config.
+-- @tparam Operation|Output op
+-- @treturn ?table nil when the node carries none
 function M.graph_exec_config(op)
   if getmetatable(op) == core.Output_mt then op = op:op() end
   if getmetatable(op) ~= core.Operation_mt then error("graph_exec_config: expects an Operation or an Output", 2) end

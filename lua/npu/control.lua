@@ -1,4 +1,4 @@
--- npu.control — control flow with TensorFlow's names: npu.cond, npu.case, npu.while_loop,
+--- npu.control — control flow with TensorFlow's names: npu.cond, npu.case, npu.while_loop,
 -- npu.map_fn and npu.TensorArray.
 --
 -- A branch or loop body is a Lua function called once, while the graph is built: the ops it
@@ -7,6 +7,7 @@
 -- Functions read outer tensors directly (no explicit capture).  Results may be nested tables
 -- of tensors (lists, or tables with string keys, taken in sorted key order as TensorFlow sorts
 -- dict keys); numbers and npu.Tensors among them become constants.  docs/dynamic.md.
+-- @module npu.control
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
@@ -200,10 +201,17 @@ function M.install(npu)
 
   local function new_ta(fields) return setmetatable(fields, TensorArray) end
 
-  --- npu.TensorArray(dtype, size, {dynamic_size =, element_shape =, clear_after_read =,
-  -- infer_shape =, name =}) — tf.TensorArray.  Kept as one dense tensor, element i its row i:
-  -- write/scatter return a new TensorArray (use the one returned, as in TF 2).  size may be 0
-  -- with dynamic_size = true.  Elements all have one shape (concat needs that too).
+  --- A list of tensors of one shape written and read inside graphs (`tf.TensorArray`), kept
+  -- as one dense tensor whose row i is element i.  write/scatter/unstack return a new
+  -- TensorArray: use the one returned (as in TensorFlow 2).
+  -- @function npu.TensorArray
+  -- @tparam string|table dtype the element dtype, or a table `{dtype =, size =, ...}` of all
+  --   arguments
+  -- @tparam integer size the number of elements (0 allowed with dynamic_size)
+  -- @tparam[opt] table opts `dynamic_size` (false), `element_shape` (dims, -1 where unknown),
+  --   `clear_after_read`, `infer_shape`, `name`
+  -- @treturn TensorArray
+  -- @raise NPU_ERR_ARG for a bad dtype, size or element_shape, or an unknown option
   function npu.TensorArray(dtype, size, opts)
     if type(dtype) == "table" and not is_tensor(dtype) then
       opts = options("npu.TensorArray", dtype, TA_TABLE_KEYS)
@@ -245,6 +253,11 @@ function M.install(npu)
       element_shape = ta.element_shape, graph = ta.graph, name = ta.name })
   end
 
+  --- Element index set to value (`tf.TensorArray.write`).
+  -- @function TensorArray:write
+  -- @tparam integer|Output index 0-based
+  -- @tparam Output|Tensor|number|table value
+  -- @treturn TensorArray a new TensorArray holding the write
   function TensorArray:write(index, value)
     check_value("npu.TensorArray:write", value)
     local idx = index_output(self.flow:graph(), index, "npu.TensorArray:write")
@@ -254,6 +267,11 @@ function M.install(npu)
     return with_flow(self, y)
   end
 
+  --- Elements indices set to value's rows (`tf.TensorArray.scatter`).
+  -- @function TensorArray:scatter
+  -- @tparam table|Output indices 0-based
+  -- @tparam Output|Tensor|table value one row per index
+  -- @treturn TensorArray
   function TensorArray:scatter(indices, value)
     local g = self.flow:graph()
     check_value("npu.TensorArray:scatter", value)
@@ -263,24 +281,43 @@ function M.install(npu)
     return with_flow(self, y)
   end
 
+  --- Element index (`tf.TensorArray.read`).
+  -- @function TensorArray:read
+  -- @tparam integer|Output index 0-based
+  -- @treturn Output
   function TensorArray:read(index)
     return npu.gather(self.flow, index_output(self.flow:graph(), index, "npu.TensorArray:read"))
   end
 
+  --- Elements indices, stacked (`tf.TensorArray.gather`).
+  -- @function TensorArray:gather
+  -- @tparam table|Output indices 0-based
+  -- @treturn Output
   function TensorArray:gather(indices)
     local idx = index_output(self.flow:graph(), indices, "npu.TensorArray:gather", true)
     return npu.gather(self.flow, idx)
   end
 
+  --- All elements stacked along a new first axis (`tf.TensorArray.stack`).
+  -- @function TensorArray:stack
+  -- @treturn Output
   function TensorArray:stack() return npu.identity(self.flow) end
 
+  --- A TensorArray whose elements are value's rows (`tf.TensorArray.unstack`).
+  -- @function TensorArray:unstack
+  -- @tparam Output|Tensor|table value
+  -- @treturn TensorArray
   function TensorArray:unstack(value)
     check_value("npu.TensorArray:unstack", value)
     local v = as_output(npu, self.flow:graph(), value)
     return with_flow(self, npu.identity(v))
   end
 
-  --- Elements joined along their first axis (all elements of one shape here).
+  --- Elements joined along their first axis (`tf.TensorArray.concat`; all elements of one
+  -- shape here).
+  -- @function TensorArray:concat
+  -- @treturn Output
+  -- @raise NPU_ERR_ARG when elements are scalars
   function TensorArray:concat()
     local shape = self.flow:shape()
     if not shape or #shape < 2 then error("npu.TensorArray:concat: elements must have rank >= 1", 2) end
@@ -289,6 +326,9 @@ function M.install(npu)
     return npu.reshape(self.flow, new)
   end
 
+  --- The number of elements, as an int32 scalar Output (`tf.TensorArray.size`).
+  -- @function TensorArray:size
+  -- @treturn Output
   function TensorArray:size()
     if not self.dynamic then return self.flow:graph():const(core.tensor(self.size_, "int32")) end
     return npu.cast(npu.gather(npu.shape(self.flow), 0), "int32")
@@ -312,10 +352,18 @@ function M.install(npu)
 
   -- cond ----------------------------------------------------------------------------------
 
-  --- npu.cond(pred, true_fn, false_fn, name) — tf.cond.  pred: a bool scalar tensor (or a Lua
-  -- boolean).  Both functions are traced once; only the taken branch runs.  They must return
-  -- the same structure, with the same dtypes; where shapes differ, the result's dimension is
-  -- known only when it runs.
+  --- One of two branches, chosen when it runs (`tf.cond`).  Both functions are traced once,
+  -- while the graph is built; only the taken branch runs on the device.  They return the same
+  -- structure with the same dtypes; where shapes differ, the result's dimension is known only
+  -- when it runs.
+  -- @tparam Output|boolean|table pred a bool scalar (or a Lua boolean), or a table
+  --   `{pred =, true_fn =, false_fn =, name =}` of all arguments
+  -- @tparam function true_fn
+  -- @tparam function false_fn
+  -- @tparam[opt] string name
+  -- @return the taken branch's results, in their structure
+  -- @raise NPU_ERR_ARG when the branches' structures or dtypes differ
+  -- @usage local y = npu.cond(npu.greater(s, 0), function() return x * 2 end, function() return x end)
   function npu.cond(pred, true_fn, false_fn, name)
     if type(pred) == "table" and not is_output(pred) and not is_tensor(pred) then -- {pred=, true_fn=, ...}
       local opts = options("npu.cond", pred, COND_KEYS)
@@ -357,10 +405,12 @@ function M.install(npu)
     return unflatten(st, node_outputs(g, node, #ot, tas), { 1 })
   end
 
-  --- npu.case(pred_fn_pairs, {default =, exclusive =, name =}) — tf.case: the function of the
-  -- first pair whose pred is true, else default (else the last pair's function).  exclusive =
-  -- true (TensorFlow: fail when it runs if more than one pred is true) is refused: nothing here
-  -- would check it, so it would promise what it does not do.
+  --- The function of the first pair whose predicate is true, else default (else the last
+  -- pair's function) (`tf.case`).
+  -- @tparam table pairs_ a list of `{pred, fn}` pairs
+  -- @tparam[opt] table opts `{default = fn, name = s}`; `exclusive = true` is refused
+  --   (NPU_ERR_UNSUPPORTED): nothing would check it when it runs
+  -- @return the chosen function's results
   function npu.case(pairs_, opts)
     opts = options("npu.case", opts, CASE_KEYS)
     if opts.exclusive ~= nil and type(opts.exclusive) ~= "boolean" then
@@ -401,14 +451,20 @@ function M.install(npu)
     return table.pack(fn(vars))
   end
 
-  --- npu.while_loop(cond, body, loop_vars, {maximum_iterations =, shape_invariants =, name =,
-  -- parallel_iterations =, back_prop =, swap_memory =}) — tf.while_loop.  loop_vars: a list
-  -- (cond and body get its elements as arguments) or another structure (passed as one
-  -- argument); the body returns the same structure.  shape_invariants: the same structure of
-  -- shapes (-1 where a dimension may change; nil keeps the initial value's shape).  The loop
-  -- stops when cond is false or after maximum_iterations iterations.  Returns the final
-  -- values in loop_vars' structure.  parallel_iterations, back_prop and swap_memory have no
-  -- effect here (iterations run in order on the device; nothing is swapped).
+  --- A loop on the device (`tf.while_loop`): body runs while cond is true (and at most
+  -- maximum_iterations times).  parallel_iterations, back_prop and swap_memory are accepted
+  -- and have no effect (iterations run in order; nothing is swapped).
+  -- @tparam function|table cond `cond(vars...)` returning a bool scalar; or a table
+  --   `{cond =, body =, loop_vars =, ...}` of all arguments
+  -- @tparam function body `body(vars...)` returning the next values, in loop_vars' structure
+  -- @tparam table loop_vars a list (cond and body get its elements as arguments) or another
+  --   structure (passed as one argument); numbers become constants
+  -- @tparam[opt] table opts `maximum_iterations`, `shape_invariants` (the same structure of
+  --   shapes, -1 where a dim may change), `name`, `parallel_iterations`, `back_prop`,
+  --   `swap_memory`
+  -- @return the final values, in loop_vars' structure
+  -- @usage local i, s = table.unpack(npu.while_loop(function(i, s) return npu.less(i, 10) end,
+  --   function(i, s) return i + 1, s + i end, {0, 0}))
   function npu.while_loop(cond, body, loop_vars, opts)
     if type(cond) == "table" then -- {cond =, body =, loop_vars =, ...}
       opts = options("npu.while_loop", cond, WHILE_TABLE_KEYS)
@@ -526,10 +582,13 @@ function M.install(npu)
     return unflatten(struct, node_outputs(g, node, #inits, tas), { 1 })
   end
 
-  --- npu.map_fn(fn, elems, {dtype =, fn_output_signature =, name =, parallel_iterations =,
-  -- back_prop =, swap_memory =}) — tf.map_fn over the first axis of elems (a tensor): a
-  -- while_loop writing fn's results into a TensorArray, stacked.  dtype: fn's result dtype
-  -- (default elems' dtype); the last three have no effect, as in npu.while_loop.
+  --- fn applied to each slice of elems along its first axis, stacked (`tf.map_fn`): a
+  -- while_loop writing fn's results into a TensorArray.
+  -- @tparam function fn `fn(slice)` returning an Output
+  -- @tparam Output|Tensor|table elems
+  -- @tparam[opt] table opts `dtype` (fn's result dtype, default elems'), `fn_output_signature`,
+  --   `name`, `parallel_iterations`, `back_prop`, `swap_memory` (no effect)
+  -- @treturn Output
   function npu.map_fn(fn, elems, opts)
     opts = options("npu.map_fn", opts, MAP_KEYS)
     check_function("npu.map_fn", "fn", fn)

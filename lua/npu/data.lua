@@ -21,6 +21,7 @@
 --
 -- The end of the data is an error whose message carries "NPU_ERR_OUT_OF_RANGE":
 -- npu.error_code(err) == npu.errors.OutOfRangeError.
+-- @module npu.data
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
@@ -52,7 +53,9 @@ local function structured(structure, values)
   return t
 end
 
---- Is v a dataset of this module?
+--- Whether v is a dataset of this module.
+-- @param v any value
+-- @treturn boolean
 function data.is_dataset(v) return getmetatable(v) == Dataset end
 
 local function to_tensor(v, what)
@@ -62,8 +65,14 @@ local function to_tensor(v, what)
     .. "of numbers"):format(what, type(v)), 3)
 end
 
---- Dataset.from_tensor_slices(tensor | {t1, t2, ...} | {key = tensor, ...}): the slices of
--- the components along their first dimension (all the same size).
+--- A dataset of the slices of tensors along their first dimension
+-- (`tf.data.Dataset.from_tensor_slices`).
+-- @tparam Tensor|table x a tensor, a list of tensors `{t1, t2}`, a string-keyed table
+--   `{key = tensor}` (elements come in the same structure), or nested numbers; all of the
+--   first dimension's size
+-- @treturn Dataset
+-- @raise NPU_ERR_ARG for mixed keys, holes or values that are not tensors
+-- @usage local ds = npu.data.Dataset.from_tensor_slices({images, labels})
 function Dataset.from_tensor_slices(x)
   local components, structure
   if is_tensor(x) then
@@ -103,7 +112,11 @@ function Dataset.from_tensor_slices(x)
   return wrap(core.dataset_from_tensors(components), structure, true)
 end
 
---- ds:shuffle(buffer_size, {seed = 0, reshuffle_each_iteration = true}) (or a seed number).
+--- The elements in a random order, drawn from a buffer of buffer_size
+-- (`tf.data.Dataset.shuffle`).
+-- @tparam integer buffer_size
+-- @tparam[opt] table|integer opts `{seed = 0, reshuffle_each_iteration = true}`, or the seed
+-- @treturn Dataset
 function Dataset:shuffle(buffer_size, opts)
   local seed, reshuffle
   if type(opts) == "number" then seed = opts
@@ -115,7 +128,11 @@ function Dataset:shuffle(buffer_size, opts)
   return wrap(self._handle:shuffle(buffer_size, seed or 0, reshuffle), self._structure, false)
 end
 
---- ds:batch(batch_size, {drop_remainder = false}) (or a boolean).
+--- Consecutive elements stacked in batches (`tf.data.Dataset.batch`).
+-- @tparam integer batch_size
+-- @tparam[opt] table|boolean opts `{drop_remainder = false}`, or drop_remainder
+-- @treturn Dataset
+-- @raise NPU_ERR_ARG for an unknown option or a drop_remainder that is not a boolean
 function Dataset:batch(batch_size, opts)
   local where = "npu.Dataset:batch"
   local drop = opts
@@ -130,19 +147,26 @@ function Dataset:batch(batch_size, opts)
     self._replayable)
 end
 
---- ds:repeat_(count): count times over (nil or -1: forever).  `repeat` is a Lua keyword.
+--- The dataset count times over (`tf.data.Dataset.repeat`: `repeat` is a Lua keyword).
+-- @tparam[opt] integer count nil or -1: forever
+-- @treturn Dataset
 function Dataset:repeat_(count)
   return wrap(self._handle:repeat_(count), self._structure,
     self._replayable and count ~= nil and count >= 0)
 end
 
---- ds:prefetch(buffer_size): elements produced ahead (-1: AUTOTUNE: about 4 MiB of elements, 2 to 1024, as without a prefetch).
+--- Elements produced ahead of the device (`tf.data.Dataset.prefetch`).
+-- @tparam[opt=-1] integer buffer_size -1 (AUTOTUNE): about 4 MiB of elements, 2 to 1024
+-- @treturn Dataset
 function Dataset:prefetch(buffer_size)
   return wrap(self._handle:prefetch(buffer_size or -1), self._structure, self._replayable)
 end
 
---- ds:shard(num_shards, index): the elements i (from 0, per pass) with
--- i % num_shards == index, as tf.data's shard (one worker's part of the data).
+--- One worker's part of the data: the elements i (from 0, per pass) with
+-- i % num_shards == index (`tf.data.Dataset.shard`).
+-- @tparam integer num_shards
+-- @tparam integer index
+-- @treturn Dataset
 function Dataset:shard(num_shards, index)
   return wrap(self._handle:shard(num_shards, index), self._structure, self._replayable)
 end
@@ -263,8 +287,14 @@ local function run_on(sess, args, outs, element)
   return sess:run(outs, feeds)
 end
 
---- ds:map(fn): fn(components as graph outputs) -> an Output or a list / string-keyed table
--- of them: the new element (see above: evaluated once on the host when defined).
+--- The elements transformed by a graph function (`tf.data.Dataset.map`): fn receives the
+-- components as Outputs of a private graph and returns the new element's Outputs; it is
+-- compiled once and run per element on the host when the dataset is defined, so the input
+-- must be replayable (finite, unshuffled: shuffle and repeat after map).
+-- @tparam function fn `fn(components...)` returning an Output, a list or a string-keyed table
+-- @treturn Dataset
+-- @raise NPU_ERR_ARG when the input is not replayable or fn does not return graph values
+-- @usage ds = ds:map(function(x, y) return x / 255, y end)
 function Dataset:map(fn)
   local where = "npu.Dataset:map"
   local sess, args, outs, structure = graph_function(self, fn, where)
@@ -283,8 +313,10 @@ function Dataset:map(fn)
   return new_source(components, structure)
 end
 
---- ds:filter(predicate): the elements for which predicate(components as graph outputs), a
--- scalar bool Output, is true (evaluated once on the host when defined).
+--- The elements for which a graph function gives true (`tf.data.Dataset.filter`),
+-- evaluated once on the host when defined (as map).
+-- @tparam function predicate `predicate(components...)` returning a scalar bool Output
+-- @treturn Dataset
 function Dataset:filter(predicate)
   local where = "npu.Dataset:filter"
   local sess, args, outs, structure = graph_function(self, predicate, where)
@@ -333,13 +365,16 @@ local function per_component(structure, v, what, where)
   return out
 end
 
---- ds:padded_batch(batch_size, padded_shapes, padding_values, {drop_remainder = false}):
--- batch, each component padded (after its values) to padded_shapes (per component a list of
--- dims: -1 or absent = the largest in the batch) with padding_values (per component a number,
--- default 0), as tf.data.  The elements of a dataset have one shape per component here, so
--- "the largest in the batch" is that shape: padding happens where padded_shapes asks for
--- more, and the padded elements are made once on the host (the input must be replayable, as
--- for map); with nothing to pad it is batch(batch_size, drop_remainder).
+--- Batches with each component padded (after its values) to padded_shapes with
+-- padding_values (`tf.data.Dataset.padded_batch`).  Elements have one shape per component
+-- here, so padding happens where padded_shapes asks for more; the padded elements are made
+-- once on the host (the input must be replayable, as for map); with nothing to pad it is
+-- batch(batch_size, drop_remainder).
+-- @tparam integer batch_size
+-- @tparam[opt] table padded_shapes per component a list of dims (-1 or absent: the element's)
+-- @tparam[opt] table padding_values per component a number (0)
+-- @tparam[opt] table opts `{drop_remainder = false}`
+-- @treturn Dataset
 function Dataset:padded_batch(batch_size, padded_shapes, padding_values, opts)
   local where = "npu.Dataset:padded_batch"
   if math.type(batch_size) ~= "integer" then
@@ -416,11 +451,13 @@ function Dataset:padded_batch(batch_size, padded_shapes, padding_values, opts)
   return new_source(components, st):batch(batch_size, drop)
 end
 
---- Elements per pass (-1: infinite).
+--- The number of elements per pass (`tf.data.Dataset.cardinality`).
+-- @treturn integer -1 for an infinite dataset
 function Dataset:cardinality() return self._handle:cardinality() end
 
---- The element's spec: {dtype = , shape = } per component, in the dataset's structure
--- (shape entries -1 for a batch dim that may be partial).
+--- The element's spec (`tf.data.Dataset.element_spec`): `{dtype =, shape =}` per component,
+-- in the dataset's structure (shape entries -1 for a batch dim that may be partial).
+-- @treturn table
 function Dataset:element_spec()
   local specs = {}
   for i = 1, self._structure.n do
@@ -434,24 +471,36 @@ local HostIterator = {}
 HostIterator.__index = HostIterator
 HostIterator.__close = function(self) self:close() end
 
+--- The next element as Tensors on the host, in the dataset's structure.
+-- @function HostIterator:get_next
+-- @return the element
+-- @raise NPU_ERR_OUT_OF_RANGE at the end (npu.errors.OutOfRangeError)
 function HostIterator:get_next()
   return structured(self._structure, table.pack(self._it:get_next()))
 end
+--- The next element, or nil at the end.
+-- @function HostIterator:next
+-- @return the element, or nil
 function HostIterator:next()
   local first = table.pack(self._it:next())
   if first[1] == nil then return nil end
   return structured(self._structure, first)
 end
---- Stops the producer thread now (the garbage collector would, later).
+--- Stops the producer thread now (the garbage collector would, later; also `<close>`).
+-- @function HostIterator:close
 function HostIterator:close() self._it:close() end
 
---- ds:iterator(): an iterator on the host (a producer thread starts now).
+--- An iterator over the elements on the host (`iter(dataset)`): a producer thread starts
+-- now.  A to-be-closed value.
+-- @treturn HostIterator with get_next(), next() and close()
 function Dataset:iterator()
   return setmetatable({ _it = self._handle:iterator(), _structure = self._structure }, HostIterator)
 end
 
---- for element in ds:iterate() do ... end: the elements as npu.Tensors on the host (in the
--- dataset's structure).  Leaving the loop early (break) stops the producer at once.
+--- The elements as Tensors on the host, for a generic for; leaving the loop early (break)
+-- stops the producer at once.
+-- @return the iterator triple and a closing value
+-- @usage for element in ds:iterate() do print(element) end
 function Dataset:iterate()
   local it = self:iterator()
   return HostIterator.next, it, nil, it
@@ -461,7 +510,13 @@ end
 local GraphIterator = {}
 GraphIterator.__index = GraphIterator
 
---- ds:make_one_shot_iterator(graph): graph defaults to npu's default graph.
+--- An iterator node in a graph (`tf.compat.v1.data.make_one_shot_iterator`): its get_next()
+-- gives the element as Outputs, which a session advances once per step, on the device side.
+-- @tparam[opt] Graph g the default graph when nil
+-- @tparam[opt="IteratorGetNext"] string name
+-- @treturn table the iterator: `get_next()` (also `it.get_next()`), `graph`, `node`
+-- @raise NPU_ERR_ARG when g is not a graph
+-- @usage local batch = ds:make_one_shot_iterator(g):get_next()
 function Dataset:make_one_shot_iterator(g, name)
   if g == nil then
     local npu = package.loaded["npu"] or require("npu")
@@ -476,9 +531,11 @@ function Dataset:make_one_shot_iterator(g, name)
   for i = 1, self._structure.n do outs[i] = g:output(node, i - 1) end
   local it = setmetatable({ graph = g, dataset = self, node = node,
     _outputs = structured(self._structure, outs) }, GraphIterator)
-  --- it:get_next() (or it.get_next(), as TensorFlow scripts write it): the element as graph
-  -- outputs, in the dataset's structure.  Every call gives the same node's outputs: a session
-  -- runs one iterator per node, advanced once per step.
+  --- The element as graph outputs, in the dataset's structure (`iterator.get_next()`; also
+  -- called `it.get_next()` as TensorFlow scripts write it).  Every call gives the same node's
+  -- outputs: a session runs one iterator per node, advanced once per step.
+  -- @function Iterator:get_next
+  -- @return the element's Outputs
   it.get_next = function() return it._outputs end
   return it
 end

@@ -1,8 +1,9 @@
--- npu.dynamic — ops whose results are sized by the data (docs/dynamic.md, "Values sized when
+--- npu.dynamic — ops whose results are sized by the data (docs/dynamic.md, "Values sized when
 -- they run"): npu.where (one argument: the coordinates of the true elements; three: select_v2),
 -- npu.unique (values and their positions, two results), npu.boolean_mask (a composite of
 -- reshape, where and gather), npu.image's non-max suppression (true output size, padded,
 -- soft).  The steps that consume them are sized when they run too.
+-- @module npu.dynamic
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
@@ -14,9 +15,15 @@ local function is_output(v) return getmetatable(v) == core.Output_mt end
 function M.install(npu)
   local where_op, select_v2, unique_op = npu.where, npu.select_v2, npu.unique
 
-  --- npu.where(cond [, opts]): int64 (n, rank(cond)), the coordinates of cond's true
-  -- (nonzero) elements in row-major order.  npu.where(cond, x, y [, opts]): elementwise
-  -- choice, broadcasting (tf.where in TensorFlow 2 = select_v2).
+  --- With cond alone, the coordinates of cond's true (nonzero) elements in row-major order
+  -- (`tf.where(cond)`: int64 (n, rank(cond)), n known when it runs); with x and y, an
+  -- elementwise choice with broadcasting (`tf.where` of TensorFlow 2, select_v2).
+  -- @tparam Output cond
+  -- @tparam[opt] Output|Tensor|number x
+  -- @tparam[opt] Output|Tensor|number y
+  -- @tparam[opt] table opts `{name = s}`
+  -- @treturn Output
+  -- @raise NPU_ERR_ARG when y is given without x
   function npu.where(cond, x, y, opts)
     if x == nil and y ~= nil then -- a misspelt x would otherwise pick the one-argument form
       errors.raise("npu.where", "NPU_ERR_ARG", "x is nil but y is given: give cond alone, or cond, x and y")
@@ -29,17 +36,26 @@ function M.install(npu)
     return select_v2(cond, x, y, opts)
   end
 
-  --- npu.unique(x [, out_idx] [, opts]) -> y, idx: x (1-D)'s distinct values in order of first
-  -- occurrence, and for each element of x the position of its value in y (int32, or out_idx
-  -- "int64").  y[idx[i]] == x[i].
+  --- The distinct values of a 1-D tensor in order of first occurrence, and for each element
+  -- of x the position of its value in them (`tf.unique`): y[idx[i]] == x[i].
+  -- @tparam Output x
+  -- @tparam[opt="int32"] string out_idx the dtype of idx ("int32" or "int64")
+  -- @tparam[opt] table opts `{name = s}`
+  -- @treturn Output y
+  -- @treturn Output idx
   function npu.unique(x, out_idx, opts)
     local r = unique_op(x, out_idx, opts)
     return r[1], r[2]
   end
 
-  --- npu.boolean_mask(tensor, mask [, {axis = 0, name = ...}]): the elements (or slices) of
-  -- tensor where mask is true, mask (bool, rank k, known) covering dims axis .. axis+k-1 of
-  -- tensor, which become one dim of the selected count (tf.boolean_mask).
+  --- The elements (or slices) of tensor where mask is true (`tf.boolean_mask`): mask (bool,
+  -- rank k, shape known) covers dims axis .. axis+k-1 of tensor, which become one dim of the
+  -- selected count.
+  -- @tparam Output|Tensor tensor
+  -- @tparam Output|Tensor|table mask
+  -- @tparam[opt] table|integer opts `{axis = 0, name = s}`, or the axis
+  -- @treturn Output
+  -- @raise NPU_ERR_ARG for a mask that is nil or not bool, or a bad axis
   function npu.boolean_mask(tensor, mask, opts)
     local where_ = "npu.boolean_mask"
     if math.type(opts) == "integer" then opts = { axis = opts } end -- tf.boolean_mask(t, m, axis)
@@ -107,22 +123,45 @@ function M.install(npu)
     return g:op("non_max_suppression", inputs, attrs, name)
   end
   npu.image = npu.image or {}
-  --- npu.image.non_max_suppression(boxes, scores, max_output_size [, iou_threshold = 0.5
-  -- [, score_threshold = -inf [, name]]]): int32 (n), the indices of the boxes kept, best
-  -- first; n <= max_output_size is known when it runs (tf.image.non_max_suppression).
+  --- The indices of the boxes kept by non-maximum suppression, best first
+  -- (`tf.image.non_max_suppression`): int32 (n), n <= max_output_size known when it runs.
+  -- @tparam Output boxes (n, 4)
+  -- @tparam Output scores (n)
+  -- @tparam integer|Output max_output_size
+  -- @tparam[opt=0.5] number|Output iou_threshold
+  -- @tparam[opt=-inf] number|Output score_threshold
+  -- @tparam[opt] string name
+  -- @treturn Output
   function npu.image.non_max_suppression(boxes, scores, max_output_size, iou_threshold, score_threshold, name)
     return nms(boxes, scores, { max_output_size, iou_threshold, score_threshold }, false, name)[1]
   end
-  --- npu.image.non_max_suppression_padded(boxes, scores, max_output_size [, iou_threshold
-  -- [, score_threshold [, pad_to_max_output_size = false [, name]]]]) -> selected_indices,
-  -- valid_outputs (padded with 0 to max_output_size when asked).
+  --- Non-maximum suppression with the count of boxes kept
+  -- (`tf.image.non_max_suppression_padded`).
+  -- @tparam Output boxes
+  -- @tparam Output scores
+  -- @tparam integer|Output max_output_size
+  -- @tparam[opt=0.5] number|Output iou_threshold
+  -- @tparam[opt=-inf] number|Output score_threshold
+  -- @tparam[opt=false] boolean pad pad the indices with 0 to max_output_size
+  -- @tparam[opt] string name
+  -- @treturn Output selected_indices
+  -- @treturn Output valid_outputs
   function npu.image.non_max_suppression_padded(boxes, scores, max_output_size, iou_threshold, score_threshold, pad, name)
     local r = nms(boxes, scores, { max_output_size, iou_threshold, score_threshold }, pad, name)
     return r[1], r[3]
   end
-  --- npu.image.non_max_suppression_with_scores(boxes, scores, max_output_size [, iou_threshold
-  -- [, score_threshold [, soft_nms_sigma = 0 [, name]]]]) -> selected_indices, selected_scores
-  -- (soft NMS when soft_nms_sigma > 0: overlapping boxes' scores decay instead of dropping).
+  --- Non-maximum suppression returning the kept boxes' scores too
+  -- (`tf.image.non_max_suppression_with_scores`); soft NMS when sigma > 0 (overlapping boxes'
+  -- scores decay instead of dropping).
+  -- @tparam Output boxes
+  -- @tparam Output scores
+  -- @tparam integer|Output max_output_size
+  -- @tparam[opt=0.5] number|Output iou_threshold
+  -- @tparam[opt=-inf] number|Output score_threshold
+  -- @tparam[opt=0] number|Output sigma soft_nms_sigma
+  -- @tparam[opt] string name
+  -- @treturn Output selected_indices
+  -- @treturn Output selected_scores
   function npu.image.non_max_suppression_with_scores(boxes, scores, max_output_size, iou_threshold, score_threshold, sigma, name)
     local r = nms(boxes, scores, { max_output_size, iou_threshold, score_threshold, sigma }, false, name)
     return r[1], r[2]

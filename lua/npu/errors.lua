@@ -66,11 +66,17 @@ for _, code in ipairs(core.status_names()) do
   end
 end
 
---- True when v is an npu error (an npu.Error value).
+--- Whether v is an npu error (an npu.Error value).
+-- @param v any value
+-- @treturn boolean
 function errors.is_error(v) return getmetatable(v) == Error_mt end
 
---- errors.is(err, cls): err is an npu error of class cls (or of a class derived from it); cls
--- may also be a code name ("NPU_ERR_SHAPE").
+--- Whether err is an npu error of class cls or of a class derived from it (TensorFlow's
+-- `except tf.errors.OutOfRangeError`).
+-- @param err any value (what pcall returned)
+-- @tparam table|string cls a class (`npu.errors.ShapeError`) or a code name ("NPU_ERR_SHAPE")
+-- @treturn boolean
+-- @usage if npu.errors.is(err, npu.errors.OutOfRangeError) then break end
 function errors.is(err, cls)
   if getmetatable(err) ~= Error_mt then return false end
   if type(cls) == "string" then return err.code == cls end
@@ -82,7 +88,9 @@ function errors.is(err, cls)
   return false
 end
 
---- The class of an npu error (nil for other values).
+--- The class of an npu error (also `err.class`).
+-- @param err any value
+-- @treturn ?table the class, nil for a value that is not an npu error
 function errors.class_of(err)
   if getmetatable(err) ~= Error_mt then return nil end
   return by_code[err.code] or errors.Error
@@ -99,47 +107,68 @@ Error_mt.__concat = function(a, b) return tostring(a) .. tostring(b) end
 
 -- Raising ------------------------------------------------------------------------------------
 
---- errors.raise(where, code, message [, node [, op]]): raises an npu error; code is a class
--- or a code name.  The text is "<where>: <code>: <message>" (the message alone when where is
--- nil).  Used by npu's own Lua files; scripts may use it too.
+--- Raises an npu error whose text is "<where>: <code>: <message>" (the message alone when
+-- where is nil), positioned at the script's line.  Used by npu's own Lua files; scripts may
+-- use it too.
+-- @tparam ?string where the function raising, "npu.Session:run"
+-- @tparam table|string code a class or a code name ("NPU_ERR_ARG")
+-- @tparam string message
+-- @tparam[opt] string node the node concerned
+-- @tparam[opt] string op its op
+-- @raise always
 function errors.raise(where, code, message, node, op)
   if getmetatable(code) == Class_mt then code = code.code or "NPU_ERR_INTERNAL" end
   core.raise(where, code, message, node, op)
 end
 
---- errors.error(message): `error` for npu's own files: an npu error value passes unchanged,
--- a string becomes an InvalidArgumentError whose text is the string (the level argument of
--- `error` is not needed: the position is always the caller's line).
+--- `error` for npu's own files: an npu error value passes unchanged, a string becomes an
+-- InvalidArgumentError whose text is the string (no level argument needed: the position is
+-- always the caller's line).
+-- @param message an npu error or a string
+-- @raise always
 function errors.error(message)
   if getmetatable(message) == Error_mt or type(message) ~= "string" then error(message, 0) end
   core.raise(nil, "NPU_ERR_ARG", message)
 end
 
---- errors.rethrow(v): raises v exactly as it is (an error from a script's own callback).
+--- Raises v exactly as it is (an error from a script's own callback).
+-- @param v the error value
+-- @raise always
 function errors.rethrow(v) error(v, 0) end
 
---- errors.rewhere(err, where): raises err again as the error of `where` (same code, message,
--- node and op); a value that is not an npu error becomes "<where>: <tostring(value)>".
+--- Raises err again as the error of another function (same code, message, node and op); a
+-- value that is not an npu error becomes "<where>: <tostring(value)>".
+-- @param err the error caught
+-- @tparam string where
+-- @raise always
 function errors.rewhere(err, where)
   if getmetatable(err) == Error_mt then core.raise(where, err.code, err.message, err.node, err.op) end
   core.raise(nil, "NPU_ERR_ARG", where .. ": " .. tostring(err))
 end
 
---- errors.suggest(name, candidates): the candidate "did you mean" offers for an unknown name,
--- or nil (the same rule as every C message: core.nearest).
+--- The candidate a "did you mean" offers for an unknown name (the rule of every message of
+-- the C library too).
+-- @tparam string name
+-- @tparam {string,...} candidates
+-- @treturn ?string the nearest candidate, nil when none is near
 function errors.suggest(name, candidates) return core.nearest(tostring(name), candidates) end
 
---- errors.typename(v): the type a message names for v: its metatable's __name ("npu.Output",
--- "npu.Tensor") or its Lua type ("string", "nil").
+--- The type a message names for v: its metatable's __name ("npu.Output", "npu.Tensor") or
+-- its Lua type ("string", "nil").
+-- @param v any value
+-- @treturn string
 function errors.typename(v)
   local mt = getmetatable(v)
   local name = type(mt) == "table" and rawget(mt, "__name")
   return type(name) == "string" and name or type(v)
 end
 
---- errors.check_list(where, what, t): raises an InvalidArgumentError when list t has a hole or
--- a key that is not a position (a nil in `{a, b, c}` from a misspelt variable would otherwise
--- drop what follows it): "<where>: <what> has a hole at 2 (a nil in the list?)".
+--- Raises an InvalidArgumentError when a list has a hole or a key that is not a position
+-- (a nil in `{a, b, c}` from a misspelt variable would otherwise drop what follows it):
+-- "<where>: <what> has a hole at 2 (a nil in the list?)".
+-- @tparam string where
+-- @tparam string what the list's name in the message
+-- @tparam table t
 function errors.check_list(where, what, t)
   local n = #t
   for i = 1, n do
@@ -156,9 +185,13 @@ function errors.check_list(where, what, t)
   end
 end
 
---- errors.check_keys(where, t, known [, what]): raises an InvalidArgumentError naming the first
--- key of table t (in sorted order) that is not in the list `known`, with the nearest known
--- one: "<where>: unknown keyword 'actvation' (did you mean 'activation'?)".
+--- Raises an InvalidArgumentError naming the first key of t (in sorted order) that is not
+-- known, with the nearest known one: "<where>: unknown keyword 'actvation' (did you mean
+-- 'activation'?)".  Does nothing when t is not a table.
+-- @tparam string where
+-- @param t the table of options
+-- @tparam {string,...} known
+-- @tparam[opt="keyword"] string what what a key is called in the message
 function errors.check_keys(where, t, known, what)
   if type(t) ~= "table" then return end
   local set, bad = {}, {}

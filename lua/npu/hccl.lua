@@ -16,6 +16,7 @@
 --   npu.hccl.create_group("pair", 2, { 0, 1 })               -- on ranks 0 and 1
 --   if rank == 0 then npu.hccl.send(x, 7, 1, "pair")           -- sr_tag 7 to group rank 1
 --   else y = npu.hccl.receive({ 4 }, "float32", 7, 0, "pair") end
+-- @module npu.hccl
 local core = require("npu.core")
 local errors = require("npu.errors")
 
@@ -42,7 +43,7 @@ local function group_size(where, group)
   return core.hccl_group_size(group)
 end
 
---- Rank queries (group: a group's name, default "hccl_world_group").  get_rank_id and the
+-- Rank queries (group: a group's name, default "hccl_world_group").  get_rank_id and the
 -- local ones fail for a group this process is not in; get_local_rank_id / size count the
 -- group's ranks on this machine (MPI_COMM_TYPE_SHARED).
 local function group_ranks(where, group)
@@ -51,11 +52,30 @@ local function group_ranks(where, group)
   local rank, size, local_rank, local_size = core.hccl_group_ranks(group)
   return { rank = rank, size = size, local_rank = local_rank, local_size = local_size }
 end
+
+--- This process' rank in group (`hccl_ops`' get_rank_id); 0 when not started by mpirun.
+-- @tparam[opt="hccl_world_group"] string group a group's name
+-- @treturn integer
+-- @raise NPU_ERR_ARG for an unknown group or one this process is not in
 function M.get_rank_id(group) return group_ranks("get_rank_id", group).rank end
+--- The number of ranks in group (get_rank_size); 1 when not started by mpirun.
+-- @tparam[opt="hccl_world_group"] string group a group's name
+-- @treturn integer
+-- @raise NPU_ERR_ARG for an unknown group
 function M.get_rank_size(group) return group_size("get_rank_size", group) end
+--- This process' rank among the group's ranks on its machine (get_local_rank_id).
+-- @tparam[opt="hccl_world_group"] string group a group's name
+-- @treturn integer
+-- @raise NPU_ERR_ARG for an unknown group or one this process is not in
 function M.get_local_rank_id(group) return group_ranks("get_local_rank_id", group).local_rank end
+--- The number of the group's ranks on this machine (get_local_rank_size).
+-- @tparam[opt="hccl_world_group"] string group a group's name
+-- @treturn integer
+-- @raise NPU_ERR_ARG for an unknown group or one this process is not in
 function M.get_local_rank_size(group) return group_ranks("get_local_rank_size", group).local_size end
+
 --- Whether the library was built with MPI (else every collective fails, saying so).
+-- @treturn boolean
 function M.available() return core.hccl_available() end
 
 local function check_int(where, name, v)
@@ -66,12 +86,17 @@ local function check_int(where, name, v)
   return v
 end
 
---- create_group(group, rank_num, rank_ids [, {timeout = seconds}]): makes group, the world
--- ranks rank_ids (a list of rank_num; group rank i is rank_ids[i + 1]).  Every member calls
--- it with the same arguments (in the same order as its other create_group calls) and it
--- returns when all have, waiting at most timeout seconds (default HCCL_EXEC_TIMEOUT, else
--- 1836; 0: for ever).  A rank outside the group may call it too: it then knows the group's
--- size and ranks, and cannot use it.
+--- Makes a named group of ranks (`hccl_ops`' create_group).  Every member calls it with the
+-- same arguments (in the same order as its other create_group calls) and it returns when all
+-- have.  A rank outside the group may call it too: it then knows the group's size and ranks,
+-- and cannot use it.
+-- @tparam string group the new group's name
+-- @tparam integer rank_num the number of ranks in it
+-- @tparam {integer,...} rank_ids the world ranks, group rank i being rank_ids[i + 1]
+-- @tparam[opt] table opts {timeout = seconds}: how long to wait for the other members
+--   (default HCCL_EXEC_TIMEOUT, else 1836; 0: for ever)
+-- @raise NPU_ERR_ARG for a duplicate name, a rank out of range or listed twice, rank_num not
+--   #rank_ids; NPU_ERR_TIMEOUT when members do not come in time
 function M.create_group(group, rank_num, rank_ids, opts)
   local where = "npu.hccl.create_group"
   if type(group) ~= "string" then
@@ -92,7 +117,9 @@ function M.create_group(group, rank_num, rank_ids, opts)
   core.hccl_create_group(group, rank_ids, math.floor(timeout * 1000))
 end
 
---- destroy_group(group): forgets group (collectives started on it complete first).
+--- Forgets a group made by create_group (collectives started on it complete first).
+-- @tparam string group the group's name
+-- @raise NPU_ERR_ARG for an unknown group
 function M.destroy_group(group)
   if type(group) ~= "string" then
     errors.raise("npu.hccl.destroy_group", "NPU_ERR_ARG", "group must be a string, got " .. errors.typename(group))
@@ -100,12 +127,20 @@ function M.destroy_group(group)
   core.hccl_destroy_group(group)
 end
 
---- get_world_rank_from_group_rank(group, group_rank_id) and
--- get_group_rank_from_world_rank(world_rank_id, group): translations between the ranks.
+--- The world rank of a group's rank (`hccl_ops`' get_world_rank_from_group_rank).
+-- @tparam string group the group's name
+-- @tparam integer group_rank_id a rank of the group
+-- @treturn integer
+-- @raise NPU_ERR_ARG for an unknown group or a rank out of range
 function M.get_world_rank_from_group_rank(group, group_rank_id)
   check_int("get_world_rank_from_group_rank", "group_rank_id", group_rank_id)
   return core.hccl_world_rank(check_group("get_world_rank_from_group_rank", group), group_rank_id)
 end
+--- A world rank's rank in a group (`hccl_ops`' get_group_rank_from_world_rank).
+-- @tparam integer world_rank_id a world rank that is in the group
+-- @tparam string group the group's name
+-- @treturn integer
+-- @raise NPU_ERR_ARG for an unknown group or a rank not in it
 function M.get_group_rank_from_world_rank(world_rank_id, group)
   check_int("get_group_rank_from_world_rank", "world_rank_id", world_rank_id)
   return core.hccl_group_rank(world_rank_id, check_group("get_group_rank_from_world_rank", group))
@@ -144,16 +179,29 @@ local function check_rank_size(where, rank_size, group)
   end
 end
 
---- hccl_ops.allreduce(tensor, reduction, fusion, fusion_id, group): reduction "sum", "prod",
--- "max" or "min" over every rank; every rank gets the result.
+--- Reduces a tensor over every rank; every rank gets the result (`hccl_ops.allreduce`).
+-- @tparam Output tensor float32, float16 or int32
+-- @tparam string reduction "sum", "prod", "max" or "min"
+-- @tparam[opt] integer fusion TF Adapter's fusion attribute (checked, no effect here)
+-- @tparam[opt] integer fusion_id
+-- @tparam[opt="hccl_world_group"] string group
+-- @treturn Output
+-- @raise NPU_ERR_ARG when tensor is not an Output; at run time NPU_ERR_TIMEOUT when the
+--   other ranks do not come within hccl_timeout
 function M.allreduce(tensor, reduction, fusion, fusion_id, group)
   local g = graph_of("allreduce", tensor)
   group_size("allreduce", group)
   return g:op("hcom_allreduce", { tensor }, attrs({ reduction = reduction }, fusion, fusion_id, group))
 end
 
---- hccl_ops.broadcast(tensors, root_rank, fusion, fusion_id, group): root_rank's values of
--- tensors (a list of Outputs, or one) on every rank; returns a list (one Output for one).
+--- root_rank's values of tensors on every rank (`hccl_ops.broadcast`).
+-- @tparam Output|{Output,...} tensors
+-- @tparam integer root_rank
+-- @tparam[opt] integer fusion
+-- @tparam[opt] integer fusion_id
+-- @tparam[opt] string group
+-- @treturn Output|{Output,...} one Output for one tensor, else a list
+-- @raise NPU_ERR_ARG for an empty list or a list with holes
 function M.broadcast(tensors, root_rank, fusion, fusion_id, group)
   local npu = N()
   local single = npu.is_output(tensors)
@@ -174,15 +222,25 @@ function M.broadcast(tensors, root_rank, fusion, fusion_id, group)
   return single and out[1] or out
 end
 
---- hccl_ops.allgather(tensor, rank_size, group): the ranks' tensors concatenated along dim 0.
+--- The ranks' tensors concatenated along dim 0, on every rank (`hccl_ops.allgather`).
+-- @tparam Output tensor
+-- @tparam integer rank_size must be the number of ranks
+-- @tparam[opt] string group
+-- @treturn Output
+-- @raise NPU_ERR_ARG when rank_size is not the number of ranks
 function M.allgather(tensor, rank_size, group)
   local g = graph_of("allgather", tensor)
   check_rank_size("allgather", rank_size, group)
   return g:op("hcom_all_gather", { tensor }, attrs({ rank_size = rank_size }, nil, nil, group))
 end
 
---- hccl_ops.reduce_scatter(tensor, reduction, rank_size, group): reduced over every rank,
--- rank r keeping part r of rank_size along dim 0.
+--- The tensor reduced over every rank, rank r keeping part r of rank_size along dim 0
+-- (`hccl_ops.reduce_scatter`).
+-- @tparam Output tensor
+-- @tparam string reduction "sum", "prod", "max" or "min"
+-- @tparam integer rank_size must be the number of ranks
+-- @tparam[opt] string group
+-- @treturn Output
 function M.reduce_scatter(tensor, reduction, rank_size, group)
   local g = graph_of("reduce_scatter", tensor)
   check_rank_size("reduce_scatter", rank_size, group)
@@ -205,10 +263,16 @@ local function check_peer(where, what, rank, group)
   end
 end
 
---- hccl_ops.send(tensor, sr_tag, dest_rank, group): sends tensor (float32, float16 or int32,
--- its shape known) to rank dest_rank of group, whose receive with the same sr_tag (0 to 16383)
--- and this rank as src_rank takes it.  Returns the operation: run it (as a target, or with
--- npu.group / control dependencies).  It completes when the receiver has the tensor.
+--- Sends a tensor to another rank (`hccl_ops.send`): the receive on dest_rank with the same
+-- sr_tag and this rank as src_rank takes it.  Run the returned operation (as a target, or
+-- through npu.group / control dependencies); it completes when the receiver has the tensor.
+-- @tparam Output tensor float32, float16 or int32, its shape known
+-- @tparam integer sr_tag the tag (0 to 16383) the receive names
+-- @tparam integer dest_rank the receiving rank of group
+-- @tparam[opt="hccl_world_group"] string group
+-- @treturn Operation
+-- @raise NPU_ERR_ARG for this rank or a rank out of range; at run time NPU_ERR_TIMEOUT past
+--   hccl_timeout, and a shape or dtype mismatch with the receive fails on both ranks
 function M.send(tensor, sr_tag, dest_rank, group)
   local g = graph_of("send", tensor)
   check_int("send", "sr_tag", sr_tag)
@@ -216,10 +280,16 @@ function M.send(tensor, sr_tag, dest_rank, group)
   return g:op("hcom_send", { tensor }, attrs({ sr_tag = sr_tag, dest_rank = dest_rank }, nil, nil, group))
 end
 
---- hccl_ops.receive(shape, data_type, sr_tag, src_rank, group [, graph]): the tensor rank
--- src_rank of group sends with sr_tag; shape (every dimension known) and data_type ("float32",
--- "float16", "int32") must be the sent tensor's (a mismatch fails on both ranks, naming both).
--- The op goes into graph (default: the default graph).
+--- Receives the tensor another rank sends with sr_tag (`hccl_ops.receive`).
+-- @tparam {integer,...} shape the sent tensor's shape (every dimension known)
+-- @tparam string data_type the sent tensor's dtype: "float32", "float16" or "int32"
+-- @tparam integer sr_tag the send's tag
+-- @tparam integer src_rank the sending rank of group
+-- @tparam[opt="hccl_world_group"] string group
+-- @tparam[opt] Graph graph the graph the op goes into (default: the default graph)
+-- @treturn Output
+-- @raise NPU_ERR_ARG for this rank or a rank out of range; at run time NPU_ERR_TIMEOUT past
+--   hccl_timeout, and a shape or dtype mismatch fails on both ranks, naming both
 function M.receive(shape, data_type, sr_tag, src_rank, group, graph)
   local npu = N()
   if type(shape) ~= "table" then
@@ -232,9 +302,13 @@ function M.receive(shape, data_type, sr_tag, src_rank, group, graph)
     src_rank = src_rank }, nil, nil, group))
 end
 
---- broadcast_global_variables(g [, root_rank]): one operation assigning root_rank's value
--- (default 0) to every global variable of g, so every rank starts from the same values.  Run
--- it after the initializer.  With one rank it does nothing.
+--- One operation assigning root_rank's value to every global variable of g, so every rank
+-- starts from the same values (TF Adapter's `broadcast_global_variables`).  Run it after
+-- the initializer; with one rank it does nothing.
+-- @tparam Graph g
+-- @tparam[opt=0] integer root_rank
+-- @treturn Operation
+-- @raise NPU_ERR_ARG when g is not a graph
 function M.broadcast_global_variables(g, root_rank)
   local npu = N()
   local where = "npu.hccl.broadcast_global_variables"

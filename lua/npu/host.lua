@@ -1,4 +1,4 @@
--- npu.host — host ops: Lua functions as steps of a graph (csrc/ops/op_host_func.c,
+--- npu.host — host ops: Lua functions as steps of a graph (csrc/ops/op_host_func.c,
 -- csrc/bind/l_session.c).
 --
 --   local y = npu.host_func(function(x) return x:totable()[1] * 2 end, x, "float32")
@@ -20,6 +20,7 @@
 -- to the node's output dtype (its Tout, out_type, dtype or T attribute, else its first input's).
 -- A session runs such a node only with mix_compile_mode = true.  A type the device has is
 -- refused (NPU_ERR_ARG).
+-- @module npu.host
 local core = require("npu.core")
 local errors = require("npu.errors")
 
@@ -29,6 +30,13 @@ function M.install(npu)
   local Output_mt = core.Output_mt
   local function is_output(v) return getmetatable(v) == Output_mt end
 
+  --- Implements a TensorFlow op type the device lacks with a Lua function, in models imported
+  -- from now on (mixed computing): each node of that type becomes a host step calling fn with
+  -- the node's inputs as Tensors; a session runs such nodes only with mix_compile_mode = true.
+  -- @function npu.register_host_op
+  -- @tparam string tf_type e.g. "Erfinv"
+  -- @tparam function fn `fn(...)` returning one value per output
+  -- @raise NPU_ERR_ARG for a type the device has, or arguments of the wrong type
   function npu.register_host_op(tf_type, fn)
     local where = "npu.register_host_op"
     if type(tf_type) ~= "string" then
@@ -40,6 +48,19 @@ function M.install(npu)
     core.register_host_op(tf_type, fn)
   end
 
+  --- A graph step running a Lua function on the host (`tf.numpy_function`).  When a run
+  -- reaches it, fn is called on the thread that called Session:run with the inputs' values as
+  -- Tensors, and returns one value per output dtype (a Tensor, number or nested tables).
+  -- @function npu.host_func
+  -- @tparam function fn
+  -- @tparam Output|table inputs an Output or a list (Tensors and Lua values become constants)
+  -- @tparam string|table output_dtypes one dtype (one Output returned) or a list (a list
+  --   returned)
+  -- @tparam[opt] string name
+  -- @treturn Output|{Output,...}
+  -- @raise NPU_ERR_ARG for arguments of the wrong type; at run time an error in fn fails the
+  --   run with NPU_ERR_CALLBACK naming the node
+  -- @usage local y = npu.host_func(function(x) return x:totable()[1] * 2 end, x, "float32")
   function npu.host_func(fn, inputs, output_dtypes, name)
     local where = "npu.host_func"
     if type(fn) ~= "function" then

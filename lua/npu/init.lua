@@ -8,6 +8,34 @@
 --     a default graph as in TensorFlow 1 (npu.placeholder(...) without a graph);
 --   * sessions: npu.Session{graph=, config=} or {graph=, options={...}}, sess:run;
 --   * tensors: npu.tensor, npu.zeros, npu.random.normal, ... (from the C module).
+--
+-- The op functions (npu.matmul, npu.nn.relu, x:matmul(w), ...: one per op of the op table,
+-- generated from it) are documented in docs/ops.md, with their TensorFlow types, inputs and
+-- attributes; npu.signature("conv2d") spells one out.
+--
+-- The objects (their methods are the "Class" sections below):
+--
+-- * Tensor: A tensor: an immutable n-dimensional array on the host.  `t[i]` (1-based,
+--   negative from the end) is an element of a rank-1 tensor or row i (a copy, of rank - 1) of a
+--   higher one; `#t` is the first dim; `tostring(t)` shows dtype, shape and (the first) values;
+--   `t + u`, `t * 2`, `-t`, ... run the op at once (eagerly) with the graph ops' broadcasting and
+--   dtype rules. A tensor is a to-be-closed value: `local t <close> = ...` frees its memory at
+--   once.
+-- * Graph: A graph: nodes (operations) with integer ids whose outputs feed other nodes, built
+--   from Lua and run by a Session (`tf.Graph`).  One function per op of the op table adds a node
+--   (`npu.matmul(a, b)`, `x:matmul(w)`, `g:op("matmul", {a, b})`: see docs/ops.md). `tostring(g)`
+--   reads "npu.Graph(n nodes)".
+-- * Output: A value in a graph: output i of a node (`tf.Tensor` in graph mode).  Every op of
+--   the op table is also a method (`x:matmul(w)`, `x:reshape({-1, 4})`); `+ - * /` and unary `-`
+--   add nodes (numbers and tables on either side become constants); `==` compares identity (same
+--   graph and value); `tostring` shows name, op, dtype and shape.
+-- * Operation: A node of a graph (`tf.Operation`).  Fetching an operation in Session:run runs
+--   it and gives nil; `==` compares identity.
+-- * Session: A session: a graph, the options it is compiled with, and the plans compiled so
+--   far (one per signature of fetches and feeds, cached).  Made by npu.Session.  A to-be-closed
+--   value: `local sess <close> = npu.Session{...}` closes it (writing profiles and dumps) at the
+--   end of the block.
+-- @module npu
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
@@ -28,9 +56,14 @@ npu.random = {
 }
 npu.Tensor = core.Tensor_mt
 
---- The status code of an error raised by npu ("NPU_ERR_SHAPE", ...), or nil for any other
--- value.  Errors are npu.errors values: npu.errors.is(err, npu.errors.ShapeError) tests a class.
+-- Errors are npu.errors values (lua/npu/errors.lua).
 npu.errors = errors
+--- The status code of an error raised by npu, or nil for any other value.  Errors are
+-- npu.errors values: `npu.errors.is(err, npu.errors.ShapeError)` tests a class.
+-- @param err any value (what pcall returned)
+-- @treturn ?string "NPU_ERR_SHAPE", ..., or nil
+-- @usage local ok, err = pcall(sess.run, sess, y)
+-- if npu.error_code(err) == "NPU_ERR_OUT_OF_RANGE" then ... end
 function npu.error_code(err)
   return errors.is_error(err) and err.code or nil
 end
@@ -65,11 +98,17 @@ local function deliver(level, message)
 end
 core.set_log_handler(deliver)
 
---- npu.set_log(fn [, level]): fn(level, message) receives npu's log lines from now on (level
--- "debug", "info", "warning" or "error"; a third argument gives it as a number 0..3); nil
--- restores the default (`warn`, or stdout under ASCEND_SLOG_PRINT_TO_STDOUT=1).  level (a
--- name or 0..4) is the least level passed on; by default ASCEND_GLOBAL_LOG_LEVEL's, else
--- "warning".  Messages from the device's own threads arrive at the next npu call.
+--- Sends npu's log lines (the device's warnings and errors) to a function.  By default they
+-- go through Lua's `warn` (shown by `lua5.4 -W`), or to stdout under
+-- ASCEND_SLOG_PRINT_TO_STDOUT=1.  Messages from the device's own threads arrive at the next
+-- npu call.
+-- @tparam ?function fn `fn(level, message, level_number)` with level "debug", "info",
+--   "warning" or "error" (0..3); nil restores the default
+-- @tparam[opt] string|integer level the least level passed on ("debug" .. "none", or 0..4);
+--   by default ASCEND_GLOBAL_LOG_LEVEL's, else "warning"
+-- @raise NPU_ERR_ARG when fn is not a function or nil, or level is unknown (naming the
+--   nearest level)
+-- @usage npu.set_log(function(level, msg) io.stderr:write(level, ": ", msg, "\n") end, "info")
 function npu.set_log(fn, level)
   if fn ~= nil and type(fn) ~= "function" then
     errors.raise("npu.set_log", "NPU_ERR_ARG", "expected a function(level, message) or nil, got " .. type(fn))
@@ -109,24 +148,45 @@ local function state_of(g)
   return st
 end
 
+--- Whether v is an Output (a value of a graph).
+-- @function npu.is_output
+-- @param v any value
+-- @treturn boolean
 local function is_output(v) return getmetatable(v) == Output_mt end
+--- Whether v is an Operation (a node of a graph).
+-- @function npu.is_operation
+-- @param v any value
+-- @treturn boolean
 local function is_operation(v) return getmetatable(v) == core.Operation_mt end
+--- Whether v is a Tensor.
+-- @function npu.is_tensor
+-- @param v any value
+-- @treturn boolean
 local function is_tensor(v) return getmetatable(v) == core.Tensor_mt end
 npu.is_output, npu.is_operation, npu.is_tensor = is_output, is_operation, is_tensor
 
---- A new, empty graph.
+--- A new, empty graph (`tf.Graph()`).
+-- @treturn Graph
 function npu.Graph() return core.graph_new() end
 
 local default_graph
---- The graph that graph-less calls (npu.placeholder, npu.Session{} without graph) use.
+--- The graph that graph-less calls use (npu.placeholder, npu.constant, npu.Session{} without
+-- a graph, op functions given only Lua values), as `tf.get_default_graph`.
+-- @treturn Graph
 function npu.get_default_graph()
   default_graph = default_graph or core.graph_new()
   return default_graph
 end
+--- Forgets the default graph: the next graph-less call starts a new one
+-- (`tf.reset_default_graph`).
 function npu.reset_default_graph() default_graph = nil end
 
---- Makes g the default graph; returns a value whose closing restores the previous one, so
--- `local _ <close> = g:as_default()` reads like TensorFlow's `with g.as_default():`.
+--- Makes the graph the default graph until the returned value is closed
+-- (`with g.as_default():`).
+-- @function Graph:as_default
+-- @within Class Graph
+-- @treturn table a to-be-closed value that restores the previous default graph
+-- @usage local _ <close> = g:as_default()
 function Graph_methods:as_default()
   local previous = default_graph
   default_graph = self
@@ -153,6 +213,13 @@ local function to_output(g, v, dtype)
   if is_tensor(v) then return g:const(v) end
   return g:const(core.tensor(v, dtype or "float32"))
 end
+--- A value as an Output of a graph (`tf.convert_to_tensor`): an Output passes unchanged,
+-- a Tensor or Lua value becomes a constant.
+-- @function npu.convert_to_tensor
+-- @param v an Output, a Tensor, a number or nested tables
+-- @tparam[opt="float32"] string dtype for Lua values
+-- @tparam[opt] Graph g the graph of the constant (the default graph)
+-- @treturn Output
 npu.convert_to_tensor = function(v, dtype, g) return to_output(g or npu.get_default_graph(), v, dtype) end
 
 -- Name scopes --------------------------------------------------------------------------------
@@ -190,8 +257,17 @@ local function scope_prefix(g)
   return prefix
 end
 
---- g:add_op(op, inputs, attrs, name) -> node id: the C method, with the name put in the
--- current name scope.
+--- Adds a node of any op of the op table (the generic form under every op function); the
+-- name is put in the current name scope.
+-- @function Graph:add_op
+-- @within Class Graph
+-- @tparam string op the op's name ("matmul"; docs/ops.md lists them)
+-- @tparam[opt] {Output,...} inputs
+-- @tparam[opt] table attrs the op's attributes by name (`{transpose_b = true}`)
+-- @tparam[opt] string name the node's name (default: the op's TensorFlow type, made unique)
+-- @treturn integer the node's id
+-- @raise NPU_ERR_ARG for an unknown op or attribute (naming the nearest), an input of
+--   another graph; NPU_ERR_SHAPE / NPU_ERR_DTYPE when the inputs do not fit the op
 function Graph_methods:add_op(op, inputs, attrs, name)
   if scopes[1] then
     local prefix = scope_prefix(self)
@@ -222,28 +298,52 @@ local function open_scope(where, name, exact, fn)
   return table.unpack(r, 2, r.n)
 end
 
---- npu.name_scope(name, fn): runs fn() with the nodes it makes named "<name>/..." (TF's
--- `with tf.name_scope(name):`) and returns its results; without fn, returns a value to hold
--- with <close>: `local _ <close> = npu.name_scope("fc")`.
+--- Names the nodes made inside as "name/..." (`with tf.name_scope(name):`).  A scope opened
+-- again gets a new name ("fc_1"); a name ending in "/" is absolute.
+-- @tparam string name
+-- @tparam[opt] function fn run inside the scope; without it, the result is held with <close>
+-- @return fn's results, or a to-be-closed value when fn is nil
+-- @raise NPU_ERR_ARG when name is not a string or fn not a function
+-- @usage npu.name_scope("fc", function() y = npu.matmul(x, w) end)   -- node "fc/MatMul"
+-- local _ <close> = npu.name_scope("fc")
 function npu.name_scope(name, fn) return open_scope("npu.name_scope", name, false, fn) end
 
---- npu.variable_scope(name, fn): as name_scope, but the name is kept as given when opened
--- again (variables are found by their names: "fc/kernel").
+--- As npu.name_scope, but the name is kept as given when opened again
+-- (`tf.variable_scope`: variables are found by name, "fc/kernel").
+-- @tparam string name
+-- @tparam[opt] function fn
+-- @return fn's results, or a to-be-closed value when fn is nil
 function npu.variable_scope(name, fn) return open_scope("npu.variable_scope", name, true, fn) end
 
---- The current scope's prefix in graph g (the default graph when nil): "outer/fc/" or "".
+--- The current name scope's prefix in a graph (`tf.get_default_graph().get_name_scope()`).
+-- @tparam[opt] Graph g the default graph when nil
+-- @treturn string "outer/fc/", or "" outside any scope
 function npu.get_name_scope(g) return scope_prefix(g or npu.get_default_graph()) end
 
---- g:placeholder(dtype, shape, name): shape entries -1 (or nil shape) for unknown sizes.
+--- Adds a placeholder: a value fed at each run (`tf.placeholder`).
+-- @function Graph:placeholder
+-- @within Class Graph
+-- @tparam string dtype "float32", "int32", ...
+-- @tparam[opt] table shape the dims, -1 for unknown ones; nil: unknown rank
+-- @tparam[opt] string name
+-- @treturn Output
+-- @usage local x = g:placeholder("float32", {-1, 784}, "x")
 function Graph_methods:placeholder(dtype, shape, name)
   local attrs = { dtype = dtype }
   if shape ~= nil then attrs.shape = shape end
   return self:output(self:add_op("placeholder", {}, attrs, name), 0)
 end
 
---- g:const(value, name_or_dtype, name): value is an npu.Tensor, a number or nested tables.
 local DTYPES = { float32 = true, float16 = true, bfloat16 = true, float64 = true, int8 = true,
   uint8 = true, int32 = true, int64 = true, bool = true, float = true, double = true, half = true }
+--- Adds a constant (`tf.constant`).
+-- @function Graph:const
+-- @within Class Graph
+-- @tparam Tensor|number|table value
+-- @tparam[opt] string dtype "float32" for Lua values; a tensor is converted (also
+--   `g:const(value, name)` when the second argument is not a dtype)
+-- @tparam[opt="Const"] string name
+-- @treturn Output
 function Graph_methods:const(value, dtype, name)
   if name == nil and type(dtype) == "string" and not DTYPES[dtype] then
     dtype, name = nil, dtype -- g:const(value, name)
@@ -252,10 +352,15 @@ function Graph_methods:const(value, dtype, name)
   return self:output(self:add_op("const", {}, { value = t }, name or "Const"), 0)
 end
 
---- g:variable(initial, name): a variable whose initializer "<name>/Assign" assigns `initial`
--- (an npu.Tensor, nested tables or an Output of this graph; its shape fully known).  Run
--- g:global_variables_initializer() first.  The variable is the C graph's
--- (npu_graph_add_variable), as those of graphs built in C or imported.
+--- Adds a variable (`tf.Variable`) whose initializer "<name>/Assign" assigns initial; run
+-- g:global_variables_initializer() before reading it.  The variable is the C graph's
+-- (npu_graph_add_variable), like those of graphs built in C or imported.
+-- @function Graph:variable
+-- @within Class Graph
+-- @tparam Tensor|table|Output initial the initial value (a fully known shape)
+-- @tparam[opt="Variable"] string name
+-- @treturn Output the variable
+-- @raise NPU_ERR_ARG when initial's shape is not fully known
 function Graph_methods:variable(initial, name)
   local init = to_output(self, initial)
   name = name or "Variable"
@@ -263,18 +368,32 @@ function Graph_methods:variable(initial, name)
   return self:add_variable(init, name)
 end
 
---- The graph's variables (g:variable's, an imported graph's VariableV2 nodes, a C host's), in
--- creation order.
+--- The graph's variables (`tf.global_variables`): Graph:variable's, an imported graph's
+-- VariableV2 nodes and a C host's, in creation order.
+-- @function Graph:global_variables
+-- @within Class Graph
+-- @treturn {Output,...}
 function Graph_methods:global_variables() return self:variables() end
 
---- An operation that runs every variable's initializer (tf.global_variables_initializer).
+--- An operation that runs every variable's initializer (`tf.global_variables_initializer`).
+-- @function Graph:global_variables_initializer
+-- @within Class Graph
+-- @treturn Operation
 function Graph_methods:global_variables_initializer()
   local node = self:add_op("no_op", {}, nil, "init")
   for _, a in ipairs(self:variable_initializers()) do self:add_control(node, a) end
   return self:operation(node)
 end
 
---- g:op(op_name, inputs, attrs, name): the generic form of every op.
+--- Adds a node of any op, converting Lua values and Tensors among the inputs to constants.
+-- @function Graph:op
+-- @within Class Graph
+-- @tparam string op_name an op of the op table (docs/ops.md)
+-- @tparam[opt] table inputs Outputs, Tensors or Lua values
+-- @tparam[opt] table attrs
+-- @tparam[opt] string name
+-- @return the node's Output (one output), a list of Outputs (several), or its Operation (none)
+-- @usage local y = g:op("matmul", {a, b}, {transpose_b = true})
 function Graph_methods:op(op_name, inputs, attrs, name)
   local conv = {}
   local dtype
@@ -283,7 +402,12 @@ function Graph_methods:op(op_name, inputs, attrs, name)
   return node_result(self, self:add_op(op_name, conv, attrs, name))
 end
 
---- tf.group: an operation that runs all of the given operations/outputs.
+--- An operation that runs all of deps (`tf.group`).
+-- @function Graph:group
+-- @within Class Graph
+-- @tparam {Output|Operation,...} deps
+-- @tparam[opt="group_deps"] string name
+-- @treturn Operation
 function Graph_methods:group(deps, name)
   local node = self:add_op("no_op", {}, nil, name or "group_deps")
   for _, d in ipairs(deps) do
@@ -292,6 +416,10 @@ function Graph_methods:group(deps, name)
   end
   return self:operation(node)
 end
+--- An operation that runs all of deps, in their graph (`tf.group`).
+-- @tparam {Output|Operation,...} deps
+-- @tparam[opt="group_deps"] string name
+-- @treturn Operation
 function npu.group(deps, name)
   local first = deps[1]
   local g = first and first:graph() or npu.get_default_graph()
@@ -327,6 +455,10 @@ local function signature(def)
   parts[#parts + 1] = "{attr = v, name = s}"
   return ("npu.%s(%s)"):format(def.name, table.concat(parts, ", "))
 end
+--- The call signature of an op's function, as generated from the op table.
+-- @function npu.signature
+-- @tparam string op the op's name
+-- @treturn ?string e.g. "npu.conv2d(input1, input2, strides, padding, ...)", nil for no op
 npu.signature = function(op) return ops[op] and signature(ops[op]) end
 
 local function make_op(def)
@@ -381,12 +513,37 @@ for name, def in pairs(ops) do
     Output_methods[name] = Output_methods[name] or fn
   end
 end
+--- An operation that does nothing, in the default graph (`tf.no_op`), for control
+-- dependencies.
+-- @function npu.no_op
+-- @tparam[opt] table opts `{name = s}`
+-- @treturn Operation
 npu.no_op = function(opts) return npu.get_default_graph():op("no_op", {}, nil, opts and opts.name) end
 
 -- TensorFlow's names for the same functions.
+--- Graph:placeholder in the default graph (`tf.placeholder`).
+-- @function npu.placeholder
+-- @tparam string dtype
+-- @tparam[opt] table shape
+-- @tparam[opt] string name
+-- @treturn Output
 npu.placeholder = function(dtype, shape, name) return npu.get_default_graph():placeholder(dtype, shape, name) end
+--- Graph:const in the default graph (`tf.constant`).
+-- @function npu.constant
+-- @tparam Tensor|number|table value
+-- @tparam[opt] string dtype
+-- @tparam[opt] string name
+-- @treturn Output
 npu.constant = function(value, dtype, name) return npu.get_default_graph():const(value, dtype, name) end
+--- Graph:variable in the default graph (`tf.Variable`).
+-- @function npu.Variable
+-- @tparam Tensor|table|Output initial
+-- @tparam[opt] string name
+-- @treturn Output
 npu.Variable = function(initial, name) return npu.get_default_graph():variable(initial, name) end
+--- Graph:global_variables_initializer of the default graph (`tf.global_variables_initializer`).
+-- @function npu.global_variables_initializer
+-- @treturn Operation
 npu.global_variables_initializer = function() return npu.get_default_graph():global_variables_initializer() end
 npu.multiply, npu.subtract, npu.divide, npu.negative = npu.mul, npu.sub, npu.div, npu.neg
 npu.concat_v2 = npu.concat
@@ -476,9 +633,18 @@ config.get_default_graph = npu.get_default_graph  -- set_graph_exec_config's fet
 
 local system_options -- set by initialize_system, inherited by later sessions
 
---- npu.Session{graph = g, config = cfg} or npu.Session{graph = g, options = {name = value}}
--- (also npu.Session(g, cfg)).  Without graph, the default graph.
 local SESSION_KEYS = { "graph", "config", "options", "target" }
+--- Creates a session on a graph (`tf.Session(graph=, config=)`).  Options come from a
+-- ConfigProto (the NpuOptimizer parameter_map, as in a TF-on-Ascend script), an
+-- NPURunConfig, or a flat table; sessions start from npu.initialize_system's options.
+-- @tparam[opt] table spec `{graph = g, config = cfg}` or `{graph = g, options = {name = value}}`
+--   (the graph may come first: `{g, config = c}`); also `npu.Session(g, cfg)`.  Without a
+--   graph, the default graph.
+-- @param[opt] cfg with a graph as first argument: a ConfigProto, NPURunConfig or options table
+-- @treturn Session
+-- @raise NPU_ERR_ARG for an unknown key, a graph that is not an npu.Graph, both config and
+--   options; NPU_ERR_OPTION for an unknown or invalid option (naming it)
+-- @usage local sess <close> = npu.Session{graph = g, options = {precision_mode = "force_fp16"}}
 function npu.Session(spec, cfg)
   local graph, opts
   if spec == nil or is_options(spec) or (type(spec) == "table" and getmetatable(spec) == nil) then
@@ -510,7 +676,7 @@ function npu.Session(spec, cfg)
   return core.session_new(graph, opts)
 end
 
---- tf.Session-like helpers on the session object.
+-- tf.Session-like helpers on the session object.
 local Session_methods = core.Session_mt.__index
 
 -- sess:explain(fetches [, feeds]) returns a table whose tostring is a listing of the plan,
@@ -519,12 +685,25 @@ local Session_methods = core.Session_mt.__index
 core.Explain_mt.__tostring = require("npu.explain").tostring
 local explained = setmetatable({}, { __mode = "k" })
 local core_explain = Session_methods.explain
+--- The plan Session:run would execute for these fetches and feeds, without running it
+-- (compiled and cached now if needed).  `tostring` of the result lists it step by step;
+-- its `to_dot()` draws it.
+-- @function Session:explain
+-- @within Class Session
+-- @tparam Output|Operation|string|table fetches as for run
+-- @tparam[opt] table feeds as for run
+-- @treturn table `{precision_mode, n_steps, folded, iterations, feeds, fetches, steps, memory}`
+-- @usage print(sess:explain(y, {[x] = batch}))
 function Session_methods.explain(sess, fetches, feeds)
   local e = core_explain(sess, fetches, feeds)
   explained[e] = { sess, fetches, feeds }
   return e
 end
 core.Explain_mt.__index = {
+  --- The explained plan as Graphviz DOT text (Session:explain_dot of the same arguments).
+  -- @function Explain:to_dot
+  -- @treturn string
+  -- @raise NPU_ERR_ARG when given arguments
   to_dot = function(e, ...)
     if select("#", ...) > 0 then
       errors.raise("npu.Explain:to_dot", "NPU_ERR_ARG", "takes no arguments, got " .. errors.typename((...)))
@@ -535,8 +714,12 @@ core.Explain_mt.__index = {
   end,
 }
 
---- npu.initialize_system(options): validates and keeps system-wide options (003): sessions
--- created afterwards start from them.  Optional: sessions initialise implicitly.
+--- Validates and keeps system-wide options (`npu_ops.initialize_system` in TF Adapter):
+-- sessions created afterwards start from them.  Optional: sessions initialise implicitly.
+-- @tparam[opt] table options a ConfigProto, NPURunConfig or flat options table
+-- @treturn boolean true
+-- @raise NPU_ERR_OPTION for an unknown or invalid option
+-- @usage npu.initialize_system({precision_mode = "allow_mix_precision"})
 function npu.initialize_system(options)
   local o = config.to_options(options)
   core.options_check(o)
@@ -544,6 +727,9 @@ function npu.initialize_system(options)
   return true
 end
 
+--- Forgets the options of npu.initialize_system (`npu_ops.shutdown_system`): later sessions
+-- start from the defaults.  Sessions already open keep theirs.
+-- @treturn boolean true
 function npu.shutdown_system()
   system_options = nil
   return true
@@ -551,11 +737,14 @@ end
 
 npu.util = {}
 
---- npu.util.render_graph(what, path [, {format =, dot =}]): draws a graph with Graphviz's
--- `dot` into path and returns path.  what: an npu.Graph (g:to_dot(): the graph as given), a
--- sess:explain(...) result (the plan), or DOT text (a dump's .dot file read in).  The format
--- is path's extension (svg, png, pdf, ...) unless given; `dot` is found on PATH (or opts.dot).
--- Graphviz (Debian: graphviz) is optional: without it this raises NPU_ERR_NOT_FOUND saying so.
+--- Draws a graph with Graphviz's `dot` into a file.
+-- @tparam Graph|table|string what an npu.Graph (as given), a Session:explain result (the
+--   plan), or DOT text (a dump's .dot file)
+-- @tparam string path the file; its extension gives the format (svg, png, pdf, ...)
+-- @tparam[opt] table opts `{format = "svg", dot = "/path/to/dot"}`
+-- @treturn string path
+-- @raise NPU_ERR_NOT_FOUND when Graphviz is not installed (Debian: graphviz), NPU_ERR_IO when
+--   dot fails, NPU_ERR_ARG for a bad argument
 function npu.util.render_graph(what, path, opts)
   local where = "npu.util.render_graph"
   if opts ~= nil and type(opts) ~= "table" then
@@ -603,11 +792,15 @@ function npu.util.render_graph(what, path, opts)
   return path
 end
 
---- npu.util.set_iteration_per_loop(sess, train_op, n): an operation whose single sess:run runs
--- train_op n times on the device without coming back to Lua in between; fetches run alongside
--- it give the last iteration's values.  n must equal the session's iterations_per_loop option,
--- the graph must take its data from a dataset (an iterator's get_next) and graph_run_mode be 1:
--- the first run checks them.
+--- An operation whose single Session:run runs train_op n times on the device without
+-- returning to Lua (TF Adapter's `util.set_iteration_per_loop`); fetches run alongside it
+-- give the last iteration's values.  The graph must take its data from a dataset iterator
+-- and graph_run_mode be 1: the first run checks them.
+-- @tparam Session sess
+-- @tparam Operation|Output train_op
+-- @tparam integer n must equal the session's iterations_per_loop option
+-- @treturn Operation
+-- @raise NPU_ERR_CONFLICT when n differs from iterations_per_loop
 function npu.util.set_iteration_per_loop(sess, train_op, n)
   if getmetatable(sess) ~= core.Session_mt then
     error("npu.util.set_iteration_per_loop: argument 1 must be an npu.Session", 2)
@@ -630,19 +823,16 @@ function npu.util.set_iteration_per_loop(sess, train_op, n)
   return g:operation(node)
 end
 
---- npu.util.set_graph_exec_config(fetch, {dynamic_input =, dynamic_graph_execute_mode =,
--- dynamic_inputs_shape_range =, is_train_graph =, experimental_config = npu.ExperimentalConfig{}})
--- (002 7.3): the fetch's node carries these options, which win over the session's for every
--- run that reaches it; returns fetch.  See lua/npu/config.lua and docs/options.md.
+-- npu.util.set_graph_exec_config(fetch, params) and graph_exec_config(op): options per graph
+-- (TF Adapter's util.set_graph_exec_config), documented in lua/npu/config.lua.
 npu.util.set_graph_exec_config = config.set_graph_exec_config
 npu.util.graph_exec_config = config.graph_exec_config
 
---- npu.util.keep_tensors_dtypes(graph, tensors) (002 §7.2, online inference): the ops producing
--- the given tensors ("name:0" strings or Outputs of graph; a list or a single one) keep the
--- graph's dtypes under every precision mode, as under must_keep_origin_dtype (where it has
--- nothing to do).  In the mixed modes gray-list ops fed by them stay float32 too.  Mark before
--- the first run: a plan already compiled keeps its dtypes.  Unknown names are errors, and then
--- nothing is marked.
+--- Makes the ops producing tensors keep the graph's dtypes under every precision mode (TF
+-- Adapter's `keep_tensors_dtypes`, for online inference).  Mark before the first run.
+-- @tparam Graph graph
+-- @tparam string|Output|table tensors "name:0" strings or Outputs of graph (one or a list)
+-- @raise NPU_ERR_NOT_FOUND for an unknown name (then nothing is marked)
 function npu.util.keep_tensors_dtypes(graph, tensors)
   local where = "npu.util.keep_tensors_dtypes"
   if getmetatable(graph) ~= core.Graph_mt then error(where .. ": argument 1 must be an npu.Graph", 2) end
@@ -662,12 +852,12 @@ function npu.util.keep_tensors_dtypes(graph, tensors)
   for _, id in ipairs(ids) do graph:keep_dtype(id) end
 end
 
---- npu.util.TellMeStepOrLossHook{step = global_step, total_step = n} (or {loss = loss,
--- final_loss = x}): tells a session running with accelerate_train_mode how far training is.
--- step/loss are Outputs or tensor names; call hook:after_run(sess) after each training run
--- (it fetches the step or loss and passes it on with sess:set_progress), or hook:begin(sess)
--- once before the first.  Without a hook, the session reads STEP_NOW/TOTAL_STEP or
--- LOSS_NOW/TARGET_LOSS from the environment, as 000 describes.
+--- A hook telling a session running with accelerate_train_mode how far training is (TF
+-- Adapter's `TellMeStepOrLossHook`).  Call hook:after_run(sess) after each training run.
+-- @tparam table spec `{step = global_step, total_step = n}` or `{loss = loss, final_loss = x}`
+--   (step and loss are Outputs or tensor names)
+-- @treturn table the hook
+-- @raise NPU_ERR_ARG when neither form is given
 function npu.util.TellMeStepOrLossHook(spec)
   local by_loss = spec.loss ~= nil
   local tensor = by_loss and spec.loss or spec.step
@@ -676,7 +866,13 @@ function npu.util.TellMeStepOrLossHook(spec)
     error("npu.util.TellMeStepOrLossHook: give {step =, total_step =} or {loss =, final_loss =}", 2)
   end
   local hook = {}
+  --- Tells the session that training starts (step 0, or an infinite loss).
+  -- @function TellMeStepOrLossHook:begin
+  -- @tparam Session sess
   function hook:begin(sess) sess:set_progress(by_loss and math.huge or 0, total) end
+  --- Fetches the step or loss and passes it on with Session:set_progress.
+  -- @function TellMeStepOrLossHook:after_run
+  -- @tparam Session sess
   function hook:after_run(sess) sess:set_progress(sess:run(tensor):item(), total) end
   return hook
 end

@@ -13,6 +13,7 @@
 --                          (-1 for unknown dims; shape nil for an unknown rank), in the
 --                          signature's order; also indexed by key: info.outputs.by_key[k]
 --   info.input_names, info.output_names   the tensor names, in order
+-- @module npu.model
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
@@ -32,14 +33,21 @@ local function decorate(info)
   return info
 end
 
---- npu.load_model(path [, opts]) -> npu.Graph, info.  path: a TensorFlow.js model.json (its
--- weight files beside it), a binary GraphDef .pb, or a directory: a SavedModel
--- (saved_model.pb + variables/), else the directory's model.json or its one .pb.
--- opts (SavedModel only): tags = "serve" (comma-separated, the meta graph's exact tag set),
--- signature = "serving_default" (a signature key; info.signatures lists them all).
--- A SavedModel's info also has format "savedmodel", signature_key, method_name, signatures.
--- Errors name the file and the node (NPU_ERR_IO, NPU_ERR_FORMAT, NPU_ERR_NOT_FOUND,
--- NPU_ERR_UNSUPPORTED listing every unsupported op type).
+--- Loads a TensorFlow model as a graph (as TensorFlow.js `loadGraphModel` /
+-- `tf.saved_model.load`): a TensorFlow.js model.json (its weight files beside it), a binary
+-- GraphDef .pb, or a directory: a SavedModel (saved_model.pb + variables/), else the
+-- directory's model.json or its one .pb.  Also npu.load_model.
+-- @tparam string path
+-- @tparam[opt] table opts SavedModel only: `tags` ("serve", comma-separated: the meta
+--   graph's exact tag set), `signature` ("serving_default"; info.signatures lists them)
+-- @treturn Graph
+-- @treturn table info: `inputs`, `outputs` (lists of `{name, key, dtype, shape}`, with
+--   `by_key`), `input_names`, `output_names`, `format`; a SavedModel's also `signature_key`,
+--   `method_name`, `signatures`
+-- @raise NPU_ERR_IO, NPU_ERR_FORMAT, NPU_ERR_NOT_FOUND naming the file and node;
+--   NPU_ERR_UNSUPPORTED listing every unsupported op type
+-- @usage local g, info = npu.load_model("model.json")
+-- local y = sess:run(info.output_names, {[info.input_names[1]] = x})
 function M.load_model(path, opts)
   if type(path) ~= "string" then
     error(("npu.load_model: expected a file name, got %s"):format(type(path)), 2)
@@ -95,11 +103,16 @@ local function io_lists(spec, what)
   return keys, names
 end
 
---- npu.export_saved_model(g, dir, {inputs = {x = "x:0"}, outputs = {y = "y:0"},
---    variables = {"w", "b"}, signature_key = "serving_default"}) writes a SavedModel
--- directory: the graph as a GraphDef, the const nodes named in variables as VariableV2 with
--- their values in variables/ (a tensor bundle), and one predict signature.  inputs/outputs:
--- {key = tensor name or npu.Output} or a list of them (keyed by node name).  Returns true.
+--- Writes a SavedModel directory (`tf.saved_model.simple_save`): the graph as a GraphDef,
+-- the const nodes named in variables as VariableV2 with their values in variables/ (a tensor
+-- bundle), and one predict signature.  Also npu.export_saved_model.
+-- @tparam Graph g
+-- @tparam string dir
+-- @tparam table spec `inputs`, `outputs` (required): `{key = tensor name or Output}` or a
+--   list of them (keyed by node name); `variables`: const node names; `signature_key`
+--   ("serving_default")
+-- @treturn boolean true
+-- @raise NPU_ERR_ARG for a bad spec; NPU_ERR_IO when the directory cannot be written
 function M.export_saved_model(g, dir, spec)
   if getmetatable(g) ~= core.Graph_mt then
     errors.raise("npu.export_saved_model", "NPU_ERR_ARG", "argument 1 must be an npu.Graph, got " .. errors.typename(g))
@@ -129,9 +142,12 @@ local function is_file(s)
   return f ~= nil
 end
 
---- npu.import_graph_def(path_or_bytes, weights_dir) -> npu.Graph, info.  A file name (as
--- load_model), the bytes of a binary GraphDef, or the text of a TensorFlow.js model.json
--- (weights read relative to weights_dir, default ".").
+--- A graph from a file name (as load_model), the bytes of a binary GraphDef, or the text of
+-- a TensorFlow.js model.json (`tf.import_graph_def`).  Also npu.import_graph_def.
+-- @tparam string src
+-- @tparam[opt="."] string weights_dir where a model.json's weight files are
+-- @treturn Graph
+-- @treturn table info, as load_model's
 function M.import_graph_def(src, weights_dir)
   if type(src) ~= "string" then
     error(("npu.import_graph_def: expected a file name or bytes, got %s"):format(type(src)), 2)
@@ -146,8 +162,12 @@ function M.import_graph_def(src, weights_dir)
   return g, decorate(info)
 end
 
---- npu.export_graph_def(g, path) writes g as a binary GraphDef (.pb) and returns true;
--- without path, returns the bytes.
+--- Writes a graph as a binary GraphDef .pb, with TensorFlow's attribute types
+-- (`tf.io.write_graph(..., as_text=False)`).  Also npu.export_graph_def.
+-- @tparam Graph g
+-- @tparam[opt] string path without it, the bytes are returned
+-- @return true, or the bytes as a string when path is nil
+-- @raise NPU_ERR_IO when the file cannot be written
 function M.export_graph_def(g, path)
   if path == nil then return core.graph_serialize_graphdef(g) end
   return core.graph_export_graphdef(g, path)

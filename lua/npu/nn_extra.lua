@@ -6,6 +6,7 @@
 --   npu.initializers.glorot_uniform / he_normal / zeros / ones / constant,
 --   npu.layers.dense / conv2d / batch_normalization / dropout, npu.get_collection.
 -- Everything is built from ops of the op table, so gradients come from the ops' own.
+-- @module npu.nn_extra
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local M = {}
@@ -46,6 +47,11 @@ local function add_to_collection(g, key, v)
   collections[g][key] = c
   c[#c + 1] = v
 end
+--- The values collected under a key in a graph (`tf.get_collection`): e.g. "update_ops"
+-- (npu.GraphKeys.UPDATE_OPS), where batch normalization puts its moving-average updates.
+-- @tparam string key
+-- @tparam[opt] Graph g the default graph when nil
+-- @treturn table a new list (empty for an unknown key)
 function M.get_collection(key, g)
   g = g or npu.get_default_graph()
   local c = collections[g] and collections[g][key] or {}
@@ -56,8 +62,13 @@ end
 
 -- Losses --------------------------------------------------------------------------------
 
---- tf.nn.softmax_cross_entropy_with_logits(labels=, logits=): per example,
--- -sum(labels * log_softmax(logits)) over the last axis.
+--- Softmax cross-entropy per example, -sum(labels * log_softmax(logits)) over the last axis
+-- (`tf.nn.softmax_cross_entropy_with_logits`, also `_v2`).  Takes `(labels, logits)` or
+-- `{labels =, logits =}`.
+-- @function npu.nn.softmax_cross_entropy_with_logits
+-- @tparam Output|table labels probabilities of logits' shape (or the table of arguments)
+-- @tparam Output logits
+-- @treturn Output one loss per example
 function M.softmax_cross_entropy_with_logits(...)
   local labels, logits = named({ "labels", "logits" }, ...)
   local g = graph_of(labels, logits)
@@ -65,8 +76,16 @@ function M.softmax_cross_entropy_with_logits(...)
   return npu.neg(npu.reduce_sum(labels * npu.nn.log_softmax(logits), -1))
 end
 
---- tf.nn.sparse_softmax_cross_entropy_with_logits(labels=, logits=): labels are class
--- indices (int32/int64, one per example); the dense loss of one_hot(labels, classes).
+--- Softmax cross-entropy per example with labels as class indices
+-- (`tf.nn.sparse_softmax_cross_entropy_with_logits`): the dense loss of
+-- one_hot(labels, classes).  Takes `(labels, logits)` or `{labels =, logits =}`.
+-- @function npu.nn.sparse_softmax_cross_entropy_with_logits
+-- @tparam Output|table labels int32/int64 class indices, one per example
+-- @tparam Output logits (batch, classes), classes known
+-- @treturn Output one loss per example
+-- @raise NPU_ERR_ARG when the number of classes is unknown
+-- @usage local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits{
+--   labels = y, logits = logits})
 function M.sparse_softmax_cross_entropy_with_logits(...)
   local labels, logits = named({ "labels", "logits" }, ...)
   local g = graph_of(labels, logits)
@@ -80,8 +99,13 @@ function M.sparse_softmax_cross_entropy_with_logits(...)
   return npu.neg(npu.reduce_sum(onehot * npu.nn.log_softmax(logits), -1))
 end
 
---- tf.nn.sigmoid_cross_entropy_with_logits(labels=, logits=): elementwise
--- max(x, 0) - x * z + log(1 + exp(-|x|)), TensorFlow's overflow-free form.
+--- Sigmoid cross-entropy, elementwise max(x, 0) - x * z + log(1 + exp(-|x|)), TensorFlow's
+-- overflow-free form (`tf.nn.sigmoid_cross_entropy_with_logits`).  Takes `(labels, logits)`
+-- or `{labels =, logits =}`.
+-- @function npu.nn.sigmoid_cross_entropy_with_logits
+-- @tparam Output|table labels z, of logits' shape
+-- @tparam Output logits x
+-- @treturn Output
 function M.sigmoid_cross_entropy_with_logits(...)
   local labels, logits = named({ "labels", "logits" }, ...)
   local g = graph_of(labels, logits)
@@ -91,7 +115,9 @@ function M.sigmoid_cross_entropy_with_logits(...)
   return npu.relu(logits) - logits * labels + npu.log(scalar(g, 1, dt) + npu.exp(neg_abs))
 end
 
---- tf.nn.l2_loss(t): sum(t^2) / 2.
+--- sum(t^2) / 2 (`tf.nn.l2_loss`; also npu.losses.l2_loss).
+-- @tparam Output t
+-- @treturn Output a scalar
 function M.l2_loss(t)
   return npu.reduce_sum(npu.square(t)) * scalar(t:graph(), 0.5, t:dtype())
 end
@@ -110,8 +136,14 @@ local function reduce_loss(losses, weights)
   return npu.reduce_sum(losses * w) / npu.maximum(nonzero, scalar(g, 1, dt))
 end
 
---- tf.losses.mean_squared_error(labels, predictions, {weights=}): the mean of
--- (predictions - labels)^2 (weighted: sum(w * d^2) / count of nonzero weights).
+--- The mean of (predictions - labels)^2 (`tf.losses.mean_squared_error`); weighted:
+-- sum(w * d^2) / the count of nonzero weights.  Takes `(labels, predictions [, opts])` or
+-- `{labels =, predictions =}`.
+-- @function npu.losses.mean_squared_error
+-- @tparam Output|table labels
+-- @tparam Output predictions
+-- @tparam[opt] table opts `{weights = number or Output}`
+-- @treturn Output a scalar
 function M.mean_squared_error(...)
   local labels, predictions, opts = named({ "labels", "predictions", "opts" }, ...)
   local g = graph_of(labels, predictions)
@@ -120,13 +152,24 @@ function M.mean_squared_error(...)
   return reduce_loss(npu.square(predictions - labels), weights)
 end
 
---- tf.losses.softmax_cross_entropy(onehot_labels, logits): the mean over examples.
+--- The mean over examples of the softmax cross-entropy (`tf.losses.softmax_cross_entropy`).
+-- Takes `(onehot_labels, logits)` or `{onehot_labels =, logits =}`.
+-- @function npu.losses.softmax_cross_entropy
+-- @tparam Output|table onehot_labels
+-- @tparam Output logits
+-- @treturn Output a scalar
 function M.losses_softmax_cross_entropy(...)
   local labels, logits = named({ "onehot_labels", "logits" }, ...)
   return npu.reduce_mean(M.softmax_cross_entropy_with_logits(labels, logits))
 end
 
---- tf.losses.sparse_softmax_cross_entropy(labels, logits): the mean over examples.
+--- The mean over examples of the sparse softmax cross-entropy
+-- (`tf.losses.sparse_softmax_cross_entropy`).  Takes `(labels, logits)` or
+-- `{labels =, logits =}`.
+-- @function npu.losses.sparse_softmax_cross_entropy
+-- @tparam Output|table labels class indices
+-- @tparam Output logits
+-- @treturn Output a scalar
 function M.losses_sparse_softmax_cross_entropy(...)
   local labels, logits = named({ "labels", "logits" }, ...)
   return npu.reduce_mean(M.sparse_softmax_cross_entropy_with_logits(labels, logits))
@@ -134,11 +177,14 @@ end
 
 -- Dropout -------------------------------------------------------------------------------
 
---- tf.nn.dropout(x, {keep_prob= | rate=, seed=, training=}): each element kept with
--- probability keep_prob and scaled by 1 / keep_prob, else 0 (TensorFlow's formula:
--- floor(keep_prob + uniform) as the mask).  The mask comes from a random_uniform op seeded
--- by `seed` and the session's step counter: the same seed gives the same sequence of masks
--- in every new session.  training = false (or keep_prob 1) returns x.
+--- Dropout (`tf.nn.dropout`): each element kept with probability keep_prob and scaled by
+-- 1 / keep_prob, else 0 (TensorFlow's mask floor(keep_prob + uniform)).  The mask comes from
+-- a random_uniform op seeded by seed and the session's step counter: the same seed gives the
+-- same sequence of masks in every new session.
+-- @tparam Output x
+-- @tparam[opt] table opts `keep_prob` (0.5) or `rate` (1 - keep_prob), `seed`, `training`
+--   (false, or keep_prob 1, returns x)
+-- @treturn Output
 function M.dropout(x, opts)
   opts = opts or {}
   local keep = opts.keep_prob or (opts.rate and 1 - opts.rate) or 0.5
@@ -165,7 +211,10 @@ end
 local initializers = {}
 M.initializers = initializers
 
---- glorot_uniform{seed=}: uniform in [-l, l], l = sqrt(6 / (fan_in + fan_out)).
+--- Glorot (Xavier) uniform initializer (`tf.glorot_uniform_initializer`): uniform in
+-- [-l, l], l = sqrt(6 / (fan_in + fan_out)).
+-- @tparam[opt] table opts `{seed = 0}`
+-- @treturn function `init(shape [, dtype])` returning a Tensor
 function initializers.glorot_uniform(opts)
   opts = opts or {}
   return function(shape, dtype)
@@ -176,9 +225,11 @@ function initializers.glorot_uniform(opts)
   end
 end
 
---- he_normal{seed=}: TensorFlow 1.15's VarianceScaling(2, fan_in, truncated normal):
--- normal with stddev sqrt(2 / fan_in) / 0.87962566103423978, redrawn beyond 2 stddev
--- (redraws come from seeds seed + 1, seed + 2, ... in order, so the result is deterministic).
+--- He normal initializer (TensorFlow 1.15's `he_normal`, VarianceScaling(2, fan_in,
+-- truncated normal)): normal with stddev sqrt(2 / fan_in) / 0.87962566103423978, values
+-- beyond 2 stddev redrawn from seeds seed + 1, seed + 2, ... (deterministic).
+-- @tparam[opt] table opts `{seed = 0}`
+-- @treturn function `init(shape [, dtype])` returning a Tensor
 function initializers.he_normal(opts)
   opts = opts or {}
   return function(shape, dtype)
@@ -204,8 +255,15 @@ function initializers.he_normal(opts)
   end
 end
 
+--- An initializer of zeros (`tf.zeros_initializer`).
+-- @treturn function `init(shape [, dtype])` returning a Tensor
 function initializers.zeros() return function(shape, dtype) return npu.zeros(shape, dtype or "float32") end end
+--- An initializer of ones (`tf.ones_initializer`).
+-- @treturn function `init(shape [, dtype])` returning a Tensor
 function initializers.ones() return function(shape, dtype) return npu.ones(shape, dtype or "float32") end end
+--- An initializer filling with one value (`tf.constant_initializer`).
+-- @tparam number v
+-- @treturn function `init(shape [, dtype])` returning a Tensor
 function initializers.constant(v)
   return function(shape, dtype) return npu.fill(shape, v, dtype or "float32") end
 end
@@ -238,10 +296,6 @@ local function unique_scope(g, base)
   end
 end
 
---- tf.layers.dense(x, units, {activation=, use_bias=true, kernel_initializer=glorot_uniform,
--- bias_initializer=zeros, name="dense"}): activation(x W + b) with W "<name>/kernel" of
--- shape (in, units) and b "<name>/bias".  Returns the output; the variables are in
--- g:global_variables().
 -- Runs body() with the layer's nodes named "<outer scopes>/<name>/..." (name made unique as
 -- TensorFlow does: "dense", "dense_1", ...): "fc/kernel", "fc/MatMul", "fc/BiasAdd", "fc/Relu".
 local function in_layer_scope(g, base, body)
@@ -253,6 +307,17 @@ local DENSE_KEYS = { "activation", "use_bias", "kernel_initializer", "bias_initi
 local CONV_KEYS = { "strides", "padding", "activation", "use_bias", "kernel_initializer",
   "bias_initializer", "name", "dilation_rate" }
 
+--- A fully connected layer (`tf.layers.dense`): activation(x W + b), with the variables
+-- "<name>/kernel" (in, units) and "<name>/bias" (units) in g:global_variables(), and the
+-- nodes named as TensorFlow names them ("dense/MatMul", "dense/BiasAdd", "dense_1/...").
+-- @tparam Output x (batch, in)
+-- @tparam integer units
+-- @tparam[opt] table opts `activation` ("relu", "relu6", "sigmoid", "tanh", "softmax" or a
+--   function), `use_bias` (true), `kernel_initializer` (glorot_uniform), `bias_initializer`
+--   (zeros), `name` ("dense")
+-- @treturn Output (batch, units)
+-- @raise NPU_ERR_ARG for an unknown option (naming the nearest)
+-- @usage local h = npu.layers.dense(x, 128, {activation = "relu", name = "fc1"})
 function layers.dense(x, units, opts)
   opts = opts or {}
   errors.check_keys("npu.layers.dense", opts, DENSE_KEYS)
@@ -287,9 +352,16 @@ end
 
 local function pair(v) return type(v) == "table" and v or { v, v } end
 
---- tf.layers.conv2d(x, filters, kernel_size, {strides=1, padding="valid", activation=,
--- use_bias=true, kernel_initializer=glorot_uniform, name="conv2d"}): x NHWC; kernel
--- "<name>/kernel" (kh, kw, in, filters), bias "<name>/bias".
+--- A 2-D convolution layer (`tf.layers.conv2d`) on NHWC input, with the variables
+-- "<name>/kernel" (kh, kw, in, filters) and "<name>/bias" (filters).
+-- @tparam Output x (batch, height, width, channels), channels known
+-- @tparam integer filters
+-- @tparam integer|table kernel_size one size or `{kh, kw}`
+-- @tparam[opt] table opts `strides` (1), `padding` ("valid" or "same"), `dilation_rate`,
+--   `activation`, `use_bias` (true), `kernel_initializer` (glorot_uniform),
+--   `bias_initializer` (zeros), `name` ("conv2d")
+-- @treturn Output
+-- @raise NPU_ERR_ARG for an unknown option or an unknown channel count
 function layers.conv2d(x, filters, kernel_size, opts)
   opts = opts or {}
   errors.check_keys("npu.layers.conv2d", opts, CONV_KEYS)
@@ -317,22 +389,27 @@ function layers._conv2d(x, filters, kernel_size, opts)
   return activate(y, opts.activation)
 end
 
---- tf.layers.dropout(x, {rate=0.5, training=false, seed=}): dropout only when training.
+--- Dropout only when training (`tf.layers.dropout`).
+-- @tparam Output x
+-- @tparam[opt] table opts `{rate = 0.5, training = false, seed =}`
+-- @treturn Output x itself when not training
 function layers.dropout(x, opts)
   opts = opts or {}
   if not opts.training then return x end
   return M.dropout(x, { rate = opts.rate or 0.5, seed = opts.seed })
 end
 
---- tf.layers.batch_normalization(x, {training=false, momentum=0.99, epsilon=0.001,
--- center=true, scale=true, name="batch_normalization"}): normalises over every axis but the
--- last.  Variables "<name>/gamma" (ones), "<name>/beta" (zeros), and the non-trainable
--- "<name>/moving_mean" (zeros) and "<name>/moving_variance" (ones).
--- training: the batch's mean and (biased) variance, and the moving statistics updated by
--- moving = moving - (moving - batch) * (1 - momentum) — assign ops collected under
--- "update_ops" (npu.get_collection("update_ops", g)); run them with the train op, e.g.
--- g:group({train_op, table.unpack(update_ops)}), as TensorFlow requires.
--- Inference: the moving statistics.
+--- Batch normalization over every axis but the last (`tf.layers.batch_normalization`), with
+-- the variables "<name>/gamma" (ones), "<name>/beta" (zeros) and the non-trainable
+-- "<name>/moving_mean" (zeros) and "<name>/moving_variance" (ones).  Training uses the
+-- batch's mean and (biased) variance and collects the moving-statistics updates
+-- (moving -= (moving - batch) * (1 - momentum)) under "update_ops": run them with the train
+-- op (`g:group({train_op, table.unpack(npu.get_collection("update_ops", g))})`), as
+-- TensorFlow requires.  Inference uses the moving statistics.
+-- @tparam Output x
+-- @tparam[opt] table opts `training` (false), `momentum` (0.99), `epsilon` (0.001),
+--   `center` (true), `scale` (true), `name` ("batch_normalization")
+-- @treturn Output
 function layers.batch_normalization(x, opts)
   opts = opts or {}
   local g = x:graph()
@@ -373,7 +450,10 @@ function layers.batch_normalization(x, opts)
   return y
 end
 
---- Installs the functions above into the npu module table.
+--- Installs the losses, initializers and layers into the npu module as npu.nn.*,
+-- npu.losses.*, npu.initializers, npu.layers and npu.get_collection (done by `require "npu"`).
+-- @tparam table mod the npu module
+-- @treturn table this module
 function M.install(mod)
   npu = mod
   npu.nn = npu.nn or {}

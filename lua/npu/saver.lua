@@ -12,6 +12,7 @@
 -- assign ops fed from placeholders — built once per saver, the first time it restores.
 -- A variable missing from the file, or held there with another shape or dtype, is an error
 -- naming the variable; nothing is assigned then.
+-- @module npu.train
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
@@ -30,9 +31,17 @@ local function shape_str(s)
   return "[" .. table.concat(parts, ",") .. "]"
 end
 
---- npu.train.Saver(var_list, {metadata = {key = "value"}}): var_list nil (the default
--- graph's variables, as tf.train.Saver()), an npu.Graph (its variables), a list of variables
--- or a table name -> variable.
+--- Checkpoints of variables as safetensors files (`tf.train.Saver`); Python's `safetensors`
+-- reads what it writes, and the other way round.  Also npu.train.Saver.
+-- @tparam[opt] Graph|table var_list nil (the default graph's variables), a graph (its
+--   variables), a list of variables (saved under their node names) or a table name ->
+--   variable
+-- @tparam[opt] table opts `{metadata = {key = "value"}}`: the file header's `__metadata__`
+-- @treturn Saver
+-- @raise NPU_ERR_ARG when there are no variables or var_list holds something else
+-- @usage local saver = npu.train.Saver({w, b})
+-- saver:save(sess, "model.safetensors")
+-- saver:restore(sess, "model.safetensors")
 function M.Saver(var_list, opts)
   local entries = {} -- { name = , var = } in save order
   if var_list == nil or getmetatable(var_list) == core.Graph_mt then
@@ -85,14 +94,20 @@ function M.Saver(var_list, opts)
   return setmetatable({ _entries = entries, _metadata = metadata }, Saver)
 end
 
---- The variables saved, as {name, variable} pairs in save order.
+--- The variables saved, as `{name, variable}` pairs in save order.
+-- @treturn table
 function Saver:variables()
   local list = {}
   for i, e in ipairs(self._entries) do list[i] = { e.name, e.var } end
   return list
 end
 
---- saver:save(sess, path): writes the variables' current values; returns path.
+--- Writes the variables' current values, fetched with one Session:run
+-- (`tf.train.Saver.save`).
+-- @tparam Session sess
+-- @tparam string path
+-- @treturn string path
+-- @raise NPU_ERR_IO when the file cannot be written
 function Saver:save(sess, path)
   if type(path) ~= "string" then error("npu.train.Saver:save: path must be a string", 2) end
   local vars, names = {}, {}
@@ -116,7 +131,14 @@ function Saver:_restore_ops()
   return assigns
 end
 
---- saver:restore(sess, path): assigns every variable its value in the file.
+--- Assigns every variable its value in the file, with one Session:run
+-- (`tf.train.Saver.restore`).  A variable missing from the file, or held there with another
+-- shape or dtype, is an error naming it, and then nothing is assigned.
+-- @tparam Session sess
+-- @tparam string path
+-- @treturn ?string the file's metadata as JSON text, nil when it has none
+-- @raise NPU_ERR_NOT_FOUND for a missing variable; NPU_ERR_SHAPE / NPU_ERR_DTYPE for a
+--   mismatch; NPU_ERR_IO / NPU_ERR_FORMAT for an unreadable file
 function Saver:restore(sess, path)
   local where = "npu.train.Saver:restore"
   if type(path) ~= "string" then error("npu.train.Saver:restore: path must be a string", 2) end

@@ -1,4 +1,4 @@
--- serve.lua — npu.serve{...}: TensorFlow Serving's REST API for a model base path, as an
+--- serve.lua — npu.serve{...}: TensorFlow Serving's REST API for a model base path, as an
 -- npu-serve child process that a handle owns (docs/serving.md, "From Lua").
 --
 -- Not in-process, on purpose: npu-serve runs HTTP and worker threads, blocks SIGTERM and SIGINT
@@ -12,6 +12,7 @@
 --
 -- Invariants: every flag is given as `--name=value`, each word quoted for the shell; a server
 -- that does not come up within opts.timeout seconds is killed and its log is in the error.
+-- @module npu.serve
 local errors = require("npu.errors")
 
 local M = {}
@@ -65,6 +66,9 @@ for _, f in ipairs(FLAGS) do KNOWN[#KNOWN + 1] = f end
 local Server = {}
 Server.__index = Server
 
+--- Stops the server: SIGTERM, letting requests in flight finish, then waits for it to exit
+-- (also done by `<close>` and the garbage collector).
+-- @function Server:stop
 function Server:stop()
   if not self.pid then return end
   local pid = self.pid
@@ -84,6 +88,16 @@ function Server:__tostring()
   return ("npu.Server(%s, pid %s)"):format(self.url, self.pid or "stopped")
 end
 
+--- Starts TensorFlow Serving's REST API over a model base path, as an npu-serve child
+-- process owned by the returned handle (docs/serving.md).
+-- @tparam table opts npu-serve's flags by name (`model_base_path` or `model_config_file`
+--   required, `model_name`, `rest_api_port`, ...), plus `binary`, `log` (the log file),
+--   `timeout` (seconds to wait for it to come up, 30), `port` and `address` (127.0.0.1)
+-- @treturn table a Server: `url`, `port`, `pid`, `log`, and stop()
+-- @raise NPU_ERR_ARG for an unknown flag (naming the nearest); NPU_ERR_IO when it does not
+--   start (its log in the message)
+-- @usage local server <close> = npu.serve{model_base_path = "/models/m", model_name = "m"}
+-- print(server.url)
 function M.serve(opts)
   if type(opts) ~= "table" then
     errors.raise("npu.serve", "NPU_ERR_ARG", ("expected a table of flags, got %s"):format(type(opts)))

@@ -21,6 +21,7 @@
 --   for step, tag, value, item in npu.summary.read_events(path) do ... end
 -- reads an event file back (CRCs checked; an incomplete last record ends the loop, as in
 -- TensorBoard, and the reader's :truncated() says how many bytes it had).
+-- @module npu.summary
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
@@ -95,20 +96,47 @@ local function summary_op(op, name, family, input, attrs, collections_arg)
   return s
 end
 
+--- A scalar summary op (`tf.summary.scalar`): outputs the serialized Summary protocol
+-- buffer as a uint8 vector (npu.summary.bytes gives it as a string).
+-- @tparam string name the tag (cleaned as TensorFlow cleans it, made unique)
+-- @tparam Output tensor a scalar
+-- @tparam[opt] {string,...} collections_arg the collections to add it to (default "summaries")
+-- @tparam[opt] string family a tag prefix
+-- @treturn Output
+-- @usage npu.summary.scalar("loss", loss)
 function M.scalar(name, tensor, collections_arg, family)
   return summary_op("scalar_summary", name, family, tensor, {}, collections_arg)
 end
 
+--- A histogram summary op (`tf.summary.histogram`), TensorFlow's bucket layout.
+-- @tparam string name
+-- @tparam Output values
+-- @tparam[opt] {string,...} collections_arg
+-- @tparam[opt] string family
+-- @treturn Output
 function M.histogram(name, values, collections_arg, family)
   return summary_op("histogram_summary", name, family, values, {}, collections_arg)
 end
 
+--- An image summary op (`tf.summary.image`): PNG images of a (batch, height, width, channels)
+-- tensor, channels 1, 3 or 4.
+-- @tparam string name
+-- @tparam Output tensor
+-- @tparam[opt=3] integer max_outputs the number of images of the batch kept
+-- @tparam[opt] {string,...} collections_arg
+-- @tparam[opt] string family
+-- @treturn Output
 function M.image(name, tensor, max_outputs, collections_arg, family)
   return summary_op("image_summary", name, family, tensor, { max_outputs = max_outputs or 3 },
     collections_arg)
 end
 
---- tensor: a Lua string (its bytes, UTF-8 for TensorBoard), or a uint8 vector of bytes.
+--- A text summary op (`tf.summary.text`).
+-- @tparam string name
+-- @tparam string|Output tensor a Lua string (its bytes, UTF-8 for TensorBoard) or a uint8
+--   vector of bytes
+-- @tparam[opt] {string,...} collections_arg
+-- @treturn Output
 function M.text(name, tensor, collections_arg)
   check_common("npu.summary.text", name, collections_arg)
   if type(tensor) == "string" then
@@ -117,6 +145,12 @@ function M.text(name, tensor, collections_arg)
   return summary_op("text_summary", name, nil, tensor, {}, collections_arg)
 end
 
+--- One summary op merging others (`tf.summary.merge`).
+-- @tparam {Output,...} inputs summary ops
+-- @tparam[opt] {string,...} collections_arg
+-- @tparam[opt="Merge/MergeSummary"] string name
+-- @treturn Output
+-- @raise NPU_ERR_ARG when inputs is not a non-empty list
 function M.merge(inputs, collections_arg, name)
   local where = "npu.summary.merge"
   if type(inputs) ~= "table" or getmetatable(inputs) ~= nil or #inputs == 0 then
@@ -134,9 +168,12 @@ function M.merge(inputs, collections_arg, name)
   return m
 end
 
---- merge_all([key = "summaries" | graph [, scope [, name]]]): every summary of the collection
--- merged, or nil when there is none.  The graph: the one given, else the default graph when it
--- has summaries, else the graph of the last summary made.
+--- Every summary of a collection merged (`tf.summary.merge_all`).
+-- @tparam[opt="summaries"] string|Graph key a collection key, or the graph to look in
+--   (else the default graph when it has summaries, else the graph of the last summary made)
+-- @tparam[opt] string scope only summaries whose names start with it
+-- @tparam[opt] string name
+-- @treturn ?Output nil when there is no summary
 function M.merge_all(key, scope, name)
   local g
   if getmetatable(key) == core.Graph_mt then g, key = key, nil end
@@ -161,6 +198,8 @@ function M.merge_all(key, scope, name)
 end
 
 --- The bytes of a fetched summary (a uint8 tensor) as a Lua string.
+-- @tparam Tensor|string t
+-- @treturn string
 function M.bytes(t)
   if type(t) == "string" then return t end
   return core.tensor_bytes(t)
@@ -180,23 +219,53 @@ local function step_of(v)
       .. (type(v) == "number" and tostring(v) or errors.typename(v)))
 end
 
+--- Queues a summary for writing (`tf.summary.FileWriter.add_summary`).
+-- @function FileWriter:add_summary
+-- @tparam Tensor|string summary a summary op's fetched value, or its bytes
+-- @tparam[opt=0] integer|Tensor global_step
+-- @raise NPU_ERR_ARG when global_step is not an integer
 function FileWriter:add_summary(summary, global_step)
   self._w:add_summary(summary, step_of(global_step))
 end
+--- Writes a graph, for TensorBoard's graph view (`tf.summary.FileWriter.add_graph`).
+-- @function FileWriter:add_graph
+-- @tparam Graph graph
+-- @tparam[opt=0] integer global_step
 function FileWriter:add_graph(graph, global_step)
   self._w:add_graph(graph, step_of(global_step))
 end
+--- Writes what is queued (`flush`); raises a failed earlier write (a full disk, a removed
+-- logdir).
+-- @function FileWriter:flush
+-- @raise NPU_ERR_IO
 function FileWriter:flush() self._w:flush() end
+--- Flushes and closes the file (`close`; also by `<close>`).
+-- @function FileWriter:close
+-- @raise NPU_ERR_IO for a failed write
 function FileWriter:close() self._w:close() end
+--- The directory given (`get_logdir`).
+-- @function FileWriter:get_logdir
+-- @treturn string
 function FileWriter:get_logdir() return self._logdir end
+--- The event file's path (events.out.tfevents.<time>.<host>).
+-- @function FileWriter:path
+-- @treturn string
 function FileWriter:path() return self._w:path() end
 FileWriter.__close = function(self) self._w:close() end
 
 local WRITER_KEYS = { "max_queue", "flush_secs", "filename_suffix", "path" }
 local WRITER_TYPES = { max_queue = "integer", flush_secs = "number", filename_suffix = "string", path = "string" }
 
---- FileWriter(logdir [, graph [, opts]]): opts max_queue (10), flush_secs (120),
--- filename_suffix; path (the exact file, for tests).  The graph, when given, is written first.
+--- An event file writer for TensorBoard (`tf.summary.FileWriter`), writing on a thread of
+-- its own.  A to-be-closed value.
+-- @tparam string logdir
+-- @tparam[opt] Graph graph written first when given
+-- @tparam[opt] table opts `max_queue` (10), `flush_secs` (120), `filename_suffix`, `path`
+--   (the exact file)
+-- @treturn FileWriter
+-- @raise NPU_ERR_ARG for an unknown option; NPU_ERR_IO when the directory cannot be made
+-- @usage local w <close> = npu.summary.FileWriter("/tmp/logs/run1", g)
+-- w:add_summary(sess:run(merged), step)
 function M.FileWriter(logdir, graph, opts)
   if type(logdir) ~= "string" then error("npu.summary.FileWriter: a logdir (string) expected", 2) end
   if opts == nil and type(graph) == "table" and getmetatable(graph) == nil then graph, opts = nil, graph end
@@ -226,10 +295,15 @@ M.FileWriterCache = nil
 
 -- Reading ------------------------------------------------------------------------------------
 
---- for step, tag, value, item in npu.summary.read_events(path) do ... end
--- item: {kind, step, wall_time, offset, tag, value, plugin_name}; kind "file_version",
--- "graph", "scalar", "histogram", "image", "tensor" (text) or "other".  Returns the iterator,
--- the reader (reader:truncated()), nil, and the reader again as the loop's closing value.
+--- Reads an event file back (CRCs checked; an incomplete last record ends the loop, as in
+-- TensorBoard).
+-- @tparam string path
+-- @treturn function an iterator giving `step, tag, value, item` (item: `{kind, step, wall_time,
+--   offset, tag, value, plugin_name}`, kind "file_version", "graph", "scalar", "histogram",
+--   "image", "tensor" or "other"), the reader (`reader:truncated()`), nil, and the reader
+--   as the loop's closing value
+-- @raise NPU_ERR_IO when the file cannot be opened
+-- @usage for step, tag, value in npu.summary.read_events(path) do print(step, tag, value) end
 function M.read_events(path)
   if type(path) ~= "string" then
     errors.raise("npu.summary.read_events", "NPU_ERR_ARG", "path must be a string, got " .. errors.typename(path))
@@ -243,6 +317,9 @@ function M.read_events(path)
   return iter, reader, nil, reader
 end
 
+--- Installs the module as npu.summary (done by `require "npu"`).
+-- @tparam table npu_module the npu module
+-- @treturn table this module
 function M.install(npu_module)
   npu = npu_module
   npu.summary = M

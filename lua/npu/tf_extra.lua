@@ -10,6 +10,7 @@
 --   npu.range(start, limit, delta, dtype): graph outputs among the arguments make a range op
 --     (its length must be known when the graph compiles: constants, or values the compiler
 --     folds); plain numbers keep making a tensor (npu.core.range).
+-- @module npu.tf_extra
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local M = {}
@@ -41,10 +42,24 @@ local function as_output(g, v, like)
   return npu.convert_to_tensor(v, like and like:dtype() or nil, g)
 end
 
+--- Stacks tensors of one shape along a new axis (`tf.stack`; the pack op).
+-- @function npu.stack
+-- @tparam {Output,...} values
+-- @tparam[opt=0] integer axis
+-- @tparam[opt] string name
+-- @treturn Output
 function M.stack(values, axis, name)
   return npu.pack(values, { axis = axis or 0, name = name })
 end
 
+--- Splits a tensor along an axis into its slices (`tf.unstack`; the unpack op).
+-- @function npu.unstack
+-- @tparam Output value
+-- @tparam[opt] integer num the expected count (checked)
+-- @tparam[opt=0] integer axis
+-- @tparam[opt] string name
+-- @treturn {Output,...}
+-- @raise NPU_ERR_ARG when num differs from the axis' size
 function M.unstack(value, num, axis, name)
   local out = npu.unpack(value, { axis = axis or 0, name = name })
   if num ~= nil and #out ~= num then
@@ -53,6 +68,15 @@ function M.unstack(value, num, axis, name)
   return out
 end
 
+--- Clips values to [clip_value_min, clip_value_max] (`tf.clip_by_value`), as
+-- minimum(maximum(t, min), max), so its gradient passes where min <= t <= max.
+-- @function npu.clip_by_value
+-- @tparam Output t
+-- @tparam Output|number clip_value_min
+-- @tparam Output|number clip_value_max
+-- @tparam[opt] string name
+-- @treturn Output
+-- @raise NPU_ERR_ARG when an operand is nil (a misspelt variable?)
 function M.clip_by_value(t, clip_value_min, clip_value_max, name)
   local where = "npu.clip_by_value"
   check_given(where, "t", t)
@@ -79,9 +103,32 @@ local function assign_op(opname)
     return npu.assign(var, updated, name and { name = name } or nil)
   end
 end
+--- Adds value to a variable (`tf.assign_add`; also `var:assign_add(value)`): assign(var,
+-- var + value) within the run.
+-- @function npu.assign_add
+-- @tparam Output var a variable
+-- @tparam Output|Tensor|number|table value
+-- @tparam[opt] string name
+-- @treturn Output the updated variable
+-- @raise NPU_ERR_ARG when var is not an Output or value is nil
 M.assign_add = assign_op("add")
+--- Subtracts value from a variable (`tf.assign_sub`; also `var:assign_sub(value)`).
+-- @function npu.assign_sub
+-- @tparam Output var a variable
+-- @tparam Output|Tensor|number|table value
+-- @tparam[opt] string name
+-- @treturn Output the updated variable
 M.assign_sub = assign_op("sub")
 
+--- A dense tensor from sparse indices and values (`tf.sparse_to_dense`).
+-- @function npu.sparse_to_dense
+-- @tparam Output|table sparse_indices
+-- @tparam Output|table output_shape
+-- @tparam Output|table|number sparse_values
+-- @tparam[opt=0] number default_value
+-- @tparam[opt=true] boolean validate_indices
+-- @tparam[opt] string name
+-- @treturn Output
 function M.sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value,
                            validate_indices, name)
   local where = "npu.sparse_to_dense"
@@ -104,6 +151,19 @@ function M.sparse_to_dense(sparse_indices, output_shape, sparse_values, default_
 end
 
 -- npu.range: a tensor (numbers only), or a range op when an argument is a graph output.
+--- The numbers start, start + delta, ... below limit (above it for a negative delta), as
+-- `tf.range`.  With plain numbers, a Tensor (computed in double, or exactly in int64, and
+-- rounded once); when an argument is an Output, a range op of its graph (whose length must
+-- be known when the graph compiles).
+-- @function npu.range
+-- @tparam[opt=0] number|Output start (alone: the limit)
+-- @tparam number|Output limit
+-- @tparam[opt=1] number|Output delta
+-- @tparam[opt] string dtype "int32" when every argument is an integer, else "float32"
+-- @tparam[opt] string name
+-- @treturn Tensor|Output
+-- @usage npu.range(5)            -- a Tensor: 0, 1, 2, 3, 4 (int32)
+-- npu.range(1, 2, 0.25)    -- 1, 1.25, 1.5, 1.75 (float32)
 local function range(start, limit, delta, dtype, name)
   local g
   for _, v in ipairs({ start, limit, delta }) do
@@ -120,7 +180,9 @@ local function range(start, limit, delta, dtype, name)
   return g:op("range", inputs, attrs, name)
 end
 
---- Installs the functions above into the npu module table.
+--- Installs the functions above into the npu module table (done by `require "npu"`).
+-- @tparam table mod the npu module
+-- @treturn table this module
 function M.install(mod)
   npu = mod
   npu.stack, npu.unstack = M.stack, M.unstack

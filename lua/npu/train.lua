@@ -12,6 +12,7 @@
 -- place, so an update reads the values the forward pass and the gradients used (they were
 -- created before it), and the last updates (Adam's beta powers, the global step) come after
 -- every variable's update, as TensorFlow's control dependencies order them.
+-- @module npu.train
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local train = {}
@@ -26,19 +27,30 @@ end
 -- are not trainable, so never in a default var_list: the C graph keeps the flag
 -- (npu_graph_set_variable_trainable), float variables being trainable by default.
 
---- Marks variable v (an npu.Output) as not trainable.
+--- Marks a variable as not trainable: it is left out of default var_lists.
+-- @tparam Output v a variable
+-- @treturn Output v
 function train.mark_non_trainable(v)
   v:graph():set_trainable(v, false)
   return v
 end
 
---- The variables of g (g:global_variables()) that are trainable: the float ones the user made,
--- not the optimizer's slots, global steps or moving statistics.
+--- The trainable variables of a graph (`tf.trainable_variables`): its float variables
+-- (Graph:global_variables) except the optimizers' slots, global steps, moving statistics and
+-- those marked with mark_non_trainable.
+-- @tparam Graph g
+-- @treturn {Output,...}
 function train.trainable_variables(g) return g:variables(true) end
 
---- tf.gradients(ys, xs, grad_ys): ys, xs (and grad_ys) an Output or a list of them.  Returns a
--- list (t.n = #xs) whose entry i is d(sum of ys)/d(xs[i]), or nil where xs[i] does not affect
--- the ys (or is an integer).
+--- Symbolic gradients (`tf.gradients`): entry i is d(sum of ys)/d(xs[i]), built as nodes
+-- named "gradients/...".
+-- @tparam Output|{Output,...} ys
+-- @tparam Output|{Output,...} xs
+-- @tparam[opt] Output|{Output,...} grad_ys initial gradients, one per ys (default ones)
+-- @treturn table a list (`n` = #xs) of Outputs, nil where xs[i] does not affect ys (or is an
+--   integer)
+-- @raise NPU_ERR_ARG for an op without a gradient, naming it
+-- @usage local dw, db = table.unpack(npu.gradients(loss, {w, b}))
 function train.gradients(ys, xs, grad_ys)
   local npu = N()
   if npu.is_output(ys) then ys = { ys } end
@@ -70,7 +82,10 @@ local function make_variable(g, initial, name)
   return train.mark_non_trainable(v)
 end
 
---- tf.train.get_or_create_global_step(g): the int64 scalar variable "global_step" of g.
+--- The graph's global step (`tf.train.get_or_create_global_step`): the int64 scalar variable
+-- "global_step", made if missing.
+-- @tparam[opt] Graph g the default graph when nil
+-- @treturn Output
 function train.get_or_create_global_step(g)
   local npu = N()
   g = g or npu.get_default_graph()
@@ -79,6 +94,9 @@ function train.get_or_create_global_step(g)
   return make_variable(g, npu.tensor(0, "int64"), "global_step")
 end
 train.create_global_step = train.get_or_create_global_step
+--- The graph's global step (`tf.train.get_global_step`), or nil when it has none.
+-- @tparam Graph g
+-- @treturn ?Output
 function train.get_global_step(g)
   local ok, v = pcall(g.get_tensor_by_name, g, "global_step:0")
   return ok and v or nil
@@ -97,13 +115,19 @@ local function new_optimizer(class, name, fields)
   return o
 end
 
---- opt:get_slot(var, name): the slot variable created for var, or nil.
+--- The slot variable an optimizer made for var (`tf.train.Optimizer.get_slot`), e.g. Adam's
+-- "m" and "v", Momentum's "momentum".
+-- @tparam Output var
+-- @tparam string name
+-- @treturn ?Output nil when there is none
 function Optimizer:get_slot(var, name)
   local by_graph = self._slots[name]
   local by_var = by_graph and by_graph[var:graph()]
   return by_var and by_var[var:id()]
 end
 
+--- The names of the optimizer's slots, sorted (`tf.train.Optimizer.get_slot_names`).
+-- @treturn {string,...}
 function Optimizer:get_slot_names()
   local names = {}
   for k in pairs(self._slots) do names[#names + 1] = k end
@@ -151,9 +175,11 @@ function Optimizer:_assign(var, value)
   return npu.assign(var, value)
 end
 
---- opt:compute_gradients(loss, var_list): a list of {grad, var} pairs (grad nil where the
--- loss does not depend on var).  var_list defaults to the trainable variables of the loss's
--- graph (train.trainable_variables).
+--- The gradients of loss for a list of variables (`tf.train.Optimizer.compute_gradients`).
+-- @tparam Output loss
+-- @tparam[opt] {Output,...} var_list default: trainable_variables of the loss's graph
+-- @tparam[opt] table opts `{grad_loss = Output}`
+-- @treturn table a list of `{grad, var}` pairs (grad nil where loss does not depend on var)
 function Optimizer:compute_gradients(loss, var_list, opts)
   local g = loss:graph()
   var_list = var_list or train.trainable_variables(g)
@@ -163,9 +189,13 @@ function Optimizer:compute_gradients(loss, var_list, opts)
   return pairs_
 end
 
---- opt:apply_gradients(grads_and_vars, {global_step=, name=}): one operation running every
--- variable's update (pairs with a nil gradient are skipped), then the optimizer's own state
--- updates, then global_step += 1.
+--- One operation applying gradients (`tf.train.Optimizer.apply_gradients`): every variable's
+-- update (pairs with a nil gradient skipped), the optimizer's own state updates, then
+-- global_step + 1.  Nodes are named as TensorFlow names them ("GradientDescent/update_w/...").
+-- @tparam table grads_and_vars `{grad, var}` pairs, as compute_gradients gives
+-- @tparam[opt] table opts `{global_step = var, name = s}`
+-- @treturn Operation
+-- @raise NPU_ERR_ARG when there are no variables, or no gradient at all
 function Optimizer:apply_gradients(grads_and_vars, opts)
   opts = opts or {}
   local g
@@ -197,7 +227,11 @@ function Optimizer:apply_gradients(grads_and_vars, opts)
   return g:group(updates, opts.name or self._name)
 end
 
---- opt:minimize(loss, {global_step=, var_list=, name=}): compute_gradients + apply_gradients.
+--- compute_gradients then apply_gradients (`tf.train.Optimizer.minimize`).
+-- @tparam Output loss
+-- @tparam[opt] table opts `{global_step =, var_list =, name =}`
+-- @treturn Operation
+-- @usage local train_op = npu.train.GradientDescentOptimizer(0.2):minimize(loss)
 function Optimizer:minimize(loss, opts)
   opts = opts or {}
   local gv = self:compute_gradients(loss, opts.var_list, opts)
@@ -210,9 +244,12 @@ function Optimizer:_finish() end
 -- The learning rate (a number or an Output, e.g. a schedule) as an Output of var's dtype.
 function Optimizer:_lr(var) return as_output(var:graph(), self._learning_rate, var:dtype()) end
 
---- tf.train.GradientDescentOptimizer(learning_rate): var -= lr * grad.
 local GradientDescent = setmetatable({}, { __index = Optimizer })
 GradientDescent.__index = GradientDescent
+--- Plain gradient descent, var -= lr * grad (`tf.train.GradientDescentOptimizer`).
+-- @tparam number|Output learning_rate a number or a schedule's Output
+-- @tparam[opt] table opts `{name = "GradientDescent"}`
+-- @treturn Optimizer
 function train.GradientDescentOptimizer(learning_rate, opts)
   opts = opts or {}
   return new_optimizer(GradientDescent, opts.name or "GradientDescent", { _learning_rate = learning_rate })
@@ -221,11 +258,15 @@ function GradientDescent:_apply_dense(grad, var)
   return self:_assign(var, var - self:_lr(var) * grad)
 end
 
---- tf.train.MomentumOptimizer(learning_rate, momentum, {use_nesterov=}):
--- accum = accum * momentum + grad; var -= lr * accum, or with Nesterov
--- var -= grad * lr + accum * momentum * lr (TensorFlow's ApplyMomentum).
 local Momentum = setmetatable({}, { __index = Optimizer })
 Momentum.__index = Momentum
+--- Momentum (`tf.train.MomentumOptimizer`, TensorFlow's ApplyMomentum): accum = accum *
+-- momentum + grad; var -= lr * accum, or with Nesterov var -= grad * lr + accum * momentum *
+-- lr.  Slot "momentum".
+-- @tparam number|Output learning_rate
+-- @tparam number momentum
+-- @tparam[opt] table opts `{use_nesterov = false, name = "Momentum"}`
+-- @treturn Optimizer
 function train.MomentumOptimizer(learning_rate, momentum, opts)
   opts = opts or {}
   return new_optimizer(Momentum, opts.name or "Momentum", {
@@ -248,13 +289,15 @@ function Momentum:_apply_dense(grad, var)
   return g:group({ a, v })
 end
 
---- tf.train.AdamOptimizer(learning_rate, {beta1=0.9, beta2=0.999, epsilon=1e-8}):
--- lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t); m += (grad - m) * (1 - beta1);
--- v += (grad^2 - v) * (1 - beta2); var -= m * lr_t / (sqrt(v) + epsilon) (TensorFlow's
--- ApplyAdam), with beta1^t and beta2^t kept in two variables ("beta1_power", "beta2_power")
--- multiplied by beta1, beta2 after every step.
 local Adam = setmetatable({}, { __index = Optimizer })
 Adam.__index = Adam
+--- Adam (`tf.train.AdamOptimizer`, TensorFlow's ApplyAdam): lr_t = lr * sqrt(1 - beta2^t) /
+-- (1 - beta1^t); m += (grad - m) * (1 - beta1); v += (grad^2 - v) * (1 - beta2);
+-- var -= m * lr_t / (sqrt(v) + epsilon).  Slots "m" and "v"; beta1^t and beta2^t are the
+-- variables "beta1_power" and "beta2_power".
+-- @tparam[opt=0.001] number|Output learning_rate
+-- @tparam[opt] table opts `{beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8, name = "Adam"}`
+-- @treturn Optimizer
 function train.AdamOptimizer(learning_rate, opts)
   opts = opts or {}
   return new_optimizer(Adam, opts.name or "Adam", {
@@ -294,13 +337,16 @@ function Adam:_finish(g)
     self:_assign(b2p, b2p * const_like(b2p, self._beta2)) }
 end
 
---- tf.train.RMSPropOptimizer(learning_rate, {decay=0.9, momentum=0, epsilon=1e-10,
--- centered=false}): ms += (grad^2 - ms) * (1 - decay); mom = mom * momentum + lr * grad /
--- sqrt(ms + epsilon) (centered: mg += (grad - mg) * (1 - decay), sqrt(ms - mg^2 + epsilon));
--- var -= mom (TensorFlow's ApplyRMSProp / ApplyCenteredRMSProp).  As in TensorFlow 1, the
--- "rms" slot starts at ones, "momentum" and "mg" at zeros.
 local RMSProp = setmetatable({}, { __index = Optimizer })
 RMSProp.__index = RMSProp
+--- RMSProp (`tf.train.RMSPropOptimizer`, ApplyRMSProp / ApplyCenteredRMSProp):
+-- ms += (grad^2 - ms) * (1 - decay); mom = mom * momentum + lr * grad / sqrt(ms + epsilon)
+-- (centered: mg += (grad - mg) * (1 - decay), sqrt(ms - mg^2 + epsilon)); var -= mom.  As
+-- in TensorFlow 1 the "rms" slot starts at ones, "momentum" and "mg" at zeros.
+-- @tparam number|Output learning_rate
+-- @tparam[opt] table opts `{decay = 0.9, momentum = 0, epsilon = 1e-10, centered = false,
+--   name = "RMSProp"}`
+-- @treturn Optimizer
 function train.RMSPropOptimizer(learning_rate, opts)
   opts = opts or {}
   return new_optimizer(RMSProp, opts.name or "RMSProp", {
@@ -340,8 +386,15 @@ local function step_float(global_step, dtype)
   return global_step:dtype() == dtype and global_step or npu.cast(global_step, dtype)
 end
 
---- tf.train.exponential_decay(lr, global_step, decay_steps, decay_rate, {staircase=}):
--- lr * decay_rate ^ (global_step / decay_steps), the exponent floored with staircase; float32.
+--- A decaying learning rate, lr * decay_rate ^ (global_step / decay_steps), the exponent
+-- floored with staircase (`tf.train.exponential_decay`); float32.
+-- @tparam number|Output learning_rate
+-- @tparam Output global_step
+-- @tparam number decay_steps
+-- @tparam number decay_rate
+-- @tparam[opt] table opts `{staircase = false}`
+-- @treturn Output
+-- @usage local lr = npu.train.exponential_decay(0.1, npu.train.get_or_create_global_step(g), 100, 0.96)
 function train.exponential_decay(learning_rate, global_step, decay_steps, decay_rate, opts)
   local npu = N()
   opts = opts or {}
@@ -361,12 +414,15 @@ function train.exponential_decay(learning_rate, global_step, decay_steps, decay_
   return lr * npu.exp(p * g:const(npu.tensor(math.log(decay_rate), "float32")))
 end
 
---- tf.train.piecewise_constant(global_step, boundaries, values): values[1] while
+--- A piecewise constant learning rate (`tf.train.piecewise_constant`): values[1] while
 -- step <= boundaries[1], values[i + 1] while boundaries[i] < step <= boundaries[i + 1], the
--- last value after the last boundary.  Boundaries are integers; the result is exactly one of
--- the values (float32, or the values' tensor dtype when they are npu.Tensors of one dtype).
--- Built without control flow: with ind_i = [step > boundaries[i]] = min(max(step - b, 0), 1)
--- in int64, the result is the sum of values[i] * (ind_{i-1} - ind_i), one term 1, others 0.
+-- last value after the last boundary; exactly one of the values (built without control flow).
+-- @tparam Output global_step
+-- @tparam {integer,...} boundaries
+-- @tparam {number,...} values one more than boundaries
+-- @tparam[opt] table opts `{dtype = "float32"}`
+-- @treturn Output
+-- @raise NPU_ERR_ARG when #values is not #boundaries + 1
 function train.piecewise_constant(global_step, boundaries, values, opts)
   local npu = N()
   if #values ~= #boundaries + 1 then
@@ -392,9 +448,13 @@ end
 
 -- Loss scaling ---------------------------------------------------------------------------
 
---- tf.contrib.mixed_precision.FixedLossScaleManager(loss_scale): a constant scale.
 local FixedLSM = {}
 FixedLSM.__index = FixedLSM
+--- A constant loss scale (`tf.contrib.mixed_precision.FixedLossScaleManager`), for
+-- LossScaleOptimizer.
+-- @tparam number loss_scale >= 1
+-- @treturn table the manager
+-- @raise NPU_ERR_ARG when loss_scale is not a number >= 1
 function train.FixedLossScaleManager(loss_scale)
   if type(loss_scale) ~= "number" or loss_scale < 1 then
     error("FixedLossScaleManager: loss_scale must be a number >= 1", 2)
@@ -402,18 +462,28 @@ function train.FixedLossScaleManager(loss_scale)
   return setmetatable({ _scale = loss_scale }, FixedLSM)
 end
 --- The scale as a float32 scalar Output of g.
+-- @function FixedLossScaleManager:get_loss_scale
+-- @tparam Graph g
+-- @treturn Output
 function FixedLSM:get_loss_scale(g) return g:const(N().tensor(self._scale, "float32")) end
+--- Nothing to update: a fixed scale.
+-- @function FixedLossScaleManager:update_loss_scale
+-- @treturn nil
 function FixedLSM:update_loss_scale() return nil end
 
---- tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager(init_loss_scale,
--- incr_every_n_steps, decr_every_n_nan_or_inf=2, {incr_ratio=2, decr_ratio=0.8}): variables
--- loss_scale (float32), good_steps and bad_steps (int32).  After a finite step: good_steps + 1;
--- when that reaches incr_every_n_steps, the scale is multiplied by incr_ratio (if the product
--- is finite) and both counters reset.  After a non-finite step: good_steps = 0, bad_steps + 1;
--- when that reaches decr_every_n_nan_or_inf, the scale becomes max(1, scale * decr_ratio) and
--- both counters reset.  (TensorFlow 1.15's update_loss_scale, without control flow.)
 local ExpLSM = {}
 ExpLSM.__index = ExpLSM
+--- A loss scale that grows after finite steps and shrinks after overflows
+-- (`tf.contrib.mixed_precision.ExponentialUpdateLossScaleManager`), in the variables
+-- loss_scale (float32), good_steps and bad_steps (int32).  After incr_every_n_steps finite
+-- steps the scale is multiplied by incr_ratio (if the product is finite); after
+-- decr_every_n_nan_or_inf non-finite ones it becomes max(1, scale * decr_ratio); both
+-- counters then reset.
+-- @tparam number init_loss_scale
+-- @tparam integer incr_every_n_steps
+-- @tparam[opt=2] integer decr_every_n_nan_or_inf
+-- @tparam[opt] table opts `{incr_ratio = 2, decr_ratio = 0.8}`
+-- @treturn table the manager
 function train.ExponentialUpdateLossScaleManager(init_loss_scale, incr_every_n_steps,
                                                  decr_every_n_nan_or_inf, opts)
   opts = opts or {}
@@ -432,8 +502,15 @@ function ExpLSM:_variables(g)
   end
   return v
 end
+--- The scale variable of graph g (made on first use).
+-- @function ExponentialUpdateLossScaleManager:get_loss_scale
+-- @tparam Graph g
+-- @treturn Output
 function ExpLSM:get_loss_scale(g) return self:_variables(g).scale end
---- The assigns updating the scale and counters from `finite` (a bool scalar): an operation.
+--- An operation updating the scale and the counters from whether the step was finite.
+-- @function ExponentialUpdateLossScaleManager:update_loss_scale
+-- @tparam Output finite a bool scalar (all_finite of the gradients)
+-- @treturn Operation
 function ExpLSM:update_loss_scale(finite)
   local npu = N()
   local g = finite:graph()
@@ -459,7 +536,9 @@ function ExpLSM:update_loss_scale(finite)
     npu.assign(v.bad, where(finite, bad_f, bad_nf)) }, "update_loss_scale")
 end
 
---- A bool scalar: every element of every gradient is finite.
+--- Whether every element of every gradient is finite, as a bool scalar Output.
+-- @tparam {Output,...} grads
+-- @treturn Output
 function train.all_finite(grads)
   local npu = N()
   local parts = {}
@@ -470,16 +549,29 @@ function train.all_finite(grads)
   return npu.reduce_all(npu.concat(parts, 0))
 end
 
---- tf.contrib.mixed_precision.LossScaleOptimizer(opt, loss_scale_manager): compute_gradients
--- differentiates loss * scale and multiplies the gradients by 1 / scale; apply_gradients
--- applies them through opt only when every gradient is finite (otherwise no variable changes:
--- not the slots, not global_step) and updates the manager's scale.
 local LSO = {}
 LSO.__index = LSO
+--- Loss scaling for reduced-precision training (`tf.contrib.mixed_precision.LossScaleOptimizer`):
+-- compute_gradients differentiates loss * scale and multiplies the gradients by 1 / scale;
+-- apply_gradients applies them through opt only when every gradient is finite (otherwise no
+-- variable changes, not the slots, not global_step) and updates the manager's scale.
+-- @tparam Optimizer opt
+-- @tparam table manager FixedLossScaleManager or ExponentialUpdateLossScaleManager
+-- @treturn Optimizer
 function train.LossScaleOptimizer(opt, manager)
   return setmetatable({ _opt = opt, _manager = manager }, LSO)
 end
+--- The manager's scale in graph g.
+-- @function LossScaleOptimizer:get_loss_scale
+-- @tparam Graph g
+-- @treturn Output
 function LSO:get_loss_scale(g) return self._manager:get_loss_scale(g) end
+--- Gradients of loss * scale, unscaled (Optimizer:compute_gradients's arguments and result).
+-- @function LossScaleOptimizer:compute_gradients
+-- @tparam Output loss
+-- @tparam[opt] {Output,...} var_list
+-- @tparam[opt] table opts
+-- @treturn table `{grad, var}` pairs
 function LSO:compute_gradients(loss, var_list, opts)
   local npu = N()
   local g = loss:graph()
@@ -494,6 +586,11 @@ function LSO:compute_gradients(loss, var_list, opts)
   end
   return gv
 end
+--- Applies the gradients when all are finite, and updates the scale.
+-- @function LossScaleOptimizer:apply_gradients
+-- @tparam table grads_and_vars
+-- @tparam[opt] table opts `{global_step =, name =}`
+-- @treturn Operation
 function LSO:apply_gradients(grads_and_vars, opts)
   local grads = {}
   for _, p in ipairs(grads_and_vars) do
@@ -508,18 +605,17 @@ function LSO:apply_gradients(grads_and_vars, opts)
   if not update then return apply end
   return apply:graph():group({ apply, update }, opts and opts.name or "LossScaleOptimizer")
 end
+--- compute_gradients then apply_gradients, with loss scaling.
+-- @function LossScaleOptimizer:minimize
+-- @tparam Output loss
+-- @tparam[opt] table opts `{global_step =, var_list =, name =}`
+-- @treturn Operation
 function LSO:minimize(loss, opts)
   opts = opts or {}
   local gv = self:compute_gradients(loss, opts.var_list, opts)
   return self:apply_gradients(gv, { global_step = opts.global_step, name = opts.name })
 end
 
---- npu_distributed_optimizer_wrapper(opt [, {bucket_bytes=}]) (TF Adapter's, and
--- NPUDistributedOptimizer): an optimizer whose compute_gradients averages each gradient over
--- the ranks (npu.hccl: allreduce "sum" of buckets of gradients, then * 1/rank_size) before
--- opt applies them.  With one rank it is opt.  The buckets (default at most 4 MiB each, in the
--- order the backward pass makes the gradients) are allreduced while the backward pass goes on
--- when the session's hcom_parallel is true (the default), after it otherwise.
 local DistOpt = {}
 DistOpt.__index = function(self, k)
   local m = rawget(DistOpt, k)
@@ -528,6 +624,16 @@ DistOpt.__index = function(self, k)
   if type(v) == "function" then return function(s, ...) if s == self then s = self._opt end return v(s, ...) end end
   return v
 end
+--- Data-parallel training (TF Adapter's `npu_distributed_optimizer_wrapper`, also
+-- `NPUDistributedOptimizer`): an optimizer whose compute_gradients averages every gradient
+-- over the ranks (npu.hccl allreduce "sum" of buckets of gradients, times 1 / rank_size)
+-- before opt applies them; with one rank it is opt.  Buckets (at most bucket_bytes, 4 MiB by
+-- default) are allreduced while the backward pass goes on when the session's hcom_parallel
+-- is true (the default).
+-- @tparam Optimizer opt
+-- @tparam[opt] table opts `{bucket_bytes = n}`
+-- @treturn Optimizer
+-- @raise NPU_ERR_ARG when opt is not an optimizer or bucket_bytes not an integer >= 1
 function train.npu_distributed_optimizer_wrapper(opt, opts)
   local where = "npu.train.npu_distributed_optimizer_wrapper"
   if type(opt) ~= "table" or type(opt.apply_gradients) ~= "function"
@@ -547,6 +653,12 @@ function train.npu_distributed_optimizer_wrapper(opt, opts)
   return setmetatable({ _opt = opt, _dist_opts = opts or {} }, DistOpt)
 end
 train.NPUDistributedOptimizer = train.npu_distributed_optimizer_wrapper
+--- opt's gradients averaged over the ranks.
+-- @function NPUDistributedOptimizer:compute_gradients
+-- @tparam Output loss
+-- @tparam[opt] {Output,...} var_list
+-- @tparam[opt] table opts
+-- @treturn table `{grad, var}` pairs
 function DistOpt:compute_gradients(loss, var_list, opts)
   local gv = self._opt:compute_gradients(loss, var_list, opts)
   local grads = { n = #gv }
@@ -555,15 +667,28 @@ function DistOpt:compute_gradients(loss, var_list, opts)
   for i, p in ipairs(gv) do p[1] = avg[i] end
   return gv
 end
+--- opt's apply_gradients.
+-- @function NPUDistributedOptimizer:apply_gradients
+-- @tparam table grads_and_vars
+-- @tparam[opt] table opts
+-- @treturn Operation
 function DistOpt:apply_gradients(grads_and_vars, opts)
   return self._opt:apply_gradients(grads_and_vars, opts)
 end
+--- compute_gradients (averaged) then apply_gradients.
+-- @function NPUDistributedOptimizer:minimize
+-- @tparam Output loss
+-- @tparam[opt] table opts `{global_step =, var_list =, name =}`
+-- @treturn Operation
 function DistOpt:minimize(loss, opts)
   opts = opts or {}
   local gv = self:compute_gradients(loss, opts.var_list, opts)
   return self:apply_gradients(gv, { global_step = opts.global_step, name = opts.name })
 end
---- broadcast_global_variables(g [, root_rank]): npu.hccl.broadcast_global_variables.
+--- Every variable of g set to root_rank's value (npu.hccl.broadcast_global_variables).
+-- @tparam Graph g
+-- @tparam[opt=0] integer root_rank
+-- @treturn Operation
 function train.broadcast_global_variables(g, root_rank)
   return require("npu.hccl").broadcast_global_variables(g, root_rank)
 end
