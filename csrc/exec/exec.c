@@ -344,10 +344,16 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
 static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   npuC_pool *pool = st->ctx->pool;
   int was = step->threads && !p->reference ? npuC_pool_active(pool) : 0;
-  if (step->threads >= was) return run_kernel_step_on(st, p, step);
-  npuC_pool_set_active(pool, step->threads);
-  npu_status s = run_kernel_step_on(st, p, step);
-  npuC_pool_set_active(pool, was);
+  npu_status s;
+  if (step->threads >= was) s = run_kernel_step_on(st, p, step);
+  else {
+    npuC_pool_set_active(pool, step->threads);
+    s = run_kernel_step_on(st, p, step);
+    npuC_pool_set_active(pool, was);
+  }
+  /* the error names its node for the host (npu_context_errnode); a step nested in a cond or
+     while step recorded itself first */
+  if (s) npuC_error_node(st->ctx, st->graph->nodes[step->node].name, step->def->name);
   return s;
 }
 
@@ -418,6 +424,20 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
   return s;
 }
 
+/* npu_run_options.progress after an iteration: every progress_every iterations and after the
+   last; a nonzero answer cancels the run. */
+static npu_status report_progress(npuE_state *st) {
+  const npu_run_options *ro = st->run_options;
+  int64_t done = ++st->progress_done, total = st->progress_total;
+  int64_t every = ro->progress_every > 0 ? ro->progress_every : total / 100;
+  if (every < 1) every = 1;
+  if (done % every != 0 && done != total) return NPU_OK;
+  if (!ro->progress(ro->progress_ud, done, total)) return NPU_OK;
+  return npuC_error(st->ctx, NPU_ERR_CANCELLED,
+                    "the run was cancelled by its progress callback after iteration %lld of %lld",
+                    (long long)done, (long long)total);
+}
+
 npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,
                     npu_tensor **fetch_out) {
   npu_status s = NPU_OK;
@@ -427,6 +447,9 @@ npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensor
   st->nest = (npuE_nest){0};
   if (observed) s = npuE_observe(st, p, NPUE_RUN_BEGIN, -1);
   int64_t iteration = 0, iterations = st->loop_left > 0 ? st->loop_left : p->iterations;
+  /* progress counts the whole run: a plan taking over a loop (loop_left) goes on counting */
+  bool progress = st->run_options && st->run_options->progress;
+  if (!st->loop_left) st->progress_done = 0, st->progress_total = iterations;
   st->loop_left = 0;
 again:
   st->discarded = iteration + 1 < iterations;
@@ -442,6 +465,7 @@ again:
   if (observed && !s) s = npuE_observe(st, p, NPUE_ITER_END, -1);
   /* iterations_per_loop: the whole plan again, without returning to the caller */
   if (!s) st->n_iterations++;
+  if (progress && !s) s = report_progress(st); /* unset: this test alone */
   st->discarded = false;
   if (!s && ++iteration < iterations) {
     /* a dataset's next element of another shape: the session runs the remaining iterations

@@ -690,6 +690,23 @@ function npu.util.TellMeStepOrLossHook(spec)
   return hook
 end
 
+--- npu.util.ProgressBar{total =, width =, stream =}: a progress bar to pass as sess:run's
+-- progress function (lua/npu/progress.lua).
+npu.util.ProgressBar = require("npu.progress").ProgressBar
+
+--- npu.set_memory_limit(bytes): bounds the bytes this Lua state's device context may hold at
+-- once (0: no bound).  Later allocations past it fail with NPU_ERR_NOMEM
+-- (npu.errors.ResourceExhaustedError) naming the limit; a limit below the bytes in use now is
+-- refused (NPU_ERR_ARG).  npu.get_memory_limit() gives it (0: none).
+function npu.set_memory_limit(bytes)
+  if math.type(bytes) ~= "integer" or bytes < 0 then
+    errors.raise("npu.set_memory_limit", "NPU_ERR_ARG", "bytes must be an integer >= 0 (0: no " ..
+      "limit), got " .. (math.type(bytes) and tostring(bytes) or errors.typename(bytes)))
+  end
+  core.set_memory_limit(bytes)
+end
+function npu.get_memory_limit() return core.memory_limit() end
+
 -- Training: gradients, optimizers, losses, layers (lua/npu/train.lua, lua/npu/nn_extra.lua)
 npu.train = require("npu.train")
 npu.gradients = npu.train.gradients
