@@ -103,6 +103,10 @@ struct npuE_profile {
   uint64_t n_last_total; /* the last iteration's events, also those past LAST_CAP */
   trace_ev slow[SLOW_N];
   int n_slow;
+  /* after runs (profile.c, checkpoint): the files are made complete as of the run, unless the
+     last time that took more than 1/CHECKPOINT_SHARE of the time since; off after a failure */
+  int64_t checkpoint_end_ns, checkpoint_cost_ns;
+  bool checkpoint_off;
 };
 
 /* profile.c: ns as microseconds with 3 decimals, exactly (the CSVs' and the report's form). */
