@@ -5,9 +5,10 @@
  * The files are complete at every moment a run is not in progress, as of the last checkpoint:
  * after a run, its events and the summaries are written out and trace.json gets its closing
  * metadata (overwritten by the next events), so a process that exits without closing the
- * session (os.exit, a kill between runs) leaves parseable files.  A checkpoint is skipped when
- * the previous one took more than 1/CHECKPOINT_SHARE of the time since it ended, which bounds
- * its cost for many short runs; the files then describe a run a little earlier.
+ * session (os.exit, a kill between runs) leaves parseable files: trace.json and
+ * iteration_trace.csv hold every run that ended; the summaries are rewritten unless the last
+ * rewrite took more than 1/CHECKPOINT_SHARE of the time since, which bounds their cost for many
+ * short runs (they may then miss the runs of the last moments).
  *
  * Layout (docs/profiling.md): <base>/PROF_<session>_<pid>_<YYYYMMDDhhmmss>/ holding
  * op_summary.csv and op_statistic.csv (task_trace / task_time not off), iteration_trace.csv
@@ -908,15 +909,19 @@ static npu_status write_info(npuE_profile *pr) {
 /* trace.json's end: the metadata (otherData) and the closing brackets, written where the
    events end; the file is cut there (a checkpoint's longer end may have been there). */
 static void put_trace_tail(npuE_profile *pr) {
-  fprintf(pr->trace,
+  int n = fprintf(pr->trace,
           "\n],\n\"otherData\":{\"producer\":\"lua-npu\",\"session_id\":%d,\"device_id\":%d,"
           "\"pid\":%ld,\"task_trace\":\"%s\",\"events\":%llu,\"events_dropped\":%llu,"
           "\"storage_limit_bytes\":%llu,\"truncated\":%s}}\n",
           pr->session_id, pr->device_id, pr->pid, task_names[pr->task],
           (unsigned long long)pr->n_events, (unsigned long long)pr->n_dropped,
           (unsigned long long)pr->storage_limit, truncated(pr) ? "true" : "false");
-  long end = fflush(pr->trace) == 0 ? ftell(pr->trace) : -1;
-  if (end < 0 || ftruncate(fileno(pr->trace), (off_t)end) != 0) write_failed(pr, "trace.json");
+  /* the events end at trace_bytes (every byte written is counted there) */
+  long end = n > 0 && fflush(pr->trace) == 0 ? (long)pr->trace_bytes + n : -1;
+  if (end < 0) write_failed(pr, "trace.json");
+  else if (end < pr->trace_end && ftruncate(fileno(pr->trace), (off_t)end) != 0)
+    write_failed(pr, "trace.json");
+  else pr->trace_end = end;
 }
 
 static npu_status finish_trace(npuE_profile *pr) {
@@ -940,36 +945,34 @@ static npu_status write_summaries(npuE_profile *pr) {
   return first;
 }
 
-enum { CHECKPOINT_SHARE = 20 }; /* a checkpoint costs at most 1/20 of the time between them */
+enum { CHECKPOINT_SHARE = 20 }; /* summaries at a checkpoint cost at most 1/20 of the time */
 
-/* After a run: the events and iterations written out, trace.json ended (the next events
-   overwrite the end), the summaries rewritten.  A failure is logged once and stops the
+/* After a run: its events and iterations written out and trace.json ended (the next events
+   overwrite the end), then the summaries rewritten unless the last rewrite took more than
+   1/CHECKPOINT_SHARE of the time since it ended (rewriting five files can take milliseconds:
+   many short runs would otherwise pay that each).  A failure is logged once and stops the
    checkpoints (the close reports it again). */
 static void checkpoint(npuE_profile *pr) {
-  int64_t start = now_ns();
-  if (pr->checkpoint_off || !pr->trace ||
-      start - pr->checkpoint_end_ns < CHECKPOINT_SHARE * pr->checkpoint_cost_ns)
-    return;
+  if (pr->checkpoint_off || !pr->trace) return;
   if (pr->evs) flush_steps(pr);
   if (pr->iters) flush_iterations(pr);
   if (pr->iter_csv && fflush(pr->iter_csv) != 0) write_failed(pr, "iteration_trace.csv");
-  long at = ftell(pr->trace);
+  put_trace_tail(pr);
+  if (fseek(pr->trace, (long)pr->trace_bytes, SEEK_SET) != 0) write_failed(pr, "trace.json");
   npu_status s = NPU_OK;
-  if (at >= 0) {
-    put_trace_tail(pr);
-    if (fseek(pr->trace, at, SEEK_SET) != 0) write_failed(pr, "trace.json");
-  } else {
-    write_failed(pr, "trace.json");
+  int64_t start = now_ns();
+  if (!pr->write_errno &&
+      start - pr->checkpoint_end_ns >= CHECKPOINT_SHARE * pr->checkpoint_cost_ns) {
+    s = write_summaries(pr);
+    pr->checkpoint_end_ns = now_ns();
+    pr->checkpoint_cost_ns = pr->checkpoint_end_ns - start;
   }
-  if (!pr->write_errno) s = write_summaries(pr);
   if (pr->write_errno || s) {
     pr->checkpoint_off = true;
     if (s) npuC_log(pr->ctx, 2, "%s", npu_context_errmsg(pr->ctx));
     else npuC_log(pr->ctx, 2, "profiling: cannot write '%s/%s': %s", pr->dir, pr->write_file,
                   strerror(pr->write_errno));
   }
-  pr->checkpoint_end_ns = now_ns();
-  pr->checkpoint_cost_ns = pr->checkpoint_end_ns - start;
 }
 
 void npuE_profile_free(npu_context *ctx, npuE_profile *pr) {
