@@ -58,7 +58,7 @@ local loop = npu.util.set_iteration_per_loop(sess, train_op, ITERATIONS_PER_LOOP
 -- Progress: the device loop itself moves a bar over all the training steps (sess:run's
 -- progress function, every 10 iterations), on stderr: redrawn on a terminal, a line per tenth
 -- otherwise.  Each loop's loss is printed on stdout.
-local bar = npu.util.ProgressBar { total = LOOPS * ITERATIONS_PER_LOOP, label = "training" }
+local bar = npu.util.ProgressBar { total = math.max(1, LOOPS * ITERATIONS_PER_LOOP), label = "training" }
 local writer = LOGDIR and npu.summary.FileWriter(LOGDIR, g)
 for i = 1, LOOPS do
   local r = sess:run({ loss, global_step, loop, summaries }, nil,
