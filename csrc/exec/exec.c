@@ -344,17 +344,19 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
 static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   npuC_pool *pool = st->ctx->pool;
   int was = step->threads && !p->reference ? npuC_pool_active(pool) : 0;
-  npu_status s;
-  if (step->threads >= was) s = run_kernel_step_on(st, p, step);
-  else {
-    npuC_pool_set_active(pool, step->threads);
-    s = run_kernel_step_on(st, p, step);
-    npuC_pool_set_active(pool, was);
-  }
-  /* the error names its node for the host (npu_context_errnode); a step nested in a cond or
-     while step recorded itself first */
-  if (s) npuC_error_node(st->ctx, st->graph->nodes[step->node].name, step->def->name);
+  if (step->threads >= was) return run_kernel_step_on(st, p, step);
+  npuC_pool_set_active(pool, step->threads);
+  npu_status s = run_kernel_step_on(st, p, step);
+  npuC_pool_set_active(pool, was);
   return s;
+}
+
+/* A kernel's failure: the exception dump, and its node for the host (npu_context_errnode)
+   once the dump has written its files.  Only failing steps come here: the run path pays
+   nothing for it. */
+static void kernel_failed(npuE_state *st, npuE_plan *p, const npuE_step *step, npu_status s) {
+  npuE_exception_dump(st, p, step->index, s); /* exec/exception_dump.c */
+  npuC_error_node(st->ctx, st->graph->nodes[step->node].name, step->def->name);
 }
 
 static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_step *step) {
@@ -392,7 +394,7 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
   default: {
     if (step->dynamic) {
       s = run_dynamic(st, p, step, node, pool, n_threads);
-      if (s) npuE_exception_dump(st, p, step->index, s);
+      if (s) kernel_failed(st, p, step, s);
       break;
     }
     npu_tensor *out_stack[NPUX_MAX_OUTPUTS];
@@ -415,7 +417,7 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
       s = fn ? fn(&call)
              : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
                           node->name);
-      if (s && fn) npuE_exception_dump(st, p, step->index, s); /* exec/exception_dump.c */
+      if (s && fn) kernel_failed(st, p, step, s);
       if (!s && step->widen) narrow_outputs(pool, p, step, out_stack);
     }
     break;
