@@ -287,6 +287,7 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL
 	$(LUA) bench/implmode.lua
 	$(LUA) bench/profile.lua
 	$(LUA) bench/control.lua
+	$(LUA) bench/progress.lua
 	$(LUA) bench/summary.lua
 	$(LUA) bench/distributed.lua
 

@@ -669,6 +669,9 @@ npu_status npu_session_run_with_options(npu_session *s, const npu_run_options *r
   if (ro && ro->timeout_in_ms < 0)
     return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_run: timeout_in_ms must be >= 0, got %lld",
                       (long long)ro->timeout_in_ms);
+  if (ro && ro->progress_every < 0)
+    return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_run: progress_every must be >= 0 "
+                      "(0: about a hundred calls), got %lld", (long long)ro->progress_every);
   lane *ln = NULL;
   npuE_plan *plan = NULL;
   pthread_mutex_lock(&s->lock);

@@ -55,25 +55,19 @@ local sess <close> = npu.Session { graph = g, config = config }
 sess:run(g:global_variables_initializer())
 local loop = npu.util.set_iteration_per_loop(sess, train_op, ITERATIONS_PER_LOOP)
 
-local on_terminal = os.execute("test -t 1") == true
-local function progress(i, n, text)
-  if on_terminal then
-    local width = 30
-    local done = math.floor(width * i / n)
-    io.write(("\r[%s%s] %3d/%d %s"):format(("#"):rep(done), ("."):rep(width - done), i, n, text))
-    if i == n then io.write("\n") end
-    io.flush()
-  else
-    print(("loop %2d/%d %s"):format(i, n, text))
-  end
-end
-
+-- Progress: the device loop itself moves a bar over all the training steps (sess:run's
+-- progress function, every 10 iterations), on stderr: redrawn on a terminal, a line per tenth
+-- otherwise.  Each loop's loss is printed on stdout.
+local bar = npu.util.ProgressBar { total = math.max(1, LOOPS * ITERATIONS_PER_LOOP), label = "training" }
 local writer = LOGDIR and npu.summary.FileWriter(LOGDIR, g)
 for i = 1, LOOPS do
-  local r = sess:run({ loss, global_step, loop, summaries })
+  local r = sess:run({ loss, global_step, loop, summaries }, nil,
+    { progress = bar:callback((i - 1) * ITERATIONS_PER_LOOP), every = 10 })
   if writer then writer:add_summary(r[4], r[2]) end
-  progress(i, LOOPS, ("step %5d  loss %.4f"):format(r[2]:item(), r[1]:item()))
+  bar:clear()
+  print(("loop %2d/%d step %5d  loss %.4f"):format(i, LOOPS, r[2]:item(), r[1]:item()))
 end
+bar:finish()
 if writer then
   writer:close()
   print("summaries: " .. writer:path())

@@ -7,7 +7,8 @@
  * the result has the same structure, with tensors for outputs and nothing (nil) for
  * operations.  feeds maps npu.Output or "name:0" to an npu.Tensor, a number or nested tables
  * (converted to the fed value's dtype).  run_options: {timeout_in_ms = n} (RunOptions): past it the
- * run fails with NPU_ERR_TIMEOUT.  A run is interrupted by Ctrl-C in the interpreter (see
+ * run fails with NPU_ERR_TIMEOUT; {progress = fn, every = n}: fn(step, total) is called as a
+ * loop runs (parse_run_options).  A run is interrupted by Ctrl-C in the interpreter (see
  * interrupted() below).
  *
  * The common case — one Output fetched — takes a path with no table work at all.  Result
@@ -291,7 +292,8 @@ static void collect_feeds(lua_State *L, int idx, npu_graph *g, feed_set *fs, int
 
 static void *scratch(lua_State *L, size_t n) { return lua_newuserdatauv(L, n ? n : 1, 0); }
 
-/* The arguments of sess:run and sess:explain: fetches at index 2, feeds at index 3.  Lists
+/* The arguments of sess:run and sess:explain: fetches at index 2, feeds at index 3 (the stack
+   is first set to `top` entries: 3, or 4 to keep sess:run's options).  Lists
    longer than the stack arrays go to scratch userdata; converted feed tensors are kept alive
    by a table left on the stack. */
 typedef struct run_args {
@@ -303,11 +305,11 @@ typedef struct run_args {
   int stack_v[MAX_STACK_ITEMS], stack_t[MAX_STACK_ITEMS];
 } run_args;
 
-static void parse_run_args(lua_State *L, run_args *a, const char *where) {
+static void parse_run_args(lua_State *L, run_args *a, const char *where, int top) {
   lua_getiuservalue(L, 1, 1);
   npu_graph *g = npuB_check_graph(L, -1);
   lua_pop(L, 1);
-  lua_settop(L, 3);
+  lua_settop(L, top);
 
   /* feeds */
   int n_feeds = count_feeds(L, 3);
@@ -564,37 +566,118 @@ static npu_status lua_host_op(void *ud, int64_t key, int n_inputs, npu_tensor *c
   return NPU_ERR_CALLBACK;
 }
 
-/* sess:run's 4th argument, TensorFlow's RunOptions: {timeout_in_ms = n} (n >= 0, 0: none).
-   An unknown key names the nearest known one (npu_nearest, the one "did you mean" rule). */
-static void parse_run_options(lua_State *L, int idx, npu_run_options *ro) {
+/* ---- progress (npu_run_options.progress) ----
+   The Lua function (or callable) stays at fn_idx of sess:run's frame for the run; a Lua error
+   inside it is kept at err_idx (a slot pushed before the run), the run is cancelled, and the
+   error is raised once the executor has unwound (STYLE.md: callbacks go through lua_pcall). */
+typedef struct progress_ctx {
+  lua_State *L;
+  int fn_idx, err_idx;
+  bool failed;
+} progress_ctx;
+
+/* Under lua_pcall: (fn, step, total) -> whether to cancel. */
+static int progress_call_protected(lua_State *L) {
+  lua_call(L, 2, 1);
+  if (lua_isnil(L, -1) || lua_type(L, -1) == LUA_TBOOLEAN) return 1;
+  return luaL_error(L, "the progress function must return nothing, false or true (to cancel the "
+                    "run), got a %s", luaL_typename(L, -1));
+}
+
+static int lua_progress(void *ud, int64_t step, int64_t total) {
+  progress_ctx *p = ud;
+  lua_State *L = p->L;
+  if (!lua_checkstack(L, 5)) return 1;
+  lua_pushcfunction(L, progress_call_protected);
+  lua_pushvalue(L, p->fn_idx);
+  lua_pushinteger(L, (lua_Integer)step);
+  lua_pushinteger(L, (lua_Integer)total);
+  if (lua_pcall(L, 3, 1, 0) != LUA_OK) {
+    lua_replace(L, p->err_idx);
+    p->failed = true;
+    return 1;
+  }
+  int cancel = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return cancel;
+}
+
+/* The run's error when the progress function raised one: an npu.Error (from a call into npu
+   inside it) goes on as it is; anything else becomes NPU_ERR_CALLBACK keeping its text. */
+static int raise_progress_error(lua_State *L, int err_idx) {
+  lua_pushvalue(L, err_idx);
+  if (luaL_getmetafield(L, -1, "__name") == LUA_TSTRING &&
+      strcmp(lua_tostring(L, -1), "npu.Error") == 0) {
+    lua_pop(L, 1);
+    return lua_error(L);
+  }
+  lua_settop(L, err_idx);
+  const char *msg = lua_tostring(L, err_idx);
+  return npuB_fail(L, "npu.Session:run", NPU_ERR_CALLBACK, "the progress function failed: %s",
+                   msg ? msg : lua_pushfstring(L, "(a %s error value)", luaL_typename(L, err_idx)));
+}
+
+/* sess:run's 4th argument, TensorFlow's RunOptions, and ours: {timeout_in_ms = n (n >= 0, 0:
+   none), progress = fn(step, total) (a function or a callable), every = n (n >= 1, the
+   iterations between calls; default: about a hundred calls a run)}.  An unknown key names the
+   nearest known one (npu_nearest, the one "did you mean" rule).  *has_progress: whether a
+   progress function is given. */
+static void parse_run_options(lua_State *L, int idx, npu_run_options *ro, bool *has_progress) {
   static const char where[] = "npu.Session:run";
-  static const char *const known[] = {"timeout_in_ms"};
+  static const char *const known[] = {"timeout_in_ms", "progress", "every"};
+  *has_progress = false;
   if (lua_isnoneornil(L, idx)) return;
   npuB_checktype(L, idx, LUA_TTABLE);
+  bool every = false;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
     if (!key)
       npuB_fail(L, where, NPU_ERR_ARG, "run options are named (string keys), got a %s key",
                 luaL_typename(L, -2));
-    if (strcmp(key, "timeout_in_ms") != 0) {
+    size_t k = 0;
+    while (k < sizeof known / sizeof known[0] && strcmp(key, known[k]) != 0) k++;
+    if (k == sizeof known / sizeof known[0]) {
       npu_nearest near;
       npu_nearest_init(&near, key);
       for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) npu_nearest_try(&near, known[i]);
       const char *best = npu_nearest_result(&near);
       if (best) npuB_fail(L, where, NPU_ERR_ARG, "unknown run option '%s' (did you mean '%s'?)", key, best);
-      npuB_fail(L, where, NPU_ERR_ARG, "unknown run option '%s' (known: timeout_in_ms)", key);
+      npuB_fail(L, where, NPU_ERR_ARG, "unknown run option '%s' (known: timeout_in_ms, progress, "
+                "every)", key);
+    }
+    if (k == 1) { /* progress */
+      if (!lua_isfunction(L, -1)) {
+        if (luaL_getmetafield(L, -1, "__call") == LUA_TNIL)
+          npuB_fail(L, where, NPU_ERR_ARG, "progress must be a function(step, total) or a "
+                    "callable, got %s", luaL_typename(L, -1));
+        lua_pop(L, 1); /* the __call */
+      }
+      lua_pop(L, 1);
+      continue;
     }
     /* a number only: lua_tointegerx would also take the string "500" */
     int isnum = 0;
-    lua_Integer ms = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
-    if (!isnum || ms < 0)
-      npuB_fail(L, where, NPU_ERR_ARG, "timeout_in_ms must be an integer >= 0 (milliseconds; "
-                "0: no limit), got %s", lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1)
-                                                                       : luaL_typename(L, -1));
-    ro->timeout_in_ms = (int64_t)ms;
+    lua_Integer n = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isnum) : 0;
+    const char *got = lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1);
+    if (k == 0) {
+      if (!isnum || n < 0)
+        npuB_fail(L, where, NPU_ERR_ARG, "timeout_in_ms must be an integer >= 0 (milliseconds; "
+                  "0: no limit), got %s", got);
+      ro->timeout_in_ms = (int64_t)n;
+    } else {
+      if (!isnum || n < 1)
+        npuB_fail(L, where, NPU_ERR_ARG, "every must be an integer >= 1 (iterations between "
+                  "progress calls), got %s", got);
+      ro->progress_every = (int64_t)n;
+      every = true;
+    }
     lua_pop(L, 1);
   }
+  *has_progress = lua_getfield(L, idx, "progress") != LUA_TNIL;
+  lua_pop(L, 1);
+  if (every && !*has_progress)
+    npuB_fail(L, where, NPU_ERR_ARG, "every is given without progress (the function it paces)");
 }
 
 /***
@@ -607,24 +690,40 @@ Runs the graph to compute the fetches (`tf.Session.run`).  The first run of a si
   and string-keyed maps)
 @tparam[opt] table feeds maps Outputs or "name:0" to npu.Tensors, numbers or nested tables
   (converted to the fed value's dtype)
-@tparam[opt] table run_options TensorFlow's RunOptions: `{timeout_in_ms = n}` (0: no limit)
+@tparam[opt] table run_options TensorFlow's RunOptions `{timeout_in_ms = n}` (0: no limit),
+  and `progress = function(step, total)` called every `every` iterations of a loop run
+  (default: about a hundred calls a run; returning true cancels the run; npu.util.ProgressBar
+  draws a bar from it)
 @treturn Tensor|table|nil the fetched values, in the structure of fetches: Tensors for
   outputs, nil for operations
 @raise NPU_ERR_STATE on a closed session; NPU_ERR_ARG for a fetch that is not an element of
   the graph (or nil) and for a wrong feed; NPU_ERR_SHAPE when a fed value does not fit its
   placeholder; NPU_ERR_TIMEOUT past timeout_in_ms; NPU_ERR_OUT_OF_RANGE when a dataset is
-  exhausted; NPU_ERR_CANCELLED when interrupted (Ctrl-C)
+  exhausted; NPU_ERR_CANCELLED when interrupted (Ctrl-C) or cancelled by the progress
+  function; NPU_ERR_CALLBACK when the progress function raises
 @usage local probs = sess:run(y, {[x] = npu.random.uniform({2, 784}, {seed = 3})})
 local loss_value, _ = table.unpack(sess:run({loss, train_op}))
 */
 static int l_session_run(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:run");
   npu_run_options ro = {0};
-  parse_run_options(L, 4, &ro);
+  bool has_progress;
+  parse_run_options(L, 4, &ro, &has_progress);
   interrupt_watch iw;
   watch_interrupts(L, &iw, &ro);
   run_args a;
-  parse_run_args(L, &a, "npu.Session:run");
+  parse_run_args(L, &a, "npu.Session:run", 4); /* the run options stay at 4 */
+  /* the progress function and the slot for its error, above everything the run's callbacks
+     push (they stay balanced) */
+  progress_ctx prog = {L, 0, 0, false};
+  if (has_progress) {
+    lua_getfield(L, 4, "progress");
+    prog.fn_idx = lua_gettop(L);
+    lua_pushnil(L);
+    prog.err_idx = lua_gettop(L);
+    ro.progress = lua_progress;
+    ro.progress_ud = &prog;
+  }
   lua_getiuservalue(L, 1, 1); /* the graph's userdata: its host functions */
   host_ctx host = {L, lua_gettop(L)};
   ro.host_op = lua_host_op;
@@ -648,7 +747,15 @@ static int l_session_run(lua_State *L) {
   }
   npu_status st = npu_session_run_with_options(s, &ro, fs.n, fs.values, fs.tensors, n_values,
                                                set.values, out, n_targets, set.targets);
-  if (st) return npuB_raise(L, "npu.Session:run", st);
+  if (st) {
+    if (prog.failed) return raise_progress_error(L, prog.err_idx);
+    /* the failing step, when there is one, goes into the error's node and op fields (copied:
+       the log handler raise_object calls may run npu again) */
+    const char *op = NULL, *node = npu_context_errnode(npuB_context(L), &op);
+    char node_copy[128];
+    if (node) snprintf(node_copy, sizeof node_copy, "%s", node);
+    return npuB_raise_node(L, "npu.Session:run", st, node ? node_copy : NULL, op);
+  }
   for (int i = 0; i < n_values; i++) boxes[i]->t = out[i];
   npuB_flush_log(L);
 
@@ -729,7 +836,7 @@ static int l_session_explain(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:explain");
   npu_context *ctx = npuB_context(L);
   run_args a;
-  parse_run_args(L, &a, "npu.Session:explain");
+  parse_run_args(L, &a, "npu.Session:explain", 3);
   luaL_checkstack(L, 4, "npu.Session:explain");
   char *json = NULL;
   npu_status st = npu_session_explain(s, a.fs.n, a.fs.values, a.fs.tensors, a.set.n_values,
@@ -764,7 +871,7 @@ static int l_session_explain_dot(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:explain_dot");
   npu_context *ctx = npuB_context(L);
   run_args a;
-  parse_run_args(L, &a, "npu.Session:explain_dot");
+  parse_run_args(L, &a, "npu.Session:explain_dot", 3);
   luaL_checkstack(L, 4, "npu.Session:explain_dot");
   char *dot = NULL;
   npu_status st = npu_session_explain_dot(s, a.fs.n, a.fs.values, a.fs.tensors, a.set.n_values,

@@ -396,6 +396,20 @@ static int l_peak_bytes(lua_State *L) {
   return 1;
 }
 
+/* core.set_memory_limit(bytes): the context's memory_limit (0: none); core.memory_limit(). */
+static int l_set_memory_limit(lua_State *L) {
+  lua_Integer n = npuB_checkinteger(L, 1);
+  if (n < 0) return npuB_argerror(L, 1, "bytes must be >= 0 (0: no limit)");
+  npu_status st = npu_context_set_memory_limit(npuB_context(L), (size_t)n);
+  if (st) return npuB_raise(L, "npu.set_memory_limit", st);
+  return 0;
+}
+
+static int l_memory_limit(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)npu_context_memory_limit(npuB_context(L)));
+  return 1;
+}
+
 static int l_n_threads(lua_State *L) {
   lua_pushinteger(L, npu_context_n_threads(npuB_context(L)));
   return 1;
@@ -453,6 +467,7 @@ NPU_API int luaopen_npu_core(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"live_bytes", l_live_bytes}, {"peak_bytes", l_peak_bytes}, {"n_threads", l_n_threads},
       {"set_n_threads", l_set_n_threads},
+      {"set_memory_limit", l_set_memory_limit}, {"memory_limit", l_memory_limit},
       {"_fail_after", l_fail_after}, {"status_names", l_status_names}, {"raise", l_raise},
       {"position", l_position}, {"nearest", l_nearest},
       {"set_log_handler", l_set_log_handler}, {"flush_log", l_flush_log}, {"_log", l_log}, {"set_facade_dir", l_set_facade_dir}, {NULL, NULL}};

@@ -149,6 +149,19 @@ void npu_context_release(npu_context *ctx) {
 const char *npu_context_errmsg(const npu_context *ctx) { return ctx ? ctx->errmsg : ""; }
 size_t npu_context_live_bytes(const npu_context *ctx) { return atomic_load(&ctx->live_bytes); }
 size_t npu_context_peak_bytes(const npu_context *ctx) { return atomic_load(&ctx->peak_bytes); }
+size_t npu_context_memory_limit(const npu_context *ctx) { return ctx ? ctx->memory_limit : 0; }
+
+npu_status npu_context_set_memory_limit(npu_context *ctx, size_t bytes) {
+  if (!ctx) return NPU_ERR_ARG;
+  size_t live = atomic_load(&ctx->live_bytes);
+  if (bytes && bytes < live)
+    return npuC_error(ctx, NPU_ERR_ARG,
+                      "memory limit %zu bytes is below the %zu bytes in use now (free tensors, "
+                      "sessions or graphs first, or give a limit of at least %zu; 0: none)",
+                      bytes, live, live);
+  ctx->memory_limit = bytes;
+  return NPU_OK;
+}
 int npu_context_n_threads(const npu_context *ctx) { return npuC_pool_active(ctx->pool); }
 
 void npu_context_set_n_threads(npu_context *ctx, int n) {
@@ -189,8 +202,8 @@ void *npuC_alloc(npu_context *ctx, size_t n) {
   size_t live = atomic_load(&ctx->live_bytes);
   if (ctx->memory_limit && live + n > ctx->memory_limit) {
     npuC_error(ctx, NPU_ERR_NOMEM,
-               "out of memory: %zu bytes requested, %zu of the %zu-byte limit in use", n, live,
-               ctx->memory_limit);
+               "out of memory: %zu bytes requested, %zu of the %zu-byte memory limit in use",
+               n, live, ctx->memory_limit);
     return NULL;
   }
   block_header *h = ctx->alloc(ctx->alloc_ud, NULL, 0, sizeof *h + n);
@@ -255,8 +268,22 @@ npu_status npuC_error(npu_context *ctx, npu_status status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
     va_end(ap);
+    ctx->errnode[0] = '\0'; /* a new error: about no node until one is recorded */
+    ctx->errop = NULL;
   }
   return status;
+}
+
+void npuC_error_node(npu_context *ctx, const char *node, const char *op) {
+  if (!ctx || ctx->errnode[0] || !node || !*node) return;
+  snprintf(ctx->errnode, sizeof ctx->errnode, "%s", node);
+  ctx->errop = op;
+}
+
+const char *npu_context_errnode(const npu_context *ctx, const char **op) {
+  bool known = ctx && ctx->errnode[0];
+  if (op) *op = known ? ctx->errop : NULL;
+  return known ? ctx->errnode : NULL;
 }
 
 npu_status npuC_error_prefix(npu_context *ctx, npu_status status, const char *fmt, ...) {

@@ -95,6 +95,10 @@ struct npu_context {
   int n_host_ops;
   npuC_host_op host_ops[NPUC_MAX_HOST_OPS];
   char errmsg[NPU_ERRMSG_SIZE];
+  /* the node the message is about when a run's step failed (npuC_error_node; npuC_error
+     clears it), and its op's (static) name */
+  char errnode[128];
+  const char *errop;
 };
 
 /* Accounted allocation.  Each block carries its size in a small header, so npuC_free needs no
@@ -132,6 +136,10 @@ npu_status npuC_make_unique_dir(npu_context *ctx, const char *path, const char *
 /* core/file.c: s as one CSV field (RFC 4180: quoted, quotes doubled, when it holds a comma,
    a quote or a line break) for the CSV files written (profiles, dump statistics). */
 void npuC_csv_field(FILE *f, const char *s);
+/* Records that the current error is about node `node` of op `op` (a static name), for
+   npu_context_errnode; the message is unchanged.  The first one recorded since the message was
+   set stays (the innermost step of a nested run). */
+void npuC_error_node(npu_context *ctx, const char *node, const char *op);
 /* Prefixes the current message: "while compiling 'x': <old message>". */
 npu_status npuC_error_prefix(npu_context *ctx, npu_status status, const char *fmt, ...)
     NPU_PRINTF(3, 4);

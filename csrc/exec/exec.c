@@ -351,6 +351,14 @@ static npu_status run_kernel_step(npuE_state *st, npuE_plan *p, const npuE_step 
   return s;
 }
 
+/* A kernel's failure: the exception dump, and its node for the host (npu_context_errnode)
+   once the dump has written its files.  Only failing steps come here: the run path pays
+   nothing for it. */
+static void kernel_failed(npuE_state *st, npuE_plan *p, const npuE_step *step, npu_status s) {
+  npuE_exception_dump(st, p, step->index, s); /* exec/exception_dump.c */
+  npuC_error_node(st->ctx, st->graph->nodes[step->node].name, step->def->name);
+}
+
 static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_step *step) {
   npu_context *ctx = st->ctx;
   const npuG_node *node = &st->graph->nodes[step->node];
@@ -386,7 +394,7 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
   default: {
     if (step->dynamic) {
       s = run_dynamic(st, p, step, node, pool, n_threads);
-      if (s) npuE_exception_dump(st, p, step->index, s);
+      if (s) kernel_failed(st, p, step, s);
       break;
     }
     npu_tensor *out_stack[NPUX_MAX_OUTPUTS];
@@ -409,13 +417,27 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
       s = fn ? fn(&call)
              : npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", step->def->name,
                           node->name);
-      if (s && fn) npuE_exception_dump(st, p, step->index, s); /* exec/exception_dump.c */
+      if (s && fn) kernel_failed(st, p, step, s);
       if (!s && step->widen) narrow_outputs(pool, p, step, out_stack);
     }
     break;
   }
   }
   return s;
+}
+
+/* npu_run_options.progress after an iteration: every progress_every iterations and after the
+   last; a nonzero answer cancels the run. */
+static npu_status report_progress(npuE_state *st) {
+  const npu_run_options *ro = st->run_options;
+  int64_t done = ++st->progress_done, total = st->progress_total;
+  int64_t every = ro->progress_every > 0 ? ro->progress_every : total / 100;
+  if (every < 1) every = 1;
+  if (done % every != 0 && done != total) return NPU_OK;
+  if (!ro->progress(ro->progress_ud, done, total)) return NPU_OK;
+  return npuC_error(st->ctx, NPU_ERR_CANCELLED,
+                    "the run was cancelled by its progress callback after iteration %lld of %lld",
+                    (long long)done, (long long)total);
 }
 
 npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensors,
@@ -427,6 +449,9 @@ npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensor
   st->nest = (npuE_nest){0};
   if (observed) s = npuE_observe(st, p, NPUE_RUN_BEGIN, -1);
   int64_t iteration = 0, iterations = st->loop_left > 0 ? st->loop_left : p->iterations;
+  /* progress counts the whole run: a plan taking over a loop (loop_left) goes on counting */
+  bool progress = st->run_options && st->run_options->progress;
+  if (!st->loop_left) st->progress_done = 0, st->progress_total = iterations;
   st->loop_left = 0;
 again:
   st->discarded = iteration + 1 < iterations;
@@ -442,6 +467,7 @@ again:
   if (observed && !s) s = npuE_observe(st, p, NPUE_ITER_END, -1);
   /* iterations_per_loop: the whole plan again, without returning to the caller */
   if (!s) st->n_iterations++;
+  if (progress && !s) s = report_progress(st); /* unset: this test alone */
   st->discarded = false;
   if (!s && ++iteration < iterations) {
     /* a dataset's next element of another shape: the session runs the remaining iterations

@@ -46,6 +46,8 @@ typedef struct npuE_state {
   int64_t op_execute_ns, op_wait_ms;
   int64_t timeout_ms; /* the run's timeout_in_ms, for messages */
   const npu_run_options *run_options; /* the run's (host ops), NULL outside runs */
+  /* the run's iterations done and total, for run_options->progress (exec.c) */
+  int64_t progress_done, progress_total;
   /* the run computes on its own thread alone: another run of the context holds the device's
      thread pool (graph_max_parallel_model_num, session.c) */
   bool serial;

@@ -2,6 +2,14 @@
  * profile.c — profiling_mode: the time of every step of every run (CLOCK_MONOTONIC, ns),
  * written as CSV summaries and a Chrome-trace timeline when the session closes.
  *
+ * The files are complete at every moment a run is not in progress, as of the last checkpoint:
+ * after a run, its events and the summaries are written out and trace.json gets its closing
+ * metadata (overwritten by the next events), so a process that exits without closing the
+ * session (os.exit, a kill between runs) leaves parseable files: trace.json and
+ * iteration_trace.csv hold every run that ended; the summaries are rewritten unless the last
+ * rewrite took more than 1/CHECKPOINT_SHARE of the time since, which bounds their cost for many
+ * short runs (they may then miss the runs of the last moments).
+ *
  * Layout (docs/profiling.md): <base>/PROF_<session>_<pid>_<YYYYMMDDhhmmss>/ holding
  * op_summary.csv and op_statistic.csv (task_trace / task_time not off), iteration_trace.csv
  * (training_trace), host_sys.csv (host_sys or host_sys_usage), trace.json and info.json.
@@ -642,6 +650,8 @@ static plan_rec *find_plan(npuE_profile *pr, int id) {
 
 /* ---- events ---- */
 
+static void checkpoint(npuE_profile *pr);
+
 npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan *p,
                               npuE_event e, int k) {
   switch (e) {
@@ -710,6 +720,7 @@ npu_status npuE_profile_event(npuE_profile *pr, npuE_state *st, const npuE_plan 
   }
   case NPUE_RUN_END:
     pr->cur = NULL;
+    checkpoint(pr);
     return NPU_OK;
   }
   return NPU_OK;
@@ -895,18 +906,73 @@ static npu_status write_info(npuE_profile *pr) {
   return close_file(pr, f, "info.json");
 }
 
-/* trace.json's end: the metadata (otherData) and the closing brackets. */
-static npu_status finish_trace(npuE_profile *pr) {
-  fprintf(pr->trace,
+/* trace.json's end: the metadata (otherData) and the closing brackets, written where the
+   events end; the file is cut there (a checkpoint's longer end may have been there). */
+static void put_trace_tail(npuE_profile *pr) {
+  int n = fprintf(pr->trace,
           "\n],\n\"otherData\":{\"producer\":\"lua-npu\",\"session_id\":%d,\"device_id\":%d,"
           "\"pid\":%ld,\"task_trace\":\"%s\",\"events\":%llu,\"events_dropped\":%llu,"
           "\"storage_limit_bytes\":%llu,\"truncated\":%s}}\n",
           pr->session_id, pr->device_id, pr->pid, task_names[pr->task],
           (unsigned long long)pr->n_events, (unsigned long long)pr->n_dropped,
           (unsigned long long)pr->storage_limit, truncated(pr) ? "true" : "false");
+  /* the events end at trace_bytes (every byte written is counted there) */
+  long end = n > 0 && fflush(pr->trace) == 0 ? (long)pr->trace_bytes + n : -1;
+  if (end < 0) write_failed(pr, "trace.json");
+  else if (end < pr->trace_end && ftruncate(fileno(pr->trace), (off_t)end) != 0)
+    write_failed(pr, "trace.json");
+  else pr->trace_end = end;
+}
+
+static npu_status finish_trace(npuE_profile *pr) {
+  put_trace_tail(pr);
   FILE *f = pr->trace;
   pr->trace = NULL;
   return close_file(pr, f, "trace.json");
+}
+
+/* The summaries from the statistics so far (at close, and at checkpoints); the first failure
+   is returned (its message set), the others still tried. */
+static npu_status write_summaries(npuE_profile *pr) {
+  npu_status first = NPU_OK, s;
+  if (pr->task != TASK_OFF) {
+    if ((s = write_op_summary(pr)) && !first) first = s;
+    if ((s = write_op_statistic(pr)) && !first) first = s;
+  }
+  if ((s = npuE_profile_write_html(pr)) && !first) first = s;
+  if ((pr->host_cpu || pr->host_mem) && (s = write_host_sys(pr)) && !first) first = s;
+  if ((s = write_info(pr)) && !first) first = s;
+  return first;
+}
+
+enum { CHECKPOINT_SHARE = 20 }; /* summaries at a checkpoint cost at most 1/20 of the time */
+
+/* After a run: its events and iterations written out and trace.json ended (the next events
+   overwrite the end), then the summaries rewritten unless the last rewrite took more than
+   1/CHECKPOINT_SHARE of the time since it ended (rewriting five files can take milliseconds:
+   many short runs would otherwise pay that each).  A failure is logged once and stops the
+   checkpoints (the close reports it again). */
+static void checkpoint(npuE_profile *pr) {
+  if (pr->checkpoint_off || !pr->trace) return;
+  if (pr->evs) flush_steps(pr);
+  if (pr->iters) flush_iterations(pr);
+  if (pr->iter_csv && fflush(pr->iter_csv) != 0) write_failed(pr, "iteration_trace.csv");
+  put_trace_tail(pr);
+  if (fseek(pr->trace, (long)pr->trace_bytes, SEEK_SET) != 0) write_failed(pr, "trace.json");
+  npu_status s = NPU_OK;
+  int64_t start = now_ns();
+  if (!pr->write_errno &&
+      start - pr->checkpoint_end_ns >= CHECKPOINT_SHARE * pr->checkpoint_cost_ns) {
+    s = write_summaries(pr);
+    pr->checkpoint_end_ns = now_ns();
+    pr->checkpoint_cost_ns = pr->checkpoint_end_ns - start;
+  }
+  if (pr->write_errno || s) {
+    pr->checkpoint_off = true;
+    if (s) npuC_log(pr->ctx, 2, "%s", npu_context_errmsg(pr->ctx));
+    else npuC_log(pr->ctx, 2, "profiling: cannot write '%s/%s': %s", pr->dir, pr->write_file,
+                  strerror(pr->write_errno));
+  }
 }
 
 void npuE_profile_free(npu_context *ctx, npuE_profile *pr) {

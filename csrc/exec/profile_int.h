@@ -103,6 +103,11 @@ struct npuE_profile {
   uint64_t n_last_total; /* the last iteration's events, also those past LAST_CAP */
   trace_ev slow[SLOW_N];
   int n_slow;
+  /* after runs (profile.c, checkpoint): the end of the summaries' last rewrite and its cost;
+     off after a failure.  trace_end: trace.json's length after its last end was written */
+  int64_t checkpoint_end_ns, checkpoint_cost_ns;
+  bool checkpoint_off;
+  long trace_end;
 };
 
 /* profile.c: ns as microseconds with 3 decimals, exactly (the CSVs' and the report's form). */

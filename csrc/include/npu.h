@@ -164,10 +164,23 @@ NPU_API npu_context *npu_context_retain(npu_context *ctx);
 NPU_API void npu_context_release(npu_context *ctx);
 /* The message of the last failing call on this context; borrowed, valid until the next call. */
 NPU_API const char *npu_context_errmsg(const npu_context *ctx);
+/* The node the last failing call's error is about, when that was a step of a run (a kernel
+   that failed, such as an integer division by zero): its name, and in *op (op may be NULL)
+   its op's name; NULL (and *op NULL) for any other error.  Borrowed, valid until the next call
+   on ctx.  The Lua binding puts them in the error object's node and op fields. */
+NPU_API const char *npu_context_errnode(const npu_context *ctx, const char **op);
 /* Bytes currently allocated through this context (tensors, graphs, plans, ...). */
 NPU_API size_t npu_context_live_bytes(const npu_context *ctx);
 /* Highest value live_bytes has reached. */
 NPU_API size_t npu_context_peak_bytes(const npu_context *ctx);
+/* The bound on live_bytes (npu_context_config.memory_limit), in bytes; 0 = unlimited.  Set,
+   it applies to the allocations from then on: one that would take live_bytes past it fails
+   with NPU_ERR_NOMEM, the message naming the request, the bytes in use and the limit (a run
+   needing more fails so, and the session stays usable).  A limit below the bytes in use now is
+   refused (NPU_ERR_ARG, naming both; the limit is unchanged): memory already held is never
+   taken back.  One thread at a time, as the context's other calls; not during a run of it. */
+NPU_API npu_status npu_context_set_memory_limit(npu_context *ctx, size_t bytes);
+NPU_API size_t npu_context_memory_limit(const npu_context *ctx);
 /* Threads the device uses now (at most the pool's size). */
 NPU_API int npu_context_n_threads(const npu_context *ctx);
 /* Uses n threads from now on (1..pool size; other values: the whole pool).  Results do not
@@ -852,6 +865,20 @@ typedef struct npu_run_options {
                         int n_outputs, const npu_dtype *output_dtypes, npu_tensor **outputs,
                         char *why, size_t why_size);
   void *host_ud;
+  /* Progress of a loop: NULL, or called on the thread that runs, with progress_ud, after
+     iterations progress_every, 2 * progress_every, ... of the run and after its last one, with
+     step (the iterations done) and total (the run's iterations: iterations_per_loop for a loop
+     run, 1 for any other run).  A loop fed by a dataset whose elements change shape counts on
+     across the plans that run it, to the same total.  Nonzero cancels the run: it fails with
+     NPU_ERR_CANCELLED ("cancelled by its progress callback after iteration <step> of
+     <total>"); the iterations done stay done (their variable updates kept), as with any cancel
+     between steps.  It may run other sessions, but not this one (NPU_ERR_STATE).  Unset, the
+     loop pays one NULL test per iteration. */
+  int (*progress)(void *progress_ud, int64_t step, int64_t total);
+  void *progress_ud;
+  /* Iterations between progress calls, >= 0; 0: total / 100 (at least 1), about a hundred
+     calls per run.  Negative: NPU_ERR_ARG. */
+  int64_t progress_every;
 } npu_run_options;
 
 /* npu_session_run with run options (ro NULL: none).

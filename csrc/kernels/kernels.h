@@ -98,7 +98,8 @@ const char *npuK_blas_config(void);
  *  ints  : add/sub/mul/squared_difference wrap (two's complement, no UB).
  *          div truncates toward zero (like C and TF's Div/TruncateDiv on ints).
  *          floor_div rounds toward -inf; floor_mod has the sign of b.
- *          Division by zero never traps: div, floor_div, floor_mod by 0 give 0. MIN / -1 gives
+ *          Division by zero never traps: div, floor_div, floor_mod by 0 give 0 (the ops refuse
+ *          a zero divisor before calling the kernel, as TensorFlow does). MIN / -1 gives
  *          MIN (wraps); MIN floor_mod -1 gives 0.
  *          pow: b < 0 gives 1 if a == 1, +-1 if a == -1, else 0 (truncated value); wraps.
  * _ref twins walk every output element with full index arithmetic (no fast path). */

@@ -23,9 +23,33 @@ npu_status npuX_binary_infer(npuX_infer *ic, const void *params) {
   return st;
 }
 
+/* Integer div, floor_div and floor_mod fail, as TensorFlow's do, when a divisor they use is
+   zero (the kernels alone would give 0: they never trap).  Broadcasting uses every element of
+   the divisor unless the output is empty. */
+static npu_status check_int_divisor(const npuX_call *c, npuK_binop op) {
+  const npu_tensor *b = c->in[1];
+  if ((op != NPUK_BIN_DIV && op != NPUK_BIN_FLOOR_DIV && op != NPUK_BIN_FLOOR_MOD) ||
+      c->out[0]->numel == 0)
+    return NPU_OK;
+  bool zero = false;
+  if (b->dtype == NPU_DTYPE_I32) {
+    const int32_t *d = b->data;
+    for (int64_t i = 0; i < b->numel; i++) zero |= d[i] == 0;
+  } else if (b->dtype == NPU_DTYPE_I64) {
+    const int64_t *d = b->data;
+    for (int64_t i = 0; i < b->numel; i++) zero |= d[i] == 0;
+  }
+  if (!zero) return NPU_OK;
+  return npuC_error(c->ctx, NPU_ERR_ARG, "%s '%s': Integer division by zero (%s divisor)",
+                    c->node ? npuX_op(c->node->op)->name : "div", c->node ? c->node->name : "?",
+                    npu_dtype_name(b->dtype));
+}
+
 npu_status npuX_binary_run(const npuX_call *c, npuK_binop op, bool reference) {
   const npu_tensor *a = c->in[0], *b = c->in[1];
   npu_tensor *y = c->out[0];
+  npu_status zero = check_int_divisor(c, op);
+  if (zero) return zero;
   int64_t sa[NPU_MAX_DIMS], sb[NPU_MAX_DIMS];
   npuX_broadcast_strides(a, y->ndim, y->shape, sa);
   npuX_broadcast_strides(b, y->ndim, y->shape, sb);

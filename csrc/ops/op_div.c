@@ -1,6 +1,7 @@
 /* op_div.c — div: x / y elementwise with NumPy broadcasting (TensorFlow RealDiv).  No
-   attributes.  f32, f64, i32, i64 (integers truncate toward zero; division by zero gives 0
-   rather than trapping).  Gray list: one rounding per element, so it follows its upstream.
+   attributes.  f32, f64, i32, i64 (integers truncate toward zero; an integer divisor holding a
+   zero fails the run, NPU_ERR_ARG "Integer division by zero" naming the node, as TensorFlow
+   does: ops/family.c).  Gray list: one rounding per element, so it follows its upstream.
    Gradient (TensorFlow's _RealDivGrad): dx = dy / y, dy' = dy * ((-x / y) / y), each summed
    over the axes it was broadcast along. */
 #include "ops/grad.h"

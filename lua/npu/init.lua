@@ -877,6 +877,26 @@ function npu.util.TellMeStepOrLossHook(spec)
   return hook
 end
 
+-- npu.util.ProgressBar{total =, width =, stream =}: a progress bar to pass as sess:run's
+-- progress function (documented in lua/npu/progress.lua).
+npu.util.ProgressBar = require("npu.progress").ProgressBar
+
+--- Bounds the bytes this Lua state's device context may hold at once (the context's
+-- memory_limit).  Later allocations past it fail with NPU_ERR_NOMEM
+-- (npu.errors.ResourceExhaustedError) naming the limit.
+-- @tparam integer bytes the limit (0: no bound)
+-- @raise NPU_ERR_ARG for a limit below the bytes in use now, or a negative or non-integer one
+function npu.set_memory_limit(bytes)
+  if math.type(bytes) ~= "integer" or bytes < 0 then
+    errors.raise("npu.set_memory_limit", "NPU_ERR_ARG", "bytes must be an integer >= 0 (0: no " ..
+      "limit), got " .. (math.type(bytes) and tostring(bytes) or errors.typename(bytes)))
+  end
+  core.set_memory_limit(bytes)
+end
+--- The limit set by npu.set_memory_limit.
+-- @treturn integer bytes (0: none)
+function npu.get_memory_limit() return core.memory_limit() end
+
 -- Training: gradients, optimizers, losses, layers (lua/npu/train.lua, lua/npu/nn_extra.lua)
 npu.train = require("npu.train")
 npu.gradients = npu.train.gradients

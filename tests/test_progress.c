@@ -1,0 +1,270 @@
+/* test_progress.c — npu_run_options.progress through the public API: an iterations_per_loop
+ * loop of 1000 iterations fed by a dataset reports exactly iterations 100, 200, ..., 1000 of
+ * 1000 with progress_every = 100, and about a hundred times with the default (0); a nonzero
+ * answer cancels the run (NPU_ERR_CANCELLED, the iterations done kept, the session usable); a
+ * run without a loop reports once (1 of 1); a negative progress_every is refused.  Also
+ * npu_context_set_memory_limit (a run needing more fails naming the limit; a limit below the
+ * bytes in use is refused) and npu_context_errnode (an integer division by zero names its
+ * node).  Nothing leaks.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "include/npu.h"
+
+#define TRY(call)                                                                              \
+  do {                                                                                         \
+    npu_status st_ = (call);                                                                   \
+    if (st_) return st_;                                                                       \
+  } while (0)
+
+enum { N_LOOP = 1000, MAX_SEEN = 2000 };
+
+typedef struct seen {
+  int n;
+  int64_t step[MAX_SEEN], total[MAX_SEEN];
+  int64_t cancel_at; /* answer nonzero at this step (0: never) */
+} seen;
+
+static int record(void *ud, int64_t step, int64_t total) {
+  seen *s = ud;
+  if (s->n < MAX_SEEN) s->step[s->n] = step, s->total[s->n] = total;
+  s->n++;
+  return s->cancel_at && step == s->cancel_at;
+}
+
+/* total += sum(batch of 2 from 0..9, repeated): each iteration adds 1, 5, 9, 13 or 17 */
+typedef struct loop_graph {
+  npu_graph *g;
+  int total, init, loop;
+} loop_graph;
+
+static npu_status build(npu_context *ctx, loop_graph *lg) {
+  TRY(npu_graph_new(ctx, &lg->g));
+  npu_graph *g = lg->g;
+  float xs[10];
+  for (int i = 0; i < 10; i++) xs[i] = (float)i;
+  npu_tensor *x;
+  TRY(npu_tensor_from_data(ctx, NPU_DTYPE_F32, 1, (int64_t[]){10}, xs, sizeof xs, &x));
+  npu_dataset *d0 = NULL, *d1 = NULL, *d2 = NULL;
+  npu_status st = npu_dataset_from_tensors(ctx, 1, &x, &d0);
+  npu_tensor_release(x);
+  if (!st) st = npu_dataset_batch(d0, 2, 1, &d1);
+  if (!st) st = npu_dataset_repeat(d1, -1, &d2);
+  int id = -1;
+  if (!st) st = npu_graph_add_dataset(g, d2, &id);
+  npu_dataset_release(d0);
+  npu_dataset_release(d1);
+  npu_dataset_release(d2);
+  TRY(st);
+  int node, nv, zero_node;
+  npu_attr it = {.name = "dataset", .type = NPU_ATTR_INT, .u.i = id};
+  TRY(npu_graph_add_op(g, "iterator_get_next", NULL, 0, NULL, 1, &it, &node));
+  int batch = npu_graph_output(g, node, 0);
+  TRY(npu_graph_add_op(g, "reduce_sum", "batch_sum", 1, &batch, 0, NULL, &node));
+  int sum = npu_graph_output(g, node, 0);
+  npu_attr va[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
+                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
+  TRY(npu_graph_add_op(g, "variable", "total", 0, NULL, 2, va, &nv));
+  lg->total = npu_graph_output(g, nv, 0);
+  npu_tensor *zero;
+  TRY(npu_tensor_new(ctx, NPU_DTYPE_F32, 0, NULL, &zero));
+  npu_attr zv = {.name = "value", .type = NPU_ATTR_TENSOR, .u.tensor = zero};
+  st = npu_graph_add_op(g, "const", "zero", 0, NULL, 1, &zv, &zero_node);
+  npu_tensor_release(zero);
+  TRY(st);
+  TRY(npu_graph_add_op(g, "assign", "init", 2,
+                       (int[]){lg->total, npu_graph_output(g, zero_node, 0)}, 0, NULL,
+                       &lg->init));
+  TRY(npu_graph_add_op(g, "add", "next", 2, (int[]){lg->total, sum}, 0, NULL, &node));
+  int next = npu_graph_output(g, node, 0);
+  int step;
+  TRY(npu_graph_add_op(g, "assign", "step", 2, (int[]){lg->total, next}, 0, NULL, &step));
+  npu_attr la = {.name = "iterations", .type = NPU_ATTR_INT, .u.i = N_LOOP};
+  TRY(npu_graph_add_op(g, "loop", "loop", 0, NULL, 1, &la, &lg->loop));
+  TRY(npu_graph_add_control(g, lg->loop, step));
+  return NPU_OK;
+}
+
+static double fetch_total(npu_session *s, const loop_graph *lg) {
+  npu_tensor *out = NULL;
+  double v = -1;
+  if (npu_session_run(s, 0, NULL, NULL, 1, &lg->total, &out, 0, NULL) == NPU_OK)
+    v = npu_tensor_get(out, 0);
+  npu_tensor_release(out);
+  return v;
+}
+
+static void test_loop(npu_context *ctx) {
+  loop_graph lg = {0};
+  CHECK(build(ctx, &lg) == NPU_OK);
+  npu_options *o = NULL;
+  CHECK(npu_options_new(ctx, &o) == NPU_OK);
+  CHECK(npu_options_set_int(o, "iterations_per_loop", N_LOOP) == NPU_OK);
+  npu_session *s = NULL;
+  CHECK(npu_session_new(ctx, lg.g, o, &s) == NPU_OK);
+  npu_options_release(o);
+  if (!s) return;
+  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.init) == NPU_OK);
+
+  /* every 100: exactly 100, 200, ..., 1000 of 1000 */
+  seen sn = {0};
+  npu_run_options ro = {.progress = record, .progress_ud = &sn, .progress_every = 100};
+  npu_tensor *out = NULL;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 1, &lg.total, &out, 1, &lg.loop) ==
+        NPU_OK);
+  CHECK(sn.n == 10);
+  for (int i = 0; i < 10 && i < sn.n; i++) {
+    CHECK_EQ_I64(sn.step[i], 100 * (i + 1));
+    CHECK_EQ_I64(sn.total[i], N_LOOP);
+  }
+  /* 1000 batches of 5 cycling (1, 5, 9, 13, 17): 200 cycles of 45 */
+  if (out) CHECK_NEAR(npu_tensor_get(out, 0), 9000, 0);
+  npu_tensor_release(out);
+  out = NULL;
+
+  /* every 0: about a hundred calls (every 10), the last at 1000; every 300: 300, 600, 900
+     and the last */
+  sn = (seen){0};
+  ro.progress_every = 0;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.loop) == NPU_OK);
+  CHECK(sn.n == 100 && sn.step[0] == 10 && sn.step[99] == 1000);
+  sn = (seen){0};
+  ro.progress_every = 300;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.loop) == NPU_OK);
+  CHECK(sn.n == 4 && sn.step[0] == 300 && sn.step[2] == 900 && sn.step[3] == 1000);
+  CHECK_NEAR(fetch_total(s, &lg), 27000, 0);
+
+  /* cancel from the callback at 300: the run fails, 300 iterations stay done, no fetches */
+  sn = (seen){.cancel_at = 300};
+  ro.progress_every = 100;
+  out = (npu_tensor *)&sn; /* must come back NULL */
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 1, &lg.total, &out, 1, &lg.loop) ==
+        NPU_ERR_CANCELLED);
+  CHECK(out == NULL);
+  CHECK(sn.n == 3);
+  CHECK(strstr(npu_context_errmsg(ctx), "cancelled by its progress callback after iteration "
+                                        "300 of 1000") != NULL);
+  CHECK_NEAR(fetch_total(s, &lg), 27000 + 60 * 45, 0);
+  /* the session goes on: a whole loop again, without a callback */
+  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.loop) == NPU_OK);
+  CHECK_NEAR(fetch_total(s, &lg), 27000 + 60 * 45 + 9000, 0);
+
+  /* no loop: one call, 1 of 1 */
+  sn = (seen){0};
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 1, &lg.total, &out, 0, NULL) ==
+        NPU_OK);
+  CHECK(sn.n == 1 && sn.step[0] == 1 && sn.total[0] == 1);
+  npu_tensor_release(out);
+  out = NULL;
+
+  /* a negative progress_every is refused before anything runs */
+  sn = (seen){0};
+  ro.progress_every = -1;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.loop) ==
+        NPU_ERR_ARG);
+  CHECK(strstr(npu_context_errmsg(ctx), "progress_every must be >= 0") != NULL);
+  CHECK(sn.n == 0);
+  npu_session_release(s);
+  npu_graph_release(lg.g);
+}
+
+/* q = x floor_div d with d holding a zero: NPU_ERR_ARG naming q, and npu_context_errnode. */
+static void test_division_by_zero(npu_context *ctx) {
+  npu_graph *g = NULL;
+  CHECK(npu_graph_new(ctx, &g) == NPU_OK);
+  int64_t shape[] = {3};
+  npu_attr ph[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I32},
+                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {shape, 1}}};
+  int nx, nd, nq;
+  CHECK(npu_graph_add_op(g, "placeholder", "x", 0, NULL, 2, ph, &nx) == NPU_OK);
+  CHECK(npu_graph_add_op(g, "placeholder", "d", 0, NULL, 2, ph, &nd) == NPU_OK);
+  int feeds[] = {npu_graph_output(g, nx, 0), npu_graph_output(g, nd, 0)};
+  CHECK(npu_graph_add_op(g, "floor_div", "q", 2, feeds, 0, NULL, &nq) == NPU_OK);
+  int q = npu_graph_output(g, nq, 0);
+  npu_session *s = NULL;
+  CHECK(npu_session_new(ctx, g, NULL, &s) == NPU_OK);
+  const int32_t xv[] = {7, -7, 9}, dv[] = {2, 0, 3}, ok[] = {2, 2, 3};
+  npu_tensor *ft[2] = {NULL, NULL}, *out = NULL;
+  CHECK(npu_tensor_from_data(ctx, NPU_DTYPE_I32, 1, shape, xv, sizeof xv, &ft[0]) == NPU_OK);
+  CHECK(npu_tensor_from_data(ctx, NPU_DTYPE_I32, 1, shape, dv, sizeof dv, &ft[1]) == NPU_OK);
+  CHECK(npu_session_run(s, 2, feeds, ft, 1, &q, &out, 0, NULL) == NPU_ERR_ARG);
+  CHECK(out == NULL);
+  CHECK(strstr(npu_context_errmsg(ctx), "floor_div 'q': Integer division by zero") != NULL);
+  const char *op = NULL, *node = npu_context_errnode(ctx, &op);
+  CHECK(node && strcmp(node, "q") == 0);
+  CHECK(op && strcmp(op, "floor_div") == 0);
+  /* a divisor without zeros runs; an error about no node clears it */
+  memcpy(npu_tensor_data(ft[1]), ok, sizeof ok);
+  CHECK(npu_session_run(s, 2, feeds, ft, 1, &q, &out, 0, NULL) == NPU_OK);
+  if (out) CHECK(npu_tensor_get(out, 0) == 3 && npu_tensor_get(out, 1) == -4); /* floor */
+  npu_tensor_release(out);
+  CHECK(npu_session_run(s, 2, feeds, ft, 1, (int[]){999}, &out, 0, NULL) != NPU_OK);
+  CHECK(npu_context_errnode(ctx, &op) == NULL && op == NULL);
+  npu_tensor_release(ft[0]);
+  npu_tensor_release(ft[1]);
+  npu_session_release(s);
+  npu_graph_release(g);
+}
+
+/* memory_limit set after creation: a run needing more fails with NPU_ERR_NOMEM naming the
+   limit and the session stays usable; a limit below the bytes in use is refused. */
+static void test_memory_limit(npu_context *ctx) {
+  CHECK(npu_context_memory_limit(ctx) == 0);
+  npu_graph *g = NULL;
+  CHECK(npu_graph_new(ctx, &g) == NPU_OK);
+  int64_t shape[] = {-1};
+  npu_attr ph[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
+                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {shape, 1}}};
+  int nx, ny;
+  CHECK(npu_graph_add_op(g, "placeholder", "x", 0, NULL, 2, ph, &nx) == NPU_OK);
+  int x = npu_graph_output(g, nx, 0);
+  CHECK(npu_graph_add_op(g, "add", "y", 2, (int[]){x, x}, 0, NULL, &ny) == NPU_OK);
+  int y = npu_graph_output(g, ny, 0);
+  npu_session *s = NULL;
+  CHECK(npu_session_new(ctx, g, NULL, &s) == NPU_OK);
+  npu_tensor *small = NULL, *big = NULL, *out = NULL;
+  CHECK(npu_tensor_new(ctx, NPU_DTYPE_F32, 1, (int64_t[]){4}, &small) == NPU_OK);
+  CHECK(npu_session_run(s, 1, &x, &small, 1, &y, &out, 0, NULL) == NPU_OK);
+  npu_tensor_release(out);
+  out = NULL;
+  CHECK(npu_tensor_new(ctx, NPU_DTYPE_F32, 1, (int64_t[]){1 << 20}, &big) == NPU_OK);
+  size_t live = npu_context_live_bytes(ctx);
+  /* below what is held: refused, the limit unchanged */
+  CHECK(npu_context_set_memory_limit(ctx, live / 2) == NPU_ERR_ARG);
+  CHECK(strstr(npu_context_errmsg(ctx), "is below the") != NULL);
+  CHECK(npu_context_memory_limit(ctx) == 0);
+  /* room for the small run, not for a 4 MiB result */
+  size_t limit = live + (1 << 20);
+  CHECK(npu_context_set_memory_limit(ctx, limit) == NPU_OK);
+  CHECK(npu_context_memory_limit(ctx) == limit);
+  CHECK(npu_session_run(s, 1, &x, &big, 1, &y, &out, 0, NULL) == NPU_ERR_NOMEM);
+  CHECK(out == NULL);
+  char want[64];
+  snprintf(want, sizeof want, "of the %zu-byte memory limit", limit);
+  CHECK(strstr(npu_context_errmsg(ctx), want) != NULL);
+  CHECK(npu_session_run(s, 1, &x, &small, 1, &y, &out, 0, NULL) == NPU_OK);
+  npu_tensor_release(out);
+  out = NULL;
+  CHECK(npu_context_set_memory_limit(ctx, 0) == NPU_OK);
+  CHECK(npu_session_run(s, 1, &x, &big, 1, &y, &out, 0, NULL) == NPU_OK);
+  npu_tensor_release(out);
+  CHECK(npu_context_set_memory_limit(NULL, 1) == NPU_ERR_ARG);
+  npu_tensor_release(small);
+  npu_tensor_release(big);
+  npu_session_release(s);
+  npu_graph_release(g);
+}
+
+int main(void) {
+  npu_context *ctx = NULL;
+  CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
+  if (!ctx) return check_summary("test_progress");
+  test_loop(ctx);
+  test_division_by_zero(ctx);
+  test_memory_limit(ctx);
+  CHECK(npu_context_live_bytes(ctx) == 0);
+  npu_context_release(ctx);
+  return check_summary("test_progress");
+}
