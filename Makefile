@@ -79,7 +79,7 @@ LIB_INT  = $(BUILD)/libnpu_int.a
 LIB_SO_REAL = $(BUILD)/libnpu.so.$(NPU_VERSION)
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve histogram-table
+.PHONY: all deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve histogram-table dist rock-check
 
 all: $(MODULE) $(LIB_A) $(LIB_INT) $(LIB_SO) lua-links serve
 
@@ -299,6 +299,21 @@ install: all $(if $(filter no,$(INSTALL_CLIB)),,install-clib)
 	cp $(LUA_SRC) $(DESTDIR)$(INST_LUADIR)/npu/
 	cp tools/npu-run $(DESTDIR)$(INST_BINDIR)/npu-run && chmod 755 $(DESTDIR)$(INST_BINDIR)/npu-run
 	if [ -f $(SERVE) ]; then cp $(SERVE) $(DESTDIR)$(INST_BINDIR)/npu-serve && chmod 755 $(DESTDIR)$(INST_BINDIR)/npu-serve; fi
+
+# make dist: $(DIST), the tracked files as they are in the working tree, under
+# lua-npu-$(NPU_VERSION)/, made reproducible (sorted, owner 0, the last commit's time).  The
+# version is npu.h's; the release rockspec of that version must exist and say so.
+DIST     = $(BUILD)/lua-npu-$(NPU_VERSION).tar.gz
+ROCKSPEC = rockspec/lua-npu-$(NPU_VERSION)-1.rockspec
+dist:
+	@git rev-parse --git-dir >/dev/null 2>&1 || { echo "make dist: needs a git checkout (the tarball holds the tracked files)" >&2; exit 1; }
+	@grep -q '^version = "$(NPU_VERSION)-1"$$' $(ROCKSPEC) 2>/dev/null || { echo "make dist: $(ROCKSPEC) is missing or its version is not $(NPU_VERSION)-1 (npu.h's NPU_VERSION_*)" >&2; exit 1; }
+	@mkdir -p $(BUILD)
+	git ls-files -z | tar --null -T - --sort=name --owner=0 --group=0 --numeric-owner \
+	    --mtime=@$$(git log -1 --format=%ct) --transform 's,^,lua-npu-$(NPU_VERSION)/,' \
+	    --use-compress-program='gzip -n' -cf $(DIST).tmp
+	mv $(DIST).tmp $(DIST)
+	@echo "$(DIST): $$(tar -tzf $(DIST) | grep -vc '/$$') files"
 
 clean:
 	rm -rf build build-san build-tsan npu

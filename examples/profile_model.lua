@@ -13,12 +13,17 @@
 --                                                      ../shared/models; RUNS default 20)
 --
 -- Everything is written under a temporary directory, removed at the end.
-local here = arg and arg[0] and arg[0]:match("^(.*)/examples/[^/]*$") or "."
-package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
-package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
+-- From any directory: this checkout's module when it is built here (`make`; NPU_MODULE_ROOT names
+-- another build), else the installed one (`luarocks make`).
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+local build = os.getenv("NPU_MODULE_ROOT") or here .. "/.."
+if package.searchpath("npu.core", build .. "/?.so") then
+  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
+  package.cpath = build .. "/?.so;" .. package.cpath
+end
 local npu = require("npu")
 
-local models = os.getenv("NPU_MODELS_DIR") or here .. "/../shared/models"
+local models = os.getenv("NPU_MODELS_DIR") or here .. "/../../shared/models"
 local model_path = arg[1] or models .. "/emotion/emotion.json"
 local runs = tonumber(arg[2] or "20")
 assert(runs and runs >= 1, "RUNS must be a number >= 1")

@@ -1,9 +1,15 @@
 -- quickstart.lua — build an MLP (784-256-10), configure a session exactly as the reference's
 -- online-inference sample does (infer_from_pb.py), run a batch, print the top classes.
 --
---   lua5.4 examples/quickstart.lua        (from the repository root, after `make`)
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-package.cpath = "./?.so;" .. package.cpath
+--   lua5.4 examples/quickstart.lua        (after `make`, or with the rock installed)
+-- From any directory: this checkout's module when it is built here (`make`; NPU_MODULE_ROOT names
+-- another build), else the installed one (`luarocks make`).
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+local build = os.getenv("NPU_MODULE_ROOT") or here .. "/.."
+if package.searchpath("npu.core", build .. "/?.so") then
+  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
+  package.cpath = build .. "/?.so;" .. package.cpath
+end
 local npu = require("npu")
 
 -- The model: weights from fixed seeds, so every run prints the same thing.
