@@ -13,6 +13,9 @@
 #   make tsan       the threaded C tests and examples/embed.c under ThreadSanitizer
 #   make bench      benchmarks (ratios against raw OpenBLAS)
 #   make docs       regenerate docs/options.md and docs/ops.md from the option and op tables
+#   make dist       build/lua-npu-VERSION.tar.gz (VERSION: npu.h's), what the rockspec builds
+#   make rock-check the rock built from that tarball with luarocks, packed, and its whole suite
+#                   run against the installed rock, twice (make test runs a quick form)
 #
 # Honours the variables LuaRocks passes: CC CFLAGS LIBFLAG LUA_INCDIR INST_LIBDIR INST_LUADIR,
 # plus OPENBLAS_INCDIR / OPENBLAS_LIBDIR.
@@ -177,8 +180,8 @@ histogram-table: $(BUILD)/gen_histogram_table
 # The plan verifier (compile/verify.c) checks every pass's output while testing.
 test sanitize: export NPU_VERIFY_PLANS = 1
 
-# export_compile_stat (default 1) writes fusion_result.json when a session closes: under
-# $ASCEND_WORK_PATH/FE/<pid>/ when that is set, else in the working directory.  The suite's
+# Files sessions write without a path of their own (export_compile_stat's fusion_result.json,
+# profiles, exception dumps, ...) go under $ASCEND_WORK_PATH, else ./npu_out.  The suite's
 # sessions put theirs in the build tree.
 test sanitize: export ASCEND_WORK_PATH ?= $(abspath $(BUILD))/ascend_work
 # The operator cache (op_compiler_cache_mode, default enable) is read by every session: the
@@ -190,7 +193,14 @@ test: deps
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== $(EMBED)"; $(EMBED)
 	@echo "== tests/test_install.sh"; MAKE="$(MAKE)" BUILD=$(BUILD) CC="$(CC)" sh tests/test_install.sh
+	@echo "== tests/test_rock.sh (quick: make rock-check runs the whole suite on the rock, twice)"; MAKE="$(MAKE)" sh tests/test_rock.sh
 	$(LUA) spec/run.lua
+
+# The rock, in full: make dist, luarocks build from the tarball, luarocks pack, and luarocks
+# test (the whole suite against the installed rock) twice in a row; all in a temporary
+# directory (tests/test_rock.sh).  .ci/run runs it.
+rock-check:
+	MAKE="$(MAKE)" FULL=1 sh tests/test_rock.sh
 
 check: test
 
