@@ -29,24 +29,26 @@ if INSTALLED and not os.getenv("NPU_SPEC_INSTALLED") then
   -- the specs' subprocesses (examples, tools, mpirun ranks) load it too; with make test's
   -- settings: plans verified, outputs and the operator cache in a directory of its own.
   package.path, package.cpath = without_relative(package.path), without_relative(package.cpath)
-  if not package.searchpath("npu.core", package.cpath) then
-    local function ask(what)
-      local p = io.popen("luarocks --lua-version 5.4 path " .. what .. " 2>/dev/null")
-      local out = p and p:read("l") or ""
-      if p then p:close() end
-      return without_relative(out)
-    end
-    package.path = ask("--lr-path") .. ";" .. package.path
-    package.cpath = ask("--lr-cpath") .. ";" .. package.cpath
+  local function ask(what)
+    local p = io.popen("luarocks --lua-version 5.4 path " .. what .. " 2>/dev/null")
+    local out = p and p:read("l") or ""
+    if p then p:close() end
+    return out
   end
+  if not package.searchpath("npu.core", package.cpath) then
+    package.path = without_relative(ask("--lr-path")) .. ";" .. package.path
+    package.cpath = without_relative(ask("--lr-cpath")) .. ";" .. package.cpath
+  end
+  -- the rock's programs (npu-run, npu-serve) first on PATH
+  local bin = ask("--lr-bin")
   local tmp = os.tmpname()
   os.remove(tmp)
   assert(os.execute("mkdir " .. q(tmp)))
   local interpreter, i = arg[-1], -1
   while arg[i - 1] do i = i - 1 end
   interpreter = arg[i]
-  local env = ("NPU_SPEC_INSTALLED=1 NPU_VERIFY_PLANS=1 LUA_PATH_5_4=%s LUA_CPATH_5_4=%s"):format(
-    q(package.path), q(package.cpath))
+  local env = ("NPU_SPEC_INSTALLED=1 NPU_VERIFY_PLANS=1 LUA_PATH_5_4=%s LUA_CPATH_5_4=%s PATH=%s"):format(
+    q(package.path), q(package.cpath), q((bin ~= "" and bin .. ":" or "") .. os.getenv("PATH")))
   for _, v in ipairs({ "ASCEND_WORK_PATH", "ASCEND_CACHE_PATH" }) do
     if not os.getenv(v) then env = env .. (" %s=%s"):format(v, q(tmp .. "/" .. v:lower())) end
   end

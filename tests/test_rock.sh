@@ -78,6 +78,8 @@ run_tests() { # $1: a label; the rest: LuaUnit options
   echo "test_rock: luarocks test ($label): $(grep '^Ran ' "$TMP/test.log")"
 }
 if [ "${FULL:-0}" = 1 ]; then
+  # the model specs too, with the checkout's ../shared/models when it has them
+  [ -z "$NPU_MODELS_DIR" ] && [ -d "$ROOT/../shared/models" ] && export NPU_MODELS_DIR="$ROOT/../shared/models"
   run_tests "the whole suite"
   run_tests "the whole suite, again"
 else
