@@ -2,7 +2,7 @@
 -- any directory: each runs from an empty temporary directory, by its path, and may leave
 -- nothing there but npu_out/ (the default output directory, when ASCEND_WORK_PATH is unset).
 -- Under spec/run.lua --installed the examples of the source tree run against the installed
--- rock (the environment's paths: the source tree has no build).
+-- rock (the environment's paths), even in a checkout that is built.
 local lu = require("luaunit")
 
 local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
@@ -30,6 +30,9 @@ local function run_in_empty_dir(cmd, env, relative)
   end
   local module_root = os.getenv("NPU_MODULE_ROOT") -- make sanitize's build, made absolute
   if module_root then env = (env or "") .. " NPU_MODULE_ROOT=" .. sh_quote(absolute(module_root)) end
+  -- under --installed, a build in the checkout must not stand in for the rock: the examples
+  -- look for one in the empty directory, find none, and load the installed module
+  if INSTALLED then env = (env or "") .. " NPU_MODULE_ROOT=" .. sh_quote(dir) end
   local p = io.popen("cd " .. sh_quote(dir) .. " && env " .. (env or "") .. " " ..
     cmd:gsub("EXAMPLES", (examples:gsub("%%", "%%%%"))) .. " 2>&1; echo \"exit=$?\"")
   local out = p:read("a")
