@@ -10,14 +10,8 @@
 --
 -- It leaves no file behind: export_compile_stat = 0 (no fusion_result.json), and the switch
 -- file is a temporary file, removed as soon as the session has read it.
--- From any directory: this checkout's module when it is built here (`make`; NPU_MODULE_ROOT names
--- another build), else the installed one (`luarocks make`).
 local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
-local build = os.getenv("NPU_MODULE_ROOT") or here .. "/.."
-if package.searchpath("npu.core", build .. "/?.so") then
-  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  package.cpath = build .. "/?.so;" .. package.cpath
-end
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
 -- The model: x (N, 8, 8, 3) scaled to [-1, 1], a 3x3 convolution with a batch norm folded

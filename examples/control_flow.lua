@@ -5,14 +5,8 @@
 -- when it is not all zeros (a cond per row, inside map_fn).
 --
 --   lua5.4 examples/control_flow.lua
--- From any directory: this checkout's module when it is built here (`make`; NPU_MODULE_ROOT names
--- another build), else the installed one (`luarocks make`).
 local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
-local build = os.getenv("NPU_MODULE_ROOT") or here .. "/.."
-if package.searchpath("npu.core", build .. "/?.so") then
-  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  package.cpath = build .. "/?.so;" .. package.cpath
-end
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
 local g = npu.Graph()

@@ -12,14 +12,8 @@
 -- network, TensorFlow.js graph model) and first converts it to a frozen .pb, so that what it
 -- then loads is a .pb as in the reference.  The reference reads ImageNet JPEGs; here each
 -- batch is seeded noise of the input's shape (preprocessing is not the point of the sample).
--- From any directory: this checkout's module when it is built here (`make`; NPU_MODULE_ROOT names
--- another build), else the installed one (`luarocks make`).
 local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
-local build = os.getenv("NPU_MODULE_ROOT") or here .. "/.."
-if package.searchpath("npu.core", build .. "/?.so") then
-  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  package.cpath = build .. "/?.so;" .. package.cpath
-end
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 local model = require("npu.model")
 local clock = npu.core.monotonic_time -- wall time (os.clock would add up every device thread)

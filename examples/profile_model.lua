@@ -13,14 +13,8 @@
 --                                                      ../shared/models; RUNS default 20)
 --
 -- Everything is written under a temporary directory, removed at the end.
--- From any directory: this checkout's module when it is built here (`make`; NPU_MODULE_ROOT names
--- another build), else the installed one (`luarocks make`).
 local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
-local build = os.getenv("NPU_MODULE_ROOT") or here .. "/.."
-if package.searchpath("npu.core", build .. "/?.so") then
-  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  package.cpath = build .. "/?.so;" .. package.cpath
-end
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
 local models = os.getenv("NPU_MODELS_DIR") or here .. "/../../shared/models"

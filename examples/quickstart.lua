@@ -2,14 +2,8 @@
 -- online-inference sample does (infer_from_pb.py), run a batch, print the top classes.
 --
 --   lua5.4 examples/quickstart.lua        (after `make`, or with the rock installed)
--- From any directory: this checkout's module when it is built here (`make`; NPU_MODULE_ROOT names
--- another build), else the installed one (`luarocks make`).
 local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
-local build = os.getenv("NPU_MODULE_ROOT") or here .. "/.."
-if package.searchpath("npu.core", build .. "/?.so") then
-  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  package.cpath = build .. "/?.so;" .. package.cpath
-end
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
 -- The model: weights from fixed seeds, so every run prints the same thing.

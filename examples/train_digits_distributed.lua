@@ -8,14 +8,8 @@
 --   mpirun -np 2 lua5.4 examples/train_digits_distributed.lua [loops]   (default 15 loops of 100 steps)
 --   (as root, e.g. in a container: mpirun --allow-run-as-root --oversubscribe -np 2 ...)
 --   lua5.4 examples/train_digits_distributed.lua                           (one rank: train_digits)
--- From any directory: this checkout's module when it is built here (`make`; NPU_MODULE_ROOT names
--- another build), else the installed one (`luarocks make`).
 local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
-local build = os.getenv("NPU_MODULE_ROOT") or here .. "/.."
-if package.searchpath("npu.core", build .. "/?.so") then
-  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  package.cpath = build .. "/?.so;" .. package.cpath
-end
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 package.path = here .. "/?.lua;" .. package.path -- digits.lua, beside this script
 local npu = require("npu")
 local digits = require("digits") -- train_digits.lua's data, model and evaluation

@@ -5,26 +5,20 @@
 -- `luarocks make` in a checkout) builds and tests the same way.  tests/test_rock.sh builds,
 -- packs and tests the rock itself.
 local lu = require("luaunit")
+local S = dofile(SPEC_DIR .. "/support.lua")
 local ROOT = ROOT_DIR or "."
-
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = S.read
 
 local function version_h()
-  local h = assert(read(ROOT .. "/csrc/include/npu.h"))
+  local h = read(ROOT .. "/csrc/include/npu.h")
   local function part(name) return assert(h:match("\n#define NPU_VERSION_" .. name .. " (%d+)\n"), name) end
   return part("MAJOR") .. "." .. part("MINOR") .. "." .. part("PATCH")
 end
 
 -- A rockspec is Lua assignments: run in an empty environment, the globals it set.
 local function load_rockspec(path)
+  lu.assertTrue(S.exists(path), "missing: " .. path)
   local text = read(path)
-  lu.assertNotNil(text, "missing: " .. path)
   local env = {}
   assert(load(text, "@" .. path, "t", env))()
   return env
@@ -70,7 +64,7 @@ end
 -- Every variable the Makefile is handed is one it reads (a misspelt one would be ignored).
 function TestRockspec:test_makefile_reads_the_variables_the_rockspec_passes()
   local r = load_rockspec(ROOT .. "/rockspec/lua-npu-" .. version_h() .. "-1.rockspec")
-  local mk = assert(read(ROOT .. "/Makefile"))
+  local mk = read(ROOT .. "/Makefile")
   for _, t in ipairs({ r.build.build_variables, r.build.install_variables }) do
     for var in pairs(t) do
       lu.assertStrContains(mk, "$(" .. var .. ")", false, "the Makefile does not read " .. var)

@@ -44,9 +44,9 @@ if INSTALLED and not os.getenv("NPU_SPEC_INSTALLED") then
   local tmp = os.tmpname()
   os.remove(tmp)
   assert(os.execute("mkdir " .. q(tmp)))
-  local interpreter, i = arg[-1], -1
+  local i = -1 -- the interpreter: arg's lowest index
   while arg[i - 1] do i = i - 1 end
-  interpreter = arg[i]
+  local interpreter = arg[i]
   local env = ("NPU_SPEC_INSTALLED=1 NPU_VERIFY_PLANS=1 LUA_PATH_5_4=%s LUA_CPATH_5_4=%s PATH=%s"):format(
     q(package.path), q(package.cpath), q((bin ~= "" and bin .. ":" or "") .. os.getenv("PATH")))
   for _, v in ipairs({ "ASCEND_WORK_PATH", "ASCEND_CACHE_PATH" }) do
