@@ -15,6 +15,9 @@
 #   make docs       regenerate docs/options.md and docs/ops.md from the option and op tables,
 #                   and the HTML API reference (build/docs/api/index.html) with LDoc (config.ld;
 #                   Debian lua-ldoc, optional: without it the reference is skipped, saying so)
+#   make dist       build/lua-npu-VERSION.tar.gz (VERSION: npu.h's), what the rockspec builds
+#   make rock-check the rock built from that tarball with luarocks, packed, and its whole suite
+#                   run against the installed rock, twice (make test runs a quick form)
 #
 # Honours the variables LuaRocks passes: CC CFLAGS LIBFLAG LUA_INCDIR INST_LIBDIR INST_LUADIR,
 # plus OPENBLAS_INCDIR / OPENBLAS_LIBDIR.
@@ -81,7 +84,7 @@ LIB_INT  = $(BUILD)/libnpu_int.a
 LIB_SO_REAL = $(BUILD)/libnpu.so.$(NPU_VERSION)
 LIB_SO   = $(BUILD)/libnpu.so
 
-.PHONY: all boundary deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve histogram-table
+.PHONY: all boundary deps example test check sanitize tsan bench bench-serve docs clean install install-clib lua-links fuzz serve histogram-table dist rock-check
 
 all: $(MODULE) $(LIB_A) $(LIB_INT) $(LIB_SO) lua-links serve
 
@@ -199,8 +202,8 @@ histogram-table: $(BUILD)/gen_histogram_table
 # The plan verifier (compile/verify.c) checks every pass's output while testing.
 test sanitize: export NPU_VERIFY_PLANS = 1
 
-# export_compile_stat (default 1) writes fusion_result.json when a session closes: under
-# $ASCEND_WORK_PATH/FE/<pid>/ when that is set, else in the working directory.  The suite's
+# Files sessions write without a path of their own (export_compile_stat's fusion_result.json,
+# profiles, exception dumps, ...) go under $ASCEND_WORK_PATH, else ./npu_out.  The suite's
 # sessions put theirs in the build tree.
 test sanitize: export ASCEND_WORK_PATH ?= $(abspath $(BUILD))/ascend_work
 # The operator cache (op_compiler_cache_mode, default enable) is read by every session: the
@@ -212,7 +215,14 @@ test: deps boundary
 	@for t in $(C_TESTS); do echo "== $$t"; $$t || exit 1; done
 	@echo "== $(EMBED)"; $(EMBED)
 	@echo "== tests/test_install.sh"; MAKE="$(MAKE)" BUILD=$(BUILD) CC="$(CC)" sh tests/test_install.sh
+	@echo "== tests/test_rock.sh (quick: make rock-check runs the whole suite on the rock, twice)"; MAKE="$(MAKE)" sh tests/test_rock.sh
 	$(LUA) spec/run.lua
+
+# The rock, in full: make dist, luarocks build from the tarball, luarocks pack, and luarocks
+# test (the whole suite against the installed rock) twice in a row; all in a temporary
+# directory (tests/test_rock.sh).  .ci/run runs it.
+rock-check:
+	MAKE="$(MAKE)" FULL=1 sh tests/test_rock.sh
 
 check: test
 
@@ -331,6 +341,21 @@ install: all $(if $(filter no,$(INSTALL_CLIB)),,install-clib)
 	cp $(LUA_SRC) $(DESTDIR)$(INST_LUADIR)/npu/
 	cp tools/npu-run $(DESTDIR)$(INST_BINDIR)/npu-run && chmod 755 $(DESTDIR)$(INST_BINDIR)/npu-run
 	if [ -f $(SERVE) ]; then cp $(SERVE) $(DESTDIR)$(INST_BINDIR)/npu-serve && chmod 755 $(DESTDIR)$(INST_BINDIR)/npu-serve; fi
+
+# make dist: $(DIST), the tracked files as they are in the working tree, under
+# lua-npu-$(NPU_VERSION)/, made reproducible (sorted, owner 0, the last commit's time).  The
+# version is npu.h's; the release rockspec of that version must exist and say so.
+DIST     = $(BUILD)/lua-npu-$(NPU_VERSION).tar.gz
+ROCKSPEC = rockspec/lua-npu-$(NPU_VERSION)-1.rockspec
+dist:
+	@git rev-parse --git-dir >/dev/null 2>&1 || { echo "make dist: needs a git checkout (the tarball holds the tracked files)" >&2; exit 1; }
+	@grep -q '^version = "$(NPU_VERSION)-1"$$' $(ROCKSPEC) 2>/dev/null || { echo "make dist: $(ROCKSPEC) is missing or its version is not $(NPU_VERSION)-1 (npu.h's NPU_VERSION_*)" >&2; exit 1; }
+	@mkdir -p $(BUILD)
+	git ls-files -z | tar --null -T - --sort=name --owner=0 --group=0 --numeric-owner \
+	    --mtime=@$$(git log -1 --format=%ct) --transform 's,^,lua-npu-$(NPU_VERSION)/,' \
+	    --use-compress-program='gzip -n' -cf $(DIST).tmp
+	mv $(DIST).tmp $(DIST)
+	@echo "$(DIST): $$(tar -tzf $(DIST) | grep -vc '/$$') files"
 
 clean:
 	rm -rf build build-san build-tsan npu

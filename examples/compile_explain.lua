@@ -10,9 +10,8 @@
 --
 -- It leaves no file behind: export_compile_stat = 0 (no fusion_result.json), and the switch
 -- file is a temporary file, removed as soon as the session has read it.
-local here = arg and arg[0] and arg[0]:match("^(.*)/examples/[^/]*$") or "."
-package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
-package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
 -- The model: x (N, 8, 8, 3) scaled to [-1, 1], a 3x3 convolution with a batch norm folded

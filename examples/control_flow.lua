@@ -5,8 +5,8 @@
 -- when it is not all zeros (a cond per row, inside map_fn).
 --
 --   lua5.4 examples/control_flow.lua
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-package.cpath = "./?.so;" .. package.cpath
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
 local g = npu.Graph()

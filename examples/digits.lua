@@ -1,9 +1,12 @@
 -- digits.lua — what train_digits.lua and train_digits_distributed.lua share: the 8x8 digits
 -- (examples/data/README.md) split into a training and a test set, the MLP (64-128-10), its
 -- evaluation on a placeholder, the session's configuration and the test accuracy.  Not an
--- example itself: the two require it (their package.path has examples/?.lua, so both run from
--- the checkout as the README shows).
+-- example itself: the two require it (their package.path has their own directory, so both run
+-- from any directory).
 local npu = require("npu")
+
+-- The data files sit beside this file, wherever the script was started from.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
 
 local digits = {}
 
@@ -11,8 +14,8 @@ local digits = {}
 -- in plain Lua, so the split is the same everywhere, on every rank), n_test for the test set.
 -- Returns x_train, y_train, x_test, y_test, n_train.
 function digits.load(n_test)
-  local images = npu.load("examples/data/digits_images.npy"):astype("float32"):totable()
-  local labels = npu.load("examples/data/digits_labels.npy"):astype("int32"):totable()
+  local images = npu.load(here .. "/data/digits_images.npy"):astype("float32"):totable()
+  local labels = npu.load(here .. "/data/digits_labels.npy"):astype("int32"):totable()
   local order, state = {}, 20240601
   for i = 1, #images do order[i] = i end
   for i = #order, 2, -1 do

@@ -12,9 +12,8 @@
 -- network, TensorFlow.js graph model) and first converts it to a frozen .pb, so that what it
 -- then loads is a .pb as in the reference.  The reference reads ImageNet JPEGs; here each
 -- batch is seeded noise of the input's shape (preprocessing is not the point of the sample).
-local here = arg and arg[0] and arg[0]:match("^(.*)/examples/[^/]*$") or "."
-package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
-package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 local model = require("npu.model")
 local clock = npu.core.monotonic_time -- wall time (os.clock would add up every device thread)
@@ -38,7 +37,7 @@ assert(batch_size and batch_size >= 1 and n_batches and n_batches >= 2, "--batch
 -- The model: the given file, or mobileface converted to .pb.
 local model_path, tmpdir = args.model_path, nil
 if model_path == "" then
-  local json = (os.getenv("NPU_MODELS_DIR") or here .. "/../shared/models") .. "/mobileface/mobileface.json"
+  local json = (os.getenv("NPU_MODELS_DIR") or here .. "/../../shared/models") .. "/mobileface/mobileface.json"
   local g = model.load_model(json)
   tmpdir = os.tmpname()
   os.remove(tmpdir)

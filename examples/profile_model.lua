@@ -13,12 +13,11 @@
 --                                                      ../shared/models; RUNS default 20)
 --
 -- Everything is written under a temporary directory, removed at the end.
-local here = arg and arg[0] and arg[0]:match("^(.*)/examples/[^/]*$") or "."
-package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
-package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
-local models = os.getenv("NPU_MODELS_DIR") or here .. "/../shared/models"
+local models = os.getenv("NPU_MODELS_DIR") or here .. "/../../shared/models"
 local model_path = arg[1] or models .. "/emotion/emotion.json"
 local runs = tonumber(arg[2] or "20")
 assert(runs and runs >= 1, "RUNS must be a number >= 1")

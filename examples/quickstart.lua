@@ -1,9 +1,9 @@
 -- quickstart.lua — build an MLP (784-256-10), configure a session exactly as the reference's
 -- online-inference sample does (infer_from_pb.py), run a batch, print the top classes.
 --
---   lua5.4 examples/quickstart.lua        (from the repository root, after `make`)
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-package.cpath = "./?.so;" .. package.cpath
+--   lua5.4 examples/quickstart.lua        (after `make`, or with the rock installed)
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
 -- The model: weights from fixed seeds, so every run prints the same thing.

@@ -7,8 +7,9 @@
 -- graph): `tensorboard --logdir <logdir>` shows them (docs/summaries.md).
 --
 --   lua5.4 examples/train_digits.lua [loops [logdir]]   (default 15 loops of 100 steps)
-package.path = "lua/?.lua;lua/?/init.lua;examples/?.lua;" .. package.path
-package.cpath = "./?.so;" .. package.cpath
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
+package.path = here .. "/?.lua;" .. package.path -- digits.lua, beside this script
 local npu = require("npu")
 local digits = require("digits") -- the data, model and evaluation train_digits_distributed.lua shares
 

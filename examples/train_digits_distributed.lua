@@ -8,8 +8,9 @@
 --   mpirun -np 2 lua5.4 examples/train_digits_distributed.lua [loops]   (default 15 loops of 100 steps)
 --   (as root, e.g. in a container: mpirun --allow-run-as-root --oversubscribe -np 2 ...)
 --   lua5.4 examples/train_digits_distributed.lua                           (one rank: train_digits)
-package.path = "lua/?.lua;lua/?/init.lua;examples/?.lua;" .. package.path
-package.cpath = "./?.so;" .. package.cpath
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
+package.path = here .. "/?.lua;" .. package.path -- digits.lua, beside this script
 local npu = require("npu")
 local digits = require("digits") -- train_digits.lua's data, model and evaluation
 

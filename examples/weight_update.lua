@@ -4,8 +4,8 @@
 -- update op, then inference continues in the same session, with nothing recompiled.
 --
 --   lua5.4 examples/weight_update.lua
-package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
-package.cpath = "./?.so;" .. package.cpath
+local here = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$") or "."
+dofile(here .. "/checkout.lua") -- runs from any directory, on this checkout's build or the rock
 local npu = require("npu")
 
 local TestPolicy = {}

@@ -1,24 +1,66 @@
--- examples_spec.lua — every example runs as the README says, so the docs cannot rot.
+-- examples_spec.lua — every example runs as the README says, so the docs cannot rot; and from
+-- any directory: each runs from an empty temporary directory, by its path, and may leave
+-- nothing there but npu_out/ (the default output directory, when ASCEND_WORK_PATH is unset).
+-- Under spec/run.lua --installed the examples of the source tree run against the installed
+-- rock (the environment's paths), even in a checkout that is built.
 local lu = require("luaunit")
 
-local function run(cmd)
-  local p = io.popen("cd '" .. ROOT_DIR .. "' && " .. cmd .. " 2>&1; echo \"exit=$?\"")
+local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local function absolute(path)
+  local p = io.popen("cd " .. sh_quote(path) .. " && pwd")
+  local abs = p:read("l")
+  p:close()
+  return abs
+end
+
+-- Runs `<cmd>` (in which EXAMPLES stands for the examples' directory, given as an absolute
+-- path, or with relative = true as a path relative to the directory) in an empty temporary
+-- directory with env ("VAR=value ...") added; returns the output, the exit status and what it
+-- left in the directory (ls -A, one name a line).
+local function run_in_empty_dir(cmd, env, relative)
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("mkdir " .. sh_quote(dir)))
+  local examples = absolute(ROOT_DIR) .. "/examples"
+  if relative then
+    local p = io.popen("realpath --relative-to=" .. sh_quote(dir) .. " " .. sh_quote(examples))
+    examples = p:read("l")
+    p:close()
+  end
+  local module_root = os.getenv("NPU_MODULE_ROOT") -- make sanitize's build, made absolute
+  if module_root then env = (env or "") .. " NPU_MODULE_ROOT=" .. sh_quote(absolute(module_root)) end
+  -- under --installed, a build in the checkout must not stand in for the rock: the examples
+  -- look for one in the empty directory, find none, and load the installed module
+  if INSTALLED then env = (env or "") .. " NPU_MODULE_ROOT=" .. sh_quote(dir) end
+  local p = io.popen("cd " .. sh_quote(dir) .. " && env " .. (env or "") .. " " ..
+    cmd:gsub("EXAMPLES", (examples:gsub("%%", "%%%%"))) .. " 2>&1; echo \"exit=$?\"")
   local out = p:read("a")
   p:close()
-  return out, tonumber(out:match("exit=(%d+)%s*$"))
+  local ls = io.popen("ls -A " .. sh_quote(dir))
+  local left = ls:read("a")
+  ls:close()
+  os.execute("rm -rf " .. sh_quote(dir))
+  return out, tonumber(out:match("exit=(%d+)%s*$")), left
+end
+
+local function run(cmd, env, relative)
+  local out, rc, left = run_in_empty_dir(cmd, env, relative)
+  lu.assertTrue(left == "" or left == "npu_out\n", "left in the working directory: " .. left)
+  return out, rc
 end
 
 TestExamples = {}
 
 function TestExamples:test_quickstart()
-  local out, rc = run("lua5.4 examples/quickstart.lua")
+  local out, rc = run("lua5.4 EXAMPLES/quickstart.lua", nil, true) -- a relative path
   lu.assertEquals(rc, 0, out)
   lu.assertStrContains(tostring(out), "output shape: {4, 10}")
   lu.assertEquals(select(2, out:gsub("image %d: top class %d", "")), 4)
 end
 
 function TestExamples:test_control_flow()
-  local out, rc = run("lua5.4 examples/control_flow.lua")
+  local out, rc = run("lua5.4 EXAMPLES/control_flow.lua")
   lu.assertEquals(rc, 0, out)
   lu.assertStrContains(tostring(out), "[[2, 3, 4], ")
   lu.assertStrContains(tostring(out), "[1.414214, 1000, 0.5]]")
@@ -30,7 +72,7 @@ function TestExamples:test_control_flow()
 end
 
 function TestExamples:test_weight_update()
-  local out, rc = run("lua5.4 examples/weight_update.lua")
+  local out, rc = run("lua5.4 EXAMPLES/weight_update.lua")
   lu.assertEquals(rc, 0, out)
   lu.assertStrContains(tostring(out), "after update:")
   lu.assertStrContains(tostring(out), "plans compiled: 3")
@@ -38,7 +80,7 @@ end
 
 function TestExamples:test_train_digits_shortened()
   -- 5 loops of 100 device steps; the full example (15 loops) reaches about 96.7 %
-  local out, rc = run("lua5.4 examples/train_digits.lua 5")
+  local out, rc = run("lua5.4 EXAMPLES/train_digits.lua 5")
   lu.assertEquals(rc, 0, out)
   lu.assertStrContains(tostring(out), "loop  5/5 step   500")
   local acc = tonumber(out:match("test accuracy: ([%d.]+) %%"))
@@ -54,7 +96,7 @@ function TestExamples:test_train_digits_distributed()
   local preload = os.getenv("LD_PRELOAD")
   local no_leaks = preload and preload:find("asan") and "env ASAN_OPTIONS=detect_leaks=0 " or ""
   local out, rc = run(no_leaks .. "mpirun --oversubscribe --allow-run-as-root -np 2 " ..
-    (no_leaks ~= "" and "-x ASAN_OPTIONS " or "") .. "lua5.4 examples/train_digits_distributed.lua 5")
+    (no_leaks ~= "" and "-x ASAN_OPTIONS " or "") .. "lua5.4 EXAMPLES/train_digits_distributed.lua 5")
   lu.assertEquals(rc, 0, out)
   lu.assertStrContains(out, "2 ranks, batch 32 per rank")
   lu.assertStrContains(out, "loop  5/5 step   500")
@@ -69,41 +111,21 @@ function TestExamples:test_infer_from_pb()
   local f = io.open(models .. "/mobileface/mobileface.json")
   if not f then lu.skip("the shared models are not here (" .. models .. ")") end
   f:close()
-  local out, rc = run("lua5.4 examples/infer_from_pb.lua")
+  local out, rc = run("lua5.4 EXAMPLES/infer_from_pb.lua")
   lu.assertEquals(rc, 0, out)
 end
 
--- compile_explain.lua, run in an empty directory without ASCEND_WORK_PATH: it must leave
--- nothing there (no fusion_result.json).  The built model has 14 graph ops (sub, mul, conv2d,
+-- compile_explain.lua, without ASCEND_WORK_PATH: it must leave nothing at all (no
+-- fusion_result.json, no npu_out).  The built model has 14 graph ops (sub, mul, conv2d,
 -- mul, add, relu, max_pool, reshape, matmul, bias_add, relu, matmul, bias_add, softmax); the
 -- passes absorb 7 of them (mul into the chain; mul, add, relu into the convolution; bias_add
 -- and relu, then bias_add, into the two matmuls).
-local function absolute(path)
-  local p = io.popen("cd '" .. path .. "' && pwd")
-  local abs = p:read("l")
-  p:close()
-  return abs
-end
-
-local function run_in_empty_dir(args)
-  local root = absolute(ROOT_DIR)
-  local module_root = absolute(os.getenv("NPU_MODULE_ROOT") or ROOT_DIR) -- make sanitize's build
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(os.execute("mkdir '" .. dir .. "'"))
-  local p = io.popen("cd '" .. dir .. "' && env -u ASCEND_WORK_PATH NPU_MODULE_ROOT='" .. module_root ..
-    "' lua5.4 '" .. root .. "/examples/compile_explain.lua' " .. (args or "") .. " 2>&1; echo \"exit=$?\"")
-  local out = p:read("a")
-  p:close()
-  local ls = io.popen("ls -A '" .. dir .. "'")
-  local left = ls:read("a")
-  ls:close()
-  os.execute("rm -rf '" .. dir .. "'")
-  return out, tonumber(out:match("exit=(%d+)%s*$")), left
+local function run_compile_explain(args)
+  return run_in_empty_dir("lua5.4 EXAMPLES/compile_explain.lua " .. (args or ""), "-u ASCEND_WORK_PATH")
 end
 
 function TestExamples:test_compile_explain()
-  local out, rc, left = run_in_empty_dir()
+  local out, rc, left = run_compile_explain()
   lu.assertEquals(rc, 0, out)
   lu.assertEquals(left, "", "files left behind")
   local on, fused, off = out:match("steps: (%d+) with the passes on %((%d+) fused%), (%d+) with them off")
@@ -127,7 +149,7 @@ function TestExamples:test_compile_explain_on_a_shared_model()
   if not f then lu.skip("the shared models are not here (" .. models .. ")") end
   f:close()
   local path = absolute(models) .. "/emotion/emotion.json"
-  local out, rc, left = run_in_empty_dir("'" .. path .. "'")
+  local out, rc, left = run_compile_explain("'" .. path .. "'")
   lu.assertEquals(rc, 0, out)
   lu.assertEquals(left, "", "files left behind")
   local on, off = out:match("steps: (%d+) with the passes on %(%d+ fused%), (%d+) with them off")
@@ -144,7 +166,7 @@ function TestExamples:test_profile_model()
   local f = io.open(models .. "/emotion/emotion.json")
   if not f then lu.skip("the shared models are not here (" .. models .. ")") end
   f:close()
-  local out, rc = run("lua5.4 examples/profile_model.lua '" .. models .. "/emotion/emotion.json' 5")
+  local out, rc = run("lua5.4 EXAMPLES/profile_model.lua '" .. absolute(models) .. "/emotion/emotion.json' 5")
   lu.assertEquals(rc, 0, out)
   lu.assertStrContains(tostring(out), "profile of 5 runs (PROF_")
   local shares, prev = 0, math.huge

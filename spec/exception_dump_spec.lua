@@ -129,12 +129,14 @@ function TestExceptionDump:test_npu_collect_path_forces_mode_1()
   check_json(j, prefix, 1, err)
 end
 
--- Neither variable: ./extra-info/data-dump/<session_device_id> in the working directory.
-function TestExceptionDump:test_working_directory_and_device_id()
+-- Neither variable: ./npu_out/extra-info/data-dump/<session_device_id>, the default output
+-- directory, not the working directory itself.
+function TestExceptionDump:test_default_output_directory_and_device_id()
   local err = run(self.tmp, "-u NPU_COLLECT_PATH -u ASCEND_WORK_PATH", "{ session_device_id = 1 }")
   lu.assertEquals(err, WANT)
-  lu.assertEquals(S.ls(self.tmp .. "/extra-info/data-dump"), { "1" })
-  local j, prefix = one_dump(self.tmp .. "/extra-info/data-dump/1")
+  lu.assertFalse(S.exists(self.tmp .. "/extra-info"))
+  lu.assertEquals(S.ls(self.tmp .. "/npu_out/extra-info/data-dump"), { "1" })
+  local j, prefix = one_dump(self.tmp .. "/npu_out/extra-info/data-dump/1")
   check_json(j, prefix, 2, err)
   lu.assertEquals(j.device_id, 1)
 end

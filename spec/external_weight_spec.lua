@@ -159,7 +159,7 @@ local g, x, y = build()
 local sess = npu.Session { graph = g, options = { external_weight = true, export_compile_stat = 0 } }
 local ok, err = pcall(sess.run, sess, y, feed(x))
 if not ok then print("ERROR " .. tostring(err)) os.exit(0) end
-local base = os.getenv("ASCEND_WORK_PATH") or "."
+local base = os.getenv("ASCEND_WORK_PATH") or "npu_out"
 for d, n in pairs(weight_dirs(base)) do print("DIR " .. d .. " " .. n) end
 sess:close()
 print("AFTER " .. #(function() local t = {} for d in pairs(weight_dirs(base)) do t[#t + 1] = d end return t end)())
@@ -175,14 +175,15 @@ function TestExternalWeight:test_ascend_work_path_and_working_directory()
   lu.assertEquals(tonumber(n), 3, out)
   lu.assertStrContains(tostring(out), "AFTER 0")
   lu.assertFalse(S.exists(dir))
-  -- without ASCEND_WORK_PATH: the working directory
+  -- without ASCEND_WORK_PATH: the default output directory, npu_out
   out = S.run_lua(tmp, "-u ASCEND_WORK_PATH", LAYOUT)
   dir, n = out:match("DIR (%S+) (%d+)")
   lu.assertNotNil(dir, out)
-  lu.assertStrContains(dir, "./tmp_weight_")
+  lu.assertStrContains(dir, "npu_out/tmp_weight_")
   lu.assertEquals(tonumber(n), 3, out)
   lu.assertStrContains(tostring(out), "AFTER 0")
-  lu.assertEquals(S.ls(tmp), { "work" }) -- tmp_weight_* removed; work/deep stays
+  lu.assertEquals(S.ls(tmp), { "npu_out", "work" }) -- work/deep and npu_out stay
+  lu.assertEquals(S.ls(tmp .. "/npu_out"), {}) -- tmp_weight_* removed
   S.rm_rf(tmp)
 end
 

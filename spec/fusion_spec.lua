@@ -826,11 +826,11 @@ end
 -- The statistics file is read with support.lua's small JSON reader.
 local json_decode = dofile(SPEC_DIR .. "/support.lua").json_decode
 
--- Where this process's sessions write: $ASCEND_WORK_PATH/FE/<pid>/ (make test sets it) or
--- the working directory.
+-- Where this process's sessions write: $ASCEND_WORK_PATH/FE/<pid>/ (make test sets it), else
+-- npu_out/FE/<pid>/, the default output directory.
 local function result_path()
   local work = os.getenv("ASCEND_WORK_PATH")
-  if not work or work == "" then return "fusion_result.json" end
+  if not work or work == "" then work = "npu_out" end
   local stat = read_file("/proc/self/stat")
   if not stat then return nil end
   return ("%s/FE/%s/fusion_result.json"):format(work, stat:match("^(%d+)"))

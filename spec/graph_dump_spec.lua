@@ -213,14 +213,16 @@ function TestGraphDump:test_level_4_the_first_stage_only()
   lu.assertEquals(#json(self.out, 0, "00_PreRunBegin").plan.steps, 5)
 end
 
-function TestGraphDump:test_each_compilation_numbered_in_the_working_directory_by_default()
-  local out = run(self.dir, "DUMP_GE_GRAPH=3 DUMP_GRAPH_LEVEL=3", true)
+function TestGraphDump:test_each_compilation_numbered_in_the_output_directory_by_default()
+  local out = run(self.dir, "-u ASCEND_WORK_PATH DUMP_GE_GRAPH=3 DUMP_GRAPH_LEVEL=3", true)
   lu.assertStrContains(tostring(out), "done")
   local want = files(0, { "05_MemoryPlanning" })
   for _, f in ipairs(files(1, { "05_MemoryPlanning" })) do want[#want + 1] = f end
   table.sort(want)
-  lu.assertEquals(ls(self.dir), want)
-  local second = json(self.dir, 1, "05_MemoryPlanning")
+  local out_dir = self.dir .. "/npu_out" -- not the working directory itself
+  lu.assertEquals(ls(self.dir), { "npu_out" })
+  lu.assertEquals(ls(out_dir), want)
+  local second = json(out_dir, 1, "05_MemoryPlanning")
   lu.assertEquals(second.graph, 1)
   lu.assertEquals(#second.nodes, 3) -- x, w, mm
 end

@@ -948,6 +948,9 @@ end
 
 function TestOptionsDocs:test_docs_options_md_is_generated_from_the_table()
   local gen = os.getenv("NPU_GEN_OPTIONS_DOC") or (ROOT .. "/build/gen_options_doc")
+  -- (the rock's suite, spec/run.lua --installed, may run in a source tree nobody built)
+  local f = io.open(gen)
+  if f then f:close() elseif INSTALLED then lu.skip("no " .. gen .. ": the source tree is not built") end
   local p = io.popen('"' .. gen .. '" 2>/dev/null')
   local out = p:read("a")
   local ok = p:close()

@@ -408,7 +408,7 @@ function TestProfile:test_environment_variables_turn_it_on()
   lu.assertEquals(#header2, 14)
 end
 
-function TestProfile:test_ascend_work_path_then_the_working_directory()
+function TestProfile:test_ascend_work_path_then_npu_out()
   local work = self.base .. "/work"
   local cwd = self.base .. "/cwd"
   assert(os.execute("mkdir " .. sh_quote(cwd)))
@@ -418,7 +418,8 @@ function TestProfile:test_ascend_work_path_then_the_working_directory()
   lu.assertEquals(ls(cwd), {})
   lu.assertStrContains(run_script(cwd, "-u ASCEND_WORK_PATH",
     "{profiling_mode = true, export_compile_stat = 0}"), "done")
-  local dir = prof_dir(cwd)
+  lu.assertEquals(ls(cwd), { "npu_out" }) -- the default output directory, nothing loose
+  local dir = prof_dir(cwd .. "/npu_out")
   lu.assertTrue(exists(dir .. "/trace.json"))
 end
 

@@ -7,12 +7,19 @@ local npu = require("npu")
 local ROOT = ROOT_DIR or "."
 local MODELS_DIR = os.getenv("NPU_MODELS_DIR") or ROOT .. "/../shared/models"
 local RUNNER = ROOT .. "/tools/npu-run"
+local LUA = "lua5.4 "
+if INSTALLED then -- the rock's, as installed: luarocks' wrapper script names the interpreter
+  local p = io.popen("command -v npu-run") -- (spec/run.lua --installed put the rock's bin first)
+  RUNNER = p:read("l") or RUNNER
+  p:close()
+  LUA = ""
+end
 
 local ENV = ""
 
 -- Runs the runner; returns stdout+stderr and the exit code.
 local function run(args)
-  local p = io.popen(("%slua5.4 %q %s 2>&1"):format(ENV, RUNNER, args))
+  local p = io.popen(("%s%s%q %s 2>&1"):format(ENV, LUA, RUNNER, args))
   local out = p:read("a")
   local _, _, code = p:close()
   return out, code

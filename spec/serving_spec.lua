@@ -15,6 +15,11 @@ local q = S.sh_quote
 local ROOT = ROOT_DIR or "."
 local SERVE = (os.getenv("NPU_MODULE_ROOT") or ROOT) .. "/build/npu-serve"
 if os.getenv("NPU_MODULE_ROOT") then SERVE = os.getenv("NPU_MODULE_ROOT") .. "/npu-serve" end
+if INSTALLED then -- the rock's (spec/run.lua --installed put its bin directory first on PATH)
+  local p = io.popen("command -v npu-serve")
+  SERVE = p:read("l") or "npu-serve"
+  p:close()
+end
 
 local function have(cmd) return os.execute("command -v " .. cmd .. " >/dev/null 2>&1") == true end
 -- curl runs without the sanitizers `make sanitize` preloads into this process (curl under a
@@ -22,7 +27,10 @@ local function have(cmd) return os.execute("command -v " .. cmd .. " >/dev/null 
 local CURL = "env -u LD_PRELOAD curl"
 
 local function need_server()
-  if not S.exists(SERVE) then lu.skip("npu-serve is not built (" .. SERVE .. "): libmicrohttpd-dev is missing") end
+  if not S.exists(SERVE) then
+    lu.skip(INSTALLED and "the rock has no npu-serve: libmicrohttpd-dev was missing when it was built"
+      or "npu-serve is not built (" .. SERVE .. "): libmicrohttpd-dev is missing")
+  end
   if not have("curl") then lu.skip("curl is not installed") end
 end
 

@@ -395,13 +395,17 @@ end
 
 -- Runs a Lua script in a lua5.4 subprocess, in directory dir with env ("VAR=value ...", or
 -- env's own "-u VAR") added to the environment, requiring this checkout's npu (the build that
--- NPU_MODULE_ROOT names under make sanitize); returns its output, stderr included.
+-- NPU_MODULE_ROOT names under make sanitize), or under spec/run.lua --installed the installed
+-- rock this process tests; returns its output, stderr included.
 local function run_lua(dir, env, script)
   local root = ROOT_DIR or "."
   local function abs(d) return io.popen("cd " .. sh_quote(d) .. " && pwd"):read("l") end
   local lua_dir, mod = abs(root), abs(os.getenv("NPU_MODULE_ROOT") or root)
   local prelude = ("package.path=%q..package.path; package.cpath=%q..package.cpath; "):format(
     lua_dir .. "/lua/?.lua;" .. lua_dir .. "/lua/?/init.lua;", mod .. "/?.so;")
+  if INSTALLED then -- (spec/run.lua left only absolute entries)
+    prelude = ("package.path=%q; package.cpath=%q; "):format(package.path, package.cpath)
+  end
   local p = io.popen("cd " .. sh_quote(dir) .. " && env " .. env .. " lua5.4 -e " ..
     sh_quote(prelude .. script) .. " 2>&1")
   local out = p:read("a")

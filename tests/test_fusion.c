@@ -1,6 +1,6 @@
 /*
  * test_fusion.c — the fusion passes through the C API: fusion_result.json where and when
- * export_compile_stat says (working directory or $ASCEND_WORK_PATH/FE/<pid>/, merged with
+ * export_compile_stat says (npu_out/FE/<pid>/ or $ASCEND_WORK_PATH/FE/<pid>/, merged with
  * what is there, session and graph ids, nothing for sessions that fused nothing), the errors
  * of an unwritable path, and the allocation-failure sweep over a graph every pass rewrites
  * (switch file parsed, constants folded, steps replaced): a clean NPU_ERR_NOMEM and zero live
@@ -160,8 +160,8 @@ static void make_tmp_root(void) {
   CHECK(mkdtemp(tmp_root) != NULL);
 }
 
-static void test_results_in_the_working_directory(void) {
-  char dir[300], cwd[1024], off[320];
+static void test_results_in_npu_out_by_default(void) {
+  char dir[300], cwd[1024], off[320], res[96];
   snprintf(dir, sizeof dir, "%s/cwd", tmp_root);
   CHECK(mkdir(dir, 0777) == 0);
   CHECK(getcwd(cwd, sizeof cwd) != NULL);
@@ -169,7 +169,11 @@ static void test_results_in_the_working_directory(void) {
   unsetenv("ASCEND_WORK_PATH");
   snprintf(off, sizeof off, "%s/off.cfg", tmp_root);
   write_text(off, "{\"Switch\":{\"GraphFusion\":{\"ALL\":\"off\"},\"UBFusion\":{\"ALL\":\"off\"}}}");
-  write_text("fusion_result.json", "{\"someone_else\": {\"kept\": true}}");
+  /* without ASCEND_WORK_PATH: npu_out/FE/<pid>/, not the working directory itself */
+  snprintf(res, sizeof res, "npu_out/FE/%ld", (long)getpid());
+  CHECK(mkdir("npu_out", 0777) == 0 && mkdir("npu_out/FE", 0777) == 0 && mkdir(res, 0777) == 0);
+  snprintf(res, sizeof res, "npu_out/FE/%ld/fusion_result.json", (long)getpid());
+  write_text(res, "{\"someone_else\": {\"kept\": true}}");
 
   npu_context *ctx;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
@@ -184,7 +188,7 @@ static void test_results_in_the_working_directory(void) {
   npu_session *s0, *s1, *s2, *s3;
   CHECK(new_session(ctx, g, 2, NULL, &s0) == NPU_OK);
   CHECK(run(s0, x, xt, y, &fused) == NPU_OK);
-  cJSON *root = read_json("fusion_result.json");
+  cJSON *root = read_json(res);
   CHECK(root != NULL);
   CHECK(cJSON_GetObjectItemCaseSensitive(root, "someone_else") != NULL);
   const char *k0 = "session_and_graph_id_0_0";
@@ -201,10 +205,10 @@ static void test_results_in_the_working_directory(void) {
   /* session 1, mode 1: nothing until it closes */
   CHECK(new_session(ctx, g, 1, NULL, &s1) == NPU_OK);
   CHECK(run(s1, x, xt, y, &fused) == NPU_OK);
-  CHECK(!has_key("fusion_result.json", "session_and_graph_id_1_0"));
+  CHECK(!has_key(res, "session_and_graph_id_1_0"));
   npu_session_close(s1);
-  CHECK(has_key("fusion_result.json", "session_and_graph_id_1_0"));
-  CHECK(has_key("fusion_result.json", k0));
+  CHECK(has_key(res, "session_and_graph_id_1_0"));
+  CHECK(has_key(res, k0));
 
   /* session 2, mode 0: never; session 3, everything off: nothing matched, nothing written */
   CHECK(new_session(ctx, g, 0, NULL, &s2) == NPU_OK);
@@ -214,8 +218,8 @@ static void test_results_in_the_working_directory(void) {
   CHECK_NEAR(fused, unfused, 1e-5);
   npu_session_close(s2);
   npu_session_close(s3);
-  CHECK(!has_key("fusion_result.json", "session_and_graph_id_2_0"));
-  CHECK(!has_key("fusion_result.json", "session_and_graph_id_3_0"));
+  CHECK(!has_key(res, "session_and_graph_id_2_0"));
+  CHECK(!has_key(res, "session_and_graph_id_3_0"));
 
   npu_session_release(s0);
   npu_session_release(s1);
@@ -225,7 +229,7 @@ static void test_results_in_the_working_directory(void) {
   npu_graph_release(g);
   CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
   npu_context_release(ctx);
-  remove("fusion_result.json");
+  CHECK(access("fusion_result.json", F_OK) != 0);
   remove(off);
   CHECK(chdir(cwd) == 0);
   rmdir(dir);
@@ -433,7 +437,7 @@ int main(void) {
   make_tmp_root();
   test_eltwise_kernel_equals_its_reference();
   test_threads_do_not_change_the_bits();
-  test_results_in_the_working_directory();
+  test_results_in_npu_out_by_default();
   test_results_under_ascend_work_path();
   test_allocation_failure_sweep();
   remove_tree(tmp_root);

@@ -100,6 +100,14 @@ int main(void) {
   printf("- Precedence: an option set explicitly wins over its environment variable, which "
          "wins over the default.  Defaults marked `(graph_run_mode=1); ... "
          "(graph_run_mode=0)` depend on graph_run_mode.\n\n");
+  printf("Where files go: what the session writes without a path of its own (export_compile_stat's "
+         "`FE/<pid>/fusion_result.json`, profiling's `PROF_*` directories, enable_exception_dump's "
+         "`extra-info/`, external_weight's `tmp_weight_*`, DUMP_GE_GRAPH's `ge_proto_*` files, "
+         "aoe_mode's records) goes under `$ASCEND_WORK_PATH` when it is set, else under "
+         "`npu_out/` in the working directory, made on the first write; nothing lands loose in "
+         "the working directory.  A directory that cannot be made fails with NPU_ERR_IO naming "
+         "it.  Options that take a path (dump_path, profiling_options' output, work_path, "
+         "DUMP_GRAPH_PATH) write where they say.\n\n");
   printf("How the compiler applies the precision, fusion, implementation-mode and memory "
          "options is told in [compiler.md](compiler.md); the ops and their precision lists are "
          "in [ops.md](ops.md).\n\n");

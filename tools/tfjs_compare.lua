@@ -13,12 +13,11 @@
 -- 1 otherwise, 2 on a usage error.
 local script_dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 local root = script_dir .. "/.."
-do
-  local f = io.open(root .. "/lua/npu/init.lua", "r")
-  if f then
-    f:close()
+do -- the checkout's module when it is built there, else the installed one
+  local build = os.getenv("NPU_MODULE_ROOT") or root
+  if package.searchpath("npu.core", build .. "/?.so") then
     package.path = root .. "/lua/?.lua;" .. root .. "/lua/?/init.lua;" .. package.path
-    package.cpath = (os.getenv("NPU_MODULE_ROOT") or root) .. "/?.so;" .. package.cpath
+    package.cpath = build .. "/?.so;" .. package.cpath
   end
 end
 local npu = require("npu")

@@ -7,8 +7,8 @@
  * (folded values, float16-rounded weights under force_fp16, batch-norm-folded filters) — is
  * written once to <dir>/weight_<hash> and replaced, in the plan's slot and for a Const node in
  * the graph itself, by a tensor over a read-only MAP_SHARED mapping of that file
- * (npuT_map_file).  <dir> is $ASCEND_WORK_PATH/tmp_weight_<pid>_<session> (its parents made
- * when missing), else ./tmp_weight_<pid>_<session>, made at the first file and the session's
+ * (npuT_map_file).  <dir> is <out>/tmp_weight_<pid>_<session>, <out> being $ASCEND_WORK_PATH,
+ * else ./npu_out (npuO_output_dir; made when missing), made at the first file and the session's
  * alone: session ids count per context, so two contexts of a process (or a directory left by
  * a crashed process of the same pid) may want the same name; then the session makes
  * <dir>_1, <dir>_2, ... (npuC_make_unique_dir).  Files are created exclusively (O_EXCL,
@@ -61,8 +61,7 @@ npu_status npuP_weights_new(npu_context *ctx, const npu_options *o, int session_
      the profiles' plans and the dynamic-shape plan then share one mapping per constant */
   if (!npuO_bool(o, NPUO_external_weight) && npuO_int(o, NPUO_compile_hybrid_mode) != 1)
     return NPU_OK;
-  const char *base = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
-  if (!*base) base = ".";
+  const char *base = npuO_output_dir(o, NULL);
   char name[64];
   snprintf(name, sizeof name, "tmp_weight_%ld_%d", (long)getpid(), session_id);
   size_t n = strlen(base) + strlen(name) + 2;

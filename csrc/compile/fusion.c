@@ -240,15 +240,15 @@ npu_status npuP_fusion_config_new(npu_context *ctx, const npu_options *o,
   c->session_id = ctx->n_fusion_sessions++;
   const char *file = npuO_string(o, NPUO_fusion_switch_file);
   npu_status s = *file ? load_switch_file(ctx, file, c->on) : NPU_OK;
-  /* 000: $ASCEND_WORK_PATH/FE/<pid>/fusion_result.json, else the working directory */
-  const char *work = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
+  /* 000: $ASCEND_WORK_PATH/FE/<pid>/fusion_result.json; without it the reference writes into
+     the working directory, we into the default output directory (npu_out/FE/<pid>/) */
+  const char *work = npuO_output_dir(o, NULL);
   if (!s && c->export_mode) {
     char pid[32];
     snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    size_t n = *work ? strlen(work) + strlen(pid) + 40 : 32;
+    size_t n = strlen(work) + strlen(pid) + 40;
     if (!(c->path = npuC_alloc(ctx, n))) s = NPU_ERR_NOMEM;
-    else if (*work) snprintf(c->path, n, "%s/FE/%s/fusion_result.json", work, pid);
-    else snprintf(c->path, n, "fusion_result.json");
+    else snprintf(c->path, n, "%s/FE/%s/fusion_result.json", work, pid);
   }
   if (s) {
     npuC_free(ctx, c->path);

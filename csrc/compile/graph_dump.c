@@ -10,8 +10,10 @@
  *   2 Fusion, 3 PrecisionAssignment, 4 ImplementationSelection, 5 MemoryPlanning
  *                            after each pass of compile/passes.h (the last is the final plan)
  * Each selected stage writes ge_proto_<N>_<SS>_<Stage>.json and .dot, N (8 digits) the
- * context's dumped compilations counted from 0, SS the stage, into $DUMP_GRAPH_PATH (created
- * when missing, once per compilation, by npuP_graph_dump_begin) or the working directory.
+ * context's dumped compilations counted from 0, SS the stage, into $DUMP_GRAPH_PATH, else the
+ * output directory ($ASCEND_WORK_PATH, else ./npu_out: npuO_output_dir), not the working
+ * directory as on the reference (created when missing, once per compilation, by
+ * npuP_graph_dump_begin).
  * DUMP_GRAPH_LEVEL (default 2): 1 and 2 every stage, 3 the final plan only, 4 stage 0 only.
  * Cond branches and while loops are drawn inside: the steps nested in control steps are
  * "s<k>" nodes too (numbered as the plan numbers them, after the top-level ones), and the DOT
@@ -61,11 +63,18 @@ typedef struct dumper {
   FILE *f;
 } dumper;
 
+/* $DUMP_GRAPH_PATH, else the output directory. */
+static const char *dump_dir(const npu_options *o) {
+  const char *dir = npuO_env_string(o, NPUO_ENV_DUMP_GRAPH_PATH);
+  return *dir ? dir : npuO_output_dir(o, NULL);
+}
+
 npu_status npuP_graph_dump_begin(npu_context *ctx, const npuP_config *cfg, int *graph) {
   *graph = -1;
   if (!cfg->options || !npuO_env_is_set(cfg->options, NPUO_ENV_DUMP_GE_GRAPH)) return NPU_OK;
-  const char *dir = npuO_env_string(cfg->options, NPUO_ENV_DUMP_GRAPH_PATH);
-  npu_status s = *dir ? npuC_make_dirs(ctx, dir, "DUMP_GRAPH_PATH") : NPU_OK;
+  const char *dir = dump_dir(cfg->options);
+  npu_status s = npuC_make_dirs(ctx, dir, *npuO_env_string(cfg->options, NPUO_ENV_DUMP_GRAPH_PATH)
+                                               ? "DUMP_GRAPH_PATH" : "DUMP_GE_GRAPH");
   if (s) return s;
   *graph = ctx->n_graph_dumps++;
   return NPU_OK;
@@ -457,15 +466,15 @@ static void camel(char *out, size_t n, const char *name) {
 static npu_status write_stage(dumper *d, const npuP_config *cfg, int graph, int stage,
                               const char *name, int level) {
   const npu_options *o = cfg->options;
-  const char *dir = npuO_env_string(o, NPUO_ENV_DUMP_GRAPH_PATH);
+  const char *dir = dump_dir(o);
   char stage_name[64], path[4096];
   camel(stage_name, sizeof stage_name, name);
   npu_status s = index_plan(d); /* (the directory: npuP_graph_dump_begin) */
   char *text = NULL;
   if (!s && d->mode != 3) s = npuP_explain(d->ctx, d->g, cfg, d->p, &text);
   for (int dot = 0; dot < 2 && !s; dot++) {
-    int len = snprintf(path, sizeof path, "%s%sge_proto_%08d_%02d_%s.%s", dir, *dir ? "/" : "",
-                       graph, stage, stage_name, dot ? "dot" : "json");
+    int len = snprintf(path, sizeof path, "%s/ge_proto_%08d_%02d_%s.%s", dir, graph, stage,
+                       stage_name, dot ? "dot" : "json");
     if (len >= (int)sizeof path) {
       s = npuC_error(d->ctx, NPU_ERR_IO, "DUMP_GRAPH_PATH: path '%s' is too long", dir);
       break;

@@ -262,11 +262,18 @@ void npuP_tune_config_free(npu_context *ctx, npuP_tune_config *c) {
 static npu_status config_paths(npu_context *ctx, const npu_options *o, npuP_tune_config *c) {
   const char *mode = npuO_string(o, NPUO_aoe_mode);
   c->mode = *mode ? atoi(mode) : 0;
-  /* work_path: the AOE working directory (000: must exist, default the current directory) */
+  /* work_path: the AOE working directory (000: must exist, default the current directory;
+     here the output directory, npuO_output_dir, made when records are to be written) */
   const char *work = npuO_string(o, NPUO_work_path);
   if (c->mode || *work) {
-    const char *dir = *work ? work : ".";
+    const char *from, *dir = *work ? work : npuO_output_dir(o, &from);
     struct stat sb;
+    if (!*work && (c->mode == 1 || c->mode == 2)) {
+      char what[64];
+      snprintf(what, sizeof what, "aoe_mode into %s", from);
+      npu_status s = npuC_make_dirs(ctx, dir, what);
+      if (s) return s;
+    }
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
       return npuC_error(ctx, NPU_ERR_IO, "work_path '%s' is not an existing directory (000: "
                         "create it in advance)", dir);

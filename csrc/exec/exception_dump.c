@@ -8,9 +8,9 @@
  * Directory (made when missing; <base> stands for the script's directory, as ASCEND_WORK_PATH
  * does everywhere in this library):
  *   mode 1 (common ExceptionDump)  <base>/extra-info/
- *          <base> = $NPU_COLLECT_PATH, else $ASCEND_WORK_PATH, else "."
+ *          <base> = $NPU_COLLECT_PATH, else $ASCEND_WORK_PATH, else ./npu_out (npuO_output_dir)
  *   mode 2 (LiteExceptionDump)     <base>/extra-info/data-dump/<device_id>/
- *          <base> = $ASCEND_WORK_PATH, else "."
+ *          <base> = $ASCEND_WORK_PATH, else ./npu_out
  *   NPU_COLLECT_PATH set makes mode 2 mode 1 (as the reference says); 0 dumps nothing.
  * Files, named as the data dump names them (exec/dump.c: op type, op name sanitised, task =
  * the step's index in the plan, timestamp = microseconds since the Unix epoch):
@@ -44,10 +44,8 @@ static const char what[] = "enable_exception_dump";
 static bool dump_dir(const npu_options *o, int mode, char *dir, size_t n, const char **base,
                      const char **from) {
   const char *collect = npuO_env_string(o, NPUO_ENV_NPU_COLLECT_PATH);
-  const char *work = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
   if (mode == 1 && *collect) *base = collect, *from = "NPU_COLLECT_PATH";
-  else if (*work) *base = work, *from = "ASCEND_WORK_PATH";
-  else *base = ".", *from = "the current directory";
+  else *base = npuO_output_dir(o, from);
   size_t len = strlen(*base);
   while (len > 1 && (*base)[len - 1] == '/') len--;
   int w = mode == 1 ? snprintf(dir, n, "%.*s/extra-info", (int)len, *base)

@@ -13,7 +13,7 @@
  * Layout (docs/profiling.md): <base>/PROF_<session>_<pid>_<YYYYMMDDhhmmss>/ holding
  * op_summary.csv and op_statistic.csv (task_trace / task_time not off), iteration_trace.csv
  * (training_trace), host_sys.csv (host_sys or host_sys_usage), trace.json and info.json.
- * <base> is profiling_options' output, else $ASCEND_WORK_PATH, else the working directory.
+ * <base> is profiling_options' output, else $ASCEND_WORK_PATH, else ./npu_out (npuO_output_dir).
  *
  * Invariants:
  *  - The run path pays two clock readings and a few adds a step: a plan's statistics are an
@@ -188,7 +188,8 @@ static npu_status read_point(npu_context *ctx, const npu_options *o, const char 
 static npu_status make_session_dir(npuE_profile *pr, const npu_options *o) {
   npu_context *ctx = pr->ctx;
   char out[4096];
-  const char *base = NULL, *what = "profiling";
+  const char *base, *what, *from;
+  char what_buf[64];
   npuO_profiling_field(o, "output", out, sizeof out);
   if (legacy_form(o)) out[0] = 0;
   const char *bad = unescape(out);
@@ -200,9 +201,10 @@ static npu_status make_session_dir(npuE_profile *pr, const npu_options *o) {
   if (*out) {
     base = out;
     what = "profiling_options output";
-  } else if (*npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH)) {
-    base = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
-    what = "ASCEND_WORK_PATH (profiling)";
+  } else {
+    base = npuO_output_dir(o, &from);
+    snprintf(what_buf, sizeof what_buf, "profiling into %s", from);
+    what = what_buf;
   }
   time_t now = time(NULL);
   struct tm tm;
@@ -210,14 +212,14 @@ static npu_status make_session_dir(npuE_profile *pr, const npu_options *o) {
   localtime_r(&now, &tm);
   strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm);
   strftime(pr->started, sizeof pr->started, "%Y-%m-%dT%H:%M:%S", &tm);
-  size_t n = (base ? strlen(base) + 1 : 0) + 96; /* room for the name and a _n suffix */
+  size_t n = strlen(base) + 1 + 96; /* room for the name and a _n suffix */
   char path[4096];
-  if (n > 3990 || snprintf(path, sizeof path, "%s%sPROF_%d_%ld_%s", base ? base : "",
-                           base ? "/" : "", pr->session_id, pr->pid, stamp) >= (int)sizeof path)
+  if (n > 3990 || snprintf(path, sizeof path, "%s/PROF_%d_%ld_%s", base, pr->session_id,
+                           pr->pid, stamp) >= (int)sizeof path)
     return npuC_error(ctx, NPU_ERR_IO, "%s: path '%s' is too long", what, base);
   if (!(pr->dir = npuC_alloc(ctx, n))) return NPU_ERR_NOMEM;
   npu_status s = npuC_make_unique_dir(ctx, path, what, pr->dir, n);
-  if (!s) pr->storage_limit = read_storage_limit(o, base ? base : ".");
+  if (!s) pr->storage_limit = read_storage_limit(o, base);
   return s;
 }
 

@@ -1072,6 +1072,12 @@ int64_t npuO_env_int(const npu_options *o, npuO_env_id id) {
 const char *npuO_env_string(const npu_options *o, npuO_env_id id) {
   return o->env_text[id] ? o->env_text[id] : "";
 }
+const char *npuO_output_dir(const npu_options *o, const char **from) {
+  const char *work = npuO_env_string(o, NPUO_ENV_ASCEND_WORK_PATH);
+  if (from)
+    *from = *work ? "ASCEND_WORK_PATH" : "npu_out (ASCEND_WORK_PATH is unset)";
+  return *work ? work : "npu_out";
+}
 npu_context *npuO_context(const npu_options *o) { return o->ctx; }
 
 int npu_options_is_set(const npu_options *o, const char *name) {

@@ -74,6 +74,15 @@ int npuO_env_is_set(const npu_options *o, npuO_env_id id);
 int64_t npuO_env_int(const npu_options *o, npuO_env_id id); /* 0 when unset */
 const char *npuO_env_string(const npu_options *o, npuO_env_id id); /* "" when unset */
 
+/* The directory that files written without a path of their own go into (fusion_result.json's
+   FE/<pid>/, extra-info/, PROF_*, tmp_weight_*, DUMP_GE_GRAPH's files, the AOE records):
+   $ASCEND_WORK_PATH when set, else "npu_out" in the working directory, so that nothing lands
+   loose there.  Not made here: each writer makes what it needs when it first writes, so a
+   session that writes nothing leaves nothing.  *from (when from is not NULL): where the
+   directory came from, for messages ("ASCEND_WORK_PATH", "npu_out (ASCEND_WORK_PATH is
+   unset)"). */
+const char *npuO_output_dir(const npu_options *o, const char **from);
+
 /* One field of the effective profiling_options as written (string values without their
    quotes, escapes kept) into buf, "" when absent; the older colon form ("training_trace:
    task_trace") reads "on" for a listed switch.  exec/profile.c reads its fields here. */
