@@ -11,6 +11,7 @@
 --     (its length must be known when the graph compiles: constants, or values the compiler
 --     folds); plain numbers keep making a tensor (npu.core.range).
 local errors = require("npu.errors")
+local operands = require("npu.operands")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local M = {}
 
@@ -27,13 +28,7 @@ local function check_given(where, what, v)
   if v == nil then errors.raise(where, "NPU_ERR_ARG", what .. " is nil (a misspelt or unset variable?)") end
 end
 
-local function graph_of(...)
-  for i = 1, select("#", ...) do
-    local v = select(i, ...)
-    if npu.is_output(v) then return v:graph() end
-  end
-  return npu.get_default_graph()
-end
+local function graph_of(...) return operands.graph_of(npu, ...) end
 
 -- v as an output of graph g with the dtype of `like` when it is Lua data.
 local function as_output(g, v, like)
