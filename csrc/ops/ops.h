@@ -263,6 +263,9 @@ npu_status npuX_attr_bool(npuX_infer *ic, const char *name, bool *v);
 npu_status npuX_attr_float(npuX_infer *ic, const char *name, double *v);
 npu_status npuX_attr_string(npuX_infer *ic, const char *name, const char **v);
 npu_status npuX_attr_dtype(npuX_infer *ic, const char *name, npu_dtype *v);
+/* The dtype of an index output (Shape's out_type, Unique's out_idx, ArgMax's output_type):
+   int32 or int64 (NPU_ERR_DTYPE naming the attribute otherwise), *v when it is absent. */
+npu_status npuX_attr_index_dtype(npuX_infer *ic, const char *name, npu_dtype *v);
 /* Int list of at most `max` entries: *n is set to the count. */
 npu_status npuX_attr_ints(npuX_infer *ic, const char *name, int64_t *v, int max, int *n);
 const npu_tensor *npuX_attr_tensor(npuX_infer *ic, const char *name);
