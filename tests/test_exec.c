@@ -8,6 +8,8 @@
  * shape-invariant check, decided at compile time (npuE_control.shapes_fixed): skipped only
  * where the body's results are sure to fit (a fixed result that does not fit is refused when
  * the while node is added; a dynamic body's failing check: spec/control_flow_spec.lua).
+ * And op_wait_timeout: a get_next that waits longer for its element fails with NPU_ERR_TIMEOUT
+ * naming the node (exec/iterators.c), the iterator staying usable.
  */
 #include <string.h>
 
@@ -196,8 +198,48 @@ static void test_while_shape_check_decided_at_compile_time(void) {
   npu_context_release(ctx);
 }
 
+/* A shuffle over 2^20 rows fills its buffer (2^20 rows copied) before the first element: more
+   than a millisecond on any machine, so a 1 ms wait (op_wait_timeout, in ms here) times out. */
+static void test_get_next_wait_timeout(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  npu_graph *g;
+  CHECK(npu_graph_new(ctx, &g) == NPU_OK);
+  int64_t n = 1 << 20;
+  npu_tensor *rows = NULL;
+  CHECK(npu_tensor_new(ctx, NPU_DTYPE_I64, 1, &n, &rows) == NPU_OK);
+  int64_t *r = rows ? npu_tensor_data(rows) : NULL;
+  for (int64_t i = 0; r && i < n; i++) r[i] = i;
+  npu_dataset *src = NULL, *ds = NULL;
+  CHECK(npu_dataset_from_tensors(ctx, 1, &rows, &src) == NPU_OK);
+  CHECK(npu_dataset_shuffle(src, n, 7, 0, &ds) == NPU_OK);
+  int id = -1, node = -1;
+  CHECK(npu_graph_add_dataset(g, ds, &id) == NPU_OK);
+  npu_attr a = {.name = "dataset", .type = NPU_ATTR_INT, .u.i = id};
+  CHECK(npu_graph_add_op(g, "iterator_get_next", "batches", 0, NULL, 1, &a, &node) == NPU_OK);
+  npuE_iterators its = {.wait_ms = 1};
+  npu_tensor *out = (npu_tensor *)1;
+  CHECK(npuE_iterators_next(ctx, &its, g, node, &out) == NPU_ERR_TIMEOUT);
+  CHECK(out == NULL);
+  CHECK(strstr(npu_context_errmsg(ctx), "no element within op_wait_timeout") != NULL);
+  CHECK(strstr(npu_context_errmsg(ctx), "(iterator_get_next 'batches')") != NULL);
+  its.wait_ms = 0; /* no limit: the element comes, nothing was lost */
+  CHECK(npuE_iterators_next(ctx, &its, g, node, &out) == NPU_OK);
+  CHECK(out && out->ndim == 0 && *(const int64_t *)out->data >= 0 &&
+        *(const int64_t *)out->data < n);
+  npu_tensor_release(out);
+  npuE_iterators_free(ctx, &its);
+  npu_dataset_release(ds);
+  npu_dataset_release(src);
+  npu_tensor_release(rows);
+  npu_graph_release(g);
+  CHECK(npu_context_live_bytes(ctx) == 0);
+  npu_context_release(ctx);
+}
+
 int main(void) {
   test_dynamic_step_internal_checks();
   test_while_shape_check_decided_at_compile_time();
+  test_get_next_wait_timeout();
   return check_summary("test_exec");
 }
