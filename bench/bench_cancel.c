@@ -5,13 +5,20 @@
  * Latency: the time from the cancel call to the run's return, over REPS cancels at varied
  * moments, for a loop-heavy run (a while loop of microsecond steps: cancel is seen between
  * steps) and a convolution-heavy one (each iteration one conv2d of ~1.2 GFLOP: cancel is seen
- * between the kernel's blocks of rows), at 1 and 2 device threads.  Target: p99 <= 5 ms.
+ * between the kernel's blocks of rows), and a chain of 8 such convolutions as top-level steps, as
+ * im2col and as Winograd F(2x2, 3x3) (op_select_implmode = high_performance: a cancel is seen
+ * between blocks of tiles), at 1 and 2 device threads.  Target: p99 <= 5 ms.
+ * The latency is wall-clock time: on a machine busier than its cores (the load average is
+ * printed), a thread that must notice the cancel or return waits for a core, and p99 measures
+ * the scheduler more than the checks.  Between checks each thread computes at most ~1 ms (one
+ * block: measured in thread CPU time when the checks were placed, 2026-11).
  * Cost: the loop of 100000 iterations run plainly, with a timeout (a clock read per step) and
  * with an interrupt poll (a call per step), as a ratio to the plain run.
  * Usage: bench_cancel [reps] (default 100).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "../tests/cancel_graphs.h"
 
@@ -20,9 +27,10 @@ static int never(void *ud) {
   return 0;
 }
 
-static void latency(npu_context *ctx, const char *what, const cg_graph *cg, int reps) {
+static void latency(npu_context *ctx, const char *what, const cg_graph *cg,
+                    const npu_options *o, int reps) {
   npu_session *s = NULL;
-  if (npu_session_new(ctx, cg->g, NULL, &s)) return;
+  if (npu_session_new(ctx, cg->g, o, &s)) return;
   if (cg_run(ctx, s, cg, 1, NULL, NULL)) { /* compiles */
     fprintf(stderr, "bench_cancel: %s\n", npu_context_errmsg(ctx));
     npu_session_release(s);
@@ -64,15 +72,24 @@ int main(int argc, char **argv) {
   if (reps < 1) reps = 1;
   npu_context *ctx = NULL;
   if (npu_context_new(NULL, &ctx)) return 1;
-  cg_graph loop = {0}, conv = {0};
-  if (cg_loop_graph(ctx, &loop) || cg_conv_graph(ctx, 128, 64, &conv)) {
+  cg_graph loop = {0}, conv = {0}, chain = {0};
+  npu_options *fast = NULL; /* conv2d as Winograd F(2x2, 3x3) (compile/implmode.c) */
+  if (cg_loop_graph(ctx, &loop) || cg_conv_graph(ctx, 128, 64, &conv) ||
+      cg_conv_chain_graph(ctx, 128, 64, 8, &chain) ||
+      npu_options_new(ctx, &fast) ||
+      npu_options_set_string(fast, "op_select_implmode", "high_performance")) {
     fprintf(stderr, "bench_cancel: %s\n", npu_context_errmsg(ctx));
     return 1;
   }
+  double load[1] = {-1};
+  if (getloadavg(load, 1) == 1)
+    printf("load average %.2f on %ld cores\n", load[0], sysconf(_SC_NPROCESSORS_ONLN));
   for (int threads = 1; threads <= 2; threads++) {
     npu_context_set_n_threads(ctx, threads);
-    latency(ctx, "loop (while, 3 short steps/iter)", &loop, reps);
-    latency(ctx, "conv (while, conv2d 128x128x64)", &conv, reps / 4 > 10 ? reps / 4 : 10);
+    latency(ctx, "loop (while, 3 short steps/iter)", &loop, NULL, reps);
+    latency(ctx, "conv (while, conv2d 128x128x64)", &conv, NULL, reps / 4 > 10 ? reps / 4 : 10);
+    latency(ctx, "conv chain x8, im2col", &chain, NULL, reps / 4 > 10 ? reps / 4 : 10);
+    latency(ctx, "conv chain x8, Winograd", &chain, fast, reps / 4 > 10 ? reps / 4 : 10);
   }
   npu_session *s = NULL;
   if (!npu_session_new(ctx, loop.g, NULL, &s)) {
@@ -86,8 +103,10 @@ int main(int argc, char **argv) {
            polled / plain);
     npu_session_release(s);
   }
+  npu_options_release(fast);
   npu_graph_release(loop.g);
   npu_graph_release(conv.g);
+  npu_graph_release(chain.g);
   npu_context_release(ctx);
   return 0;
 }

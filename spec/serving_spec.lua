@@ -260,6 +260,33 @@ function TestServing:test_npu_serve_from_lua()
   lu.assertStrContains(S.fails(npu.serve, { model_name = "m" }), "model_base_path or model_config_file is required")
 end
 
+-- npu.serve's flags are npu-serve's (tools/serve/flags.def): the generated Lua list must be what
+-- the binary prints, and a key off it is refused before any child starts.
+TestServeFlags = {}
+
+function TestServeFlags:test_lua_list_is_the_binarys()
+  if not S.exists(SERVE) then lu.skip("npu-serve is not built (" .. SERVE .. "): libmicrohttpd-dev is missing") end
+  local p = io.popen(q(SERVE) .. " --list_flags")
+  local printed = {}
+  for l in p:lines() do printed[#printed + 1] = l end
+  lu.assertTrue(p:close())
+  lu.assertTrue(#printed > 10)
+  lu.assertEquals(require("npu.serve_flags"), printed,
+    "lua/npu/serve_flags.lua disagrees with npu-serve --list_flags: run make serve-flags")
+  -- each printed flag is one the parser takes (not 'unknown'), each other name is refused
+  local out = io.popen(q(SERVE) .. " --max_batch_sizes=2 2>&1"):read("a")
+  lu.assertStrContains(out, "unknown flag '--max_batch_sizes=2'")
+  out = io.popen(q(SERVE) .. " --model_name 2>&1"):read("a")
+  lu.assertStrContains(out, "flag '--model_name' needs a value")
+end
+
+function TestServeFlags:test_unknown_key_refused_with_the_nearest()
+  local msg = S.fails(npu.serve, { model_base_path = "/nonexistent", max_batch_sizes = 4 })
+  lu.assertStrContains(msg, "NPU_ERR_ARG")
+  lu.assertStrContains(msg, "max_batch_sizes")
+  lu.assertStrContains(msg, "max_batch_size")
+end
+
 function TestServing:test_new_versions_and_labels()
   S.write(self.dir .. "/models.config", ([[
 model_config_list {

@@ -8,6 +8,11 @@
  * and f (3, 3, c, c): each iteration is one long kernel, so cancel is seen inside it, between
  * the convolution's blocks of rows.
  *
+ * conv_chain_graph: k top-level relu(conv2d(., f)) steps (shapes as conv_graph's) on x * n,
+ * then loop_graph's loop over the result: the convolutions are plain steps, so a session's
+ * op_select_implmode = high_performance runs them as Winograd F(2x2, 3x3) (compile/implmode.c
+ * picks algorithms for top-level steps), and a cancel lands inside one of them.
+ *
  * measure_cancel(s, ...) runs the graph on a thread of its own, cancels it after delay_us from
  * this thread, and returns the time from the cancel call to the run's return (ms), with the
  * run's status in *status.
@@ -54,18 +59,14 @@ static inline npu_status cg_const(npu_context *ctx, npu_graph *g, const char *na
   return NPU_OK;
 }
 
-/* The loop described above; body(g, v, &v_next) builds the body's new v. *n_value is the
-   placeholder, *i_value the loop's count. */
+/* The loop described above over the int32 scalar n (a placeholder of g); body(g, v, &v_next)
+   builds the body's new v; *i_value the loop's count. */
 typedef npu_status (*cg_body_fn)(npu_context *ctx, npu_graph *g, int v, int *v_next);
 
-static inline npu_status cg_loop(npu_context *ctx, npu_graph *g, int v0, int ndim,
-                                 const int64_t *shape, cg_body_fn body, int *n_value,
-                                 int *i_value, int *v_value) {
-  int node, zero, one, n;
-  npu_attr ph[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I32},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
-  TRY(npu_graph_add_op(g, "placeholder", "n", 0, NULL, 2, ph, &node));
-  n = npu_graph_output(g, node, 0);
+static inline npu_status cg_loop_over(npu_context *ctx, npu_graph *g, int n, int v0, int ndim,
+                                      const int64_t *shape, cg_body_fn body, int *i_value,
+                                      int *v_value) {
+  int node, zero, one;
   TRY(cg_const(ctx, g, "zero", NPU_DTYPE_I32, 0, NULL, 0, &zero));
   int region;
   TRY(npu_graph_region_begin(g, &region));
@@ -90,10 +91,21 @@ static inline npu_status cg_loop(npu_context *ctx, npu_graph *g, int v0, int ndi
   npu_attr wa = {.name = "region", .type = NPU_ATTR_INT, .u.i = region};
   int wnode;
   TRY(npu_graph_add_op(g, "while", "loop", 5, (int[]){zero, v0, pred, i1, v1}, 1, &wa, &wnode));
-  *n_value = n;
   *i_value = npu_graph_output(g, wnode, 0);
   *v_value = npu_graph_output(g, wnode, 1);
   return NPU_OK;
+}
+
+/* The same loop over a placeholder n made here (*n_value). */
+static inline npu_status cg_loop(npu_context *ctx, npu_graph *g, int v0, int ndim,
+                                 const int64_t *shape, cg_body_fn body, int *n_value,
+                                 int *i_value, int *v_value) {
+  npu_attr ph[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I32},
+                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
+  int node;
+  TRY(npu_graph_add_op(g, "placeholder", "n", 0, NULL, 2, ph, &node));
+  *n_value = npu_graph_output(g, node, 0);
+  return cg_loop_over(ctx, g, *n_value, v0, ndim, shape, body, i_value, v_value);
 }
 
 static inline npu_status cg_scale_body(npu_context *ctx, npu_graph *g, int v, int *v_next) {
@@ -139,6 +151,29 @@ static inline npu_status cg_conv_graph(npu_context *ctx, int hw, int c, cg_graph
   cg_conv_c = c;
   TRY(cg_const(ctx, out->g, "x", NPU_DTYPE_F32, 4, shape, 1, &v0));
   return cg_loop(ctx, out->g, v0, 4, shape, cg_conv_body, &out->n, &out->i, &out->v);
+}
+
+static inline npu_status cg_conv_chain_graph(npu_context *ctx, int hw, int c, int k,
+                                              cg_graph *out) {
+  TRY(npu_graph_new(ctx, &out->g));
+  npu_graph *g = out->g;
+  int64_t shape[] = {1, hw, hw, c};
+  int x, n, nf, node;
+  cg_conv_c = c;
+  TRY(cg_const(ctx, g, "x", NPU_DTYPE_F32, 4, shape, 1, &x));
+  /* x * float(n): the chain depends on the feed, so nothing folds it at compile time */
+  npu_attr ph[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I32},
+                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
+  TRY(npu_graph_add_op(g, "placeholder", "n", 0, NULL, 2, ph, &node));
+  n = npu_graph_output(g, node, 0);
+  npu_attr to = {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32};
+  TRY(npu_graph_add_op(g, "cast", "nf", 1, &n, 1, &to, &node));
+  nf = npu_graph_output(g, node, 0);
+  TRY(npu_graph_add_op(g, "mul", "xn", 2, (int[]){x, nf}, 0, NULL, &node));
+  int v = npu_graph_output(g, node, 0);
+  for (int i = 0; i < k; i++) TRY(cg_conv_body(ctx, g, v, &v));
+  out->n = n;
+  return cg_loop_over(ctx, g, n, v, 4, shape, cg_scale_body, &out->i, &out->v);
 }
 
 /* Runs the graph's loop n times (fetching i into *i_out when not NULL). */

@@ -66,6 +66,59 @@ static void test_conv_cancel(npu_context *ctx) {
   npu_graph_release(cg.g);
 }
 
+static double thread_cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* The interrupt poll runs before every step: the thread CPU time when the last step began. */
+static int note_step(void *ud) {
+  *(double *)ud = thread_cpu_ms();
+  return 0;
+}
+
+/* A Winograd convolution (op_select_implmode = high_performance) stops between its blocks of
+   tiles.  On one device thread (the kernel runs on this thread), runs with deadlines that end
+   them inside a convolution spend there (thread CPU time from the step's start, whatever the
+   machine's load) a fraction of what the whole convolution takes.  Without checks inside the
+   kernel the step would always run to its end. */
+static void test_winograd_stops_inside(npu_context *ctx) {
+  cg_graph cg = {0};
+  npu_session *s = NULL;
+  npu_options *o = NULL;
+  CHECK(cg_conv_chain_graph(ctx, 256, 64, 2, &cg) == NPU_OK);
+  CHECK(npu_options_new(ctx, &o) == NPU_OK);
+  CHECK(npu_options_set_string(o, "op_select_implmode", "high_performance") == NPU_OK);
+  CHECK(npu_session_new(ctx, cg.g, o, &s) == NPU_OK);
+  int32_t i = -1;
+  CHECK(cg_run(ctx, s, &cg, 1, NULL, &i) == NPU_OK && i == 1); /* compiles */
+  double c0 = thread_cpu_ms();
+  CHECK(cg_run(ctx, s, &cg, 1, NULL, &i) == NPU_OK && i == 1);
+  double conv_cpu = (thread_cpu_ms() - c0) / 2; /* two convolutions, the rest is small */
+  int inside = 0;
+  for (int64_t ms = 5; ms <= 160 && inside < 2; ms *= 2) {
+    double step_began = 0;
+    npu_run_options ro = {.timeout_in_ms = ms, .interrupt = note_step, .interrupt_ud = &step_began};
+    npu_status st = cg_run(ctx, s, &cg, 1, &ro, NULL);
+    if (st == NPU_OK) break; /* the whole run fit in the deadline */
+    double in_step = thread_cpu_ms() - step_began;
+    CHECK(st == NPU_ERR_TIMEOUT);
+    CHECK(strstr(npu_context_errmsg(ctx), "timeout_in_ms =") != NULL);
+    if (strstr(npu_context_errmsg(ctx), "(conv2d)") && in_step > 0.05 * conv_cpu) {
+      inside++;
+      CHECK(in_step < 0.5 * conv_cpu);
+      printf("test_cancel: Winograd convolution %.1f ms of CPU, stopped after %.2f ms in it\n",
+             conv_cpu, in_step);
+    }
+  }
+  CHECK(inside > 0); /* some deadline fell inside a convolution */
+  CHECK(cg_run(ctx, s, &cg, 1, NULL, &i) == NPU_OK && i == 1); /* usable after */
+  npu_session_release(s);
+  npu_options_release(o);
+  npu_graph_release(cg.g);
+}
+
 static void test_timeout(npu_context *ctx) {
   cg_graph cg = {0};
   npu_session *s = NULL;
@@ -222,6 +275,7 @@ int main(void) {
   /* one device thread: the kernels still stop between blocks */
   npu_context_set_n_threads(ctx, 1);
   test_conv_cancel(ctx);
+  test_winograd_stops_inside(ctx);
   CHECK(npu_context_live_bytes(ctx) == 0);
   npu_context_release(ctx);
   return check_summary("test_cancel");

@@ -103,6 +103,10 @@ typedef struct npuE_control {
   int *args;          /* while: the loop_var values, n_results of them (owned) */
   int64_t max_iterations; /* while: maximum_iterations, -1 = no bound */
   npu_tensor **held;  /* while: the variables' tensors between iterations (owned refs) */
+  /* while: every iteration's results are sure to fit the loop variables' shape invariants
+     (decided when compiling: no dynamic step in the region, each result's shape fixed and
+     fitting), so the executor skips the per-iteration check (exec/control.c: next_values) */
+  bool shapes_fixed;
 } npuE_control;
 
 /* Memory planning (compile/memory.c): the outputs of kernel steps that nothing reads after

@@ -164,6 +164,21 @@ static npu_status compile_cond(ctl *c, npuE_control *pc) {
   return NPU_OK;
 }
 
+/* Whether a while's results fit its variables' shape invariants whatever the iteration: no
+   step of its region is dynamic, so each result has the shape inferred now, and that shape
+   fits.  A result that may not fit keeps the check, and its error, at run time. */
+static bool while_shapes_fixed(const npuE_plan *p, const npuE_control *pc) {
+  for (int k = 0; k < 2; k++)
+    for (int j = 0; j < pc->block[k].n_steps; j++)
+      if (pc->block[k].steps[j].dynamic) return false;
+  for (int i = 0; i < pc->n_results; i++) {
+    const npuG_value *r = &p->values[pc->result[1][i]];
+    if (!npuG_value_known(r) || !npuG_shape_fits(&p->values[pc->args[i]], r->ndim, r->shape))
+      return false;
+  }
+  return true;
+}
+
 static npu_status compile_while(ctl *c, npuE_control *pc) {
   npu_context *ctx = c->b->ctx;
   const npu_graph *g = c->g;
@@ -196,6 +211,7 @@ static npu_status compile_while(ctl *c, npuE_control *pc) {
   mark_needed(c, region, pc->result[0][0]);
   npu_status s = compile_block(c->b, region, c->mark, 1, &pc->block[0]);
   if (!s) s = compile_block(c->b, region, c->mark, 0, &pc->block[1]);
+  if (!s) pc->shapes_fixed = while_shapes_fixed(p, pc);
   return s;
 }
 

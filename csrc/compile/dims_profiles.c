@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "compile/dims_profiles.h"
+#include "compile/generalize.h"
 #include "ops/ops.h"
 #include "options/options_int.h"
 
@@ -35,9 +36,7 @@ struct npuP_dims {
   int64_t *sizes;   /* n_profiles * n_dyn */
   uint8_t *cand;    /* n_profiles: scratch of the run check */
   bool checked;     /* the graph check passed */
-  int cap_feeds;    /* stand-in feeds (npuP_dims_feeds) */
-  npu_tensor *meta;
-  npu_tensor **ptrs;
+  npuP_generic feeds; /* stand-in feeds (npuP_dims_feeds) */
 };
 
 /* ------------------------------------------------------------------ parsing */
@@ -149,8 +148,7 @@ void npuP_dims_free(npu_context *ctx, npuP_dims *d) {
   npuC_free(ctx, d->entries);
   npuC_free(ctx, d->sizes);
   npuC_free(ctx, d->cand);
-  npuC_free(ctx, d->meta);
-  npuC_free(ctx, d->ptrs);
+  npuP_generic_free(ctx, &d->feeds);
   npuC_free(ctx, d);
 }
 
@@ -485,34 +483,22 @@ npu_status npuP_dims_match(npuP_dims **dims, npu_context *ctx, const npu_options
 npu_status npuP_dims_feeds(npuP_dims *d, npu_context *ctx, int k, int n_feeds, const int *feeds,
                            npu_tensor *const *feed_tensors, npu_tensor *const **out) {
   *out = NULL;
-  if (n_feeds > d->cap_feeds) {
-    npu_tensor *meta = npuC_alloc(ctx, (size_t)n_feeds * sizeof *meta);
-    npu_tensor **ptrs = npuC_alloc(ctx, (size_t)n_feeds * sizeof *ptrs);
-    if (!meta || !ptrs) {
-      npuC_free(ctx, meta);
-      npuC_free(ctx, ptrs);
-      return NPU_ERR_NOMEM;
-    }
-    npuC_free(ctx, d->meta);
-    npuC_free(ctx, d->ptrs);
-    d->meta = meta;
-    d->ptrs = ptrs;
-    d->cap_feeds = n_feeds;
-  }
+  npu_status s = npuP_generic_reserve(&d->feeds, ctx, n_feeds);
+  if (s) return s;
   for (int f = 0; f < n_feeds; f++) {
-    d->ptrs[f] = feed_tensors[f];
+    d->feeds.ptrs[f] = feed_tensors[f];
     for (int i = 0; i < d->n_entries; i++) {
       const dims_entry *en = &d->entries[i];
       if (feeds[f] != en->value) continue;
-      npu_tensor *m = &d->meta[f]; /* shape only: compiling reads no data */
+      npu_tensor *m = &d->feeds.meta[f]; /* shape only: compiling reads no data */
       *m = (npu_tensor){.dtype = feed_tensors[f]->dtype, .ndim = en->ndim};
       profile_shape(d, en, k, m->shape);
       m->numel = npuT_numel(m->ndim, m->shape);
       m->nbytes = (size_t)m->numel * npu_dtype_size(m->dtype);
-      d->ptrs[f] = m;
+      d->feeds.ptrs[f] = m;
       break;
     }
   }
-  *out = d->ptrs;
+  *out = d->feeds.ptrs;
   return NPU_OK;
 }

@@ -64,7 +64,7 @@ static npu_status matmul_ref(const npuX_call *c) { return matmul_impl(c, true); 
 
 const npu_op_def npuP_op_fused_matmul = {
     .name = "fused_matmul", .tf_type = "_FusedMatMul", .min_inputs = 3, .max_inputs = 4,
-    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .fused = true, .tune = NPUX_TUNE_GEMM, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
     .scratch_size = matmul_scratch, .run = matmul_run, .run_ref = matmul_ref};
 
 /* ---- gradient descent through the gradient's GEMM (ApplyGradientDescentFusionPass) ---- */
@@ -211,13 +211,13 @@ static npu_status dw_ref(const npuX_call *c) { return conv_impl(c, true, true); 
 
 const npu_op_def npuP_op_fused_conv2d = {
     .name = "fused_conv2d", .tf_type = "_FusedConv2D", .min_inputs = 2, .max_inputs = 4,
-    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .fused = true, .tune = NPUX_TUNE_CONV, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
     .scratch_size = conv_scratch, .run = conv_run, .run_ref = conv_ref};
 
 const npu_op_def npuP_op_fused_depthwise_conv2d = {
     .name = "fused_depthwise_conv2d", .tf_type = "_FusedDepthwiseConv2dNative",
     .min_inputs = 2, .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_TRUST,
-    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY, .scratch_size = dw_scratch, .run = dw_run,
+    .fused = true, .tune = NPUX_TUNE_THREADS, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY, .scratch_size = dw_scratch, .run = dw_run,
     .run_ref = dw_ref};
 
 /* ---- elementwise chains ---- */
@@ -263,9 +263,9 @@ static npu_status eltwise_ref(const npuX_call *c) { return eltwise_impl(c, true)
 const npu_op_def npuP_op_fused_eltwise = {
     .name = "fused_elementwise", .tf_type = "FusedElementwise", .min_inputs = 1,
     .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_GRAY,
-    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_IO, .run = eltwise_run, .run_ref = eltwise_ref};
+    .fused = true, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_IO, .run = eltwise_run, .run_ref = eltwise_ref};
 
 const npu_op_def npuP_op_fused_eltwise_block = {
     .name = "fused_elementwise", .tf_type = "FusedElementwise", .min_inputs = 1,
     .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_BLOCK,
-    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_IO, .run = eltwise_run, .run_ref = eltwise_ref};
+    .fused = true, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_IO, .run = eltwise_run, .run_ref = eltwise_ref};

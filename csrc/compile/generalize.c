@@ -42,19 +42,8 @@ npu_status npuP_generalize(npuP_generic *gz, npu_context *ctx, const npu_graph *
                            npu_tensor *const **out) {
   *out = NULL;
   if (mode == NPUP_GEN_STRICT || (mode != NPUP_GEN_ALL && !prev) || !n_feeds) return NPU_OK;
-  if (n_feeds > gz->cap) {
-    npu_tensor *meta = npuC_alloc(ctx, (size_t)n_feeds * sizeof *meta);
-    npu_tensor **ptrs = npuC_alloc(ctx, (size_t)n_feeds * sizeof *ptrs);
-    if (!meta || !ptrs) {
-      npuC_free(ctx, meta);
-      npuC_free(ctx, ptrs);
-      return NPU_ERR_NOMEM;
-    }
-    npuP_generic_free(ctx, gz);
-    gz->meta = meta;
-    gz->ptrs = ptrs;
-    gz->cap = n_feeds;
-  }
+  npu_status s = npuP_generic_reserve(gz, ctx, n_feeds);
+  if (s) return s;
   bool any = false;
   for (int f = 0; f < n_feeds; f++) {
     const npu_tensor *t = feed_tensors[f];
@@ -80,6 +69,22 @@ npu_status npuP_generalize(npuP_generic *gz, npu_context *ctx, const npu_graph *
     any &= changed;
   }
   if (any) *out = gz->ptrs;
+  return NPU_OK;
+}
+
+npu_status npuP_generic_reserve(npuP_generic *gz, npu_context *ctx, int n) {
+  if (n <= gz->cap) return NPU_OK;
+  npu_tensor *meta = npuC_alloc(ctx, (size_t)n * sizeof *meta);
+  npu_tensor **ptrs = npuC_alloc(ctx, (size_t)n * sizeof *ptrs);
+  if (!meta || !ptrs) {
+    npuC_free(ctx, meta);
+    npuC_free(ctx, ptrs);
+    return NPU_ERR_NOMEM;
+  }
+  npuP_generic_free(ctx, gz); /* nothing to keep: every caller rewrites all n entries */
+  gz->meta = meta;
+  gz->ptrs = ptrs;
+  gz->cap = n;
   return NPU_OK;
 }
 

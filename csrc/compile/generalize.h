@@ -9,7 +9,9 @@
 
 #include "exec/exec.h"
 
-/* Stand-in feeds (shape only, no data), reused from call to call. */
+/* Stand-in feeds (shape only, no data), reused from call to call: meta[i] a tensor header
+   without data, ptrs[i] the feed a compile reads (meta[i], or the run's own feed tensor).
+   Here and in the dims profiles (compile/dims_profiles.c: npuP_dims_feeds). */
 typedef struct npuP_generic {
   int cap;
   npu_tensor *meta;
@@ -33,6 +35,9 @@ npu_status npuP_generalize(npuP_generic *gz, npu_context *ctx, const npu_graph *
                            bool any_dims, int n_feeds, const int *feeds,
                            npu_tensor *const *feed_tensors, const npuE_plan *prev,
                            npu_tensor *const **out);
+/* Room for n stand-ins, kept while it suffices; contents are not kept when it grows (callers
+   rewrite all n).  Errors: NPU_ERR_NOMEM, gz unchanged. */
+npu_status npuP_generic_reserve(npuP_generic *gz, npu_context *ctx, int n);
 void npuP_generic_free(npu_context *ctx, npuP_generic *gz);
 
 #endif

@@ -563,28 +563,13 @@ static void window_desc(sbuf *b, const npuX_window_params *w) {
       (long long)w->explicit_pad[2], (long long)w->explicit_pad[3]);
 }
 
-typedef enum { T_NONE, T_CONV, T_GEMM, T_THREADS } tune_kind;
-
-static bool is_conv(const npu_op_def *d) {
-  return d == &npuX_op_conv2d || d == &npuP_op_fused_conv2d;
-}
-static bool is_gemm(const npu_op_def *d) {
-  return d == &npuX_op_matmul || d == &npuP_op_fused_matmul;
-}
-
-static tune_kind kind_of(const npu_op_def *d) {
-  if (is_conv(d)) return T_CONV;
-  if (is_gemm(d)) return T_GEMM;
-  if (d == &npuX_op_depthwise_conv2d || d == &npuP_op_fused_depthwise_conv2d ||
-      d == &npuX_op_max_pool || d == &npuX_op_avg_pool)
-    return T_THREADS;
-  return T_NONE;
-}
-
-/* The attributes that make a step's kernel call (beyond shapes and dtypes). */
+/* The attributes that make a step's kernel call (beyond shapes and dtypes).  A tuned op's
+   params: the fused ones' npuP_fused_conv / npuP_fused_matmul, the window ops'
+   npuX_window_params, matmul's two transpose flags. */
 static void attrs_desc(sbuf *b, const npuE_step *s) {
   const void *prm = s->owned_params ? s->owned_params : s->params;
-  if (s->def == &npuP_op_fused_conv2d || s->def == &npuP_op_fused_depthwise_conv2d) {
+  npuX_tune k = s->def->tune;
+  if (s->def->fused && (k == NPUX_TUNE_CONV || k == NPUX_TUNE_THREADS)) {
     const npuP_fused_conv *f = prm;
     window_desc(b, &f->window);
     put(b, " bias%d act%d/%g slope%d", f->bias_input >= 0, (int)f->act, (double)f->alpha,
@@ -593,30 +578,24 @@ static void attrs_desc(sbuf *b, const npuE_step *s) {
       put(b, " pool ");
       window_desc(b, &f->pool);
     }
-  } else if (kind_of(s->def) == T_CONV || kind_of(s->def) == T_THREADS) {
-    window_desc(b, prm); /* the plain window ops: their params are npuX_window_params */
-  } else if (s->def == &npuP_op_fused_matmul) {
+  } else if (k == NPUX_TUNE_CONV || k == NPUX_TUNE_THREADS) {
+    window_desc(b, prm);
+  } else if (k == NPUX_TUNE_GEMM && s->def->fused) {
     const npuP_fused_matmul *f = prm;
     put(b, "ta%d tb%d bias%d act%d/%g slope%d", f->transpose_a, f->transpose_b,
         f->bias_input >= 0, (int)f->act, (double)f->alpha, f->slope_input >= 0);
-  } else if (s->def == &npuX_op_matmul) {
-    const bool *t = prm; /* matmul's params: transpose_a, transpose_b */
+  } else if (k == NPUX_TUNE_GEMM) {
+    const bool *t = prm;
     put(b, "ta%d tb%d", t[0], t[1]);
   }
 }
 
 /* Whether the step can be run on synthetic inputs here: a kernel with fixed shapes, float32
    operands (constants may be of any dtype: they are used as they are), no float16 storage. */
-static bool is_fused(const npu_op_def *d) { /* NO_FOLD only so that nothing folds them */
-  return d == &npuP_op_fused_conv2d || d == &npuP_op_fused_depthwise_conv2d ||
-         d == &npuP_op_fused_matmul || d == &npuP_op_fused_eltwise ||
-         d == &npuP_op_fused_eltwise_block;
-}
-
 static bool benchable(const npuE_plan *p, const npuE_step *s, npu_tensor *const *known) {
   if (s->def->kind != NPUX_KIND_KERNEL || !s->def->run || s->dynamic || s->widen ||
       s->round_in >= 0 || s->round_out >= 0 || s->control ||
-      ((s->def->flags & NPUX_F_NO_FOLD) && !is_fused(s->def)))
+      ((s->def->flags & NPUX_F_NO_FOLD) && !s->def->fused))
     return false;
   for (int i = 0; i < s->n_in; i++) {
     const npuG_value *v = &p->values[s->in[i]];
@@ -776,12 +755,18 @@ static const char *conv_algo_name(int a) {
 static const char *gemm_algo_name(int a) {
   return a == NPUK_GEMM_GEMV ? "gemv" : a == NPUK_GEMM_SGEMM ? "sgemm" : "auto";
 }
-static const char *algo_name(tune_kind k, int a) {
-  return k == T_CONV ? conv_algo_name(a) : k == T_GEMM ? gemm_algo_name(a) : "default";
+static const char *algo_name(npuX_tune k, int a) {
+  return k == NPUX_TUNE_CONV   ? conv_algo_name(a)
+         : k == NPUX_TUNE_GEMM ? gemm_algo_name(a)
+                               : "default";
 }
-static int algo_parse(tune_kind k, const char *name) {
-  if (k == T_CONV) return !strcmp(name, "winograd_2x3") ? NPUK_CONV_WINOGRAD_2X3 : NPUK_CONV_IM2COL;
-  if (k == T_GEMM) return !strcmp(name, "gemv") ? NPUK_GEMM_GEMV : !strcmp(name, "sgemm") ? NPUK_GEMM_SGEMM : NPUK_GEMM_AUTO;
+static int algo_parse(npuX_tune k, const char *name) {
+  if (k == NPUX_TUNE_CONV)
+    return !strcmp(name, "winograd_2x3") ? NPUK_CONV_WINOGRAD_2X3 : NPUK_CONV_IM2COL;
+  if (k == NPUX_TUNE_GEMM)
+    return !strcmp(name, "gemv")    ? NPUK_GEMM_GEMV
+           : !strcmp(name, "sgemm") ? NPUK_GEMM_SGEMM
+                                    : NPUK_GEMM_AUTO;
   return 0;
 }
 
@@ -794,17 +779,17 @@ static void gemm_dims(const npuE_plan *p, const npuE_step *s, int64_t *m, int64_
 }
 
 /* The candidates of step s; candidate 0 is what the compiler chose. */
-static int candidates(const npuP_build *b, const npuE_step *s, tune_kind kind, int T, bool widen,
+static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, int T, bool widen,
                       cand *cs) {
   int algos[3], n_algos = 0;
-  if (kind == T_CONV) {
+  if (kind == NPUX_TUNE_CONV) {
     algos[n_algos++] = s->algo;
     int other = s->algo == NPUK_CONV_IM2COL ? NPUK_CONV_WINOGRAD_2X3 : NPUK_CONV_IM2COL;
     /* Winograd only where the session allows it (high_performance) or O1 widens */
     bool allowed = other == NPUK_CONV_IM2COL || s->impl || widen;
     if (allowed && (other == NPUK_CONV_IM2COL || npuP_winograd_fits(b->plan, s)))
       algos[n_algos++] = other;
-  } else if (kind == T_GEMM) {
+  } else if (kind == NPUX_TUNE_GEMM) {
     int64_t m, n, k;
     gemm_dims(b->plan, s, &m, &n, &k);
     int own = npuK_gemm_uses_gemv(NPUK_GEMM_AUTO, m, n, k) ? NPUK_GEMM_GEMV : NPUK_GEMM_SGEMM;
@@ -862,12 +847,12 @@ static cJSON *new_record(const npuP_tune_config *c, const char *key, const char 
   return r;
 }
 
-static void add_candidates(cJSON *r, tune_kind kind, const cand *cs, int n) {
+static void add_candidates(cJSON *r, npuX_tune kind, const cand *cs, int n) {
   cJSON *arr = cJSON_AddArrayToObject(r, "candidates");
   for (int i = 0; arr && i < n; i++) {
     cJSON *o = cJSON_CreateObject();
     if (!o) return;
-    if (kind != T_NONE) cJSON_AddStringToObject(o, "algo", algo_name(kind, cs[i].algo));
+    if (kind != NPUX_TUNE_NONE) cJSON_AddStringToObject(o, "algo", algo_name(kind, cs[i].algo));
     cJSON_AddNumberToObject(o, "threads", cs[i].threads);
     cJSON_AddNumberToObject(o, "median_us", cs[i].median_us < 0 ? -1 : (double)(int64_t)(cs[i].median_us * 1000) / 1000);
     cJSON_AddItemToArray(arr, o);
@@ -875,7 +860,7 @@ static void add_candidates(cJSON *r, tune_kind kind, const cand *cs, int n) {
 }
 
 /* Times step s's candidates and records the winner; applies it. */
-static npu_status tune_step(npuP_build *b, npuE_step *s, tune_kind kind, int T, const char *key) {
+static npu_status tune_step(npuP_build *b, npuE_step *s, npuX_tune kind, int T, const char *key) {
   npuP_tune_config *c = b->cfg->tune;
   cand cs[9];
   int n = candidates(b, s, kind, T, c->widen, cs);
@@ -886,7 +871,7 @@ static npu_status tune_step(npuP_build *b, npuE_step *s, tune_kind kind, int T, 
   for (int i = 1; i < n; i++)
     if (cs[i].median_us >= 0 && (cs[best].median_us < 0 || cs[i].median_us < cs[best].median_us * MARGIN))
       best = i;
-  s->algo = (uint8_t)(kind == T_GEMM || kind == T_CONV ? cs[best].algo : s->algo);
+  s->algo = (uint8_t)(kind == NPUX_TUNE_GEMM || kind == NPUX_TUNE_CONV ? cs[best].algo : s->algo);
   s->threads = (uint8_t)(cs[best].threads < T ? cs[best].threads : 0);
   s->tuned = NPUP_TUNED_TIMED;
   b->plan->tuning.timed++;
@@ -909,7 +894,7 @@ static npu_status tune_step(npuP_build *b, npuE_step *s, tune_kind kind, int T, 
 }
 
 /* A record's choice on step s, when it is one of the candidates allowed now. */
-static bool apply_record(npuP_build *b, npuE_step *s, tune_kind kind, int T, const cJSON *r) {
+static bool apply_record(npuP_build *b, npuE_step *s, npuX_tune kind, int T, const cJSON *r) {
   const cJSON *a = cJSON_GetObjectItem(r, "algo"), *t = cJSON_GetObjectItem(r, "threads");
   if (!cJSON_IsString(a) || !cJSON_IsNumber(t)) return false;
   /* O1's widening travels with its records: they are the user's opt-in */
@@ -917,8 +902,8 @@ static bool apply_record(npuP_build *b, npuE_step *s, tune_kind kind, int T, con
   cand cs[9];
   int n = candidates(b, s, kind, T, widen, cs), algo = algo_parse(kind, a->valuestring);
   for (int i = 0; i < n; i++)
-    if ((kind == T_THREADS || cs[i].algo == algo) && cs[i].threads == t->valueint) {
-      if (kind != T_THREADS) s->algo = (uint8_t)algo;
+    if ((kind == NPUX_TUNE_THREADS || cs[i].algo == algo) && cs[i].threads == t->valueint) {
+      if (kind != NPUX_TUNE_THREADS) s->algo = (uint8_t)algo;
       s->threads = (uint8_t)(t->valueint < T ? t->valueint : 0);
       s->tuned = NPUP_TUNED_RECORD;
       b->plan->tuning.reused++;
@@ -938,8 +923,8 @@ npu_status npuP_tune_steps(npuP_build *b) {
   char key[1024];
   for (int k = 0; k < p->n_steps && !s; k++) {
     npuE_step *step = &p->steps[k];
-    tune_kind kind = kind_of(step->def);
-    if (kind == T_NONE || !benchable(p, step, b->known)) continue;
+    npuX_tune kind = step->def->tune;
+    if (kind == NPUX_TUNE_NONE || !benchable(p, step, b->known)) continue;
     step_key(p, step, T, key, sizeof key);
     const cJSON *r = lookup(b->ctx, c, key);
     uint8_t algo0 = step->algo;

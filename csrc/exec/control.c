@@ -38,12 +38,13 @@ static npu_status run_cond(npuE_state *st, npuE_plan *p, const npuE_step *step) 
   return s;
 }
 
-/* held[] takes the body's results. */
+/* held[] takes the body's results, checked against the shape invariants unless the compiler
+   found that they always fit (npuE_control.shapes_fixed). */
 static npu_status next_values(npuE_state *st, npuE_plan *p, const npuE_step *step, int64_t it) {
   npuE_control *c = step->control;
   int n = c->n_results;
   npu_tensor *next[NPUX_MAX_OUTPUTS];
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && !c->shapes_fixed; i++) {
     const npu_tensor *t = p->slots[c->result[1][i]];
     const npuG_value *want = &p->values[c->args[i]];
     if (!npuG_shape_fits(want, t->ndim, t->shape)) {

@@ -195,86 +195,128 @@ static npu_status resize_output(const npuX_call *c, int i, int ndim, const int64
   return s;
 }
 
-/* Runs the op's shape inference on the tensors the step gets (their values known, so shapes
-   read from data — a reshape's computed shape — work too), sizes the outputs, then runs the
-   kernel with scratch sized for these shapes. */
-static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *step,
-                              const npuG_node *node, const npuK_pool *pool, int n_threads) {
-  npu_context *ctx = st->ctx;
-  const npu_op_def *def = step->def;
-  const void *params = npuE_step_params(step, node);
-  npu_tensor **in = p->in_buf;
-  npuG_value *desc = p->in_desc; /* both sized at compile for the widest step */
+/* A dynamic step is run in named stages: describe its inputs, infer and size its outputs, skip
+   it when all of them are empty, size its scratch, call its kernel.  Each returns a status. */
+
+/* The step's input tensors into p->in_buf, their descriptors (shapes as they came) into
+   p->in_desc: both sized at compile for the widest step. */
+static void dyn_inputs(npuE_plan *p, const npuE_step *step) {
   for (int i = 0; i < step->n_in; i++) {
-    const npu_tensor *t = in[i] = p->slots[step->in[i]];
-    desc[i] = (npuG_value){.node = -1, .dtype = t->dtype, .ndim = t->ndim};
-    memcpy(desc[i].shape, t->shape, sizeof t->shape);
+    const npu_tensor *t = p->in_buf[i] = p->slots[step->in[i]];
+    p->in_desc[i] = (npuG_value){.node = -1, .dtype = t->dtype, .ndim = t->ndim};
+    memcpy(p->in_desc[i].shape, t->shape, sizeof t->shape);
   }
-  npuX_infer ic = {.ctx = ctx, .graph = st->graph, .node = node, .op_name = def->name,
-                   .n_inputs = step->n_in, .in = desc,
-                   .const_in = (const npu_tensor *const *)in, .n_outputs = step->n_out};
+}
+
+/* Output i from its inferred descriptor o: a slot of that shape when o is known; for an op
+   sized by its kernel (NPUX_F_DATA_SHAPE), a stand-in meta until npuX_output sizes it.  Any
+   other unknown output is a broken op definition (its infer promised a shape), not a user
+   error: the API cannot reach it, a C test (tests/test_exec.c) does with a hand-built one. */
+static npu_status dyn_output(npu_context *ctx, npuE_plan *p, const npuE_step *step,
+                             const npuG_node *node, int i, const npuG_value *o, dyn_call *d,
+                             npu_tensor *meta) {
+  d->dtype[i] = o->dtype;
+  if (npuG_value_known(o)) {
+    npu_status s = size_slot(ctx, p, step->out[i], o->dtype, o->ndim, o->shape);
+    d->out[i] = p->slots[step->out[i]];
+    return s;
+  }
+  if (step->def->flags & NPUX_F_DATA_SHAPE) {
+    *meta = (npu_tensor){.dtype = o->dtype, .ndim = o->ndim < 0 ? 0 : o->ndim};
+    memcpy(meta->shape, o->shape, sizeof o->shape);
+    d->out[i] = meta;
+    return NPU_OK;
+  }
+  char sh[96];
+  return npuC_error(ctx, NPU_ERR_SHAPE, "%s '%s': cannot determine the shape of output %d "
+                    "(%s) from its inputs", step->def->name, node->name, i,
+                    npuC_shape_str(sh, sizeof sh, o->ndim, o->shape));
+}
+
+/* Runs the op's shape inference on the tensors the step gets (their values known, so shapes
+   read from data — a reshape's computed shape — work too) and sizes its outputs. */
+static npu_status dyn_infer_outputs(npuE_state *st, npuE_plan *p, const npuE_step *step,
+                                    const npuG_node *node, const void *params, dyn_call *d,
+                                    npu_tensor *meta) {
+  const npu_op_def *def = step->def;
+  npuX_infer ic = {.ctx = st->ctx, .graph = st->graph, .node = node, .op_name = def->name,
+                   .n_inputs = step->n_in, .in = p->in_desc,
+                   .const_in = (const npu_tensor *const *)p->in_buf, .n_outputs = step->n_out};
   npu_status s = def->infer ? def->infer(&ic, params) : NPU_OK;
-  if (s) return s;
-  npu_tensor *out[NPUX_MAX_OUTPUTS];
-  dyn_call d = {.p = p, .step = step, .out = out};
-  bool data_shape = (def->flags & NPUX_F_DATA_SHAPE) != 0;
-  npu_tensor meta[NPUX_MAX_OUTPUTS];
-  for (int i = 0; i < step->n_out && !s; i++) {
-    const npuG_value *o = &ic.out[i];
-    d.dtype[i] = o->dtype;
-    if (npuG_value_known(o)) {
-      s = size_slot(ctx, p, step->out[i], o->dtype, o->ndim, o->shape);
-      out[i] = p->slots[step->out[i]];
-    } else if (data_shape) { /* sized by the kernel (npuX_output); until then a stand-in */
-      meta[i] = (npu_tensor){.dtype = o->dtype, .ndim = o->ndim < 0 ? 0 : o->ndim};
-      memcpy(meta[i].shape, o->shape, sizeof o->shape);
-      out[i] = &meta[i];
-    } else {
-      char sh[96];
-      s = npuC_error(ctx, NPU_ERR_SHAPE, "%s '%s': cannot determine the shape of output %d "
-                     "(%s) from its inputs", def->name, node->name, i,
-                     npuC_shape_str(sh, sizeof sh, o->ndim, o->shape));
-    }
+  for (int i = 0; i < step->n_out && !s; i++)
+    s = dyn_output(st->ctx, p, step, node, i, &ic.out[i], d, &meta[i]);
+  return s;
+}
+
+/* all_tensor_not_empty False (the default): the empty-tensor check.  A step whose outputs are
+   all sized and all empty has nothing to compute, so its kernel is not called (an op sized by
+   its kernel, NPUX_F_DATA_SHAPE, is not known empty before it runs).  True: the kernel runs
+   whatever the sizes, as 000 says of removing the check nodes. */
+static bool dyn_skip_empty(const npuE_plan *p, const npuE_step *step, npu_tensor *const *out,
+                           const npu_tensor *meta) {
+  if (!p->config || !p->config->skip_empty || !step->n_out) return false;
+  for (int i = 0; i < step->n_out; i++)
+    if (out[i] == &meta[i] || out[i]->numel != 0) return false;
+  return true;
+}
+
+/* The step's scratch, sized for these shapes: p->dyn_scratch, grown when a step needs more. */
+static npu_status dyn_scratch(npuE_plan *p, const npu_op_def *def, npuX_call *call) {
+  if (!def->scratch_size) return NPU_OK;
+  size_t bytes = def->scratch_size(call);
+  if (bytes > p->dyn_scratch_size) {
+    npuC_free(call->ctx, p->dyn_scratch);
+    p->dyn_scratch_size = 0;
+    if (!(p->dyn_scratch = npuC_alloc(call->ctx, bytes))) return NPU_ERR_NOMEM;
+    p->dyn_scratch_size = bytes;
   }
-  if (s) return s;
-  /* all_tensor_not_empty False (the default): the empty-tensor check.  A step whose outputs
-     are all sized and all empty has nothing to compute, so its kernel is not called (an op
-     sized by its kernel, NPUX_F_DATA_SHAPE, is not known empty before it runs).  True: the
-     kernel runs whatever the sizes, as 000 says of removing the check nodes. */
-  if (p->config && p->config->skip_empty && step->n_out) {
-    bool empty = true;
-    for (int i = 0; i < step->n_out && empty; i++)
-      empty = out[i] != &meta[i] && out[i]->numel == 0;
-    if (empty) {
-      st->n_empty_skips++;
-      return NPU_OK;
-    }
-  }
-  npuX_call call = {.ctx = ctx, .pool = pool, .n_threads = n_threads, .node = node,
-                    .params = params, .n_inputs = step->n_in, .in = in,
-                    .n_outputs = step->n_out, .out = out, .step = st->n_iterations,
-                    .impl = step->impl, .algo = step->algo, .resize = data_shape ? resize_output : NULL,
-                    .exec = &d, .discarded = st->discarded, .run = st->run_options,
-                    .comm = st->comm};
-  if (def->scratch_size) {
-    size_t bytes = def->scratch_size(&call);
-    if (bytes > p->dyn_scratch_size) {
-      npuC_free(ctx, p->dyn_scratch);
-      p->dyn_scratch_size = 0;
-      if (!(p->dyn_scratch = npuC_alloc(ctx, bytes))) return NPU_ERR_NOMEM;
-      p->dyn_scratch_size = bytes;
-    }
-    call.scratch = p->dyn_scratch;
-  }
+  call->scratch = p->dyn_scratch;
+  return NPU_OK;
+}
+
+/* Calls the kernel (the reference one on the reference path and for host steps); a kernel of a
+   NPUX_F_DATA_SHAPE op must have sized every output (npuX_output): one that did not is, like
+   dyn_output's refusal, a broken op definition reached only from a C test. */
+static npu_status dyn_kernel(npuE_plan *p, const npuE_step *step, const npuX_call *call,
+                             const npu_tensor *meta) {
+  const npu_op_def *def = step->def;
   npu_status (*fn)(const npuX_call *) =
       (p->reference || step->host) && def->run_ref ? def->run_ref : def->run;
-  if (!fn) return npuC_error(ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", def->name, node->name);
-  s = fn(&call);
-  for (int i = 0; !s && data_shape && i < step->n_out; i++)
-    if (out[i] == &meta[i])
-      s = npuC_error(ctx, NPU_ERR_INTERNAL, "%s '%s': output %d was never sized", def->name,
-                     node->name, i);
+  if (!fn)
+    return npuC_error(call->ctx, NPU_ERR_UNSUPPORTED, "%s '%s': no kernel", def->name,
+                      call->node->name);
+  npu_status s = fn(call);
+  for (int i = 0; !s && call->resize && i < step->n_out; i++)
+    if (call->out[i] == &meta[i])
+      s = npuC_error(call->ctx, NPU_ERR_INTERNAL, "%s '%s': output %d was never sized",
+                     def->name, call->node->name, i);
   return s;
+}
+
+/* A step whose shapes are known only when it runs. */
+static npu_status run_dynamic(npuE_state *st, npuE_plan *p, const npuE_step *step,
+                              const npuG_node *node, const npuK_pool *pool, int n_threads) {
+  const npu_op_def *def = step->def;
+  const void *params = npuE_step_params(step, node);
+  npu_tensor *out[NPUX_MAX_OUTPUTS];
+  npu_tensor meta[NPUX_MAX_OUTPUTS];
+  dyn_call d = {.p = p, .step = step, .out = out};
+  dyn_inputs(p, step);
+  npu_status s = dyn_infer_outputs(st, p, step, node, params, &d, meta);
+  if (s) return s;
+  if (dyn_skip_empty(p, step, out, meta)) {
+    st->n_empty_skips++;
+    return NPU_OK;
+  }
+  bool data_shape = (def->flags & NPUX_F_DATA_SHAPE) != 0;
+  npuX_call call = {.ctx = st->ctx, .pool = pool, .n_threads = n_threads, .node = node,
+                    .params = params, .n_inputs = step->n_in, .in = p->in_buf,
+                    .n_outputs = step->n_out, .out = out, .step = st->n_iterations,
+                    .impl = step->impl, .algo = step->algo,
+                    .resize = data_shape ? resize_output : NULL, .exec = &d,
+                    .discarded = st->discarded, .run = st->run_options, .comm = st->comm};
+  s = dyn_scratch(p, def, &call);
+  return s ? s : dyn_kernel(p, step, &call, meta);
 }
 
 /* ---- cancellation and deadlines (core/watch.c) --------------------------------------------- */

@@ -142,13 +142,6 @@ static void *writer_main(void *arg) {
 
 /* ---- queueing records (the caller's thread) ---------------------------------------------- */
 
-static size_t varint(uint8_t *p, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) p[n++] = (uint8_t)(v | 0x80), v >>= 7;
-  p[n++] = (uint8_t)v;
-  return n;
-}
-
 /* One record: an Event {wall_time, step, field: payload (length-delimited)}. */
 static npu_status queue_event(npu_event_writer *w, double wall_time, int64_t step, int field,
                               const void *payload, size_t n) {
@@ -163,10 +156,10 @@ static npu_status queue_event(npu_event_writer *w, double wall_time, int64_t ste
   }
   if (step) {
     head[h++] = EVENT_STEP << 3;
-    h += varint(head + h, (uint64_t)step);
+    h += npuI_pb_encode_varint(head + h, (uint64_t)step);
   }
   head[h++] = (uint8_t)(field << 3 | 2);
-  h += varint(head + h, n);
+  h += npuI_pb_encode_varint(head + h, n);
   uint64_t len = h + n;
   size_t need = 8 + 4 + (size_t)len + 4;
   pthread_mutex_lock(&w->mu);

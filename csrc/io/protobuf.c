@@ -91,24 +91,8 @@ static bool reserve(npuI_pb_writer *w, size_t extra) {
   return true;
 }
 
-static size_t varint_size(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) v >>= 7, n++;
-  return n;
-}
-
-static size_t encode_varint(uint8_t *b, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    b[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  b[n++] = (uint8_t)v;
-  return n;
-}
-
 void npuI_pb_put_raw_varint(npuI_pb_writer *w, uint64_t v) {
-  if (reserve(w, 10)) w->n += encode_varint(w->buf + w->n, v);
+  if (reserve(w, NPUI_PB_VARINT_MAX)) w->n += npuI_pb_encode_varint(w->buf + w->n, v);
 }
 
 void npuI_pb_put_raw(npuI_pb_writer *w, const void *data, size_t len) {
@@ -150,10 +134,10 @@ size_t npuI_pb_begin(npuI_pb_writer *w, uint32_t field) {
 
 void npuI_pb_end(npuI_pb_writer *w, size_t mark) {
   if (w->failed) return;
-  size_t len = w->n - mark, pre = varint_size(len);
+  size_t len = w->n - mark, pre = npuI_pb_varint_size(len);
   if (!reserve(w, pre)) return;
   memmove(w->buf + mark + pre, w->buf + mark, len);
-  encode_varint(w->buf + mark, len);
+  npuI_pb_encode_varint(w->buf + mark, len);
   w->n += pre;
 }
 

@@ -17,6 +17,7 @@
 #define NPU_IO_PROTOBUF_H
 
 #include "core/npu_int.h"
+#include "io/pb_varint.h"
 
 enum { NPUI_PB_VARINT = 0, NPUI_PB_FIXED64 = 1, NPUI_PB_BYTES = 2, NPUI_PB_FIXED32 = 5 };
 

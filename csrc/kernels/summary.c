@@ -13,6 +13,7 @@
 
 #include "kernels/ksummary.h"
 #include "kernels/histogram_table.h"
+#include "io/pb_varint.h"
 
 static const uint32_t crc32_table[256] = {
     0x00000000u, 0x77073096u, 0xee0e612cu, 0x990951bau, 0x076dc419u, 0x706af48fu,
@@ -165,11 +166,7 @@ static void put_raw(wbuf *b, const void *data, size_t n) {
   b->n += n;
 }
 static void put_varint(wbuf *b, uint64_t v) {
-  while (v >= 0x80) {
-    put_byte(b, (uint8_t)(v | 0x80));
-    v >>= 7;
-  }
-  put_byte(b, (uint8_t)v);
+  b->n += b->p ? npuI_pb_encode_varint(b->p + b->n, v) : npuI_pb_varint_size(v);
 }
 static void put_tag(wbuf *b, uint32_t field, int wire) { put_varint(b, (uint64_t)field << 3 | (uint64_t)wire); }
 static void put_le(wbuf *b, uint64_t v, int bytes) {

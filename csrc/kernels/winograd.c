@@ -87,6 +87,9 @@ typedef struct wino_job {
   const npuK_epilogue *ep;
   float *y, *u, *zeros, *slots;
   int64_t slot_floats;
+  /* polled between blocks (npuK_stopped): a cancelled run stops within one block's 16 GEMMs
+     instead of the whole convolution (each block writes its own tiles of y, never read back) */
+  const npuK_pool *stop;
 } wino_job;
 
 /* ---- the filter transform: U_p (c, out_c) = (G g G^T)_p, in double, rounded once ---- */
@@ -241,7 +244,7 @@ static inline __attribute__((always_inline)) void wino_slots(const wino_job *j, 
   for (int64_t s = begin; s < end; s++) {
     float *v = j->slots + s * j->slot_floats, *m = v + 16 * p->bt * c, *rows = m + 16 * p->bt * oc;
     int64_t b0 = s * p->n_blocks / p->n_slots, b1 = (s + 1) * p->n_blocks / p->n_slots;
-    for (int64_t b = b0; b < b1; b++) {
+    for (int64_t b = b0; b < b1 && !npuK_stopped(j->stop); b++) {
       int64_t t0 = b * p->bt, n = p->tiles - t0 < p->bt ? p->tiles - t0 : p->bt;
       input_transform(j, t0, n, v);
       for (int q = 0; q < 16; q++)
@@ -269,7 +272,7 @@ void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, 
                                  const npuK_window2d *pool_window, float *y, float *scratch,
                                  int n_slots) {
   wino_job j = {.w = w, .pool = pool_window, .out_c = out_c, .x = x, .filter = filter, .ep = ep,
-                .y = y};
+                .y = y, .stop = pool};
   wino_plan_init(&j.p, w, out_c, pool_window, n_slots);
   if (j.p.tiles == 0 || out_c == 0) return;
   j.u = scratch;

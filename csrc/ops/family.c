@@ -331,10 +331,7 @@ npu_status npuX_arg_parse(npuX_infer *ic, void *params) {
   p->axis = 0;
   p->output_type = NPU_DTYPE_I64;
   npu_status st = npuX_attr_int(ic, "axis", &p->axis);
-  if (!st) st = npuX_attr_dtype(ic, "output_type", &p->output_type);
-  if (!st && p->output_type != NPU_DTYPE_I64 && p->output_type != NPU_DTYPE_I32)
-    st = npuX_error(ic, NPU_ERR_DTYPE, "output_type %s is invalid (valid: int64, int32)",
-                    npu_dtype_name(p->output_type));
+  if (!st) st = npuX_attr_index_dtype(ic, "output_type", &p->output_type);
   return st;
 }
 

@@ -97,6 +97,14 @@ npu_status npuX_attr_dtype(npuX_infer *ic, const char *name, npu_dtype *v) {
   return NPU_OK;
 }
 
+npu_status npuX_attr_index_dtype(npuX_infer *ic, const char *name, npu_dtype *v) {
+  npu_status st = npuX_attr_dtype(ic, name, v);
+  if (!st && *v != NPU_DTYPE_I32 && *v != NPU_DTYPE_I64)
+    st = npuX_error(ic, NPU_ERR_DTYPE, "%s must be int32 or int64, got %s", name,
+                    npu_dtype_name(*v));
+  return st;
+}
+
 npu_status npuX_attr_ints(npuX_infer *ic, const char *name, int64_t *v, int max, int *n) {
   const npuG_attr *a = npuX_attr_find(ic, name);
   if (!a) return NPU_OK;

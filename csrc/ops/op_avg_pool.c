@@ -26,6 +26,6 @@ static npu_status grad(npuX_grad *gc) {
 const npu_op_def npuX_op_avg_pool = {
     .name = "avg_pool", .tf_type = "AvgPool",
     .args = "ksize,strides,padding,data_format", .min_inputs = 1, .max_inputs = 1, .n_outputs = 1,
-    .prec = NPUX_PREC_GRAY, .flags = NPUX_F_HALF_XY,
+    .prec = NPUX_PREC_GRAY, .flags = NPUX_F_HALF_XY, .tune = NPUX_TUNE_THREADS,
     .parse = npuX_pool_parse, .infer = npuX_pool_infer, .scratch_size = npuX_pool_scratch,
     .run = run, .run_ref = run_ref, .grad = grad};

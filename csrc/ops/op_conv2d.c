@@ -58,5 +58,5 @@ static npu_status grad(npuX_grad *gc) {
 const npu_op_def npuX_op_conv2d = {
     .name = "conv2d", .tf_type = "Conv2D",
     .args = "strides,padding,data_format,dilations", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .parse = npuX_conv_parse, .infer = infer,
+    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .tune = NPUX_TUNE_CONV, .parse = npuX_conv_parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};

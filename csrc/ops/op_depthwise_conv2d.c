@@ -61,6 +61,6 @@ static npu_status grad(npuX_grad *gc) {
 const npu_op_def npuX_op_depthwise_conv2d = {
     .name = "depthwise_conv2d", .tf_type = "DepthwiseConv2dNative",
     .args = "strides,padding,data_format,dilations", .min_inputs = 2,
-    .max_inputs = 2, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY,
+    .max_inputs = 2, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .tune = NPUX_TUNE_THREADS,
     .parse = npuX_conv_parse, .infer = infer, .scratch_size = scratch_size, .run = run,
     .run_ref = run_ref, .grad = grad};

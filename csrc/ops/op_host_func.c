@@ -57,10 +57,16 @@ static npu_status run(const npuX_call *c) {
   if (!c->run || !c->run->host_op)
     return npuC_error(c->ctx, NPU_ERR_STATE, "host_func '%s': this run has no host callback "
                       "(npu_run_options.host_op)", name);
-  npu_tensor *got[NPUX_MAX_OUTPUTS] = {0};
-  char why[NPU_ERRMSG_SIZE - 64] = "";
+  /* Only what is read back is cleared: the outputs the callback may leave unset, and the
+     message's first byte (it writes a NUL-terminated reason or nothing).  An initializer would
+     zero-fill the whole ~1 KB message buffer on every call, inside loops too. */
+  npu_tensor *got[NPUX_MAX_OUTPUTS];
+  for (int i = 0; i < p->n_out; i++) got[i] = NULL;
+  char why[NPU_ERRMSG_SIZE - 64];
+  why[0] = 0;
   npu_status st = c->run->host_op(c->run->host_ud, p->key, c->n_inputs, c->in, p->n_out,
                                   p->tout, got, why, sizeof why);
+  why[sizeof why - 1] = 0; /* a callback that filled it to the brim still ends here */
   if (st)
     st = npuC_error(c->ctx, NPU_ERR_CALLBACK, "host_func '%s': %s", name,
                     *why ? why : npu_status_name(st));

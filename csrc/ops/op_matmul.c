@@ -108,5 +108,5 @@ static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 const npu_op_def npuX_op_matmul = {
     .name = "matmul", .tf_type = "MatMul", .args = "transpose_a,transpose_b",
     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .parse = parse, .infer = infer,
+    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .tune = NPUX_TUNE_GEMM, .parse = parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};

@@ -14,10 +14,7 @@ _Static_assert(sizeof(size_params) <= sizeof(npuG_params), "params too big");
 static npu_status parse(npuX_infer *ic, void *params) {
   size_params *p = params;
   p->out_type = NPU_DTYPE_I32;
-  npu_status st = npuX_attr_dtype(ic, "out_type", &p->out_type);
-  if (!st && p->out_type != NPU_DTYPE_I32 && p->out_type != NPU_DTYPE_I64)
-    st = npuX_error(ic, NPU_ERR_DTYPE, "out_type must be int32 or int64, got %s",
-                    npu_dtype_name(p->out_type));
+  npu_status st = npuX_attr_index_dtype(ic, "out_type", &p->out_type);
   return st;
 }
 

@@ -18,10 +18,7 @@ _Static_assert(sizeof(unique_params) <= sizeof(npuG_params), "params too big");
 static npu_status parse(npuX_infer *ic, void *params) {
   unique_params *p = params;
   p->out_idx = NPU_DTYPE_I32;
-  npu_status st = npuX_attr_dtype(ic, "out_idx", &p->out_idx);
-  if (!st && p->out_idx != NPU_DTYPE_I32 && p->out_idx != NPU_DTYPE_I64)
-    st = npuX_error(ic, NPU_ERR_DTYPE, "out_idx must be int32 or int64, got %s",
-                    npu_dtype_name(p->out_idx));
+  npu_status st = npuX_attr_index_dtype(ic, "out_idx", &p->out_idx);
   int64_t axis[2] = {0, 0};
   int n_axis = 0;
   if (!st) st = npuX_attr_ints(ic, "axis", axis, 2, &n_axis);

@@ -168,6 +168,16 @@ enum {
                                   one runs alone, never beside another run (session.c) */
 };
 
+/* What AOE tuning (compile/tuning.c) may choose for a step of the op, and so which of the
+   kernel's choices it times.  Set in the op's definition, so tuning asks the op table instead
+   of listing ops. */
+typedef enum npuX_tune {
+  NPUX_TUNE_NONE = 0, /* not tuned */
+  NPUX_TUNE_CONV,     /* convolution algorithm (im2col, Winograd) and threads */
+  NPUX_TUNE_GEMM,     /* GEMM algorithm (sgemm, sgemv by rows) and threads */
+  NPUX_TUNE_THREADS   /* threads only (depthwise convolution, pooling) */
+} npuX_tune;
+
 /* float16 or bfloat16: a value the precision pass stores at half size. */
 static inline bool npuX_is_half(npu_dtype t) { return t == NPU_DTYPE_F16 || t == NPU_DTYPE_BF16; }
 
@@ -182,6 +192,10 @@ typedef struct npu_op_def {
   npuX_kind kind;
   npuX_prec prec;
   unsigned flags; /* NPUX_F_* */
+  npuX_tune tune; /* what tuning may choose (NPUX_TUNE_NONE: nothing) */
+  /* Made by a fusion pass (compile/fused_ops.c): its params are its npuP_fused_* struct, and
+     it is NO_FOLD only so that nothing folds it, not for being stateful. */
+  bool fused;
   /* attrs -> params (zeroed before); NULL when the op has no attributes. */
   npu_status (*parse)(npuX_infer *ic, void *params);
   /* input descriptors -> ic->out[]; messages name the node and the shapes. */
@@ -253,6 +267,9 @@ npu_status npuX_attr_bool(npuX_infer *ic, const char *name, bool *v);
 npu_status npuX_attr_float(npuX_infer *ic, const char *name, double *v);
 npu_status npuX_attr_string(npuX_infer *ic, const char *name, const char **v);
 npu_status npuX_attr_dtype(npuX_infer *ic, const char *name, npu_dtype *v);
+/* The dtype of an index output (Shape's out_type, Unique's out_idx, ArgMax's output_type):
+   int32 or int64 (NPU_ERR_DTYPE naming the attribute otherwise), *v when it is absent. */
+npu_status npuX_attr_index_dtype(npuX_infer *ic, const char *name, npu_dtype *v);
 /* Int list of at most `max` entries: *n is set to the count. */
 npu_status npuX_attr_ints(npuX_infer *ic, const char *name, int64_t *v, int max, int *n);
 const npu_tensor *npuX_attr_tensor(npuX_infer *ic, const char *name);

@@ -128,13 +128,8 @@ function Dataset:shuffle(buffer_size, opts)
   return wrap(self._handle:shuffle(buffer_size, seed or 0, reshuffle), self._structure, false)
 end
 
---- Consecutive elements stacked in batches (`tf.data.Dataset.batch`).
--- @tparam integer batch_size
--- @tparam[opt] table|boolean opts `{drop_remainder = false}`, or drop_remainder
--- @treturn Dataset
--- @raise NPU_ERR_ARG for an unknown option or a drop_remainder that is not a boolean
-function Dataset:batch(batch_size, opts)
-  local where = "npu.Dataset:batch"
+-- batch's and padded_batch's last argument: {drop_remainder = b}, or b itself; nil is false.
+local function drop_remainder(where, opts)
   local drop = opts
   if type(opts) == "table" then
     errors.check_keys(where, opts, { "drop_remainder" })
@@ -143,7 +138,18 @@ function Dataset:batch(batch_size, opts)
   if drop ~= nil and type(drop) ~= "boolean" then
     errors.raise(where, "NPU_ERR_ARG", "drop_remainder must be a boolean, got " .. errors.typename(drop))
   end
-  return wrap(self._handle:batch(batch_size, drop and true or false), self._structure,
+  return drop == true
+end
+
+--- Consecutive elements stacked in batches (`tf.data.Dataset.batch`).
+-- @tparam integer batch_size
+-- @tparam[opt] table|boolean opts `{drop_remainder = false}`, or drop_remainder
+-- @treturn Dataset
+-- @raise NPU_ERR_ARG for an unknown option or a drop_remainder that is not a boolean
+function Dataset:batch(batch_size, opts)
+  local where = "npu.Dataset:batch"
+  local drop = drop_remainder(where, opts)
+  return wrap(self._handle:batch(batch_size, drop), self._structure,
     self._replayable)
 end
 
@@ -381,14 +387,7 @@ function Dataset:padded_batch(batch_size, padded_shapes, padding_values, opts)
     errors.raise(where, "NPU_ERR_ARG", "batch_size must be an integer, got " ..
       (type(batch_size) == "number" and tostring(batch_size) or errors.typename(batch_size)))
   end
-  local drop = opts
-  if type(opts) == "table" then
-    errors.check_keys(where, opts, { "drop_remainder" })
-    drop = opts.drop_remainder
-  end
-  if drop ~= nil and type(drop) ~= "boolean" then
-    errors.raise(where, "NPU_ERR_ARG", "drop_remainder must be a boolean, got " .. errors.typename(drop))
-  end
+  local drop = drop_remainder(where, opts)
   local st = self._structure
   local shapes = per_component(st, padded_shapes, "padded_shapes", where)
   local values = per_component(st, padding_values, "padding_values", where)

@@ -8,6 +8,7 @@
 -- Everything is built from ops of the op table, so gradients come from the ops' own.
 -- @module npu.nn_extra
 local errors = require("npu.errors")
+local operands = require("npu.operands")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local M = {}
 
@@ -24,13 +25,7 @@ local function named(args, first, second, ...)
   return first, second, ...
 end
 
-local function graph_of(...)
-  for i = 1, select("#", ...) do
-    local v = select(i, ...)
-    if npu.is_output(v) then return v:graph() end
-  end
-  return npu.get_default_graph()
-end
+local function graph_of(...) return operands.graph_of(npu, ...) end
 
 local function as_output(g, v, dtype)
   if npu.is_output(v) then return v end

@@ -50,18 +50,15 @@ end
 
 -- Keys of opts that are not npu-serve flags.
 local OWN = { binary = true, log = true, timeout = true, port = true, address = true }
--- npu-serve's flags (tools/serve/npu-serve.c, parse_args): a key that is neither one nor OWN is
--- a mistake named here, with the nearest valid key, rather than a child that exits on
--- "unknown flag" (or, for a misspelt key of our own, a flag npu-serve never heard of).
-local FLAGS = { "model_name", "model_base_path", "model_config_file", "platform_config_file",
-  "batching_parameters_file", "rest_api_address", "rest_api_port", "enable_batching",
-  "allowed_batch_sizes", "file_system_poll_wait_seconds", "rest_api_timeout_in_ms",
-  "max_body_bytes", "max_batch_size", "batch_timeout_micros", "num_batch_threads",
-  "max_enqueued_batches", "tensorflow_session_parallelism", "rest_api_num_threads",
-  "model_config_file_poll_wait_seconds", "allow_version_labels_for_unavailable_models",
-  "monitoring_config_file" }
+-- npu-serve's flags (tools/serve/flags.def, through the generated npu.serve_flags): a key that
+-- is neither one nor OWN is a mistake named here, with the nearest valid key, rather than a
+-- child that exits on "unknown flag" (or, for a misspelt key of our own, a flag npu-serve never
+-- heard of).  npu-serve's `port` (gRPC) is never passed on: here port is the REST port.
+local FLAGS = require("npu.serve_flags")
 local KNOWN = { "binary", "log", "timeout", "port", "address" }
-for _, f in ipairs(FLAGS) do KNOWN[#KNOWN + 1] = f end
+for _, f in ipairs(FLAGS) do
+  if not OWN[f] then KNOWN[#KNOWN + 1] = f end
+end
 
 local Server = {}
 Server.__index = Server

@@ -24,6 +24,7 @@
 -- @module npu.summary
 local core = require("npu.core")
 local errors = require("npu.errors")
+local operands = require("npu.operands")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 
 local M = {}
@@ -61,10 +62,7 @@ local function unique_name(g, base)
   end
 end
 
-local function graph_of(v)
-  if npu.is_output(v) then return v:graph() end
-  return npu.get_default_graph()
-end
+local function graph_of(v) return operands.graph_of(npu, v) end
 
 -- The arguments every summary takes: name a string, collections a list of keys (or nil), family
 -- a string (or nil); TensorFlow's tag cleaning would otherwise turn a nil name into "nil".

@@ -12,6 +12,7 @@
 --     folds); plain numbers keep making a tensor (npu.core.range).
 -- @module npu.tf_extra
 local errors = require("npu.errors")
+local operands = require("npu.operands")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)
 local M = {}
 
@@ -28,13 +29,7 @@ local function check_given(where, what, v)
   if v == nil then errors.raise(where, "NPU_ERR_ARG", what .. " is nil (a misspelt or unset variable?)") end
 end
 
-local function graph_of(...)
-  for i = 1, select("#", ...) do
-    local v = select(i, ...)
-    if npu.is_output(v) then return v:graph() end
-  end
-  return npu.get_default_graph()
-end
+local function graph_of(...) return operands.graph_of(npu, ...) end
 
 -- v as an output of graph g with the dtype of `like` when it is Lua data.
 local function as_output(g, v, like)

@@ -1471,45 +1471,71 @@ static bool flag(const char *arg, const char *name, const char **value) {
   return false;
 }
 
+/* The flags (flags.def), by number and by name. */
+enum serve_flag {
+#define SERVE_FLAG(name, takes) FLAG_##name,
+#include "flags.def"
+#undef SERVE_FLAG
+  N_FLAGS
+};
+static const struct {
+  const char *name, *takes;
+} FLAGS[N_FLAGS] = {
+#define SERVE_FLAG(name, takes) {#name, takes},
+#include "flags.def"
+#undef SERVE_FLAG
+};
+
 static int parse_args(int argc, char **argv, const char **model_name, const char **base_path,
                       const char **model_config, const char **platform_config, const char **batching_file) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
-#define NUM(name, dst) else if (flag(a, name, &v) && v) dst = strtol(v, NULL, 10)
     if (flag(a, "help", &v) || flag(a, "h", &v)) return fputs(USAGE, stdout), 1;
-    else if (flag(a, "model_name", &v) && v) *model_name = v;
-    else if (flag(a, "model_base_path", &v) && v) *base_path = v;
-    else if (flag(a, "model_config_file", &v) && v) *model_config = v;
-    else if (flag(a, "platform_config_file", &v) && v) *platform_config = v;
-    else if (flag(a, "batching_parameters_file", &v) && v) *batching_file = v;
-    else if (flag(a, "rest_api_address", &v) && v) C.address = v;
-    else if (flag(a, "enable_batching", &v)) C.batching = !v || strcmp(v, "false") != 0;
-    else if (flag(a, "allowed_batch_sizes", &v) && v) {
+    if (flag(a, "list_flags", &v)) { /* for lua/npu/serve_flags.lua (make serve-flags) */
+      for (int k = 0; k < N_FLAGS; k++) puts(FLAGS[k].name);
+      return 1;
+    }
+    int k = 0;
+    while (k < N_FLAGS && !flag(a, FLAGS[k].name, &v)) k++;
+    if (k == N_FLAGS || (!v && FLAGS[k].takes && *FLAGS[k].takes)) {
+      fprintf(stderr, k == N_FLAGS ? "npu-serve: unknown flag '%s'\n%s"
+                                   : "npu-serve: flag '%s' needs a value (--name=value)\n%s",
+              a, USAGE);
+      return 2;
+    }
+    switch ((enum serve_flag)k) { /* every flag has its case: -Wswitch checks it */
+    case FLAG_model_name: *model_name = v; break;
+    case FLAG_model_base_path: *base_path = v; break;
+    case FLAG_model_config_file: *model_config = v; break;
+    case FLAG_platform_config_file: *platform_config = v; break;
+    case FLAG_batching_parameters_file: *batching_file = v; break;
+    case FLAG_rest_api_address: C.address = v; break;
+    case FLAG_enable_batching: C.batching = !v || strcmp(v, "false") != 0; break;
+    case FLAG_allowed_batch_sizes:
       for (char *p = (char *)v; *p && C.n_allowed < MAX_ALLOWED;) {
         C.allowed[C.n_allowed++] = (int)strtol(p, &p, 10);
         if (*p == ',') p++;
         else break;
       }
-    }
-    NUM("rest_api_port", C.rest_port);
-    NUM("port", C.grpc_port);
-    NUM("file_system_poll_wait_seconds", C.poll_seconds);
-    NUM("rest_api_timeout_in_ms", C.timeout_ms);
-    NUM("max_body_bytes", C.max_body_bytes);
-    NUM("max_batch_size", C.max_batch_size);
-    NUM("batch_timeout_micros", C.batch_timeout_micros);
-    NUM("num_batch_threads", C.num_batch_threads);
-    NUM("max_enqueued_batches", C.max_enqueued_batches);
-    NUM("tensorflow_session_parallelism", C.session_parallelism);
-    NUM("rest_api_num_threads", C.rest_threads_unused);
-    else if (flag(a, "model_config_file_poll_wait_seconds", &v) || flag(a, "allow_version_labels_for_unavailable_models", &v) ||
-             flag(a, "monitoring_config_file", &v))
+      break;
+    case FLAG_rest_api_port: C.rest_port = strtol(v, NULL, 10); break;
+    case FLAG_port: C.grpc_port = strtol(v, NULL, 10); break;
+    case FLAG_file_system_poll_wait_seconds: C.poll_seconds = strtol(v, NULL, 10); break;
+    case FLAG_rest_api_timeout_in_ms: C.timeout_ms = strtol(v, NULL, 10); break;
+    case FLAG_max_body_bytes: C.max_body_bytes = strtol(v, NULL, 10); break;
+    case FLAG_max_batch_size: C.max_batch_size = strtol(v, NULL, 10); break;
+    case FLAG_batch_timeout_micros: C.batch_timeout_micros = strtol(v, NULL, 10); break;
+    case FLAG_num_batch_threads: C.num_batch_threads = strtol(v, NULL, 10); break;
+    case FLAG_max_enqueued_batches: C.max_enqueued_batches = strtol(v, NULL, 10); break;
+    case FLAG_tensorflow_session_parallelism: C.session_parallelism = strtol(v, NULL, 10); break;
+    case FLAG_rest_api_num_threads: C.rest_threads_unused = strtol(v, NULL, 10); break;
+    case FLAG_model_config_file_poll_wait_seconds:
+    case FLAG_allow_version_labels_for_unavailable_models:
+    case FLAG_monitoring_config_file:
       fprintf(stderr, "npu-serve: %s accepted and ignored here\n", a);
-    else {
-      fprintf(stderr, "npu-serve: unknown flag '%s'\n%s", a, USAGE);
-      return 2;
+      break;
+    case N_FLAGS: break;
     }
-#undef NUM
   }
   return 0;
 }
