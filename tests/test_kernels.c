@@ -1183,7 +1183,10 @@ static void naive_max_pool_grad(const npuK_window2d *w, const float *x, const fl
 static void test_max_pool_grad(void) {
   static const int64_t shapes[][8] = { /* n h w c k s same */
       {2, 6, 6, 8, 2, 2, 0}, {1, 7, 5, 13, 3, 2, 1}, {3, 5, 5, 70, 3, 1, 1}, {1, 4, 4, 1, 2, 1, 0},
-      {2, 9, 9, 17, 3, 3, 1}, {1, 3, 3, 9, 4, 1, 1}};
+      {2, 9, 9, 17, 3, 3, 1}, {1, 3, 3, 9, 4, 1, 1},
+      /* windows that cannot overlap but leave pixels out: odd sizes, gaps, SAME padding */
+      {2, 7, 7, 12, 2, 2, 0}, {1, 10, 10, 9, 2, 3, 0}, {1, 7, 7, 16, 2, 2, 1},
+      {2, 28, 28, 32, 2, 2, 0}}; /* the CNN's first pool: the windows tile the input */
   for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
     const int64_t *s = shapes[t];
     npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[4], s[5], s[5], 1, 1, (int)s[6]);
@@ -1193,6 +1196,7 @@ static void test_max_pool_grad(void) {
     float *d3 = rand_f32(nx);
     for (int64_t i = 0; i < nx; i++) x[i] = (float)((int)(x[i] * 3)); /* ties */
     if (t % 2) x[nx / 3] = NAN, x[nx / 2] = NAN;
+    dy[0] = -0.0f, dy[ny - 1] = NAN; /* a winner gets 0 + dy: +0, and the NaN */
     naive_max_pool_grad(&g, x, dy, d1);
     npuK_max_pool_grad_f32(NULL, &g, x, dy, d2);
     CHECK(bits_equal(d1, d2, (size_t)nx * 4));
