@@ -17,6 +17,7 @@
 #include "core/half.h"
 #include "kernels/kernels.h"
 #include "kernels/kgrad.h"
+#include "kernels/kmath.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -1208,6 +1209,42 @@ static void test_max_pool_grad(void) {
   }
 }
 
+/* conv2d_backprop_input's GEMM + col2im kernel against its direct-loop twin, to 2 T 2^-24 of
+   the magnitude sum|dy f| (T terms per element), and the same bits on any pool; shapes where
+   several images share one GEMM (small images, a batch), one image per GEMM, and images cut
+   into row blocks (a large image). */
+static void test_conv_backprop_input_gemm(void) {
+  static const int64_t cs[][9] = { /* n h w c k s same oc */
+      {32, 14, 14, 32, 3, 1, 1, 64}, {5, 9, 7, 3, 3, 2, 1, 6}, {1, 12, 12, 4, 3, 1, 0, 5},
+      {3, 6, 6, 2, 2, 2, 0, 3},      {2, 200, 190, 8, 3, 1, 1, 4}};
+  for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+    const int64_t *q = cs[t];
+    npuK_window2d g = make_window(q[0], q[1], q[2], q[3], q[4], q[4], q[5], q[5], 1, 1, (int)q[6]);
+    CHECK(g.n > 0);
+    int64_t oc = q[7], nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * oc;
+    int64_t nf = g.k_h * g.k_w * g.c * oc, terms = g.k_h * g.k_w * oc;
+    float *dy = rand_f32(ny), *f = rand_f32(nf), *d1 = rand_f32(nx), *d2 = rand_f32(nx);
+    float *d3 = rand_f32(nx), *ref = rand_f32(nx), *mag = rand_f32(nx);
+    size_t ss = npuK_conv2d_backprop_input_f32_scratch_size(&g);
+    CHECK(ss > 0);
+    float *scratch = malloc(ss);
+    npuK_conv2d_backprop_input_f32_gemm(NULL, &g, oc, dy, f, d1, scratch);
+    npuK_conv2d_backprop_input_f32_gemm(&pool_two, &g, oc, dy, f, d2, scratch);
+    npuK_conv2d_backprop_input_f32_gemm(&pool_odd, &g, oc, dy, f, d3, scratch);
+    CHECK(bits_equal(d1, d2, (size_t)nx * 4));
+    CHECK(bits_equal(d1, d3, (size_t)nx * 4));
+    npuK_conv2d_backprop_input_f32(NULL, &g, oc, dy, f, ref);
+    for (int64_t i = 0; i < ny; i++) dy[i] = fabsf(dy[i]);
+    for (int64_t i = 0; i < nf; i++) f[i] = fabsf(f[i]);
+    npuK_conv2d_backprop_input_f32(NULL, &g, oc, dy, f, mag);
+    int ok = 1;
+    for (int64_t i = 0; i < nx; i++)
+      if (fabs((double)d1[i] - ref[i]) > 2.0 * (double)terms * ldexp(1, -24) * mag[i]) ok = 0;
+    CHECK(ok);
+    free(dy), free(f), free(d1), free(d2), free(d3), free(ref), free(mag), free(scratch);
+  }
+}
+
 /* ---- Winograd F(2x2, 3x3) and the pooled convolutions ---------------------------------- */
 
 /* The exact convolution (float64) and W, the Winograd algorithm run on absolute values:
@@ -1706,5 +1743,6 @@ int main(void) {
   test_pool_paths();
   test_conv_filter_grad();
   test_max_pool_grad();
+  test_conv_backprop_input_gemm();
   return check_summary("test_kernels");
 }
