@@ -8,11 +8,8 @@
  * Per image, output rows are taken in blocks of R (sized so the block's columns stay near
  * 4 MiB): col (R * out_w, k_h * k_w * c) = dy_block (R * out_w, out_c) x filter^T, the filter
  * being (k_h * k_w * c, out_c) row-major (HWIO); then each column entry is added to the input
- * pixel it came from (col2im), parallel over input rows.  When a whole image's columns are
- * well under that size, G images go through one GEMM (G * out_h * out_w rows: a 14x14 image
- * alone makes a GEMM too short for OpenBLAS to run at speed) and col2im runs over their
- * input rows together.  Each dx element accumulates in a fixed order (block, kh, ow, kw
- * ascending) whatever the thread count and G (an element's image is always one block).
+ * pixel it came from (col2im), parallel over input rows.  Each dx element accumulates in a
+ * fixed order (block, kh, ow, kw ascending) whatever the thread count.
  */
 #include <string.h>
 
@@ -30,42 +27,29 @@ static int64_t block_rows(const npuK_window2d *w) {
   return r < w->out_h ? r : w->out_h;
 }
 
-/* images per GEMM: 1 unless a whole image is one block, then as many as fit the target */
-static int64_t block_images(const npuK_window2d *w) {
-  int64_t per_image = w->out_h * w->out_w * w->k_h * w->k_w * w->c;
-  if (per_image <= 0 || w->n <= 1 || block_rows(w) < w->out_h) return 1;
-  int64_t g = COL_TARGET_FLOATS / per_image;
-  if (g < 1) g = 1;
-  return g < w->n ? g : w->n;
-}
-
 size_t npuK_conv2d_backprop_input_f32_scratch_size(const npuK_window2d *w) {
-  return (size_t)(block_images(w) * block_rows(w) * w->out_w * w->k_h * w->k_w * w->c) *
-         sizeof(float);
+  return (size_t)(block_rows(w) * w->out_w * w->k_h * w->k_w * w->c) * sizeof(float);
 }
 
 typedef struct col2im_job {
   const npuK_window2d *w;
-  int64_t r0, rows; /* the block's output rows (of each of its images) */
+  int64_t r0, rows; /* the block's output rows */
   const float *col;
-  float *dx;        /* the block's first image's */
+  float *dx;        /* this image's */
 } col2im_job;
 
-/* items: (image of the block, input row) */
 static void col2im_rows(void *arg, int64_t begin, int64_t end) {
   const col2im_job *j = arg;
   const npuK_window2d *w = j->w;
   const int64_t c = w->c, kkc = w->k_h * w->k_w * c;
-  for (int64_t item = begin; item < end; item++) {
-    const int64_t g = item / w->in_h, ih = item % w->in_h;
-    const float *col = j->col + g * j->rows * w->out_w * kkc;
-    float *dxr = j->dx + (g * w->in_h + ih) * w->in_w * c;
+  for (int64_t ih = begin; ih < end; ih++) {
+    float *dxr = j->dx + ih * w->in_w * c;
     for (int64_t kh = 0; kh < w->k_h; kh++) {
       int64_t t = ih + w->pad_top - kh * w->dilation_h; /* = oh * stride_h */
       if (t < 0 || t % w->stride_h) continue;
       int64_t oh = t / w->stride_h;
       if (oh < j->r0 || oh >= j->r0 + j->rows) continue;
-      const float *colr = col + (oh - j->r0) * w->out_w * kkc + kh * w->k_w * c;
+      const float *colr = j->col + (oh - j->r0) * w->out_w * kkc + kh * w->k_w * c;
       for (int64_t ow = 0; ow < w->out_w; ow++)
         for (int64_t kw = 0; kw < w->k_w; kw++) {
           int64_t iw = ow * w->stride_w - w->pad_left + kw * w->dilation_w;
@@ -84,16 +68,16 @@ void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_windo
   const int64_t image = w->in_h * w->in_w * w->c, kkc = w->k_h * w->k_w * w->c;
   if (image == 0 || w->n == 0) return;
   memset(dx, 0, (size_t)(w->n * image) * sizeof *dx);
-  const int64_t r = block_rows(w), gi = block_images(w);
+  const int64_t r = block_rows(w);
   if (r == 0) return; /* no output pixels or an empty filter: dx is zero */
-  for (int64_t b = 0; b < w->n; b += gi)
+  for (int64_t b = 0; b < w->n; b++)
     for (int64_t r0 = 0; r0 < w->out_h; r0 += r) {
-      int64_t rows = r < w->out_h - r0 ? r : w->out_h - r0, ni = gi < w->n - b ? gi : w->n - b;
+      int64_t rows = r < w->out_h - r0 ? r : w->out_h - r0;
       const float *dyb = dy + (b * w->out_h + r0) * w->out_w * out_c;
-      npuK_matmul_f32_blas(pool, 0, 1, ni * rows * w->out_w, kkc, out_c, dyb, filter, scratch);
+      npuK_matmul_f32_blas(pool, 0, 1, rows * w->out_w, kkc, out_c, dyb, filter, scratch);
       col2im_job j = {.w = w, .r0 = r0, .rows = rows, .col = scratch, .dx = dx + b * image};
       int64_t grain = K_GRAIN_ELEMS / (w->in_w * w->c * w->k_h + 1) + 1;
-      npuK_parallel_for(pool, ni * w->in_h, grain, col2im_rows, &j);
+      npuK_parallel_for(pool, w->in_h, grain, col2im_rows, &j);
     }
 }
 
