@@ -2,10 +2,11 @@
 """torch_twin.py — PyTorch's side of bench/versus_torch.lua: the same models, shapes and steps
 as bench/bench_mlp.c and bench/bench_cnn.c, timed in PyTorch eager and TorchScript.
 
-  /usr/bin/python3 bench/torch_twin.py THREADS REPS
+  /usr/bin/python3 bench/torch_twin.py THREADS REPS [cpu]
 
 prints one line per case, "case<TAB>name<TAB>eager ms<TAB>torchscript ms<TAB>note", each the
-median of REPS timings (each timing a loop of a few runs, after warm-ups).  On an import failure
+median of REPS timings (each timing a loop of a few runs, after warm-ups), in wall time, or with
+"cpu" in the process's CPU time (time.process_time: as BENCH_CPU_TIME makes our benches do).  On an import failure
 it prints "skipped<TAB>reason" and exits 0, so the driver can say why.
 
 Cases (float32):
@@ -30,6 +31,7 @@ import time
 def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 9
+    clock = time.process_time if len(sys.argv) > 3 and sys.argv[3] == "cpu" else time.perf_counter
     # PyTorch's matrix products run on the system BLAS (Debian's: the same OpenBLAS as ours),
     # which takes its thread count from the environment, not from torch.set_num_threads
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -54,10 +56,10 @@ def main():
             fn()
         times = []
         for _ in range(reps):
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(iters):
                 fn()
-            times.append((time.perf_counter() - t0) / iters)
+            times.append((clock() - t0) / iters)
         times.sort()
         return times[(len(times) - 1) // 2] * 1e3
 

@@ -11,6 +11,10 @@
 -- thread means one device thread (OpenBLAS at one inside the session, as the context sets
 -- it), OpenBLAS at one for the twin, torch.set_num_threads(1) and OPENBLAS_NUM_THREADS=1 for
 -- PyTorch (whose matrix products run on the same Debian OpenBLAS, its convolutions on oneDNN).
+-- Clocks: at one thread every side is timed in its process's CPU time (BENCH_CPU_TIME,
+-- time.process_time), which leaves out the waits for a core on a shared machine with more
+-- runnable threads than cores (the build machine: load 10 on 2 cores); at two threads in wall
+-- time (CPU time would add the threads up), so that column is only meaningful on a quiet machine.
 -- Data layout: ours NHWC; PyTorch both NCHW and channels_last (NHWC in memory), the faster
 -- counted (torch_twin.py).  PyTorch is optional: without /usr/bin/python3 and its torch the
 -- PyTorch columns say why they are empty.
@@ -72,15 +76,16 @@ for _, threads in ipairs(thread_counts) do
   for r = 1, rounds do
     local function run_ours()
       for _, bin in ipairs { "bench_mlp", "bench_cnn" } do
-        local got, other = collect(("BENCH_TSV=1 '%s/build/bench/%s' %d %d"):format(
-          here, bin, reps, threads))
+        local got, other = collect(("BENCH_TSV=1 %s'%s/build/bench/%s' %d %d"):format(
+          threads == 1 and "BENCH_CPU_TIME=1 " or "", here, bin, reps, threads))
         if not next(got) then error(bin .. " failed: " .. other) end
         for k, v in pairs(got) do add(ours, k, v[1]); add(hand, k, v[2]) end
       end
     end
     local function run_torch()
       if torch_skip then return end
-      local got, other = collect(("'%s' '%s/bench/torch_twin.py' %d %d"):format(PY, here, threads, reps))
+      local got, other = collect(("'%s' '%s/bench/torch_twin.py' %d %d %s"):format(PY, here, threads, reps,
+        threads == 1 and "cpu" or "wall"))
       if not next(got) then
         torch_skip = other:match("^skipped\t(.*)") or other
         return
@@ -89,8 +94,8 @@ for _, threads in ipairs(thread_counts) do
     end
     if r % 2 == 1 then run_ours(); run_torch() else run_torch(); run_ours() end
   end
-  print(("%d thread(s): median over %d rounds of each process's median of %d reps, ms; ratios ours / other (< 1: ours faster)")
-    :format(threads, rounds, reps))
+  print(("%d thread(s), %s: median over %d rounds of each process's median of %d reps, ms; ratios ours / other (< 1: ours faster)")
+    :format(threads, threads == 1 and "process CPU time" or "wall time", rounds, reps))
   print(("%-26s %8s %8s %8s %8s   %7s %7s %7s"):format("case", "ours", "hand C", "eager", "script",
     "/hand", "/eager", "/script"))
   for _, case in ipairs(order) do
