@@ -209,7 +209,8 @@ static void flush(float *df, double *acc, int64_t n) {
 }
 
 /* Filter gradient, items (kh, kw): a (c, out_c) block of rank-1 updates, one per position
-   (n, oh, ow).  The updates go into df in float32 (the fast inner loop); every FG_BLOCK
+   (n, oh, ow), each term one fused multiply-add for conv2d (fmaf: correctly rounded whatever
+   the CPU, so the bits of conv_bwd.c's FMA tiles), a multiply then an add for depthwise.  The updates go into df in float32 (the fast inner loop); every FG_BLOCK
    positions df is added into the item's float64 accumulators and cleared, so a sum over many
    positions is float32-rounded over 64 terms at most and float64 beyond; df = acc at the end.
    The blocks are counted within the item: fixed by the shape, not the threads. */
@@ -237,7 +238,10 @@ static void filter_grad_range(void *arg, int64_t begin, int64_t end) {
             const float xv = xr[ci];
             const float *dyc = dyr + ci * dy_ci_step;
             float *row = df + ci * oc;
-            for (int64_t co = 0; co < oc; co++) row[co] += xv * dyc[co];
+            if (j->depthwise) /* its only kernel: the vectorised multiply and add */
+              for (int64_t co = 0; co < oc; co++) row[co] += xv * dyc[co];
+            else /* conv2d's twin: fused, as the register tiles of conv_bwd.c */
+              for (int64_t co = 0; co < oc; co++) row[co] = fmaf(xv, dyc[co], row[co]);
           }
           if (acc && ++since == FG_BLOCK) {
             flush(df, acc, c * oc);
