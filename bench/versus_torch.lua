@@ -69,6 +69,7 @@ local torch_of = { ["cnn b32 forward, winograd"] = "cnn b32 forward" }
 
 for _, threads in ipairs(thread_counts) do
   local ours, hand, eager, script, notes = {}, {}, {}, {}, {}
+  local q_eager, q_script = {}, {} -- per round: ours / PyTorch of that round (adjacent in time)
   local function add(t, k, v)
     t[k] = t[k] or {}
     table.insert(t[k], v)
@@ -93,8 +94,16 @@ for _, threads in ipairs(thread_counts) do
       for k, v in pairs(got) do add(eager, k, v[1]); add(script, k, v[2]); notes[k] = v[3] end
     end
     if r % 2 == 1 then run_ours(); run_torch() else run_torch(); run_ours() end
+    for case, o in pairs(ours) do
+      local tc = torch_of[case] or case
+      if eager[tc] and #eager[tc] == r and #o == r then
+        add(q_eager, case, o[r] / eager[tc][r])
+        add(q_script, case, o[r] / script[tc][r])
+      end
+    end
   end
-  print(("%d thread(s), %s: median over %d rounds of each process's median of %d reps, ms; ratios ours / other (< 1: ours faster)")
+  print(("%d thread(s), %s: median over %d rounds of each process's median of %d reps, ms; ratios ours / other"
+    .. " (< 1: ours faster; against PyTorch the median of the rounds' ratios)")
     :format(threads, threads == 1 and "process CPU time" or "wall time", rounds, reps))
   print(("%-26s %8s %8s %8s %8s   %7s %7s %7s"):format("case", "ours", "hand C", "eager", "script",
     "/hand", "/eager", "/script"))
@@ -104,9 +113,11 @@ for _, threads in ipairs(thread_counts) do
       local tc = torch_of[case] or case
       local e = eager[tc] and median(eager[tc])
       local s = script[tc] and median(script[tc])
+      local qe = q_eager[case] and median(q_eager[case])
+      local qs = q_script[case] and median(q_script[case])
       local function f(x) return x and ("%8.3f"):format(x) or ("%8s"):format("-") end
-      local function q(x) return x and ("%7.2f"):format(o / x) or ("%7s"):format("-") end
-      print(("%-26s %s %s %s %s   %s %s %s"):format(case, f(o), f(h), f(e), f(s), q(h), q(e), q(s)))
+      local function q(x) return x and ("%7.2f"):format(x) or ("%7s"):format("-") end
+      print(("%-26s %s %s %s %s   %s %s %s"):format(case, f(o), f(h), f(e), f(s), q(o / h), q(qe), q(qs)))
     end
   end
   if torch_skip then
