@@ -297,6 +297,7 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL
 	$(BENCH_CNN)
 	$(BENCH_MLP)
 	$(BENCH_CANCEL)
+	$(LUA) bench/versus_torch.lua
 	$(LUA) bench/mlp.lua
 	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua

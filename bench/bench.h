@@ -1,4 +1,5 @@
-/* bench/bench.h — what the C benchmarks share: a monotonic clock in seconds and the median of
+/* bench/bench.h — what the C benchmarks share: a monotonic clock in seconds (or the process's
+ * CPU time), and the median of
  * a list of times (sorts it in place; the mean of the middle two for an even count).  Static
  * inline, so a benchmark that uses one of them only compiles without an unused warning. */
 #ifndef NPU_BENCH_H
@@ -12,6 +13,19 @@ static inline double now(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* The process's CPU time in seconds: for a one-thread measurement on a machine with more
+   runnable threads than cores, where wall time also counts the waits for a core (every
+   thread the process runs is counted, so a two-thread run reads about twice its wall time). */
+static inline double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* now, or cpu_now when the environment sets BENCH_CPU_TIME (bench/versus_torch.lua does at
+   one thread) */
+static inline double (*bench_clock(void))(void) { return getenv("BENCH_CPU_TIME") ? cpu_now : now; }
 
 static inline int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -10,6 +10,11 @@
  *
  * Each case alternates the two sides rep by rep (so drifts of a shared machine hit both) and
  * prints medians and the ratio session / hand.  bench/mlp.lua gives the Lua-side time.
+ *
+ * Usage: bench_mlp [reps [threads]] (41, 1): with threads = 2 the session runs on two device
+ * threads (OpenBLAS at one, as the context sets it) and the twin on OpenBLAS at two.  With
+ * BENCH_TSV set, each case is one line "case<TAB>name<TAB>session ms<TAB>hand ms" (for
+ * bench/versus_torch.lua).
  */
 #include <cblas.h>
 #include <math.h>
@@ -21,7 +26,10 @@
 #include "include/npu.h"
 #include "bench.h"
 
-enum { IN = 784, H = 256, OUT = 10, BIG = 64, REPS = 41 };
+static double (*tick)(void) = now; /* bench_clock() once main has run */
+
+enum { IN = 784, H = 256, OUT = 10, BIG = 64, MAX_REPS = 201 };
+static int reps = 41, threads = 1, tsv;
 static const float LR = 0.01f;
 static const int64_t dims_in[] = {IN, H, H}, dims_out[] = {H, H, OUT};
 
@@ -228,6 +236,10 @@ static void hand_train(hand *t, int64_t batch, const float *x, const float *labe
 /* ---- the cases ---- */
 
 static void report(const char *what, double sess, double hnd) {
+  if (tsv) {
+    printf("case\t%s\t%.6f\t%.6f\n", what, sess * 1e3, hnd * 1e3);
+    return;
+  }
   printf("  %-34s session %9.2f us   hand C %9.2f us   ratio %.2fx\n", what, sess * 1e6,
          hnd * 1e6, sess / hnd);
 }
@@ -252,22 +264,24 @@ static void infer_case(int64_t batch, int iters) {
   hand_forward(&t, batch, xd);
   double diff = max_diff(npu_tensor_data(out), t.h[2], batch * OUT);
   npu_tensor_release(out);
-  double ts[REPS], th[REPS];
-  for (int r = 0; r < REPS; r++) {
-    double t0 = now();
+  double ts[MAX_REPS], th[MAX_REPS];
+  for (int r = 0; r < reps; r++) {
+    double t0 = tick();
     for (int i = 0; i < iters; i++) {
       npu_session_run(m.s, 1, &m.x, &x, 1, &m.probs, &out, 0, NULL);
       npu_tensor_release(out);
     }
-    ts[r] = (now() - t0) / iters;
-    t0 = now();
+    ts[r] = (tick() - t0) / iters;
+    t0 = tick();
+    openblas_set_num_threads(threads);
     for (int i = 0; i < iters; i++) hand_forward(&t, batch, xd);
-    th[r] = (now() - t0) / iters;
+    th[r] = (tick() - t0) / iters;
+    openblas_set_num_threads(1);
   }
   char what[64];
-  snprintf(what, sizeof what, "inference, batch %lld:", (long long)batch);
-  report(what, median(ts, REPS), median(th, REPS));
-  printf("  %-34s max |probs difference| %.2g\n", "", diff);
+  snprintf(what, sizeof what, tsv ? "mlp b%lld forward" : "inference, batch %lld:", (long long)batch);
+  report(what, median(ts, reps), median(th, reps));
+  if (!tsv) printf("  %-34s max |probs difference| %.2g\n", "", diff);
   npu_tensor_release(x);
   hand_free(&t);
   drop(&m);
@@ -295,29 +309,40 @@ static void train_case(int iters) {
   if ((st = npu_session_run(m.s, 0, NULL, NULL, 1, &m.w[0], &w0, 0, NULL))) die("fetch", st);
   double diff = max_diff(npu_tensor_data(w0), t.w[0], IN * H);
   npu_tensor_release(w0);
-  double ts[REPS], th[REPS];
-  for (int r = 0; r < REPS; r++) {
-    double t0 = now();
+  double ts[MAX_REPS], th[MAX_REPS];
+  for (int r = 0; r < reps; r++) {
+    double t0 = tick();
     for (int i = 0; i < iters; i++) npu_session_run(m.s, 2, feeds, fv, 0, NULL, NULL, 1, &m.train);
-    ts[r] = (now() - t0) / iters;
-    t0 = now();
+    ts[r] = (tick() - t0) / iters;
+    t0 = tick();
+    openblas_set_num_threads(threads);
     for (int i = 0; i < iters; i++) hand_train(&t, BIG, npu_tensor_data(x), yd);
-    th[r] = (now() - t0) / iters;
+    th[r] = (tick() - t0) / iters;
+    openblas_set_num_threads(1);
   }
-  report("SGD training step, batch 64:", median(ts, REPS), median(th, REPS));
-  printf("  %-34s max |W1 difference| after one step %.2g\n", "", diff);
+  report(tsv ? "mlp b64 sgd step" : "SGD training step, batch 64:", median(ts, reps), median(th, reps));
+  if (!tsv) printf("  %-34s max |W1 difference| after one step %.2g\n", "", diff);
   npu_tensor_release(x);
   npu_tensor_release(y);
   hand_free(&t);
   drop(&m);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  tick = bench_clock();
+  if (argc > 1) reps = atoi(argv[1]);
+  if (argc > 2) threads = atoi(argv[2]);
+  if (reps < 1 || reps > MAX_REPS || threads < 1 || threads > 64) {
+    fprintf(stderr, "usage: bench_mlp [reps (1..%d) [threads]]\n", MAX_REPS);
+    return 2;
+  }
+  tsv = getenv("BENCH_TSV") != NULL;
   npu_status st = npu_context_new(NULL, &ctx);
   if (st) return 1;
-  npu_context_set_n_threads(ctx, 1);
+  npu_context_set_n_threads(ctx, threads);
   openblas_set_num_threads(1);
-  printf("MLP 784-256-256-10, one thread, medians of %d interleaved reps:\n", REPS);
+  if (!tsv)
+    printf("MLP 784-256-256-10, %d thread(s), medians of %d interleaved reps:\n", threads, reps);
   infer_case(1, 400);
   infer_case(BIG, 40);
   train_case(10);

@@ -17,6 +17,7 @@
 #include "core/half.h"
 #include "kernels/kernels.h"
 #include "kernels/kgrad.h"
+#include "kernels/kmath.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -1183,7 +1184,10 @@ static void naive_max_pool_grad(const npuK_window2d *w, const float *x, const fl
 static void test_max_pool_grad(void) {
   static const int64_t shapes[][8] = { /* n h w c k s same */
       {2, 6, 6, 8, 2, 2, 0}, {1, 7, 5, 13, 3, 2, 1}, {3, 5, 5, 70, 3, 1, 1}, {1, 4, 4, 1, 2, 1, 0},
-      {2, 9, 9, 17, 3, 3, 1}, {1, 3, 3, 9, 4, 1, 1}};
+      {2, 9, 9, 17, 3, 3, 1}, {1, 3, 3, 9, 4, 1, 1},
+      /* windows that cannot overlap but leave pixels out: odd sizes, gaps, SAME padding */
+      {2, 7, 7, 12, 2, 2, 0}, {1, 10, 10, 9, 2, 3, 0}, {1, 7, 7, 16, 2, 2, 1},
+      {2, 28, 28, 32, 2, 2, 0}}; /* the CNN's first pool: the windows tile the input */
   for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
     const int64_t *s = shapes[t];
     npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[4], s[5], s[5], 1, 1, (int)s[6]);
@@ -1193,6 +1197,7 @@ static void test_max_pool_grad(void) {
     float *d3 = rand_f32(nx);
     for (int64_t i = 0; i < nx; i++) x[i] = (float)((int)(x[i] * 3)); /* ties */
     if (t % 2) x[nx / 3] = NAN, x[nx / 2] = NAN;
+    dy[0] = -0.0f, dy[ny - 1] = NAN; /* a winner gets 0 + dy: +0, and the NaN */
     naive_max_pool_grad(&g, x, dy, d1);
     npuK_max_pool_grad_f32(NULL, &g, x, dy, d2);
     CHECK(bits_equal(d1, d2, (size_t)nx * 4));
@@ -1201,6 +1206,42 @@ static void test_max_pool_grad(void) {
     npuK_max_pool_grad_f32(&pool_odd, &g, x, dy, d3);
     CHECK(bits_equal(d1, d3, (size_t)nx * 4));
     free(x); free(dy); free(d1); free(d2); free(d3);
+  }
+}
+
+/* conv2d_backprop_input's GEMM + col2im kernel against its direct-loop twin, to 2 T 2^-24 of
+   the magnitude sum|dy f| (T terms per element), and the same bits on any pool; shapes where
+   several images share one GEMM (small images, a batch), one image per GEMM, and images cut
+   into row blocks (a large image). */
+static void test_conv_backprop_input_gemm(void) {
+  static const int64_t cs[][9] = { /* n h w c k s same oc */
+      {32, 14, 14, 32, 3, 1, 1, 64}, {5, 9, 7, 3, 3, 2, 1, 6}, {1, 12, 12, 4, 3, 1, 0, 5},
+      {3, 6, 6, 2, 2, 2, 0, 3},      {2, 200, 190, 8, 3, 1, 1, 4}};
+  for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+    const int64_t *q = cs[t];
+    npuK_window2d g = make_window(q[0], q[1], q[2], q[3], q[4], q[4], q[5], q[5], 1, 1, (int)q[6]);
+    CHECK(g.n > 0);
+    int64_t oc = q[7], nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * oc;
+    int64_t nf = g.k_h * g.k_w * g.c * oc, terms = g.k_h * g.k_w * oc;
+    float *dy = rand_f32(ny), *f = rand_f32(nf), *d1 = rand_f32(nx), *d2 = rand_f32(nx);
+    float *d3 = rand_f32(nx), *ref = rand_f32(nx), *mag = rand_f32(nx);
+    size_t ss = npuK_conv2d_backprop_input_f32_scratch_size(&g);
+    CHECK(ss > 0);
+    float *scratch = malloc(ss);
+    npuK_conv2d_backprop_input_f32_gemm(NULL, &g, oc, dy, f, d1, scratch);
+    npuK_conv2d_backprop_input_f32_gemm(&pool_two, &g, oc, dy, f, d2, scratch);
+    npuK_conv2d_backprop_input_f32_gemm(&pool_odd, &g, oc, dy, f, d3, scratch);
+    CHECK(bits_equal(d1, d2, (size_t)nx * 4));
+    CHECK(bits_equal(d1, d3, (size_t)nx * 4));
+    npuK_conv2d_backprop_input_f32(NULL, &g, oc, dy, f, ref);
+    for (int64_t i = 0; i < ny; i++) dy[i] = fabsf(dy[i]);
+    for (int64_t i = 0; i < nf; i++) f[i] = fabsf(f[i]);
+    npuK_conv2d_backprop_input_f32(NULL, &g, oc, dy, f, mag);
+    int ok = 1;
+    for (int64_t i = 0; i < nx; i++)
+      if (fabs((double)d1[i] - ref[i]) > 2.0 * (double)terms * ldexp(1, -24) * mag[i]) ok = 0;
+    CHECK(ok);
+    free(dy), free(f), free(d1), free(d2), free(d3), free(ref), free(mag), free(scratch);
   }
 }
 
@@ -1272,6 +1313,93 @@ static void run_conv_pooled(const npuK_window2d *g, int64_t oc, const npuK_pool 
 static npuK_window2d pool_over(const npuK_window2d *g, int64_t oc, int64_t k, int64_t s,
                                int same) {
   return make_window(g->n, g->out_h, g->out_w, oc, k, k, s, s, 1, 1, same);
+}
+
+/* conv2d's small-k product (a first layer: few taps, npuK_conv_small_k): every output is the
+   fmaf chain over its im2col taps ascending from +0 — computed here from the geometry —
+   whatever the threads and slots, fused pool or not; within k 2^-24 sum|x f| of the float64
+   sum; and the bits of OpenBLAS's sgemm on the same rows where OpenBLAS uses FMA kernels
+   (reported, not asserted: that is OpenBLAS's choice of kernel). */
+static void test_conv_small_k(void) {
+  static const struct { int64_t n, h, w, c, k, s, oc; int same; } cs[] = {
+      {2, 28, 28, 1, 3, 1, 32, 1}, /* the CNN's first layer at batch 2: several blocks */
+      {1, 9, 7, 1, 3, 1, 8, 0},    /* one vector of channels, VALID */
+      {2, 11, 13, 1, 3, 2, 13, 1}, /* 8 + 5 scalar channels, strided */
+      {1, 10, 10, 1, 3, 1, 40, 1}, /* 32 + 8 */
+      {1, 12, 12, 1, 4, 1, 33, 1}, /* k = 16, the largest taken */
+      {1, 6, 6, 1, 1, 1, 16, 0},   /* 1x1 on one channel: the pointwise path, k = 1 */
+      {1, 8, 8, 2, 2, 1, 24, 1},   /* two channels, k = 8 */
+  };
+  int fma_cpu = 0, sgemm_same = 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  fma_cpu = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+    npuK_window2d g = make_window(cs[t].n, cs[t].h, cs[t].w, cs[t].c, cs[t].k, cs[t].k, cs[t].s,
+                                  cs[t].s, 1, 1, cs[t].same);
+    int64_t oc = cs[t].oc, k = cs[t].k * cs[t].k * cs[t].c, m = g.n * g.out_h * g.out_w;
+    CHECK(g.n > 0);
+    CHECK(npuK_conv_uses_small_k(&g, oc) == fma_cpu);
+    CHECK(!npuK_conv_uses_small_k(&g, 7)); /* too few channels for a vector */
+    int64_t nx = g.n * g.in_h * g.in_w * g.c, ny = m * oc;
+    float *x = rand_f32(nx), *f = rand_f32(k * oc), *y1 = rand_f32(ny), *y2 = rand_f32(ny);
+    float *want = rand_f32(ny), *col = rand_f32(m * k), *blas = rand_f32(ny);
+    int ok = 1;
+    for (int64_t r = 0; r < m; r++) {
+      int64_t ow = r % g.out_w, q = r / g.out_w, oh = q % g.out_h, nb = q / g.out_h, tap = 0;
+      for (int64_t i = 0; i < g.k_h; i++)
+        for (int64_t j = 0; j < g.k_w; j++)
+          for (int64_t ci = 0; ci < g.c; ci++, tap++) {
+            int64_t ih = oh * g.stride_h - g.pad_top + i, iw = ow * g.stride_w - g.pad_left + j;
+            int inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+            col[r * k + tap] = inside ? x[((nb * g.in_h + ih) * g.in_w + iw) * g.c + ci] : 0;
+          }
+      for (int64_t o = 0; o < oc; o++) {
+        float s = 0;
+        double exact = 0, mag = 0;
+        for (int64_t tp = 0; tp < k; tp++) {
+          s = fmaf(col[r * k + tp], f[tp * oc + o], s);
+          exact += (double)col[r * k + tp] * f[tp * oc + o];
+          mag += fabs((double)col[r * k + tp] * f[tp * oc + o]);
+        }
+        want[r * oc + o] = s;
+        double err = fabs((double)want[r * oc + o] - exact);
+        if (err > (double)k * ldexp(1, -24) * mag) ok = 0;
+      }
+    }
+    CHECK(ok);
+    npuK_conv_small_k(m, oc, k, col, f, y1);
+    if (fma_cpu) CHECK(bits_equal(y1, want, (size_t)ny * 4));
+    run_conv(&g, oc, NULL, 1, x, f, y1);
+    run_conv(&g, oc, &pool_two, 3, x, f, y2);
+    if (fma_cpu) CHECK(bits_equal(y1, want, (size_t)ny * 4));
+    CHECK(bits_equal(y1, y2, (size_t)ny * 4));
+    npuK_matmul_f32_blas(NULL, 0, 0, m, oc, k, col, f, blas);
+    if (!bits_equal(y1, blas, (size_t)ny * 4)) sgemm_same = 0;
+    /* with bias + relu, and with a 2x2 pool fused: the separate kernels' bits */
+    float *bias = rand_f32(oc);
+    npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+    size_t ss = npuK_conv2d_f32_scratch_size(&g, oc, 2);
+    float *scratch = malloc(ss ? ss : 1);
+    npuK_conv2d_f32_ep(&pool_two, &g, oc, x, f, &ep, y2, scratch, 2);
+    npuK_epilogue_f32(&ep, m, oc, oc, y1);
+    CHECK(bits_equal(y1, y2, (size_t)ny * 4));
+    free(scratch);
+    npuK_window2d pw = pool_over(&g, oc, 2, 2, 0);
+    if (pw.n) {
+      int64_t np_ = pw.n * pw.out_h * pw.out_w * oc;
+      float *p1 = rand_f32(np_), *p2 = rand_f32(np_);
+      npuK_max_pool_f32(NULL, &pw, y2, p1);
+      run_conv_pooled(&g, oc, &pool_two, 2, x, f, &ep, &pw, p2);
+      CHECK(bits_equal(p1, p2, (size_t)np_ * 4));
+      free(p1), free(p2);
+    }
+    free(x), free(f), free(y1), free(y2), free(want), free(col), free(blas), free(bias);
+  }
+  printf("  conv2d small-k product: %s; OpenBLAS's sgemm on the same rows: %s\n",
+         fma_cpu ? "AVX2 + FMA" : "not taken (no AVX2 + FMA)",
+         sgemm_same ? "the same bits" : "other bits (a non-FMA OpenBLAS kernel)");
 }
 
 /* Winograd against float64: |y - exact| <= gamma(c + 7) W (docs/numerics.md); the same bits
@@ -1411,7 +1539,10 @@ static void test_conv_filter_grad(void) {
       {1, 5, 5, 1, 3, 3, 1, 1, 1, 32, 0}, {2, 9, 7, 3, 3, 3, 1, 1, 1, 17, 0},
       {3, 11, 13, 20, 3, 3, 2, 1, 1, 9, 0}, {1, 8, 8, 5, 1, 1, 1, 1, 0, 64, 0},
       {2, 12, 10, 7, 3, 2, 1, 2, 0, 24, 0}, {5, 6, 6, 33, 2, 2, 2, 1, 1, 7, 0},
-      {1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0},    {4, 14, 14, 32, 3, 3, 1, 1, 1, 64, 0}};
+      {1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0},    {4, 14, 14, 32, 3, 3, 1, 1, 1, 64, 0},
+      /* one input channel (vectors of output channels over all taps, each tap its blocks) */
+      {6, 28, 28, 1, 3, 3, 1, 1, 1, 32, 0}, {2, 9, 11, 1, 3, 3, 2, 1, 0, 8, 0},
+      {3, 7, 7, 1, 2, 2, 1, 2, 1, 16, 0},   {1, 6, 6, 1, 1, 1, 1, 1, 0, 24, 0}};
   for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
     const int64_t *s = shapes[t];
     npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[6], s[7], s[7],
@@ -1607,6 +1738,7 @@ int main(void) {
   test_output_dim();
   test_conv_hand();
   test_conv_random();
+  test_conv_small_k();
   test_conv_winograd();
   test_conv_pooled();
   test_depthwise_pool_hand();
@@ -1614,5 +1746,6 @@ int main(void) {
   test_pool_paths();
   test_conv_filter_grad();
   test_max_pool_grad();
+  test_conv_backprop_input_gemm();
   return check_summary("test_kernels");
 }

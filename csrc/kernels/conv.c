@@ -159,6 +159,92 @@ static void im2col(const npuK_window2d *w, const void *x, npuK_dtype xdt, row_ri
   }
 }
 
+/* A block's product when the taps are few (a first layer: k = 3x3x1 = 9): y (rows, oc) = col
+   (rows, k) times the filter (k, oc), each output a float32 fused multiply-add chain over the
+   taps in ascending order starting from +0 (so never -0).  That is the arithmetic of
+   OpenBLAS's FMA sgemm kernels for one output (one accumulator per element along k; alpha = 1
+   added onto the zeroed C, exact), so the bits are the sgemm's where OpenBLAS runs
+   those kernels (test_kernels holds both to a scalar fmaf chain; bench_cnn compares with the
+   hand twin's sgemm); what it saves is the sgemm's packing and its k = 9 inner loop, which
+   cost more than the 9 multiply-adds.  x86-64 with AVX2 and FMA only; elsewhere the sgemm. */
+#define SMALLK_MAX 16
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx2,fma"))) static void smallk_avx2(int64_t rows, int64_t oc, int64_t k,
+                                                           const float *restrict col,
+                                                           const float *restrict f,
+                                                           float *restrict y) {
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t r = 0; r < rows; r++) {
+    const float *a = col + r * k;
+    float *yr = y + r * oc;
+    int64_t c0 = 0;
+    for (; c0 + 32 <= oc; c0 += 32) {
+      __m256 s0 = zero, s1 = zero, s2 = zero, s3 = zero;
+      for (int64_t t = 0; t < k; t++) {
+        const __m256 x = _mm256_set1_ps(a[t]);
+        const float *ft = f + t * oc + c0;
+        s0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(ft), s0);
+        s1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(ft + 8), s1);
+        s2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(ft + 16), s2);
+        s3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(ft + 24), s3);
+      }
+      _mm256_storeu_ps(yr + c0, s0);
+      _mm256_storeu_ps(yr + c0 + 8, s1);
+      _mm256_storeu_ps(yr + c0 + 16, s2);
+      _mm256_storeu_ps(yr + c0 + 24, s3);
+    }
+    for (; c0 + 8 <= oc; c0 += 8) {
+      __m256 s0 = zero;
+      for (int64_t t = 0; t < k; t++)
+        s0 = _mm256_fmadd_ps(_mm256_set1_ps(a[t]), _mm256_loadu_ps(f + t * oc + c0), s0);
+      _mm256_storeu_ps(yr + c0, s0);
+    }
+    for (; c0 < oc; c0++) {
+      float s = 0;
+      for (int64_t t = 0; t < k; t++) s = __builtin_fmaf(a[t], f[t * oc + c0], s);
+      yr[c0] = s;
+    }
+  }
+}
+
+static int smallk_available(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#endif
+
+/* 1 when conv2d's blocks of this geometry take the small-k product (npuK_conv_small_k). */
+int npuK_conv_uses_small_k(const npuK_window2d *w, int64_t out_c) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  int64_t k = w->k_h * w->k_w * w->c;
+  return k > 0 && k <= SMALLK_MAX && out_c >= 8 && smallk_available();
+#else
+  (void)w, (void)out_c;
+  return 0;
+#endif
+}
+
+void npuK_conv_small_k(int64_t rows, int64_t oc, int64_t k, const float *col,
+                       const float *filter, float *y) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (smallk_available()) {
+    smallk_avx2(rows, oc, k, col, filter, y);
+    return;
+  }
+#endif
+  npuK_matmul_f32_blas(NULL, 0, 0, rows, oc, k, col, filter, y);
+}
+
+/* a block's product: the small-k chains or the sgemm (both float32 sums over k) */
+static void block_product(int small_k, int64_t rows, int64_t oc, int64_t k, const float *col,
+                          const float *filter, float *y) {
+  if (small_k) npuK_conv_small_k(rows, oc, k, col, filter, y);
+  else npuK_matmul_f32_blas(NULL, 0, 0, rows, oc, k, col, filter, y);
+}
+
 size_t npuK_conv2d_f32_scratch_size(const npuK_window2d *w, int64_t out_c, int n_slots) {
   return npuK_conv2d_half_scratch_size(w, out_c, n_slots, NPUK_F32, NPUK_F32);
 }
@@ -181,7 +267,7 @@ size_t npuK_conv2d_half_scratch_size(const npuK_window2d *w, int64_t out_c, int 
 typedef struct conv_job {
   const npuK_window2d *w;
   conv_plan p;
-  int pointwise;
+  int pointwise, small_k;
   int64_t out_c;
   const void *x;
   const float *filter;
@@ -275,7 +361,7 @@ static void conv_slot_range(void *arg, int64_t begin, int64_t end) {
       if (j->pointwise && !direct) copy_in(col, j->x, j->x_dtype, m0 * p->k, rows * p->k);
       else if (!j->pointwise) im2col(j->w, j->x, j->x_dtype, &ring, m0, rows, col);
       float *y = yblock ? yblock : (float *)j->y + m0 * j->out_c;
-      npuK_matmul_f32_blas(NULL, 0, 0, rows, j->out_c, p->k, a, j->filter, y);
+      block_product(j->small_k, rows, j->out_c, p->k, a, j->filter, y);
       if (j->ep) npuK_conv_epilogue_f32(j->ep, rows, j->out_c, y);
       if (yblock)
         npuK_cast(NULL, rows * j->out_c, NPUK_F32, yblock, j->y_dtype,
@@ -329,6 +415,8 @@ void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t 
   j.pool = pool;
   j.w = w;
   j.pointwise = conv_is_pointwise(w);
+  /* float32 x only: the reduced-precision paths keep their sgemm */
+  j.small_k = x_dtype == NPUK_F32 && y_dtype == NPUK_F32 && npuK_conv_uses_small_k(w, out_c);
   j.out_c = out_c;
   j.x = x;
   j.x_dtype = x_dtype;
@@ -392,6 +480,7 @@ typedef struct pool_conv_job {
   const float *x, *filter;
   const npuK_epilogue *ep;
   float *y, *scratch;
+  int small_k;
 } pool_conv_job;
 
 /* Pool row q's convolution pixels [*m0, *m1) (row-major over (image, row, column)). */
@@ -435,7 +524,7 @@ static void pool_conv_range(void *arg, int64_t begin, int64_t end) {
         int64_t b = ++done, r0 = b * cp->bm, rows = cp->m - r0 < cp->bm ? cp->m - r0 : cp->bm;
         float *yb = ring + b % p->n_ring * cp->bm * oc;
         im2col(w, j->x, NPUK_F32, NULL, r0, rows, col);
-        npuK_matmul_f32_blas(NULL, 0, 0, rows, oc, cp->k, col, j->filter, yb);
+        block_product(j->small_k, rows, oc, cp->k, col, j->filter, yb);
         if (j->ep) npuK_conv_epilogue_f32(j->ep, rows, oc, yb);
       }
       float *dst = j->y + q * pw->out_w * oc;
@@ -461,7 +550,8 @@ void npuK_conv2d_f32_pool_ep(const npuK_pool *pool, const npuK_window2d *w, int6
                              const npuK_window2d *pool_window, float *y, float *scratch,
                              int n_slots) {
   pool_conv_job j = {.w = w, .pw = pool_window, .out_c = out_c, .x = x, .filter = filter,
-                     .ep = ep, .y = y, .scratch = scratch};
+                     .ep = ep, .y = y, .scratch = scratch,
+                     .small_k = npuK_conv_uses_small_k(w, out_c)};
   pool_plan_init(&j.p, w, pool_window, n_slots);
   int64_t np = pool_window->n * pool_window->out_h * pool_window->out_w * out_c;
   if (np == 0) return;

@@ -90,16 +90,24 @@ void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_windo
  * re-writing it in memory each time.  Here a block of positions is gathered once (pointers
  * to its x and dy rows), and tiles of FG_TC input channels x FG_TV vectors of FG_VL output
  * channels stay in registers over the block's positions, then go into the float64
- * accumulators.  Each element is still 0 + x*dy + x*dy + ... in position order, a separate
- * multiply and add (no FMA: ISO C does not contract, the AVX2 clone does not enable it), so
- * the result is the twin's bit for bit, at any thread count: items are (kh, kw, a range of
- * FG_CI_ITEM input channels), each owning its filter elements. */
+ * accumulators.  Each element is still fma(x, dy, fma(x, dy, ... 0)) in position order, one
+ * fused multiply-add per term (one rounding instead of two: the twin does the same with
+ * fmaf), so the result is the twin's bit for bit, at any thread count: items are (kh, kw, a
+ * range of FG_CI_ITEM input channels), each owning its filter elements.  The tiles need AVX2
+ * and FMA (x86-64); elsewhere the twin runs (the same bits). */
 
 #define FG_BLOCK 64    /* positions per float32 partial sum: the twin's */
 #define FG_VL 8        /* floats per vector */
 #define FG_TV 2        /* vectors per tile row */
 #define FG_TC 4        /* input channels per tile */
 #define FG_CI_ITEM 16  /* input channels per work item */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define FG_FMA 1
+#include <immintrin.h>
+/* everything down to fg_range is compiled for AVX2 + FMA, and only run where the CPU has them */
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
 
 typedef float fg_vec __attribute__((vector_size(FG_VL * sizeof(float))));
 
@@ -130,7 +138,7 @@ fg_tile(const float *const *xs, const float *const *dys, int np, int64_t ci0, co
     for (int r = 0; r < nc; r++) {
       fg_vec b = (fg_vec){0} + xr[r];
 #pragma GCC unroll 2
-      for (int v = 0; v < nv; v++) t[r][v] = t[r][v] + b * d[v];
+      for (int v = 0; v < nv; v++) t[r][v] = _mm256_fmadd_ps(b, d[v], t[r][v]);
     }
   }
 #pragma GCC unroll 4
@@ -152,7 +160,7 @@ fg_rows(const float *const *xs, const float *const *dys, int np, int64_t ci0, co
   for (; co < oc; co++) /* the last oc % FG_VL channels, one at a time */
     for (int r = 0; r < nc; r++) {
       float t = 0;
-      for (int p = 0; p < np; p++) t += xs[p][ci0 + r] * dys[p][co];
+      for (int p = 0; p < np; p++) t = __builtin_fmaf(xs[p][ci0 + r], dys[p][co], t);
       acc[(ci0 + r) * oc + co] += (double)t;
     }
 }
@@ -198,33 +206,26 @@ static inline __attribute__((always_inline)) void fg_items(const fg_job *j, int6
 
 static void fg_range(void *arg, int64_t begin, int64_t end) { fg_items(arg, begin, end); }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define FG_AVX2 1
-/* The same code with 256-bit vectors (no FMA: that would change the rounding). */
-__attribute__((target("avx2"))) static void fg_range_avx2(void *arg, int64_t begin,
-                                                          int64_t end) {
-  fg_items(arg, begin, end);
-}
+#pragma GCC pop_options
 
-static int fg_have_avx2(void) {
+static int fg_have_fma(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") != 0;
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #else
-#define FG_AVX2 0
+#define FG_FMA 0
 #endif
 
 void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
                                      int64_t out_c, const float *x, const float *dy, float *df,
                                      double *scratch) {
-  if (!scratch || w->c == 0 || out_c == 0) { /* float32 throughout: the twin's loops */
-    npuK_conv2d_backprop_filter_f32_ref(pool, w, out_c, x, dy, df, scratch);
+#if FG_FMA
+  if (scratch && w->c > 0 && out_c > 0 && fg_have_fma()) {
+    fg_job j = {w, out_c, (w->c + FG_CI_ITEM - 1) / FG_CI_ITEM, x, dy, df, scratch};
+    npuK_parallel_for(pool, w->k_h * w->k_w * j.n_ci_items, 1, fg_range, &j);
     return;
   }
-  fg_job j = {w, out_c, (w->c + FG_CI_ITEM - 1) / FG_CI_ITEM, x, dy, df, scratch};
-  void (*range)(void *, int64_t, int64_t) = fg_range;
-#if FG_AVX2
-  if (fg_have_avx2()) range = fg_range_avx2;
 #endif
-  npuK_parallel_for(pool, w->k_h * w->k_w * j.n_ci_items, 1, range, &j);
+  /* float32 throughout (no scratch), or no AVX2 + FMA: the twin's loops, the same bits */
+  npuK_conv2d_backprop_filter_f32_ref(pool, w, out_c, x, dy, df, scratch);
 }

@@ -407,6 +407,14 @@ void npuK_conv2d_f32(const npuK_pool *pool, const npuK_window2d *w, int64_t out_
 void npuK_conv2d_f32_ref(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
                          const float *x, const float *filter, float *y, float *scratch,
                          int n_slots);
+/* Few taps (k = k_h*k_w*c <= 16, out_c >= 8: a first layer on a 1-channel image), float32 x
+ * and y, x86-64 with AVX2 + FMA: each block's product is npuK_conv_small_k instead of sgemm
+ * (no packing).  npuK_conv_small_k: y (rows, oc) = col (rows, k) . filter (k, oc), each output
+ * fmaf(col[t], filter[t], s) over t ascending from s = +0 — the FMA sgemm kernels' chain, so
+ * their bits (the sgemm where AVX2 + FMA is missing). */
+int npuK_conv_uses_small_k(const npuK_window2d *w, int64_t out_c);
+void npuK_conv_small_k(int64_t rows, int64_t oc, int64_t k, const float *col,
+                       const float *filter, float *y);
 
 /* depthwise_conv2d: filter is (k_h, k_w, c, multiplier); y is (n, out_h, out_w, c*multiplier),
  * output channel ci*multiplier + m uses input channel ci. Fast version: direct, parallel over

@@ -35,7 +35,11 @@ static inline int64_t in_col(const npuK_window2d *w, int64_t ow, int64_t kw) {
    the running maximum and its position in registers, in the window's row-major order with
    the scalar rule (the first valid tap starts it; a later one wins if greater, or if NaN
    over a number), then each dy goes to its position.  The windows of a channel are visited
-   in (oh, ow) order, as (n, channel) items did: the same dx at any thread count. */
+   in (oh, ow) order, as (n, channel) items did: the same dx at any thread count.
+   Windows that cannot overlap (k <= stride, dilation 1: the 2x2 stride-2 pool of a CNN) own
+   their taps, so each tap is stored once, dy + 0 at the winner and 0 elsewhere, a vector at
+   a time — the value 0 + dy the scattered add gives, without the memset of dx (skipped when
+   the windows tile the input exactly) and the lane-by-lane read-modify-writes. */
 #define MPG_VL 8
 #define MPG_CB 64
 typedef float mpg_vec __attribute__((vector_size(MPG_VL * sizeof(float))));
@@ -55,12 +59,19 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
                                                                        int64_t end) {
   const npuK_window2d *w = j->w;
   const int64_t c = w->c, n_cb = (c + MPG_CB - 1) / MPG_CB, pixels = w->in_h * w->in_w;
+  /* disjoint: no two windows share a tap; tiled: besides, every pixel is some window's tap */
+  const int disjoint = w->k_h <= w->stride_h && w->k_w <= w->stride_w && w->dilation_h == 1 &&
+                       w->dilation_w == 1;
+  const int tiled = disjoint && w->k_h == w->stride_h && w->k_w == w->stride_w &&
+                    w->pad_top == 0 && w->pad_left == 0 && w->out_h * w->stride_h == w->in_h &&
+                    w->out_w * w->stride_w == w->in_w;
   for (int64_t item = begin; item < end; item++) {
     int64_t n = item / n_cb, c0 = item % n_cb * MPG_CB, c1 = c0 + MPG_CB < c ? c0 + MPG_CB : c;
     const float *x = j->a + n * pixels * c;
     const float *dy = j->b + n * w->out_h * w->out_w * c;
     float *dx = j->out + n * pixels * c;
-    for (int64_t p = 0; p < pixels; p++) memset(dx + p * c + c0, 0, (size_t)(c1 - c0) * sizeof *dx);
+    if (!tiled)
+      for (int64_t p = 0; p < pixels; p++) memset(dx + p * c + c0, 0, (size_t)(c1 - c0) * sizeof *dx);
     for (int64_t oh = 0; oh < w->out_h; oh++)
       for (int64_t ow = 0; ow < w->out_w; ow++) {
         int64_t kh0, kh1, kw0, kw1;
@@ -84,6 +95,19 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
               m = (mpg_vec)((take & (mpg_ivec)v) | (~take & (mpg_ivec)m));
               best = (take & ((mpg_ivec){0} + at)) | (~take & best);
             }
+          if (disjoint) {
+            mpg_vec g;
+            memcpy(&g, dyp + ci, sizeof g);
+            g = g + 0.0f; /* 0 + dy, as the add onto the zeroed dx: -0 stores +0 */
+            for (int64_t kh = kh0; kh < kh1; kh++)
+              for (int64_t kw = kw0; kw < kw1; kw++) {
+                int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
+                mpg_ivec hit = best == at;
+                mpg_vec v = (mpg_vec)(hit & (mpg_ivec)g);
+                memcpy(dx + at * c + ci, &v, sizeof v);
+              }
+            continue;
+          }
           for (int l = 0; l < MPG_VL; l++) dx[best[l] * c + ci + l] += dyp[ci + l];
         }
         for (; ci < c1; ci++) {
@@ -94,6 +118,7 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
               int64_t at = (ih0 + kh * w->dilation_h) * w->in_w + iw0 + kw * w->dilation_w;
               float v = x[at * c + ci];
               if (best < 0 || v > m || (v != v && m == m)) best = at, m = v;
+              if (tiled) dx[at * c + ci] = 0; /* not zeroed above: this window owns it */
             }
           dx[best * c + ci] += dyp[ci];
         }
@@ -184,7 +209,8 @@ static void flush(float *df, double *acc, int64_t n) {
 }
 
 /* Filter gradient, items (kh, kw): a (c, out_c) block of rank-1 updates, one per position
-   (n, oh, ow).  The updates go into df in float32 (the fast inner loop); every FG_BLOCK
+   (n, oh, ow), each term one fused multiply-add for conv2d (fmaf: correctly rounded whatever
+   the CPU, so the bits of conv_bwd.c's FMA tiles), a multiply then an add for depthwise.  The updates go into df in float32 (the fast inner loop); every FG_BLOCK
    positions df is added into the item's float64 accumulators and cleared, so a sum over many
    positions is float32-rounded over 64 terms at most and float64 beyond; df = acc at the end.
    The blocks are counted within the item: fixed by the shape, not the threads. */
@@ -212,7 +238,10 @@ static void filter_grad_range(void *arg, int64_t begin, int64_t end) {
             const float xv = xr[ci];
             const float *dyc = dyr + ci * dy_ci_step;
             float *row = df + ci * oc;
-            for (int64_t co = 0; co < oc; co++) row[co] += xv * dyc[co];
+            if (j->depthwise) /* its only kernel: the vectorised multiply and add */
+              for (int64_t co = 0; co < oc; co++) row[co] += xv * dyc[co];
+            else /* conv2d's twin: fused, as the register tiles of conv_bwd.c */
+              for (int64_t co = 0; co < oc; co++) row[co] = fmaf(xv, dyc[co], row[co]);
           }
           if (acc && ++since == FG_BLOCK) {
             flush(df, acc, c * oc);

@@ -1,0 +1,130 @@
+-- versus_torch.lua — lua-npu, its hand-written C twins and PyTorch (eager and TorchScript) side
+-- by side in one run, on the same shapes and steps: MLP 784-256-256-10 forward at batch 1 and
+-- 64, its SGD step at batch 64, the CNN of bench_cnn.c forward and training step at batch 32.
+--
+--   make build/bench/bench_mlp build/bench/bench_cnn
+--   lua5.4 bench/versus_torch.lua [ROUNDS] [REPS] [THREADS...]     (5 9 1 2)
+--
+-- Each round and thread count starts our two bench binaries (session and twin interleaved rep
+-- by rep, medians of REPS; BENCH_TSV) and bench/torch_twin.py (medians of REPS), alternating
+-- which goes first; the table gives each case's median over the rounds and the ratios.  One
+-- thread means one device thread (OpenBLAS at one inside the session, as the context sets
+-- it), OpenBLAS at one for the twin, torch.set_num_threads(1) and OPENBLAS_NUM_THREADS=1 for
+-- PyTorch (whose matrix products run on the same Debian OpenBLAS, its convolutions on oneDNN).
+-- Clocks: at one thread every side is timed in its process's CPU time (BENCH_CPU_TIME,
+-- time.process_time), which leaves out the waits for a core on a shared machine with more
+-- runnable threads than cores (the build machine: load 10 on 2 cores); at two threads in wall
+-- time (CPU time would add the threads up), so that column is only meaningful on a quiet machine.
+-- Data layout: ours NHWC; PyTorch both NCHW and channels_last (NHWC in memory), the faster
+-- counted (torch_twin.py).  PyTorch is optional: without /usr/bin/python3 and its torch the
+-- PyTorch columns say why they are empty.
+local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
+local median = dofile(here .. "/bench/util.lua").median
+
+local rounds, reps = tonumber(arg[1]) or 5, tonumber(arg[2]) or 9
+local thread_counts = {}
+for i = 3, #arg do thread_counts[#thread_counts + 1] = tonumber(arg[i]) end
+if #thread_counts == 0 then thread_counts = { 1, 2 } end
+
+local PY = os.getenv("NPU_TORCH_PYTHON") or "/usr/bin/python3"
+
+for _, bin in ipairs { "bench_mlp", "bench_cnn" } do
+  local f = io.open(here .. "/build/bench/" .. bin, "rb")
+  if not f then
+    print(("versus_torch: build/bench/%s is missing: make build/bench/bench_mlp build/bench/bench_cnn"):format(bin))
+    return
+  end
+  f:close()
+end
+
+-- Runs cmd; returns { [case] = { a, b, note } } from its "case" lines and its other output.
+local function collect(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local got, other = {}, {}
+  for line in p:lines() do
+    local name, a, b, note = line:match("^case\t(.-)\t([%d.eE+-]+)\t([%d.eE+-]+)\t?(.*)$")
+    if name then
+      got[name] = { tonumber(a), tonumber(b), note }
+    elseif line ~= "" then
+      other[#other + 1] = line
+    end
+  end
+  p:close()
+  return got, table.concat(other, "; ")
+end
+
+local torch_skip -- the reason PyTorch is not measured, once known
+do
+  local p = io.popen(("'%s' -c 'import torch' 2>&1"):format(PY))
+  local out = p:read("a")
+  local ok = p:close()
+  if not ok then
+    torch_skip = out:match("([^\n]*Error[^\n]*)") or out:match("([^\n]+)") or "python3 failed"
+  end
+end
+
+local order = { "mlp b1 forward", "mlp b64 forward", "mlp b64 sgd step", "cnn b32 forward",
+  "cnn b32 forward, winograd", "cnn b32 train step" }
+local torch_of = { ["cnn b32 forward, winograd"] = "cnn b32 forward" }
+
+for _, threads in ipairs(thread_counts) do
+  local ours, hand, eager, script, notes = {}, {}, {}, {}, {}
+  local q_eager, q_script = {}, {} -- per round: ours / PyTorch of that round (adjacent in time)
+  local function add(t, k, v)
+    t[k] = t[k] or {}
+    table.insert(t[k], v)
+  end
+  for r = 1, rounds do
+    local function run_ours()
+      for _, bin in ipairs { "bench_mlp", "bench_cnn" } do
+        local got, other = collect(("BENCH_TSV=1 %s'%s/build/bench/%s' %d %d"):format(
+          threads == 1 and "BENCH_CPU_TIME=1 " or "", here, bin, reps, threads))
+        if not next(got) then error(bin .. " failed: " .. other) end
+        for k, v in pairs(got) do add(ours, k, v[1]); add(hand, k, v[2]) end
+      end
+    end
+    local function run_torch()
+      if torch_skip then return end
+      local got, other = collect(("'%s' '%s/bench/torch_twin.py' %d %d %s"):format(PY, here, threads, reps,
+        threads == 1 and "cpu" or "wall"))
+      if not next(got) then
+        torch_skip = other:match("^skipped\t(.*)") or other
+        return
+      end
+      for k, v in pairs(got) do add(eager, k, v[1]); add(script, k, v[2]); notes[k] = v[3] end
+    end
+    if r % 2 == 1 then run_ours(); run_torch() else run_torch(); run_ours() end
+    for case, o in pairs(ours) do
+      local tc = torch_of[case] or case
+      if eager[tc] and #eager[tc] == r and #o == r then
+        add(q_eager, case, o[r] / eager[tc][r])
+        add(q_script, case, o[r] / script[tc][r])
+      end
+    end
+  end
+  print(("%d thread(s), %s: median over %d rounds of each process's median of %d reps, ms; ratios ours / other"
+    .. " (< 1: ours faster; against PyTorch the median of the rounds' ratios)")
+    :format(threads, threads == 1 and "process CPU time" or "wall time", rounds, reps))
+  print(("%-26s %8s %8s %8s %8s   %7s %7s %7s"):format("case", "ours", "hand C", "eager", "script",
+    "/hand", "/eager", "/script"))
+  for _, case in ipairs(order) do
+    if ours[case] then
+      local o, h = median(ours[case]), median(hand[case])
+      local tc = torch_of[case] or case
+      local e = eager[tc] and median(eager[tc])
+      local s = script[tc] and median(script[tc])
+      local qe = q_eager[case] and median(q_eager[case])
+      local qs = q_script[case] and median(q_script[case])
+      local function f(x) return x and ("%8.3f"):format(x) or ("%8s"):format("-") end
+      local function q(x) return x and ("%7.2f"):format(x) or ("%7s"):format("-") end
+      print(("%-26s %s %s %s %s   %s %s %s"):format(case, f(o), f(h), f(e), f(s), q(o / h), q(qe), q(qs)))
+    end
+  end
+  if torch_skip then
+    print("PyTorch: skipped (" .. torch_skip .. ")")
+  elseif notes["cnn b32 forward"] then
+    print("PyTorch CNN layout, the faster of NCHW and channels_last: forward " .. notes["cnn b32 forward"] ..
+      "; train step " .. (notes["cnn b32 train step"] or "?"))
+  end
+  print()
+end
