@@ -472,6 +472,9 @@ NPU_API int luaopen_npu_core(lua_State *L) {
       {"position", l_position}, {"nearest", l_nearest},
       {"set_log_handler", l_set_log_handler}, {"flush_log", l_flush_log}, {"_log", l_log}, {"set_facade_dir", l_set_facade_dir}, {NULL, NULL}};
   luaL_newlib(L, funcs);
+  /* the one version: npu.h's NPU_VERSION_*, as the library linked at run time reports it */
+  lua_pushstring(L, npu_version_string());
+  lua_setfield(L, -2, "version");
   open_errors(L);
   npuB_open_tensor(L);
   npuB_open_graph(L);

@@ -43,7 +43,7 @@ local config = require("npu.config")
 
 local npu = {}
 npu.core = core
-npu._VERSION = "0.1.0"
+npu._VERSION = core.version -- npu.h's NPU_VERSION_MAJOR.MINOR.PATCH (npu_version_string)
 
 -- Tensors -------------------------------------------------------------------------------
 
