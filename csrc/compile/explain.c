@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "compile/fused_ops.h"
 #include "compile/passes.h"
 #include "compile/tuning.h"
 #include "options/options_int.h"
@@ -257,8 +256,8 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv"};
   (void)e;
-  bool is_conv = s->def == &npuX_op_conv2d || s->def == &npuP_op_fused_conv2d;
-  bool is_gemm = s->def == &npuX_op_matmul || s->def == &npuP_op_fused_matmul;
+  bool is_conv = s->def->tune == NPUX_TUNE_CONV; /* conv2d, fused conv2d: npuK_conv_algo */
+  bool is_gemm = s->def->tune == NPUX_TUNE_GEMM; /* matmul, fused matmul: npuK_gemm_algo */
   str(w, is_conv && s->algo < NPUK_CONV_ALGO_COUNT   ? conv[s->algo]
          : is_gemm && s->algo < NPUK_GEMM_ALGO_COUNT ? gemm[s->algo]
                                                      : NULL);

@@ -362,7 +362,7 @@ npu_status npuP_select_impl(npuP_build *b) {
   for (int k = 0; k < p->n_steps; k++) {
     npuE_step *step = &p->steps[k];
     const char *node = step->node >= 0 ? b->graph->nodes[step->node].name : "";
-    if (step->def == &npuX_op_conv2d || step->def == &npuP_op_fused_conv2d) {
+    if (step->def->tune == NPUX_TUNE_CONV) { /* conv2d and the fused conv2d: an algorithm to pick */
       /* by the convolution's mode (a fused step's node is its conv2d) */
       if (op_mode(c, &npuX_op_conv2d, node) != MODE_PERFORMANCE) continue;
       step->impl = MODE_PERFORMANCE;
