@@ -5,7 +5,7 @@
  *
  *   core.graph_import_file(path)        -> npu.Graph, info
  *   core.graph_import_graphdef(bytes)   -> npu.Graph, info
- *   core.graph_import_savedmodel(dir, tags, signature_key) -> npu.Graph, info
+ *   core.graph_import_savedmodel(dir, tags, signature_key, variables) -> npu.Graph, info
  *   core.graph_export_savedmodel(g, dir, key, in_keys, in_names, out_keys, out_names, vars)
  *   core.graph_export_graphdef(g, path) -> true
  *   core.graph_serialize_graphdef(g)    -> bytes (a string)
@@ -136,12 +136,13 @@ static int l_import_tfjs(lua_State *L) {
 }
 
 static int l_import_savedmodel(lua_State *L) {
+  npu_savedmodel_options o = {.tags = npuB_optstring(L, 2, NULL),
+                              .signature_key = npuB_optstring(L, 3, NULL),
+                              .variables = lua_toboolean(L, 4)};
   const char *dir = npuB_checkstring(L, 1);
-  const char *tags = npuB_optstring(L, 2, NULL);
-  const char *sig = npuB_optstring(L, 3, NULL);
   npuB_graph_box *gb = new_graph_box(L);
   info_box *ib = new_info_box(L);
-  npu_status st = npu_graph_import_savedmodel(npuB_context(L), dir, tags, sig, &gb->g, &ib->info);
+  npu_status st = npu_graph_import_savedmodel_with_options(npuB_context(L), dir, &o, &gb->g, &ib->info);
   if (st) return npuB_raise(L, "npu.load_model", st);
   return finish_import(L, ib->info);
 }

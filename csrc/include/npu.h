@@ -470,7 +470,8 @@ NPU_API npu_status npu_graph_gradients(npu_graph *g, int n_ys, const int *ys, co
    nodes) is registered, and an "assign" node named "<variable's name>/Assign" writing it
    becomes its initializer (TensorFlow's naming, so imported .pb graphs find theirs).  A graph
    built in C, imported or built in Lua therefore lists the same variables.  SavedModel import
-   freezes variables into constants: such graphs have none.
+   freezes variables into constants by default (such graphs have none); with
+   npu_savedmodel_options.variables it keeps them variables, registered the same way.
    Trainable: float variables are by default (optimizers' default var_list), others not;
    npu_graph_set_variable_trainable changes it (optimizer slots, moving statistics).
    Thread rules: those of g's context; the info is borrowed, valid until g changes. */
@@ -639,7 +640,7 @@ NPU_API void npu_model_info_release(npu_model_info *info);
    input's node becomes a Placeholder of the TensorInfo's dtype and shape); variables
    (VariableV2, VarHandleOp) become Consts holding their values from the tensor bundle (every
    block and tensor CRC-32C checked), ReadVariableOp an Identity: the model is frozen, nothing
-   to initialise.  TF2 SavedModels: the signature's StatefulPartitionedCall is inlined from
+   to initialise (npu_graph_import_savedmodel_with_options can keep them variables).  TF2 SavedModels: the signature's StatefulPartitionedCall is inlined from
    the function library (only the functions it reaches are imported), and the variables it
    captured are found in the bundle through the object graph (bound_inputs, then the
    checkpoint's "_CHECKPOINTABLE_OBJECT_GRAPH": "dense/kernel/.ATTRIBUTES/VARIABLE_VALUE").  info: the signature's inputs and outputs with their keys, format
@@ -655,6 +656,28 @@ NPU_API void npu_model_info_release(npu_model_info *info);
 NPU_API npu_status npu_graph_import_savedmodel(npu_context *ctx, const char *dir, const char *tags,
                                                const char *signature_key, npu_graph **graph_out,
                                                npu_model_info **info_out);
+/* How npu_graph_import_savedmodel_with_options reads a SavedModel; zero-initialise it (a
+   member added later keeps its zero meaning, today's behaviour).  NULL: all defaults. */
+typedef struct npu_savedmodel_options {
+  const char *tags;          /* NULL: "serve" (as npu_graph_import_savedmodel's tags) */
+  const char *signature_key; /* NULL: "serving_default", else the first key */
+  /* 0 (default, for serving): variables become Consts, frozen (constant folding applies).
+     1: each variable the signature reads (VariableV2, Variable, VarHandleOp; a
+     ReadVariableOp stays an Identity of it) becomes a "variable" node of the same name,
+     registered as npu_graph_add_variable registers one: its initializer an "assign" named
+     "<name>/Assign" of a const "<name>/initial_value" holding the bundle's value, trainable
+     when it is float.  The graph lists them in the bundle's order (sorted by bundle key);
+     run npu_graph_add_variables_initializer's node once per session before the model. */
+  int variables;
+} npu_savedmodel_options;
+/* npu_graph_import_savedmodel with options (above).  Errors: those of
+   npu_graph_import_savedmodel; with variables, also NPU_ERR_UNSUPPORTED when the signature
+   needs a node already named "<variable>/Assign" or "<variable>/initial_value".  Outs NULL
+   on failure. */
+NPU_API npu_status npu_graph_import_savedmodel_with_options(npu_context *ctx, const char *dir,
+                                                            const npu_savedmodel_options *opts,
+                                                            npu_graph **graph_out,
+                                                            npu_model_info **info_out);
 /* SavedModel only (NULL / 0 otherwise): the signature's key and method name
    ("tensorflow/serving/predict"), and every signature key of the meta graph, sorted.
    Borrowed, valid while info lives. */

@@ -122,6 +122,7 @@ typedef struct loader {
   char *checkpoint;   /* the bundle's _CHECKPOINTABLE_OBJECT_GRAPH, read when first needed */
   size_t checkpoint_len;
   signature sig;
+  bool variables;     /* keep variables as variables (npu_savedmodel_options.variables) */
 } loader;
 
 static npu_status bad(loader *l, const char *what) {
@@ -552,6 +553,7 @@ static npu_status mark(loader *l) {
 }
 
 static void put_shape(npuI_pb_writer *w, uint32_t field, const npu_tensor *t);
+static char *dup_bytes(npu_context *ctx, bytes b);
 
 static void put_attr_type(npuI_pb_writer *w, const char *name, int type) {
   size_t m = npuI_pb_begin(w, 5);
@@ -751,9 +753,117 @@ static npu_status write_library(loader *l, npuI_pb_writer *w) {
   return st;
 }
 
+static npu_status open_bundle(loader *l, npuI_bundle **bundle) {
+  if (*bundle) return NPU_OK;
+  char prefix[4200];
+  snprintf(prefix, sizeof prefix, "%.4096s/variables/variables", l->dir);
+  return npuI_bundle_open(l->ctx, prefix, bundle);
+}
+
+/* The value of variable node n, bundle key `key`: a key the bundle lacks is NPU_ERR_FORMAT
+   naming both. */
+static npu_status read_variable(loader *l, npuI_bundle *bundle, const sm_node *n,
+                                const char *key, npu_tensor **out) {
+  npu_status st = npuI_bundle_read(bundle, key, out);
+  if (st == NPU_ERR_NOT_FOUND)
+    st = npuC_error(l->ctx, NPU_ERR_FORMAT,
+                    "%s: variable '%.*s' has no value in %s/variables (no tensor '%s')", l->path,
+                    (int)n->name.n, (const char *)n->name.p, l->dir, key);
+  return st;
+}
+
+/* A VariableV2 NodeDef of t's dtype and shape (what import reads and export writes). */
+static void put_variable_def(npuI_pb_writer *w, bytes name, const npu_tensor *t) {
+  size_t m = npuI_pb_begin(w, 1);
+  npuI_pb_put_bytes(w, 1, name.p, name.n);
+  npuI_pb_put_string(w, 2, "VariableV2");
+  put_attr_type(w, "dtype", npuI_dtype_to_tf(npu_tensor_dtype(t)));
+  size_t am = npuI_pb_begin(w, 5);
+  npuI_pb_put_string(w, 1, "shape");
+  size_t av = npuI_pb_begin(w, 2);
+  put_shape(w, 7, t);
+  npuI_pb_end(w, av);
+  npuI_pb_end(w, am);
+  npuI_pb_end(w, m);
+}
+
+typedef struct kept_variable {
+  int node;
+  char *key;
+} kept_variable;
+
+static int cmp_key(const void *a, const void *b) {
+  return strcmp(((const kept_variable *)a)->key, ((const kept_variable *)b)->key);
+}
+
+/* variables = true: each kept variable as TensorFlow writes one — VariableV2, a Const
+   "<name>/initial_value" holding the bundle's value, and an Assign "<name>/Assign", which
+   the importer makes its initializer — ahead of every other node and in the bundle's
+   (sorted) key order, so that the imported graph lists its variables in that order. */
+static npu_status write_variables(loader *l, npuI_pb_writer *w, npuI_bundle **bundle) {
+  int n_vars = 0;
+  for (int i = 0; i < l->n_nodes; i++) n_vars += l->nodes[i].keep == 1 && is_variable(l->nodes[i].op);
+  if (!n_vars) return NPU_OK;
+  npu_status st = open_bundle(l, bundle);
+  if (st) return st;
+  kept_variable *v = npuC_calloc(l->ctx, (size_t)n_vars, sizeof *v);
+  if (!v) return oom(l);
+  int n = 0;
+  for (int i = 0; i < l->n_nodes && !st; i++) {
+    if (l->nodes[i].keep != 1 || !is_variable(l->nodes[i].op)) continue;
+    char key[1024];
+    st = variable_key(l, *bundle, &l->nodes[i], key, sizeof key);
+    if (!st && !(v[n].key = dup_bytes(l->ctx, (bytes){(const uint8_t *)key, strlen(key)})))
+      st = oom(l);
+    if (!st) v[n++].node = i;
+  }
+  if (!st) qsort(v, (size_t)n, sizeof *v, cmp_key);
+  for (int j = 0; j < n && !st; j++) {
+    const sm_node *var = &l->nodes[v[j].node];
+    size_t size = var->name.n + sizeof "/initial_value";
+    char *init = npuC_alloc(l->ctx, 2 * size), *assign = init + size;
+    if (!init) {
+      st = oom(l);
+      break;
+    }
+    snprintf(init, size, "%.*s/initial_value", (int)var->name.n, (const char *)var->name.p);
+    snprintf(assign, size, "%.*s/Assign", (int)var->name.n, (const char *)var->name.p);
+    for (int k = 0; k < 2 && !st; k++) { /* kept nodes already so named would clash */
+      const char *name = k ? assign : init;
+      int other = find_node(l, (const uint8_t *)name, strlen(name));
+      if (other >= 0 && l->nodes[other].keep)
+        st = npuC_error(l->ctx, NPU_ERR_UNSUPPORTED, "%s: variable '%.*s' cannot be kept a "
+                        "variable: the signature needs a node named '%s', the name its %s "
+                        "would take", l->path, (int)var->name.n, (const char *)var->name.p,
+                        name, k ? "initializer" : "initial value");
+    }
+    npu_tensor *t = NULL;
+    if (!st) st = read_variable(l, *bundle, var, v[j].key, &t);
+    if (st) {
+      npuC_free(l->ctx, init);
+      break;
+    }
+    int tf = npuI_dtype_to_tf(npu_tensor_dtype(t));
+    put_variable_def(w, var->name, t);
+    put_const(w, (bytes){(const uint8_t *)init, strlen(init)}, t);
+    size_t m = npuI_pb_begin(w, 1);
+    npuI_pb_put_string(w, 1, assign);
+    npuI_pb_put_string(w, 2, "Assign");
+    npuI_pb_put_bytes(w, 3, var->name.p, var->name.n);
+    npuI_pb_put_string(w, 3, init);
+    put_attr_type(w, "T", tf);
+    npuI_pb_end(w, m);
+    npu_tensor_release(t);
+    npuC_free(l->ctx, init);
+  }
+  for (int j = 0; j < n; j++) npuC_free(l->ctx, v[j].key);
+  npuC_free(l->ctx, v);
+  return st;
+}
+
 static npu_status write_graph(loader *l, npuI_pb_writer *w) {
   npuI_bundle *bundle = NULL;
-  npu_status st = NPU_OK;
+  npu_status st = l->variables ? write_variables(l, w, &bundle) : NPU_OK;
   for (int i = 0; i < l->n_nodes && !st; i++) {
     sm_node *n = &l->nodes[i];
     if (!n->keep) continue;
@@ -766,21 +876,12 @@ static npu_status write_graph(loader *l, npuI_pb_writer *w) {
       if (ti->has_shape) put_attr_shape(w, "shape", ti->shape);
       npuI_pb_end(w, m);
     } else if (is_variable(n->op)) {
-      if (!bundle) {
-        char prefix[4200];
-        snprintf(prefix, sizeof prefix, "%.4096s/variables/variables", l->dir);
-        if ((st = npuI_bundle_open(l->ctx, prefix, &bundle))) break;
-      }
+      if (l->variables) continue; /* written by write_variables */
       char key[1024];
-      if ((st = variable_key(l, bundle, n, key, sizeof key))) break;
       npu_tensor *t;
-      if ((st = npuI_bundle_read(bundle, key, &t))) {
-        if (st == NPU_ERR_NOT_FOUND)
-          st = npuC_error(l->ctx, NPU_ERR_FORMAT,
-                          "%s: variable '%.*s' has no value in %s/variables (no tensor '%s')",
-                          l->path, (int)n->name.n, (const char *)n->name.p, l->dir, key);
+      if ((st = open_bundle(l, &bundle)) || (st = variable_key(l, bundle, n, key, sizeof key)) ||
+          (st = read_variable(l, bundle, n, key, &t)))
         break;
-      }
       put_const(w, n->name, t);
       npu_tensor_release(t);
     } else if (bytes_eq(n->op, "ReadVariableOp")) {
@@ -867,10 +968,21 @@ static npu_status build_info(loader *l, npu_graph *g, char **keys, int n_keys, n
 npu_status npu_graph_import_savedmodel(npu_context *ctx, const char *dir, const char *tags,
                                        const char *signature_key, npu_graph **graph_out,
                                        npu_model_info **info_out) {
+  npu_savedmodel_options o = {.tags = tags, .signature_key = signature_key};
+  return npu_graph_import_savedmodel_with_options(ctx, dir, &o, graph_out, info_out);
+}
+
+npu_status npu_graph_import_savedmodel_with_options(npu_context *ctx, const char *dir,
+                                                    const npu_savedmodel_options *opts,
+                                                    npu_graph **graph_out,
+                                                    npu_model_info **info_out) {
   if (graph_out) *graph_out = NULL;
   if (info_out) *info_out = NULL;
   if (!ctx || !dir || !graph_out)
     return npuC_error(ctx, NPU_ERR_ARG, "npu_graph_import_savedmodel: NULL argument");
+  static const npu_savedmodel_options defaults = {0};
+  if (!opts) opts = &defaults;
+  const char *tags = opts->tags, *signature_key = opts->signature_key;
   char path[4200];
   snprintf(path, sizeof path, "%.4096s/saved_model.pb", dir);
   if (!is_file(path)) {
@@ -885,7 +997,7 @@ npu_status npu_graph_import_savedmodel(npu_context *ctx, const char *dir, const 
   size_t len;
   npu_status st = npuC_read_file(ctx, path, "SavedModel", &data, &len);
   if (st) return st;
-  loader l = {.ctx = ctx, .path = path, .dir = dir};
+  loader l = {.ctx = ctx, .path = path, .dir = dir, .variables = opts->variables != 0};
   bytes graph = {0};
   char **keys = NULL;
   int n_keys = 0;
@@ -1061,17 +1173,7 @@ npu_status npu_graph_export_savedmodel(npu_graph *g, const char *dir, const char
     }
     for (int i = 0; i < n_variables; i++)
       if (bytes_eq(name, variables[i])) vkeys[nv] = variables[i];
-    size_t m = npuI_pb_begin(&gw, 1);
-    npuI_pb_put_bytes(&gw, 1, name.p, name.n);
-    npuI_pb_put_string(&gw, 2, "VariableV2");
-    put_attr_type(&gw, "dtype", npuI_dtype_to_tf(npu_tensor_dtype(vt[nv])));
-    size_t am = npuI_pb_begin(&gw, 5);
-    npuI_pb_put_string(&gw, 1, "shape");
-    size_t av = npuI_pb_begin(&gw, 2);
-    put_shape(&gw, 7, vt[nv]);
-    npuI_pb_end(&gw, av);
-    npuI_pb_end(&gw, am);
-    npuI_pb_end(&gw, m);
+    put_variable_def(&gw, name, vt[nv]);
     nv++;
   }
   /* SavedModel { schema 1, MetaGraphDef { MetaInfoDef {tags}, GraphDef, SignatureDef } } */

@@ -39,7 +39,11 @@ end
 -- directory's model.json or its one .pb.  Also npu.load_model.
 -- @tparam string path
 -- @tparam[opt] table opts SavedModel only: `tags` ("serve", comma-separated: the meta
---   graph's exact tag set), `signature` ("serving_default"; info.signatures lists them)
+--   graph's exact tag set), `signature` ("serving_default"; info.signatures lists them),
+--   `variables` (false: the variables become constants, frozen for serving; true: they stay
+--   variables — g:global_variables() lists them in the bundle's order, each initialized
+--   to the bundle's value by g:global_variables_initializer(), float ones trainable — so
+--   the model can be fine-tuned and saved with npu.train.Saver)
 -- @treturn Graph
 -- @treturn table info: `inputs`, `outputs` (lists of `{name, key, dtype, shape}`, with
 --   `by_key`), `input_names`, `output_names`, `format`; a SavedModel's also `signature_key`,
@@ -55,16 +59,20 @@ function M.load_model(path, opts)
   if opts ~= nil and type(opts) ~= "table" then
     error(("npu.load_model: opts must be a table, got %s"):format(type(opts)), 2)
   end
-  errors.check_keys("npu.load_model", opts, { "tags", "signature" })
+  errors.check_keys("npu.load_model", opts, { "tags", "signature", "variables" })
   for _, k in ipairs({ "tags", "signature" }) do
     if opts and opts[k] ~= nil and type(opts[k]) ~= "string" then
       errors.raise("npu.load_model", "NPU_ERR_ARG", ("%s must be a string%s, got %s"):format(k,
         k == "tags" and " (comma-separated)" or "", errors.typename(opts[k])))
     end
   end
+  if opts and opts.variables ~= nil and type(opts.variables) ~= "boolean" then
+    errors.raise("npu.load_model", "NPU_ERR_ARG", ("variables must be a boolean, got %s")
+      :format(errors.typename(opts.variables)))
+  end
   local g, info
-  if opts and (opts.tags or opts.signature) then
-    g, info = core.graph_import_savedmodel(path, opts.tags, opts.signature)
+  if opts and (opts.tags or opts.signature or opts.variables) then
+    g, info = core.graph_import_savedmodel(path, opts.tags, opts.signature, opts.variables)
   else
     g, info = core.graph_import_file(path)
   end

@@ -30,7 +30,8 @@
  *                     checksum that would stop them; every key is then read, as a tensor and
  *                     as a string (npuI_bundle_read, npuI_bundle_read_string)
  *   savedmodel        [u32 LE n][n bytes: saved_model.pb][the rest: a bundle, as above] as
- *                     the directory sm/ (npu_graph_import_savedmodel)
+ *                     the directory sm/ (npu_graph_import_savedmodel, frozen and with
+ *                     npu_savedmodel_options.variables)
  * A graph that imports is also walked (names, signature) and exported again
  * (npu_graph_serialize_graphdef), a tensor that loads has every byte read.
  *
@@ -378,7 +379,13 @@ static inline npu_status fuzz_savedmodel(npu_context *ctx, const fuzz_env *env,
   npu_graph *g = NULL;
   npu_model_info *info = NULL;
   st = npu_graph_import_savedmodel(ctx, dir, NULL, NULL, &g, &info);
-  return fuzz_finish_import(ctx, st, g, info);
+  st = fuzz_finish_import(ctx, st, g, info);
+  /* and with the variables kept variables (another writer of the GraphDef) */
+  npu_savedmodel_options o = {.variables = 1};
+  g = NULL, info = NULL;
+  npu_status vst = npu_graph_import_savedmodel_with_options(ctx, dir, &o, &g, &info);
+  vst = fuzz_finish_import(ctx, vst, g, info);
+  return st ? st : vst;
 }
 
 /* Removes what the targets wrote under env->dir (the caller removes env->dir's files). */
