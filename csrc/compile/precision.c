@@ -263,6 +263,10 @@ static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept
     want[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype;
   *kept = false;
   if (st->def->kind != NPUX_KIND_KERNEL) return NPU_OK;
+  /* a host function gets its inputs and returns its outputs in the graph's dtypes whatever the
+     mode (the host returns Tout's dtypes, and its outputs' shapes, known only when it runs,
+     could not size a Cast step planned now): reduced inputs are cast back for it */
+  if (st->def == &npuX_op_host_func) return NPU_OK;
   /* a fused step is its base op's: the node it was made from (fusion keeps it in st->node) */
   const npuG_node *node = &r->g->nodes[st->node];
   int op = node->op;

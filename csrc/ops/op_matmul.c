@@ -31,6 +31,11 @@ static npu_status infer(npuX_infer *ic, const void *params) {
   if (!st) st = npuX_check_same_dtype(ic, 0);
   if (st) return st;
   char sa[96], sb[96];
+  /* an unknown rank (a host_func's output: its shape is known only when it runs) is taken as
+     a matrix of unknown dimensions; the step is shaped, and checked again, when it runs */
+  static const npuG_value any_matrix = {.ndim = 2, .shape = {-1, -1}};
+  if (a->ndim < 0) a = &any_matrix;
+  if (b->ndim < 0) b = &any_matrix;
   if (a->ndim != 2 || b->ndim != 2)
     return npuX_error(ic, NPU_ERR_SHAPE, "needs two matrices, got shapes %s and %s",
                       npuX_shape(sa, a), npuX_shape(sb, b));
@@ -42,7 +47,7 @@ static npu_status infer(npuX_infer *ic, const void *params) {
                       npuX_shape(sb, b), p->transpose_a ? " (transpose_a)" : "",
                       p->transpose_b ? " (transpose_b)" : "", (long long)ka, (long long)kb);
   ic->n_outputs = 1;
-  ic->out[0] = (npuG_value){.dtype = a->dtype, .ndim = 2, .shape = {m, n}};
+  ic->out[0] = (npuG_value){.dtype = ic->in[0].dtype, .ndim = 2, .shape = {m, n}};
   return NPU_OK;
 }
 
