@@ -531,6 +531,53 @@ static void test_matmul_half(void) {
     }
 }
 
+/* matmul with B (the weights) stored reduced too, read as stored (NPUX_F_HALF_B): against
+   widening A and B in full, the _blas kernel, narrowing C — rows as sgemv (m = 1, 2), blocks of
+   rows (B widened whole per slot), blocks of columns (B by panels), k = 0, every transpose,
+   every algorithm, 1 to 3 slots and ragged pools. */
+static void test_matmul_half_b(void) {
+  static const int64_t shapes[][3] = {{1, 700, 300}, {2, 64, 2000}, {3, 5, 7},
+                                      {600, 8, 500}, {5, 1100, 400}, {4, 6, 0}};
+  for (size_t q = 0; q < sizeof shapes / sizeof *shapes; q++)
+    for (int t = 0; t < 4; t++)
+      for (int bdi = 0; bdi < 2; bdi++) {
+        int ta = t & 1, tb = t >> 1;
+        int64_t m = shapes[q][0], n = shapes[q][1], k = shapes[q][2];
+        npuK_dtype bd = dts[bdi]; /* float16, bfloat16 */
+        float *bw, *bias = malloc((size_t)n * sizeof *bias);
+        void *bs = rand_stored(k * n, bd, &bw);
+        for (int64_t i = 0; i < k * n; i++)
+          if (!isfinite(bw[i])) bw[i] = 0.25f;
+        npuK_cast(NULL, k * n, NPUK_F32, bw, bd, bs);
+        for (int64_t i = 0; i < n; i++) bias[i] = (urand() - 0.5f) * 2;
+        for (int e = 0; e < 2; e++)
+          for (int d = 0; d < 3; d++)
+            for (int algo = 0; algo < NPUK_GEMM_ALGO_COUNT; algo++) {
+              npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+              const npuK_epilogue *epp = e ? &ep : NULL;
+              npuK_dtype ad = dts[d], cd = dts[(d + 1 + algo) % 3];
+              float *aw;
+              void *a = rand_stored(m * k, ad, &aw);
+              float *cw = malloc((size_t)(m * n) * sizeof *cw);
+              npuK_matmul_half_algo_ep(NULL, ta, tb, m, n, k, aw, NPUK_F32, bw, epp, cw, NPUK_F32,
+                                       NULL, 1, algo);
+              for (int slots = 1; slots <= 3; slots++)
+                for (int p = 0; p < 2; p++) {
+                  size_t sz = npuK_matmul_half_b_scratch_size(m, n, k, slots, ad, bd, cd);
+                  CHECK(sz >= npuK_matmul_half_scratch_size(m, n, k, slots, ad, cd));
+                  float *scratch = malloc(sz + 16);
+                  void *c = alloc_out(m * n, cd);
+                  npuK_matmul_half_b_algo_ep(pools[p], ta, tb, m, n, k, a, ad, bs, bd, epp, c, cd,
+                                             scratch, slots, algo);
+                  CHECK(narrowed_equal(cw, m * n, cd, c));
+                  free(c), free(scratch);
+                }
+              free(a), free(aw), free(cw);
+            }
+        free(bs), free(bw), free(bias);
+      }
+}
+
 /* max_pool / avg_pool with x and y stored reduced: against widening x in full, the _f32
    kernel and narrowing y — bands crossing images and slot ends, strides, padding, windows
    partly outside, 1 to 4 slots and ragged pools. */
@@ -583,6 +630,7 @@ int main(void) {
   test_conv_half();
   test_depthwise_half();
   test_matmul_half();
+  test_matmul_half_b();
   test_pool_half();
   return check_summary("test_half_io");
 }

@@ -365,6 +365,14 @@ static bool moves_as_is(const npuE_plan *p, const npuE_step *st, const int *orig
   return true;
 }
 
+/* Whether the kernel of st reads (writes) operand i — inputs, then outputs — as stored:
+   x and y of NPUX_F_HALF_XY, and B of NPUX_F_HALF_B. */
+static bool kernel_takes_stored(const npuE_step *st, int i) {
+  unsigned f = st->def->flags;
+  if (!(f & NPUX_F_HALF_XY)) return false;
+  return i == 0 || i == st->n_in || (i == 1 && (f & NPUX_F_HALF_B));
+}
+
 /* Rewrites step st (a copy, appended to the new list by the caller) to the dtypes decided.
    orig: room for its operands' graph value ids. */
 static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
@@ -392,7 +400,7 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
                 ((st->def->flags & NPUX_F_MOVES) && moves_as_is(p, st, orig));
   /* NPUX_F_HALF_XY: the kernel takes x (input 0) and y (output 0) as stored, so its scratch
      (which now holds their blocks' float32 copies) is asked for again */
-  bool xy = (st->def->flags & NPUX_F_HALF_XY) != 0, xy_reduced = false;
+  bool xy_reduced = false;
   int n_widen = 0;
   size_t bytes = 0;
   for (int i = 0; i < n; i++) {
@@ -400,8 +408,8 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
     if (d->dtype == p->values[orig[i]].dtype) continue;
     int *first = i < st->n_in ? &st->round_in : &st->round_out;
     if (*first < 0) *first = (int)d->dtype;
-    if (xy && (i == 0 || i == st->n_in)) xy_reduced = true;
-    if (direct || (xy && (i == 0 || i == st->n_in))) continue;
+    if (kernel_takes_stored(st, i)) xy_reduced = true;
+    if (direct || kernel_takes_stored(st, i)) continue;
     n_widen++;
     bytes += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);
   }
@@ -414,7 +422,7 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
   for (int i = 0; i < n; i++)
     st->widen[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype !=
                        p->values[orig[i]].dtype &&
-                   !(xy && (i == 0 || i == st->n_in));
+                   !kernel_takes_stored(st, i);
   if (bytes > p->round_size) p->round_size = bytes;
   if (n_widen > p->n_round_meta) p->n_round_meta = n_widen;
   return NPU_OK;

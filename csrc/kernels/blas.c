@@ -230,15 +230,15 @@ void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, in
  * by slots of scratch: slot s takes blocks [s * nb / slots, (s + 1) * nb / slots).  A block by
  * rows widens its rows of op(A) (a (len, k) or, transposed, (k, len) matrix) into the slot; by
  * columns every block reads all of A, widened once per slot.  C's block is computed in the
- * slot, epilogue included, and narrowed into C.  B is float32 (the executor widens a reduced
- * B).  Dimensions sgemm cannot take, and k = 0, run the reference loop on each block, as the
+ * slot, epilogue included, and narrowed into C.  B may be reduced too (b_floats): widened
+ * by the block's panel of columns, or all of it once per slot when the blocks are rows.  Dimensions sgemm cannot take, and k = 0, run the reference loop on each block, as the
  * float32 kernel runs it on the whole (row by row, so the same bits). */
 
 typedef struct half_job {
   gemm_job g;
-  const void *a;
+  const void *a, *bh; /* bh: B as stored when b_dtype is reduced (g.b is then unused) */
   void *c;
-  npuK_dtype a_dtype, c_dtype;
+  npuK_dtype a_dtype, b_dtype, c_dtype;
   int blas;
   float *scratch;
   int64_t n_blocks, n_slots, slot_floats;
@@ -254,6 +254,14 @@ static int64_t c_floats(const gemm_job *g, npuK_dtype c_dtype) {
   return g->by_rows ? g->block * g->n : g->m * g->block;
 }
 
+/* B reduced: its block's columns of op(B) (k, block) when the blocks are columns, else all of
+   it once per slot, widened.  A float16 weight matrix is read at 2 bytes an element and
+   widened a panel at a time in cache, where widening it in full each run wrote and reread 4. */
+static int64_t b_floats(const gemm_job *g, npuK_dtype b_dtype) {
+  if (b_dtype == NPUK_F32) return 0;
+  return g->by_rows ? g->n * g->k : g->block * g->k;
+}
+
 static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots, int algo) {
   h->g.m = m, h->g.n = n, h->g.k = k;
   h->blas = k > 0 && fits_blasint(m, n, k);
@@ -266,15 +274,23 @@ static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots,
   }
   h->n_slots = n_slots < 1 ? 1 : n_slots;
   if (h->n_slots > h->n_blocks) h->n_slots = h->n_blocks;
-  h->slot_floats = a_floats(&h->g, h->a_dtype) + c_floats(&h->g, h->c_dtype);
+  h->slot_floats = a_floats(&h->g, h->a_dtype) + c_floats(&h->g, h->c_dtype) +
+                   b_floats(&h->g, h->b_dtype);
+}
+
+size_t npuK_matmul_half_b_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
+                                       npuK_dtype a_dtype, npuK_dtype b_dtype,
+                                       npuK_dtype c_dtype) {
+  if (m <= 0 || n <= 0 || (a_dtype == NPUK_F32 && b_dtype == NPUK_F32 && c_dtype == NPUK_F32))
+    return 0;
+  half_job h = {.a_dtype = a_dtype, .b_dtype = b_dtype, .c_dtype = c_dtype};
+  half_plan(&h, m, n, k > 0 ? k : 0, n_slots, NPUK_GEMM_AUTO);
+  return (size_t)(h.n_slots * h.slot_floats) * sizeof(float);
 }
 
 size_t npuK_matmul_half_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
                                      npuK_dtype a_dtype, npuK_dtype c_dtype) {
-  if (m <= 0 || n <= 0 || (a_dtype == NPUK_F32 && c_dtype == NPUK_F32)) return 0;
-  half_job h = {.a_dtype = a_dtype, .c_dtype = c_dtype};
-  half_plan(&h, m, n, k > 0 ? k : 0, n_slots, NPUK_GEMM_AUTO);
-  return (size_t)(h.n_slots * h.slot_floats) * sizeof(float);
+  return npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, NPUK_F32, c_dtype);
 }
 
 /* Widens rows [r0, r0 + rows) of a (rows of len elements, row stride ld) into dst (rows, len). */
@@ -295,14 +311,19 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
   enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
   const float *bf = g->b;
-  blasint ldb = (blasint)(g->trans_b ? g->k : g->n);
+  const int b_half = h->b_dtype != NPUK_F32;
   for (int64_t s = s0; s < s1; s++) {
     float *abuf = h->scratch + s * h->slot_floats;
     float *cbuf = abuf + a_floats(g, h->a_dtype);
+    float *bbuf = cbuf + c_floats(g, h->c_dtype);
     int64_t b0 = s * h->n_blocks / h->n_slots, b1 = (s + 1) * h->n_blocks / h->n_slots;
     const float *a_all = h->a_dtype == NPUK_F32 ? h->a : abuf;
     if (!g->by_rows && h->a_dtype != NPUK_F32) /* all of A, as stored (m, k) or (k, m) */
       npuK_cast(NULL, g->m * g->k, h->a_dtype, h->a, NPUK_F32, abuf);
+    if (g->by_rows && b_half) { /* all of B, as stored (k, n) or (n, k) */
+      npuK_cast(NULL, g->k * g->n, h->b_dtype, h->bh, NPUK_F32, bbuf);
+      bf = bbuf;
+    }
     for (int64_t blk = b0; blk < b1 && !npuK_stopped(g->pool); blk++) {
       int64_t lo = blk * g->block, len = (g->by_rows ? g->m : g->n) - lo;
       if (len > g->block) len = g->block;
@@ -310,6 +331,7 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
       const float *a = a_all;
       blasint lda = (blasint)(g->trans_a ? g->m : g->k);
       const float *b = bf;
+      blasint ldb = (blasint)(g->trans_b ? g->k : g->n);
       if (g->by_rows && h->a_dtype == NPUK_F32) {
         a += g->trans_a ? lo : lo * g->k;
       } else if (g->by_rows) { /* rows lo.. of op(A): rows of A, or columns of A^T */
@@ -318,7 +340,14 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
         a = abuf;
         lda = (blasint)(g->trans_a ? len : g->k);
       }
-      if (!g->by_rows) b += g->trans_b ? lo * g->k : lo;
+      if (!g->by_rows && b_half) { /* columns lo.. of op(B): its panel, widened */
+        if (g->trans_b) widen_rows(bbuf, h->bh, h->b_dtype, lo, len, g->k, g->k, 0);
+        else widen_rows(bbuf, h->bh, h->b_dtype, 0, g->k, len, g->n, lo);
+        b = bbuf;
+        ldb = (blasint)(g->trans_b ? g->k : len);
+      } else if (!g->by_rows) {
+        b += g->trans_b ? lo * g->k : lo;
+      }
       float *c = h->c_dtype == NPUK_F32
                      ? (float *)h->c + (g->by_rows ? lo * g->n : lo)
                      : cbuf;
@@ -348,19 +377,31 @@ void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_
                            scratch, n_slots, NPUK_GEMM_AUTO);
 }
 
-void npuK_matmul_half_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
-                              int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
-                              const float *b, const npuK_epilogue *ep, void *c,
-                              npuK_dtype c_dtype, float *scratch, int n_slots, int algo) {
-  if (a_dtype == NPUK_F32 && c_dtype == NPUK_F32) {
+void npuK_matmul_half_b_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                                int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
+                                const void *b, npuK_dtype b_dtype, const npuK_epilogue *ep,
+                                void *c, npuK_dtype c_dtype, float *scratch, int n_slots,
+                                int algo) {
+  if (a_dtype == NPUK_F32 && b_dtype == NPUK_F32 && c_dtype == NPUK_F32) {
     matmul_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, algo);
     return;
   }
   if (m <= 0 || n <= 0) return;
-  half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .b = b, .ep = ep, .pool = pool},
-                .a = a, .c = c, .a_dtype = a_dtype, .c_dtype = c_dtype, .scratch = scratch};
+  half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .ep = ep, .pool = pool},
+                .a = a, .c = c, .a_dtype = a_dtype, .b_dtype = b_dtype, .c_dtype = c_dtype,
+                .scratch = scratch};
+  if (b_dtype == NPUK_F32) h.g.b = b;
+  else h.bh = b;
   half_plan(&h, m, n, k > 0 ? k : 0, n_slots, algo);
   npuK_parallel_for(pool, h.n_slots, 1, half_range, &h);
+}
+
+void npuK_matmul_half_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                              int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
+                              const float *b, const npuK_epilogue *ep, void *c,
+                              npuK_dtype c_dtype, float *scratch, int n_slots, int algo) {
+  npuK_matmul_half_b_algo_ep(pool, trans_a, trans_b, m, n, k, a, a_dtype, b, NPUK_F32, ep, c,
+                             c_dtype, scratch, n_slots, algo);
 }
 
 /* ---- gradient descent through the GEMM (kernels.h: npuK_matmul_f32_sgd) ---- */
