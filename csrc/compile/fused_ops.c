@@ -46,7 +46,7 @@ static size_t matmul_scratch(const npuX_call *c) {
   return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
                                          a->shape[p->transpose_a ? 0 : 1], c->n_threads,
                                          (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,
-                                         (npuK_dtype)y->dtype);
+                                         (npuK_dtype)y->dtype, c->algo);
 }
 
 static npu_status matmul_impl(const npuX_call *c, bool reference) {

@@ -239,6 +239,7 @@ typedef struct half_job {
   const void *a, *bh; /* bh: B as stored when b_dtype is reduced (g.b is then unused) */
   void *c;
   npuK_dtype a_dtype, b_dtype, c_dtype;
+  int gemv_h; /* sgemv rows on a float16 B run gemv_h_block on it as stored (no widened B) */
   int blas;
   float *scratch;
   int64_t n_blocks, n_slots, slot_floats;
@@ -257,8 +258,8 @@ static int64_t c_floats(const gemm_job *g, npuK_dtype c_dtype) {
 /* B reduced: its block's columns of op(B) (k, block) when the blocks are columns, else all of
    it once per slot, widened.  A float16 weight matrix is read at 2 bytes an element and
    widened a panel at a time in cache, where widening it in full each run wrote and reread 4. */
-static int64_t b_floats(const gemm_job *g, npuK_dtype b_dtype) {
-  if (b_dtype == NPUK_F32) return 0;
+static int64_t b_floats(const gemm_job *g, npuK_dtype b_dtype, int gemv_h) {
+  if (b_dtype == NPUK_F32 || gemv_h) return 0;
   return g->by_rows ? g->n * g->k : g->block * g->k;
 }
 
@@ -274,23 +275,27 @@ static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots,
   }
   h->n_slots = n_slots < 1 ? 1 : n_slots;
   if (h->n_slots > h->n_blocks) h->n_slots = h->n_blocks;
+#if defined(__x86_64__) && defined(__GNUC__) /* GEMV_F16C, defined below */
+  h->gemv_h = h->blas && h->g.gemv && h->b_dtype == NPUK_F16 && npuK_f16c();
+#endif
   h->slot_floats = a_floats(&h->g, h->a_dtype) + c_floats(&h->g, h->c_dtype) +
-                   b_floats(&h->g, h->b_dtype);
+                   b_floats(&h->g, h->b_dtype, h->gemv_h);
 }
 
 size_t npuK_matmul_half_b_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
                                        npuK_dtype a_dtype, npuK_dtype b_dtype,
-                                       npuK_dtype c_dtype) {
+                                       npuK_dtype c_dtype, int algo) {
   if (m <= 0 || n <= 0 || (a_dtype == NPUK_F32 && b_dtype == NPUK_F32 && c_dtype == NPUK_F32))
     return 0;
   half_job h = {.a_dtype = a_dtype, .b_dtype = b_dtype, .c_dtype = c_dtype};
-  half_plan(&h, m, n, k > 0 ? k : 0, n_slots, NPUK_GEMM_AUTO);
+  half_plan(&h, m, n, k > 0 ? k : 0, n_slots, algo);
   return (size_t)(h.n_slots * h.slot_floats) * sizeof(float);
 }
 
 size_t npuK_matmul_half_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
                                      npuK_dtype a_dtype, npuK_dtype c_dtype) {
-  return npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, NPUK_F32, c_dtype);
+  return npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, NPUK_F32, c_dtype,
+                                         NPUK_GEMM_AUTO);
 }
 
 /* Widens rows [r0, r0 + rows) of a (rows of len elements, row stride ld) into dst (rows, len). */
@@ -305,6 +310,109 @@ static void widen_rows(float *dst, const void *a, npuK_dtype dt, int64_t r0, int
     npuK_cast(NULL, len, dt, ah + (r0 + r) * ld + col0, NPUK_F32, dst + r * len);
 }
 
+/* Matrix-vector products on a float16 B as stored (F16C): c[r, j] = bias[j] + sum_i a[r, i]
+   B[i, j] for the rows of a block that runs as sgemv (few rows: B is read once, and its bytes
+   are the product's cost).  Where the sgemv path widens a panel of B into scratch and reads it
+   back (more traffic than float32 when the panel leaves the cache), this reads B's 2 bytes an
+   element once and widens 8 lanes in registers.  The sum is a float32 sum over k in another
+   order than OpenBLAS's (as the GEMV / SGEMM algorithms differ, kernels.h): |c - exact| <=
+   (k + 1) 2^-23 (|bias| + sum |a b|), no longer OpenBLAS's bits (tests/test_half_io.c checks the
+   bound against float64). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GEMV_F16C 1
+
+/* c[0, n) += x B for B (k rows of ldb) float16 row-major: B streamed row after row (4 rows a
+   pass, so c, in L1, is loaded and stored once per 4 rows), each 8 halves widened in registers. */
+__attribute__((target("f16c"))) static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+__attribute__((target("avx2,fma,f16c"))) static void gemv_h_n(int64_t n, int64_t k,
+                                                                const float *x, int64_t incx,
+                                                                const uint16_t *b, int64_t ldb,
+                                                                float *c) {
+#define GH_ROW(r, j) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b##r + (j))))
+  int64_t i = 0;
+  for (; i + 4 <= k; i += 4) {
+    const uint16_t *b0 = b + i * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    const float s0 = x[i * incx], s1 = x[(i + 1) * incx], s2 = x[(i + 2) * incx],
+                s3 = x[(i + 3) * incx];
+    const __m256 x0 = _mm256_set1_ps(s0), x1 = _mm256_set1_ps(s1), x2 = _mm256_set1_ps(s2),
+                 x3 = _mm256_set1_ps(s3);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      __m256 acc = _mm256_loadu_ps(c + j);
+      acc = _mm256_fmadd_ps(x0, GH_ROW(0, j), acc);
+      acc = _mm256_fmadd_ps(x1, GH_ROW(1, j), acc);
+      acc = _mm256_fmadd_ps(x2, GH_ROW(2, j), acc);
+      acc = _mm256_fmadd_ps(x3, GH_ROW(3, j), acc);
+      _mm256_storeu_ps(c + j, acc);
+    }
+    for (; j < n; j++)
+      c[j] = c[j] + s0 * h2f(b0[j]) + s1 * h2f(b1[j]) + s2 * h2f(b2[j]) + s3 * h2f(b3[j]);
+  }
+  for (; i < k; i++) {
+    const uint16_t *b0 = b + i * ldb;
+    const float s0 = x[i * incx];
+    const __m256 x0 = _mm256_set1_ps(s0);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+      _mm256_storeu_ps(c + j, _mm256_fmadd_ps(x0, GH_ROW(0, j), _mm256_loadu_ps(c + j)));
+    for (; j < n; j++) c[j] = c[j] + s0 * h2f(b0[j]);
+  }
+#undef GH_ROW
+}
+
+/* c[j] (+)= dot(B[j, :], x) for B (n, ldb) float16 row-major (op(B) = B^T). */
+__attribute__((target("avx2,fma,f16c"))) static void gemv_h_t(int64_t n, int64_t k,
+                                                                const float *x, int64_t incx,
+                                                                const uint16_t *b, int64_t ldb,
+                                                                float *c) {
+  for (int64_t j = 0; j < n; j++) {
+    const uint16_t *row = b + j * ldb;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    if (incx == 1) {
+      for (; i + 16 <= k; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + i))), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + i + 8))), a1);
+      }
+    }
+    a0 = _mm256_add_ps(a0, a1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    float acc = _mm_cvtss_f32(h);
+    for (; i < k; i++) acc += x[i * incx] * h2f(row[i]);
+    c[j] += acc;
+  }
+}
+
+/* Rows [0, m) of a block of C (n columns from col0, row stride ldc) by the kernels above: C
+   starts as the bias (or 0), the activation follows as sgemm_block applies it. */
+static void gemv_h_block(enum CBLAS_TRANSPOSE ta, int trans_b, int64_t m, int64_t n, int64_t k,
+                         const float *a, blasint lda, const uint16_t *b, int64_t ldb,
+                         const npuK_epilogue *ep, int64_t col0, float *c, int64_t ldc) {
+  for (int64_t r = 0; r < m; r++) {
+    float *cr = c + r * ldc;
+    if (ep && ep->bias) memcpy(cr, ep->bias + col0, (size_t)n * sizeof *cr);
+    else memset(cr, 0, (size_t)n * sizeof *cr);
+    blasint inc;
+    const float *x = a + a_row(ta, lda, r, &inc);
+    if (trans_b) gemv_h_t(n, k, x, inc, b + col0 * ldb, ldb, cr);
+    else gemv_h_n(n, k, x, inc, b + col0, ldb, cr);
+  }
+  if (ep && ep->act != NPUK_ACT_NONE) {
+    npuK_epilogue act = {.act = ep->act, .alpha = ep->alpha,
+                         .slope = ep->slope ? ep->slope + col0 : NULL};
+    npuK_epilogue_f32(&act, m, n, ldc, c);
+  }
+}
+#else
+#define GEMV_F16C 0
+#endif
+
 static void half_range(void *arg, int64_t s0, int64_t s1) {
   const half_job *h = arg;
   const gemm_job *g = &h->g;
@@ -315,12 +423,12 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
   for (int64_t s = s0; s < s1; s++) {
     float *abuf = h->scratch + s * h->slot_floats;
     float *cbuf = abuf + a_floats(g, h->a_dtype);
-    float *bbuf = cbuf + c_floats(g, h->c_dtype);
+    float *bbuf = cbuf + c_floats(g, h->c_dtype); /* unused under gemv_h */
     int64_t b0 = s * h->n_blocks / h->n_slots, b1 = (s + 1) * h->n_blocks / h->n_slots;
     const float *a_all = h->a_dtype == NPUK_F32 ? h->a : abuf;
     if (!g->by_rows && h->a_dtype != NPUK_F32) /* all of A, as stored (m, k) or (k, m) */
       npuK_cast(NULL, g->m * g->k, h->a_dtype, h->a, NPUK_F32, abuf);
-    if (g->by_rows && b_half) { /* all of B, as stored (k, n) or (n, k) */
+    if (g->by_rows && b_half && !h->gemv_h) { /* all of B, as stored (k, n) or (n, k) */
       npuK_cast(NULL, g->k * g->n, h->b_dtype, h->bh, NPUK_F32, bbuf);
       bf = bbuf;
     }
@@ -340,6 +448,22 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
         a = abuf;
         lda = (blasint)(g->trans_a ? len : g->k);
       }
+#if GEMV_F16C
+      if (h->gemv_h) { /* rows as matrix-vector products on B as stored */
+        float *c = h->c_dtype == NPUK_F32 ? (float *)h->c + (g->by_rows ? lo * g->n : lo) : cbuf;
+        int64_t ldc = h->c_dtype == NPUK_F32 ? g->n : n;
+        gemv_h_block(ta, g->trans_b, m, n, g->k, a, lda, h->bh, g->trans_b ? g->k : g->n, g->ep,
+                     g->by_rows ? 0 : lo, c, ldc);
+        if (h->c_dtype != NPUK_F32) {
+          uint16_t *ch = (uint16_t *)h->c + (g->by_rows ? lo * g->n : lo);
+          if (ldc == g->n) npuK_cast(NULL, m * n, NPUK_F32, c, h->c_dtype, ch);
+          else
+            for (int64_t r = 0; r < m; r++)
+              npuK_cast(NULL, n, NPUK_F32, c + r * ldc, h->c_dtype, ch + r * g->n);
+        }
+        continue;
+      }
+#endif
       if (!g->by_rows && b_half) { /* columns lo.. of op(B): its panel, widened */
         if (g->trans_b) widen_rows(bbuf, h->bh, h->b_dtype, lo, len, g->k, g->k, 0);
         else widen_rows(bbuf, h->bh, h->b_dtype, 0, g->k, len, g->n, lo);

@@ -59,7 +59,7 @@ static size_t scratch_size(const npuX_call *c) {
   return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
                                          a->shape[p->transpose_a ? 0 : 1], c->n_threads,
                                          (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,
-                                         (npuK_dtype)y->dtype);
+                                         (npuK_dtype)y->dtype, c->algo);
 }
 
 static npu_status run_impl(const npuX_call *c, bool reference) {
