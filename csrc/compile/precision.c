@@ -50,12 +50,16 @@
  * fused steps, max_pool, avg_pool) take x (input 0) and y (output 0) as stored: the kernel
  * widens x by im2col / GEMM blocks or row bands and narrows y by blocks inside its scratch,
  * which is asked for again here with the stored dtypes (it grows by those blocks; float32
- * plans keep theirs).  For the other steps (softmax, batch_matmul, ...) and the other reduced
- * operands of those (weights, bias) the executor widens the reduced inputs into a float32
+ * plans keep theirs).  matmul also takes B (input 1, the weights) as stored (NPUX_F_HALF_B):
+ * read by panels, or in registers by its matrix-vector path, instead of widened whole each run.
+ * A host_func step keeps the graph's dtypes (its host returns Tout's; see decide).
+ * For the other steps (softmax, batch_matmul, ...) and the other reduced operands of those
+ * (weights, bias) the executor widens the reduced inputs into a float32
  * buffer (p->round_buf, or the step's place in the memory arena), lets the kernel write its reduced outputs there, and narrows them into their slots
  * (exec.c; npuE_step.widen says which operands).  Either way a float16 value is exactly what
  * rounding to float16 gives, and results equal rounding float32 values at the same points bit
- * for bit (the conversions run on F16C where the CPU has it, kernels/cast.c, and the fused
+ * for bit, but for matmul's matrix-vector path on a float16 B: a float32 sum in its own order,
+ * within the GEMV bound (kernels.h) (the conversions run on F16C where the CPU has it, kernels/cast.c, and the fused
  * elementwise program reads dense float16 operands as stored: same bits, docs/compiler.md has
  * the times); the block-wise paths only avoid the full-size float32 copies (blazeface under
  * force_fp16: the largest widening buffer fell from 4.5 MiB, an add of two float16 maps, to 3 MiB,
