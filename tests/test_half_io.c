@@ -312,7 +312,8 @@ static void test_eltwise_registers(void) {
       {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SUB, .bcast = NPUK_EW_SCALAR, .swap = 1, .operand = 1},
   };
   const int n_instr = (int)(sizeof prog / sizeof *prog);
-  const int64_t shapes[][2] = {{77, 5}, {3, 1024}, {2, 2500}, {1, 1}, {5, 41}, {9, 64}, {1, 39}};
+  const int64_t shapes[][2] = {{77, 5}, {3, 1024}, {2, 2500}, {1, 1}, {5, 41}, {9, 64}, {1, 39},
+                               {50, 16}, {13, 24}, {7, 8}, {3, 1032}};
   const npuK_dtype two[2] = {NPUK_F16, NPUK_F32};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
     for (int d = 0; d < 8; d++)

@@ -227,8 +227,7 @@ typedef struct ew_job {
   npuK_dtype y_dtype;
   int reference;
   int f16c; /* float16 operands of the common binary ops read as stored (bin_fast_f16) */
-  int regs;    /* the whole program runs in registers (ewr_run) */
-  int has_row; /* it reads a ROW operand */
+  int regs; /* the whole program runs in registers (ewr_run) */
 } ew_job;
 
 /* Operand k's elements [at, at + n) as float32: in place when it is float32, else widened
@@ -407,8 +406,8 @@ static int ewr_eligible(const ew_job *j) {
                                                           _mm256_cmp_ps(a, a, _CMP_UNORD_Q)))
 
 /* nv vectors of 8 lanes: elements [e, e + 8 nv) of y, whose first column is c (ROW operands
-   are read from there; the group never crosses a row when the program has one).  0, or -1
-   when a loaded value was a NaN (nothing written). */
+   are read from there, wrapping at cols).  0, or -1 when a loaded value was a NaN (nothing
+   written). */
 __attribute__((target("avx2,f16c"))) static inline __attribute__((always_inline)) int
 ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv) {
   __m256 v[EWR_V], bad = _mm256_setzero_ps();
@@ -443,15 +442,26 @@ ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv) {
                                 : *(const float *)j->operands[in->operand]);
       for (int q = 1; q < nv; q++) o[q] = o[0];
     } else {
-      int64_t at = in->bcast == NPUK_EW_ROW ? c : e;
-      if (j->dtypes[in->operand] == NPUK_F16) {
-        const uint16_t *h = (const uint16_t *)j->operands[in->operand] + at;
-#pragma GCC unroll 8
-        for (int q = 0; q < nv; q++) o[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8 * q)));
+      /* vector q's first element: e + 8q in a FULL operand; in a ROW one its column, which
+         restarts at 0 every cols elements (cols is a multiple of 8: a vector never crosses) */
+      int64_t at[EWR_V];
+      if (in->bcast == NPUK_EW_ROW) {
+        int64_t col = c;
+        for (int q = 0; q < nv; q++, col += 8) {
+          if (col >= j->cols) col -= j->cols;
+          at[q] = col;
+        }
       } else {
-        const float *f = (const float *)j->operands[in->operand] + at;
+        for (int q = 0; q < nv; q++) at[q] = e + 8 * q;
+      }
+      if (j->dtypes[in->operand] == NPUK_F16) {
+        const uint16_t *h = (const uint16_t *)j->operands[in->operand];
 #pragma GCC unroll 8
-        for (int q = 0; q < nv; q++) o[q] = _mm256_loadu_ps(f + 8 * q);
+        for (int q = 0; q < nv; q++) o[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + at[q])));
+      } else {
+        const float *f = (const float *)j->operands[in->operand];
+#pragma GCC unroll 8
+        for (int q = 0; q < nv; q++) o[q] = _mm256_loadu_ps(f + at[q]);
       }
 #pragma GCC unroll 8
       for (int q = 0; q < nv; q++) bad = _mm256_or_ps(bad, _mm256_cmp_ps(o[q], o[q], _CMP_UNORD_Q));
@@ -486,14 +496,28 @@ ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv) {
 
 /* Elements [e, e + n) of y, columns from c on (within one row when the program reads a ROW
    operand, else any contiguous run). */
+/* Elements [e, e + n) of y through ew_block, one row's part at a time (c: e's column). */
+static void ewr_buffered(const ew_job *j, int64_t e, int64_t c, int64_t n) {
+  while (n > 0) {
+    int64_t len = j->cols - c < n ? j->cols - c : n;
+    ew_block(j, e, 1, c, len);
+    e += len, n -= len, c = 0;
+  }
+}
+
+/* Elements [e, e + n) of y, e in column c (runs may cross rows: ROW operands wrap). */
 __attribute__((target("avx2,f16c"))) static void ewr_run(const ew_job *j, int64_t e, int64_t c,
                                                          int64_t n) {
   int64_t i = 0;
-  for (; i + 8 * EWR_V <= n; i += 8 * EWR_V)
-    if (ewr_group(j, e + i, c + i, EWR_V)) ew_block(j, e + i, 1, c + i, 8 * EWR_V);
-  for (; i + 8 <= n; i += 8)
-    if (ewr_group(j, e + i, c + i, 1)) ew_block(j, e + i, 1, c + i, 8);
-  if (i < n) ew_block(j, e + i, 1, c + i, n - i);
+  for (; i + 8 * EWR_V <= n; i += 8 * EWR_V) {
+    if (ewr_group(j, e + i, c, EWR_V)) ewr_buffered(j, e + i, c, 8 * EWR_V);
+    c = (c + 8 * EWR_V) % j->cols;
+  }
+  for (; i + 8 <= n; i += 8) {
+    if (ewr_group(j, e + i, c, 1)) ewr_buffered(j, e + i, c, 8);
+    c = (c + 8) % j->cols;
+  }
+  if (i < n) ewr_buffered(j, e + i, c, n - i);
 }
 #endif
 
@@ -514,10 +538,7 @@ static void ew_range(void *arg, int64_t begin, int64_t end) {
     }
 #if EW_F16C
     if (j->regs) {
-      if (j->has_row) /* row by row: a ROW operand restarts at column 0 */
-        for (int64_t r = 0; r < nr; r++) ewr_run(j, (r0 + r) * j->cols + c0, c0, nc);
-      else
-        ewr_run(j, r0 * j->cols + c0, c0, nr * nc);
+      ewr_run(j, r0 * j->cols + c0, c0, nr * nc); /* nr > 1: whole rows, c0 = 0 */
       continue;
     }
 #endif
@@ -563,8 +584,10 @@ int npuK_eltwise_mixed(const npuK_pool *pool, int n_instr, const npuK_ew_instr *
               .operands = operands, .dtypes = dtypes, .y = y, .y_dtype = y_dtype,
               .f16c = npuK_f16c()};
 #if EW_F16C
-  j.regs = ewr_eligible(&j);
-  for (int i = 0; i < n_instr; i++) j.has_row |= prog[i].bcast == NPUK_EW_ROW;
+  int has_row = 0;
+  for (int i = 0; i < n_instr; i++) has_row |= prog[i].bcast == NPUK_EW_ROW;
+  /* a ROW operand's vectors must not cross a row: rows of a multiple of 8 */
+  j.regs = ewr_eligible(&j) && (!has_row || cols % 8 == 0);
 #endif
   ew_drive(pool, &j);
   return 0;
