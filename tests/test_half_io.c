@@ -310,6 +310,9 @@ static void test_eltwise_registers(void) {
       {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SQUARED_DIFFERENCE, .bcast = NPUK_EW_FULL, .operand = 3},
       {.kind = NPUK_EW_UNARY, .op = NPUK_UN_SQUARE, .operand = -1},
       {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SUB, .bcast = NPUK_EW_SCALAR, .swap = 1, .operand = 1},
+      {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_ROW, .operand = 2},
+      {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_FULL, .operand = 3},
+      {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_SCALAR, .operand = 1},
   };
   const int n_instr = (int)(sizeof prog / sizeof *prog);
   const int64_t shapes[][2] = {{77, 5}, {3, 1024}, {2, 2500}, {1, 1}, {5, 41}, {9, 64}, {1, 39},
@@ -361,6 +364,7 @@ static void test_eltwise_registers_one_op(void) {
   for (size_t u = 0; u < sizeof un; u++)
     ops[n_ops++] = (npuK_ew_instr){.kind = NPUK_EW_UNARY, .op = un[u], .operand = -1};
   ops[n_ops++] = (npuK_ew_instr){.kind = NPUK_EW_LEAKY_RELU, .operand = -1, .alpha = -0.5f};
+  ops[n_ops++] = (npuK_ew_instr){.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_FULL, .operand = 1};
   const uint8_t bin[] = {NPUK_BIN_ADD, NPUK_BIN_SUB, NPUK_BIN_MUL, NPUK_BIN_DIV,
                          NPUK_BIN_MAXIMUM, NPUK_BIN_MINIMUM, NPUK_BIN_SQUARED_DIFFERENCE};
   for (size_t b = 0; b < sizeof bin; b++)

@@ -323,7 +323,7 @@ static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_
 
 /* ---- float16 programs in registers ----
    A program whose every instruction is one of the common ops (the binary ones of bin_fast,
-   neg, relu, relu6, square, abs, leaky_relu) on float32 or float16 operands, in a plan that
+   neg, relu, relu6, square, abs, leaky_relu, prelu) on float32 or float16 operands, in a plan that
    stores something in float16, runs 8 lanes at a time in AVX registers: each operand widened
    by F16C as it is loaded, the ops applied, the result narrowed as it is stored.  No buffer
    is written and read back, so a float16 step moves 2 bytes an element where float32 moves 4
@@ -362,7 +362,7 @@ static int ewr_eligible(const ew_job *j) {
     case NPUK_EW_LOAD:
       if (in->bcast != NPUK_EW_FULL) return 0;
       break;
-    default: return 0;
+    case NPUK_EW_PRELU: break;
     }
     npuK_dtype dt = j->dtypes[in->operand];
     if (dt != NPUK_F32 && dt != NPUK_F16) return 0;
@@ -469,6 +469,13 @@ ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv) {
     if (in->kind == NPUK_EW_LOAD) {
 #pragma GCC unroll 8
       for (int q = 0; q < nv; q++) v[q] = o[q];
+      continue;
+    }
+    if (in->kind == NPUK_EW_PRELU) { /* x > 0 ? x : slope * x, f_leaky's form */
+#pragma GCC unroll 8
+      for (int q = 0; q < nv; q++)
+        v[q] = _mm256_blendv_ps(_mm256_mul_ps(o[q], v[q]), v[q],
+                                _mm256_cmp_ps(v[q], zero, _CMP_GT_OQ));
       continue;
     }
     switch (in->op) {
