@@ -227,7 +227,8 @@ typedef struct ew_job {
   npuK_dtype y_dtype;
   int reference;
   int f16c; /* float16 operands of the common binary ops read as stored (bin_fast_f16) */
-  int regs; /* the whole program runs in registers (ewr_run) */
+  int regs;    /* the whole program runs in registers (ewr_run) */
+  int has_row; /* it reads a ROW operand */
 } ew_job;
 
 /* Operand k's elements [at, at + n) as float32: in place when it is float32, else widened
@@ -409,7 +410,7 @@ static int ewr_eligible(const ew_job *j) {
    are read from there, wrapping at cols).  0, or -1 when a loaded value was a NaN (nothing
    written). */
 __attribute__((target("avx2,f16c"))) static inline __attribute__((always_inline)) int
-ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv) {
+ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv, const int rows) {
   __m256 v[EWR_V], bad = _mm256_setzero_ps();
 #pragma GCC unroll 8
   for (int q = 0; q < EWR_V; q++) v[q] = bad; /* prog[0], a LOAD, sets them */
@@ -444,24 +445,24 @@ ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv) {
     } else {
       /* vector q's first element: e + 8q in a FULL operand; in a ROW one its column, which
          restarts at 0 every cols elements (cols is a multiple of 8: a vector never crosses) */
-      int64_t at[EWR_V];
-      if (in->bcast == NPUK_EW_ROW) {
+      const int f16 = j->dtypes[in->operand] == NPUK_F16;
+      const uint16_t *h = j->operands[in->operand];
+      const float *f = j->operands[in->operand];
+      if (rows && in->bcast == NPUK_EW_ROW) {
         int64_t col = c;
+#pragma GCC unroll 8
         for (int q = 0; q < nv; q++, col += 8) {
           if (col >= j->cols) col -= j->cols;
-          at[q] = col;
+          o[q] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + col)))
+                     : _mm256_loadu_ps(f + col);
         }
-      } else {
-        for (int q = 0; q < nv; q++) at[q] = e + 8 * q;
-      }
-      if (j->dtypes[in->operand] == NPUK_F16) {
-        const uint16_t *h = (const uint16_t *)j->operands[in->operand];
+      } else if (f16) {
 #pragma GCC unroll 8
-        for (int q = 0; q < nv; q++) o[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + at[q])));
+        for (int q = 0; q < nv; q++)
+          o[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + e + 8 * q)));
       } else {
-        const float *f = (const float *)j->operands[in->operand];
 #pragma GCC unroll 8
-        for (int q = 0; q < nv; q++) o[q] = _mm256_loadu_ps(f + at[q]);
+        for (int q = 0; q < nv; q++) o[q] = _mm256_loadu_ps(f + e + 8 * q);
       }
 #pragma GCC unroll 8
       for (int q = 0; q < nv; q++) bad = _mm256_or_ps(bad, _mm256_cmp_ps(o[q], o[q], _CMP_UNORD_Q));
@@ -512,19 +513,29 @@ static void ewr_buffered(const ew_job *j, int64_t e, int64_t c, int64_t n) {
   }
 }
 
-/* Elements [e, e + n) of y, e in column c (runs may cross rows: ROW operands wrap). */
-__attribute__((target("avx2,f16c"))) static void ewr_run(const ew_job *j, int64_t e, int64_t c,
-                                                         int64_t n) {
+/* Elements [e, e + n) of y, e in column c (runs may cross rows: ROW operands wrap); rows: the
+   program reads a ROW operand (a constant after inlining: two copies of the loop). */
+__attribute__((target("avx2,f16c"))) static inline __attribute__((always_inline)) void
+ewr_run_as(const ew_job *j, int64_t e, int64_t c, int64_t n, const int rows) {
   int64_t i = 0;
   for (; i + 8 * EWR_V <= n; i += 8 * EWR_V) {
-    if (ewr_group(j, e + i, c, EWR_V)) ewr_buffered(j, e + i, c, 8 * EWR_V);
-    c = (c + 8 * EWR_V) % j->cols;
+    if (ewr_group(j, e + i, c, EWR_V, rows))
+      ewr_buffered(j, e + i, rows ? c : (e + i) % j->cols, 8 * EWR_V);
+    if (rows)
+      for (c += 8 * EWR_V; c >= j->cols;) c -= j->cols;
   }
   for (; i + 8 <= n; i += 8) {
-    if (ewr_group(j, e + i, c, 1)) ewr_buffered(j, e + i, c, 8);
-    c = (c + 8) % j->cols;
+    if (ewr_group(j, e + i, c, 1, rows)) ewr_buffered(j, e + i, rows ? c : (e + i) % j->cols, 8);
+    if (rows)
+      for (c += 8; c >= j->cols;) c -= j->cols;
   }
-  if (i < n) ewr_buffered(j, e + i, c, n - i);
+  if (i < n) ewr_buffered(j, e + i, rows ? c : (e + i) % j->cols, n - i);
+}
+
+__attribute__((target("avx2,f16c"))) static void ewr_run(const ew_job *j, int64_t e, int64_t c,
+                                                         int64_t n) {
+  if (j->has_row) ewr_run_as(j, e, c, n, 1);
+  else ewr_run_as(j, e, c, n, 0);
 }
 #endif
 
@@ -591,10 +602,9 @@ int npuK_eltwise_mixed(const npuK_pool *pool, int n_instr, const npuK_ew_instr *
               .operands = operands, .dtypes = dtypes, .y = y, .y_dtype = y_dtype,
               .f16c = npuK_f16c()};
 #if EW_F16C
-  int has_row = 0;
-  for (int i = 0; i < n_instr; i++) has_row |= prog[i].bcast == NPUK_EW_ROW;
+  for (int i = 0; i < n_instr; i++) j.has_row |= prog[i].bcast == NPUK_EW_ROW;
   /* a ROW operand's vectors must not cross a row: rows of a multiple of 8 */
-  j.regs = ewr_eligible(&j) && (!has_row || cols % 8 == 0);
+  j.regs = ewr_eligible(&j) && (!j.has_row || cols % 8 == 0);
 #endif
   ew_drive(pool, &j);
   return 0;
