@@ -5,7 +5,7 @@
 -- each is the median of REPS runs after 3 warm-up runs.  < 1: force_fp16 is faster.
 --   lua5.4 bench/half.lua [REPS] [NAME ...]        (default 21; all models and both graphs)
 -- Columns, each a child process of this script (--rows prints machine-readable lines), run in
--- turn three times, the median ratio of the three printed:
+-- turn three times (NPU_HALF_ROUNDS=n: n times, for a loaded machine), the median ratio printed:
 --   F16C     this build, float16 conversions through F16C where the CPU has it
 --   scalar   this build with NPU_NO_F16C=1: half.h's scalar conversions (CPUs without F16C)
 --   before   only if NPU_BASELINE_ROOT names the root of another build (its npu/core.so, e.g.
@@ -111,7 +111,8 @@ local argv = { tostring(REPS) }
 for _, n in ipairs(names) do argv[#argv + 1] = ("'%s'"):format(n) end
 
 local rows = {} -- rows[name][label] = { ratios, f32 times, f16 times }
-for _ = 1, 3 do
+local ROUNDS = tonumber(os.getenv("NPU_HALF_ROUNDS") or "") or 3
+for _ = 1, ROUNDS do
   for _, c in ipairs(configs) do
     local p = io.popen(("%slua5.4 '%s' --rows %s"):format(c.env, script, table.concat(argv, " ")))
     for line in p:lines() do
@@ -128,7 +129,7 @@ for _ = 1, 3 do
   end
 end
 
-print(("force_fp16 time / float32 time, one device thread, median of %d alternating runs, then of 3 rounds"):format(REPS))
+print(("force_fp16 time / float32 time, one device thread, median of %d alternating runs, then of %d rounds"):format(REPS, ROUNDS))
 local head = ("%-26s %9s %9s"):format("model", "f32 ms", "f16 ms")
 for _, c in ipairs(configs) do head = head .. (" %9s"):format(c.label) end
 print(head)
