@@ -303,13 +303,16 @@ static void test_eltwise_registers(void) {
       {.kind = NPUK_EW_LEAKY_RELU, .operand = -1, .alpha = 0.2f},
       {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SUB, .bcast = NPUK_EW_FULL, .swap = 1, .operand = 3},
       {.kind = NPUK_EW_UNARY, .op = NPUK_UN_RELU6, .operand = -1},
-      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_MINIMUM, .bcast = NPUK_EW_ROW, .swap = 1, .operand = 2},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_MINIMUM, .bcast = NPUK_EW_ROW, .swap = 1,
+       .operand = 2},
       {.kind = NPUK_EW_UNARY, .op = NPUK_UN_NEG, .operand = -1},
       {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_DIV, .bcast = NPUK_EW_FULL, .operand = 0},
       {.kind = NPUK_EW_UNARY, .op = NPUK_UN_ABS, .operand = -1},
-      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SQUARED_DIFFERENCE, .bcast = NPUK_EW_FULL, .operand = 3},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SQUARED_DIFFERENCE, .bcast = NPUK_EW_FULL,
+       .operand = 3},
       {.kind = NPUK_EW_UNARY, .op = NPUK_UN_SQUARE, .operand = -1},
-      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SUB, .bcast = NPUK_EW_SCALAR, .swap = 1, .operand = 1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SUB, .bcast = NPUK_EW_SCALAR, .swap = 1,
+       .operand = 1},
       {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_ROW, .operand = 2},
       {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_FULL, .operand = 3},
       {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_SCALAR, .operand = 1},
@@ -605,7 +608,7 @@ static void test_matmul_half_b(void) {
                                              scratch, slots, algo);
                   /* float16 B under sgemv rows with F16C: the kernel's own order, its bound;
                      everything else: OpenBLAS's calls on the same values, the same bits */
-                  if (bd == NPUK_F16 && k > 0 && npuK_f16c() &&
+                  if (bd == NPUK_F16 && k > 0 && npuK_f16c() && __builtin_cpu_supports("fma") &&
                       npuK_gemm_uses_gemv(algo, m, n, k))
                     CHECK(gemv_within_bound(ta, tb, m, n, k, aw, bw, epp, c, cd));
                   else

@@ -74,7 +74,8 @@ static npu_status matmul_ref(const npuX_call *c) { return matmul_impl(c, true); 
 
 const npu_op_def npuP_op_fused_matmul = {
     .name = "fused_matmul", .tf_type = "_FusedMatMul", .min_inputs = 3, .max_inputs = 4,
-    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY | NPUX_F_HALF_B,
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST,
+    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY | NPUX_F_HALF_B,
     .scratch_size = matmul_scratch, .run = matmul_run, .run_ref = matmul_ref};
 
 /* ---- gradient descent through the gradient's GEMM (ApplyGradientDescentFusionPass) ---- */

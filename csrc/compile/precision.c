@@ -57,14 +57,15 @@
  * (weights, bias) the executor widens the reduced inputs into a float32
  * buffer (p->round_buf, or the step's place in the memory arena), lets the kernel write its reduced outputs there, and narrows them into their slots
  * (exec.c; npuE_step.widen says which operands).  Either way a float16 value is exactly what
- * rounding to float16 gives, and results equal rounding float32 values at the same points bit
- * for bit, but for matmul's matrix-vector path on a float16 B: a float32 sum in its own order,
- * within the GEMV bound (kernels.h) (the conversions run on F16C where the CPU has it, kernels/cast.c, and the fused
- * elementwise program reads dense float16 operands as stored: same bits, docs/compiler.md has
- * the times); the block-wise paths only avoid the full-size float32 copies (blazeface under
- * force_fp16: the largest widening buffer fell from 4.5 MiB, an add of two float16 maps, to 3 MiB,
- * a convolution's, then to nothing once convolutions and pools took x and y as stored (its weights
- * are float16 values already); its plan went from 113 % of float32's to 85 %).  A float32 constant
+ * rounding to float16 gives, and results equal rounding float32 values at the same points bit for
+ * bit, but for matmul's matrix-vector path on a float16 B: a float32 sum in its own order, within
+ * the GEMV bound (kernels.h).  The conversions run on F16C where the CPU has it (kernels/cast.c),
+ * and the fused elementwise program reads dense float16 operands as stored (same bits;
+ * docs/compiler.md has the times).  The block-wise paths only avoid the full-size float32 copies
+ * (blazeface under force_fp16: the largest widening buffer fell from 4.5 MiB, an add of two
+ * float16 maps, to 3 MiB, a convolution's, then to nothing once convolutions and pools took x and
+ * y as stored (its weights are float16 values already); its plan went from 113 % of float32's to
+ * 85 %).  A float32 constant
  * feeding a reduced step is stored rounded, as float16 (half the bytes; steps that widen read it
  * widened each run, elementwise ones a block at a time).  Keeping it rounded but as float32
  * instead (no per-run widening, same bits) was measured and rejected: it doubles the constant,

@@ -231,8 +231,10 @@ void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, in
  * rows widens its rows of op(A) (a (len, k) or, transposed, (k, len) matrix) into the slot; by
  * columns every block reads all of A, widened once per slot.  C's block is computed in the
  * slot, epilogue included, and narrowed into C.  B may be reduced too (b_floats): widened
- * by the block's panel of columns, or all of it once per slot when the blocks are rows.  Dimensions sgemm cannot take, and k = 0, run the reference loop on each block, as the
- * float32 kernel runs it on the whole (row by row, so the same bits). */
+ * by the block's panel of columns, or all of it once per slot when the blocks are rows (a
+ * float16 B under sgemv rows is read as stored instead: gemv_h_block).  Dimensions sgemm
+ * cannot take, and k = 0, run the reference loop on each block, as the float32 kernel runs it
+ * on the whole (row by row, so the same bits). */
 
 typedef struct half_job {
   gemm_job g;
@@ -275,8 +277,9 @@ static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots,
   }
   h->n_slots = n_slots < 1 ? 1 : n_slots;
   if (h->n_slots > h->n_blocks) h->n_slots = h->n_blocks;
-#if defined(__x86_64__) && defined(__GNUC__) /* GEMV_F16C, defined below */
-  h->gemv_h = h->blas && h->g.gemv && h->b_dtype == NPUK_F16 && npuK_f16c();
+#if defined(__x86_64__) && defined(__GNUC__) /* GEMV_F16C, defined below; it uses FMA too */
+  h->gemv_h = h->blas && h->g.gemv && h->b_dtype == NPUK_F16 && npuK_f16c() &&
+              __builtin_cpu_supports("fma");
 #endif
   h->slot_floats = a_floats(&h->g, h->a_dtype) + c_floats(&h->g, h->c_dtype) +
                    b_floats(&h->g, h->b_dtype, h->gemv_h);

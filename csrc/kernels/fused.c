@@ -323,19 +323,19 @@ static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_
 }
 
 /* ---- float16 programs in registers ----
-   A program whose every instruction is one of the common ops (the binary ones of bin_fast,
-   neg, relu, relu6, square, abs, leaky_relu, prelu) on float32 or float16 operands, in a plan that
-   stores something in float16, runs 8 lanes at a time in AVX registers: each operand widened
-   by F16C as it is loaded, the ops applied, the result narrowed as it is stored.  No buffer
-   is written and read back, so a float16 step moves 2 bytes an element where float32 moves 4
-   with about the float32 program's instruction count.  Same bits as ew_block: each op is the
-   float32 operation bin_fast / un_fast computes, written with the same selects (f_max's
-   `a > b || a != a`, relu's `x <= 0`, ...), so a NaN the program makes (inf - inf) gives what
-   the scalar forms give, and narrowing a quiet NaN in hardware keeps what half.h keeps.  A
-   NaN loaded from an operand could be signalling, which the hardware would quiet where half.h
-   keeps it, and which payload a two-NaN op returns is the compiler's choice in ew_block: a
-   group of lanes that loaded one is discarded and run again through ew_block itself, as are
-   the last (< 8) elements of a run. */
+   A program whose every instruction is one of the common ops (the binary ones of bin_fast, neg,
+   relu, relu6, square, abs, leaky_relu, prelu) on float32 or float16 operands, in a plan that
+   stores something in float16, runs 64 lanes (8 vectors) at a time in AVX registers: each operand
+   widened by F16C as it is loaded, the ops applied, the result narrowed as it is stored.  No
+   buffer is written and read back, so a float16 step moves 2 bytes an element where float32 moves
+   4, with about the float32 program's instruction count.  Same bits as ew_block: each op is the
+   float32 operation bin_fast / un_fast computes, written with the same selects (f_max's `a > b ||
+   a != a`, relu's `x <= 0`, ...), so a NaN the program makes (inf - inf) gives what the scalar
+   forms give, and narrowing a quiet NaN in hardware keeps what half.h keeps.  A NaN loaded from
+   an operand could be signalling, which the hardware would quiet where half.h keeps it, and which
+   payload a two-NaN op returns is the compiler's choice in ew_block: a group of lanes that loaded
+   one is discarded and run again through ew_block itself, as are the last (< 8) elements of a
+   run. */
 #if EW_F16C
 enum { EWR_V = 8 }; /* vectors a group holds: 64 lanes per instruction dispatched */
 
@@ -364,6 +364,7 @@ static int ewr_eligible(const ew_job *j) {
       if (in->bcast != NPUK_EW_FULL) return 0;
       break;
     case NPUK_EW_PRELU: break;
+    default: return 0;
     }
     npuK_dtype dt = j->dtypes[in->operand];
     if (dt != NPUK_F32 && dt != NPUK_F16) return 0;
@@ -426,7 +427,9 @@ ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv, const int rows) {
     if (in->kind == NPUK_EW_UNARY) {
       switch (in->op) {
       case NPUK_UN_NEG: EWR_UN(_mm256_xor_ps(x, sign)); break;
-      case NPUK_UN_RELU: EWR_UN(_mm256_blendv_ps(x, zero, _mm256_cmp_ps(x, zero, _CMP_LE_OQ))); break;
+      case NPUK_UN_RELU:
+        EWR_UN(_mm256_blendv_ps(x, zero, _mm256_cmp_ps(x, zero, _CMP_LE_OQ)));
+        break;
       case NPUK_UN_RELU6: /* r = x < 0 ? 0 : x; r > 6 ? 6 : r */
         EWR_UN(_mm256_blendv_ps(x, zero, _mm256_cmp_ps(x, zero, _CMP_LT_OQ)));
         EWR_UN(_mm256_blendv_ps(x, six, _mm256_cmp_ps(x, six, _CMP_GT_OQ)));

@@ -2,9 +2,10 @@
  * op_matmul.c — matmul: C = op(A) op(B) for rank-2 A and B (TensorFlow MatMul with its
  * transpose_a / transpose_b attributes).  Trust list: a cube op, may run in float16.
  * Device: OpenBLAS sgemm/dgemm; under the precision pass A, B and C may be stored float16 /
- * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY, NPUX_F_HALF_B).  Reference: the
- * naive triple loop.  int32 (TensorFlow's int32 MatMul, e.g. in TF.js models): the plain triple
- * loop npuK_matmul_i32 on both paths, wrapping modulo 2^32 as TensorFlow; never reduced.
+ * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY, NPUX_F_HALF_B).
+ * Reference: the naive triple loop.  int32 (TensorFlow's int32 MatMul, e.g. in TF.js models): the
+ * plain triple loop npuK_matmul_i32 on both paths, wrapping modulo 2^32 as TensorFlow; never
+ * reduced.
  * Gradient (TensorFlow's _MatMulGrad): two products with the transposes folded into the
  * attributes, e.g. dA = dC B^T, dB = A^T dC.
  */
@@ -115,5 +116,6 @@ static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 const npu_op_def npuX_op_matmul = {
     .name = "matmul", .tf_type = "MatMul", .args = "transpose_a,transpose_b",
     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY | NPUX_F_HALF_B, .parse = parse, .infer = infer,
+    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY | NPUX_F_HALF_B, .parse = parse,
+    .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};
