@@ -5,7 +5,7 @@
 -- each is the median of REPS runs after 3 warm-up runs.  < 1: force_fp16 is faster.
 --   lua5.4 bench/half.lua [REPS] [NAME ...]        (default 21; all models and both graphs)
 -- Columns, each a child process of this script (--rows prints machine-readable lines), run in
--- turn three times, the median ratio of the three printed:
+-- turn three times (NPU_HALF_ROUNDS=n: n times, for a loaded machine), the median ratio printed:
 --   F16C     this build, float16 conversions through F16C where the CPU has it
 --   scalar   this build with NPU_NO_F16C=1: half.h's scalar conversions (CPUs without F16C)
 --   before   only if NPU_BASELINE_ROOT names the root of another build (its npu/core.so, e.g.
@@ -13,7 +13,9 @@
 -- Synthetic graphs ("eltwise": x plus six constants, h = h + c six times (fused into one
 -- program), then a sum over all elements; "eltwise+pool": the same chain on a 1x1024x1024x4
 -- map, then an 8x8 average pool) feed and fetch float32 as every graph does; an add per 4 or 2
--- bytes read, so the conversions, not the arithmetic, decide what float16 costs.
+-- bytes read, so the conversions, not the arithmetic, decide what float16 costs.  "mlp-head":
+-- dense 2048 -> 4096 (bias, relu) -> 1000, softmax, at batch 1: matrix-vector products whose
+-- 12 Mi weights (48 MiB in float32, 24 in float16) are read once a run.
 local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
 package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
@@ -29,7 +31,7 @@ for _, a in ipairs(arg or {}) do
   elseif tonumber(a) then REPS = tonumber(a)
   else names[#names + 1] = a end
 end
-local SYNTHETIC = { "eltwise", "eltwise+pool" }
+local SYNTHETIC = { "eltwise", "eltwise+pool", "mlp-head" }
 if #names == 0 then
   names = util.model_names(DIR)
   for _, n in ipairs(SYNTHETIC) do names[#names + 1] = n end
@@ -40,6 +42,16 @@ local median = util.median
 
 -- The synthetic graphs: fetch list, feeds.
 local function synthetic(name)
+  if name == "mlp-head" then -- a classifier head at batch 1: its weights are the traffic
+    local g = npu.Graph()
+    local x = g:placeholder("float32", { 1, 2048 }, "x")
+    local w1 = g:const(npu.random.uniform({ 2048, 4096 }, { minval = -0.05, maxval = 0.05, seed = 1 }))
+    local b1 = g:const(npu.random.uniform({ 4096 }, { seed = 2 }))
+    local w2 = g:const(npu.random.uniform({ 4096, 1000 }, { minval = -0.05, maxval = 0.05, seed = 3 }))
+    local h = npu.relu(npu.nn.bias_add(npu.matmul(x, w1), b1))
+    local y = npu.nn.softmax(npu.matmul(h, w2))
+    return g, { y }, { [x] = npu.random.uniform({ 1, 2048 }, { seed = 9 }) }
+  end
   local N = 4 * 1024 * 1024
   local g = npu.Graph()
   local shape = name == "eltwise" and { N } or { 1, 1024, 1024, 4 }
@@ -99,7 +111,8 @@ local argv = { tostring(REPS) }
 for _, n in ipairs(names) do argv[#argv + 1] = ("'%s'"):format(n) end
 
 local rows = {} -- rows[name][label] = { ratios, f32 times, f16 times }
-for _ = 1, 3 do
+local ROUNDS = tonumber(os.getenv("NPU_HALF_ROUNDS") or "") or 3
+for _ = 1, ROUNDS do
   for _, c in ipairs(configs) do
     local p = io.popen(("%slua5.4 '%s' --rows %s"):format(c.env, script, table.concat(argv, " ")))
     for line in p:lines() do
@@ -116,7 +129,7 @@ for _ = 1, 3 do
   end
 end
 
-print(("force_fp16 time / float32 time, one device thread, median of %d alternating runs, then of 3 rounds"):format(REPS))
+print(("force_fp16 time / float32 time, one device thread, median of %d alternating runs, then of %d rounds"):format(REPS, ROUNDS))
 local head = ("%-26s %9s %9s"):format("model", "f32 ms", "f16 ms")
 for _, c in ipairs(configs) do head = head .. (" %9s"):format(c.label) end
 print(head)

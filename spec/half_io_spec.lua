@@ -2,9 +2,9 @@
 -- elementwise steps (unary, binary, fused elementwise programs) read and write their float16
 -- operands themselves, a block at a time, steps that only move elements (reshape, pad,
 -- transpose, concat, ...) move them as stored, convolutions and matmul widen their input and
--- narrow their output by blocks in their scratch, pools by bands of rows; only the other
--- steps (softmax, ...) and the convolutions' and matmul's weights still get widened into a
--- float32 buffer (explain's memory.round_bytes, the largest such buffer).  Results are those
+-- narrow their output by blocks in their scratch (matmul its float16 weights too), pools by
+-- bands of rows; only the other steps (softmax, ...) and the convolutions' weights still get
+-- widened into a float32 buffer (explain's memory.round_bytes, the largest such buffer).  Results are those
 -- of rounding float32 values to float16 after every op, as before: the oracle runs each op
 -- alone in float32 on rounded inputs and rounds its output.
 local lu = require("luaunit")
@@ -122,6 +122,41 @@ function TestHalfIO:test_convolutions_and_matmul_take_float16_as_stored()
     return gg:op("matmul", { gg:op("reshape", { a }, { shape = { 50, 12 } }, "r"), b }, {}, "m")
   end, a3, M)
   lu.assertTrue(same(sess:run(y, { [x] = X }), want))
+end
+
+function TestHalfIO:test_matmul_reads_float16_weights_as_stored()
+  -- B (the weights) stays float16 too (NPUX_F_HALF_B): only the bias is widened by the executor.
+  -- 50 rows: GEMM blocks on B widened by panels, the bits of widening it whole; 1 row: the
+  -- matrix-vector path reads B in registers, a float32 sum in another order, so within a
+  -- float16 rounding step of the oracle
+  local K, N = 300, 700
+  local W = npu.random.normal({ K, N }, { seed = 41 })
+  local Bias = npu.random.normal({ N }, { seed = 42 })
+  for _, m in ipairs { 50, 1 } do
+    local X = npu.random.normal({ m, K }, { seed = 40 + m })
+    local g = npu.Graph()
+    local x = g:placeholder("float32", { m, K }, "x")
+    local y = npu.relu(npu.nn.bias_add(g:op("matmul", { x, g:const(W) }, {}, "m"), g:const(Bias)))
+    local sess = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
+    local e = sess:explain(y, { [x] = X })
+    local mm
+    for _, st in ipairs(e.steps) do
+      if st.op == "matmul" or st.op == "fused_matmul" then mm = st end
+    end
+    lu.assertNotNil(mm, "a matmul step")
+    lu.assertEquals(mm.inputs[2].dtype, "float16")
+    lu.assertEquals(e.memory.round_bytes, 4 * N, "rows " .. m) -- the bias alone
+    local want = op16(function(gg, a, b, c)
+      return npu.relu(npu.nn.bias_add(gg:op("matmul", { a, b }, {}, "m"), c))
+    end, X, W, Bias)
+    local got = sess:run(y, { [x] = X })
+    if m > 1 then
+      lu.assertTrue(same(got, want), "rows " .. m)
+    else
+      lu.assertFalse(same(got, npu.zeros({ m, N })))
+      lu.assertTrue(npu.allclose(got, want, 2 ^ -9, 1e-3), "rows " .. m)
+    end
+  end
 end
 
 function TestHalfIO:test_pools_take_float16_as_stored()

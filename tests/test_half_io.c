@@ -288,6 +288,117 @@ static void test_eltwise_f16_operand(void) {
         }
 }
 
+/* A program of only the ops the register path has (fused.c's ewr_*: every one of them, each
+   broadcast, the operand on either side), float16 and float32 operands and outputs, NaNs
+   (one signalling) and infinities in the operands so that NaN groups fall back and the
+   program makes NaNs of its own (inf - inf, 0 * inf), lengths off the 8- and 32-lane groups,
+   rows that do not fill a group (ROW operands): bit for bit the float32 program, narrowed. */
+static void test_eltwise_registers(void) {
+  const npuK_ew_instr prog[] = {
+      {.kind = NPUK_EW_LOAD, .operand = 0},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_MUL, .bcast = NPUK_EW_SCALAR, .operand = 1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_ADD, .bcast = NPUK_EW_ROW, .operand = 2},
+      {.kind = NPUK_EW_UNARY, .op = NPUK_UN_RELU, .operand = -1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_MAXIMUM, .bcast = NPUK_EW_FULL, .operand = 3},
+      {.kind = NPUK_EW_LEAKY_RELU, .operand = -1, .alpha = 0.2f},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SUB, .bcast = NPUK_EW_FULL, .swap = 1, .operand = 3},
+      {.kind = NPUK_EW_UNARY, .op = NPUK_UN_RELU6, .operand = -1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_MINIMUM, .bcast = NPUK_EW_ROW, .swap = 1,
+       .operand = 2},
+      {.kind = NPUK_EW_UNARY, .op = NPUK_UN_NEG, .operand = -1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_DIV, .bcast = NPUK_EW_FULL, .operand = 0},
+      {.kind = NPUK_EW_UNARY, .op = NPUK_UN_ABS, .operand = -1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SQUARED_DIFFERENCE, .bcast = NPUK_EW_FULL,
+       .operand = 3},
+      {.kind = NPUK_EW_UNARY, .op = NPUK_UN_SQUARE, .operand = -1},
+      {.kind = NPUK_EW_BINARY, .op = NPUK_BIN_SUB, .bcast = NPUK_EW_SCALAR, .swap = 1,
+       .operand = 1},
+      {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_ROW, .operand = 2},
+      {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_FULL, .operand = 3},
+      {.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_SCALAR, .operand = 1},
+  };
+  const int n_instr = (int)(sizeof prog / sizeof *prog);
+  const int64_t shapes[][2] = {{77, 5}, {3, 1024}, {2, 2500}, {1, 1}, {5, 41}, {9, 64}, {1, 39},
+                               {50, 16}, {13, 24}, {7, 8}, {3, 1032}};
+  const npuK_dtype two[2] = {NPUK_F16, NPUK_F32};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int d = 0; d < 8; d++)
+      for (int prefix = 2; prefix <= n_instr; prefix++) {
+        int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+        npuK_dtype od[4] = {two[d & 1], two[(d >> 1) & 1], two[(d >> 2) & 1], NPUK_F16},
+                   yd = two[(d + prefix) & 1];
+        int64_t sizes[4] = {n, 1, cols, n};
+        void *ops[4];
+        float *wide[4];
+        for (int i = 0; i < 4; i++) ops[i] = rand_stored(sizes[i], od[i], &wide[i]);
+        if (n > 20) { /* inf - inf and 0 * inf inside the program */
+          wide[0][17] = INFINITY, wide[3][17] = INFINITY, wide[0][19] = 0.0f;
+          /* signed zeros and infinities in groups without a NaN (the register path's) */
+          for (int64_t i = 40; i + 8 < n; i += 45) {
+            wide[0][i] = -0.0f, wide[0][i + 1] = 0.0f, wide[3][i + 2] = -0.0f;
+            wide[0][i + 3] = -INFINITY, wide[3][i + 4] = INFINITY, wide[0][i + 5] = 7.0f;
+            wide[3][i + 6] = -0.0f, wide[0][i + 6] = 0.0f;
+          }
+          npuK_cast(NULL, n, NPUK_F32, wide[0], od[0], ops[0]);
+          npuK_cast(NULL, n, NPUK_F32, wide[3], od[3], ops[3]);
+          npuK_cast(NULL, n, od[0], ops[0], NPUK_F32, wide[0]);
+          npuK_cast(NULL, n, od[3], ops[3], NPUK_F32, wide[3]);
+        }
+        float *yw = malloc((size_t)n * sizeof *yw);
+        npuK_eltwise_f32(NULL, prefix, prog, rows, cols, (const float *const *)wide, yw);
+        for (int p = 0; p < 2; p++) {
+          void *y = alloc_out(n, yd);
+          CHECK(npuK_eltwise_mixed(pools[p], prefix, prog, rows, cols, (const void *const *)ops,
+                                   od, y, yd) == 0);
+          CHECK(narrowed_equal(yw, n, yd, y));
+          free(y);
+        }
+        for (int i = 0; i < 4; i++) free(ops[i]), free(wide[i]);
+        free(yw);
+      }
+}
+
+/* Each op of the register path alone after the LOAD (signed zeros, infinities, NaNs), so that
+   no earlier op hides a -0 or a NaN from it. */
+static void test_eltwise_registers_one_op(void) {
+  npuK_ew_instr ops[16];
+  int n_ops = 0;
+  const uint8_t un[] = {NPUK_UN_NEG, NPUK_UN_RELU, NPUK_UN_RELU6, NPUK_UN_SQUARE, NPUK_UN_ABS};
+  for (size_t u = 0; u < sizeof un; u++)
+    ops[n_ops++] = (npuK_ew_instr){.kind = NPUK_EW_UNARY, .op = un[u], .operand = -1};
+  ops[n_ops++] = (npuK_ew_instr){.kind = NPUK_EW_LEAKY_RELU, .operand = -1, .alpha = -0.5f};
+  ops[n_ops++] = (npuK_ew_instr){.kind = NPUK_EW_PRELU, .bcast = NPUK_EW_FULL, .operand = 1};
+  const uint8_t bin[] = {NPUK_BIN_ADD, NPUK_BIN_SUB, NPUK_BIN_MUL, NPUK_BIN_DIV,
+                         NPUK_BIN_MAXIMUM, NPUK_BIN_MINIMUM, NPUK_BIN_SQUARED_DIFFERENCE};
+  for (size_t b = 0; b < sizeof bin; b++)
+    ops[n_ops++] = (npuK_ew_instr){.kind = NPUK_EW_BINARY, .op = bin[b], .bcast = NPUK_EW_FULL,
+                                   .swap = (uint8_t)(b & 1), .operand = 1};
+  const float special[] = {-0.0f, 0.0f, INFINITY, -INFINITY, 6.0f, 7.0f, -1.0f, 65504.0f};
+  for (int i = 0; i < n_ops; i++)
+    for (int d = 0; d < 4; d++) {
+      const npuK_ew_instr prog[2] = {{.kind = NPUK_EW_LOAD, .operand = 0}, ops[i]};
+      const int64_t n = 300;
+      npuK_dtype od[2] = {d & 1 ? NPUK_F32 : NPUK_F16, NPUK_F16}, yd = d & 2 ? NPUK_F32 : NPUK_F16;
+      float *wide[2];
+      void *st[2] = {rand_stored(n, od[0], &wide[0]), rand_stored(n, od[1], &wide[1])};
+      for (int64_t k = 40; k < n; k++) { /* every pair of specials, away from the NaNs */
+        wide[0][k] = special[k % 8];
+        wide[1][k] = special[(k / 8) % 8];
+      }
+      for (int o = 0; o < 2; o++) {
+        npuK_cast(NULL, n, NPUK_F32, wide[o], od[o], st[o]);
+        npuK_cast(NULL, n, od[o], st[o], NPUK_F32, wide[o]);
+      }
+      float *yw = malloc((size_t)n * sizeof *yw);
+      npuK_eltwise_f32(NULL, 2, prog, 1, n, (const float *const *)wide, yw);
+      void *y = alloc_out(n, yd);
+      CHECK(npuK_eltwise_mixed(NULL, 2, prog, 1, n, (const void *const *)st, od, y, yd) == 0);
+      CHECK(narrowed_equal(yw, n, yd, y));
+      free(y), free(yw);
+      for (int o = 0; o < 2; o++) free(st[o]), free(wide[o]);
+    }
+}
+
 /* conv2d with x and y stored reduced (NPUX_F_HALF_XY): against widening x in full,
    npuK_conv2d_f32_ep and narrowing y, for pointwise, im2col (strides, dilation, padding,
    batches whose blocks cross images, several blocks per slot), an empty filter (k = 0), with
@@ -428,6 +539,88 @@ static void test_matmul_half(void) {
     }
 }
 
+/* matmul with B (the weights) stored reduced too, read as stored (NPUX_F_HALF_B): against
+   widening A and B in full, the _blas kernel, narrowing C — rows as sgemv (m = 1, 2), blocks of
+   rows (B widened whole per slot), blocks of columns (B by panels), k = 0, every transpose,
+   every algorithm, 1 to 3 slots and ragged pools. */
+/* c (m, n; dtype cd) against float64 op(A) op(B) + bias, relu when ep: within the float32
+   sum's bound (k + 1) 2^-23 (|bias| + sum |a b|), plus the narrowing's half ulp (2^-8 relative,
+   bfloat16's, covers float16's) when cd is reduced; NaN where the exact value is NaN, the same
+   infinity where it is infinite. */
+static int gemv_within_bound(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *aw,
+                             const float *bw, const npuK_epilogue *ep, const void *c,
+                             npuK_dtype cd) {
+  float *cf = malloc((size_t)(m * n) * sizeof *cf);
+  npuK_cast(NULL, m * n, cd, c, NPUK_F32, cf);
+  int ok = 1;
+  for (int64_t r = 0; r < m && ok; r++)
+    for (int64_t j = 0; j < n && ok; j++) {
+      double sum = ep ? ep->bias[j] : 0, mag = ep ? fabs(ep->bias[j]) : 0;
+      for (int64_t i = 0; i < k; i++) {
+        double a = ta ? aw[i * m + r] : aw[r * k + i], b = tb ? bw[j * k + i] : bw[i * n + j];
+        sum += a * b;
+        mag += fabs(a * b);
+      }
+      if (ep && sum <= 0) sum = 0;
+      double got = cf[r * n + j];
+      if (isnan(sum)) ok = isnan(got);
+      else if (isinf(sum)) ok = got == sum;
+      else
+        ok = fabs(got - sum) <= (double)(k + 1) * 0x1p-23 * mag +
+                                    (cd == NPUK_F32 ? 0 : 0x1p-8 * fabs(sum) + 0x1p-24);
+    }
+  free(cf);
+  return ok;
+}
+
+static void test_matmul_half_b(void) {
+  static const int64_t shapes[][3] = {{1, 700, 300}, {2, 64, 2000}, {3, 5, 7},
+                                      {600, 8, 500}, {5, 1100, 400}, {4, 6, 0}};
+  for (size_t q = 0; q < sizeof shapes / sizeof *shapes; q++)
+    for (int t = 0; t < 4; t++)
+      for (int bdi = 0; bdi < 2; bdi++) {
+        int ta = t & 1, tb = t >> 1;
+        int64_t m = shapes[q][0], n = shapes[q][1], k = shapes[q][2];
+        npuK_dtype bd = dts[bdi]; /* float16, bfloat16 */
+        float *bw, *bias = malloc((size_t)n * sizeof *bias);
+        void *bs = rand_stored(k * n, bd, &bw);
+        for (int64_t i = 0; i < k * n; i++)
+          if (!isfinite(bw[i])) bw[i] = 0.25f;
+        npuK_cast(NULL, k * n, NPUK_F32, bw, bd, bs);
+        for (int64_t i = 0; i < n; i++) bias[i] = (urand() - 0.5f) * 2;
+        for (int e = 0; e < 2; e++)
+          for (int d = 0; d < 3; d++)
+            for (int algo = 0; algo < NPUK_GEMM_ALGO_COUNT; algo++) {
+              npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+              const npuK_epilogue *epp = e ? &ep : NULL;
+              npuK_dtype ad = dts[d], cd = dts[(d + 1 + algo) % 3];
+              float *aw;
+              void *a = rand_stored(m * k, ad, &aw);
+              float *cw = malloc((size_t)(m * n) * sizeof *cw);
+              npuK_matmul_half_algo_ep(NULL, ta, tb, m, n, k, aw, NPUK_F32, bw, epp, cw, NPUK_F32,
+                                       NULL, 1, algo);
+              for (int slots = 1; slots <= 3; slots++)
+                for (int p = 0; p < 2; p++) {
+                  size_t sz = npuK_matmul_half_b_scratch_size(m, n, k, slots, ad, bd, cd, algo);
+                  float *scratch = malloc(sz + 16);
+                  void *c = alloc_out(m * n, cd);
+                  npuK_matmul_half_b_algo_ep(pools[p], ta, tb, m, n, k, a, ad, bs, bd, epp, c, cd,
+                                             scratch, slots, algo);
+                  /* float16 B under sgemv rows with F16C: the kernel's own order, its bound;
+                     everything else: OpenBLAS's calls on the same values, the same bits */
+                  if (bd == NPUK_F16 && k > 0 && npuK_f16c() && __builtin_cpu_supports("fma") &&
+                      npuK_gemm_uses_gemv(algo, m, n, k))
+                    CHECK(gemv_within_bound(ta, tb, m, n, k, aw, bw, epp, c, cd));
+                  else
+                    CHECK(narrowed_equal(cw, m * n, cd, c));
+                  free(c), free(scratch);
+                }
+              free(a), free(aw), free(cw);
+            }
+        free(bs), free(bw), free(bias);
+      }
+}
+
 /* max_pool / avg_pool with x and y stored reduced: against widening x in full, the _f32
    kernel and narrowing y — bands crossing images and slot ends, strides, padding, windows
    partly outside, 1 to 4 slots and ragged pools. */
@@ -475,9 +668,12 @@ int main(void) {
   test_binary();
   test_eltwise();
   test_eltwise_f16_operand();
+  test_eltwise_registers();
+  test_eltwise_registers_one_op();
   test_conv_half();
   test_depthwise_half();
   test_matmul_half();
+  test_matmul_half_b();
   test_pool_half();
   return check_summary("test_half_io");
 }

@@ -12,10 +12,14 @@
 /* Fused steps compute float32 only; a later pass must not hand them anything else, but x and
    y (input 0, output 0) of a step flagged NPUX_F_HALF_XY may be float16 / bfloat16 when
    half_xy is set (its kernel widens and narrows them by blocks). */
-static npu_status check_f32_xy(const npuX_call *c, const char *op, bool half_xy) {
+/* half_b: input 1 too (NPUX_F_HALF_B: matmul's B) */
+static npu_status check_half_operands(const npuX_call *c, const char *op, bool half_xy,
+                                      bool half_b) {
   for (int i = 0; i < c->n_inputs + c->n_outputs; i++) {
     const npu_tensor *t = i < c->n_inputs ? c->in[i] : c->out[i - c->n_inputs];
-    if (half_xy && (i == 0 || i == c->n_inputs) && npuX_is_half(t->dtype)) continue;
+    if (half_xy && (i == 0 || i == c->n_inputs || (half_b && i == 1)) &&
+        npuX_is_half(t->dtype))
+      continue;
     if (t->dtype != NPU_DTYPE_F32)
       return npuC_error(c->ctx, NPU_ERR_UNSUPPORTED,
                         "%s '%s': a fused step computes float32, its %s %d is %s", op,
@@ -23,6 +27,10 @@ static npu_status check_f32_xy(const npuX_call *c, const char *op, bool half_xy)
                         i < c->n_inputs ? i : i - c->n_inputs, npu_dtype_name(t->dtype));
   }
   return NPU_OK;
+}
+
+static npu_status check_f32_xy(const npuX_call *c, const char *op, bool half_xy) {
+  return check_half_operands(c, op, half_xy, false);
 }
 
 static npu_status check_f32(const npuX_call *c, const char *op) {
@@ -35,13 +43,15 @@ static size_t matmul_scratch(const npuX_call *c) {
   const npuP_fused_matmul *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
   if (a->ndim != 2 || y->ndim != 2) return 0;
-  return npuK_matmul_half_scratch_size(y->shape[0], y->shape[1], a->shape[p->transpose_a ? 0 : 1],
-                                       c->n_threads, (npuK_dtype)a->dtype, (npuK_dtype)y->dtype);
+  return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
+                                         a->shape[p->transpose_a ? 0 : 1], c->n_threads,
+                                         (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,
+                                         (npuK_dtype)y->dtype, c->algo);
 }
 
 static npu_status matmul_impl(const npuX_call *c, bool reference) {
   const npuP_fused_matmul *p = c->params;
-  npu_status st = check_f32_xy(c, "fused_matmul", !reference);
+  npu_status st = check_half_operands(c, "fused_matmul", !reference, !reference);
   if (st) return st;
   const npu_tensor *a = c->in[0], *b = c->in[1];
   npu_tensor *y = c->out[0];
@@ -52,10 +62,10 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
   if (reference)
     npuK_matmul_f32_ref_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                            &ep, y->data);
-  else /* A and C as stored (NPUX_F_HALF_XY) */
-    npuK_matmul_half_algo_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
-                        (npuK_dtype)a->dtype, b->data, &ep, y->data, (npuK_dtype)y->dtype,
-                        c->scratch, c->n_threads, c->algo);
+  else /* A, B and C as stored (NPUX_F_HALF_XY, _HALF_B) */
+    npuK_matmul_half_b_algo_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
+                               (npuK_dtype)a->dtype, b->data, (npuK_dtype)b->dtype, &ep,
+                               y->data, (npuK_dtype)y->dtype, c->scratch, c->n_threads, c->algo);
   return NPU_OK;
 }
 
@@ -64,7 +74,8 @@ static npu_status matmul_ref(const npuX_call *c) { return matmul_impl(c, true); 
 
 const npu_op_def npuP_op_fused_matmul = {
     .name = "fused_matmul", .tf_type = "_FusedMatMul", .min_inputs = 3, .max_inputs = 4,
-    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .fused = true, .tune = NPUX_TUNE_GEMM, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .fused = true, .tune = NPUX_TUNE_GEMM,
+    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY | NPUX_F_HALF_B,
     .scratch_size = matmul_scratch, .run = matmul_run, .run_ref = matmul_ref};
 
 /* ---- gradient descent through the gradient's GEMM (ApplyGradientDescentFusionPass) ---- */

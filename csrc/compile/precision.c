@@ -50,17 +50,22 @@
  * fused steps, max_pool, avg_pool) take x (input 0) and y (output 0) as stored: the kernel
  * widens x by im2col / GEMM blocks or row bands and narrows y by blocks inside its scratch,
  * which is asked for again here with the stored dtypes (it grows by those blocks; float32
- * plans keep theirs).  For the other steps (softmax, batch_matmul, ...) and the other reduced
- * operands of those (weights, bias) the executor widens the reduced inputs into a float32
+ * plans keep theirs).  matmul also takes B (input 1, the weights) as stored (NPUX_F_HALF_B):
+ * read by panels, or in registers by its matrix-vector path, instead of widened whole each run.
+ * A host_func step keeps the graph's dtypes (its host returns Tout's; see decide).
+ * For the other steps (softmax, batch_matmul, ...) and the other reduced operands of those
+ * (weights, bias) the executor widens the reduced inputs into a float32
  * buffer (p->round_buf, or the step's place in the memory arena), lets the kernel write its reduced outputs there, and narrows them into their slots
  * (exec.c; npuE_step.widen says which operands).  Either way a float16 value is exactly what
- * rounding to float16 gives, and results equal rounding float32 values at the same points bit
- * for bit (the conversions run on F16C where the CPU has it, kernels/cast.c, and the fused
- * elementwise program reads dense float16 operands as stored: same bits, docs/compiler.md has
- * the times); the block-wise paths only avoid the full-size float32 copies (blazeface under
- * force_fp16: the largest widening buffer fell from 4.5 MiB, an add of two float16 maps, to 3 MiB,
- * a convolution's, then to nothing once convolutions and pools took x and y as stored (its weights
- * are float16 values already); its plan went from 113 % of float32's to 85 %).  A float32 constant
+ * rounding to float16 gives, and results equal rounding float32 values at the same points bit for
+ * bit, but for matmul's matrix-vector path on a float16 B: a float32 sum in its own order, within
+ * the GEMV bound (kernels.h).  The conversions run on F16C where the CPU has it (kernels/cast.c),
+ * and the fused elementwise program reads dense float16 operands as stored (same bits;
+ * docs/compiler.md has the times).  The block-wise paths only avoid the full-size float32 copies
+ * (blazeface under force_fp16: the largest widening buffer fell from 4.5 MiB, an add of two
+ * float16 maps, to 3 MiB, a convolution's, then to nothing once convolutions and pools took x and
+ * y as stored (its weights are float16 values already); its plan went from 113 % of float32's to
+ * 85 %).  A float32 constant
  * feeding a reduced step is stored rounded, as float16 (half the bytes; steps that widen read it
  * widened each run, elementwise ones a block at a time).  Keeping it rounded but as float32
  * instead (no per-run widening, same bits) was measured and rejected: it doubles the constant,
@@ -263,6 +268,10 @@ static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept
     want[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype;
   *kept = false;
   if (st->def->kind != NPUX_KIND_KERNEL) return NPU_OK;
+  /* a host function gets its inputs and returns its outputs in the graph's dtypes whatever the
+     mode (the host returns Tout's dtypes, and its outputs' shapes, known only when it runs,
+     could not size a Cast step planned now): reduced inputs are cast back for it */
+  if (st->def == &npuX_op_host_func) return NPU_OK;
   /* a fused step is its base op's: the node it was made from (fusion keeps it in st->node) */
   const npuG_node *node = &r->g->nodes[st->node];
   int op = node->op;
@@ -361,6 +370,14 @@ static bool moves_as_is(const npuE_plan *p, const npuE_step *st, const int *orig
   return true;
 }
 
+/* Whether the kernel of st reads (writes) operand i — inputs, then outputs — as stored:
+   x and y of NPUX_F_HALF_XY, and B of NPUX_F_HALF_B. */
+static bool kernel_takes_stored(const npuE_step *st, int i) {
+  unsigned f = st->def->flags;
+  if (!(f & NPUX_F_HALF_XY)) return false;
+  return i == 0 || i == st->n_in || (i == 1 && (f & NPUX_F_HALF_B));
+}
+
 /* Rewrites step st (a copy, appended to the new list by the caller) to the dtypes decided.
    orig: room for its operands' graph value ids. */
 static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
@@ -388,7 +405,7 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
                 ((st->def->flags & NPUX_F_MOVES) && moves_as_is(p, st, orig));
   /* NPUX_F_HALF_XY: the kernel takes x (input 0) and y (output 0) as stored, so its scratch
      (which now holds their blocks' float32 copies) is asked for again */
-  bool xy = (st->def->flags & NPUX_F_HALF_XY) != 0, xy_reduced = false;
+  bool xy_reduced = false;
   int n_widen = 0;
   size_t bytes = 0;
   for (int i = 0; i < n; i++) {
@@ -396,8 +413,8 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
     if (d->dtype == p->values[orig[i]].dtype) continue;
     int *first = i < st->n_in ? &st->round_in : &st->round_out;
     if (*first < 0) *first = (int)d->dtype;
-    if (xy && (i == 0 || i == st->n_in)) xy_reduced = true;
-    if (direct || (xy && (i == 0 || i == st->n_in))) continue;
+    if (kernel_takes_stored(st, i)) xy_reduced = true;
+    if (direct || kernel_takes_stored(st, i)) continue;
     n_widen++;
     bytes += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);
   }
@@ -410,7 +427,7 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
   for (int i = 0; i < n; i++)
     st->widen[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype !=
                        p->values[orig[i]].dtype &&
-                   !(xy && (i == 0 || i == st->n_in));
+                   !kernel_takes_stored(st, i);
   if (bytes > p->round_size) p->round_size = bytes;
   if (n_widen > p->n_round_meta) p->n_round_meta = n_widen;
   return NPU_OK;

@@ -230,15 +230,18 @@ void npuK_matmul_f32_blas_ep(const npuK_pool *pool, int trans_a, int trans_b, in
  * by slots of scratch: slot s takes blocks [s * nb / slots, (s + 1) * nb / slots).  A block by
  * rows widens its rows of op(A) (a (len, k) or, transposed, (k, len) matrix) into the slot; by
  * columns every block reads all of A, widened once per slot.  C's block is computed in the
- * slot, epilogue included, and narrowed into C.  B is float32 (the executor widens a reduced
- * B).  Dimensions sgemm cannot take, and k = 0, run the reference loop on each block, as the
- * float32 kernel runs it on the whole (row by row, so the same bits). */
+ * slot, epilogue included, and narrowed into C.  B may be reduced too (b_floats): widened
+ * by the block's panel of columns, or all of it once per slot when the blocks are rows (a
+ * float16 B under sgemv rows is read as stored instead: gemv_h_block).  Dimensions sgemm
+ * cannot take, and k = 0, run the reference loop on each block, as the float32 kernel runs it
+ * on the whole (row by row, so the same bits). */
 
 typedef struct half_job {
   gemm_job g;
-  const void *a;
+  const void *a, *bh; /* bh: B as stored when b_dtype is reduced (g.b is then unused) */
   void *c;
-  npuK_dtype a_dtype, c_dtype;
+  npuK_dtype a_dtype, b_dtype, c_dtype;
+  int gemv_h; /* sgemv rows on a float16 B run gemv_h_block on it as stored (no widened B) */
   int blas;
   float *scratch;
   int64_t n_blocks, n_slots, slot_floats;
@@ -254,6 +257,14 @@ static int64_t c_floats(const gemm_job *g, npuK_dtype c_dtype) {
   return g->by_rows ? g->block * g->n : g->m * g->block;
 }
 
+/* B reduced: its block's columns of op(B) (k, block) when the blocks are columns, else all of
+   it once per slot, widened.  A float16 weight matrix is read at 2 bytes an element and
+   widened a panel at a time in cache, where widening it in full each run wrote and reread 4. */
+static int64_t b_floats(const gemm_job *g, npuK_dtype b_dtype, int gemv_h) {
+  if (b_dtype == NPUK_F32 || gemv_h) return 0;
+  return g->by_rows ? g->n * g->k : g->block * g->k;
+}
+
 static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots, int algo) {
   h->g.m = m, h->g.n = n, h->g.k = k;
   h->blas = k > 0 && fits_blasint(m, n, k);
@@ -266,15 +277,28 @@ static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots,
   }
   h->n_slots = n_slots < 1 ? 1 : n_slots;
   if (h->n_slots > h->n_blocks) h->n_slots = h->n_blocks;
-  h->slot_floats = a_floats(&h->g, h->a_dtype) + c_floats(&h->g, h->c_dtype);
+#if defined(__x86_64__) && defined(__GNUC__) /* GEMV_F16C, defined below; it uses FMA too */
+  h->gemv_h = h->blas && h->g.gemv && h->b_dtype == NPUK_F16 && npuK_f16c() &&
+              __builtin_cpu_supports("fma");
+#endif
+  h->slot_floats = a_floats(&h->g, h->a_dtype) + c_floats(&h->g, h->c_dtype) +
+                   b_floats(&h->g, h->b_dtype, h->gemv_h);
+}
+
+size_t npuK_matmul_half_b_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
+                                       npuK_dtype a_dtype, npuK_dtype b_dtype,
+                                       npuK_dtype c_dtype, int algo) {
+  if (m <= 0 || n <= 0 || (a_dtype == NPUK_F32 && b_dtype == NPUK_F32 && c_dtype == NPUK_F32))
+    return 0;
+  half_job h = {.a_dtype = a_dtype, .b_dtype = b_dtype, .c_dtype = c_dtype};
+  half_plan(&h, m, n, k > 0 ? k : 0, n_slots, algo);
+  return (size_t)(h.n_slots * h.slot_floats) * sizeof(float);
 }
 
 size_t npuK_matmul_half_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
                                      npuK_dtype a_dtype, npuK_dtype c_dtype) {
-  if (m <= 0 || n <= 0 || (a_dtype == NPUK_F32 && c_dtype == NPUK_F32)) return 0;
-  half_job h = {.a_dtype = a_dtype, .c_dtype = c_dtype};
-  half_plan(&h, m, n, k > 0 ? k : 0, n_slots, NPUK_GEMM_AUTO);
-  return (size_t)(h.n_slots * h.slot_floats) * sizeof(float);
+  return npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, NPUK_F32, c_dtype,
+                                         NPUK_GEMM_AUTO);
 }
 
 /* Widens rows [r0, r0 + rows) of a (rows of len elements, row stride ld) into dst (rows, len). */
@@ -289,20 +313,128 @@ static void widen_rows(float *dst, const void *a, npuK_dtype dt, int64_t r0, int
     npuK_cast(NULL, len, dt, ah + (r0 + r) * ld + col0, NPUK_F32, dst + r * len);
 }
 
+/* Matrix-vector products on a float16 B as stored (F16C): c[r, j] = bias[j] + sum_i a[r, i]
+   B[i, j] for the rows of a block that runs as sgemv (few rows: B is read once, and its bytes
+   are the product's cost).  Where the sgemv path widens a panel of B into scratch and reads it
+   back (more traffic than float32 when the panel leaves the cache), this reads B's 2 bytes an
+   element once and widens 8 lanes in registers.  The sum is a float32 sum over k in another
+   order than OpenBLAS's (as the GEMV / SGEMM algorithms differ, kernels.h): |c - exact| <=
+   (k + 1) 2^-23 (|bias| + sum |a b|), no longer OpenBLAS's bits (tests/test_half_io.c checks the
+   bound against float64). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define GEMV_F16C 1
+
+/* c[0, n) += x B for B (k rows of ldb) float16 row-major: B streamed row after row (4 rows a
+   pass, so c, in L1, is loaded and stored once per 4 rows), each 8 halves widened in registers. */
+__attribute__((target("f16c"))) static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+__attribute__((target("avx2,fma,f16c"))) static void gemv_h_n(int64_t n, int64_t k,
+                                                                const float *x, int64_t incx,
+                                                                const uint16_t *b, int64_t ldb,
+                                                                float *c) {
+#define GH_ROW(r, j) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b##r + (j))))
+  int64_t i = 0;
+  for (; i + 4 <= k; i += 4) {
+    const uint16_t *b0 = b + i * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+    const float s0 = x[i * incx], s1 = x[(i + 1) * incx], s2 = x[(i + 2) * incx],
+                s3 = x[(i + 3) * incx];
+    const __m256 x0 = _mm256_set1_ps(s0), x1 = _mm256_set1_ps(s1), x2 = _mm256_set1_ps(s2),
+                 x3 = _mm256_set1_ps(s3);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      __m256 acc = _mm256_loadu_ps(c + j);
+      acc = _mm256_fmadd_ps(x0, GH_ROW(0, j), acc);
+      acc = _mm256_fmadd_ps(x1, GH_ROW(1, j), acc);
+      acc = _mm256_fmadd_ps(x2, GH_ROW(2, j), acc);
+      acc = _mm256_fmadd_ps(x3, GH_ROW(3, j), acc);
+      _mm256_storeu_ps(c + j, acc);
+    }
+    for (; j < n; j++)
+      c[j] = c[j] + s0 * h2f(b0[j]) + s1 * h2f(b1[j]) + s2 * h2f(b2[j]) + s3 * h2f(b3[j]);
+  }
+  for (; i < k; i++) {
+    const uint16_t *b0 = b + i * ldb;
+    const float s0 = x[i * incx];
+    const __m256 x0 = _mm256_set1_ps(s0);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+      _mm256_storeu_ps(c + j, _mm256_fmadd_ps(x0, GH_ROW(0, j), _mm256_loadu_ps(c + j)));
+    for (; j < n; j++) c[j] = c[j] + s0 * h2f(b0[j]);
+  }
+#undef GH_ROW
+}
+
+/* c[j] (+)= dot(B[j, :], x) for B (n, ldb) float16 row-major (op(B) = B^T). */
+__attribute__((target("avx2,fma,f16c"))) static void gemv_h_t(int64_t n, int64_t k,
+                                                                const float *x, int64_t incx,
+                                                                const uint16_t *b, int64_t ldb,
+                                                                float *c) {
+  for (int64_t j = 0; j < n; j++) {
+    const uint16_t *row = b + j * ldb;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    if (incx == 1) {
+      for (; i + 16 <= k; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + i))), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + i + 8))), a1);
+      }
+    }
+    a0 = _mm256_add_ps(a0, a1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    float acc = _mm_cvtss_f32(h);
+    for (; i < k; i++) acc += x[i * incx] * h2f(row[i]);
+    c[j] += acc;
+  }
+}
+
+/* Rows [0, m) of a block of C (n columns from col0, row stride ldc) by the kernels above: C
+   starts as the bias (or 0), the activation follows as sgemm_block applies it. */
+static void gemv_h_block(enum CBLAS_TRANSPOSE ta, int trans_b, int64_t m, int64_t n, int64_t k,
+                         const float *a, blasint lda, const uint16_t *b, int64_t ldb,
+                         const npuK_epilogue *ep, int64_t col0, float *c, int64_t ldc) {
+  for (int64_t r = 0; r < m; r++) {
+    float *cr = c + r * ldc;
+    if (ep && ep->bias) memcpy(cr, ep->bias + col0, (size_t)n * sizeof *cr);
+    else memset(cr, 0, (size_t)n * sizeof *cr);
+    blasint inc;
+    const float *x = a + a_row(ta, lda, r, &inc);
+    if (trans_b) gemv_h_t(n, k, x, inc, b + col0 * ldb, ldb, cr);
+    else gemv_h_n(n, k, x, inc, b + col0, ldb, cr);
+  }
+  if (ep && ep->act != NPUK_ACT_NONE) {
+    npuK_epilogue act = {.act = ep->act, .alpha = ep->alpha,
+                         .slope = ep->slope ? ep->slope + col0 : NULL};
+    npuK_epilogue_f32(&act, m, n, ldc, c);
+  }
+}
+#else
+#define GEMV_F16C 0
+#endif
+
 static void half_range(void *arg, int64_t s0, int64_t s1) {
   const half_job *h = arg;
   const gemm_job *g = &h->g;
   enum CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
   const float *bf = g->b;
-  blasint ldb = (blasint)(g->trans_b ? g->k : g->n);
+  const int b_half = h->b_dtype != NPUK_F32;
   for (int64_t s = s0; s < s1; s++) {
     float *abuf = h->scratch + s * h->slot_floats;
     float *cbuf = abuf + a_floats(g, h->a_dtype);
+    float *bbuf = cbuf + c_floats(g, h->c_dtype); /* unused under gemv_h */
     int64_t b0 = s * h->n_blocks / h->n_slots, b1 = (s + 1) * h->n_blocks / h->n_slots;
     const float *a_all = h->a_dtype == NPUK_F32 ? h->a : abuf;
     if (!g->by_rows && h->a_dtype != NPUK_F32) /* all of A, as stored (m, k) or (k, m) */
       npuK_cast(NULL, g->m * g->k, h->a_dtype, h->a, NPUK_F32, abuf);
+    if (g->by_rows && b_half && !h->gemv_h) { /* all of B, as stored (k, n) or (n, k) */
+      npuK_cast(NULL, g->k * g->n, h->b_dtype, h->bh, NPUK_F32, bbuf);
+      bf = bbuf;
+    }
     for (int64_t blk = b0; blk < b1 && !npuK_stopped(g->pool); blk++) {
       int64_t lo = blk * g->block, len = (g->by_rows ? g->m : g->n) - lo;
       if (len > g->block) len = g->block;
@@ -310,6 +442,7 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
       const float *a = a_all;
       blasint lda = (blasint)(g->trans_a ? g->m : g->k);
       const float *b = bf;
+      blasint ldb = (blasint)(g->trans_b ? g->k : g->n);
       if (g->by_rows && h->a_dtype == NPUK_F32) {
         a += g->trans_a ? lo : lo * g->k;
       } else if (g->by_rows) { /* rows lo.. of op(A): rows of A, or columns of A^T */
@@ -318,7 +451,30 @@ static void half_range(void *arg, int64_t s0, int64_t s1) {
         a = abuf;
         lda = (blasint)(g->trans_a ? len : g->k);
       }
-      if (!g->by_rows) b += g->trans_b ? lo * g->k : lo;
+#if GEMV_F16C
+      if (h->gemv_h) { /* rows as matrix-vector products on B as stored */
+        float *c = h->c_dtype == NPUK_F32 ? (float *)h->c + (g->by_rows ? lo * g->n : lo) : cbuf;
+        int64_t ldc = h->c_dtype == NPUK_F32 ? g->n : n;
+        gemv_h_block(ta, g->trans_b, m, n, g->k, a, lda, h->bh, g->trans_b ? g->k : g->n, g->ep,
+                     g->by_rows ? 0 : lo, c, ldc);
+        if (h->c_dtype != NPUK_F32) {
+          uint16_t *ch = (uint16_t *)h->c + (g->by_rows ? lo * g->n : lo);
+          if (ldc == g->n) npuK_cast(NULL, m * n, NPUK_F32, c, h->c_dtype, ch);
+          else
+            for (int64_t r = 0; r < m; r++)
+              npuK_cast(NULL, n, NPUK_F32, c + r * ldc, h->c_dtype, ch + r * g->n);
+        }
+        continue;
+      }
+#endif
+      if (!g->by_rows && b_half) { /* columns lo.. of op(B): its panel, widened */
+        if (g->trans_b) widen_rows(bbuf, h->bh, h->b_dtype, lo, len, g->k, g->k, 0);
+        else widen_rows(bbuf, h->bh, h->b_dtype, 0, g->k, len, g->n, lo);
+        b = bbuf;
+        ldb = (blasint)(g->trans_b ? g->k : len);
+      } else if (!g->by_rows) {
+        b += g->trans_b ? lo * g->k : lo;
+      }
       float *c = h->c_dtype == NPUK_F32
                      ? (float *)h->c + (g->by_rows ? lo * g->n : lo)
                      : cbuf;
@@ -348,19 +504,31 @@ void npuK_matmul_half_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_
                            scratch, n_slots, NPUK_GEMM_AUTO);
 }
 
-void npuK_matmul_half_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
-                              int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
-                              const float *b, const npuK_epilogue *ep, void *c,
-                              npuK_dtype c_dtype, float *scratch, int n_slots, int algo) {
-  if (a_dtype == NPUK_F32 && c_dtype == NPUK_F32) {
+void npuK_matmul_half_b_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                                int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
+                                const void *b, npuK_dtype b_dtype, const npuK_epilogue *ep,
+                                void *c, npuK_dtype c_dtype, float *scratch, int n_slots,
+                                int algo) {
+  if (a_dtype == NPUK_F32 && b_dtype == NPUK_F32 && c_dtype == NPUK_F32) {
     matmul_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, algo);
     return;
   }
   if (m <= 0 || n <= 0) return;
-  half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .b = b, .ep = ep, .pool = pool},
-                .a = a, .c = c, .a_dtype = a_dtype, .c_dtype = c_dtype, .scratch = scratch};
+  half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .ep = ep, .pool = pool},
+                .a = a, .c = c, .a_dtype = a_dtype, .b_dtype = b_dtype, .c_dtype = c_dtype,
+                .scratch = scratch};
+  if (b_dtype == NPUK_F32) h.g.b = b;
+  else h.bh = b;
   half_plan(&h, m, n, k > 0 ? k : 0, n_slots, algo);
   npuK_parallel_for(pool, h.n_slots, 1, half_range, &h);
+}
+
+void npuK_matmul_half_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                              int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
+                              const float *b, const npuK_epilogue *ep, void *c,
+                              npuK_dtype c_dtype, float *scratch, int n_slots, int algo) {
+  npuK_matmul_half_b_algo_ep(pool, trans_a, trans_b, m, n, k, a, a_dtype, b, NPUK_F32, ep, c,
+                             c_dtype, scratch, n_slots, algo);
 }
 
 /* ---- gradient descent through the GEMM (kernels.h: npuK_matmul_f32_sgd) ---- */

@@ -227,6 +227,8 @@ typedef struct ew_job {
   npuK_dtype y_dtype;
   int reference;
   int f16c; /* float16 operands of the common binary ops read as stored (bin_fast_f16) */
+  int regs;    /* the whole program runs in registers (ewr_run) */
+  int has_row; /* it reads a ROW operand */
 } ew_job;
 
 /* Operand k's elements [at, at + n) as float32: in place when it is float32, else widened
@@ -320,6 +322,226 @@ static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_
               (char *)j->y + e0 * (int64_t)npuK_dtype_size(j->y_dtype));
 }
 
+/* ---- float16 programs in registers ----
+   A program whose every instruction is one of the common ops (the binary ones of bin_fast, neg,
+   relu, relu6, square, abs, leaky_relu, prelu) on float32 or float16 operands, in a plan that
+   stores something in float16, runs 64 lanes (8 vectors) at a time in AVX registers: each operand
+   widened by F16C as it is loaded, the ops applied, the result narrowed as it is stored.  No
+   buffer is written and read back, so a float16 step moves 2 bytes an element where float32 moves
+   4, with about the float32 program's instruction count.  Same bits as ew_block: each op is the
+   float32 operation bin_fast / un_fast computes, written with the same selects (f_max's `a > b ||
+   a != a`, relu's `x <= 0`, ...), so a NaN the program makes (inf - inf) gives what the scalar
+   forms give, and narrowing a quiet NaN in hardware keeps what half.h keeps.  A NaN loaded from
+   an operand could be signalling, which the hardware would quiet where half.h keeps it, and which
+   payload a two-NaN op returns is the compiler's choice in ew_block: a group of lanes that loaded
+   one is discarded and run again through ew_block itself, as are the last (< 8) elements of a
+   run. */
+#if EW_F16C
+enum { EWR_V = 8 }; /* vectors a group holds: 64 lanes per instruction dispatched */
+
+static int ewr_unop_ok(int op) {
+  return op == NPUK_UN_NEG || op == NPUK_UN_RELU || op == NPUK_UN_RELU6 ||
+         op == NPUK_UN_SQUARE || op == NPUK_UN_ABS;
+}
+
+/* Whether the job's program can run in registers (its operands float32 or float16, at least
+   one of them or y float16, ops the loop below has, no scalar operand that is a NaN). */
+static int ewr_eligible(const ew_job *j) {
+  int half = j->y_dtype == NPUK_F16;
+  if (!j->f16c || j->reference || !j->dtypes || j->n_instr < 1) return 0;
+  if (j->prog[0].kind != NPUK_EW_LOAD || (j->y_dtype != NPUK_F32 && !half)) return 0;
+  for (int i = 0; i < j->n_instr; i++) {
+    const npuK_ew_instr *in = &j->prog[i];
+    switch ((npuK_ew_kind)in->kind) {
+    case NPUK_EW_UNARY:
+      if (!ewr_unop_ok(in->op)) return 0;
+      continue;
+    case NPUK_EW_LEAKY_RELU: continue;
+    case NPUK_EW_BINARY:
+      if (in->op > NPUK_BIN_MINIMUM && in->op != NPUK_BIN_SQUARED_DIFFERENCE) return 0;
+      break;
+    case NPUK_EW_LOAD:
+      if (in->bcast != NPUK_EW_FULL) return 0;
+      break;
+    case NPUK_EW_PRELU: break;
+    default: return 0;
+    }
+    npuK_dtype dt = j->dtypes[in->operand];
+    if (dt != NPUK_F32 && dt != NPUK_F16) return 0;
+    half |= dt == NPUK_F16;
+    if (in->bcast == NPUK_EW_SCALAR) {
+      float v = dt == NPUK_F16 ? npu_f16_to_f32(*(const uint16_t *)j->operands[in->operand])
+                               : *(const float *)j->operands[in->operand];
+      if (v != v) return 0;
+    }
+  }
+  return half;
+}
+
+/* v[q] = EXPR(a, b) for the group's vectors, a the running value, b the operand (swapped
+   when the instruction says so); one loop per op, so the dispatch is per instruction. */
+#define EWR_EACH(EXPR)                                                                           \
+  do {                                                                                           \
+    if (in->swap) {                                                                              \
+      _Pragma("GCC unroll 8") for (int q = 0; q < nv; q++) {                                     \
+        __m256 a = o[q], b = v[q];                                                               \
+        v[q] = (EXPR);                                                                           \
+      }                                                                                          \
+    } else {                                                                                     \
+      _Pragma("GCC unroll 8") for (int q = 0; q < nv; q++) {                                     \
+        __m256 a = v[q], b = o[q];                                                               \
+        v[q] = (EXPR);                                                                           \
+      }                                                                                          \
+    }                                                                                            \
+  } while (0)
+#define EWR_UN(EXPR)                                                                             \
+  do {                                                                                           \
+    _Pragma("GCC unroll 8") for (int q = 0; q < nv; q++) {                                       \
+      __m256 x = v[q];                                                                           \
+      v[q] = (EXPR);                                                                             \
+    }                                                                                            \
+  } while (0)
+/* (a > b || a != a) ? a : b, and the minimum's twin */
+#define EWR_MAX(a, b) _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ),       \
+                                                          _mm256_cmp_ps(a, a, _CMP_UNORD_Q)))
+#define EWR_MIN(a, b) _mm256_blendv_ps(b, a, _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ),       \
+                                                          _mm256_cmp_ps(a, a, _CMP_UNORD_Q)))
+
+/* nv vectors of 8 lanes: elements [e, e + 8 nv) of y, whose first column is c (ROW operands
+   are read from there, wrapping at cols).  0, or -1 when a loaded value was a NaN (nothing
+   written). */
+__attribute__((target("avx2,f16c"))) static inline __attribute__((always_inline)) int
+ewr_group(const ew_job *j, int64_t e, int64_t c, const int nv, const int rows) {
+  __m256 v[EWR_V], bad = _mm256_setzero_ps();
+#pragma GCC unroll 8
+  for (int q = 0; q < EWR_V; q++) v[q] = bad; /* prog[0], a LOAD, sets them */
+  for (int i = 0; i < j->n_instr; i++) {
+    const npuK_ew_instr *in = &j->prog[i];
+    const __m256 zero = _mm256_setzero_ps(), six = _mm256_set1_ps(6.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    if (in->kind == NPUK_EW_LEAKY_RELU) { /* x > 0 ? x : alpha * x */
+      const __m256 alpha = _mm256_set1_ps(in->alpha);
+      EWR_UN(_mm256_blendv_ps(_mm256_mul_ps(alpha, x), x, _mm256_cmp_ps(x, zero, _CMP_GT_OQ)));
+      continue;
+    }
+    if (in->kind == NPUK_EW_UNARY) {
+      switch (in->op) {
+      case NPUK_UN_NEG: EWR_UN(_mm256_xor_ps(x, sign)); break;
+      case NPUK_UN_RELU:
+        EWR_UN(_mm256_blendv_ps(x, zero, _mm256_cmp_ps(x, zero, _CMP_LE_OQ)));
+        break;
+      case NPUK_UN_RELU6: /* r = x < 0 ? 0 : x; r > 6 ? 6 : r */
+        EWR_UN(_mm256_blendv_ps(x, zero, _mm256_cmp_ps(x, zero, _CMP_LT_OQ)));
+        EWR_UN(_mm256_blendv_ps(x, six, _mm256_cmp_ps(x, six, _CMP_GT_OQ)));
+        break;
+      case NPUK_UN_SQUARE: EWR_UN(_mm256_mul_ps(x, x)); break;
+      default: EWR_UN(_mm256_andnot_ps(sign, x)); break; /* abs */
+      }
+      continue;
+    }
+    __m256 o[EWR_V];
+    if (in->bcast == NPUK_EW_SCALAR) {
+      o[0] = _mm256_set1_ps(j->dtypes[in->operand] == NPUK_F16
+                                ? npu_f16_to_f32(*(const uint16_t *)j->operands[in->operand])
+                                : *(const float *)j->operands[in->operand]);
+      for (int q = 1; q < nv; q++) o[q] = o[0];
+    } else {
+      /* vector q's first element: e + 8q in a FULL operand; in a ROW one its column, which
+         restarts at 0 every cols elements (cols is a multiple of 8: a vector never crosses) */
+      const int f16 = j->dtypes[in->operand] == NPUK_F16;
+      const uint16_t *h = j->operands[in->operand];
+      const float *f = j->operands[in->operand];
+      if (rows && in->bcast == NPUK_EW_ROW) {
+        int64_t col = c;
+#pragma GCC unroll 8
+        for (int q = 0; q < nv; q++, col += 8) {
+          if (col >= j->cols) col -= j->cols;
+          o[q] = f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + col)))
+                     : _mm256_loadu_ps(f + col);
+        }
+      } else if (f16) {
+#pragma GCC unroll 8
+        for (int q = 0; q < nv; q++)
+          o[q] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + e + 8 * q)));
+      } else {
+#pragma GCC unroll 8
+        for (int q = 0; q < nv; q++) o[q] = _mm256_loadu_ps(f + e + 8 * q);
+      }
+#pragma GCC unroll 8
+      for (int q = 0; q < nv; q++) bad = _mm256_or_ps(bad, _mm256_cmp_ps(o[q], o[q], _CMP_UNORD_Q));
+    }
+    if (in->kind == NPUK_EW_LOAD) {
+#pragma GCC unroll 8
+      for (int q = 0; q < nv; q++) v[q] = o[q];
+      continue;
+    }
+    if (in->kind == NPUK_EW_PRELU) { /* x > 0 ? x : slope * x, f_leaky's form */
+#pragma GCC unroll 8
+      for (int q = 0; q < nv; q++)
+        v[q] = _mm256_blendv_ps(_mm256_mul_ps(o[q], v[q]), v[q],
+                                _mm256_cmp_ps(v[q], zero, _CMP_GT_OQ));
+      continue;
+    }
+    switch (in->op) {
+    case NPUK_BIN_ADD: EWR_EACH(_mm256_add_ps(a, b)); break;
+    case NPUK_BIN_SUB: EWR_EACH(_mm256_sub_ps(a, b)); break;
+    case NPUK_BIN_MUL: EWR_EACH(_mm256_mul_ps(a, b)); break;
+    case NPUK_BIN_DIV: EWR_EACH(_mm256_div_ps(a, b)); break;
+    case NPUK_BIN_MAXIMUM: EWR_EACH(EWR_MAX(a, b)); break;
+    case NPUK_BIN_MINIMUM: EWR_EACH(EWR_MIN(a, b)); break;
+    default: EWR_EACH(_mm256_mul_ps(_mm256_sub_ps(a, b), _mm256_sub_ps(a, b))); break;
+    }
+  }
+  if (_mm256_movemask_ps(bad)) return -1;
+  if (j->y_dtype == NPUK_F16) {
+    uint16_t *y = (uint16_t *)j->y + e;
+#pragma GCC unroll 8
+    for (int q = 0; q < nv; q++)
+      _mm_storeu_si128((__m128i *)(y + 8 * q), _mm256_cvtps_ph(v[q], _MM_FROUND_TO_NEAREST_INT));
+  } else {
+#pragma GCC unroll 8
+    for (int q = 0; q < nv; q++) _mm256_storeu_ps((float *)j->y + e + 8 * q, v[q]);
+  }
+  return 0;
+}
+
+/* Elements [e, e + n) of y, columns from c on (within one row when the program reads a ROW
+   operand, else any contiguous run). */
+/* Elements [e, e + n) of y through ew_block, one row's part at a time (c: e's column). */
+static void ewr_buffered(const ew_job *j, int64_t e, int64_t c, int64_t n) {
+  while (n > 0) {
+    int64_t len = j->cols - c < n ? j->cols - c : n;
+    ew_block(j, e, 1, c, len);
+    e += len, n -= len, c = 0;
+  }
+}
+
+/* Elements [e, e + n) of y, e in column c (runs may cross rows: ROW operands wrap); rows: the
+   program reads a ROW operand (a constant after inlining: two copies of the loop). */
+__attribute__((target("avx2,f16c"))) static inline __attribute__((always_inline)) void
+ewr_run_as(const ew_job *j, int64_t e, int64_t c, int64_t n, const int rows) {
+  int64_t i = 0;
+  for (; i + 8 * EWR_V <= n; i += 8 * EWR_V) {
+    if (ewr_group(j, e + i, c, EWR_V, rows))
+      ewr_buffered(j, e + i, rows ? c : (e + i) % j->cols, 8 * EWR_V);
+    if (rows)
+      for (c += 8 * EWR_V; c >= j->cols;) c -= j->cols;
+  }
+  for (; i + 8 <= n; i += 8) {
+    if (ewr_group(j, e + i, c, 1, rows)) ewr_buffered(j, e + i, rows ? c : (e + i) % j->cols, 8);
+    if (rows)
+      for (c += 8; c >= j->cols;) c -= j->cols;
+  }
+  if (i < n) ewr_buffered(j, e + i, rows ? c : (e + i) % j->cols, n - i);
+}
+
+__attribute__((target("avx2,f16c"))) static void ewr_run(const ew_job *j, int64_t e, int64_t c,
+                                                         int64_t n) {
+  if (j->has_row) ewr_run_as(j, e, c, n, 1);
+  else ewr_run_as(j, e, c, n, 0);
+}
+#endif
+
 static void ew_range(void *arg, int64_t begin, int64_t end) {
   const ew_job *j = arg;
   for (int64_t blk = begin; blk < end; blk++) {
@@ -335,6 +557,12 @@ static void ew_range(void *arg, int64_t begin, int64_t end) {
       c0 = (blk % j->col_blocks) * NPUK_EW_BLOCK;
       nc = j->cols - c0 < NPUK_EW_BLOCK ? j->cols - c0 : NPUK_EW_BLOCK;
     }
+#if EW_F16C
+    if (j->regs) {
+      ewr_run(j, r0 * j->cols + c0, c0, nr * nc); /* nr > 1: whole rows, c0 = 0 */
+      continue;
+    }
+#endif
     ew_block(j, r0 * j->cols + c0, nr, c0, nc);
   }
 }
@@ -376,6 +604,11 @@ int npuK_eltwise_mixed(const npuK_pool *pool, int n_instr, const npuK_ew_instr *
   ew_job j = {.n_instr = n_instr, .prog = prog, .rows = rows, .cols = cols,
               .operands = operands, .dtypes = dtypes, .y = y, .y_dtype = y_dtype,
               .f16c = npuK_f16c()};
+#if EW_F16C
+  for (int i = 0; i < n_instr; i++) j.has_row |= prog[i].bcast == NPUK_EW_ROW;
+  /* a ROW operand's vectors must not cross a row: rows of a multiple of 8 */
+  j.regs = ewr_eligible(&j) && (!j.has_row || cols % 8 == 0);
+#endif
   ew_drive(pool, &j);
   return 0;
 }

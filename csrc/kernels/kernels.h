@@ -606,6 +606,21 @@ void npuK_matmul_half_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, i
                               int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
                               const float *b, const npuK_epilogue *ep, void *c,
                               npuK_dtype c_dtype, float *scratch, int n_slots, int algo);
+/* The same with B stored as float16 / bfloat16 too (b_dtype; NPUK_F32: the functions above).
+ * Rows run as sgemv (few rows, or algo GEMV) on a float16 B, with F16C: matrix-vector
+ * products reading B as stored, a float32 sum over k in their own order (|c - exact| <=
+ * (k + 1) 2^-23 (|bias| + sum |a b|); B's bytes, read once, are what such a product costs).
+ * Otherwise B is widened by each column block's panel (all of B once per slot when the blocks
+ * are rows) in scratch for the same sgemm / sgemv calls, so the bits of widening B in full.
+ * scratch: npuK_matmul_half_b_scratch_size bytes, for the algorithm the call will run. */
+size_t npuK_matmul_half_b_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
+                                       npuK_dtype a_dtype, npuK_dtype b_dtype,
+                                       npuK_dtype c_dtype, int algo);
+void npuK_matmul_half_b_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                                int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
+                                const void *b, npuK_dtype b_dtype, const npuK_epilogue *ep,
+                                void *c, npuK_dtype c_dtype, float *scratch, int n_slots,
+                                int algo);
 int npuK_gemm_uses_gemv(int algo, int64_t m, int64_t n, int64_t k);
 /* Gradient descent through a GEMM: w (m, n) = w - lr * (op(A) op(B)), the product never
  * stored whole: each block of npuK_matmul_f32_blas's plan (the same sgemm / sgemv calls, so

@@ -8,8 +8,9 @@
  * The step calls npu_run_options.host_op of the run (npuX_call.run) on the thread that runs,
  * with the inputs as they are (borrowed); the host returns new tensors, whose dtypes must be
  * Tout's, copied into the step's outputs.  A host error fails the run with NPU_ERR_CALLBACK
- * naming the node and carrying the host's message.  No gradient; gray list (float16 operands
- * are handed over as they are stored: a host op reads its inputs as stored, like a summary).
+ * naming the node and carrying the host's message.  No gradient; gray list, but the precision
+ * pass leaves its operands in the graph's dtypes: the host sees and returns what the graph
+ * says, whatever the precision mode (float16 inputs are cast back for it).
  */
 #include <string.h>
 
@@ -77,6 +78,10 @@ static npu_status run(const npuX_call *c) {
       st = npuC_error(c->ctx, NPU_ERR_DTYPE, "host_func '%s': output %d is %s, Tout says %s",
                       name, i + 1, npu_dtype_name(got[i]->dtype), npu_dtype_name(p->tout[i]));
     if (!st) st = npuX_output(c, i, got[i]->ndim, got[i]->shape);
+    if (!st && c->out[i]->nbytes != got[i]->nbytes) /* the plan stores outputs as Tout says */
+      st = npuC_error(c->ctx, NPU_ERR_INTERNAL, "host_func '%s': output %d is stored as %s, "
+                      "not %s", name, i + 1, npu_dtype_name(c->out[i]->dtype),
+                      npu_dtype_name(got[i]->dtype));
     if (!st && got[i]->nbytes) memcpy(c->out[i]->data, got[i]->data, got[i]->nbytes);
   }
   for (int i = 0; i < p->n_out; i++) npu_tensor_release(got[i]);

@@ -1,10 +1,11 @@
 /*
  * op_matmul.c — matmul: C = op(A) op(B) for rank-2 A and B (TensorFlow MatMul with its
  * transpose_a / transpose_b attributes).  Trust list: a cube op, may run in float16.
- * Device: OpenBLAS sgemm/dgemm; under the precision pass A and C may be stored float16 /
- * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY).  Reference: the
- * naive triple loop.  int32 (TensorFlow's int32 MatMul, e.g. in TF.js models): the plain triple
- * loop npuK_matmul_i32 on both paths, wrapping modulo 2^32 as TensorFlow; never reduced.
+ * Device: OpenBLAS sgemm/dgemm; under the precision pass A, B and C may be stored float16 /
+ * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY, NPUX_F_HALF_B).
+ * Reference: the naive triple loop.  int32 (TensorFlow's int32 MatMul, e.g. in TF.js models): the
+ * plain triple loop npuK_matmul_i32 on both paths, wrapping modulo 2^32 as TensorFlow; never
+ * reduced.
  * Gradient (TensorFlow's _MatMulGrad): two products with the transposes folded into the
  * attributes, e.g. dA = dC B^T, dB = A^T dC.
  */
@@ -31,6 +32,11 @@ static npu_status infer(npuX_infer *ic, const void *params) {
   if (!st) st = npuX_check_same_dtype(ic, 0);
   if (st) return st;
   char sa[96], sb[96];
+  /* an unknown rank (a host_func's output: its shape is known only when it runs) is taken as
+     a matrix of unknown dimensions; the step is shaped, and checked again, when it runs */
+  static const npuG_value any_matrix = {.ndim = 2, .shape = {-1, -1}};
+  if (a->ndim < 0) a = &any_matrix;
+  if (b->ndim < 0) b = &any_matrix;
   if (a->ndim != 2 || b->ndim != 2)
     return npuX_error(ic, NPU_ERR_SHAPE, "needs two matrices, got shapes %s and %s",
                       npuX_shape(sa, a), npuX_shape(sb, b));
@@ -42,7 +48,7 @@ static npu_status infer(npuX_infer *ic, const void *params) {
                       npuX_shape(sb, b), p->transpose_a ? " (transpose_a)" : "",
                       p->transpose_b ? " (transpose_b)" : "", (long long)ka, (long long)kb);
   ic->n_outputs = 1;
-  ic->out[0] = (npuG_value){.dtype = a->dtype, .ndim = 2, .shape = {m, n}};
+  ic->out[0] = (npuG_value){.dtype = ic->in[0].dtype, .ndim = 2, .shape = {m, n}};
   return NPU_OK;
 }
 
@@ -51,8 +57,10 @@ static size_t scratch_size(const npuX_call *c) {
   const matmul_params *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
   if (a->ndim != 2 || y->ndim != 2 || a->dtype == NPU_DTYPE_I32) return 0;
-  return npuK_matmul_half_scratch_size(y->shape[0], y->shape[1], a->shape[p->transpose_a ? 0 : 1],
-                                       c->n_threads, (npuK_dtype)a->dtype, (npuK_dtype)y->dtype);
+  return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
+                                         a->shape[p->transpose_a ? 0 : 1], c->n_threads,
+                                         (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,
+                                         (npuK_dtype)y->dtype, c->algo);
 }
 
 static npu_status run_impl(const npuX_call *c, bool reference) {
@@ -68,10 +76,10 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   } else if (reference) {
     npuK_matmul_f32_ref(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                         y->data);
-  } else { /* A and C as stored (NPUX_F_HALF_XY): float32, or float16 / bfloat16 */
-    npuK_matmul_half_algo_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
-                        (npuK_dtype)a->dtype, b->data, NULL, y->data, (npuK_dtype)y->dtype,
-                        c->scratch, c->n_threads, c->algo);
+  } else { /* A, B and C as stored (NPUX_F_HALF_XY, _HALF_B): float32, or float16 / bfloat16 */
+    npuK_matmul_half_b_algo_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
+                               (npuK_dtype)a->dtype, b->data, (npuK_dtype)b->dtype, NULL,
+                               y->data, (npuK_dtype)y->dtype, c->scratch, c->n_threads, c->algo);
   }
   return NPU_OK;
 }
@@ -108,5 +116,6 @@ static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 const npu_op_def npuX_op_matmul = {
     .name = "matmul", .tf_type = "MatMul", .args = "transpose_a,transpose_b",
     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .tune = NPUX_TUNE_GEMM, .parse = parse, .infer = infer,
+    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY | NPUX_F_HALF_B, .tune = NPUX_TUNE_GEMM,
+    .parse = parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};

@@ -162,6 +162,9 @@ enum {
                                   dtype: its step, shaped when it runs, does not turn the plan's
                                   fusion and precision passes off (a step reading its output has
                                   an input of unknown shape, and that one does) */,
+  NPUX_F_HALF_B = 1u << 9      /* with NPUX_F_HALF_XY: the kernel reads input 1 (matmul's B, the
+                                  weights) as stored too, widening it by panels in its scratch
+                                  instead of the executor widening it whole each run */,
   NPUX_F_SHARED = 1u << 8      /* the step reads or writes state the session's runs share
                                   beyond variables (the random draw counter, records, a
                                   collective every rank must meet in one order): a plan with
