@@ -117,6 +117,22 @@ function TestProgress:test_the_function_must_return_nothing_or_a_boolean()
   lu.assertStrContains(msg, "must return nothing, false or true (to cancel the run), got a number")
 end
 
+function TestProgress:test_the_function_may_close_the_session()
+  -- the close waits for the run's end (freeing the plans under the running loop crashed)
+  local calls = 0
+  local r = self.sess:run({ self.total, self.loop }, nil, {
+    progress = function(step)
+      calls = calls + 1
+      if step == 200 then self.sess:close(); collectgarbage() end
+    end, every = 100 })
+  lu.assertEquals(calls, 10)
+  lu.assertEquals(r[1]:item(), 9000)
+  lu.assertTrue(self.sess:closed())
+  local msg, err = fails(self.sess.run, self.sess, self.total)
+  lu.assertEquals(err.code, "NPU_ERR_STATE", msg)
+  lu.assertStrContains(msg, "the session is closed")
+end
+
 function TestProgress:test_a_callable_table_is_a_progress_function()
   local steps = {}
   local callable = setmetatable({}, { __call = function(_, step) steps[#steps + 1] = step end })

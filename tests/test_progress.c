@@ -5,7 +5,8 @@
  * run without a loop reports once (1 of 1); a negative progress_every is refused.  Also
  * npu_context_set_memory_limit (a run needing more fails naming the limit; a limit below the
  * bytes in use is refused) and npu_context_errnode (an integer division by zero names its
- * node).  Nothing leaks.
+ * node).  A callback closing its session mid-run: the close waits for the run's end.
+ * Nothing leaks.
  */
 #include <stdio.h>
 #include <string.h>
@@ -170,6 +171,54 @@ static void test_loop(npu_context *ctx) {
   npu_graph_release(lg.g);
 }
 
+/* A progress callback closing the session it reports on (a Lua ProgressBar's function may
+   call sess:close()): the run's plans, variables and arena stay until the run has unwound, the
+   loop finishes, the fetch comes back, and later runs find the session closed. */
+typedef struct closer {
+  npu_session *s;
+  int n, closed_at;
+} closer;
+
+static int close_it(void *ud, int64_t step, int64_t total) {
+  (void)total;
+  closer *c = ud;
+  c->n++;
+  if (step == 200) {
+    npu_session_close(c->s);
+    npu_session_close(c->s); /* twice: harmless */
+    c->closed_at = npu_session_is_closed(c->s) ? (int)step : -1;
+  }
+  return 0;
+}
+
+static void test_close_from_callback(npu_context *ctx) {
+  loop_graph lg = {0};
+  CHECK(build(ctx, &lg) == NPU_OK);
+  npu_options *o = NULL;
+  CHECK(npu_options_new(ctx, &o) == NPU_OK);
+  CHECK(npu_options_set_int(o, "iterations_per_loop", N_LOOP) == NPU_OK);
+  npu_session *s = NULL;
+  CHECK(npu_session_new(ctx, lg.g, o, &s) == NPU_OK);
+  npu_options_release(o);
+  if (!s) return;
+  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.init) == NPU_OK);
+  closer c = {.s = s};
+  npu_run_options ro = {.progress = close_it, .progress_ud = &c, .progress_every = 100};
+  npu_tensor *out = NULL;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 1, &lg.total, &out, 1, &lg.loop) ==
+        NPU_OK);
+  CHECK(c.n == 10 && c.closed_at == 200);
+  if (out) CHECK_NEAR(npu_tensor_get(out, 0), 9000, 0);
+  npu_tensor_release(out);
+  out = NULL;
+  CHECK(npu_session_is_closed(s));
+  CHECK(npu_session_run(s, 0, NULL, NULL, 1, &lg.total, &out, 0, NULL) == NPU_ERR_STATE);
+  CHECK(strstr(npu_context_errmsg(ctx), "the session is closed") != NULL);
+  CHECK(out == NULL);
+  npu_session_release(s);
+  npu_graph_release(lg.g);
+}
+
 /* q = x floor_div d with d holding a zero: NPU_ERR_ARG naming q, and npu_context_errnode. */
 static void test_division_by_zero(npu_context *ctx) {
   npu_graph *g = NULL;
@@ -262,6 +311,7 @@ int main(void) {
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
   if (!ctx) return check_summary("test_progress");
   test_loop(ctx);
+  test_close_from_callback(ctx);
   test_division_by_zero(ctx);
   test_memory_limit(ctx);
   CHECK(npu_context_live_bytes(ctx) == 0);

@@ -967,7 +967,10 @@ NPU_API npu_status npu_dist_world_rank(npu_context *ctx, const char *group, int 
                                        int *world_rank);
 NPU_API npu_status npu_dist_group_rank(npu_context *ctx, int world_rank, const char *group,
                                        int *group_rank);
-/* Frees the session's variables and plans; later calls fail with NPU_ERR_STATE. */
+/* Frees the session's variables and plans; later calls fail with NPU_ERR_STATE.  Safe during
+   a run: called from the run's own progress or host callback it returns at once and the run
+   finishes (the freeing waits for its end); called from another thread it waits for the runs
+   in progress to end. */
 NPU_API void npu_session_close(npu_session *s);
 NPU_API int npu_session_is_closed(const npu_session *s);
 NPU_API npu_session *npu_session_retain(npu_session *s);
