@@ -219,6 +219,28 @@ function TestProgressBar:test_as_the_progress_function_of_runs()
   sess:close()
 end
 
+function TestProgressBar:test_a_finished_bar_given_to_another_run_starts_again()
+  -- one bar per epoch, reused: the second run drew nothing (its lines were all 'shown')
+  local sess, loop = loop_session(100)
+  local out = buffer()
+  local bar = npu.util.ProgressBar { total = 100, stream = out, plain = true, clock = ticking(1) }
+  for _ = 1, 2 do
+    sess:run(loop, nil, { progress = bar, every = 10 })
+    bar:finish()
+  end
+  sess:close()
+  lu.assertEquals(select(2, out:text():gsub("100%% 100/100", "")), 2)
+  lu.assertEquals(select(2, out:text():gsub("\n", "")), 20)
+  -- the rate counts from the restart: 10 steps in 1 s (clock 1 at the restart, 2 at step 10)
+  lu.assertStrContains(out:text(), "10% 10/100 10.0 it/s\n 20%")
+  -- a step below the last one starts again too (a new run without finish)
+  local out2 = buffer()
+  local b2 = npu.util.ProgressBar { total = 10, width = 4, stream = out2, plain = false, clock = ticking(1) }
+  b2:update(10)
+  b2:update(5)
+  lu.assertStrContains(out2:text(), "\r[==> ]  50% 5/10 5.0 it/s")
+end
+
 function TestProgressBar:test_clear_blanks_the_line()
   local out = buffer()
   local bar = npu.util.ProgressBar { total = 4, width = 4, stream = out, plain = false, clock = ticking(1) }
