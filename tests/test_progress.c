@@ -97,17 +97,24 @@ static double fetch_total(npu_session *s, const loop_graph *lg) {
   return v;
 }
 
-static void test_loop(npu_context *ctx) {
-  loop_graph lg = {0};
-  CHECK(build(ctx, &lg) == NPU_OK);
+/* The loop graph in a session of N_LOOP iterations per loop, its total initialised; NULL
+   (checks failed) when it could not be made. */
+static npu_session *loop_session(npu_context *ctx, loop_graph *lg) {
+  CHECK(build(ctx, lg) == NPU_OK);
   npu_options *o = NULL;
   CHECK(npu_options_new(ctx, &o) == NPU_OK);
   CHECK(npu_options_set_int(o, "iterations_per_loop", N_LOOP) == NPU_OK);
   npu_session *s = NULL;
-  CHECK(npu_session_new(ctx, lg.g, o, &s) == NPU_OK);
+  CHECK(npu_session_new(ctx, lg->g, o, &s) == NPU_OK);
   npu_options_release(o);
+  if (s) CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &lg->init) == NPU_OK);
+  return s;
+}
+
+static void test_loop(npu_context *ctx) {
+  loop_graph lg = {0};
+  npu_session *s = loop_session(ctx, &lg);
   if (!s) return;
-  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.init) == NPU_OK);
 
   /* every 100: exactly 100, 200, ..., 1000 of 1000 */
   seen sn = {0};
@@ -193,15 +200,8 @@ static int close_it(void *ud, int64_t step, int64_t total) {
 
 static void test_close_from_callback(npu_context *ctx) {
   loop_graph lg = {0};
-  CHECK(build(ctx, &lg) == NPU_OK);
-  npu_options *o = NULL;
-  CHECK(npu_options_new(ctx, &o) == NPU_OK);
-  CHECK(npu_options_set_int(o, "iterations_per_loop", N_LOOP) == NPU_OK);
-  npu_session *s = NULL;
-  CHECK(npu_session_new(ctx, lg.g, o, &s) == NPU_OK);
-  npu_options_release(o);
+  npu_session *s = loop_session(ctx, &lg);
   if (!s) return;
-  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.init) == NPU_OK);
   closer c = {.s = s};
   npu_run_options ro = {.progress = close_it, .progress_ud = &c, .progress_every = 100};
   npu_tensor *out = NULL;
