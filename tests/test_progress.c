@@ -5,11 +5,15 @@
  * run without a loop reports once (1 of 1); a negative progress_every is refused.  Also
  * npu_context_set_memory_limit (a run needing more fails naming the limit; a limit below the
  * bytes in use is refused) and npu_context_errnode (an integer division by zero names its
- * node).  A callback closing its session mid-run: the close waits for the run's end.
+ * node).  A callback, or another thread, closing the session mid-run: the freeing waits for
+ * the run's end.
  * Nothing leaks.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "include/npu.h"
@@ -219,6 +223,56 @@ static void test_close_from_callback(npu_context *ctx) {
   npu_graph_release(lg.g);
 }
 
+/* Another thread closing the session while a run is in the middle of its loop: its close
+   waits for the run's end (it freed the plans under the running loop). */
+typedef struct racer {
+  npu_session *s;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool go;
+} racer;
+
+static void *close_when_told(void *ud) {
+  racer *r = ud;
+  pthread_mutex_lock(&r->mu);
+  while (!r->go) pthread_cond_wait(&r->cv, &r->mu);
+  pthread_mutex_unlock(&r->mu);
+  npu_session_close(r->s);
+  return NULL;
+}
+
+static int tell_then_dawdle(void *ud, int64_t step, int64_t total) {
+  (void)total;
+  racer *r = ud;
+  if (step == 100) {
+    pthread_mutex_lock(&r->mu);
+    r->go = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+  }
+  nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL); /* the closer gets in */
+  return 0;
+}
+
+static void test_close_from_another_thread(npu_context *ctx) {
+  loop_graph lg = {0};
+  npu_session *s = loop_session(ctx, &lg);
+  if (!s) return;
+  racer r = {.s = s, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, close_when_told, &r) == 0);
+  npu_run_options ro = {.progress = tell_then_dawdle, .progress_ud = &r, .progress_every = 100};
+  npu_tensor *out = NULL;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 1, &lg.total, &out, 1, &lg.loop) ==
+        NPU_OK);
+  if (out) CHECK_NEAR(npu_tensor_get(out, 0), 9000, 0);
+  npu_tensor_release(out);
+  pthread_join(th, NULL);
+  CHECK(npu_session_is_closed(s));
+  npu_session_release(s);
+  npu_graph_release(lg.g);
+}
+
 /* q = x floor_div d with d holding a zero: NPU_ERR_ARG naming q, and npu_context_errnode. */
 static void test_division_by_zero(npu_context *ctx) {
   npu_graph *g = NULL;
@@ -312,6 +366,7 @@ int main(void) {
   if (!ctx) return check_summary("test_progress");
   test_loop(ctx);
   test_close_from_callback(ctx);
+  test_close_from_another_thread(ctx);
   test_division_by_zero(ctx);
   test_memory_limit(ctx);
   CHECK(npu_context_live_bytes(ctx) == 0);
