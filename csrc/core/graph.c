@@ -396,17 +396,18 @@ npu_status npu_graph_add_variable(npu_graph *g, const char *name, int initial_va
   if (!g) return NPU_ERR_ARG;
   if (!value_out) return npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_add_variable: value_out is NULL");
   *value_out = -1;
+  const char *asked = name ? name : "Variable"; /* messages name the variable asked for */
   if (initial_value < 0 || initial_value >= g->n_values)
     return npuC_error(g->ctx, NPU_ERR_ARG,
-                      "npu_graph_add_variable: initial value %d is not a value of this graph",
-                      initial_value);
+                      "npu_graph_add_variable '%s': initial value %d is not a value of this "
+                      "graph", asked, initial_value);
   const npuG_value *init = &g->values[initial_value];
   if (!npuG_value_known(init)) {
     char sb[96];
     return npuC_error(g->ctx, NPU_ERR_ARG,
-                      "npu_graph_add_variable: the initial value's shape must be fully known: "
-                      "'%s:%d' has shape %s", g->nodes[init->node].name, init->index,
-                      npuC_shape_str(sb, sizeof sb, init->ndim, init->shape));
+                      "npu_graph_add_variable '%s': the initial value's shape must be fully "
+                      "known: '%s:%d' has shape %s", asked, g->nodes[init->node].name,
+                      init->index, npuC_shape_str(sb, sizeof sb, init->ndim, init->shape));
   }
   npu_attr attrs[2] = {
       {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = init->dtype},
