@@ -364,6 +364,7 @@ dist:
 	    --mtime=@$$(git log -1 --format=%ct) --transform 's,^,lua-npu-$(NPU_VERSION)/,' \
 	    --use-compress-program='gzip -n' -cf $(DIST).tmp
 	mv $(DIST).tmp $(DIST)
+	@git diff --quiet HEAD -- 2>/dev/null || { echo "make dist: warning: tracked files differ from the last commit, and $(DIST) holds them as they are in the working tree (commit first for a release): $$(git diff --name-only HEAD -- | head -5 | tr '\n' ' ')" >&2; }
 	@echo "$(DIST): $$(tar -tzf $(DIST) | grep -vc '/$$') files"
 
 clean:
