@@ -722,8 +722,11 @@ npu_status npu_session_run_with_options(npu_session *s, const npu_run_options *r
   /* A loop whose dataset's element changes shape returns early (state.loop_left): the plan
      of the new shape runs the remaining iterations, and its last step gives the fetches. */
   state->loop_left = 0;
+  npu_graph *graph = state->graph;
   while (!st) {
+    atomic_fetch_add(&graph->n_running, 1); /* no node added while it runs (core/graph.c) */
     st = npuE_run(state, plan, feed_tensors, fetch_out);
+    atomic_fetch_sub(&graph->n_running, 1);
     if (st || !state->loop_left) break;
     pthread_mutex_lock(&s->lock);
     s->cur = ln;

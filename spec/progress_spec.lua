@@ -133,6 +133,35 @@ function TestProgress:test_the_function_may_close_the_session()
   lu.assertStrContains(msg, "the session is closed")
 end
 
+function TestProgress:test_the_function_may_not_grow_the_graph_being_run()
+  -- adding nodes moved the node and value arrays under the running loop (a use after free)
+  local g = self.total:graph()
+  local n = g:n_nodes()
+  local msg, err = fails(self.sess.run, self.sess, self.loop, nil, {
+    progress = function() g:const(npu.ones({ 3 }), "late") end, every = 100 })
+  lu.assertEquals(err.code, "NPU_ERR_STATE", msg)
+  lu.assertStrContains(msg, "cannot add node 'late': a session is running this graph")
+  lu.assertEquals(g:n_nodes(), n)
+  lu.assertEquals(self.sess:run(self.total):item(), 100 * 45 / 5) -- 100 iterations ran
+  -- after the run the graph grows again
+  lu.assertEquals(self.sess:run(g:const(npu.ones({ 3 }), "late")):totable(), { 1, 1, 1 })
+end
+
+function TestProgress:test_a_host_function_may_not_grow_the_graph_being_run()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 3 }, "x")
+  local y = npu.host_func(function(v)
+    g:const(npu.ones({ 3 }), "inside")
+    return v
+  end, x, "float32")
+  local z = y + 1
+  local sess <close> = npu.Session(g)
+  local n = g:n_nodes()
+  local msg = fails(sess.run, sess, z, { [x] = { 1, 2, 3 } })
+  lu.assertStrContains(msg, "cannot add node 'inside': a session is running this graph")
+  lu.assertEquals(g:n_nodes(), n)
+end
+
 function TestProgress:test_a_callable_table_is_a_progress_function()
   local steps = {}
   local callable = setmetatable({}, { __call = function(_, step) steps[#steps + 1] = step end })

@@ -374,7 +374,9 @@ NPU_API void npu_graph_release(npu_graph *g);
    the op's TensorFlow-style default ("MatMul", then "MatMul_1", ...); a taken name is made
    unique the same way.  Shapes and dtypes are inferred now: an impossible op fails with
    NPU_ERR_SHAPE/NPU_ERR_DTYPE naming the op and the shapes, and adds nothing.
-   On success *node_out is the node id and its outputs are npu_graph_output(g, node, i). */
+   On success *node_out is the node id and its outputs are npu_graph_output(g, node, i).
+   While a session's run executes on g (a host op or progress callback calling back), nodes,
+   control edges and datasets cannot be added: NPU_ERR_STATE. */
 NPU_API npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *name,
                                     int n_inputs, const int *inputs, int n_attrs,
                                     const npu_attr *attrs, int *node_out);
