@@ -251,7 +251,7 @@ sanitize: deps
 # embedding example (two lua_States on two threads), in build-tsan/.  OpenBLAS runs one thread
 # (context.c), so its uninstrumented code races with nothing of ours.
 TSAN_FLAGS = -fsanitize=thread -fno-omit-frame-pointer
-TSAN_TESTS = test_parallel test_cancel test_host_op test_context
+TSAN_TESTS = test_parallel test_cancel test_host_op test_context test_progress
 tsan: deps
 	$(MAKE) BUILD=build-tsan MODULE_DIR=build-tsan EXTRA_CFLAGS="$(TSAN_FLAGS)" EXTRA_LDFLAGS="$(TSAN_FLAGS)" OPT=-O1 \
 	    build-tsan/npu/core.so lua-links $(patsubst %,build-tsan/tests/%,$(TSAN_TESTS)) build-tsan/examples/embed
@@ -364,6 +364,7 @@ dist:
 	    --mtime=@$$(git log -1 --format=%ct) --transform 's,^,lua-npu-$(NPU_VERSION)/,' \
 	    --use-compress-program='gzip -n' -cf $(DIST).tmp
 	mv $(DIST).tmp $(DIST)
+	@git diff --quiet HEAD -- 2>/dev/null || { echo "make dist: warning: tracked files differ from the last commit, and $(DIST) holds them as they are in the working tree (commit first for a release): $$(git diff --name-only HEAD -- | head -5 | tr '\n' ' ')" >&2; }
 	@echo "$(DIST): $$(tar -tzf $(DIST) | grep -vc '/$$') files"
 
 clean:

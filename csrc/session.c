@@ -56,6 +56,7 @@ struct npu_session {
   npu_context *ctx;
   npu_options *options;
   bool closed;
+  bool close_pending; /* closed during a run: the last run to end frees (under lock) */
   npuP_config compile; /* reference path, precision mode */
   int device_id;
   accelerate accel;
@@ -159,8 +160,9 @@ npu_status npu_session_new(npu_context *ctx, npu_graph *g, const npu_options *op
   return NPU_OK;
 }
 
-void npu_session_close(npu_session *s) {
-  if (!s || s->closed) return;
+/* What a closed session no longer needs: its plans, variables, weights, dumps.  Only when no
+   run is in progress (npu_session_close, or the last run to end after a close). */
+static void free_run_state(npu_session *s) {
   npu_context *ctx = s->ctx;
   for (int k = 0; k < s->n_lanes; k++) {
     lane *ln = &s->lanes[k];
@@ -184,7 +186,30 @@ void npu_session_close(npu_session *s) {
   npuE_profile_free(ctx, s->cur->state.profile); /* writes the profile's summaries */
   s->cur->state.profile = NULL;
   npuD_comm_close(ctx); /* the collectives' staging buffers kept for the next steps */
-  s->closed = true;
+}
+
+static bool runs_here(const npu_session *s) {
+  pthread_t me = pthread_self();
+  for (int k = 0; k < s->n_lanes; k++)
+    if (s->lanes[k].busy && pthread_equal(s->lanes[k].owner, me)) return true;
+  return false;
+}
+
+/* A close while runs are in progress (a progress or host callback closing its own session,
+   or another thread) must not free what they use: no run starts after it, and the last run
+   to end frees.  A callback's close returns at once (its run is below it on this thread);
+   another thread's waits until the runs have ended. */
+void npu_session_close(npu_session *s) {
+  if (!s) return;
+  pthread_mutex_lock(&s->lock);
+  if (!s->closed) {
+    s->closed = true;
+    if (s->n_busy == 0) free_run_state(s);
+    else s->close_pending = true;
+  }
+  if (!runs_here(s))
+    while (s->close_pending) pthread_cond_wait(&s->changed, &s->lock);
+  pthread_mutex_unlock(&s->lock);
 }
 
 int npu_session_is_closed(const npu_session *s) { return s->closed; }
@@ -599,10 +624,9 @@ static void disarm_watch(lane *ln) {
    (a host op calling back into it). */
 static npu_status lane_enter(npu_session *s, bool whole, lane **out) {
   pthread_t me = pthread_self();
-  for (int k = 0; k < s->n_lanes; k++)
-    if (s->lanes[k].busy && pthread_equal(s->lanes[k].owner, me))
-      return npuC_error(s->ctx, NPU_ERR_STATE, "npu_session_run: the session is already "
-                        "running on this thread (a host op called back into it)");
+  if (runs_here(s))
+    return npuC_error(s->ctx, NPU_ERR_STATE, "npu_session_run: the session is already "
+                      "running on this thread (a host op called back into it)");
   if (whole) s->n_whole_waiting++;
   for (;;) {
     lane *ln = NULL;
@@ -628,6 +652,10 @@ static void lane_leave(npu_session *s, lane *ln) {
   ln->busy = false;
   s->n_busy--;
   if (ln == &s->lanes[0]) s->exclusive = false;
+  if (s->close_pending && s->n_busy == 0) { /* closed during the runs: the last one frees */
+    free_run_state(s);
+    s->close_pending = false;
+  }
   pthread_cond_broadcast(&s->changed);
 }
 
@@ -694,8 +722,11 @@ npu_status npu_session_run_with_options(npu_session *s, const npu_run_options *r
   /* A loop whose dataset's element changes shape returns early (state.loop_left): the plan
      of the new shape runs the remaining iterations, and its last step gives the fetches. */
   state->loop_left = 0;
+  npu_graph *graph = state->graph;
   while (!st) {
+    atomic_fetch_add(&graph->n_running, 1); /* no node added while it runs (core/graph.c) */
     st = npuE_run(state, plan, feed_tensors, fetch_out);
+    atomic_fetch_sub(&graph->n_running, 1);
     if (st || !state->loop_left) break;
     pthread_mutex_lock(&s->lock);
     s->cur = ln;

@@ -419,7 +419,17 @@ function TestApiDoc:test_ldoc_builds_the_reference()
   for _, m in ipairs({ "npu.train", "npu.data", "npu.errors", "npu.summary", "npu.hccl" }) do
     lu.assertNotNil(read_all(out .. "/modules/" .. m .. ".html"), m .. " has no page")
   end
-  lu.assertStrContains(read_all(out .. "/modules/npu.train.html") or "", "Saver:restore")
+  -- the Saver's page of its own (its file merged into npu.train gave that module its summary)
+  lu.assertStrContains(read_all(out .. "/modules/npu.train.Saver.html") or "", "restore(sess, path)")
+  -- the index lists every module under its npu.* name, summarised by its own opening line
+  -- ("npu.x — ..."): not a file name, nor the first line of another file merged into it
+  local listed = 0
+  for name, summary in index:gmatch('<td class="name"[^>]*><a href="[^"]*">([^<]+)</a></td>%s*<td class="summary">([^<]*)') do
+    listed = listed + 1
+    lu.assertStrMatches(name, "npu[%w_.]*")
+    lu.assertEquals(summary:sub(1, #name + 1), name .. " ", name .. "'s summary: " .. summary)
+  end
+  lu.assertTrue(listed >= 15, "modules listed in index.html: " .. listed)
   remove_dir(tmpdir)
 end
 

@@ -59,6 +59,12 @@ function TestDistributed:test_bad_arguments_name_the_op()
   lu.assertErrorMsgContains("rank_size 2 but there is 1 rank", hccl.allgather, x, 2)
   lu.assertErrorMsgContains("NPU_ERR_SHAPE", g.op, g, "hcom_reduce_scatter", { x }, { reduction = "sum", rank_size = 2 })
   lu.assertErrorMsgContains("unknown group 'other'", hccl.allreduce, x, "sum", 1, -1, "other")
+  -- an unknown group is reported by the function called, not the rank query it asks
+  lu.assertErrorMsgContains("npu.hccl.allreduce: NPU_ERR_ARG: unknown group 'other'", hccl.allreduce, x, "sum", 1, -1, "other")
+  lu.assertErrorMsgContains("npu.hccl.send: NPU_ERR_ARG: unknown group 'other'", hccl.send, x, 5, 1, "other")
+  lu.assertErrorMsgContains("npu.hccl.receive: NPU_ERR_ARG: unknown group 'other'", hccl.receive, { 3 }, "float32", 5, 1, "other", g)
+  lu.assertErrorMsgContains("npu.hccl.allgather: NPU_ERR_ARG: unknown group 'other'", hccl.allgather, x, 1, "other")
+  lu.assertErrorMsgContains("npu.hccl.get_local_rank_id: NPU_ERR_ARG: unknown group 'other'", hccl.get_local_rank_id, "other")
   lu.assertErrorMsgContains("NPU_ERR_DTYPE", hccl.allreduce, g:placeholder("bool", { 2 }), "max")
   -- the C check of rank_size, when the op is built directly
   local ag = g:op("hcom_all_gather", { x }, { rank_size = 3 })

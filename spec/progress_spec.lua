@@ -117,6 +117,51 @@ function TestProgress:test_the_function_must_return_nothing_or_a_boolean()
   lu.assertStrContains(msg, "must return nothing, false or true (to cancel the run), got a number")
 end
 
+function TestProgress:test_the_function_may_close_the_session()
+  -- the close waits for the run's end (freeing the plans under the running loop crashed)
+  local calls = 0
+  local r = self.sess:run({ self.total, self.loop }, nil, {
+    progress = function(step)
+      calls = calls + 1
+      if step == 200 then self.sess:close(); collectgarbage() end
+    end, every = 100 })
+  lu.assertEquals(calls, 10)
+  lu.assertEquals(r[1]:item(), 9000)
+  lu.assertTrue(self.sess:closed())
+  local msg, err = fails(self.sess.run, self.sess, self.total)
+  lu.assertEquals(err.code, "NPU_ERR_STATE", msg)
+  lu.assertStrContains(msg, "the session is closed")
+end
+
+function TestProgress:test_the_function_may_not_grow_the_graph_being_run()
+  -- adding nodes moved the node and value arrays under the running loop (a use after free)
+  local g = self.total:graph()
+  local n = g:n_nodes()
+  local msg, err = fails(self.sess.run, self.sess, self.loop, nil, {
+    progress = function() g:const(npu.ones({ 3 }), "late") end, every = 100 })
+  lu.assertEquals(err.code, "NPU_ERR_STATE", msg)
+  lu.assertStrContains(msg, "cannot add node 'late': a session is running this graph")
+  lu.assertEquals(g:n_nodes(), n)
+  lu.assertEquals(self.sess:run(self.total):item(), 100 * 45 / 5) -- 100 iterations ran
+  -- after the run the graph grows again
+  lu.assertEquals(self.sess:run(g:const(npu.ones({ 3 }), "late")):totable(), { 1, 1, 1 })
+end
+
+function TestProgress:test_a_host_function_may_not_grow_the_graph_being_run()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 3 }, "x")
+  local y = npu.host_func(function(v)
+    g:const(npu.ones({ 3 }), "inside")
+    return v
+  end, x, "float32")
+  local z = y + 1
+  local sess <close> = npu.Session(g)
+  local n = g:n_nodes()
+  local msg = fails(sess.run, sess, z, { [x] = { 1, 2, 3 } })
+  lu.assertStrContains(msg, "cannot add node 'inside': a session is running this graph")
+  lu.assertEquals(g:n_nodes(), n)
+end
+
 function TestProgress:test_a_callable_table_is_a_progress_function()
   local steps = {}
   local callable = setmetatable({}, { __call = function(_, step) steps[#steps + 1] = step end })
@@ -201,6 +246,28 @@ function TestProgressBar:test_as_the_progress_function_of_runs()
   lu.assertStrContains(out2:text(), "100% 300/300")
   lu.assertStrContains(out2:text(), " 50% 150/300")
   sess:close()
+end
+
+function TestProgressBar:test_a_finished_bar_given_to_another_run_starts_again()
+  -- one bar per epoch, reused: the second run drew nothing (its lines were all 'shown')
+  local sess, loop = loop_session(100)
+  local out = buffer()
+  local bar = npu.util.ProgressBar { total = 100, stream = out, plain = true, clock = ticking(1) }
+  for _ = 1, 2 do
+    sess:run(loop, nil, { progress = bar, every = 10 })
+    bar:finish()
+  end
+  sess:close()
+  lu.assertEquals(select(2, out:text():gsub("100%% 100/100", "")), 2)
+  lu.assertEquals(select(2, out:text():gsub("\n", "")), 20)
+  -- the rate counts from the restart: 10 steps in 1 s (clock 1 at the restart, 2 at step 10)
+  lu.assertStrContains(out:text(), "10% 10/100 10.0 it/s\n 20%")
+  -- a step below the last one starts again too (a new run without finish)
+  local out2 = buffer()
+  local b2 = npu.util.ProgressBar { total = 10, width = 4, stream = out2, plain = false, clock = ticking(1) }
+  b2:update(10)
+  b2:update(5)
+  lu.assertStrContains(out2:text(), "\r[==> ]  50% 5/10 5.0 it/s")
 end
 
 function TestProgressBar:test_clear_blanks_the_line()

@@ -83,3 +83,34 @@ function TestRockspec:test_scm_rockspec_builds_and_tests_the_same_way()
   end
   lu.assertEquals(scm.description, release.description)
 end
+
+-- make dist tars the tracked files as they are in the working tree: from a tree with
+-- uncommitted changes it says so (the tarball is then not the commit it is dated by).
+function TestRockspec:test_make_dist_warns_about_uncommitted_changes()
+  if not os.execute("git -C " .. S.sh_quote(ROOT) .. " rev-parse --git-dir >/dev/null 2>&1") then
+    return lu.skip("not a git checkout")
+  end
+  local p = io.popen("cd " .. S.sh_quote(ROOT) .. " && pwd") -- make -C reads -f from there
+  local root = p:read("l")
+  p:close()
+  local tmp = S.tmpdir()
+  local clone = tmp .. "/clone"
+  lu.assertTrue(os.execute(("git clone -q %s %s"):format(S.sh_quote(root), S.sh_quote(clone))))
+  local function dist()
+    local err = tmp .. "/err"
+    local ok = os.execute(("make -s -C %s -f %s dist BUILD=%s >/dev/null 2>%s"):format(
+      S.sh_quote(clone), S.sh_quote(root .. "/Makefile"), S.sh_quote(tmp .. "/b"), S.sh_quote(err)))
+    return ok, read(err) or ""
+  end
+  local ok, err = dist()
+  lu.assertTrue(ok, err)
+  lu.assertEquals(err, "") -- a clean tree: quiet
+  local f = assert(io.open(clone .. "/README.md", "a"))
+  f:write("\nnot committed\n")
+  f:close()
+  ok, err = dist()
+  lu.assertTrue(ok, err) -- still written (make test's rock check runs in working trees)
+  lu.assertStrContains(err, "make dist: warning: tracked files differ from the last commit")
+  lu.assertStrContains(err, "README.md")
+  S.rm_rf(tmp)
+end

@@ -148,7 +148,7 @@ function TestVariables:test_errors_name_the_culprit()
   local msg, e = S.fails(function() g:variable(x, "v") end)
   lu.assertEquals(e.code, "NPU_ERR_ARG")
   lu.assertStrContains(msg, "'x:0'")
-  lu.assertStrContains(msg, "the initial value's shape must be fully known")
+  lu.assertStrContains(msg, "variable 'v': the initial value's shape must be fully known")
   lu.assertStrContains(msg, "[-1]")
   lu.assertEquals(g:global_variables(), {})
   lu.assertEquals(g:n_nodes(), 1) -- nothing half-built

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "npu_test.h"
+#include "core/npu_int.h" /* npuC_alloc: a request no public call can make */
 
 typedef struct heap {
   long blocks, calls;
@@ -133,6 +134,15 @@ static void test_host_allocator(void) {
   CHECK(npu_tensor_new(ctx, NPU_DTYPE_F32, 1, (int64_t[]){1000}, &t) == NPU_ERR_NOMEM);
   CHECK(t == NULL);
   CHECK(strstr(npu_context_errmsg(ctx), "limit") != NULL);
+  /* a request so large that the bytes in use plus it wrap around is past the limit too: it
+     never reaches the host */
+  CHECK(npu_tensor_new(ctx, NPU_DTYPE_F32, 1, (int64_t[]){100}, &t) == NPU_OK);
+  long calls = h.calls;
+  CHECK(npuC_alloc(ctx, SIZE_MAX - 64) == NULL);
+  CHECK(h.calls == calls);
+  CHECK(strstr(npu_context_errmsg(ctx), "of the 1000-byte memory limit") != NULL);
+  npu_tensor_release(t);
+  t = NULL;
   npu_context_release(ctx);
   CHECK(h.blocks == 0);
 

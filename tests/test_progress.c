@@ -5,10 +5,15 @@
  * run without a loop reports once (1 of 1); a negative progress_every is refused.  Also
  * npu_context_set_memory_limit (a run needing more fails naming the limit; a limit below the
  * bytes in use is refused) and npu_context_errnode (an integer division by zero names its
- * node).  Nothing leaks.
+ * node).  A callback, or another thread, closing the session mid-run: the freeing waits for
+ * the run's end.
+ * Nothing leaks.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "include/npu.h"
@@ -96,17 +101,24 @@ static double fetch_total(npu_session *s, const loop_graph *lg) {
   return v;
 }
 
-static void test_loop(npu_context *ctx) {
-  loop_graph lg = {0};
-  CHECK(build(ctx, &lg) == NPU_OK);
+/* The loop graph in a session of N_LOOP iterations per loop, its total initialised; NULL
+   (checks failed) when it could not be made. */
+static npu_session *loop_session(npu_context *ctx, loop_graph *lg) {
+  CHECK(build(ctx, lg) == NPU_OK);
   npu_options *o = NULL;
   CHECK(npu_options_new(ctx, &o) == NPU_OK);
   CHECK(npu_options_set_int(o, "iterations_per_loop", N_LOOP) == NPU_OK);
   npu_session *s = NULL;
-  CHECK(npu_session_new(ctx, lg.g, o, &s) == NPU_OK);
+  CHECK(npu_session_new(ctx, lg->g, o, &s) == NPU_OK);
   npu_options_release(o);
+  if (s) CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &lg->init) == NPU_OK);
+  return s;
+}
+
+static void test_loop(npu_context *ctx) {
+  loop_graph lg = {0};
+  npu_session *s = loop_session(ctx, &lg);
   if (!s) return;
-  CHECK(npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &lg.init) == NPU_OK);
 
   /* every 100: exactly 100, 200, ..., 1000 of 1000 */
   seen sn = {0};
@@ -166,6 +178,97 @@ static void test_loop(npu_context *ctx) {
         NPU_ERR_ARG);
   CHECK(strstr(npu_context_errmsg(ctx), "progress_every must be >= 0") != NULL);
   CHECK(sn.n == 0);
+  npu_session_release(s);
+  npu_graph_release(lg.g);
+}
+
+/* A progress callback closing the session it reports on (a Lua ProgressBar's function may
+   call sess:close()): the run's plans, variables and arena stay until the run has unwound, the
+   loop finishes, the fetch comes back, and later runs find the session closed. */
+typedef struct closer {
+  npu_session *s;
+  int n, closed_at;
+} closer;
+
+static int close_it(void *ud, int64_t step, int64_t total) {
+  (void)total;
+  closer *c = ud;
+  c->n++;
+  if (step == 200) {
+    npu_session_close(c->s);
+    npu_session_close(c->s); /* twice: harmless */
+    c->closed_at = npu_session_is_closed(c->s) ? (int)step : -1;
+  }
+  return 0;
+}
+
+static void test_close_from_callback(npu_context *ctx) {
+  loop_graph lg = {0};
+  npu_session *s = loop_session(ctx, &lg);
+  if (!s) return;
+  closer c = {.s = s};
+  npu_run_options ro = {.progress = close_it, .progress_ud = &c, .progress_every = 100};
+  npu_tensor *out = NULL;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 1, &lg.total, &out, 1, &lg.loop) ==
+        NPU_OK);
+  CHECK(c.n == 10 && c.closed_at == 200);
+  if (out) CHECK_NEAR(npu_tensor_get(out, 0), 9000, 0);
+  npu_tensor_release(out);
+  out = NULL;
+  CHECK(npu_session_is_closed(s));
+  CHECK(npu_session_run(s, 0, NULL, NULL, 1, &lg.total, &out, 0, NULL) == NPU_ERR_STATE);
+  CHECK(strstr(npu_context_errmsg(ctx), "the session is closed") != NULL);
+  CHECK(out == NULL);
+  npu_session_release(s);
+  npu_graph_release(lg.g);
+}
+
+/* Another thread closing the session while a run is in the middle of its loop: its close
+   waits for the run's end (it freed the plans under the running loop). */
+typedef struct racer {
+  npu_session *s;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool go;
+} racer;
+
+static void *close_when_told(void *ud) {
+  racer *r = ud;
+  pthread_mutex_lock(&r->mu);
+  while (!r->go) pthread_cond_wait(&r->cv, &r->mu);
+  pthread_mutex_unlock(&r->mu);
+  npu_session_close(r->s);
+  return NULL;
+}
+
+static int tell_then_dawdle(void *ud, int64_t step, int64_t total) {
+  (void)total;
+  racer *r = ud;
+  if (step == 100) {
+    pthread_mutex_lock(&r->mu);
+    r->go = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+  }
+  nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL); /* the closer gets in */
+  return 0;
+}
+
+static void test_close_from_another_thread(npu_context *ctx) {
+  loop_graph lg = {0};
+  npu_session *s = loop_session(ctx, &lg);
+  if (!s) return;
+  racer r = {.s = s, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, close_when_told, &r) == 0);
+  npu_run_options ro = {.progress = tell_then_dawdle, .progress_ud = &r, .progress_every = 100};
+  npu_tensor *out = NULL;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 1, &lg.total, &out, 1, &lg.loop) ==
+        NPU_OK);
+  if (out) CHECK_NEAR(npu_tensor_get(out, 0), 9000, 0);
+  npu_tensor_release(out);
+  pthread_join(th, NULL);
+  CHECK(npu_session_is_closed(s));
   npu_session_release(s);
   npu_graph_release(lg.g);
 }
@@ -262,6 +365,8 @@ int main(void) {
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
   if (!ctx) return check_summary("test_progress");
   test_loop(ctx);
+  test_close_from_callback(ctx);
+  test_close_from_another_thread(ctx);
   test_division_by_zero(ctx);
   test_memory_limit(ctx);
   CHECK(npu_context_live_bytes(ctx) == 0);

@@ -160,7 +160,9 @@ static void test_nodes_one_by_one(void) {
   CHECK(out == -1);
   CHECK(strstr(npu_context_errmsg(ctx), "'x:0'") != NULL);
   CHECK(strstr(npu_context_errmsg(ctx), "[-1]") != NULL);
+  CHECK(strstr(npu_context_errmsg(ctx), "npu_graph_add_variable 'bad':") != NULL);
   CHECK(npu_graph_add_variable(g, "bad", 9999, &out) == NPU_ERR_ARG);
+  CHECK(strstr(npu_context_errmsg(ctx), "'bad': initial value 9999 is not a value") != NULL);
   CHECK(npu_graph_add_variable(g, "bad:0", init, &out) == NPU_ERR_ARG); /* invalid name */
   CHECK(npu_graph_add_variable(NULL, "bad", init, &out) == NPU_ERR_ARG);
   CHECK(npu_graph_n_nodes(g) == n_nodes && npu_graph_n_variables(g) == 1);

@@ -979,22 +979,26 @@ static int l_hccl_destroy_group(lua_State *L) {
   return 0;
 }
 
-/* core.hccl_group_size(name) -> its rank count (members or not). */
+/* core.hccl_group_size(name [, where]) -> its rank count (members or not); where: the
+   npu.hccl function asking, for the message (the rank queries, send, allgather, ...). */
 static int l_hccl_group_size(lua_State *L) {
   int size;
+  const char *where = luaL_optstring(L, 2, "npu.hccl.get_rank_size");
   npu_status st = npu_dist_group_ranks(npuB_context(L), luaL_checkstring(L, 1), NULL, &size,
                                        NULL, NULL);
-  if (st) return npuB_raise(L, "npu.hccl.get_rank_size", st);
+  if (st) return npuB_raise(L, where, st);
   lua_pushinteger(L, size);
   return 1;
 }
 
-/* core.hccl_group_ranks(name) -> rank_id, rank_size, local_rank_id, local_rank_size. */
+/* core.hccl_group_ranks(name [, where]) -> rank_id, rank_size, local_rank_id,
+   local_rank_size. */
 static int l_hccl_group_ranks(lua_State *L) {
   int r[4];
+  const char *where = luaL_optstring(L, 2, "npu.hccl.get_rank_id");
   npu_status st = npu_dist_group_ranks(npuB_context(L), luaL_checkstring(L, 1), &r[0], &r[1],
                                        &r[2], &r[3]);
-  if (st) return npuB_raise(L, "npu.hccl.get_rank_id", st);
+  if (st) return npuB_raise(L, where, st);
   for (int i = 0; i < 4; i++) lua_pushinteger(L, r[i]);
   return 4;
 }

@@ -200,7 +200,9 @@ void *npuC_alloc(npu_context *ctx, size_t n) {
     return NULL;
   }
   size_t live = atomic_load(&ctx->live_bytes);
-  if (ctx->memory_limit && live + n > ctx->memory_limit) {
+  /* n > limit - live, not live + n > limit: that sum wraps for a huge n (and live may pass
+     the limit a little when threads allocate at once) */
+  if (ctx->memory_limit && (live > ctx->memory_limit || n > ctx->memory_limit - live)) {
     npuC_error(ctx, NPU_ERR_NOMEM,
                "out of memory: %zu bytes requested, %zu of the %zu-byte memory limit in use",
                n, live, ctx->memory_limit);

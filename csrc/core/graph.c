@@ -106,9 +106,21 @@ static char *unique_name(npu_graph *g, const char *base) {
   }
 }
 
+npu_status npuG_check_growable(npu_graph *g, const char *what) {
+  if (!atomic_load(&g->n_running)) return NPU_OK;
+  return npuC_error(g->ctx, NPU_ERR_STATE, "cannot add %s: a session is running this graph (a "
+                    "host or progress function may not grow it; add to it before or after the "
+                    "run)", what);
+}
+
 npu_status npuG_append(npu_graph *g, npuG_node *node, const char *name, const char *default_name,
                        const npuG_value *outputs) {
   npu_context *ctx = g->ctx;
+  if (atomic_load(&g->n_running)) {
+    char what[160];
+    snprintf(what, sizeof what, "node '%s'", name ? name : default_name);
+    return npuG_check_growable(g, what);
+  }
   if (name && (!*name || strchr(name, ':')))
     return npuC_error(ctx, NPU_ERR_ARG, "invalid node name '%s' (empty or containing ':')",
                       name);
@@ -235,6 +247,12 @@ npu_status npu_graph_add_control(npu_graph *g, int node, int dep) {
                       "npu_graph_add_control: '%s' must be created before '%s' to be its "
                       "control dependency",
                       g->nodes[dep].name, g->nodes[node].name);
+  if (atomic_load(&g->n_running)) {
+    char what[300];
+    snprintf(what, sizeof what, "a control edge '%.100s' -> '%.100s'", g->nodes[dep].name,
+             g->nodes[node].name);
+    return npuG_check_growable(g, what);
+  }
   npuG_node *n = &g->nodes[node];
   int *c = npuC_realloc(g->ctx, n->controls, (size_t)(n->n_controls + 1) * sizeof *c);
   if (!c) return NPU_ERR_NOMEM;
@@ -396,17 +414,18 @@ npu_status npu_graph_add_variable(npu_graph *g, const char *name, int initial_va
   if (!g) return NPU_ERR_ARG;
   if (!value_out) return npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_add_variable: value_out is NULL");
   *value_out = -1;
+  const char *asked = name ? name : "Variable"; /* messages name the variable asked for */
   if (initial_value < 0 || initial_value >= g->n_values)
     return npuC_error(g->ctx, NPU_ERR_ARG,
-                      "npu_graph_add_variable: initial value %d is not a value of this graph",
-                      initial_value);
+                      "npu_graph_add_variable '%s': initial value %d is not a value of this "
+                      "graph", asked, initial_value);
   const npuG_value *init = &g->values[initial_value];
   if (!npuG_value_known(init)) {
     char sb[96];
     return npuC_error(g->ctx, NPU_ERR_ARG,
-                      "npu_graph_add_variable: the initial value's shape must be fully known: "
-                      "'%s:%d' has shape %s", g->nodes[init->node].name, init->index,
-                      npuC_shape_str(sb, sizeof sb, init->ndim, init->shape));
+                      "npu_graph_add_variable '%s': the initial value's shape must be fully "
+                      "known: '%s:%d' has shape %s", asked, g->nodes[init->node].name,
+                      init->index, npuC_shape_str(sb, sizeof sb, init->ndim, init->shape));
   }
   npu_attr attrs[2] = {
       {.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = init->dtype},

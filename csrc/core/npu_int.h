@@ -285,7 +285,14 @@ struct npu_graph {
   npuG_region *regions;
   int n_regions, cap_regions;
   int cur_region; /* where npuG_append puts new nodes */
+  /* Runs executing on the graph now (npuE_run, counted by the session): while any is, nodes,
+     control edges and datasets cannot be added — a host or progress function doing so would
+     move the arrays the run is reading (npuG_check_growable refuses). */
+  atomic_int n_running;
 };
+
+/* NPU_ERR_STATE naming `what` (the node or edge being added) while a run executes on g. */
+npu_status npuG_check_growable(npu_graph *g, const char *what);
 
 /* Whether region `inner` is `outer` or nested in it (any depth). */
 bool npuG_region_within(const npu_graph *g, int inner, int outer);

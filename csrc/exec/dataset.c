@@ -295,6 +295,8 @@ npu_status npu_graph_add_dataset(npu_graph *g, npu_dataset *ds, int *dataset_id)
   if (!ds || !dataset_id)
     return npuC_error(g->ctx, NPU_ERR_ARG, "npu_graph_add_dataset: %s is NULL",
                       ds ? "dataset_id" : "the dataset");
+  npu_status st = npuG_check_growable(g, "a dataset");
+  if (st) return st;
   void **list = npuC_realloc(g->ctx, g->datasets, (size_t)(g->n_datasets + 1) * sizeof *list);
   if (!list) return NPU_ERR_NOMEM;
   g->datasets = list;

@@ -374,7 +374,9 @@ NPU_API void npu_graph_release(npu_graph *g);
    the op's TensorFlow-style default ("MatMul", then "MatMul_1", ...); a taken name is made
    unique the same way.  Shapes and dtypes are inferred now: an impossible op fails with
    NPU_ERR_SHAPE/NPU_ERR_DTYPE naming the op and the shapes, and adds nothing.
-   On success *node_out is the node id and its outputs are npu_graph_output(g, node, i). */
+   On success *node_out is the node id and its outputs are npu_graph_output(g, node, i).
+   While a session's run executes on g (a host op or progress callback calling back), nodes,
+   control edges and datasets cannot be added: NPU_ERR_STATE. */
 NPU_API npu_status npu_graph_add_op(npu_graph *g, const char *op, const char *name,
                                     int n_inputs, const int *inputs, int n_attrs,
                                     const npu_attr *attrs, int *node_out);
@@ -967,7 +969,10 @@ NPU_API npu_status npu_dist_world_rank(npu_context *ctx, const char *group, int 
                                        int *world_rank);
 NPU_API npu_status npu_dist_group_rank(npu_context *ctx, int world_rank, const char *group,
                                        int *group_rank);
-/* Frees the session's variables and plans; later calls fail with NPU_ERR_STATE. */
+/* Frees the session's variables and plans; later calls fail with NPU_ERR_STATE.  Safe during
+   a run: called from the run's own progress or host callback it returns at once and the run
+   finishes (the freeing waits for its end); called from another thread it waits for the runs
+   in progress to end. */
 NPU_API void npu_session_close(npu_session *s);
 NPU_API int npu_session_is_closed(const npu_session *s);
 NPU_API npu_session *npu_session_retain(npu_session *s);

@@ -40,7 +40,7 @@ end
 local function group_size(where, group)
   group = check_group(where, group)
   if group == WORLD then return ranks().size end
-  return core.hccl_group_size(group)
+  return core.hccl_group_size(group, "npu.hccl." .. where)
 end
 
 -- Rank queries (group: a group's name, default "hccl_world_group").  get_rank_id and the
@@ -49,7 +49,7 @@ end
 local function group_ranks(where, group)
   group = check_group(where, group)
   if group == WORLD then return ranks() end
-  local rank, size, local_rank, local_size = core.hccl_group_ranks(group)
+  local rank, size, local_rank, local_size = core.hccl_group_ranks(group, "npu.hccl." .. where)
   return { rank = rank, size = size, local_rank = local_rank, local_size = local_size }
 end
 

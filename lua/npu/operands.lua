@@ -1,5 +1,6 @@
 --- npu.operands — what the modules installed into `npu` (nn_extra, tf_extra, summary) share for
 -- reading their operands, so that each asks the same question the same way.
+-- @module npu.operands
 local M = {}
 
 --- The graph an op built from these operands belongs to: that of the first npu.Output among

@@ -94,7 +94,8 @@ local function flush(stream)
 end
 
 --- Moves the bar: step iterations of total done.  Returns nothing, so it can be a progress
--- function.
+-- function.  After finish, or given a step below the last one, the bar starts again (its
+-- rate too): one bar passed to the run of every epoch draws each epoch.
 -- @tparam integer step iterations done (>= 0)
 -- @tparam[opt] integer total defaults to the bar's, and sets it when the bar has none
 -- @raise NPU_ERR_ARG for a negative step, or when neither the bar nor the call gives a total
@@ -104,6 +105,10 @@ function Bar:update(step, total)
   if total ~= nil then check_count(where, "total", total, 1) end
   self.total = self.total or total
   if not self.total then errors.raise(where, "NPU_ERR_ARG", "the bar has no total: give one") end
+  -- a finished bar, or a step below the last one: another run (the next epoch) starts it again
+  if self.finished or step < self.step then
+    self.start, self.shown_tenth, self.drawn, self.finished = self.clock(), 0, false, false
+  end
   self.step = step
   if self.plain then
     local tenth = math.floor(10 * math.min(step, self.total) / self.total)

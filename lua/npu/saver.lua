@@ -12,7 +12,7 @@
 -- assign ops fed from placeholders — built once per saver, the first time it restores.
 -- A variable missing from the file, or held there with another shape or dtype, is an error
 -- naming the variable; nothing is assigned then.
--- @module npu.train
+-- @module npu.train.Saver
 local core = require("npu.core")
 local errors = require("npu.errors")
 local error = errors.error -- npu errors are values (lua/npu/errors.lua)

@@ -1,4 +1,4 @@
---- serve.lua — npu.serve{...}: TensorFlow Serving's REST API for a model base path, as an
+--- npu.serve — npu.serve{...}: TensorFlow Serving's REST API for a model base path, as an
 -- npu-serve child process that a handle owns (docs/serving.md, "From Lua").
 --
 -- Not in-process, on purpose: npu-serve runs HTTP and worker threads, blocks SIGTERM and SIGINT
