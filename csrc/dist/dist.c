@@ -90,6 +90,9 @@ typedef struct job {
   npu_status status;
   char msg[NPU_ERRMSG_SIZE - 64];
   char op[32], node[128];
+  /* the group's name when the job started ("" for the world): what the step's error names, as
+     the group may be destroyed between a start step and its wait (hcom_allreduce_start/_wait) */
+  char group_name[NPUX_HCOM_GROUP_MAX];
 } job;
 
 struct group {
@@ -1121,6 +1124,7 @@ static npu_status comm_start(const npuX_comm *comm, npu_context *ctx, const npuX
   j->magic = JOB_MAGIC;
   j->kind = c->kind;
   j->grp = g;
+  copy_name(j->group_name, sizeof j->group_name, g != &D.world ? g->name : "");
   j->peer = c->peer;
   j->tag = c->tag;
   j->reduction = c->reduction;
@@ -1209,8 +1213,8 @@ static npu_status comm_finish(const npuX_comm *comm, npu_context *ctx, int64_t t
   pthread_mutex_unlock(&D.mu);
   npu_status st = j->status;
   if (st) {
-    if (j->grp && j->grp != &D.world)
-      st = npuC_error(ctx, st, "%s '%s' (group '%s'): %s", j->op, j->node, j->grp->name, j->msg);
+    if (j->group_name[0])
+      st = npuC_error(ctx, st, "%s '%s' (group '%s'): %s", j->op, j->node, j->group_name, j->msg);
     else
       st = npuC_error(ctx, st, "%s '%s': %s", j->op, j->node, j->msg);
     job_recycle(j);
