@@ -1205,6 +1205,26 @@ static void test_max_pool_grad(void) {
     CHECK(bits_equal(d1, d3, (size_t)nx * 4));
     npuK_max_pool_grad_f32(&pool_odd, &g, x, dy, d3);
     CHECK(bits_equal(d1, d3, (size_t)nx * 4));
+    /* fused with relu_grad: the bits of relu_grad(max_pool_grad) on any pool, with the
+       features x itself (the training graph's case: ties at 0, negatives, NaN) and another
+       tensor (signs, -0, NaN: only > 0 keeps the gradient) */
+    float *feat = rand_f32(nx), *r1 = rand_f32(nx);
+    for (int64_t i = 0; i < nx; i++) feat[i] = feat[i] - 0.5f;
+    feat[0] = -0.0f, feat[nx - 1] = NAN, feat[nx / 2] = 0.0f;
+    for (int rep = 0; rep < 2; rep++) {
+      const float *fe = rep ? feat : x;
+      npuK_act_grad_f32(NULL, NPUK_AG_RELU, nx, d1, fe, r1);
+      int kept = 0, cut = 0;
+      for (int64_t i = 0; i < nx; i++) kept += r1[i] != 0, cut += r1[i] == 0 && d1[i] != 0;
+      CHECK(kept > 0 && cut > 0); /* some gradients survive the mask, some are cut */
+      npuK_max_pool_grad_relu_f32(NULL, &g, x, dy, fe, d2);
+      CHECK(bits_equal(r1, d2, (size_t)nx * 4));
+      npuK_max_pool_grad_relu_f32(&pool_two, &g, x, dy, fe, d3);
+      CHECK(bits_equal(r1, d3, (size_t)nx * 4));
+      npuK_max_pool_grad_relu_f32(&pool_odd, &g, x, dy, fe, d3);
+      CHECK(bits_equal(r1, d3, (size_t)nx * 4));
+    }
+    free(feat); free(r1);
     free(x); free(dy); free(d1); free(d2); free(d3);
   }
 }
