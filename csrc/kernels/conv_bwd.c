@@ -249,6 +249,84 @@ static inline __attribute__((always_inline)) void fg_items(const fg_job *j, int6
 
 static void fg_range(void *arg, int64_t begin, int64_t end) { fg_items(arg, begin, end); }
 
+/* One input channel (a first layer on a grey image): each tap's work is a row of NV vectors
+   over the positions, and the tap items above read all of dy once per tap (3.2 MiB nine
+   times for the CNN's first layer: out of L2 each time).  Here one image is taken at a time,
+   and every tap of the range passes over it while its dy is in cache; a tap's float32 block
+   sums and its count of positions in the block wait in memory between images.  Each element
+   is still fma(x, dy, ...) from 0 over the tap's blocks of FG_BLOCK valid positions in (n, oh,
+   ow) order, then into float64: the bits of fg_items (and so of the twin). */
+#define FG1_MAX_TAPS 49
+static inline __attribute__((always_inline)) void fg1_taps(const fg_job *j, int64_t begin,
+                                                           int64_t end, const int nv) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->out_c;
+  float part[FG1_MAX_TAPS][8 * FG_VL];
+  int count[FG1_MAX_TAPS];
+  for (int64_t tap = begin; tap < end; tap++) {
+    count[tap - begin] = 0;
+    memset(part[tap - begin], 0, sizeof part[0]);
+    for (int64_t i = 0; i < oc; i++) j->acc[tap * oc + i] = 0;
+  }
+  for (int64_t n = 0; n < w->n; n++)
+    for (int64_t tap = begin; tap < end; tap++) {
+      const int64_t kh = tap / w->k_w, kw = tap % w->k_w;
+      double *acc = j->acc + tap * oc;
+      fg_vec t[8];
+      for (int v = 0; v < nv; v++) memcpy(&t[v], part[tap - begin] + v * FG_VL, sizeof t[v]);
+      int np = count[tap - begin];
+      /* the output columns whose input column is inside x */
+      int64_t ow0 = 0, ow1 = w->out_w;
+      while (ow0 < ow1 && ow0 * w->stride_w - w->pad_left + kw * w->dilation_w < 0) ow0++;
+      while (ow1 > ow0 && (ow1 - 1) * w->stride_w - w->pad_left + kw * w->dilation_w >= w->in_w) ow1--;
+      for (int64_t oh = 0; oh < w->out_h; oh++) {
+        int64_t ih = oh * w->stride_h - w->pad_top + kh * w->dilation_h;
+        if (ih < 0 || ih >= w->in_h) continue;
+        const float *xrow = j->x + (n * w->in_h + ih) * w->in_w;
+        const float *dyrow = j->dy + (n * w->out_h + oh) * w->out_w * oc;
+        for (int64_t ow = ow0; ow < ow1; ow++) {
+          fg_vec b = (fg_vec){0} + xrow[ow * w->stride_w - w->pad_left + kw * w->dilation_w];
+          const float *d = dyrow + ow * oc;
+#pragma GCC unroll 8
+          for (int v = 0; v < nv; v++) {
+            fg_vec dv;
+            memcpy(&dv, d + v * FG_VL, sizeof dv);
+            t[v] = _mm256_fmadd_ps(b, dv, t[v]);
+          }
+          if (++np < FG_BLOCK) continue;
+#pragma GCC unroll 8
+          for (int v = 0; v < nv; v++) {
+            for (int l = 0; l < FG_VL; l++) acc[v * FG_VL + l] += (double)t[v][l];
+            t[v] = (fg_vec){0};
+          }
+          np = 0;
+        }
+      }
+      for (int v = 0; v < nv; v++) memcpy(part[tap - begin] + v * FG_VL, &t[v], sizeof t[v]);
+      count[tap - begin] = np;
+    }
+  for (int64_t tap = begin; tap < end; tap++) {
+    double *acc = j->acc + tap * oc;
+    if (count[tap - begin])
+      for (int64_t i = 0; i < oc; i++) acc[i] += (double)part[tap - begin][i];
+    for (int64_t i = 0; i < oc; i++) j->df[tap * oc + i] = (float)acc[i];
+  }
+}
+
+static void fg1_range(void *arg, int64_t begin, int64_t end) {
+  const fg_job *j = arg;
+  switch (j->out_c / FG_VL) { /* the vectors as constants: the tile stays in registers */
+  case 1: fg1_taps(j, begin, end, 1); break;
+  case 2: fg1_taps(j, begin, end, 2); break;
+  case 3: fg1_taps(j, begin, end, 3); break;
+  case 4: fg1_taps(j, begin, end, 4); break;
+  case 5: fg1_taps(j, begin, end, 5); break;
+  case 6: fg1_taps(j, begin, end, 6); break;
+  case 7: fg1_taps(j, begin, end, 7); break;
+  default: fg1_taps(j, begin, end, 8); break;
+  }
+}
+
 #pragma GCC pop_options
 
 static int fg_have_fma(void) {
@@ -263,6 +341,12 @@ void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d 
                                      int64_t out_c, const float *x, const float *dy, float *df,
                                      double *scratch) {
 #if FG_FMA
+  if (scratch && w->c == 1 && out_c % FG_VL == 0 && out_c <= 8 * FG_VL &&
+      w->k_h * w->k_w <= FG1_MAX_TAPS && fg_have_fma()) {
+    fg_job j = {w, out_c, 1, x, dy, df, scratch};
+    npuK_parallel_for(pool, w->k_h * w->k_w, 1, fg1_range, &j);
+    return;
+  }
   if (scratch && w->c > 0 && out_c > 0 && fg_have_fma()) {
     fg_job j = {w, out_c, (w->c + FG_CI_ITEM - 1) / FG_CI_ITEM, x, dy, df, scratch};
     npuK_parallel_for(pool, w->k_h * w->k_w * j.n_ci_items, 1, fg_range, &j);
