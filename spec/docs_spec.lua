@@ -136,7 +136,7 @@ function TestDocs:test_compiler_md_names_every_pass_and_precision_mode()
     n = n + 1
     lu.assertStrContains(doc, "`" .. name .. "`")
   end
-  lu.assertEquals(n, 6)
+  lu.assertEquals(n, 7)
   for _, opt in ipairs({ "precision_mode", "precision_mode_v2" }) do
     for mode in core.option_info(opt).allowed:gmatch("[^|]+") do
       lu.assertStrContains(doc, "`" .. mode .. "`", opt)

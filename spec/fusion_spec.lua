@@ -352,6 +352,92 @@ function TestFusionConvMaxPool:test_winograd_is_opt_in()
   lu.assertEquals(session(g, fast):explain(p, feeds).steps[1].algo, "im2col")
 end
 
+-- ---------------------------------------------------------------- MaxPoolGradReluGradFusionPass
+
+TestFusionPoolGradRelu = {}
+
+local POOL_GRAD_OFF = '{"Switch":{"GraphFusion":{"MaxPoolGradReluGradFusionPass":"off"}}}'
+
+-- Which ops an explain runs, counted.
+local function op_counts(e)
+  local n = {}
+  for _, s in ipairs(e.steps) do n[s.op] = (n[s.op] or 0) + 1 end
+  return n
+end
+
+-- conv + bias + relu + max_pool, backwards (the gradients of x and the filter): each
+-- max_pool_grad and its relu_grad are one step, the bits of the pass switched off (and of
+-- ALL off), the same bits at 1 and 2 threads, the reference path within 1e-5 of the peak.
+-- Pools that tile the input, leave gaps (odd sizes), pad (SAME) and overlap (3x3 stride 2);
+-- channels off the 8-lane vectors.
+function TestFusionPoolGradRelu:test_relu_grad_joins_max_pool_grad_with_the_same_bits()
+  local n0 = npu.core.n_threads()
+  for _, v in ipairs({
+    { 2, 8, 8, 3, 16, "SAME", { 2, 2, "VALID" } }, { 3, 9, 7, 5, 13, "SAME", { 2, 2, "SAME" } },
+    { 2, 11, 10, 9, 6, "VALID", { 3, 2, "SAME" } }, { 1, 13, 13, 3, 4, "SAME", { 3, 3, "VALID" } },
+  }) do
+    local what = ("%dx%dx%dx%d -> %d, pool %d/%d %s"):format(v[1], v[2], v[3], v[4], v[5], v[7][1], v[7][2], v[7][3])
+    local g, x, p, feeds = conv_pool_graph(table.unpack(v))
+    local gx = npu.gradients(npu.reduce_sum(p * p), { x })[1]
+    npu.core.set_n_threads(1)
+    local on, off, ref, e_on, e_off = three_ways(g, gx, feeds)
+    local pass_off = session(g, nil, POOL_GRAD_OFF)
+    npu.core.set_n_threads(2)
+    local on2 = session(g):run(gx, feeds)
+    npu.core.set_n_threads(n0)
+    local n_on, n_off = op_counts(e_on), op_counts(pass_off:explain(gx, feeds))
+    lu.assertEquals(n_on.fused_max_pool_grad_relu_grad, 1, what)
+    lu.assertNil(n_on.relu_grad, what)
+    lu.assertNil(n_on.max_pool_grad, what)
+    lu.assertEquals({ n_off.max_pool_grad, n_off.relu_grad, n_off.fused_max_pool_grad_relu_grad }, { 1, 1, nil }, what)
+    lu.assertEquals(#e_on.steps + 1, #pass_off:explain(gx, feeds).steps, what)
+    lu.assertTrue(#e_off.steps > #e_on.steps, what)
+    local pooled_step
+    for _, s in ipairs(e_on.steps) do
+      if s.op == "fused_max_pool_grad_relu_grad" then pooled_step = s end
+    end
+    lu.assertEquals(pooled_step.pass, "MaxPoolGradReluGradFusionPass", what)
+    lu.assertEquals(#pooled_step.absorbed, 1, what)
+    local d, peak = diff(on, ref)
+    lu.assertTrue(peak > 0, what) -- the gradient is not all zero
+    assert_same_bits(on, pass_off:run(gx, feeds), what .. ", pass off")
+    assert_same_bits(on, off, what .. ", all off")
+    assert_same_bits(on2, on, what .. ", 2 threads")
+    lu.assertTrue(d <= 1e-5 * peak, what .. ", reference")
+  end
+end
+
+-- The ops built by hand: one step where relu_grad's features are the pool's input or another
+-- tensor of its shape (the same bits as unfused, the reference within 1e-5); two steps where
+-- the pool's gradient is fetched too, read by another op, or the features differ in shape
+-- (a broadcast is not relu_grad's) or dtype (float64 features: no float32 fusion).
+function TestFusionPoolGradRelu:test_by_hand_and_what_stays_unfused()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 6, 6, 9 }, "x")
+  local f = g:placeholder("float32", { 2, 6, 6, 9 }, "f")
+  local dy = g:placeholder("float32", { 2, 3, 3, 9 }, "dy")
+  local y = npu.nn.max_pool(x, { ksize = 2, strides = 2, padding = "VALID", name = "P" })
+  local mpg = npu.max_pool_grad(x, y, dy, { ksize = 2, strides = 2, padding = "VALID", name = "G" })
+  local feeds = { [x] = randn({ 2, 6, 6, 9 }, 5), [f] = randn({ 2, 6, 6, 9 }, 7), [dy] = randn({ 2, 3, 3, 9 }, 6) }
+  for i, feat in ipairs({ x, f }) do
+    local r = npu.relu_grad(mpg, feat, { name = "R" .. i })
+    local on, off, ref, e_on = three_ways(g, r, feeds)
+    lu.assertEquals(shape_of(e_on), { "max_pool", "fused_max_pool_grad_relu_grad<MaxPoolGradReluGradFusionPass:R" .. i .. ">" })
+    assert_same_bits(on, off, "by hand")
+    local d, peak = diff(on, ref)
+    lu.assertTrue(peak > 0 and d <= 1e-5 * peak)
+    local zeros = 0
+    for _, v in ipairs(flat(on)) do zeros = zeros + (v == 0 and 1 or 0) end
+    lu.assertTrue(zeros > 2 * 6 * 6 * 9 * 3 / 4, "a 2x2 pool's gradient is mostly zero, relu cuts more")
+  end
+  local r = npu.relu_grad(mpg, f)
+  local fetched = op_counts(session(g):explain({ r, mpg }, feeds))
+  lu.assertEquals({ fetched.max_pool_grad, fetched.relu_grad }, { 1, 1 })
+  local twice = op_counts(session(g):explain({ r, npu.relu(mpg) }, feeds))
+  lu.assertEquals({ twice.max_pool_grad, twice.relu_grad }, { 1, 1 })
+  lu.assertNil(twice.fused_max_pool_grad_relu_grad)
+end
+
 -- ---------------------------------------------------------------- ApplyGradientDescentFusionPass
 
 TestFusionApplyGradientDescent = {}

@@ -1205,18 +1205,44 @@ static void test_max_pool_grad(void) {
     CHECK(bits_equal(d1, d3, (size_t)nx * 4));
     npuK_max_pool_grad_f32(&pool_odd, &g, x, dy, d3);
     CHECK(bits_equal(d1, d3, (size_t)nx * 4));
+    /* fused with relu_grad: the bits of relu_grad(max_pool_grad) on any pool, with the
+       features x itself (the training graph's case: ties at 0, negatives, NaN) and another
+       tensor (signs, -0, NaN: only > 0 keeps the gradient) */
+    float *feat = rand_f32(nx), *r1 = rand_f32(nx);
+    for (int64_t i = 0; i < nx; i++) feat[i] = feat[i] - 0.5f;
+    feat[0] = -0.0f, feat[nx - 1] = NAN, feat[nx / 2] = 0.0f;
+    for (int rep = 0; rep < 2; rep++) {
+      const float *fe = rep ? feat : x;
+      npuK_act_grad_f32(NULL, NPUK_AG_RELU, nx, d1, fe, r1);
+      int kept = 0, cut = 0;
+      for (int64_t i = 0; i < nx; i++) kept += r1[i] != 0, cut += r1[i] == 0 && d1[i] != 0;
+      CHECK(kept > 0 && cut > 0); /* some gradients survive the mask, some are cut */
+      npuK_max_pool_grad_relu_f32(NULL, &g, x, dy, fe, d2);
+      CHECK(bits_equal(r1, d2, (size_t)nx * 4));
+      npuK_max_pool_grad_relu_f32(&pool_two, &g, x, dy, fe, d3);
+      CHECK(bits_equal(r1, d3, (size_t)nx * 4));
+      npuK_max_pool_grad_relu_f32(&pool_odd, &g, x, dy, fe, d3);
+      CHECK(bits_equal(r1, d3, (size_t)nx * 4));
+    }
+    free(feat); free(r1);
     free(x); free(dy); free(d1); free(d2); free(d3);
   }
 }
 
-/* conv2d_backprop_input's GEMM + col2im kernel against its direct-loop twin, to 2 T 2^-24 of
-   the magnitude sum|dy f| (T terms per element), and the same bits on any pool; shapes where
-   several images share one GEMM (small images, a batch), one image per GEMM, and images cut
-   into row blocks (a large image). */
+/* conv2d_backprop_input's fast kernel (stride 1: the forward convolution of dy with the
+   turned filter; otherwise GEMM + col2im) against its direct-loop twin, to 2 T 2^-24 of the
+   magnitude sum|dy f| (T terms per element), and the same bits on any pool and slot count;
+   shapes of one image per GEMM, images cut into row blocks (a large image), and the stride-1
+   geometries below. */
 static void test_conv_backprop_input_gemm(void) {
   static const int64_t cs[][9] = { /* n h w c k s same oc */
       {32, 14, 14, 32, 3, 1, 1, 64}, {5, 9, 7, 3, 3, 2, 1, 6}, {1, 12, 12, 4, 3, 1, 0, 5},
-      {3, 6, 6, 2, 2, 2, 0, 3},      {2, 200, 190, 8, 3, 1, 1, 4}};
+      {3, 6, 6, 2, 2, 2, 0, 3},      {2, 200, 190, 8, 3, 1, 1, 4},
+      /* stride 1 (the forward convolution of dy with the turned filter): 2x2 SAME (nothing
+         padded before), 1x1, 5x5, VALID (padded by 2 each side), one channel of dx, and one
+         of dy (conv.c's few-taps product) */
+      {2, 7, 6, 3, 2, 1, 1, 4},      {1, 5, 5, 6, 1, 1, 0, 7},  {2, 9, 8, 3, 5, 1, 1, 2},
+      {1, 4, 4, 16, 3, 1, 0, 9},     {2, 5, 6, 1, 3, 1, 1, 12}, {1, 6, 6, 8, 3, 1, 1, 1}};
   for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
     const int64_t *q = cs[t];
     npuK_window2d g = make_window(q[0], q[1], q[2], q[3], q[4], q[4], q[5], q[5], 1, 1, (int)q[6]);
@@ -1225,12 +1251,12 @@ static void test_conv_backprop_input_gemm(void) {
     int64_t nf = g.k_h * g.k_w * g.c * oc, terms = g.k_h * g.k_w * oc;
     float *dy = rand_f32(ny), *f = rand_f32(nf), *d1 = rand_f32(nx), *d2 = rand_f32(nx);
     float *d3 = rand_f32(nx), *ref = rand_f32(nx), *mag = rand_f32(nx);
-    size_t ss = npuK_conv2d_backprop_input_f32_scratch_size(&g);
+    size_t ss = npuK_conv2d_backprop_input_f32_scratch_size(&g, oc, 3);
     CHECK(ss > 0);
     float *scratch = malloc(ss);
-    npuK_conv2d_backprop_input_f32_gemm(NULL, &g, oc, dy, f, d1, scratch);
-    npuK_conv2d_backprop_input_f32_gemm(&pool_two, &g, oc, dy, f, d2, scratch);
-    npuK_conv2d_backprop_input_f32_gemm(&pool_odd, &g, oc, dy, f, d3, scratch);
+    npuK_conv2d_backprop_input_f32_gemm(NULL, &g, oc, dy, f, d1, scratch, 1);
+    npuK_conv2d_backprop_input_f32_gemm(&pool_two, &g, oc, dy, f, d2, scratch, 2);
+    npuK_conv2d_backprop_input_f32_gemm(&pool_odd, &g, oc, dy, f, d3, scratch, 3);
     CHECK(bits_equal(d1, d2, (size_t)nx * 4));
     CHECK(bits_equal(d1, d3, (size_t)nx * 4));
     npuK_conv2d_backprop_input_f32(NULL, &g, oc, dy, f, ref);

@@ -8,6 +8,7 @@
  * dtype is checked again, because a later pass (precision) could store a value in float16.
  */
 #include "compile/fused_ops.h"
+#include "kernels/kgrad.h"
 
 /* Fused steps compute float32 only; a later pass must not hand them anything else, but x and
    y (input 0, output 0) of a step flagged NPUX_F_HALF_XY may be float16 / bfloat16 when
@@ -280,3 +281,23 @@ const npu_op_def npuP_op_fused_eltwise_block = {
     .name = "fused_elementwise", .tf_type = "FusedElementwise", .min_inputs = 1,
     .max_inputs = MAX_OPERANDS, .n_outputs = 1, .prec = NPUX_PREC_BLOCK,
     .fused = true, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_IO, .run = eltwise_run, .run_ref = eltwise_ref};
+
+/* ---- max_pool_grad + relu_grad (MaxPoolGradReluGradFusionPass) ---- */
+
+/* in: max_pool_grad's x, y, dy, then relu_grad's features; params: max_pool_grad's window
+   attributes.  The pass checked float32 and the shapes (features: x's). */
+static npu_status pool_relu_grad_run(const npuX_call *c) {
+  const npuX_window_params *p = c->params;
+  npu_status st = check_f32(c, "fused_max_pool_grad_relu_grad");
+  npuK_window2d w;
+  if (!st) st = npuX_window_call(c, p->ksize[0], p->ksize[1], &w);
+  if (st) return st;
+  npuK_max_pool_grad_relu_f32(c->pool, &w, c->in[0]->data, c->in[2]->data, c->in[3]->data,
+                              c->out[0]->data);
+  return NPU_OK;
+}
+
+const npu_op_def npuP_op_fused_max_pool_grad_relu = {
+    .name = "fused_max_pool_grad_relu_grad", .tf_type = "MaxPoolGrad", .min_inputs = 4,
+    .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .fused = true,
+    .flags = NPUX_F_NO_FOLD, .run = pool_relu_grad_run};

@@ -59,6 +59,10 @@ extern const npu_op_def npuP_op_fused_matmul;
 extern const npu_op_def npuP_op_fused_sgd;
 extern const npu_op_def npuP_op_fused_conv2d;
 extern const npu_op_def npuP_op_fused_depthwise_conv2d;
+/* fused_max_pool_grad_relu_grad: inputs x, y, dy of max_pool_grad, then relu_grad's features
+   (x's shape); params: max_pool_grad's npuX_window_params; y = relu_grad(max_pool_grad(x, y,
+   dy), features), the bits of the two steps. */
+extern const npu_op_def npuP_op_fused_max_pool_grad_relu;
 /* The same program under two precision lists: gray when every op of the chain is gray (it
    follows its upstream), block when one of them is block-listed (exp, log, sqrt, pow ...). */
 extern const npu_op_def npuP_op_fused_eltwise;

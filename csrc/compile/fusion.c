@@ -1118,6 +1118,41 @@ static npu_status fuse_eltwise(fuser *f) {
   return NPU_OK;
 }
 
+/* ---- MaxPoolGradReluGradFusionPass ---- */
+
+/* max_pool_grad (float32), then relu_grad of its output (the gradients, input 0) with float32
+   features of x's shape, that output read by nothing else: one step that masks as it scatters
+   (a training graph's conv + relu + max_pool, backwards).  The same bits: relu_grad selects. */
+static npu_status fuse_max_pool_grad_relu(fuser *f) {
+  npuE_plan *p = f->p;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *mpg = &p->steps[k];
+    if (mpg->def != &npuX_op_max_pool_grad || mpg->dynamic || mpg->n_in != 3) continue;
+    int v = mpg->out[0], kr = next_step(f, v);
+    const npuE_step *rg = kr >= 0 ? &p->steps[kr] : NULL;
+    if (!rg || rg->def != &npuX_op_relu_grad || rg->in[0] != v || rg->in[1] == v ||
+        rg->dynamic || keeps_its_implementation(f, mpg) || keeps_its_implementation(f, rg))
+      continue;
+    bool f32 = true;
+    for (int i = 0; i < 3; i++) f32 &= is_f32(f, mpg->in[i]);
+    if (!f32 || !is_f32(f, v) || !is_f32(f, rg->in[1]) || !is_f32(f, rg->out[0]) ||
+        !same_shape(value(f, rg->in[1]), value(f, mpg->in[0])) ||
+        !same_shape(value(f, v), value(f, mpg->in[0])))
+      continue;
+    f->match++;
+    if (!foldable(f, v, k, kr)) continue;
+    npuX_window_params *wp = npuC_alloc(f->b->ctx, sizeof *wp);
+    if (!wp) return NPU_ERR_NOMEM;
+    memcpy(wp, node_of(f, mpg)->params.bytes, sizeof *wp);
+    pattern pt = {.steps = {k, kr}, .n_steps = 2,
+                  .in = {mpg->in[0], mpg->in[1], mpg->in[2], rg->in[1]}, .n_in = 4,
+                  .out = rg->out[0]};
+    npu_status st = commit(f, &pt, &npuP_op_fused_max_pool_grad_relu, wp, 0);
+    if (st) return st;
+  }
+  return NPU_OK;
+}
+
 /* ====================================================================================== run */
 
 int npuP_fusion_pass_index(const char *name) {

@@ -74,6 +74,10 @@ void npuK_scale_f64(const npuK_pool *pool, int64_t n, double s, const double *x,
  *   as conv2d_backprop_filter's (out_c = m). */
 void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                             const float *dy, float *dx);
+/* max_pool_grad then relu_grad(that, relu) in one pass (relu: x's shape; NULL: no relu):
+   dx = relu > 0 ? max_pool_grad : +0, the bits of the two ops. */
+void npuK_max_pool_grad_relu_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
+                                 const float *dy, const float *relu, float *dx);
 void npuK_avg_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *dy,
                             float *dx);
 size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c);

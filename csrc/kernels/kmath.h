@@ -126,13 +126,18 @@ void npuK_resize_nearest(const npuK_pool *pool, size_t elem_size, int64_t n, int
  * (conv_bwd.c)  The geometry of kernels.h (npuK_window2d: x (n, in_h, in_w, c) is the
  * gradient dx here), filter HWIO (k_h, k_w, c, out_c), dy (n, out_h, out_w, out_c);
  * dx[n, ih, iw, ci] = the sum over the (oh, ow, kh, kw) reading (ih, iw) and co of
- * dy[n, oh, ow, co] * filter[kh, kw, ci, co].  Fast: sgemm of blocks of output rows into
- * scratch (npuK_conv2d_backprop_input_f32_scratch_size bytes, float-aligned; NULL when 0),
- * then col2im parallel over input rows.  Its reference twin is the direct loop of kgrad.h,
- * npuK_conv2d_backprop_input_f32 (not bitwise equal: sums in another order). */
-size_t npuK_conv2d_backprop_input_f32_scratch_size(const npuK_window2d *w);
+ * dy[n, oh, ow, co] * filter[kh, kw, ci, co].  Fast: stride 1, dilation 1, the forward
+ * convolution of dy with the turned filter (conv.c's im2col + sgemm); otherwise sgemm of
+ * blocks of output rows, then col2im parallel over input rows.  scratch:
+ * npuK_conv2d_backprop_input_f32_scratch_size bytes, float-aligned; n_slots as conv2d's (the
+ * bits do not depend on it nor on the pool).  Each element is a float32 sum of its
+ * k_h k_w out_c terms, within 2 T 2^-24 sum|dy f| of the exact one.  Its reference twin is
+ * the direct loop of kgrad.h, npuK_conv2d_backprop_input_f32 (not bitwise equal: sums in
+ * another order). */
+size_t npuK_conv2d_backprop_input_f32_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                                   int n_slots);
 void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_window2d *w,
                                          int64_t out_c, const float *dy, const float *filter,
-                                         float *dx, float *scratch);
+                                         float *dx, float *scratch, int n_slots);
 
 #endif

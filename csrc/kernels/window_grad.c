@@ -19,6 +19,7 @@ typedef struct wg_job {
   const float *a, *b;
   float *out;
   double *acc;    /* filter gradients: float64 accumulators, one per filter element (or NULL) */
+  const float *relu; /* max_pool_grad: relu_grad's features (x's shape), or NULL */
 } wg_job;
 
 static inline int64_t in_row(const npuK_window2d *w, int64_t oh, int64_t kh) {
@@ -39,7 +40,11 @@ static inline int64_t in_col(const npuK_window2d *w, int64_t ow, int64_t kw) {
    Windows that cannot overlap (k <= stride, dilation 1: the 2x2 stride-2 pool of a CNN) own
    their taps, so each tap is stored once, dy + 0 at the winner and 0 elsewhere, a vector at
    a time — the value 0 + dy the scattered add gives, without the memset of dx (skipped when
-   the windows tile the input exactly) and the lane-by-lane read-modify-writes. */
+   the windows tile the input exactly) and the lane-by-lane read-modify-writes.
+   With relu features (max_pool_grad then relu_grad, fused: fused_ops.c) dx keeps a value
+   only where the feature is > 0, +0 elsewhere: relu_grad's select of bits, so the bits of
+   the two ops.  Disjoint windows select as they store; otherwise the item's dx is masked
+   once its windows are done, while it is still in cache. */
 #define MPG_VL 8
 #define MPG_CB 64
 typedef float mpg_vec __attribute__((vector_size(MPG_VL * sizeof(float))));
@@ -69,6 +74,7 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
     int64_t n = item / n_cb, c0 = item % n_cb * MPG_CB, c1 = c0 + MPG_CB < c ? c0 + MPG_CB : c;
     const float *x = j->a + n * pixels * c;
     const float *dy = j->b + n * w->out_h * w->out_w * c;
+    const float *relu = j->relu ? j->relu + n * pixels * c : NULL;
     float *dx = j->out + n * pixels * c;
     if (!tiled)
       for (int64_t p = 0; p < pixels; p++) memset(dx + p * c + c0, 0, (size_t)(c1 - c0) * sizeof *dx);
@@ -103,6 +109,11 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
               for (int64_t kw = kw0; kw < kw1; kw++) {
                 int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
                 mpg_ivec hit = best == at;
+                if (relu) {
+                  mpg_vec f;
+                  memcpy(&f, relu + at * c + ci, sizeof f);
+                  hit &= f > 0;
+                }
                 mpg_vec v = (mpg_vec)(hit & (mpg_ivec)g);
                 memcpy(dx + at * c + ci, &v, sizeof v);
               }
@@ -123,6 +134,13 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
           dx[best * c + ci] += dyp[ci];
         }
       }
+    /* the lanes added by scatter: all of them unless disjoint, else the channel tail */
+    if (relu)
+      for (int64_t p = 0; p < pixels; p++)
+        for (int64_t ci = disjoint ? c0 + (c1 - c0) / MPG_VL * MPG_VL : c0; ci < c1; ci++) {
+          float *o = dx + p * c + ci;
+          *o = relu[p * c + ci] > 0 ? *o : 0.0f;
+        }
   }
 }
 
@@ -140,7 +158,12 @@ __attribute__((target("avx2"))) static void max_pool_grad_range_avx2(void *arg, 
 
 void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                             const float *dy, float *dx) {
-  wg_job j = {.w = w, .a = x, .b = dy, .out = dx};
+  npuK_max_pool_grad_relu_f32(pool, w, x, dy, NULL, dx);
+}
+
+void npuK_max_pool_grad_relu_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
+                                 const float *dy, const float *relu, float *dx) {
+  wg_job j = {.w = w, .a = x, .b = dy, .out = dx, .relu = relu};
   void (*range)(void *, int64_t, int64_t) = max_pool_grad_range;
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();

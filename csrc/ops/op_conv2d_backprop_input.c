@@ -15,8 +15,9 @@
  * Output: input_sizes, dx[n, ih, iw, ci] = the sum of dy[n, oh, ow, co] * filter[kh, kw, ci,
  * co] over the (oh, ow, kh, kw) that read (ih, iw) in the forward, and co.
  * Trust list, as its forward op.
- * Device: dy times the filter's transpose with sgemm (columns of (k_h, k_w, c) per output
- * pixel, in blocks of output rows), scattered back (col2im) in a fixed order.
+ * Device: stride 1, dilation 1: conv2d of dy with the filter turned half a turn (kernels'
+ * im2col + sgemm); otherwise dy times the filter's transpose with sgemm (columns of (k_h, k_w,
+ * c) per output pixel, in blocks of output rows), scattered back (col2im) in a fixed order.
  * Reference: the direct loops of kgrad.h (npuK_conv2d_backprop_input_f32).
  * The gradient of conv2d (ops/grad.c) builds this op with the attribute.
  */
@@ -106,7 +107,8 @@ static int geometry(const npuX_call *c, npuK_window2d *w) {
 static size_t scratch_size(const npuX_call *c) {
   npuK_window2d w;
   if (geometry(c, &w)) return 0;
-  return npuK_conv2d_backprop_input_f32_scratch_size(&w);
+  return npuK_conv2d_backprop_input_f32_scratch_size(&w, c->in[c->n_inputs - 2]->shape[3],
+                                                     c->n_threads);
 }
 
 static npu_status run_impl(const npuX_call *c, bool reference) {
@@ -120,7 +122,7 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
     npuK_conv2d_backprop_input_f32(c->pool, &w, f->shape[3], dy->data, f->data, dx->data);
   else
     npuK_conv2d_backprop_input_f32_gemm(c->pool, &w, f->shape[3], dy->data, f->data, dx->data,
-                                        c->scratch);
+                                        c->scratch, c->n_threads);
   return NPU_OK;
 }
 
