@@ -135,6 +135,8 @@ function TestDocs:test_compiler_md_names_every_pass_and_precision_mode()
   for name in passes:gmatch("\nNPU_PASS%(([%w_]+),") do
     n = n + 1
     lu.assertStrContains(doc, "`" .. name .. "`")
+    -- fusion_switch_file's text (docs/options.md) names every pass it can switch
+    lu.assertStrContains(core.option_info("fusion_switch_file").effect or "", name)
   end
   lu.assertEquals(n, 7)
   for _, opt in ipairs({ "precision_mode", "precision_mode_v2" }) do
