@@ -28,7 +28,18 @@
 
 #include "kernels/kutil.h"
 
-#define DIRECT_NW 6 /* output pixels per register tile */
+#define DIRECT_NW 6   /* output pixels per register tile, at most */
+#define DIRECT_ROWS 4 /* output rows per call (the cancel check's grain without a pool) */
+
+/* Image nb of x as the row kernels read it: every output column's taps inside the view.
+   Where some column's window leaves x sideways (padding), the image is copied into the slot's
+   scratch with pad_left zero columns in front and zeros after, so that border columns run in
+   full tiles instead of one pixel at a time; rows above and below x stay out (their taps are
+   skipped).  at: input row 0, column -pad_left; rstride: floats from row to row. */
+typedef struct direct_view {
+  const float *at;
+  int64_t rstride;
+} direct_view;
 
 typedef struct direct_job {
   const npuK_window2d *w, *pw; /* pw: the fused pool, or NULL */
@@ -36,11 +47,16 @@ typedef struct direct_job {
   const float *x, *f;
   const npuK_epilogue *ep;
   int ep_inline;        /* bias (+ relu) applied to the tile in registers */
+  int padded;           /* images go through a padded copy (direct_view) */
+  int64_t pad_w;        /* a padded row's columns */
   float *y, *scratch;
-  int64_t slot_floats, n_items, n_slots;
-  int64_t ow_lo, ow_hi; /* interior columns: every kw of theirs is inside x */
+  int64_t slot_floats, pad_floats, n_items, n_slots;
   const npuK_pool *pool;
-  void (*row)(const struct direct_job *, int64_t nb, int64_t oh, float *yrow);
+  /* output rows [oh0, oh0 + nr) of the view's image into yrows (consecutive rows of y) */
+  void (*rows)(const struct direct_job *, const direct_view *v, int64_t oh0, int64_t nr,
+               float *yrows);
+  /* dst = max_pool of the rows at src[0, n), pooling.c's order and NaN rule (k_max_rows) */
+  void (*max_rows)(float *dst, const float *const *src, int n, int64_t c);
 } direct_job;
 
 int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool) {
@@ -48,15 +64,6 @@ int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_wi
       w->k_h < 1 || w->k_w < 1)
     return 0;
   return !pool || npuK_conv2d_pool_fits(w, pool);
-}
-
-/* Valid kw of output column ow: [*kw0, *kw1). */
-static void direct_kw_range(const npuK_window2d *w, int64_t ow, int64_t *kw0, int64_t *kw1) {
-  int64_t iw0 = ow * w->stride_w - w->pad_left, a = 0, b = w->k_w;
-  if (iw0 < 0) a = -iw0 < b ? -iw0 : b;
-  if (iw0 + b > w->in_w) b = w->in_w - iw0 > a ? w->in_w - iw0 : a;
-  *kw0 = a;
-  *kw1 = b;
 }
 
 /* The row's valid kh [*kh0, *kh1). */
@@ -74,25 +81,34 @@ static int direct_ep_inline(const npuK_epilogue *ep) {
 
 /* ---- the portable twin: the same chains by fmaf ------------------------------------------- */
 
-static void direct_row_scalar(const direct_job *j, int64_t nb, int64_t oh, float *yrow) {
+static void direct_row_scalar(const direct_job *j, const direct_view *v, int64_t oh,
+                              float *yrow) {
   const npuK_window2d *w = j->w;
-  const int64_t oc = j->oc, c = w->c;
+  const int64_t oc = j->oc, c = w->c, len = w->k_w * c;
   int64_t kh0, kh1;
   direct_kh_range(w, oh, &kh0, &kh1);
   for (int64_t ow = 0; ow < w->out_w; ow++) {
-    int64_t kw0, kw1;
-    direct_kw_range(w, ow, &kw0, &kw1);
-    int64_t ih0 = oh * w->stride_h - w->pad_top, iw0 = ow * w->stride_w - w->pad_left;
     float *yo = yrow + ow * oc;
     for (int64_t o = 0; o < oc; o++) yo[o] = 0;
     for (int64_t kh = kh0; kh < kh1; kh++) {
-      const float *xp = j->x + ((nb * w->in_h + ih0 + kh) * w->in_w + iw0 + kw0) * c;
-      const float *fp = j->f + ((kh * w->k_w + kw0) * c) * oc;
-      for (int64_t t = 0; t < (kw1 - kw0) * c; t++)
+      const float *xp = v->at + (oh * w->stride_h - w->pad_top + kh) * v->rstride +
+                        ow * w->stride_w * c;
+      const float *fp = j->f + kh * len * oc;
+      for (int64_t t = 0; t < len; t++)
         for (int64_t o = 0; o < oc; o++) yo[o] = fmaf(xp[t], fp[t * oc + o], yo[o]);
     }
   }
   if (j->ep) npuK_conv_epilogue_f32(j->ep, w->out_w, oc, yrow);
+}
+
+static void direct_rows_scalar(const direct_job *j, const direct_view *v, int64_t oh0,
+                               int64_t nr, float *yrows) {
+  for (int64_t r = 0; r < nr; r++)
+    direct_row_scalar(j, v, oh0 + r, yrows + r * j->w->out_w * j->oc);
+}
+
+static void direct_max_rows(float *dst, const float *const *src, int n, int64_t c) {
+  k_max_rows(dst, src, n, c);
 }
 
 /* ---- AVX2 + FMA register tiles ------------------------------------------------------------ */
@@ -104,21 +120,21 @@ static void direct_row_scalar(const direct_job *j, int64_t nb, int64_t oh, float
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 
-/* Output pixels [ow, ow + nw) (stride_w apart in x) times channels [c0, c0 + 8 nv) of row oh:
-   the taps of filter rows [kh0, kh1), columns [kw0, kw1).  nw and nv are constants after
-   inlining, so acc stays in registers. */
+/* Output pixels [ow, ow + nw) of a row (stride_w apart in x) times channels [c0, c0 + 8 nv):
+   the taps of filter rows [kh0, kh0 + nkh); xr: the pixel ow's first tap in row kh0.  nw and
+   nv are constants after inlining, so acc stays in registers. */
 static inline __attribute__((always_inline)) void
-direct_tile(const direct_job *j, const float *xr, int64_t nkh, int64_t kh0, int64_t kw0,
-            int64_t kw1, const int nw, const int nv, int64_t c0, float *yo) {
+direct_tile(const direct_job *j, const float *xr, int64_t xstep, int64_t nkh, int64_t kh0,
+            const int nw, const int nv, int64_t c0, float *yo) {
   const npuK_window2d *w = j->w;
-  const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = (kw1 - kw0) * c;
-  const int64_t xstep = w->in_w * c, fstep = w->k_w * c * oc;
+  const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c;
+  const int64_t fstep = len * oc;
   __m256 acc[DIRECT_NW][2];
 #pragma GCC unroll 6
   for (int o = 0; o < nw; o++)
 #pragma GCC unroll 2
     for (int v = 0; v < nv; v++) acc[o][v] = _mm256_setzero_ps();
-  const float *fr = j->f + ((kh0 * w->k_w + kw0) * c) * oc + c0;
+  const float *fr = j->f + kh0 * fstep + c0;
   for (int64_t kh = 0; kh < nkh; kh++, xr += xstep, fr += fstep) {
     const float *xp = xr, *fp = fr;
     for (int64_t t = 0; t < len; t++, xp++, fp += oc) {
@@ -152,46 +168,69 @@ direct_tile(const direct_job *j, const float *xr, int64_t nkh, int64_t kh0, int6
     for (int v = 0; v < nv; v++) _mm256_storeu_ps(yo + o * oc + c0 + 8 * v, acc[o][v]);
 }
 
-/* Columns [ow, ow + nw) of the row, all channels. */
+/* Columns [ow, ow + nw) of the row, channels [c0, c0 + 16) or the last 8. */
 static inline __attribute__((always_inline)) void
-direct_cols(const direct_job *j, const float *xrow, int64_t nkh, int64_t kh0, int64_t ow,
-            const int nw, int64_t kw0, int64_t kw1, float *yrow) {
-  const npuK_window2d *w = j->w;
-  const float *xr = xrow + ((ow * w->stride_w - w->pad_left) + kw0) * w->c;
+direct_cols(const direct_job *j, const float *xrow, int64_t xstep, int64_t nkh, int64_t kh0,
+            int64_t ow, const int nw, int64_t c0, float *yrow) {
+  const float *xr = xrow + ow * j->w->stride_w * j->w->c;
   float *yo = yrow + ow * j->oc;
-  int64_t c0 = 0;
-  for (; c0 + 16 <= j->oc; c0 += 16) direct_tile(j, xr, nkh, kh0, kw0, kw1, nw, 2, c0, yo);
-  if (c0 < j->oc) direct_tile(j, xr, nkh, kh0, kw0, kw1, nw, 1, c0, yo);
+  if (c0 + 16 <= j->oc) direct_tile(j, xr, xstep, nkh, kh0, nw, 2, c0, yo);
+  else direct_tile(j, xr, xstep, nkh, kh0, nw, 1, c0, yo);
 }
 
-static void direct_row_avx2(const direct_job *j, int64_t nb, int64_t oh, float *yrow) {
+/* Rows [oh0, oh0 + nr): channel blocks outermost, so that a block's filter columns (k_h k_w c
+   x 16 floats: 18 KiB for 3x3x32) stay in L1 over all the rows' tiles. */
+static void direct_rows_avx2(const direct_job *j, const direct_view *v, int64_t oh0, int64_t nr,
+                             float *yrows) {
   const npuK_window2d *w = j->w;
-  int64_t kh0, kh1, kw0, kw1, ow = 0;
-  direct_kh_range(w, oh, &kh0, &kh1);
-  const int64_t nkh = kh1 - kh0;
-  /* x's row of the first valid kh, at column 0 (a row whose taps are all padding has nkh 0
-     and never reads it) */
-  const float *xrow =
-      j->x + (nb * w->in_h + (oh * w->stride_h - w->pad_top + kh0)) * w->in_w * w->c;
-  for (; ow < j->ow_lo; ow++) {
-    direct_kw_range(w, ow, &kw0, &kw1);
-    direct_cols(j, xrow, nkh, kh0, ow, 1, kw0, kw1, yrow);
+  const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
+  /* each row in tiles as even as DIRECT_NW allows (14 columns: 5, 5, 4 rather than 6, 6, 2:
+     a narrow tile waits on its few accumulators' latency) */
+  const int64_t n_tiles = (ow_n + DIRECT_NW - 1) / DIRECT_NW, base = ow_n / n_tiles,
+                extra = ow_n % n_tiles;
+  for (int64_t c0 = 0; c0 < j->oc; c0 += 16)
+    for (int64_t r = 0; r < nr; r++) {
+      int64_t oh = oh0 + r, kh0, kh1;
+      direct_kh_range(w, oh, &kh0, &kh1);
+      const int64_t nkh = kh1 - kh0;
+      float *yrow = yrows + r * row_floats;
+      /* the view's row of the first valid kh (a row whose taps all lie above or below x has
+         nkh 0 and never reads it) */
+      const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0) * v->rstride;
+      int64_t ow = 0;
+      for (int64_t t = 0; t < n_tiles; t++) {
+        int64_t nw = base + (t < extra);
+        switch (nw) {
+        case 6: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 6, c0, yrow); break;
+        case 5: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 5, c0, yrow); break;
+        case 4: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 4, c0, yrow); break;
+        case 3: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 3, c0, yrow); break;
+        case 2: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 2, c0, yrow); break;
+        default: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 1, c0, yrow); break;
+        }
+        ow += nw;
+      }
+    }
+  if (j->ep && !j->ep_inline) npuK_conv_epilogue_f32(j->ep, nr * ow_n, j->oc, yrows);
+}
+
+/* k_max_rows with 8 lanes: the same comparisons in the same order, so its bits. */
+static void direct_max_rows_avx2(float *dst, const float *const *src, int n, int64_t c) {
+  int64_t i = 0;
+  for (; i + 8 <= c; i += 8) {
+    __m256 m = _mm256_set1_ps(-__builtin_inff());
+    for (int k = 0; k < n; k++) {
+      __m256 v = _mm256_loadu_ps(src[k] + i);
+      __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      m = _mm256_blendv_ps(m, v, take);
+    }
+    _mm256_storeu_ps(dst + i, m);
   }
-  for (; ow + DIRECT_NW <= j->ow_hi; ow += DIRECT_NW)
-    direct_cols(j, xrow, nkh, kh0, ow, DIRECT_NW, 0, w->k_w, yrow);
-  switch (j->ow_hi - ow > 0 ? j->ow_hi - ow : 0) {
-  case 5: direct_cols(j, xrow, nkh, kh0, ow, 5, 0, w->k_w, yrow); ow += 5; break;
-  case 4: direct_cols(j, xrow, nkh, kh0, ow, 4, 0, w->k_w, yrow); ow += 4; break;
-  case 3: direct_cols(j, xrow, nkh, kh0, ow, 3, 0, w->k_w, yrow); ow += 3; break;
-  case 2: direct_cols(j, xrow, nkh, kh0, ow, 2, 0, w->k_w, yrow); ow += 2; break;
-  case 1: direct_cols(j, xrow, nkh, kh0, ow, 1, 0, w->k_w, yrow); ow += 1; break;
-  default: break;
+  if (i < c) {
+    const float *rest[64];
+    for (int k = 0; k < n; k++) rest[k] = src[k] + i;
+    k_max_rows(dst + i, rest, n, c - i);
   }
-  for (; ow < w->out_w; ow++) {
-    direct_kw_range(w, ow, &kw0, &kw1);
-    direct_cols(j, xrow, nkh, kh0, ow, 1, kw0, kw1, yrow);
-  }
-  if (j->ep && !j->ep_inline) npuK_conv_epilogue_f32(j->ep, w->out_w, j->oc, yrow);
 }
 
 #pragma GCC pop_options
@@ -206,22 +245,62 @@ static int direct_have_avx2(void) {
 
 /* ---- rows, pool rows, slots --------------------------------------------------------------- */
 
-size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
-                                       const npuK_window2d *pool, int n_slots) {
-  if (!pool) return 0;
-  int64_t items = pool->n * pool->out_h, s = n_slots < 1 ? 1 : n_slots;
-  if (s > items) s = items;
-  return (size_t)(s * pool->k_h * w->out_w * out_c) * sizeof(float);
+/* Whether some output column's window leaves x sideways; a padded row's columns. */
+static int direct_needs_pad(const npuK_window2d *w) {
+  return w->pad_left > 0 || (w->out_w - 1) * w->stride_w + w->k_w - w->pad_left > w->in_w;
 }
 
-/* Pool row q: its convolution rows [a, b) computed into the slot's rows, then pooled into y. */
-static void direct_pool_row(const direct_job *j, int64_t q, float *rows) {
+static int64_t direct_pad_w(const npuK_window2d *w) {
+  int64_t need = (w->out_w - 1) * w->stride_w + w->k_w, have = w->pad_left + w->in_w;
+  return need > have ? need : have;
+}
+
+static int64_t direct_pad_floats(const npuK_window2d *w) {
+  return direct_needs_pad(w) ? w->in_h * direct_pad_w(w) * w->c + 2 : 0; /* + its tag */
+}
+
+static int64_t direct_slots(const npuK_window2d *w, const npuK_window2d *pool, int n_slots) {
+  int64_t items = pool ? pool->n * pool->out_h : w->n * w->out_h, s = n_slots < 1 ? 1 : n_slots;
+  return s < items ? s : items;
+}
+
+size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                       const npuK_window2d *pool, int n_slots) {
+  int64_t per = direct_pad_floats(w) + (pool ? pool->k_h * w->out_w * out_c : 0);
+  return (size_t)(direct_slots(w, pool, n_slots) * per) * sizeof(float);
+}
+
+/* Image nb's view; a padded one is built in buf (tagged with the image it holds: int64 in
+   two floats, the scratch being only float-aligned) unless it holds nb already. */
+static direct_view direct_image(const direct_job *j, int64_t nb, float *buf) {
+  const npuK_window2d *w = j->w;
+  const int64_t c = w->c;
+  if (!j->padded)
+    return (direct_view){j->x + nb * w->in_h * w->in_w * c, w->in_w * c};
+  direct_view v = {buf + 2, j->pad_w * c};
+  int64_t tag;
+  memcpy(&tag, buf, sizeof tag);
+  if (tag == nb) return v;
+  const int64_t left = w->pad_left * c, len = w->in_w * c, right = v.rstride - left - len;
+  for (int64_t ih = 0; ih < w->in_h; ih++) {
+    float *d = buf + 2 + ih * v.rstride;
+    memset(d, 0, (size_t)left * sizeof *d);
+    memcpy(d + left, j->x + (nb * w->in_h + ih) * len, (size_t)len * sizeof *d);
+    memset(d + left + len, 0, (size_t)right * sizeof *d);
+  }
+  memcpy(buf, &nb, sizeof nb);
+  return v;
+}
+
+/* Pool row q: its convolution rows [a, b) computed into rows, then pooled into y. */
+static void direct_pool_row(const direct_job *j, int64_t q, float *padbuf, float *rows) {
   const npuK_window2d *w = j->w, *pw = j->pw;
   const int64_t oc = j->oc, nb = q / pw->out_h;
   int64_t a = q % pw->out_h * pw->stride_h - pw->pad_top, b = a + pw->k_h;
   if (a < 0) a = 0;
   if (b > w->out_h) b = w->out_h;
-  for (int64_t r = a; r < b; r++) j->row(j, nb, r, rows + (r - a) * w->out_w * oc);
+  direct_view v = direct_image(j, nb, padbuf);
+  if (b > a) j->rows(j, &v, a, b - a, rows);
   float *dst = j->y + q * pw->out_w * oc;
   for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
     int64_t c0 = pc * pw->stride_w - pw->pad_left, c1 = c0 + pw->k_w;
@@ -231,7 +310,7 @@ static void direct_pool_row(const direct_job *j, int64_t q, float *rows) {
     int n_src = 0;
     for (int64_t r = a; r < b; r++)
       for (int64_t cc = c0; cc < c1; cc++) src[n_src++] = rows + ((r - a) * w->out_w + cc) * oc;
-    k_max_rows(dst, src, n_src, oc);
+    j->max_rows(dst, src, n_src, oc);
   }
 }
 
@@ -240,10 +319,24 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
   const npuK_window2d *w = j->w;
   for (int64_t s = begin; s < end; s++) {
     int64_t i0 = s * j->n_items / j->n_slots, i1 = (s + 1) * j->n_items / j->n_slots;
-    float *rows = j->scratch ? j->scratch + s * j->slot_floats : NULL;
-    for (int64_t i = i0; i < i1 && !npuK_stopped(j->pool); i++) {
-      if (j->pw) direct_pool_row(j, i, rows);
-      else j->row(j, i / w->out_h, i % w->out_h, j->y + i * w->out_w * j->oc);
+    float *padbuf = j->scratch ? j->scratch + s * j->slot_floats : NULL;
+    float *rows = padbuf ? padbuf + j->pad_floats : NULL;
+    if (j->padded) {
+      int64_t none = -1;
+      memcpy(padbuf, &none, sizeof none);
+    }
+    for (int64_t i = i0; i < i1 && !npuK_stopped(j->pool);) {
+      if (j->pw) {
+        direct_pool_row(j, i++, padbuf, rows);
+        continue;
+      }
+      /* up to DIRECT_ROWS rows of one image at a time */
+      int64_t nb = i / w->out_h, oh = i % w->out_h, nr = w->out_h - oh;
+      if (nr > i1 - i) nr = i1 - i;
+      if (nr > DIRECT_ROWS) nr = DIRECT_ROWS;
+      direct_view v = direct_image(j, nb, padbuf);
+      j->rows(j, &v, oh, nr, j->y + i * w->out_w * j->oc);
+      i += nr;
     }
   }
 }
@@ -253,27 +346,24 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
                        const npuK_window2d *pool_window, float *y, float *scratch, int n_slots,
                        int allow_avx2) {
   direct_job j = {.w = w, .pw = pool_window, .oc = out_c, .x = x, .f = filter, .ep = ep,
-                  .y = y, .scratch = scratch, .pool = pool, .row = direct_row_scalar};
+                  .y = y, .scratch = scratch, .pool = pool, .rows = direct_rows_scalar,
+                  .max_rows = direct_max_rows};
 #if DIRECT_AVX2
-  if (allow_avx2 && direct_have_avx2()) j.row = direct_row_avx2;
+  if (allow_avx2 && direct_have_avx2()) {
+    j.rows = direct_rows_avx2;
+    j.max_rows = direct_max_rows_avx2;
+  }
 #else
   (void)allow_avx2;
 #endif
-  j.ep_inline = j.row != direct_row_scalar && direct_ep_inline(ep);
+  j.ep_inline = j.rows != direct_rows_scalar && direct_ep_inline(ep);
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
-  j.n_slots = n_slots < 1 ? 1 : n_slots;
-  if (j.n_slots > j.n_items) j.n_slots = j.n_items;
-  j.slot_floats = pool_window ? pool_window->k_h * w->out_w * out_c : 0;
-  /* the interior is contiguous: both bounds tests are monotone in ow */
-  j.ow_lo = j.ow_hi = w->out_w;
-  for (int64_t ow = 0; ow < w->out_w; ow++) {
-    int64_t iw0 = ow * w->stride_w - w->pad_left;
-    if (iw0 >= 0 && iw0 + w->k_w <= w->in_w) {
-      if (j.ow_lo == w->out_w) j.ow_lo = ow;
-      j.ow_hi = ow + 1;
-    }
-  }
+  j.n_slots = direct_slots(w, pool_window, n_slots);
+  j.padded = direct_needs_pad(w);
+  j.pad_w = direct_pad_w(w);
+  j.pad_floats = direct_pad_floats(w);
+  j.slot_floats = j.pad_floats + (pool_window ? pool_window->k_h * w->out_w * out_c : 0);
   npuK_parallel_for(pool, j.n_slots, 1, direct_range, &j);
 }
 
