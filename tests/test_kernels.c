@@ -1493,20 +1493,22 @@ static int always_stopped(void *self) {
 
 static void run_direct(const npuK_window2d *g, int64_t oc, const npuK_pool *pool, int slots,
                        const float *x, const float *f, const npuK_epilogue *ep,
-                       const npuK_window2d *pw, float *y, int portable) {
+                       const npuK_window2d *pw, float *y, int level) {
   size_t ss = npuK_conv2d_direct_scratch_size(g, oc, pw, slots);
   float *scratch = malloc(ss ? ss : 1);
-  if (portable) npuK_conv2d_f32_direct_portable_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots);
+  if (level < 2)
+    npuK_conv2d_f32_direct_level_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots, level);
   else npuK_conv2d_f32_direct_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots);
   free(scratch);
 }
 
 /* The direct kernel (NPUK_CONV_DIRECT): every output the fmaf chain over its valid taps in
-   (kh, kw, ci) order from +0 — computed here from the geometry — bit for bit, AVX2 tiles and
-   portable twin alike, at any thread and slot count; within gamma(k) sum|x f| of the float64
-   sum (k = k_h k_w c, docs/numerics.md); the epilogues and a fused max pool the separate
-   kernels' bits; a stopped pool stops it.  Whether OpenBLAS's im2col gave the same bits is
-   reported (OpenBLAS's choice of kernel), not asserted. */
+   (kh, kw, ci) order from +0 — computed here from the geometry — bit for bit, AVX-512 and
+   AVX2 tiles and the portable twin alike (those the CPU has), at any thread and slot count;
+   within gamma(k) sum|x f| of the float64 sum (k = k_h k_w c, docs/numerics.md); the
+   epilogues and a fused max pool the separate kernels' bits; a stopped pool stops it.
+   Whether OpenBLAS's im2col gave the same bits is reported (OpenBLAS's choice of kernel),
+   not asserted. */
 static void test_conv_direct(void) {
   static const struct { int64_t n, h, w, c, kh, kw, s, oc; int same, pt, pl; } cs[] = {
       {2, 14, 14, 32, 3, 3, 1, 64, 1, -1, -1}, /* the CNN's second layer at batch 2 */
@@ -1560,22 +1562,22 @@ static void test_conv_direct(void) {
       }
     }
     CHECK(ok);
-    run_direct(&g, oc, NULL, 1, x, f, NULL, NULL, y1, 0);
-    CHECK(bits_equal(y1, want, (size_t)ny * 4));
-    run_direct(&g, oc, NULL, 1, x, f, NULL, NULL, y2, 1); /* the portable twin */
-    CHECK(bits_equal(y2, want, (size_t)ny * 4));
-    run_direct(&g, oc, &pool_two, 3, x, f, NULL, NULL, y2, 0);
-    CHECK(bits_equal(y2, want, (size_t)ny * 4));
-    run_direct(&g, oc, &pool_odd, 2, x, f, NULL, NULL, y2, 0);
-    CHECK(bits_equal(y2, want, (size_t)ny * 4));
+    for (int level = 0; level <= 2; level++) { /* the portable twin, AVX2, AVX-512 tiles */
+      run_direct(&g, oc, NULL, 1, x, f, NULL, NULL, y1, level);
+      CHECK(bits_equal(y1, want, (size_t)ny * 4));
+      run_direct(&g, oc, &pool_two, 3, x, f, NULL, NULL, y2, level);
+      CHECK(bits_equal(y2, want, (size_t)ny * 4));
+      run_direct(&g, oc, &pool_odd, 2, x, f, NULL, NULL, y2, level);
+      CHECK(bits_equal(y2, want, (size_t)ny * 4));
+    }
     run_conv(&g, oc, NULL, 1, x, f, y2); /* im2col + OpenBLAS */
     if (!bits_equal(y2, want, (size_t)ny * 4)) sgemm_same = 0;
     /* epilogues: in registers (bias, bias + relu) or after (tanh), the separate kernels' bits */
     for (int a = 0; a < 3; a++)
-      for (int portable = 0; portable < 2; portable++) {
+      for (int level = 0; level <= 2; level++) {
         npuK_epilogue ep = {.bias = bias, .act = a == 0 ? NPUK_ACT_RELU : a == 1 ? NPUK_ACT_NONE
                                                                                   : NPUK_ACT_TANH};
-        run_direct(&g, oc, &pool_two, 2, x, f, &ep, NULL, y2, portable);
+        run_direct(&g, oc, &pool_two, 2, x, f, &ep, NULL, y2, level);
         memcpy(y1, want, (size_t)ny * 4);
         npuK_epilogue_f32(&ep, m, oc, oc, y1);
         CHECK(bits_equal(y1, y2, (size_t)ny * 4));
@@ -1591,10 +1593,10 @@ static void test_conv_direct(void) {
       int64_t np_ = pw.n * pw.out_h * pw.out_w * oc;
       float *p1 = rand_f32(np_), *p2 = rand_f32(np_);
       npuK_max_pool_f32(NULL, &pw, y1, p1);
-      run_direct(&g, oc, &pool_two, 3, x, f, &ep, &pw, p2, 0);
-      CHECK(bits_equal(p1, p2, (size_t)np_ * 4));
-      run_direct(&g, oc, &pool_odd, 2, x, f, &ep, &pw, p2, 1);
-      CHECK(bits_equal(p1, p2, (size_t)np_ * 4));
+      for (int level = 0; level <= 2; level++) {
+        run_direct(&g, oc, level ? &pool_two : &pool_odd, 3, x, f, &ep, &pw, p2, level);
+        CHECK(bits_equal(p1, p2, (size_t)np_ * 4));
+      }
       free(p1), free(p2);
     }
     free(x), free(f), free(want), free(y1), free(y2), free(bias);
@@ -1605,7 +1607,7 @@ static void test_conv_direct(void) {
     npuK_pool stopped = {NULL, NULL, always_stopped};
     float *x = rand_f32(72), *f = rand_f32(18 * 8), y[288];
     for (int i = 0; i < 288; i++) y[i] = 12345;
-    run_direct(&g, 8, &stopped, 1, x, f, NULL, NULL, y, 0);
+    run_direct(&g, 8, &stopped, 1, x, f, NULL, NULL, y, 2);
     int untouched = 1;
     for (int i = 0; i < 288; i++) untouched &= y[i] == 12345;
     CHECK(untouched);

@@ -3,25 +3,31 @@
  *
  * Layouts as conv.c: x NHWC, filter HWIO (k_h, k_w, c, out_c), y NHWC.  Dilation 1, any
  * stride and padding, out_c a multiple of 8.  Why: im2col copies every input value k_h * k_w
- * times into a column block before OpenBLAS packs it again; here a tile of up to DIRECT_NW
- * output pixels of one row times 16 output channels lives in 12 AVX2 registers while the taps
- * stream by, read straight from x (for one filter row kh, the taps (kw, ci) of a pixel are
- * k_w * c consecutive floats of x, and the filter's rows for them are consecutive too).
+ * times into a column block before OpenBLAS packs it again; here a tile of output pixels of
+ * one row times output channels lives in registers while the taps stream by, read straight
+ * from x: for one filter row kh, the taps (kw, ci) of a pixel are k_w * c consecutive floats
+ * of x, and the filter's rows for them are consecutive too (HWIO needs no packing).  Tiles:
+ * up to 12 pixels x 32 channels in 24 zmm registers (AVX-512F), else 6 x 16 in 12 ymm
+ * (AVX2 + FMA), else the portable twin; an image whose windows leave it sideways is first
+ * copied with zero columns around it, so border columns run in full tiles.
  *
- * Arithmetic: each output is one float32 fused multiply-add chain over its valid taps in
- * (kh, kw, ci) order, starting from +0 — the taps im2col would fill with zeros are skipped
- * (fma(0, f, s) = s for finite f, so that is the same value as the zero taps).  That is the
- * ref kernel's order with single rounding per term, and what OpenBLAS's FMA sgemm kernels do
- * for one element of a K below their block depth; test_kernels holds it to the fmaf chain bit
- * for bit and to the float64 sum within k 2^-24 sum|x f| (docs/numerics.md, "Direct
- * convolution"), and reports whether OpenBLAS's im2col gave the same bits.  The portable
- * twin (no AVX2 + FMA) runs the same chains with fmaf: the same bits.  Each output depends
- * only on its own taps, so neither the thread count nor the split changes anything.
+ * Arithmetic: each output is one float32 fused multiply-add chain over its taps in
+ * (kh, kw, ci) order, starting from +0.  Rows of taps above or below x are skipped; the zero
+ * columns of the padded copy are multiplied in, fma(0, f, s) = s for finite f, so the value is
+ * that of the chain over the valid taps (an infinite or NaN filter entry meets a padded zero
+ * as in im2col's sgemm, which multiplies its zeros too).  That is the ref kernel's order with
+ * one rounding per term, and what OpenBLAS's FMA sgemm kernels do for one element of a K
+ * below their block depth; test_kernels holds every tile width and instruction set to the
+ * fmaf chain bit for bit and to the float64 sum within gamma(k) sum|x f| (docs/numerics.md,
+ * "Direct convolutions"), and reports whether OpenBLAS's im2col gave the same bits.  Each
+ * output depends only on its own taps, so neither the thread count nor the split changes
+ * anything.
  *
- * Work: items are output rows (image, oh), or with a fused pool the pool's rows (each
- * computes the convolution rows its windows read into its slot's scratch, then pools them in
- * max_pool's order with its NaN rule: the bits of conv2d, the epilogue and max_pool); slots
- * take contiguous runs of items and poll npuK_stopped between items.
+ * Work: items are output rows (image, oh), up to DIRECT_ROWS at a time with channel blocks
+ * outermost (a block's filter columns stay in L1 across them), or with a fused pool the
+ * pool's rows (each computes the convolution rows its windows read into its slot's scratch,
+ * then pools them in max_pool's order with its NaN rule: the bits of conv2d, the epilogue and
+ * max_pool); slots take contiguous runs of items and poll npuK_stopped between items.
  */
 #include <math.h>
 #include <string.h>
@@ -55,8 +61,10 @@ typedef struct direct_job {
   /* output rows [oh0, oh0 + nr) of the view's image into yrows (consecutive rows of y) */
   void (*rows)(const struct direct_job *, const direct_view *v, int64_t oh0, int64_t nr,
                float *yrows);
-  /* dst = max_pool of the rows at src[0, n), pooling.c's order and NaN rule (k_max_rows) */
+  /* dst = max_pool of the rows at src[0, n), pooling.c's order and NaN rule (k_max_rows);
+     max4: the same for n = 4 */
   void (*max_rows)(float *dst, const float *const *src, int n, int64_t c);
+  void (*max4)(float *dst, const float *const *src, int n, int64_t c);
 } direct_job;
 
 int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool) {
@@ -233,7 +241,149 @@ static void direct_max_rows_avx2(float *dst, const float *const *src, int n, int
   }
 }
 
+/* The commonest window, 2x2 inside the rows: without NaNs, max_pool's rule (v > m || v is NaN
+   ? v : m from -inf) is vmaxps(v, m) (which returns m when they compare equal or unordered),
+   so four loads and three maxes per vector; a vector holding a NaN takes the rule itself. */
+static void direct_max4_avx2(float *dst, const float *const *src, int n, int64_t c) {
+  (void)n;
+  int64_t i = 0;
+  for (; i + 8 <= c; i += 8) {
+    __m256 a = _mm256_loadu_ps(src[0] + i), b = _mm256_loadu_ps(src[1] + i);
+    __m256 d = _mm256_loadu_ps(src[2] + i), e = _mm256_loadu_ps(src[3] + i);
+    __m256 nan = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(d, e, _CMP_UNORD_Q));
+    if (_mm256_movemask_ps(nan)) {
+      const float *part[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
+      direct_max_rows_avx2(dst + i, part, 4, 8);
+      continue;
+    }
+    __m256 m = _mm256_max_ps(b, a);
+    m = _mm256_max_ps(d, m);
+    _mm256_storeu_ps(dst + i, _mm256_max_ps(e, m));
+  }
+  if (i < c) {
+    const float *rest[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
+    k_max_rows(dst + i, rest, 4, c - i);
+  }
+}
+
 #pragma GCC pop_options
+
+/* ---- AVX-512 register tiles: the same chains, 32 registers --------------------------------
+   Where the CPU has AVX-512F: up to DIRECT_NW512 pixels x 32 channels (two zmm) in 24
+   accumulators, so each tap's two filter loads and one broadcast per pixel feed twice the
+   multiply-adds of the AVX2 tile, and the loop's own instructions matter less; the same fused
+   multiply-adds in the same order, so the same bits.  8 channels left over go in a masked zmm. */
+#define DIRECT_NW512 12
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,fma")
+
+static inline __attribute__((always_inline)) void
+direct_tile512(const direct_job *j, const float *xr, int64_t xstep, int64_t nkh, int64_t kh0,
+               const int nw, const int nv, __mmask16 last, int64_t c0, float *yo) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c;
+  const int64_t fstep = len * oc;
+  __m512 acc[DIRECT_NW512][2];
+#pragma GCC unroll 12
+  for (int o = 0; o < nw; o++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) acc[o][v] = _mm512_setzero_ps();
+  const float *fr = j->f + kh0 * fstep + c0;
+  for (int64_t kh = 0; kh < nkh; kh++, xr += xstep, fr += fstep) {
+    const float *xp = xr, *fp = fr;
+    for (int64_t t = 0; t < len; t++, xp++, fp += oc) {
+      __m512 f0, f1 = _mm512_setzero_ps();
+      if (nv > 1) {
+        f0 = _mm512_loadu_ps(fp);
+        f1 = _mm512_maskz_loadu_ps(last, fp + 16);
+      } else {
+        f0 = _mm512_maskz_loadu_ps(last, fp);
+      }
+#pragma GCC unroll 12
+      for (int o = 0; o < nw; o++) {
+        __m512 xb = _mm512_set1_ps(xp[o * px]);
+        acc[o][0] = _mm512_fmadd_ps(xb, f0, acc[o][0]);
+        if (nv > 1) acc[o][1] = _mm512_fmadd_ps(xb, f1, acc[o][1]);
+      }
+    }
+  }
+  if (j->ep_inline) { /* conv.c's bias_relu_block, lane by lane: v + b, then v <= 0 ? 0 : v */
+    const int relu = j->ep->act == NPUK_ACT_RELU;
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) {
+      __m512 b = v + 1 < nv ? _mm512_loadu_ps(j->ep->bias + c0 + 16 * v)
+                            : _mm512_maskz_loadu_ps(last, j->ep->bias + c0 + 16 * v);
+#pragma GCC unroll 12
+      for (int o = 0; o < nw; o++) {
+        __m512 s = _mm512_add_ps(acc[o][v], b);
+        if (relu) s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
+        acc[o][v] = s;
+      }
+    }
+  }
+#pragma GCC unroll 12
+  for (int o = 0; o < nw; o++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) {
+      if (v + 1 < nv) _mm512_storeu_ps(yo + o * oc + c0 + 16 * v, acc[o][v]);
+      else _mm512_mask_storeu_ps(yo + o * oc + c0 + 16 * v, last, acc[o][v]);
+    }
+}
+
+/* Columns [ow, ow + nw) of the row, channels from c0: 32 (nv 2) or the last 8 to 24. */
+static inline __attribute__((always_inline)) void
+direct_cols512(const direct_job *j, const float *xrow, int64_t xstep, int64_t nkh, int64_t kh0,
+               int64_t ow, const int nw, int64_t c0, float *yrow) {
+  const float *xr = xrow + ow * j->w->stride_w * j->w->c;
+  float *yo = yrow + ow * j->oc;
+  int64_t left = j->oc - c0;
+  if (left >= 32) direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, 0xffff, c0, yo);
+  else if (left > 16)
+    direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, (__mmask16)((1u << (left - 16)) - 1), c0, yo);
+  else
+    direct_tile512(j, xr, xstep, nkh, kh0, nw, 1,
+                   left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, yo);
+}
+
+static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_t oh0,
+                               int64_t nr, float *yrows) {
+  const npuK_window2d *w = j->w;
+  const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
+  const int64_t n_tiles = (ow_n + DIRECT_NW512 - 1) / DIRECT_NW512, base = ow_n / n_tiles,
+                extra = ow_n % n_tiles;
+  for (int64_t c0 = 0; c0 < j->oc; c0 += 32)
+    for (int64_t r = 0; r < nr; r++) {
+      int64_t oh = oh0 + r, kh0, kh1;
+      direct_kh_range(w, oh, &kh0, &kh1);
+      const int64_t nkh = kh1 - kh0;
+      float *yrow = yrows + r * row_floats;
+      const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0) * v->rstride;
+      int64_t ow = 0;
+      for (int64_t t = 0; t < n_tiles; t++) {
+        int64_t nw = base + (t < extra);
+        switch (nw) {
+#define DIRECT_CASE(k)                                                                           \
+  case k: direct_cols512(j, xrow, v->rstride, nkh, kh0, ow, k, c0, yrow); break;
+          DIRECT_CASE(12) DIRECT_CASE(11) DIRECT_CASE(10) DIRECT_CASE(9) DIRECT_CASE(8)
+          DIRECT_CASE(7) DIRECT_CASE(6) DIRECT_CASE(5) DIRECT_CASE(4) DIRECT_CASE(3)
+          DIRECT_CASE(2)
+#undef DIRECT_CASE
+        default: direct_cols512(j, xrow, v->rstride, nkh, kh0, ow, 1, c0, yrow); break;
+        }
+        ow += nw;
+      }
+    }
+  if (j->ep && !j->ep_inline) npuK_conv_epilogue_f32(j->ep, nr * ow_n, j->oc, yrows);
+}
+
+#pragma GCC pop_options
+
+static int direct_have_avx512(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+}
 
 static int direct_have_avx2(void) {
   __builtin_cpu_init();
@@ -310,7 +460,7 @@ static void direct_pool_row(const direct_job *j, int64_t q, float *padbuf, float
     int n_src = 0;
     for (int64_t r = a; r < b; r++)
       for (int64_t cc = c0; cc < c1; cc++) src[n_src++] = rows + ((r - a) * w->out_w + cc) * oc;
-    j->max_rows(dst, src, n_src, oc);
+    (n_src == 4 ? j->max4 : j->max_rows)(dst, src, n_src, oc);
   }
 }
 
@@ -344,17 +494,18 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
 static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
                        const float *x, const float *filter, const npuK_epilogue *ep,
                        const npuK_window2d *pool_window, float *y, float *scratch, int n_slots,
-                       int allow_avx2) {
+                       int level) {
   direct_job j = {.w = w, .pw = pool_window, .oc = out_c, .x = x, .f = filter, .ep = ep,
                   .y = y, .scratch = scratch, .pool = pool, .rows = direct_rows_scalar,
-                  .max_rows = direct_max_rows};
+                  .max_rows = direct_max_rows, .max4 = direct_max_rows};
 #if DIRECT_AVX2
-  if (allow_avx2 && direct_have_avx2()) {
-    j.rows = direct_rows_avx2;
+  if (level >= 1 && direct_have_avx2()) {
+    j.rows = level >= 2 && direct_have_avx512() ? direct_rows_avx512 : direct_rows_avx2;
     j.max_rows = direct_max_rows_avx2;
+    j.max4 = direct_max4_avx2;
   }
 #else
-  (void)allow_avx2;
+  (void)level;
 #endif
   j.ep_inline = j.rows != direct_rows_scalar && direct_ep_inline(ep);
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
@@ -371,13 +522,12 @@ void npuK_conv2d_f32_direct_ep(const npuK_pool *pool, const npuK_window2d *w, in
                                const float *x, const float *filter, const npuK_epilogue *ep,
                                const npuK_window2d *pool_window, float *y, float *scratch,
                                int n_slots) {
-  direct_run(pool, w, out_c, x, filter, ep, pool_window, y, scratch, n_slots, 1);
+  direct_run(pool, w, out_c, x, filter, ep, pool_window, y, scratch, n_slots, 2);
 }
 
-void npuK_conv2d_f32_direct_portable_ep(const npuK_pool *pool, const npuK_window2d *w,
-                                        int64_t out_c, const float *x, const float *filter,
-                                        const npuK_epilogue *ep,
-                                        const npuK_window2d *pool_window, float *y,
-                                        float *scratch, int n_slots) {
-  direct_run(pool, w, out_c, x, filter, ep, pool_window, y, scratch, n_slots, 0);
+void npuK_conv2d_f32_direct_level_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const float *x, const float *filter,
+                                     const npuK_epilogue *ep, const npuK_window2d *pool_window,
+                                     float *y, float *scratch, int n_slots, int level) {
+  direct_run(pool, w, out_c, x, filter, ep, pool_window, y, scratch, n_slots, level);
 }

@@ -679,9 +679,10 @@ void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, 
  * output is one float32 FMA chain over its valid taps in (kh, kw, ci) order from +0: the ref
  * kernel's order, |y - exact| <= gamma(k_h k_w c) sum|x f| as im2col's sgemm (docs/numerics.md,
  * "Direct convolution").  pool_window as Winograd's (npuK_conv2d_pool_fits), NULL for none;
- * scratch: npuK_conv2d_direct_scratch_size bytes (0 without a pool).  The portable form runs
- * the same chains by fmaf (the same bits); the other picks AVX2 + FMA tiles where the CPU has
- * them. */
+ * scratch: npuK_conv2d_direct_scratch_size bytes (padded image copies, pooled rows).  The
+ * _level form caps the instruction set (tests): 0 the portable twin, the same chains by fmaf
+ * (the same bits), 1 AVX2 + FMA tiles where the CPU has them, 2 (the plain form) AVX-512
+ * tiles where it has those. */
 int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool);
 size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
                                        const npuK_window2d *pool, int n_slots);
@@ -689,11 +690,10 @@ void npuK_conv2d_f32_direct_ep(const npuK_pool *pool, const npuK_window2d *w, in
                                const float *x, const float *filter, const npuK_epilogue *ep,
                                const npuK_window2d *pool_window, float *y, float *scratch,
                                int n_slots);
-void npuK_conv2d_f32_direct_portable_ep(const npuK_pool *pool, const npuK_window2d *w,
-                                        int64_t out_c, const float *x, const float *filter,
-                                        const npuK_epilogue *ep,
-                                        const npuK_window2d *pool_window, float *y,
-                                        float *scratch, int n_slots);
+void npuK_conv2d_f32_direct_level_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const float *x, const float *filter,
+                                     const npuK_epilogue *ep, const npuK_window2d *pool_window,
+                                     float *y, float *scratch, int n_slots, int level);
 /* depthwise_conv2d likewise (x_dtype, y_dtype F32 too: then npuK_depthwise_conv2d_f32_ep and
  * no scratch): each slot's output rows go in bands whose input rows are widened at once, and
  * each output row is computed (epilogue included) in float32 and narrowed.  scratch:
