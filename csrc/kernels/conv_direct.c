@@ -378,6 +378,26 @@ static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_
   if (j->ep && !j->ep_inline) npuK_conv_epilogue_f32(j->ep, nr * ow_n, j->oc, yrows);
 }
 
+/* direct_max4_avx2 with zmm loads: the rows were stored by zmm, and a load narrower than the
+   store it reads (a ymm from the upper half of a zmm store still in flight) is not forwarded
+   from the store but waits for it. */
+static void direct_max4_avx512(float *dst, const float *const *src, int n, int64_t c) {
+  (void)n;
+  for (int64_t i = 0; i < c; i += 16) {
+    __mmask16 k = c - i >= 16 ? 0xffff : (__mmask16)((1u << (c - i)) - 1);
+    __m512 a = _mm512_maskz_loadu_ps(k, src[0] + i), b = _mm512_maskz_loadu_ps(k, src[1] + i);
+    __m512 d = _mm512_maskz_loadu_ps(k, src[2] + i), e = _mm512_maskz_loadu_ps(k, src[3] + i);
+    if (_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(d, e, _CMP_UNORD_Q)) {
+      const float *part[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
+      k_max_rows(dst + i, part, 4, c - i >= 16 ? 16 : c - i);
+      continue;
+    }
+    __m512 m = _mm512_max_ps(b, a);
+    m = _mm512_max_ps(d, m);
+    _mm512_mask_storeu_ps(dst + i, k, _mm512_max_ps(e, m));
+  }
+}
+
 #pragma GCC pop_options
 
 static int direct_have_avx512(void) {
@@ -500,9 +520,13 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
                   .max_rows = direct_max_rows, .max4 = direct_max_rows};
 #if DIRECT_AVX2
   if (level >= 1 && direct_have_avx2()) {
-    j.rows = level >= 2 && direct_have_avx512() ? direct_rows_avx512 : direct_rows_avx2;
+    j.rows = direct_rows_avx2;
     j.max_rows = direct_max_rows_avx2;
     j.max4 = direct_max4_avx2;
+    if (level >= 2 && direct_have_avx512()) {
+      j.rows = direct_rows_avx512;
+      j.max4 = direct_max4_avx512;
+    }
   }
 #else
   (void)level;
