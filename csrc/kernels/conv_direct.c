@@ -65,6 +65,8 @@ typedef struct direct_job {
      max4: the same for n = 4 */
   void (*max_rows)(float *dst, const float *const *src, int n, int64_t c);
   void (*max4)(float *dst, const float *const *src, int n, int64_t c);
+  /* a 2x2 stride-2 pool whose windows all lie inside, pooled in registers, or NULL */
+  void (*pool22)(const struct direct_job *, const direct_view *v, int64_t q, float *dst);
 } direct_job;
 
 int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool) {
@@ -378,6 +380,132 @@ static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_
   if (j->ep && !j->ep_inline) npuK_conv_epilogue_f32(j->ep, nr * ow_n, j->oc, yrows);
 }
 
+/* A 2x2 stride-2 max pool whose windows all lie inside the convolution's output, pooled in
+   registers: a tile is the two convolution rows 2q, 2q + 1 of pool row q times 2 np columns
+   (np pool columns) times 16 nv channels, 8 np nv accumulators (at most 24), sharing each
+   tap's filter loads between the two rows.  A row whose window leaves x vertically skips the
+   taps there as the row kernel does (kh outside its range: that row's multiply-adds are left
+   out), so every output is the same chain; then the epilogue as direct_tile512's and the
+   pool in max_pool's order ((0, 0), (0, 1), (1, 0), (1, 1)) with its rule, (v > m || v is NaN)
+   ? v : m from -inf: the bits of the rows path. */
+#define DIRECT_NP 3
+
+static inline __attribute__((always_inline)) void
+pool_taps512(__m512 (*acc)[2][2][2], const float *x0, const float *x1, const float *fp,
+             int64_t len, int64_t oc, int64_t px, const int np, const int nv, __mmask16 last,
+             const int use0, const int use1) {
+  for (int64_t t = 0; t < len; t++, x0++, x1++, fp += oc) {
+    __m512 f0, f1 = _mm512_setzero_ps();
+    if (nv > 1) {
+      f0 = _mm512_loadu_ps(fp);
+      f1 = _mm512_maskz_loadu_ps(last, fp + 16);
+    } else {
+      f0 = _mm512_maskz_loadu_ps(last, fp);
+    }
+#pragma GCC unroll 3
+    for (int p = 0; p < np; p++)
+#pragma GCC unroll 2
+      for (int cc = 0; cc < 2; cc++) {
+        if (use0) {
+          __m512 xb = _mm512_set1_ps(x0[(2 * p + cc) * px]);
+          acc[p][0][cc][0] = _mm512_fmadd_ps(xb, f0, acc[p][0][cc][0]);
+          if (nv > 1) acc[p][0][cc][1] = _mm512_fmadd_ps(xb, f1, acc[p][0][cc][1]);
+        }
+        if (use1) {
+          __m512 xb = _mm512_set1_ps(x1[(2 * p + cc) * px]);
+          acc[p][1][cc][0] = _mm512_fmadd_ps(xb, f0, acc[p][1][cc][0]);
+          if (nv > 1) acc[p][1][cc][1] = _mm512_fmadd_ps(xb, f1, acc[p][1][cc][1]);
+        }
+      }
+  }
+}
+
+static inline __attribute__((always_inline)) void
+pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, const int np,
+             const int nv, __mmask16 last, int64_t c0, float *dst) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c,
+                fstep = len * oc;
+  int64_t a0, b0, a1, b1;
+  direct_kh_range(w, r0, &a0, &b0);
+  direct_kh_range(w, r0 + 1, &a1, &b1);
+  __m512 acc[DIRECT_NP][2][2][2]; /* [pool column][row][column in the window][vector] */
+#pragma GCC unroll 3
+  for (int p = 0; p < np; p++)
+#pragma GCC unroll 2
+    for (int r = 0; r < 2; r++)
+#pragma GCC unroll 2
+      for (int cc = 0; cc < 2; cc++)
+#pragma GCC unroll 2
+        for (int q = 0; q < nv; q++) acc[p][r][cc][q] = _mm512_setzero_ps();
+  const int64_t col = 2 * pc * px; /* the first window column's first tap, in a view row */
+  const int64_t ih0 = r0 * w->stride_h - w->pad_top, ih1 = ih0 + w->stride_h;
+  const int64_t lo = a0 < a1 ? a0 : a1, hi = b0 > b1 ? b0 : b1;
+  for (int64_t kh = lo; kh < hi; kh++) {
+    const int use0 = kh >= a0 && kh < b0, use1 = kh >= a1 && kh < b1;
+    const float *x0 = v->at + (ih0 + kh) * v->rstride + col;
+    const float *x1 = v->at + (ih1 + kh) * v->rstride + col;
+    const float *fp = j->f + kh * fstep + c0;
+    if (use0 && use1) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 1);
+    else if (use0) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 0);
+    else if (use1) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 0, 1);
+  }
+  const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-__builtin_inff());
+#pragma GCC unroll 2
+  for (int q = 0; q < nv; q++) {
+    __mmask16 k = q + 1 < nv ? 0xffff : last;
+    __m512 b = zero;
+    if (j->ep_inline) b = _mm512_maskz_loadu_ps(k, j->ep->bias + c0 + 16 * q);
+#pragma GCC unroll 3
+    for (int p = 0; p < np; p++) {
+      __m512 m = ninf;
+#pragma GCC unroll 2
+      for (int r = 0; r < 2; r++)
+#pragma GCC unroll 2
+        for (int cc = 0; cc < 2; cc++) {
+          __m512 s = acc[p][r][cc][q];
+          if (j->ep_inline) {
+            s = _mm512_add_ps(s, b);
+            if (j->ep->act == NPUK_ACT_RELU)
+              s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
+          }
+          __mmask16 take = _mm512_cmp_ps_mask(s, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
+          m = _mm512_mask_mov_ps(m, take, s);
+        }
+      _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
+    }
+  }
+}
+
+/* Pool row q into dst (its pool->out_w pixels). */
+static void direct_pool22_avx512(const direct_job *j, const direct_view *v, int64_t q,
+                                 float *dst) {
+  const npuK_window2d *pw = j->pw;
+  const int64_t r0 = q % pw->out_h * 2, n = pw->out_w;
+  const int64_t n_tiles = (n + DIRECT_NP - 1) / DIRECT_NP, base = n / n_tiles,
+                extra = n % n_tiles;
+  for (int64_t c0 = 0; c0 < j->oc; c0 += 32) {
+    int64_t left = j->oc - c0, pc = 0;
+    for (int64_t t = 0; t < n_tiles; t++) {
+      int64_t np = base + (t < extra);
+#define DIRECT_POOL_NP(k)                                                                        \
+  if (left >= 32) pool_tile512(j, v, r0, pc, k, 2, 0xffff, c0, dst);                             \
+  else if (left > 16)                                                                            \
+    pool_tile512(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst);             \
+  else pool_tile512(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, dst);
+      if (np == 3) {
+        DIRECT_POOL_NP(3)
+      } else if (np == 2) {
+        DIRECT_POOL_NP(2)
+      } else {
+        DIRECT_POOL_NP(1)
+      }
+#undef DIRECT_POOL_NP
+      pc += np;
+    }
+  }
+}
+
 /* direct_max4_avx2 with zmm loads: the rows were stored by zmm, and a load narrower than the
    store it reads (a ymm from the upper half of a zmm store still in flight) is not forwarded
    from the store but waits for it. */
@@ -470,6 +598,10 @@ static void direct_pool_row(const direct_job *j, int64_t q, float *padbuf, float
   if (a < 0) a = 0;
   if (b > w->out_h) b = w->out_h;
   direct_view v = direct_image(j, nb, padbuf);
+  if (j->pool22) {
+    j->pool22(j, &v, q, j->y + q * pw->out_w * oc);
+    return;
+  }
   if (b > a) j->rows(j, &v, a, b - a, rows);
   float *dst = j->y + q * pw->out_w * oc;
   for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
@@ -526,6 +658,11 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
     if (level >= 2 && direct_have_avx512()) {
       j.rows = direct_rows_avx512;
       j.max4 = direct_max4_avx512;
+      const npuK_window2d *pw = pool_window;
+      if (pw && pw->k_h == 2 && pw->k_w == 2 && pw->stride_h == 2 && pw->stride_w == 2 &&
+          pw->pad_top == 0 && pw->pad_left == 0 && 2 * pw->out_h <= w->out_h &&
+          2 * pw->out_w <= w->out_w && (!ep || direct_ep_inline(ep)))
+        j.pool22 = direct_pool22_avx512;
     }
   }
 #else
