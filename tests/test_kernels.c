@@ -1521,6 +1521,7 @@ static void test_conv_direct(void) {
       {2, 5, 4, 7, 3, 3, 1, 72, 0, 2, 1},      /* explicit padding, wider than the window */
       {1, 3, 2, 2, 3, 3, 1, 16, 1, -1, -1},    /* narrower than a tile */
       {1, 20, 31, 6, 3, 3, 1, 48, 1, -1, -1},  /* 31 columns: 6 tiles of 5 or 6 */
+      {1, 40, 41, 48, 3, 3, 1, 16, 1, -1, -1}, /* padded image over 256 KiB: bands of rows */
   };
   const double u = 0x1p-24;
   int sgemm_same = 1;
@@ -1622,6 +1623,8 @@ static void test_conv_direct(void) {
   CHECK(npuK_conv2d_direct_fits(&g, 8, NULL) && !npuK_conv2d_direct_fits(&g, 8, &pw));
   g = make_window(1, 8, 8, 4, 3, 3, 1, 1, 1, 1, 0);
   CHECK(npuK_conv2d_direct_scratch_size(&g, 8, NULL, 2) == 0); /* VALID, no pool: none */
+  g = make_window(1, 400, 400, 64, 3, 3, 1, 1, 1, 1, 1); /* a large image: a band, not all */
+  CHECK(npuK_conv2d_direct_scratch_size(&g, 64, NULL, 1) < (size_t)7 * 402 * 64 * 4);
   printf("  conv2d direct: largest |y - exact| / (2^-24 sum|x f|) %.2f (bound k); OpenBLAS's "
          "im2col: %s\n", worst, sgemm_same ? "the same bits" : "other bits");
 }

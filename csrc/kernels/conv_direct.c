@@ -9,7 +9,8 @@
  * of x, and the filter's rows for them are consecutive too (HWIO needs no packing).  Tiles:
  * up to 12 pixels x 32 channels in 24 zmm registers (AVX-512F), else 6 x 16 in 12 ymm
  * (AVX2 + FMA), else the portable twin; an image whose windows leave it sideways is first
- * copied with zero columns around it, so border columns run in full tiles.
+ * copied with zero columns around it (whole, or by bands of rows when large), so border
+ * columns run in full tiles.
  *
  * Arithmetic: each output is one float32 fused multiply-add chain over its taps in
  * (kh, kw, ci) order, starting from +0.  Rows of taps above or below x are skipped; the zero
@@ -41,10 +42,14 @@
    Where some column's window leaves x sideways (padding), the image is copied into the slot's
    scratch with pad_left zero columns in front and zeros after, so that border columns run in
    full tiles instead of one pixel at a time; rows above and below x stay out (their taps are
-   skipped).  at: input row 0, column -pad_left; rstride: floats from row to row. */
+   skipped).  The whole image is copied once while it fits DIRECT_PAD_FLOATS, else the band of
+   rows each call reads (scratch stays bounded for large images).  at: input row ih0, column
+   -pad_left; rstride: floats from row to row. */
+#define DIRECT_PAD_FLOATS (1 << 16) /* 256 KiB */
+
 typedef struct direct_view {
   const float *at;
-  int64_t rstride;
+  int64_t rstride, ih0;
 } direct_view;
 
 typedef struct direct_job {
@@ -55,6 +60,7 @@ typedef struct direct_job {
   int ep_inline;        /* bias (+ relu) applied to the tile in registers */
   int padded;           /* images go through a padded copy (direct_view) */
   int64_t pad_w;        /* a padded row's columns */
+  int64_t band_rows;    /* input rows a padded copy holds (in_h: the whole image) */
   float *y, *scratch;
   int64_t slot_floats, pad_floats, n_items, n_slots;
   const npuK_pool *pool;
@@ -101,7 +107,7 @@ static void direct_row_scalar(const direct_job *j, const direct_view *v, int64_t
     float *yo = yrow + ow * oc;
     for (int64_t o = 0; o < oc; o++) yo[o] = 0;
     for (int64_t kh = kh0; kh < kh1; kh++) {
-      const float *xp = v->at + (oh * w->stride_h - w->pad_top + kh) * v->rstride +
+      const float *xp = v->at + (oh * w->stride_h - w->pad_top + kh - v->ih0) * v->rstride +
                         ow * w->stride_w * c;
       const float *fp = j->f + kh * len * oc;
       for (int64_t t = 0; t < len; t++)
@@ -206,7 +212,7 @@ static void direct_rows_avx2(const direct_job *j, const direct_view *v, int64_t 
       float *yrow = yrows + r * row_floats;
       /* the view's row of the first valid kh (a row whose taps all lie above or below x has
          nkh 0 and never reads it) */
-      const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0) * v->rstride;
+      const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0 - v->ih0) * v->rstride;
       int64_t ow = 0;
       for (int64_t t = 0; t < n_tiles; t++) {
         int64_t nw = base + (t < extra);
@@ -361,7 +367,7 @@ static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_
       direct_kh_range(w, oh, &kh0, &kh1);
       const int64_t nkh = kh1 - kh0;
       float *yrow = yrows + r * row_floats;
-      const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0) * v->rstride;
+      const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0 - v->ih0) * v->rstride;
       int64_t ow = 0;
       for (int64_t t = 0; t < n_tiles; t++) {
         int64_t nw = base + (t < extra);
@@ -443,8 +449,8 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
   const int64_t lo = a0 < a1 ? a0 : a1, hi = b0 > b1 ? b0 : b1;
   for (int64_t kh = lo; kh < hi; kh++) {
     const int use0 = kh >= a0 && kh < b0, use1 = kh >= a1 && kh < b1;
-    const float *x0 = v->at + (ih0 + kh) * v->rstride + col;
-    const float *x1 = v->at + (ih1 + kh) * v->rstride + col;
+    const float *x0 = v->at + (ih0 + kh - v->ih0) * v->rstride + col;
+    const float *x1 = v->at + (ih1 + kh - v->ih0) * v->rstride + col;
     const float *fp = j->f + kh * fstep + c0;
     if (use0 && use1) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 1);
     else if (use0) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 0);
@@ -553,8 +559,17 @@ static int64_t direct_pad_w(const npuK_window2d *w) {
   return need > have ? need : have;
 }
 
-static int64_t direct_pad_floats(const npuK_window2d *w) {
-  return direct_needs_pad(w) ? w->in_h * direct_pad_w(w) * w->c + 2 : 0; /* + its tag */
+/* Input rows a padded copy holds: the whole image, or the most one call reads (rows of up to
+   DIRECT_ROWS output rows, or of one pool row). */
+static int64_t direct_band_rows(const npuK_window2d *w, const npuK_window2d *pool) {
+  if (w->in_h * direct_pad_w(w) * w->c <= DIRECT_PAD_FLOATS) return w->in_h;
+  int64_t r = pool ? pool->k_h : DIRECT_ROWS, n = (r - 1) * w->stride_h + w->k_h;
+  return n < w->in_h ? n : w->in_h;
+}
+
+static int64_t direct_pad_floats(const npuK_window2d *w, const npuK_window2d *pool) {
+  /* + the tag of the image a whole copy holds */
+  return direct_needs_pad(w) ? direct_band_rows(w, pool) * direct_pad_w(w) * w->c + 2 : 0;
 }
 
 static int64_t direct_slots(const npuK_window2d *w, const npuK_window2d *pool, int n_slots) {
@@ -564,29 +579,39 @@ static int64_t direct_slots(const npuK_window2d *w, const npuK_window2d *pool, i
 
 size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
                                        const npuK_window2d *pool, int n_slots) {
-  int64_t per = direct_pad_floats(w) + (pool ? pool->k_h * w->out_w * out_c : 0);
+  int64_t per = direct_pad_floats(w, pool) + (pool ? pool->k_h * w->out_w * out_c : 0);
   return (size_t)(direct_slots(w, pool, n_slots) * per) * sizeof(float);
 }
 
-/* Image nb's view; a padded one is built in buf (tagged with the image it holds: int64 in
-   two floats, the scratch being only float-aligned) unless it holds nb already. */
-static direct_view direct_image(const direct_job *j, int64_t nb, float *buf) {
+/* The view of image nb for output rows [oh0, oh0 + nr): x itself, or a padded copy in buf —
+   the whole image (tagged with the image it holds: int64 in two floats, the scratch being
+   only float-aligned; kept while the next call reads the same image), or the rows these
+   output rows read. */
+static direct_view direct_image(const direct_job *j, int64_t nb, int64_t oh0, int64_t nr,
+                                float *buf) {
   const npuK_window2d *w = j->w;
   const int64_t c = w->c;
   if (!j->padded)
-    return (direct_view){j->x + nb * w->in_h * w->in_w * c, w->in_w * c};
-  direct_view v = {buf + 2, j->pad_w * c};
-  int64_t tag;
+    return (direct_view){j->x + nb * w->in_h * w->in_w * c, w->in_w * c, 0};
+  int64_t lo = 0, hi = w->in_h;
+  if (j->band_rows < w->in_h) {
+    lo = oh0 * w->stride_h - w->pad_top;
+    hi = (oh0 + nr - 1) * w->stride_h - w->pad_top + w->k_h;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > w->in_h ? w->in_h : hi;
+  }
+  direct_view v = {buf + 2, j->pad_w * c, lo};
+  int64_t tag, whole = j->band_rows == w->in_h;
   memcpy(&tag, buf, sizeof tag);
-  if (tag == nb) return v;
+  if (whole && tag == nb) return v;
   const int64_t left = w->pad_left * c, len = w->in_w * c, right = v.rstride - left - len;
-  for (int64_t ih = 0; ih < w->in_h; ih++) {
-    float *d = buf + 2 + ih * v.rstride;
+  for (int64_t ih = lo; ih < hi; ih++) {
+    float *d = buf + 2 + (ih - lo) * v.rstride;
     memset(d, 0, (size_t)left * sizeof *d);
     memcpy(d + left, j->x + (nb * w->in_h + ih) * len, (size_t)len * sizeof *d);
     memset(d + left + len, 0, (size_t)right * sizeof *d);
   }
-  memcpy(buf, &nb, sizeof nb);
+  if (whole) memcpy(buf, &nb, sizeof nb);
   return v;
 }
 
@@ -597,7 +622,7 @@ static void direct_pool_row(const direct_job *j, int64_t q, float *padbuf, float
   int64_t a = q % pw->out_h * pw->stride_h - pw->pad_top, b = a + pw->k_h;
   if (a < 0) a = 0;
   if (b > w->out_h) b = w->out_h;
-  direct_view v = direct_image(j, nb, padbuf);
+  direct_view v = direct_image(j, nb, a, b - a, padbuf);
   if (j->pool22) {
     j->pool22(j, &v, q, j->y + q * pw->out_w * oc);
     return;
@@ -636,7 +661,7 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
       int64_t nb = i / w->out_h, oh = i % w->out_h, nr = w->out_h - oh;
       if (nr > i1 - i) nr = i1 - i;
       if (nr > DIRECT_ROWS) nr = DIRECT_ROWS;
-      direct_view v = direct_image(j, nb, padbuf);
+      direct_view v = direct_image(j, nb, oh, nr, padbuf);
       j->rows(j, &v, oh, nr, j->y + i * w->out_w * j->oc);
       i += nr;
     }
@@ -674,7 +699,8 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
   j.n_slots = direct_slots(w, pool_window, n_slots);
   j.padded = direct_needs_pad(w);
   j.pad_w = direct_pad_w(w);
-  j.pad_floats = direct_pad_floats(w);
+  j.band_rows = direct_band_rows(w, pool_window);
+  j.pad_floats = direct_pad_floats(w, pool_window);
   j.slot_floats = j.pad_floats + (pool_window ? pool_window->k_h * w->out_w * out_c : 0);
   npuK_parallel_for(pool, j.n_slots, 1, direct_range, &j);
 }
