@@ -362,8 +362,10 @@ static bool winograd_wins(const npuE_plan *p, const npuE_step *s) {
    here), and it runs bench_cnn's layers (bias, relu and pool fused) in 0.6-0.7x (c = 32) and
    0.25x (c = 1) of im2col's time: no column buffer, nothing packed per call. */
 bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s) {
-  if (s->dynamic || s->widen || s->round_in >= 0 || s->round_out >= 0) return false;
-  const npuG_value *x = &p->values[s->in[0]], *y = &p->values[s->out[0]], *f = &p->values[s->in[1]];
+  /* a step on the host runs the reference kernel, whatever its algorithm */
+  if (s->host || s->dynamic || s->widen || s->round_in >= 0 || s->round_out >= 0) return false;
+  const npuG_value *x = &p->values[s->in[0]], *y = &p->values[s->out[0]];
+  const npuG_value *f = &p->values[s->in[1]];
   if (x->dtype != NPU_DTYPE_F32 || f->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32)
     return false;
   npuK_window2d w, pw;
