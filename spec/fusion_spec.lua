@@ -317,7 +317,8 @@ end
 
 -- op_select_implmode high_performance: conv2d by Winograd where it takes the shape (3x3,
 -- stride 1, >= 8 channels in and out), pooled or not; the same bits at 1 and 2 threads; the
--- unfused Winograd plan's bits; within rounding of the reference.  The default keeps im2col.
+-- unfused Winograd plan's bits; within rounding of the reference.  The default is the direct
+-- kernel (out_c a multiple of 8), Winograd never for one input channel.
 function TestFusionConvMaxPool:test_winograd_is_opt_in()
   local n0 = npu.core.n_threads()
   local fast = { op_select_implmode = "high_performance" }
@@ -334,7 +335,7 @@ function TestFusionConvMaxPool:test_winograd_is_opt_in()
     lu.assertEquals(e.steps[1].algo, "winograd_2x3")
     lu.assertEquals(e.steps[1].impl, "high_performance")
     lu.assertEquals(e_off.steps[1].algo, "winograd_2x3")
-    lu.assertEquals(session(g):explain(p, feeds).steps[1].algo, "im2col")
+    lu.assertEquals(session(g):explain(p, feeds).steps[1].algo, "direct") -- the default
     assert_same_bits(y, y_off, "winograd fused / unfused")
     assert_same_bits(y2, y, "winograd, 2 threads")
     assert_close(y, session(g, { use_off_line = false }):run(p, feeds), 1e-5, "winograd, reference")
@@ -349,7 +350,7 @@ function TestFusionConvMaxPool:test_winograd_is_opt_in()
     local _ = x
   end
   local g, _, p, feeds = conv_pool_graph(1, 28, 28, 1, 32, "SAME", { 2, 2, "VALID" })
-  lu.assertEquals(session(g, fast):explain(p, feeds).steps[1].algo, "im2col")
+  lu.assertEquals(session(g, fast):explain(p, feeds).steps[1].algo, "direct") -- not Winograd
 end
 
 -- ---------------------------------------------------------------- MaxPoolGradReluGradFusionPass

@@ -1511,6 +1511,150 @@ static void test_conv_winograd(void) {
   CHECK(!npuK_conv2d_pool_fits(&g, &pw));
 }
 
+/* A pool whose stop flag is up from the start (a cancelled run). */
+static int always_stopped(void *self) {
+  (void)self;
+  return 1;
+}
+
+static void run_direct(const npuK_window2d *g, int64_t oc, const npuK_pool *pool, int slots,
+                       const float *x, const float *f, const npuK_epilogue *ep,
+                       const npuK_window2d *pw, float *y, int level) {
+  size_t ss = npuK_conv2d_direct_scratch_size(g, oc, pw, slots);
+  float *scratch = malloc(ss ? ss : 1);
+  if (level < 2)
+    npuK_conv2d_f32_direct_level_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots, level);
+  else npuK_conv2d_f32_direct_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots);
+  free(scratch);
+}
+
+/* The direct kernel (NPUK_CONV_DIRECT): every output the fmaf chain over its valid taps in
+   (kh, kw, ci) order from +0 — computed here from the geometry — bit for bit, AVX-512 and
+   AVX2 tiles and the portable twin alike (those the CPU has), at any thread and slot count;
+   within gamma(k) sum|x f| of the float64 sum (k = k_h k_w c, docs/numerics.md); the
+   epilogues and a fused max pool the separate kernels' bits; a stopped pool stops it.
+   Whether OpenBLAS's im2col gave the same bits is reported (OpenBLAS's choice of kernel),
+   not asserted. */
+static void test_conv_direct(void) {
+  static const struct { int64_t n, h, w, c, kh, kw, s, oc; int same, pt, pl; } cs[] = {
+      {2, 14, 14, 32, 3, 3, 1, 64, 1, -1, -1}, /* the CNN's second layer at batch 2 */
+      {2, 28, 28, 1, 3, 3, 1, 32, 1, -1, -1},  /* its first */
+      {1, 9, 7, 3, 3, 3, 1, 8, 0, -1, -1},     /* VALID: no padded copy, one vector */
+      {3, 11, 13, 5, 3, 3, 2, 24, 1, -1, -1},  /* strided, 16 + 8 channels */
+      {1, 7, 9, 9, 5, 3, 1, 40, 1, -1, -1},    /* 5x3 */
+      {1, 6, 6, 17, 1, 1, 1, 16, 0, -1, -1},   /* 1x1 */
+      {1, 8, 9, 4, 2, 2, 1, 8, 1, -1, -1},     /* even SAME: padding after only */
+      {2, 5, 4, 7, 3, 3, 1, 72, 0, 2, 1},      /* explicit padding, wider than the window */
+      {1, 3, 2, 2, 3, 3, 1, 16, 1, -1, -1},    /* narrower than a tile */
+      {1, 20, 31, 6, 3, 3, 1, 48, 1, -1, -1},  /* 31 columns: 6 tiles of 5 or 6 */
+      {1, 40, 41, 48, 3, 3, 1, 16, 1, -1, -1}, /* padded image over 256 KiB: bands of rows */
+  };
+  const double u = 0x1p-24;
+  int sgemm_same = 1;
+  double worst = 0;
+  for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+    npuK_window2d g = make_window(cs[t].n, cs[t].h, cs[t].w, cs[t].c, cs[t].kh, cs[t].kw,
+                                  cs[t].s, cs[t].s, 1, 1, cs[t].same);
+    if (cs[t].pt >= 0) { /* explicit padding: VALID over the padded input */
+      g.pad_top = cs[t].pt, g.pad_left = cs[t].pl;
+      g.out_h = (g.in_h + 2 * g.pad_top - g.k_h) / g.stride_h + 1;
+      g.out_w = (g.in_w + 2 * g.pad_left - g.k_w) / g.stride_w + 1;
+    }
+    int64_t oc = cs[t].oc, k = g.k_h * g.k_w * g.c, m = g.n * g.out_h * g.out_w, ny = m * oc;
+    CHECK(g.n > 0 && npuK_conv2d_direct_fits(&g, oc, NULL));
+    float *x = rand_f32(g.n * g.in_h * g.in_w * g.c), *f = rand_f32(k * oc);
+    float *want = rand_f32(ny), *y1 = rand_f32(ny), *y2 = rand_f32(ny), *bias = rand_f32(oc);
+    int ok = 1;
+    for (int64_t r = 0; r < m; r++) {
+      int64_t ow = r % g.out_w, q = r / g.out_w, oh = q % g.out_h, nb = q / g.out_h;
+      for (int64_t o = 0; o < oc; o++) {
+        float acc = 0;
+        double exact = 0, mag = 0;
+        for (int64_t i = 0; i < g.k_h; i++)
+          for (int64_t j = 0; j < g.k_w; j++) {
+            int64_t ih = oh * g.stride_h - g.pad_top + i, iw = ow * g.stride_w - g.pad_left + j;
+            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+            for (int64_t ci = 0; ci < g.c; ci++) {
+              float a = x[((nb * g.in_h + ih) * g.in_w + iw) * g.c + ci];
+              float b = f[((i * g.k_w + j) * g.c + ci) * oc + o];
+              acc = fmaf(a, b, acc);
+              exact += (double)a * b;
+              mag += fabs((double)a * b);
+            }
+          }
+        want[r * oc + o] = acc;
+        double err = fabs((double)acc - exact);
+        if (err > (double)k * u / (1 - (double)k * u) * mag) ok = 0;
+        if (mag > 0) worst = fmax(worst, err / (u * mag));
+      }
+    }
+    CHECK(ok);
+    for (int level = 0; level <= 2; level++) { /* the portable twin, AVX2, AVX-512 tiles */
+      run_direct(&g, oc, NULL, 1, x, f, NULL, NULL, y1, level);
+      CHECK(bits_equal(y1, want, (size_t)ny * 4));
+      run_direct(&g, oc, &pool_two, 3, x, f, NULL, NULL, y2, level);
+      CHECK(bits_equal(y2, want, (size_t)ny * 4));
+      run_direct(&g, oc, &pool_odd, 2, x, f, NULL, NULL, y2, level);
+      CHECK(bits_equal(y2, want, (size_t)ny * 4));
+    }
+    run_conv(&g, oc, NULL, 1, x, f, y2); /* im2col + OpenBLAS */
+    if (!bits_equal(y2, want, (size_t)ny * 4)) sgemm_same = 0;
+    /* epilogues: in registers (bias, bias + relu) or after (tanh), the separate kernels' bits */
+    for (int a = 0; a < 3; a++)
+      for (int level = 0; level <= 2; level++) {
+        npuK_epilogue ep = {.bias = bias, .act = a == 0 ? NPUK_ACT_RELU : a == 1 ? NPUK_ACT_NONE
+                                                                                  : NPUK_ACT_TANH};
+        run_direct(&g, oc, &pool_two, 2, x, f, &ep, NULL, y2, level);
+        memcpy(y1, want, (size_t)ny * 4);
+        npuK_epilogue_f32(&ep, m, oc, oc, y1);
+        CHECK(bits_equal(y1, y2, (size_t)ny * 4));
+      }
+    /* fused max pools (2x2 VALID and SAME, 3x3 stride 3): max_pool of the unpooled output */
+    npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+    memcpy(y1, want, (size_t)ny * 4);
+    npuK_epilogue_f32(&ep, m, oc, oc, y1);
+    for (int v = 0; v < 3; v++) {
+      npuK_window2d pw = pool_over(&g, oc, v < 2 ? 2 : 3, v < 2 ? 2 : 3, v == 1);
+      if (pw.n == 0) continue;
+      CHECK(npuK_conv2d_direct_fits(&g, oc, &pw));
+      int64_t np_ = pw.n * pw.out_h * pw.out_w * oc;
+      float *p1 = rand_f32(np_), *p2 = rand_f32(np_);
+      npuK_max_pool_f32(NULL, &pw, y1, p1);
+      for (int level = 0; level <= 2; level++) {
+        run_direct(&g, oc, level ? &pool_two : &pool_odd, 3, x, f, &ep, &pw, p2, level);
+        CHECK(bits_equal(p1, p2, (size_t)np_ * 4));
+      }
+      free(p1), free(p2);
+    }
+    free(x), free(f), free(want), free(y1), free(y2), free(bias);
+  }
+  /* cancelled: nothing is computed (y keeps its sentinel) */
+  {
+    npuK_window2d g = make_window(1, 6, 6, 2, 3, 3, 1, 1, 1, 1, 1);
+    npuK_pool stopped = {NULL, NULL, always_stopped};
+    float *x = rand_f32(72), *f = rand_f32(18 * 8), y[288];
+    for (int i = 0; i < 288; i++) y[i] = 12345;
+    run_direct(&g, 8, &stopped, 1, x, f, NULL, NULL, y, 2);
+    int untouched = 1;
+    for (int i = 0; i < 288; i++) untouched &= y[i] == 12345;
+    CHECK(untouched);
+    free(x), free(f);
+  }
+  /* what it does not take: dilation, out_c off the vectors, overlapping pool windows */
+  npuK_window2d g = make_window(1, 8, 8, 4, 3, 3, 1, 1, 2, 2, 1);
+  CHECK(!npuK_conv2d_direct_fits(&g, 8, NULL));
+  g = make_window(1, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1);
+  CHECK(!npuK_conv2d_direct_fits(&g, 12, NULL) && !npuK_conv2d_direct_fits(&g, 4, NULL));
+  npuK_window2d pw = pool_over(&g, 8, 3, 2, 1);
+  CHECK(npuK_conv2d_direct_fits(&g, 8, NULL) && !npuK_conv2d_direct_fits(&g, 8, &pw));
+  g = make_window(1, 8, 8, 4, 3, 3, 1, 1, 1, 1, 0);
+  CHECK(npuK_conv2d_direct_scratch_size(&g, 8, NULL, 2) == 0); /* VALID, no pool: none */
+  g = make_window(1, 400, 400, 64, 3, 3, 1, 1, 1, 1, 1); /* a large image: a band, not all */
+  CHECK(npuK_conv2d_direct_scratch_size(&g, 64, NULL, 1) < (size_t)7 * 402 * 64 * 4);
+  printf("  conv2d direct: largest |y - exact| / (2^-24 sum|x f|) %.2f (bound k); OpenBLAS's "
+         "im2col: %s\n", worst, sgemm_same ? "the same bits" : "other bits");
+}
+
 /* Equal bits, or both NaN (a NaN's payload and sign follow the order OpenBLAS meets it in). */
 static int same_or_nan(const float *a, const float *b, int64_t n) {
   for (int64_t i = 0; i < n; i++)
@@ -1766,6 +1910,7 @@ int main(void) {
   test_conv_random();
   test_conv_small_k();
   test_conv_winograd();
+  test_conv_direct();
   test_conv_pooled();
   test_depthwise_pool_hand();
   test_depthwise_paths();

@@ -252,7 +252,8 @@ static void s_impl(jw *w, const ex *e, const npuE_step *s) {
 /* the algorithm of a step with several (npuK_conv_algo), null for the others */
 static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   static const char *const conv[NPUK_CONV_ALGO_COUNT] = {
-      [NPUK_CONV_IM2COL] = "im2col", [NPUK_CONV_WINOGRAD_2X3] = "winograd_2x3"};
+      [NPUK_CONV_IM2COL] = "im2col", [NPUK_CONV_WINOGRAD_2X3] = "winograd_2x3",
+      [NPUK_CONV_DIRECT] = "direct"};
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv"};
   (void)e;

@@ -140,7 +140,8 @@ int npuP_conv_geometry(const npu_op_def *def, const void *params, const npuG_val
   return geometry(def, params, x->shape, filter->shape, w, pool, pooled);
 }
 
-/* The kernel a (non-depthwise) fused_conv2d step runs: pooled or not, IM2COL or Winograd. */
+/* The kernel a (non-depthwise) fused_conv2d step runs: pooled or not, IM2COL, Winograd or
+   DIRECT. */
 static size_t conv_scratch(const npuX_call *c) {
   const npuP_fused_conv *p = c->params;
   npuK_window2d w, pw;
@@ -149,6 +150,8 @@ static size_t conv_scratch(const npuX_call *c) {
     return 0;
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     return npuK_conv2d_winograd_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads);
+  if (c->algo == NPUK_CONV_DIRECT)
+    return npuK_conv2d_direct_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads);
   if (pooled) return npuK_conv2d_pool_scratch_size(&w, p->out_c, &pw, c->n_threads);
   return npuK_conv2d_half_scratch_size(&w, p->out_c, c->n_threads, (npuK_dtype)c->in[0]->dtype,
                                        (npuK_dtype)c->out[0]->dtype);
@@ -164,7 +167,7 @@ static size_t dw_scratch(const npuX_call *c) {
 }
 
 /* A pooled step (ConvMaxPoolFusionPass keeps float32: only with must_keep_origin_dtype), or
-   the Winograd algorithm (compile/implmode.c gives it to float32 x and y only).  Neither is on
+   the Winograd or direct algorithm (compile/implmode.c gives them to float32 x and y only).  Neither is on
    the reference path, which is never fused nor given an algorithm. */
 static npu_status conv_special(const npuX_call *c, bool reference, const npuK_epilogue *ep) {
   const npuP_fused_conv *p = c->params;
@@ -181,6 +184,9 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     npuK_conv2d_f32_winograd_ep(c->pool, &w, p->out_c, x, filter, ep, pooled ? &pw : NULL, y,
                                 c->scratch, c->n_threads);
+  else if (c->algo == NPUK_CONV_DIRECT)
+    npuK_conv2d_f32_direct_ep(c->pool, &w, p->out_c, x, filter, ep, pooled ? &pw : NULL, y,
+                              c->scratch, c->n_threads);
   else
     npuK_conv2d_f32_pool_ep(c->pool, &w, p->out_c, x, filter, ep, &pw, y, c->scratch,
                             c->n_threads);
@@ -206,7 +212,7 @@ static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) 
     npuK_depthwise_conv2d_half_ep(c->pool, &w, p->out_c, x, (npuK_dtype)c->in[0]->dtype, filter,
                                   &ep, y, (npuK_dtype)c->out[0]->dtype, c->scratch,
                                   c->n_threads);
-  else if (p->pooled || c->algo != NPUK_CONV_IM2COL)
+  else if (p->pooled || (c->algo != NPUK_CONV_IM2COL && !reference))
     return conv_special(c, reference, &ep);
   else if (reference)
     npuK_conv2d_f32_ref_ep(c->pool, &w, p->out_c, x, filter, &ep, y, c->scratch, c->n_threads);

@@ -750,7 +750,7 @@ static npu_status time_candidates(npuP_build *b, npuE_step *s, cand *cs, int n, 
 /* ---------------------------------------------------------------- the operator pass */
 
 static const char *conv_algo_name(int a) {
-  return a == NPUK_CONV_WINOGRAD_2X3 ? "winograd_2x3" : "im2col";
+  return a == NPUK_CONV_WINOGRAD_2X3 ? "winograd_2x3" : a == NPUK_CONV_DIRECT ? "direct" : "im2col";
 }
 static const char *gemm_algo_name(int a) {
   return a == NPUK_GEMM_GEMV ? "gemv" : a == NPUK_GEMM_SGEMM ? "sgemm" : "auto";
@@ -762,7 +762,9 @@ static const char *algo_name(npuX_tune k, int a) {
 }
 static int algo_parse(npuX_tune k, const char *name) {
   if (k == NPUX_TUNE_CONV)
-    return !strcmp(name, "winograd_2x3") ? NPUK_CONV_WINOGRAD_2X3 : NPUK_CONV_IM2COL;
+    return !strcmp(name, "winograd_2x3") ? NPUK_CONV_WINOGRAD_2X3
+           : !strcmp(name, "direct")     ? NPUK_CONV_DIRECT
+                                         : NPUK_CONV_IM2COL;
   if (k == NPUX_TUNE_GEMM)
     return !strcmp(name, "gemv")    ? NPUK_GEMM_GEMV
            : !strcmp(name, "sgemm") ? NPUK_GEMM_SGEMM
@@ -783,12 +785,15 @@ static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, i
                       cand *cs) {
   int algos[3], n_algos = 0;
   if (kind == NPUX_TUNE_CONV) {
+    /* the compiler's choice, then the others: im2col always, direct where it takes the step,
+       Winograd only where the session allows it (high_performance) or O1 widens */
     algos[n_algos++] = s->algo;
-    int other = s->algo == NPUK_CONV_IM2COL ? NPUK_CONV_WINOGRAD_2X3 : NPUK_CONV_IM2COL;
-    /* Winograd only where the session allows it (high_performance) or O1 widens */
-    bool allowed = other == NPUK_CONV_IM2COL || s->impl || widen;
-    if (allowed && (other == NPUK_CONV_IM2COL || npuP_winograd_fits(b->plan, s)))
-      algos[n_algos++] = other;
+    if (s->algo != NPUK_CONV_IM2COL) algos[n_algos++] = NPUK_CONV_IM2COL;
+    if (s->algo != NPUK_CONV_DIRECT && npuP_direct_fits(b->plan, s))
+      algos[n_algos++] = NPUK_CONV_DIRECT;
+    if (s->algo != NPUK_CONV_WINOGRAD_2X3 && (s->impl || widen) &&
+        npuP_winograd_fits(b->plan, s))
+      algos[n_algos++] = NPUK_CONV_WINOGRAD_2X3;
   } else if (kind == NPUX_TUNE_GEMM) {
     int64_t m, n, k;
     gemm_dims(b->plan, s, &m, &n, &k);

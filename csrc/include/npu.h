@@ -1014,7 +1014,8 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
                  "absorbed": ["node", ...], "inputs": [V...], "outputs": [V...],
                  "round_in": null or "float16", "round_out": ..., "scratch_bytes": 0,
                  "impl": "high_precision" or "high_performance",
-                 "algo": "im2col" or "winograd_2x3" (conv2d steps; else null), "index": k,
+                 "algo": "direct", "im2col" or "winograd_2x3" (conv2d steps), "sgemm" or "gemv"
+                 (matmul steps tuning forced), else null, "index": k,
                  "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "live_peak_bytes": n, "own_bytes": n,

@@ -659,7 +659,7 @@ void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t 
  * fewer multiplies, other rounding: |y - exact| <= gamma(c + 7) W per output, W the algorithm
  * run on absolute values (docs/numerics.md, "Winograd"), and no twin that gives its bits. */
 typedef enum npuK_conv_algo {
-  NPUK_CONV_IM2COL = 0, NPUK_CONV_WINOGRAD_2X3 = 1, NPUK_CONV_ALGO_COUNT
+  NPUK_CONV_IM2COL = 0, NPUK_CONV_WINOGRAD_2X3 = 1, NPUK_CONV_DIRECT = 2, NPUK_CONV_ALGO_COUNT
 } npuK_conv_algo;
 /* conv2d with a max pool fused after the epilogue: y is the pool's output (n, pool->out_h,
  * pool->out_w, out_c), pool the pool's window over the convolution's output (pool->in_h ==
@@ -689,6 +689,26 @@ void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, 
                                  const float *x, const float *filter, const npuK_epilogue *ep,
                                  const npuK_window2d *pool_window, float *y, float *scratch,
                                  int n_slots);
+/* DIRECT (conv_direct.c): register tiles of output pixels x 16 channels over taps read
+ * straight from x, no column buffer; dilation 1, out_c a multiple of 8, float32 x and y.  Each
+ * output is one float32 FMA chain over its valid taps in (kh, kw, ci) order from +0: the ref
+ * kernel's order, |y - exact| <= gamma(k_h k_w c) sum|x f| as im2col's sgemm (docs/numerics.md,
+ * "Direct convolution").  pool_window as Winograd's (npuK_conv2d_pool_fits), NULL for none;
+ * scratch: npuK_conv2d_direct_scratch_size bytes (padded image copies, pooled rows).  The
+ * _level form caps the instruction set (tests): 0 the portable twin, the same chains by fmaf
+ * (the same bits), 1 AVX2 + FMA tiles where the CPU has them, 2 (the plain form) AVX-512
+ * tiles where it has those. */
+int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool);
+size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                       const npuK_window2d *pool, int n_slots);
+void npuK_conv2d_f32_direct_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                               const float *x, const float *filter, const npuK_epilogue *ep,
+                               const npuK_window2d *pool_window, float *y, float *scratch,
+                               int n_slots);
+void npuK_conv2d_f32_direct_level_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const float *x, const float *filter,
+                                     const npuK_epilogue *ep, const npuK_window2d *pool_window,
+                                     float *y, float *scratch, int n_slots, int level);
 /* depthwise_conv2d likewise (x_dtype, y_dtype F32 too: then npuK_depthwise_conv2d_f32_ep and
  * no scratch): each slot's output rows go in bands whose input rows are widened at once, and
  * each output row is computed (epilogue included) in float32 and narrowed.  scratch:

@@ -27,6 +27,8 @@ static size_t scratch_size(const npuX_call *c) {
   if (npuX_window_geometry(c->params, c->in[0], f->shape[0], f->shape[1], &w)) return 0;
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     return npuK_conv2d_winograd_scratch_size(&w, f->shape[3], NULL, c->n_threads);
+  if (c->algo == NPUK_CONV_DIRECT)
+    return npuK_conv2d_direct_scratch_size(&w, f->shape[3], NULL, c->n_threads);
   return npuK_conv2d_half_scratch_size(&w, f->shape[3], c->n_threads,
                                        (npuK_dtype)c->in[0]->dtype, (npuK_dtype)c->out[0]->dtype);
 }
@@ -42,6 +44,9 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   else if (c->algo == NPUK_CONV_WINOGRAD_2X3) /* float32 x and y only (compile/implmode.c) */
     npuK_conv2d_f32_winograd_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
                                 c->out[0]->data, c->scratch, c->n_threads);
+  else if (c->algo == NPUK_CONV_DIRECT) /* float32 x and y only (compile/implmode.c) */
+    npuK_conv2d_f32_direct_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
+                              c->out[0]->data, c->scratch, c->n_threads);
   else /* x and y as stored (NPUX_F_HALF_XY): float32, or float16 / bfloat16 */
     npuK_conv2d_half_ep(c->pool, &w, f->shape[3], x->data, (npuK_dtype)x->dtype, f->data, NULL,
                         c->out[0]->data, (npuK_dtype)c->out[0]->dtype, c->scratch, c->n_threads);

@@ -1,0 +1,720 @@
+/* conv_direct.c: conv2d by a register-blocked direct kernel, the NPUK_CONV_DIRECT algorithm of
+ * npuK_conv_algo (kernels.h), with its epilogue and an optional fused max pool.
+ *
+ * Layouts as conv.c: x NHWC, filter HWIO (k_h, k_w, c, out_c), y NHWC.  Dilation 1, any
+ * stride and padding, out_c a multiple of 8.  Why: im2col copies every input value k_h * k_w
+ * times into a column block before OpenBLAS packs it again; here a tile of output pixels of
+ * one row times output channels lives in registers while the taps stream by, read straight
+ * from x: for one filter row kh, the taps (kw, ci) of a pixel are k_w * c consecutive floats
+ * of x, and the filter's rows for them are consecutive too (HWIO needs no packing).  Tiles:
+ * up to 12 pixels x 32 channels in 24 zmm registers (AVX-512F), else 6 x 16 in 12 ymm
+ * (AVX2 + FMA), else the portable twin; an image whose windows leave it sideways is first
+ * copied with zero columns around it (whole, or by bands of rows when large), so border
+ * columns run in full tiles.
+ *
+ * Arithmetic: each output is one float32 fused multiply-add chain over its taps in
+ * (kh, kw, ci) order, starting from +0.  Rows of taps above or below x are skipped; the zero
+ * columns of the padded copy are multiplied in, fma(0, f, s) = s for finite f, so the value is
+ * that of the chain over the valid taps (an infinite or NaN filter entry meets a padded zero
+ * as in im2col's sgemm, which multiplies its zeros too).  That is the ref kernel's order with
+ * one rounding per term, and what OpenBLAS's FMA sgemm kernels do for one element of a K
+ * below their block depth; test_kernels holds every tile width and instruction set to the
+ * fmaf chain bit for bit and to the float64 sum within gamma(k) sum|x f| (docs/numerics.md,
+ * "Direct convolutions"), and reports whether OpenBLAS's im2col gave the same bits.  Each
+ * output depends only on its own taps, so neither the thread count nor the split changes
+ * anything.
+ *
+ * Work: items are output rows (image, oh), up to DIRECT_ROWS at a time with channel blocks
+ * outermost (a block's filter columns stay in L1 across them), or with a fused pool the
+ * pool's rows (each computes the convolution rows its windows read into its slot's scratch,
+ * then pools them in max_pool's order with its NaN rule: the bits of conv2d, the epilogue and
+ * max_pool); slots take contiguous runs of items and poll npuK_stopped between items.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kutil.h"
+
+#define DIRECT_NW 6   /* output pixels per register tile, at most */
+#define DIRECT_ROWS 4 /* output rows per call (the cancel check's grain without a pool) */
+
+/* Image nb of x as the row kernels read it: every output column's taps inside the view.
+   Where some column's window leaves x sideways (padding), the image is copied into the slot's
+   scratch with pad_left zero columns in front and zeros after, so that border columns run in
+   full tiles instead of one pixel at a time; rows above and below x stay out (their taps are
+   skipped).  The whole image is copied once while it fits DIRECT_PAD_FLOATS, else the band of
+   rows each call reads (scratch stays bounded for large images).  at: input row ih0, column
+   -pad_left; rstride: floats from row to row. */
+#define DIRECT_PAD_FLOATS (1 << 16) /* 256 KiB */
+
+typedef struct direct_view {
+  const float *at;
+  int64_t rstride, ih0;
+} direct_view;
+
+typedef struct direct_job {
+  const npuK_window2d *w, *pw; /* pw: the fused pool, or NULL */
+  int64_t oc;
+  const float *x, *f;
+  const npuK_epilogue *ep;
+  int ep_inline;        /* bias (+ relu) applied to the tile in registers */
+  int padded;           /* images go through a padded copy (direct_view) */
+  int64_t pad_w;        /* a padded row's columns */
+  int64_t band_rows;    /* input rows a padded copy holds (in_h: the whole image) */
+  float *y, *scratch;
+  int64_t slot_floats, pad_floats, n_items, n_slots;
+  const npuK_pool *pool;
+  /* output rows [oh0, oh0 + nr) of the view's image into yrows (consecutive rows of y) */
+  void (*rows)(const struct direct_job *, const direct_view *v, int64_t oh0, int64_t nr,
+               float *yrows);
+  /* dst = max_pool of the rows at src[0, n), pooling.c's order and NaN rule (k_max_rows);
+     max4: the same for n = 4 */
+  void (*max_rows)(float *dst, const float *const *src, int n, int64_t c);
+  void (*max4)(float *dst, const float *const *src, int n, int64_t c);
+  /* a 2x2 stride-2 pool whose windows all lie inside, pooled in registers, or NULL */
+  void (*pool22)(const struct direct_job *, const direct_view *v, int64_t q, float *dst);
+} direct_job;
+
+int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool) {
+  if (w->dilation_h != 1 || w->dilation_w != 1 || out_c < 8 || out_c % 8 || w->c < 1 ||
+      w->k_h < 1 || w->k_w < 1)
+    return 0;
+  return !pool || npuK_conv2d_pool_fits(w, pool);
+}
+
+/* The row's valid kh [*kh0, *kh1). */
+static void direct_kh_range(const npuK_window2d *w, int64_t oh, int64_t *kh0, int64_t *kh1) {
+  int64_t ih0 = oh * w->stride_h - w->pad_top, a = 0, b = w->k_h;
+  if (ih0 < 0) a = -ih0 < b ? -ih0 : b;
+  if (ih0 + b > w->in_h) b = w->in_h - ih0 > a ? w->in_h - ih0 : a;
+  *kh0 = a;
+  *kh1 = b;
+}
+
+static int direct_ep_inline(const npuK_epilogue *ep) {
+  return ep && ep->bias && (ep->act == NPUK_ACT_NONE || ep->act == NPUK_ACT_RELU);
+}
+
+/* ---- the portable twin: the same chains by fmaf ------------------------------------------- */
+
+static void direct_row_scalar(const direct_job *j, const direct_view *v, int64_t oh,
+                              float *yrow) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->oc, c = w->c, len = w->k_w * c;
+  int64_t kh0, kh1;
+  direct_kh_range(w, oh, &kh0, &kh1);
+  for (int64_t ow = 0; ow < w->out_w; ow++) {
+    float *yo = yrow + ow * oc;
+    for (int64_t o = 0; o < oc; o++) yo[o] = 0;
+    for (int64_t kh = kh0; kh < kh1; kh++) {
+      const float *xp = v->at + (oh * w->stride_h - w->pad_top + kh - v->ih0) * v->rstride +
+                        ow * w->stride_w * c;
+      const float *fp = j->f + kh * len * oc;
+      for (int64_t t = 0; t < len; t++)
+        for (int64_t o = 0; o < oc; o++) yo[o] = fmaf(xp[t], fp[t * oc + o], yo[o]);
+    }
+  }
+  if (j->ep) npuK_conv_epilogue_f32(j->ep, w->out_w, oc, yrow);
+}
+
+static void direct_rows_scalar(const direct_job *j, const direct_view *v, int64_t oh0,
+                               int64_t nr, float *yrows) {
+  for (int64_t r = 0; r < nr; r++)
+    direct_row_scalar(j, v, oh0 + r, yrows + r * j->w->out_w * j->oc);
+}
+
+static void direct_max_rows(float *dst, const float *const *src, int n, int64_t c) {
+  k_max_rows(dst, src, n, c);
+}
+
+/* ---- AVX2 + FMA register tiles ------------------------------------------------------------ */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define DIRECT_AVX2 1
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+/* Output pixels [ow, ow + nw) of a row (stride_w apart in x) times channels [c0, c0 + 8 nv):
+   the taps of filter rows [kh0, kh0 + nkh); xr: the pixel ow's first tap in row kh0.  nw and
+   nv are constants after inlining, so acc stays in registers. */
+static inline __attribute__((always_inline)) void
+direct_tile(const direct_job *j, const float *xr, int64_t xstep, int64_t nkh, int64_t kh0,
+            const int nw, const int nv, int64_t c0, float *yo) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c;
+  const int64_t fstep = len * oc;
+  __m256 acc[DIRECT_NW][2];
+#pragma GCC unroll 6
+  for (int o = 0; o < nw; o++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) acc[o][v] = _mm256_setzero_ps();
+  const float *fr = j->f + kh0 * fstep + c0;
+  for (int64_t kh = 0; kh < nkh; kh++, xr += xstep, fr += fstep) {
+    const float *xp = xr, *fp = fr;
+    for (int64_t t = 0; t < len; t++, xp++, fp += oc) {
+      __m256 f0 = _mm256_loadu_ps(fp), f1 = f0;
+      if (nv > 1) f1 = _mm256_loadu_ps(fp + 8);
+#pragma GCC unroll 6
+      for (int o = 0; o < nw; o++) {
+        __m256 xb = _mm256_broadcast_ss(xp + o * px);
+        acc[o][0] = _mm256_fmadd_ps(xb, f0, acc[o][0]);
+        if (nv > 1) acc[o][1] = _mm256_fmadd_ps(xb, f1, acc[o][1]);
+      }
+    }
+  }
+  if (j->ep_inline) { /* conv.c's bias_relu_block, lane by lane: v + b, then v <= 0 ? 0 : v */
+    const int relu = j->ep->act == NPUK_ACT_RELU;
+    const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) {
+      __m256 b = _mm256_loadu_ps(j->ep->bias + c0 + 8 * v);
+#pragma GCC unroll 6
+      for (int o = 0; o < nw; o++) {
+        __m256 s = _mm256_add_ps(acc[o][v], b);
+        if (relu) s = _mm256_andnot_ps(_mm256_cmp_ps(s, zero, _CMP_LE_OQ), s);
+        acc[o][v] = s;
+      }
+    }
+  }
+#pragma GCC unroll 6
+  for (int o = 0; o < nw; o++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) _mm256_storeu_ps(yo + o * oc + c0 + 8 * v, acc[o][v]);
+}
+
+/* Columns [ow, ow + nw) of the row, channels [c0, c0 + 16) or the last 8. */
+static inline __attribute__((always_inline)) void
+direct_cols(const direct_job *j, const float *xrow, int64_t xstep, int64_t nkh, int64_t kh0,
+            int64_t ow, const int nw, int64_t c0, float *yrow) {
+  const float *xr = xrow + ow * j->w->stride_w * j->w->c;
+  float *yo = yrow + ow * j->oc;
+  if (c0 + 16 <= j->oc) direct_tile(j, xr, xstep, nkh, kh0, nw, 2, c0, yo);
+  else direct_tile(j, xr, xstep, nkh, kh0, nw, 1, c0, yo);
+}
+
+/* Rows [oh0, oh0 + nr): channel blocks outermost, so that a block's filter columns (k_h k_w c
+   x 16 floats: 18 KiB for 3x3x32) stay in L1 over all the rows' tiles. */
+static void direct_rows_avx2(const direct_job *j, const direct_view *v, int64_t oh0, int64_t nr,
+                             float *yrows) {
+  const npuK_window2d *w = j->w;
+  const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
+  /* each row in tiles as even as DIRECT_NW allows (14 columns: 5, 5, 4 rather than 6, 6, 2:
+     a narrow tile waits on its few accumulators' latency) */
+  const int64_t n_tiles = (ow_n + DIRECT_NW - 1) / DIRECT_NW, base = ow_n / n_tiles,
+                extra = ow_n % n_tiles;
+  for (int64_t c0 = 0; c0 < j->oc; c0 += 16)
+    for (int64_t r = 0; r < nr; r++) {
+      int64_t oh = oh0 + r, kh0, kh1;
+      direct_kh_range(w, oh, &kh0, &kh1);
+      const int64_t nkh = kh1 - kh0;
+      float *yrow = yrows + r * row_floats;
+      /* the view's row of the first valid kh (a row whose taps all lie above or below x has
+         nkh 0 and never reads it) */
+      const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0 - v->ih0) * v->rstride;
+      int64_t ow = 0;
+      for (int64_t t = 0; t < n_tiles; t++) {
+        int64_t nw = base + (t < extra);
+        switch (nw) {
+        case 6: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 6, c0, yrow); break;
+        case 5: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 5, c0, yrow); break;
+        case 4: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 4, c0, yrow); break;
+        case 3: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 3, c0, yrow); break;
+        case 2: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 2, c0, yrow); break;
+        default: direct_cols(j, xrow, v->rstride, nkh, kh0, ow, 1, c0, yrow); break;
+        }
+        ow += nw;
+      }
+    }
+  if (j->ep && !j->ep_inline) npuK_conv_epilogue_f32(j->ep, nr * ow_n, j->oc, yrows);
+}
+
+/* k_max_rows with 8 lanes: the same comparisons in the same order, so its bits. */
+static void direct_max_rows_avx2(float *dst, const float *const *src, int n, int64_t c) {
+  int64_t i = 0;
+  for (; i + 8 <= c; i += 8) {
+    __m256 m = _mm256_set1_ps(-__builtin_inff());
+    for (int k = 0; k < n; k++) {
+      __m256 v = _mm256_loadu_ps(src[k] + i);
+      __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      m = _mm256_blendv_ps(m, v, take);
+    }
+    _mm256_storeu_ps(dst + i, m);
+  }
+  if (i < c) {
+    const float *rest[64];
+    for (int k = 0; k < n; k++) rest[k] = src[k] + i;
+    k_max_rows(dst + i, rest, n, c - i);
+  }
+}
+
+/* The commonest window, 2x2 inside the rows: without NaNs, max_pool's rule (v > m || v is NaN
+   ? v : m from -inf) is vmaxps(v, m) (which returns m when they compare equal or unordered),
+   so four loads and three maxes per vector; a vector holding a NaN takes the rule itself. */
+static void direct_max4_avx2(float *dst, const float *const *src, int n, int64_t c) {
+  (void)n;
+  int64_t i = 0;
+  for (; i + 8 <= c; i += 8) {
+    __m256 a = _mm256_loadu_ps(src[0] + i), b = _mm256_loadu_ps(src[1] + i);
+    __m256 d = _mm256_loadu_ps(src[2] + i), e = _mm256_loadu_ps(src[3] + i);
+    __m256 nan = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q), _mm256_cmp_ps(d, e, _CMP_UNORD_Q));
+    if (_mm256_movemask_ps(nan)) {
+      const float *part[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
+      direct_max_rows_avx2(dst + i, part, 4, 8);
+      continue;
+    }
+    __m256 m = _mm256_max_ps(b, a);
+    m = _mm256_max_ps(d, m);
+    _mm256_storeu_ps(dst + i, _mm256_max_ps(e, m));
+  }
+  if (i < c) {
+    const float *rest[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
+    k_max_rows(dst + i, rest, 4, c - i);
+  }
+}
+
+#pragma GCC pop_options
+
+/* ---- AVX-512 register tiles: the same chains, 32 registers --------------------------------
+   Where the CPU has AVX-512F: up to DIRECT_NW512 pixels x 32 channels (two zmm) in 24
+   accumulators, so each tap's two filter loads and one broadcast per pixel feed twice the
+   multiply-adds of the AVX2 tile, and the loop's own instructions matter less; the same fused
+   multiply-adds in the same order, so the same bits.  8 channels left over go in a masked zmm. */
+#define DIRECT_NW512 12
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,fma")
+
+static inline __attribute__((always_inline)) void
+direct_tile512(const direct_job *j, const float *xr, int64_t xstep, int64_t nkh, int64_t kh0,
+               const int nw, const int nv, __mmask16 last, int64_t c0, float *yo) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c;
+  const int64_t fstep = len * oc;
+  __m512 acc[DIRECT_NW512][2];
+#pragma GCC unroll 12
+  for (int o = 0; o < nw; o++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) acc[o][v] = _mm512_setzero_ps();
+  const float *fr = j->f + kh0 * fstep + c0;
+  for (int64_t kh = 0; kh < nkh; kh++, xr += xstep, fr += fstep) {
+    const float *xp = xr, *fp = fr;
+    for (int64_t t = 0; t < len; t++, xp++, fp += oc) {
+      __m512 f0, f1 = _mm512_setzero_ps();
+      if (nv > 1) {
+        f0 = _mm512_loadu_ps(fp);
+        f1 = _mm512_maskz_loadu_ps(last, fp + 16);
+      } else {
+        f0 = _mm512_maskz_loadu_ps(last, fp);
+      }
+#pragma GCC unroll 12
+      for (int o = 0; o < nw; o++) {
+        __m512 xb = _mm512_set1_ps(xp[o * px]);
+        acc[o][0] = _mm512_fmadd_ps(xb, f0, acc[o][0]);
+        if (nv > 1) acc[o][1] = _mm512_fmadd_ps(xb, f1, acc[o][1]);
+      }
+    }
+  }
+  if (j->ep_inline) { /* conv.c's bias_relu_block, lane by lane: v + b, then v <= 0 ? 0 : v */
+    const int relu = j->ep->act == NPUK_ACT_RELU;
+    const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) {
+      __m512 b = v + 1 < nv ? _mm512_loadu_ps(j->ep->bias + c0 + 16 * v)
+                            : _mm512_maskz_loadu_ps(last, j->ep->bias + c0 + 16 * v);
+#pragma GCC unroll 12
+      for (int o = 0; o < nw; o++) {
+        __m512 s = _mm512_add_ps(acc[o][v], b);
+        if (relu) s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
+        acc[o][v] = s;
+      }
+    }
+  }
+#pragma GCC unroll 12
+  for (int o = 0; o < nw; o++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) {
+      if (v + 1 < nv) _mm512_storeu_ps(yo + o * oc + c0 + 16 * v, acc[o][v]);
+      else _mm512_mask_storeu_ps(yo + o * oc + c0 + 16 * v, last, acc[o][v]);
+    }
+}
+
+/* Columns [ow, ow + nw) of the row, channels from c0: 32 (nv 2) or the last 8 to 24. */
+static inline __attribute__((always_inline)) void
+direct_cols512(const direct_job *j, const float *xrow, int64_t xstep, int64_t nkh, int64_t kh0,
+               int64_t ow, const int nw, int64_t c0, float *yrow) {
+  const float *xr = xrow + ow * j->w->stride_w * j->w->c;
+  float *yo = yrow + ow * j->oc;
+  int64_t left = j->oc - c0;
+  if (left >= 32) direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, 0xffff, c0, yo);
+  else if (left > 16)
+    direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, (__mmask16)((1u << (left - 16)) - 1), c0, yo);
+  else
+    direct_tile512(j, xr, xstep, nkh, kh0, nw, 1,
+                   left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, yo);
+}
+
+static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_t oh0,
+                               int64_t nr, float *yrows) {
+  const npuK_window2d *w = j->w;
+  const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
+  const int64_t n_tiles = (ow_n + DIRECT_NW512 - 1) / DIRECT_NW512, base = ow_n / n_tiles,
+                extra = ow_n % n_tiles;
+  for (int64_t c0 = 0; c0 < j->oc; c0 += 32)
+    for (int64_t r = 0; r < nr; r++) {
+      int64_t oh = oh0 + r, kh0, kh1;
+      direct_kh_range(w, oh, &kh0, &kh1);
+      const int64_t nkh = kh1 - kh0;
+      float *yrow = yrows + r * row_floats;
+      const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0 - v->ih0) * v->rstride;
+      int64_t ow = 0;
+      for (int64_t t = 0; t < n_tiles; t++) {
+        int64_t nw = base + (t < extra);
+        switch (nw) {
+#define DIRECT_CASE(k)                                                                           \
+  case k: direct_cols512(j, xrow, v->rstride, nkh, kh0, ow, k, c0, yrow); break;
+          DIRECT_CASE(12) DIRECT_CASE(11) DIRECT_CASE(10) DIRECT_CASE(9) DIRECT_CASE(8)
+          DIRECT_CASE(7) DIRECT_CASE(6) DIRECT_CASE(5) DIRECT_CASE(4) DIRECT_CASE(3)
+          DIRECT_CASE(2)
+#undef DIRECT_CASE
+        default: direct_cols512(j, xrow, v->rstride, nkh, kh0, ow, 1, c0, yrow); break;
+        }
+        ow += nw;
+      }
+    }
+  if (j->ep && !j->ep_inline) npuK_conv_epilogue_f32(j->ep, nr * ow_n, j->oc, yrows);
+}
+
+/* A 2x2 stride-2 max pool whose windows all lie inside the convolution's output, pooled in
+   registers: a tile is the two convolution rows 2q, 2q + 1 of pool row q times 2 np columns
+   (np pool columns) times 16 nv channels, 8 np nv accumulators (at most 24), sharing each
+   tap's filter loads between the two rows.  A row whose window leaves x vertically skips the
+   taps there as the row kernel does (kh outside its range: that row's multiply-adds are left
+   out), so every output is the same chain; then the epilogue as direct_tile512's and the
+   pool in max_pool's order ((0, 0), (0, 1), (1, 0), (1, 1)) with its rule, (v > m || v is NaN)
+   ? v : m from -inf: the bits of the rows path. */
+#define DIRECT_NP 3
+
+static inline __attribute__((always_inline)) void
+pool_taps512(__m512 (*acc)[2][2][2], const float *x0, const float *x1, const float *fp,
+             int64_t len, int64_t oc, int64_t px, const int np, const int nv, __mmask16 last,
+             const int use0, const int use1) {
+  for (int64_t t = 0; t < len; t++, x0++, x1++, fp += oc) {
+    __m512 f0, f1 = _mm512_setzero_ps();
+    if (nv > 1) {
+      f0 = _mm512_loadu_ps(fp);
+      f1 = _mm512_maskz_loadu_ps(last, fp + 16);
+    } else {
+      f0 = _mm512_maskz_loadu_ps(last, fp);
+    }
+#pragma GCC unroll 3
+    for (int p = 0; p < np; p++)
+#pragma GCC unroll 2
+      for (int cc = 0; cc < 2; cc++) {
+        if (use0) {
+          __m512 xb = _mm512_set1_ps(x0[(2 * p + cc) * px]);
+          acc[p][0][cc][0] = _mm512_fmadd_ps(xb, f0, acc[p][0][cc][0]);
+          if (nv > 1) acc[p][0][cc][1] = _mm512_fmadd_ps(xb, f1, acc[p][0][cc][1]);
+        }
+        if (use1) {
+          __m512 xb = _mm512_set1_ps(x1[(2 * p + cc) * px]);
+          acc[p][1][cc][0] = _mm512_fmadd_ps(xb, f0, acc[p][1][cc][0]);
+          if (nv > 1) acc[p][1][cc][1] = _mm512_fmadd_ps(xb, f1, acc[p][1][cc][1]);
+        }
+      }
+  }
+}
+
+static inline __attribute__((always_inline)) void
+pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, const int np,
+             const int nv, __mmask16 last, int64_t c0, float *dst) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c,
+                fstep = len * oc;
+  int64_t a0, b0, a1, b1;
+  direct_kh_range(w, r0, &a0, &b0);
+  direct_kh_range(w, r0 + 1, &a1, &b1);
+  __m512 acc[DIRECT_NP][2][2][2]; /* [pool column][row][column in the window][vector] */
+#pragma GCC unroll 3
+  for (int p = 0; p < np; p++)
+#pragma GCC unroll 2
+    for (int r = 0; r < 2; r++)
+#pragma GCC unroll 2
+      for (int cc = 0; cc < 2; cc++)
+#pragma GCC unroll 2
+        for (int q = 0; q < nv; q++) acc[p][r][cc][q] = _mm512_setzero_ps();
+  const int64_t col = 2 * pc * px; /* the first window column's first tap, in a view row */
+  const int64_t ih0 = r0 * w->stride_h - w->pad_top, ih1 = ih0 + w->stride_h;
+  const int64_t lo = a0 < a1 ? a0 : a1, hi = b0 > b1 ? b0 : b1;
+  for (int64_t kh = lo; kh < hi; kh++) {
+    const int use0 = kh >= a0 && kh < b0, use1 = kh >= a1 && kh < b1;
+    const float *x0 = v->at + (ih0 + kh - v->ih0) * v->rstride + col;
+    const float *x1 = v->at + (ih1 + kh - v->ih0) * v->rstride + col;
+    const float *fp = j->f + kh * fstep + c0;
+    if (use0 && use1) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 1);
+    else if (use0) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 0);
+    else if (use1) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 0, 1);
+  }
+  const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-__builtin_inff());
+#pragma GCC unroll 2
+  for (int q = 0; q < nv; q++) {
+    __mmask16 k = q + 1 < nv ? 0xffff : last;
+    __m512 b = zero;
+    if (j->ep_inline) b = _mm512_maskz_loadu_ps(k, j->ep->bias + c0 + 16 * q);
+#pragma GCC unroll 3
+    for (int p = 0; p < np; p++) {
+      __m512 m = ninf;
+#pragma GCC unroll 2
+      for (int r = 0; r < 2; r++)
+#pragma GCC unroll 2
+        for (int cc = 0; cc < 2; cc++) {
+          __m512 s = acc[p][r][cc][q];
+          if (j->ep_inline) {
+            s = _mm512_add_ps(s, b);
+            if (j->ep->act == NPUK_ACT_RELU)
+              s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
+          }
+          __mmask16 take = _mm512_cmp_ps_mask(s, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
+          m = _mm512_mask_mov_ps(m, take, s);
+        }
+      _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
+    }
+  }
+}
+
+/* Pool row q into dst (its pool->out_w pixels). */
+static void direct_pool22_avx512(const direct_job *j, const direct_view *v, int64_t q,
+                                 float *dst) {
+  const npuK_window2d *pw = j->pw;
+  const int64_t r0 = q % pw->out_h * 2, n = pw->out_w;
+  const int64_t n_tiles = (n + DIRECT_NP - 1) / DIRECT_NP, base = n / n_tiles,
+                extra = n % n_tiles;
+  for (int64_t c0 = 0; c0 < j->oc; c0 += 32) {
+    int64_t left = j->oc - c0, pc = 0;
+    for (int64_t t = 0; t < n_tiles; t++) {
+      int64_t np = base + (t < extra);
+#define DIRECT_POOL_NP(k)                                                                        \
+  if (left >= 32) pool_tile512(j, v, r0, pc, k, 2, 0xffff, c0, dst);                             \
+  else if (left > 16)                                                                            \
+    pool_tile512(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst);             \
+  else pool_tile512(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, dst);
+      if (np == 3) {
+        DIRECT_POOL_NP(3)
+      } else if (np == 2) {
+        DIRECT_POOL_NP(2)
+      } else {
+        DIRECT_POOL_NP(1)
+      }
+#undef DIRECT_POOL_NP
+      pc += np;
+    }
+  }
+}
+
+/* direct_max4_avx2 with zmm loads: the rows were stored by zmm, and a load narrower than the
+   store it reads (a ymm from the upper half of a zmm store still in flight) is not forwarded
+   from the store but waits for it. */
+static void direct_max4_avx512(float *dst, const float *const *src, int n, int64_t c) {
+  (void)n;
+  for (int64_t i = 0; i < c; i += 16) {
+    __mmask16 k = c - i >= 16 ? 0xffff : (__mmask16)((1u << (c - i)) - 1);
+    __m512 a = _mm512_maskz_loadu_ps(k, src[0] + i), b = _mm512_maskz_loadu_ps(k, src[1] + i);
+    __m512 d = _mm512_maskz_loadu_ps(k, src[2] + i), e = _mm512_maskz_loadu_ps(k, src[3] + i);
+    if (_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(d, e, _CMP_UNORD_Q)) {
+      const float *part[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
+      k_max_rows(dst + i, part, 4, c - i >= 16 ? 16 : c - i);
+      continue;
+    }
+    __m512 m = _mm512_max_ps(b, a);
+    m = _mm512_max_ps(d, m);
+    _mm512_mask_storeu_ps(dst + i, k, _mm512_max_ps(e, m));
+  }
+}
+
+#pragma GCC pop_options
+
+static int direct_have_avx512(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+}
+
+static int direct_have_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+#define DIRECT_AVX2 0
+#endif
+
+/* ---- rows, pool rows, slots --------------------------------------------------------------- */
+
+/* Whether some output column's window leaves x sideways; a padded row's columns. */
+static int direct_needs_pad(const npuK_window2d *w) {
+  return w->pad_left > 0 || (w->out_w - 1) * w->stride_w + w->k_w - w->pad_left > w->in_w;
+}
+
+static int64_t direct_pad_w(const npuK_window2d *w) {
+  int64_t need = (w->out_w - 1) * w->stride_w + w->k_w, have = w->pad_left + w->in_w;
+  return need > have ? need : have;
+}
+
+/* Input rows a padded copy holds: the whole image, or the most one call reads (rows of up to
+   DIRECT_ROWS output rows, or of one pool row). */
+static int64_t direct_band_rows(const npuK_window2d *w, const npuK_window2d *pool) {
+  if (w->in_h * direct_pad_w(w) * w->c <= DIRECT_PAD_FLOATS) return w->in_h;
+  int64_t r = pool ? pool->k_h : DIRECT_ROWS, n = (r - 1) * w->stride_h + w->k_h;
+  return n < w->in_h ? n : w->in_h;
+}
+
+static int64_t direct_pad_floats(const npuK_window2d *w, const npuK_window2d *pool) {
+  /* + the tag of the image a whole copy holds */
+  return direct_needs_pad(w) ? direct_band_rows(w, pool) * direct_pad_w(w) * w->c + 2 : 0;
+}
+
+static int64_t direct_slots(const npuK_window2d *w, const npuK_window2d *pool, int n_slots) {
+  int64_t items = pool ? pool->n * pool->out_h : w->n * w->out_h, s = n_slots < 1 ? 1 : n_slots;
+  return s < items ? s : items;
+}
+
+size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                       const npuK_window2d *pool, int n_slots) {
+  int64_t per = direct_pad_floats(w, pool) + (pool ? pool->k_h * w->out_w * out_c : 0);
+  return (size_t)(direct_slots(w, pool, n_slots) * per) * sizeof(float);
+}
+
+/* The view of image nb for output rows [oh0, oh0 + nr): x itself, or a padded copy in buf —
+   the whole image (tagged with the image it holds: int64 in two floats, the scratch being
+   only float-aligned; kept while the next call reads the same image), or the rows these
+   output rows read. */
+static direct_view direct_image(const direct_job *j, int64_t nb, int64_t oh0, int64_t nr,
+                                float *buf) {
+  const npuK_window2d *w = j->w;
+  const int64_t c = w->c;
+  if (!j->padded)
+    return (direct_view){j->x + nb * w->in_h * w->in_w * c, w->in_w * c, 0};
+  int64_t lo = 0, hi = w->in_h;
+  if (j->band_rows < w->in_h) {
+    lo = oh0 * w->stride_h - w->pad_top;
+    hi = (oh0 + nr - 1) * w->stride_h - w->pad_top + w->k_h;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > w->in_h ? w->in_h : hi;
+  }
+  direct_view v = {buf + 2, j->pad_w * c, lo};
+  int64_t tag, whole = j->band_rows == w->in_h;
+  memcpy(&tag, buf, sizeof tag);
+  if (whole && tag == nb) return v;
+  const int64_t left = w->pad_left * c, len = w->in_w * c, right = v.rstride - left - len;
+  for (int64_t ih = lo; ih < hi; ih++) {
+    float *d = buf + 2 + (ih - lo) * v.rstride;
+    memset(d, 0, (size_t)left * sizeof *d);
+    memcpy(d + left, j->x + (nb * w->in_h + ih) * len, (size_t)len * sizeof *d);
+    memset(d + left + len, 0, (size_t)right * sizeof *d);
+  }
+  if (whole) memcpy(buf, &nb, sizeof nb);
+  return v;
+}
+
+/* Pool row q: its convolution rows [a, b) computed into rows, then pooled into y. */
+static void direct_pool_row(const direct_job *j, int64_t q, float *padbuf, float *rows) {
+  const npuK_window2d *w = j->w, *pw = j->pw;
+  const int64_t oc = j->oc, nb = q / pw->out_h;
+  int64_t a = q % pw->out_h * pw->stride_h - pw->pad_top, b = a + pw->k_h;
+  if (a < 0) a = 0;
+  if (b > w->out_h) b = w->out_h;
+  direct_view v = direct_image(j, nb, a, b - a, padbuf);
+  if (j->pool22) {
+    j->pool22(j, &v, q, j->y + q * pw->out_w * oc);
+    return;
+  }
+  if (b > a) j->rows(j, &v, a, b - a, rows);
+  float *dst = j->y + q * pw->out_w * oc;
+  for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
+    int64_t c0 = pc * pw->stride_w - pw->pad_left, c1 = c0 + pw->k_w;
+    if (c0 < 0) c0 = 0;
+    if (c1 > w->out_w) c1 = w->out_w;
+    const float *src[64]; /* valid positions in (kh, kw) order, as max_pool visits them */
+    int n_src = 0;
+    for (int64_t r = a; r < b; r++)
+      for (int64_t cc = c0; cc < c1; cc++) src[n_src++] = rows + ((r - a) * w->out_w + cc) * oc;
+    (n_src == 4 ? j->max4 : j->max_rows)(dst, src, n_src, oc);
+  }
+}
+
+static void direct_range(void *arg, int64_t begin, int64_t end) {
+  const direct_job *j = arg;
+  const npuK_window2d *w = j->w;
+  for (int64_t s = begin; s < end; s++) {
+    int64_t i0 = s * j->n_items / j->n_slots, i1 = (s + 1) * j->n_items / j->n_slots;
+    float *padbuf = j->scratch ? j->scratch + s * j->slot_floats : NULL;
+    float *rows = padbuf ? padbuf + j->pad_floats : NULL;
+    if (j->padded) {
+      int64_t none = -1;
+      memcpy(padbuf, &none, sizeof none);
+    }
+    for (int64_t i = i0; i < i1 && !npuK_stopped(j->pool);) {
+      if (j->pw) {
+        direct_pool_row(j, i++, padbuf, rows);
+        continue;
+      }
+      /* up to DIRECT_ROWS rows of one image at a time */
+      int64_t nb = i / w->out_h, oh = i % w->out_h, nr = w->out_h - oh;
+      if (nr > i1 - i) nr = i1 - i;
+      if (nr > DIRECT_ROWS) nr = DIRECT_ROWS;
+      direct_view v = direct_image(j, nb, oh, nr, padbuf);
+      j->rows(j, &v, oh, nr, j->y + i * w->out_w * j->oc);
+      i += nr;
+    }
+  }
+}
+
+static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                       const float *x, const float *filter, const npuK_epilogue *ep,
+                       const npuK_window2d *pool_window, float *y, float *scratch, int n_slots,
+                       int level) {
+  direct_job j = {.w = w, .pw = pool_window, .oc = out_c, .x = x, .f = filter, .ep = ep,
+                  .y = y, .scratch = scratch, .pool = pool, .rows = direct_rows_scalar,
+                  .max_rows = direct_max_rows, .max4 = direct_max_rows};
+#if DIRECT_AVX2
+  if (level >= 1 && direct_have_avx2()) {
+    j.rows = direct_rows_avx2;
+    j.max_rows = direct_max_rows_avx2;
+    j.max4 = direct_max4_avx2;
+    if (level >= 2 && direct_have_avx512()) {
+      j.rows = direct_rows_avx512;
+      j.max4 = direct_max4_avx512;
+      const npuK_window2d *pw = pool_window;
+      if (pw && pw->k_h == 2 && pw->k_w == 2 && pw->stride_h == 2 && pw->stride_w == 2 &&
+          pw->pad_top == 0 && pw->pad_left == 0 && 2 * pw->out_h <= w->out_h &&
+          2 * pw->out_w <= w->out_w && (!ep || direct_ep_inline(ep)))
+        j.pool22 = direct_pool22_avx512;
+    }
+  }
+#else
+  (void)level;
+#endif
+  j.ep_inline = j.rows != direct_rows_scalar && direct_ep_inline(ep);
+  j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
+  if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
+  j.n_slots = direct_slots(w, pool_window, n_slots);
+  j.padded = direct_needs_pad(w);
+  j.pad_w = direct_pad_w(w);
+  j.band_rows = direct_band_rows(w, pool_window);
+  j.pad_floats = direct_pad_floats(w, pool_window);
+  j.slot_floats = j.pad_floats + (pool_window ? pool_window->k_h * w->out_w * out_c : 0);
+  npuK_parallel_for(pool, j.n_slots, 1, direct_range, &j);
+}
+
+void npuK_conv2d_f32_direct_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                               const float *x, const float *filter, const npuK_epilogue *ep,
+                               const npuK_window2d *pool_window, float *y, float *scratch,
+                               int n_slots) {
+  direct_run(pool, w, out_c, x, filter, ep, pool_window, y, scratch, n_slots, 2);
+}
+
+void npuK_conv2d_f32_direct_level_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const float *x, const float *filter,
+                                     const npuK_epilogue *ep, const npuK_window2d *pool_window,
+                                     float *y, float *scratch, int n_slots, int level) {
+  direct_run(pool, w, out_c, x, filter, ep, pool_window, y, scratch, n_slots, level);
+}

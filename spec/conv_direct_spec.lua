@@ -1,0 +1,170 @@
+-- conv_direct_spec.lua — conv2d's direct kernel (csrc/kernels/conv_direct.c, algorithm
+-- "direct"): which steps take it by default (float32, dilation 1, out_c a multiple of 8) and
+-- which keep im2col; its outputs against the float64 sum within the bound docs/numerics.md
+-- states, gamma(k) sum|x f| with k = k_h k_w c, and against the reference path within the
+-- same bound; fused with bias, relu and a max pool, the unfused plan's bits; a tuning
+-- candidate (aoe_mode 2 times it beside im2col).
+local lu = require("luaunit")
+local npu = require("npu")
+local S = dofile(SPEC_DIR .. "/support.lua")
+
+local U = 2 ^ -24
+
+local function randn(shape, seed) return npu.random.normal(shape, { seed = seed }) end
+
+local function session(g, opts)
+  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0 }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  return npu.Session { graph = g, options = o }
+end
+
+local function flat(t) return t:reshape({ t:numel() }):totable() end
+
+-- conv2d of x (n, h, w, c) by f (kh, kw, c, oc), stride 1, dilation d, padding as given.
+local function conv_graph(shape, fshape, opts)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", shape, "x")
+  local f = randn(fshape, 2)
+  local y = npu.nn.conv2d(x, g:const(f, "w"), opts)
+  return g, x, y, f
+end
+
+-- the algorithm of the plan's convolution step (a float16 plan has casts around it)
+local function algo_of(g, y, feeds, opts)
+  for _, s in ipairs(session(g, opts):explain(y, feeds).steps) do
+    if s.op:find("conv2d") then return s.algo end
+  end
+  error("no convolution step")
+end
+
+TestConvDirect = {}
+
+function TestConvDirect:test_default_takes_float32_dilation_one_and_whole_vectors()
+  local x = randn({ 1, 6, 6, 4 }, 1)
+  local cases = {
+    { oc = 16, opts = { padding = "SAME" }, want = "direct" },
+    { oc = 8, opts = { padding = "VALID", strides = 2 }, want = "direct" },
+    { oc = 12, opts = { padding = "SAME" }, want = "im2col" },              -- off the vectors
+    { oc = 16, opts = { padding = "SAME", dilations = 2 }, want = "im2col" }, -- dilated
+  }
+  for _, cs in ipairs(cases) do
+    local g, ph, y = conv_graph({ 1, 6, 6, 4 }, { 3, 3, 4, cs.oc }, cs.opts)
+    lu.assertEquals(algo_of(g, y, { [ph] = x }), cs.want, cs.want .. " " .. cs.oc)
+  end
+  -- float16 computation keeps im2col (the direct kernel is float32 only); the reference path
+  -- is never given an algorithm (0, shown as im2col: it runs its naive loops)
+  local g, ph, y = conv_graph({ 1, 6, 6, 4 }, { 3, 3, 4, 16 }, { padding = "SAME" })
+  lu.assertEquals(algo_of(g, y, { [ph] = x }, { precision_mode = "force_fp16" }), "im2col")
+  lu.assertEquals(algo_of(g, y, { [ph] = x }, { use_off_line = false }), "im2col")
+end
+
+-- Every output within gamma(k) sum|x f| of the float64 sum, as docs/numerics.md states it,
+-- on SAME, VALID and strided geometries, odd sizes, 8 to 24 channels; the reference path
+-- within the same bound.
+function TestConvDirect:test_outputs_within_the_stated_bound_of_the_float64_sum()
+  for _, cs in ipairs {
+    { { 2, 7, 6, 5 }, { 3, 3, 5, 16 }, { padding = "SAME" } },
+    { { 1, 9, 5, 3 }, { 2, 3, 3, 8 }, { padding = "VALID" } },
+    { { 1, 8, 9, 6 }, { 3, 3, 6, 24 }, { padding = "SAME", strides = 2 } },
+  } do
+    local shape, fshape, opts = cs[1], cs[2], cs[3]
+    local g, ph, y, f = conv_graph(shape, fshape, opts)
+    local x = randn(shape, 3)
+    local sess = session(g)
+    lu.assertEquals(sess:explain(y, { [ph] = x }).steps[1].algo, "direct")
+    local got, ref = sess:run(y, { [ph] = x }), session(g, { use_off_line = false }):run(y, { [ph] = x })
+    local n, h, w, c = table.unpack(shape)
+    local kh, kw, _, oc = table.unpack(fshape)
+    local oshape = got:shape()
+    local s = opts.strides or 1
+    local oh, ow = oshape[2], oshape[3]
+    -- TF's SAME: the padding before is half the total (the odd one after)
+    local pt = opts.padding == "SAME" and math.max(0, ((oh - 1) * s + kh - h) // 2) or 0
+    local pl = opts.padding == "SAME" and math.max(0, ((ow - 1) * s + kw - w) // 2) or 0
+    local xs, fs, ys, rs = flat(x), flat(f), flat(got), flat(ref)
+    local k = kh * kw * c
+    local gamma = k * U / (1 - k * U)
+    local worst = 0
+    for b = 0, n - 1 do
+      for i = 0, oh - 1 do
+        for j = 0, ow - 1 do
+          for o = 0, oc - 1 do
+            local exact, mag = 0.0, 0.0
+            for a = 0, kh - 1 do
+              local ih = i * s - pt + a
+              if ih >= 0 and ih < h then
+                for e = 0, kw - 1 do
+                  local iw = j * s - pl + e
+                  if iw >= 0 and iw < w then
+                    for ci = 0, c - 1 do
+                      local p = xs[((b * h + ih) * w + iw) * c + ci + 1] * fs[((a * kw + e) * c + ci) * oc + o + 1]
+                      exact, mag = exact + p, mag + math.abs(p)
+                    end
+                  end
+                end
+              end
+            end
+            local at = ((b * oh + i) * ow + j) * oc + o + 1
+            local err = math.abs(ys[at] - exact)
+            lu.assertTrue(err <= gamma * mag, ("output %d: |y - exact| %g > gamma(%d) * %g"):format(at, err, k, mag))
+            lu.assertTrue(math.abs(rs[at] - exact) <= gamma * mag, "reference path")
+            if mag > 0 then worst = math.max(worst, err / (U * mag)) end
+          end
+        end
+      end
+    end
+    lu.assertTrue(worst < k, "largest error in units of u sum|x f|: " .. worst)
+  end
+end
+
+-- conv + bias + relu + max_pool as one step (the pool in registers where its 2x2 windows lie
+-- inside), the bits of the unfused plan, at 1 and 2 threads.
+function TestConvDirect:test_fused_pool_has_the_unfused_bits()
+  local n0 = npu.core.n_threads()
+  local dir = S.tmpdir()
+  local off = dir .. "/all_off.json"
+  S.write(off, '{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"ALL":"off"}}}')
+  for _, cs in ipairs { { 2, 14, 14, 32, 64 }, { 1, 28, 28, 1, 32 }, { 1, 9, 11, 3, 24 } } do
+    local n, h, w, c, oc = table.unpack(cs)
+    local g = npu.Graph()
+    local x = g:placeholder("float32", { n, h, w, c }, "x")
+    local y = npu.relu(npu.nn.bias_add(npu.nn.conv2d(x, g:const(randn({ 3, 3, c, oc }, 4), "w"),
+      { padding = "SAME", name = "C" }), g:const(randn({ oc }, 5), "b")))
+    local p = npu.nn.max_pool(y, { ksize = 2, strides = 2, padding = "VALID", name = "P" })
+    local feeds = { [x] = randn({ n, h, w, c }, 6) }
+    npu.core.set_n_threads(1)
+    local sess = session(g)
+    local e = sess:explain(p, feeds)
+    lu.assertEquals(#e.steps, 1)
+    lu.assertEquals(e.steps[1].algo, "direct")
+    local fused = sess:run(p, feeds)
+    -- the plan with every fusion pass off: conv2d, bias_add, relu and max_pool one by one
+    local unfused = session(g, { fusion_switch_file = off }):run(p, feeds)
+    npu.core.set_n_threads(2)
+    local two = session(g):run(p, feeds)
+    npu.core.set_n_threads(n0)
+    lu.assertTrue(npu.allclose(fused, unfused, 0, 0), "fused against unfused")
+    lu.assertTrue(npu.allclose(two, fused, 0, 0), "2 threads")
+  end
+  S.rm_rf(dir)
+end
+
+-- aoe_mode 2 times direct and im2col for a convolution that takes both, and the run stays
+-- within the bound of the reference.
+function TestConvDirect:test_tuning_times_direct_beside_im2col()
+  local dir = S.tmpdir()
+  local g, ph, y = conv_graph({ 2, 8, 8, 8 }, { 3, 3, 8, 16 }, { padding = "SAME" })
+  local feeds = { [ph] = randn({ 2, 8, 8, 8 }, 7) }
+  local sess = session(g, { aoe_mode = "2", work_path = dir, op_compiler_cache_mode = "disable" })
+  local got = sess:run(y, feeds)
+  local f = assert(io.open(dir .. "/npu_aoe_tuning.jsonl"))
+  local seen = {}
+  for line in f:lines() do
+    for _, cand in ipairs(S.json_decode(line).candidates or {}) do seen[cand.algo] = true end
+  end
+  f:close()
+  S.rm_rf(dir)
+  lu.assertTrue(seen.direct and seen.im2col, "candidates: direct and im2col")
+  local ref = session(g, { use_off_line = false }):run(y, feeds)
+  lu.assertTrue(npu.allclose(got, ref, 1e-5, 1e-5))
+end
