@@ -250,7 +250,12 @@ static void test_op_execute_timeout(npu_context *ctx) {
     printf("test_cancel: op_execute_timeout: the matmul took only %.0f ms\n", ms);
   } else {
     CHECK(st == NPU_ERR_TIMEOUT);
-    CHECK(strstr(npu_context_errmsg(ctx), "'big' (matmul)") != NULL);
+    /* the step named: the matmul, or (graph_run_mode 0 computes in float16) the cast of its
+       input inserted before it, under a slow build such as ThreadSanitizer's */
+    const char *msg = npu_context_errmsg(ctx);
+    if (!strstr(msg, "'big' (matmul)") && !strstr(msg, "'big' (cast)"))
+      printf("test_cancel: op_execute_timeout's message: %s\n", msg);
+    CHECK(strstr(msg, "'big' (matmul)") != NULL || strstr(msg, "'big' (cast)") != NULL);
     CHECK(strstr(npu_context_errmsg(ctx), "op_execute_timeout (1 s)") != NULL);
     CHECK(ms >= 1000 && ms < 5000); /* the matmul stops between blocks of 256 rows */
     printf("test_cancel: op_execute_timeout 1 s: stopped after %.0f ms\n", ms);
