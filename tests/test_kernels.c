@@ -1548,6 +1548,7 @@ static void test_conv_direct(void) {
       {1, 3, 2, 2, 3, 3, 1, 16, 1, -1, -1},    /* narrower than a tile */
       {1, 20, 31, 6, 3, 3, 1, 48, 1, -1, -1},  /* 31 columns: 6 tiles of 5 or 6 */
       {1, 40, 41, 48, 3, 3, 1, 16, 1, -1, -1}, /* padded image over 256 KiB: bands of rows */
+      {1, 6, 7, 320, 3, 3, 1, 24, 1, -1, -1},  /* k = 2880 taps x channels: a long chain */
   };
   const double u = 0x1p-24;
   int sgemm_same = 1;
