@@ -1271,6 +1271,117 @@ static void test_conv_backprop_input_gemm(void) {
   }
 }
 
+/* The gradients against float64 sums computed here from the definitions (not the twins), at
+   sizes whose sums are long: conv2d_backprop_input (stride 1: the forward convolution of dy
+   with the turned filter; stride 2: GEMM + col2im) with T = k_h k_w out_c = 2880 terms per
+   element, within gamma(T) sum|dy f|; conv2d_backprop_filter over P = n out_h out_w = 2304 to
+   6272 positions (the FMA tiles for several input channels and for one, float32 blocks of 64
+   positions summed in float64: within (gamma(64) + 2^-24) sum|x dy| + 2^-40 sum|x dy|; no
+   scratch, float32 throughout: gamma(P)); and max_pool_grad fused with relu_grad on a large
+   image, the mask applied here to the naive loops' gradient (the same bits). */
+static double gamma_u(int64_t k) { return (double)k * 0x1p-24 / (1 - (double)k * 0x1p-24); }
+
+static void test_conv_grads_exact(void) {
+  static const int64_t in_cs[][8] = { /* n h w c k s same oc */
+      {1, 10, 9, 6, 3, 1, 1, 320}, {2, 8, 8, 5, 3, 1, 0, 320}, {1, 11, 9, 4, 3, 2, 1, 320}};
+  double worst_in = 0;
+  for (size_t t = 0; t < sizeof in_cs / sizeof in_cs[0]; t++) {
+    const int64_t *q = in_cs[t];
+    npuK_window2d g = make_window(q[0], q[1], q[2], q[3], q[4], q[4], q[5], q[5], 1, 1, (int)q[6]);
+    CHECK(g.n > 0);
+    int64_t oc = q[7], nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * oc;
+    int64_t nf = g.k_h * g.k_w * g.c * oc, terms = g.k_h * g.k_w * oc;
+    float *dy = rand_f32(ny), *f = rand_f32(nf), *dx = rand_f32(nx);
+    double *exact = calloc((size_t)nx, sizeof *exact), *mag = calloc((size_t)nx, sizeof *mag);
+    for (int64_t nb = 0; nb < g.n; nb++)
+      for (int64_t oh = 0; oh < g.out_h; oh++)
+        for (int64_t ow = 0; ow < g.out_w; ow++)
+          for (int64_t i = 0; i < g.k_h; i++)
+            for (int64_t j = 0; j < g.k_w; j++) {
+              int64_t ih = oh * g.stride_h - g.pad_top + i, iw = ow * g.stride_w - g.pad_left + j;
+              if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+              const float *d = dy + ((nb * g.out_h + oh) * g.out_w + ow) * oc;
+              for (int64_t ci = 0; ci < g.c; ci++) {
+                int64_t xi = ((nb * g.in_h + ih) * g.in_w + iw) * g.c + ci;
+                const float *fr = f + ((i * g.k_w + j) * g.c + ci) * oc;
+                for (int64_t o = 0; o < oc; o++)
+                  exact[xi] += (double)d[o] * fr[o], mag[xi] += fabs((double)d[o] * fr[o]);
+              }
+            }
+    float *scratch = malloc(npuK_conv2d_backprop_input_f32_scratch_size(&g, oc, 2));
+    for (int p = 0; p < 2; p++) {
+      npuK_conv2d_backprop_input_f32_gemm(p ? &pool_two : NULL, &g, oc, dy, f, dx, scratch, p + 1);
+      int ok = 1;
+      for (int64_t i = 0; i < nx; i++) {
+        double err = fabs((double)dx[i] - exact[i]);
+        if (err > gamma_u(terms) * mag[i]) ok = 0;
+        if (mag[i] > 0) worst_in = fmax(worst_in, err / (0x1p-24 * mag[i]));
+      }
+      CHECK(ok);
+    }
+    free(dy), free(f), free(dx), free(exact), free(mag), free(scratch);
+  }
+  static const int64_t f_cs[][8] = { /* n h w c k same oc */
+      {4, 24, 24, 20, 3, 1, 24}, {8, 28, 28, 1, 3, 1, 32}, {3, 30, 29, 3, 2, 0, 16}};
+  double worst_f = 0;
+  for (size_t t = 0; t < sizeof f_cs / sizeof f_cs[0]; t++) {
+    const int64_t *q = f_cs[t];
+    npuK_window2d g = make_window(q[0], q[1], q[2], q[3], q[4], q[4], 1, 1, 1, 1, (int)q[5]);
+    CHECK(g.n > 0);
+    int64_t oc = q[6], nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * oc;
+    int64_t nf = g.k_h * g.k_w * g.c * oc, positions = g.n * g.out_h * g.out_w;
+    float *x = rand_f32(nx), *dy = rand_f32(ny), *df = rand_f32(nf);
+    double *exact = calloc((size_t)nf, sizeof *exact), *mag = calloc((size_t)nf, sizeof *mag);
+    for (int64_t nb = 0; nb < g.n; nb++)
+      for (int64_t oh = 0; oh < g.out_h; oh++)
+        for (int64_t ow = 0; ow < g.out_w; ow++)
+          for (int64_t i = 0; i < g.k_h; i++)
+            for (int64_t j = 0; j < g.k_w; j++) {
+              int64_t ih = oh - g.pad_top + i, iw = ow - g.pad_left + j;
+              if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+              const float *d = dy + ((nb * g.out_h + oh) * g.out_w + ow) * oc;
+              for (int64_t ci = 0; ci < g.c; ci++) {
+                double a = x[((nb * g.in_h + ih) * g.in_w + iw) * g.c + ci];
+                int64_t fi = ((i * g.k_w + j) * g.c + ci) * oc;
+                for (int64_t o = 0; o < oc; o++)
+                  exact[fi + o] += a * d[o], mag[fi + o] += fabs(a * d[o]);
+              }
+            }
+    double *acc = malloc(npuK_filter_grad_f32_scratch_size(&g, oc));
+    for (int s = 0; s < 2; s++) { /* float64 across blocks (the FMA tiles), float32 throughout */
+      npuK_conv2d_backprop_filter_f32(&pool_two, &g, oc, x, dy, df, s ? NULL : acc);
+      double rel = s ? gamma_u(positions) : gamma_u(64) + 0x1p-24 + 0x1p-40;
+      int ok = 1;
+      for (int64_t i = 0; i < nf; i++) {
+        double err = fabs((double)df[i] - exact[i]);
+        if (err > rel * mag[i]) ok = 0;
+        if (!s && mag[i] > 0) worst_f = fmax(worst_f, err / (0x1p-24 * mag[i]));
+      }
+      CHECK(ok);
+    }
+    free(x), free(dy), free(df), free(exact), free(mag), free(acc);
+  }
+  printf("  conv2d_backprop_input: largest |dx - exact| / (2^-24 sum|dy f|) %.2f (bound T = 2880);"
+         " backprop_filter: |df - exact| / (2^-24 sum|x dy|) %.2f (bound 65)\n",
+         worst_in, worst_f);
+  /* max_pool_grad + relu_grad on 4 x 56 x 56 x 64, overlapping 3x3 windows at stride 2 */
+  npuK_window2d g = make_window(4, 56, 56, 64, 3, 3, 2, 2, 1, 1, 1);
+  CHECK(g.n > 0);
+  int64_t nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * g.c;
+  float *x = rand_f32(nx), *dy = rand_f32(ny), *feat = rand_f32(nx), *d1 = rand_f32(nx);
+  float *d2 = rand_f32(nx);
+  naive_max_pool_grad(&g, x, dy, d1);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < nx; i++) {
+    if (feat[i] > 0) kept += d1[i] != 0;
+    else d1[i] = 0.0f;
+  }
+  CHECK(kept > 0);
+  npuK_max_pool_grad_relu_f32(&pool_two, &g, x, dy, feat, d2);
+  CHECK(bits_equal(d1, d2, (size_t)nx * 4));
+  free(x), free(dy), free(feat), free(d1), free(d2);
+}
+
 /* ---- Winograd F(2x2, 3x3) and the pooled convolutions ---------------------------------- */
 
 /* The exact convolution (float64) and W, the Winograd algorithm run on absolute values:
@@ -1919,5 +2030,6 @@ int main(void) {
   test_conv_filter_grad();
   test_max_pool_grad();
   test_conv_backprop_input_gemm();
+  test_conv_grads_exact();
   return check_summary("test_kernels");
 }
