@@ -613,6 +613,10 @@ static void test_matmul_half_b(void) {
                     CHECK(gemv_within_bound(ta, tb, m, n, k, aw, bw, epp, c, cd));
                   else
                     CHECK(narrowed_equal(cw, m * n, cd, c));
+                  /* and every path (the float16-B panels and blocks included) against the
+                     float64 sums, not only its float32 twin: once per shape and algorithm */
+                  if (slots == 1 && p == 0 && k > 0)
+                    CHECK(gemv_within_bound(ta, tb, m, n, k, aw, bw, epp, c, cd));
                   free(c), free(scratch);
                 }
               free(a), free(aw), free(cw);
