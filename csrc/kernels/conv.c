@@ -47,14 +47,8 @@ typedef struct conv_plan {
 static void conv_plan_init(conv_plan *p, const npuK_window2d *w, int n_slots) {
   p->m = w->n * w->out_h * w->out_w;
   p->k = w->k_h * w->k_w * w->c;
-  int64_t bm = CONV_BLOCK_TARGET_FLOATS / (p->k > 0 ? p->k : 1);
-  if (bm < 32) bm = 32;
-  if (bm > 4096) bm = 4096;
-  if (bm > p->m) bm = p->m;
-  p->bm = bm > 0 ? bm : 1;
-  p->n_blocks = (p->m + p->bm - 1) / p->bm;
-  p->n_slots = n_slots < 1 ? 1 : n_slots;
-  if (p->n_slots > p->n_blocks) p->n_slots = p->n_blocks;
+  k_blocks(p->m, CONV_BLOCK_TARGET_FLOATS / (p->k > 0 ? p->k : 1), 32, 4096, n_slots, &p->bm,
+           &p->n_blocks, &p->n_slots);
 }
 
 /* Copies n elements of x (dtype xdt, from element i) into float32 dst: a reduced x is widened

@@ -108,6 +108,20 @@ void k_copy_run(char *dst, int64_t so, const char *src, int64_t si, int64_t n, s
 void k_copy_nd(const npuK_pool *pool, size_t es, int ndim, const int64_t *dims,
                const int64_t *in_strides, const void *x, const int64_t *out_strides, void *y);
 
+/* Work cut into blocks of a size fixed by the shapes (so the same bits at any thread count):
+   want items per block clamped to [lo, hi] and to total (at least 1), the block count, and
+   n_slots (at least 1) cut to it.  conv.c's im2col blocks and winograd.c's tile blocks. */
+static inline void k_blocks(int64_t total, int64_t want, int64_t lo, int64_t hi, int n_slots,
+                            int64_t *size, int64_t *n_blocks, int64_t *slots) {
+  if (want < lo) want = lo;
+  if (want > hi) want = hi;
+  if (want > total) want = total;
+  *size = want > 0 ? want : 1;
+  *n_blocks = (total + *size - 1) / *size;
+  *slots = n_slots < 1 ? 1 : n_slots;
+  if (*slots > *n_blocks) *slots = *n_blocks;
+}
+
 /* Grain for element-wise work: enough items that a chunk is worth a thread hand-off. */
 #define K_GRAIN_ELEMS 16384
 

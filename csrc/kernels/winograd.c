@@ -54,14 +54,8 @@ static void wino_plan_init(wino_plan *p, const npuK_window2d *w, int64_t out_c,
   p->th = (w->out_h + 1) / 2;
   p->tw = (w->out_w + 1) / 2;
   p->tiles = w->n * p->th * p->tw;
-  int64_t bt = WINO_BLOCK_FLOATS / (16 * (w->c + out_c) + 4 * out_c);
-  if (bt < 16) bt = 16;
-  if (bt > 1024) bt = 1024;
-  if (bt > p->tiles) bt = p->tiles;
-  p->bt = bt > 0 ? bt : 1;
-  p->n_blocks = (p->tiles + p->bt - 1) / p->bt;
-  p->n_slots = n_slots < 1 ? 1 : n_slots;
-  if (p->n_slots > p->n_blocks) p->n_slots = p->n_blocks;
+  k_blocks(p->tiles, WINO_BLOCK_FLOATS / (16 * (w->c + out_c) + 4 * out_c), 16, 1024, n_slots,
+           &p->bt, &p->n_blocks, &p->n_slots);
 }
 
 /* scratch: U (16, c, out_c), a row of c zeros (the padding), then per slot V (16, bt, c),
