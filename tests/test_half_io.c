@@ -213,6 +213,26 @@ static void test_binary(void) {
                           NPUK_F16) == -1);
 }
 
+/* Runs the program on the stored operands (ops[i] of dtype od[i], wide[i] their float32
+   values) into yd on the first n_pools pools: bit for bit the float32 program on the widened
+   values, narrowed.  Frees the operands. */
+static void check_program(int n_pools, int n_instr, const npuK_ew_instr *prog, int64_t rows,
+                          int64_t cols, int n_ops, void **ops, float **wide,
+                          const npuK_dtype *od, npuK_dtype yd) {
+  int64_t n = rows * cols;
+  float *yw = malloc((size_t)n * sizeof *yw);
+  npuK_eltwise_f32(NULL, n_instr, prog, rows, cols, (const float *const *)wide, yw);
+  for (int p = 0; p < n_pools; p++) {
+    void *y = alloc_out(n, yd);
+    CHECK(npuK_eltwise_mixed(pools[p], n_instr, prog, rows, cols, (const void *const *)ops, od, y,
+                             yd) == 0);
+    CHECK(narrowed_equal(yw, n, yd, y));
+    free(y);
+  }
+  free(yw);
+  for (int i = 0; i < n_ops; i++) free(ops[i]), free(wide[i]);
+}
+
 /* A program touching every instruction kind and broadcast: ((x * s) + row) -> relu ->
    max(., full) -> prelu(row slope) -> leaky -> full - . (swapped) -> exp -> add scalar. */
 static void test_eltwise(void) {
@@ -242,17 +262,7 @@ static void test_eltwise(void) {
         void *ops[4];
         float *wide[4];
         for (int i = 0; i < 4; i++) ops[i] = rand_stored(sizes[i], od[i], &wide[i]);
-        float *yw = malloc((size_t)n * sizeof *yw);
-        npuK_eltwise_f32(NULL, prefix, prog, rows, cols, (const float *const *)wide, yw);
-        for (int p = 0; p < 2; p++) {
-          void *y = alloc_out(n, yd);
-          CHECK(npuK_eltwise_mixed(pools[p], prefix, prog, rows, cols, (const void *const *)ops,
-                                   od, y, yd) == 0);
-          CHECK(narrowed_equal(yw, n, yd, y));
-          free(y);
-        }
-        for (int i = 0; i < 4; i++) free(ops[i]), free(wide[i]);
-        free(yw);
+        check_program(2, prefix, prog, rows, cols, 4, ops, wide, od, yd);
       }
   const npuK_dtype bad[1] = {NPUK_I32};
   int32_t x[2] = {1, 2};
@@ -278,13 +288,7 @@ static void test_eltwise_f16_operand(void) {
           npuK_dtype od[2] = {dts[d], NPUK_F16}, yd = dts[(d + 1) % 3];
           float *wide[2];
           void *ops[2] = {rand_stored(n, od[0], &wide[0]), rand_stored(n, od[1], &wide[1])};
-          float *yw = malloc((size_t)n * sizeof *yw);
-          npuK_eltwise_f32(NULL, 2, prog, 1, n, (const float *const *)wide, yw);
-          void *y = alloc_out(n, yd);
-          CHECK(npuK_eltwise_mixed(NULL, 2, prog, 1, n, (const void *const *)ops, od, y, yd) == 0);
-          CHECK(narrowed_equal(yw, n, yd, y));
-          free(y), free(yw);
-          for (int i = 0; i < 2; i++) free(ops[i]), free(wide[i]);
+          check_program(1, 2, prog, 1, n, 2, ops, wide, od, yd);
         }
 }
 
@@ -344,17 +348,7 @@ static void test_eltwise_registers(void) {
           npuK_cast(NULL, n, od[0], ops[0], NPUK_F32, wide[0]);
           npuK_cast(NULL, n, od[3], ops[3], NPUK_F32, wide[3]);
         }
-        float *yw = malloc((size_t)n * sizeof *yw);
-        npuK_eltwise_f32(NULL, prefix, prog, rows, cols, (const float *const *)wide, yw);
-        for (int p = 0; p < 2; p++) {
-          void *y = alloc_out(n, yd);
-          CHECK(npuK_eltwise_mixed(pools[p], prefix, prog, rows, cols, (const void *const *)ops,
-                                   od, y, yd) == 0);
-          CHECK(narrowed_equal(yw, n, yd, y));
-          free(y);
-        }
-        for (int i = 0; i < 4; i++) free(ops[i]), free(wide[i]);
-        free(yw);
+        check_program(2, prefix, prog, rows, cols, 4, ops, wide, od, yd);
       }
 }
 
@@ -389,13 +383,7 @@ static void test_eltwise_registers_one_op(void) {
         npuK_cast(NULL, n, NPUK_F32, wide[o], od[o], st[o]);
         npuK_cast(NULL, n, od[o], st[o], NPUK_F32, wide[o]);
       }
-      float *yw = malloc((size_t)n * sizeof *yw);
-      npuK_eltwise_f32(NULL, 2, prog, 1, n, (const float *const *)wide, yw);
-      void *y = alloc_out(n, yd);
-      CHECK(npuK_eltwise_mixed(NULL, 2, prog, 1, n, (const void *const *)st, od, y, yd) == 0);
-      CHECK(narrowed_equal(yw, n, yd, y));
-      free(y), free(yw);
-      for (int o = 0; o < 2; o++) free(st[o]), free(wide[o]);
+      check_program(1, 2, prog, 1, n, 2, st, wide, od, yd);
     }
 }
 
