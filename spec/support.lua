@@ -2,7 +2,8 @@
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
 -- gradients against central differences, whole-file read/write, protobuf wire format, JSON
--- and CSV readers, TensorFlow.js model.json builders, a graph with a loop and a cond, temporary
+-- and CSV readers, TensorFlow.js model.json builders, a graph with a loop and a cond, a
+-- dataset-fed counting loop, the largest difference of two tensors, temporary
 -- directories and a Lua subprocess on this checkout.
 local function lcg(seed)
   local s = seed
@@ -315,6 +316,32 @@ local function control_graph(shape_invariants)
   return assert(load(CONTROL_GRAPH .. "return g, x, y\n", "=control_graph"))(shape_invariants)
 end
 
+-- max |a - b| and max |b| over two tensors of the same number of elements.
+local function max_diff(a, b)
+  local x, y = a:reshape({ a:numel() }):totable(), b:reshape({ b:numel() }):totable()
+  require("luaunit").assertEquals(#x, #y, "max_diff: element counts")
+  local d, peak = 0, 0
+  for i = 1, #x do
+    d = math.max(d, math.abs(x[i] - y[i]))
+    peak = math.max(peak, math.abs(y[i]))
+  end
+  return d, peak
+end
+
+-- In graph g, total += reduce_sum(batch), the batches of 2 drawn from 0..9 repeated without
+-- end: iteration i adds 1, 5, 9, 13, 17 in turn (1000 iterations add 9000), a loop whose
+-- iterations are a few short steps.  The sum is named sum_name when given.  Returns the step
+-- (the assign) and the variable total; run g:global_variables_initializer() first.
+local function counting_loop(g, sum_name)
+  local npu = require("npu")
+  local xs = npu.range(0, 10, 1, "float32")
+  local ds = npu.data.Dataset.from_tensor_slices(xs):batch(2, { drop_remainder = true }):repeat_()
+  local b = ds:make_one_shot_iterator(g):get_next()
+  local total = g:variable(npu.zeros({}), "total")
+  local s = npu.reduce_sum(b, nil, sum_name and { name = sum_name } or nil)
+  return npu.assign(total, total + s), total
+end
+
 -- A string quoted for sh; the sorted names in directory d (none when it does not exist).
 local function sh_quote(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
 
@@ -418,6 +445,8 @@ return {
   tfjson = tfjson,
   CONTROL_GRAPH = CONTROL_GRAPH,
   control_graph = control_graph,
+  counting_loop = counting_loop,
+  max_diff = max_diff,
   sh_quote = sh_quote,
   ls = ls,
   tmpdir = tmpdir,

@@ -72,15 +72,7 @@ end
 
 local function explain(sess, x, y) return sess:explain(y, feed(x)) end
 
-local function max_diff(a, b)
-  local x, y = a:reshape({ a:numel() }):totable(), b:reshape({ b:numel() }):totable()
-  local d, peak = 0, 0
-  for i = 1, #x do
-    d = math.max(d, math.abs(x[i] - y[i]))
-    peak = math.max(peak, math.abs(y[i]))
-  end
-  return d, peak
-end
+local max_diff = S.max_diff
 
 function TestTuning:test_operator_tuning_writes_records_a_new_session_reads_them()
   local dir = S.tmpdir()

@@ -1,0 +1,24 @@
+-- support_spec.lua — the helpers in spec/support.lua that other specs lean on: max_diff and the
+-- counting loop.
+local lu = require("luaunit")
+local npu = require("npu")
+local S = dofile(SPEC_DIR .. "/support.lua")
+
+TestSupport = {}
+
+function TestSupport:test_max_diff()
+  local d, peak = S.max_diff(npu.tensor({ { 1, 2 }, { 3, 4 } }), npu.tensor({ 1, 2.5, 3, -5 }))
+  lu.assertEquals(d, 9)
+  lu.assertEquals(peak, 5)
+  lu.assertStrContains(tostring(S.fails(S.max_diff, npu.tensor({ 1, 2 }), npu.tensor({ 1 }))), "element counts")
+end
+
+function TestSupport:test_counting_loop_adds_9000_in_1000_iterations()
+  local g = npu.Graph()
+  local step, total = S.counting_loop(g, "batch_sum")
+  lu.assertNotNil(g:get_operation_by_name("batch_sum"))
+  local sess <close> = npu.Session { graph = g, options = { iterations_per_loop = 1000 } }
+  sess:run(g:global_variables_initializer())
+  sess:run(npu.util.set_iteration_per_loop(sess, step, 1000))
+  lu.assertEquals(sess:run(total):item(), 9000)
+end
