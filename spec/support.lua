@@ -362,16 +362,18 @@ local function fails(f, ...)
   return tostring(err), err
 end
 
--- A fresh empty directory under the system's temporary directory; rm_rf removes a tree;
--- exists says whether a path is there.
+-- A fresh empty directory under the system's temporary directory, and a value whose __close
+-- removes it, so that a test's directory goes even when an assertion fails halfway:
+-- `local dir, _ <close> = S.tmpdir()`.  rm_rf removes a tree; exists says whether a path is
+-- there.
+local function rm_rf(path) os.execute("rm -rf " .. sh_quote(path)) end
+
 local function tmpdir()
   local d = os.tmpname()
   os.remove(d)
   assert(os.execute("mkdir " .. sh_quote(d)))
-  return d
+  return d, setmetatable({}, { __close = function() rm_rf(d) end })
 end
-
-local function rm_rf(path) os.execute("rm -rf " .. sh_quote(path)) end
 
 local function exists(path) return os.execute("test -e " .. sh_quote(path)) == true end
 

@@ -1,10 +1,25 @@
--- support_spec.lua — the helpers in spec/support.lua that other specs lean on: max_diff and the
--- counting loop.
+-- support_spec.lua — the helpers in spec/support.lua that other specs lean on: a temporary
+-- directory goes when the test that made it fails halfway, max_diff, and the counting loop.
 local lu = require("luaunit")
 local npu = require("npu")
 local S = dofile(SPEC_DIR .. "/support.lua")
 
 TestSupport = {}
+
+function TestSupport:test_tmpdir_is_removed_when_a_test_fails_halfway()
+  local made
+  local ok, err = pcall(function()
+    local dir, _ <close> = S.tmpdir()
+    made = dir
+    S.write(dir .. "/f", "x")
+    lu.assertTrue(S.exists(dir .. "/f"))
+    error("an assertion failed here")
+  end)
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "an assertion failed here")
+  lu.assertNotNil(made)
+  lu.assertFalse(S.exists(made), "left behind: " .. tostring(made))
+end
 
 function TestSupport:test_max_diff()
   local d, peak = S.max_diff(npu.tensor({ { 1, 2 }, { 3, 4 } }), npu.tensor({ 1, 2.5, 3, -5 }))
