@@ -1,7 +1,7 @@
 -- spec/support.lua — helpers shared by the specs (loaded with dofile(SPEC_DIR ..
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
--- gradients against central differences, whole-file read/write, protobuf wire format, JSON
+-- gradients against central differences and an elementwise comparison, whole-file read/write, protobuf wire format, JSON
 -- and CSV readers, TensorFlow.js model.json builders, a graph with a loop and a cond, a
 -- dataset-fed counting loop, the largest difference of two tensors, temporary
 -- directories and a Lua subprocess on this checkout.
@@ -120,6 +120,20 @@ local function central_differences(sess, L, feeds, ph, base, make, h)
     p[k] = base[k]
   end
   return numeric
+end
+
+-- got against want (numbers or flat lists of them), element by element:
+-- |got - want| <= tol * (1 + |want|), what naming the failure.
+local function assert_close(got, want, tol, what)
+  local lu = require("luaunit")
+  got = type(got) == "table" and got or { got }
+  want = type(want) == "table" and want or { want }
+  lu.assertEquals(#got, #want, what)
+  for i = 1, #want do
+    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
+      lu.fail(("%s [%d]: got %.12g, want %.12g"):format(what, i, got[i], want[i]))
+    end
+  end
 end
 
 -- The analytic gradient grad of scalar L in float64 placeholder ph (fed in feeds) against
@@ -464,6 +478,7 @@ return {
   lcg = lcg,
   central_differences = central_differences,
   check_gradient = check_gradient,
+  assert_close = assert_close,
   numel = numel,
   nest = nest,
   flatten = flatten,
