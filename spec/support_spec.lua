@@ -1,5 +1,6 @@
--- support_spec.lua — the helpers in spec/support.lua that other specs lean on: a temporary
--- directory goes when the test that made it fails halfway, max_diff, and the counting loop.
+-- support_spec.lua — the helpers in spec/support.lua that other specs lean on (a temporary
+-- directory goes when the test that made it fails halfway, max_diff, the counting loop), and
+-- spec/run.lua saying why a test skipped.
 local lu = require("luaunit")
 local npu = require("npu")
 local S = dofile(SPEC_DIR .. "/support.lua")
@@ -36,4 +37,16 @@ function TestSupport:test_counting_loop_adds_9000_in_1000_iterations()
   sess:run(g:global_variables_initializer())
   sess:run(npu.util.set_iteration_per_loop(sess, step, 1000))
   lu.assertEquals(sess:run(total):item(), 9000)
+end
+
+-- spec/run.lua names each skipped test and says why (LuaUnit's text output only counts them).
+function TestSupport:test_the_runner_says_why_a_test_skipped()
+  local p = io.popen(("env NPU_TF_SAVED_MODEL=/nonexistent lua5.4 %s %s-p %s 2>&1"):format(
+    S.sh_quote(ROOT_DIR .. "/spec/run.lua"), INSTALLED and "--installed " or "",
+    S.sh_quote("^TestSavedModel%.test_written_by_tensorflow$")))
+  local out = p:read("a")
+  lu.assertTrue(p:close(), out)
+  lu.assertStrContains(out, "1 skipped")
+  lu.assertStrContains(out, "skipped TestSavedModel.test_written_by_tensorflow: no SavedModel written by "
+    .. "TensorFlow here (/nonexistent)")
 end
