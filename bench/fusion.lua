@@ -12,7 +12,6 @@ local core = npu.core
 
 local DIR = os.getenv("NPU_MODELS_DIR") or here .. "/../shared/models"
 local REPS = tonumber(arg and arg[1]) or 51
-local clock = core.monotonic_time
 
 local off_file = os.tmpname()
 do
@@ -22,7 +21,6 @@ do
 end
 
 local util = dofile(here .. "/bench/util.lua")
-local median = util.median
 
 -- Median ms of sess_on and sess_off running fetch with feeds, runs interleaved.
 local function compare(g, fetch, feeds)
@@ -32,16 +30,9 @@ local function compare(g, fetch, feeds)
   local on <close> = npu.Session { graph = g, options = base }
   local off <close> = npu.Session { graph = g, options = opts_off }
   for _ = 1, 5 do on:run(fetch, feeds); off:run(fetch, feeds) end
-  local t_on, t_off = {}, {}
-  for r = 1, REPS do
-    local t0 = clock()
-    on:run(fetch, feeds)
-    local t1 = clock()
-    off:run(fetch, feeds)
-    t_off[r] = (clock() - t1) * 1e3
-    t_on[r] = (t1 - t0) * 1e3
-  end
-  return median(t_on), median(t_off), on:last_plan().steps, off:last_plan().steps
+  local t_on, t_off = util.alternate(REPS, function() on:run(fetch, feeds) end,
+    function() off:run(fetch, feeds) end)
+  return t_on * 1e3, t_off * 1e3, on:last_plan().steps, off:last_plan().steps
 end
 
 local rows = {}

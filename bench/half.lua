@@ -36,7 +36,6 @@ if #names == 0 then
   names = util.model_names(DIR)
   for _, n in ipairs(SYNTHETIC) do names[#names + 1] = n end
 end
-local clock = core.monotonic_time
 
 local median = util.median
 
@@ -83,15 +82,9 @@ local function measure(name)
   local f32 <close> = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
   local f16 <close> = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
   for _ = 1, 3 do f32:run(fetch, feeds); f16:run(fetch, feeds) end
-  local t32, t16 = {}, {}
-  for r = 1, REPS do
-    local t0 = clock()
-    f32:run(fetch, feeds)
-    local t1 = clock()
-    f16:run(fetch, feeds)
-    t32[r], t16[r] = (t1 - t0) * 1e3, (clock() - t1) * 1e3
-  end
-  return median(t32), median(t16)
+  local t32, t16 = util.alternate(REPS, function() f32:run(fetch, feeds) end,
+    function() f16:run(fetch, feeds) end)
+  return t32 * 1e3, t16 * 1e3
 end
 
 if ROWS_ONLY then

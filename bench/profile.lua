@@ -7,29 +7,21 @@ local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
 package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
 local npu = require("npu")
-local clock = npu.core.monotonic_time
 
 local REPS = tonumber(arg and arg[1]) or 21
 
 local out = os.tmpname()
 os.remove(out)
 
-local median = dofile(here .. "/bench/util.lua").median
+local util = dofile(here .. "/bench/util.lua")
 
 -- Median µs per call of fn(sess) for the sessions on and off, blocks of `block` calls
 -- interleaved.
 local function compare(on, off, fn, block)
   for _ = 1, 3 do fn(on); fn(off) end
-  local t_on, t_off = {}, {}
-  for r = 1, REPS do
-    local t0 = clock()
-    for _ = 1, block do fn(on) end
-    local t1 = clock()
-    for _ = 1, block do fn(off) end
-    t_off[r] = (clock() - t1) * 1e6 / block
-    t_on[r] = (t1 - t0) * 1e6 / block
-  end
-  return median(t_on), median(t_off)
+  local t_on, t_off = util.alternate(REPS, function() for _ = 1, block do fn(on) end end,
+    function() for _ = 1, block do fn(off) end end)
+  return t_on * 1e6 / block, t_off * 1e6 / block
 end
 
 -- The two sessions, profiled and not (the caller closes them).

@@ -1,11 +1,29 @@
 -- bench/util.lua — what the Lua benchmarks share (loaded with dofile(ROOT .. "/bench/util.lua");
--- not a benchmark itself): the median of a list of times, and the shared models that are there.
+-- not a benchmark itself): the median of a list of times, two things timed alternately, and
+-- the shared models that are there.
 local util = {}
 
 -- The median of the numbers in t (sorts t in place; the upper one of an even count's two).
 function util.median(t)
   table.sort(t)
   return t[(#t + 1) // 2]
+end
+
+-- a() and b() called in turn reps times, each call timed (npu.core.monotonic_time): the median
+-- seconds of a's calls and of b's.  Alternating puts the two under the same load on a shared
+-- machine; warm them up first.
+function util.alternate(reps, a, b)
+  local clock = require("npu").core.monotonic_time
+  local ta, tb = {}, {}
+  for r = 1, reps do
+    local t0 = clock()
+    a()
+    local t1 = clock()
+    b()
+    tb[r] = clock() - t1
+    ta[r] = t1 - t0
+  end
+  return util.median(ta), util.median(tb)
 end
 
 -- The names of the shared models in dir (NPU_MODELS_DIR: dir/NAME/NAME.json), in ls order;

@@ -11,24 +11,16 @@ local F64 = "float64"
 local function t64(v) return npu.tensor(v, F64) end
 local function b(v) return npu.tensor(v, "bool") end
 
-local function assert_close(got, want, tol, what)
-  got = type(got) == "table" and got or { got }
-  want = type(want) == "table" and want or { want }
-  lu.assertEquals(#got, #want, what)
-  for i = 1, #want do
-    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
-      lu.fail(("%s [%d]: got %.12g, want %.12g"):format(what, i, got[i], want[i]))
-    end
-  end
-end
 
 local function values(t)
   local v = t:totable()
   return type(v) == "table" and v or { v }
 end
 
--- Central differences of scalar L with respect to placeholder ph (support.lua)
-local check_numeric = dofile(SPEC_DIR .. "/support.lua").check_gradient
+-- Central differences of scalar L with respect to placeholder ph, and the elementwise
+-- comparison (support.lua)
+local support = dofile(SPEC_DIR .. "/support.lua")
+local check_numeric, assert_close = support.check_gradient, support.assert_close
 
 TestCondGradient = {}
 

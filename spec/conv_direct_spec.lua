@@ -121,7 +121,7 @@ end
 -- inside), the bits of the unfused plan, at 1 and 2 threads.
 function TestConvDirect:test_fused_pool_has_the_unfused_bits()
   local n0 = npu.core.n_threads()
-  local dir = S.tmpdir()
+  local dir, _ <close> = S.tmpdir()
   local off = dir .. "/all_off.json"
   S.write(off, '{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"ALL":"off"}}}')
   for _, cs in ipairs { { 2, 14, 14, 32, 64 }, { 1, 28, 28, 1, 32 }, { 1, 9, 11, 3, 24 } } do
@@ -146,13 +146,12 @@ function TestConvDirect:test_fused_pool_has_the_unfused_bits()
     lu.assertTrue(npu.allclose(fused, unfused, 0, 0), "fused against unfused")
     lu.assertTrue(npu.allclose(two, fused, 0, 0), "2 threads")
   end
-  S.rm_rf(dir)
 end
 
 -- aoe_mode 2 times direct and im2col for a convolution that takes both, and the run stays
 -- within the bound of the reference.
 function TestConvDirect:test_tuning_times_direct_beside_im2col()
-  local dir = S.tmpdir()
+  local dir, _ <close> = S.tmpdir()
   local g, ph, y = conv_graph({ 2, 8, 8, 8 }, { 3, 3, 8, 16 }, { padding = "SAME" })
   local feeds = { [ph] = randn({ 2, 8, 8, 8 }, 7) }
   local sess = session(g, { aoe_mode = "2", work_path = dir, op_compiler_cache_mode = "disable" })
@@ -163,7 +162,6 @@ function TestConvDirect:test_tuning_times_direct_beside_im2col()
     for _, cand in ipairs(S.json_decode(line).candidates or {}) do seen[cand.algo] = true end
   end
   f:close()
-  S.rm_rf(dir)
   lu.assertTrue(seen.direct and seen.im2col, "candidates: direct and im2col")
   local ref = session(g, { use_off_line = false }):run(y, feeds)
   lu.assertTrue(npu.allclose(got, ref, 1e-5, 1e-5))

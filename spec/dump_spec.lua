@@ -238,11 +238,7 @@ end
 
 function TestDump:test_dump_step_counts_iterations_per_loop()
   local g = npu.Graph()
-  local xs = npu.range(0, 10, 1, "float32")
-  local ds = npu.data.Dataset.from_tensor_slices(xs):batch(2, { drop_remainder = true }):repeat_()
-  local b = ds:make_one_shot_iterator(g):get_next()
-  local total = g:variable(npu.zeros({}), "total")
-  local step = npu.assign(total, total + npu.reduce_sum(b))
+  local step, total = support.counting_loop(g)
   local sess = session(g, { enable_dump = true, dump_path = self.dir, dump_step = "1|3|5",
     iterations_per_loop = 4 }, false)
   sess:run(g:global_variables_initializer())

@@ -40,14 +40,13 @@ function TestExportTF2:test_protoc_decodes_tf_types()
     lu.skip("protoc is not installed (Debian: apt-get install protobuf-compiler): the GraphDef is not decoded against TensorFlow's schema")
   end
   local g = build()
-  local dir = S.tmpdir()
+  local dir, _ <close> = S.tmpdir()
   local pb = dir .. "/g.pb"
   npu.export_graph_def(g, pb)
   local p = io.popen(("protoc --decode=tensorflow.GraphDef -I %s %s < %s 2>&1"):format(
     S.sh_quote(ROOT .. "/spec/fixtures/tf"), S.sh_quote(ROOT .. "/spec/fixtures/tf/graph.proto"), S.sh_quote(pb)))
   local text = p:read("a")
   local ok = p:close()
-  S.rm_rf(dir)
   lu.assertTrue(ok, text)
   -- dtypes are `type` values, never strings
   for _, name in ipairs({ "float32", "float64", "int32", "int64", "float", "double" }) do

@@ -60,16 +60,7 @@ end
 local function flat(t) return t:reshape({ t:numel() }):totable() end
 
 -- max |a - b| and max |b|
-local function diff(a, b)
-  local x, y = flat(a), flat(b)
-  lu.assertEquals(#x, #y)
-  local d, peak = 0, 0
-  for i = 1, #x do
-    d = math.max(d, math.abs(x[i] - y[i]))
-    peak = math.max(peak, math.abs(y[i]))
-  end
-  return d, peak
-end
+local diff = dofile(SPEC_DIR .. "/support.lua").max_diff
 
 -- The same float32 bits (-0 and infinities included; a NaN matches any NaN: IEEE leaves the
 -- sign and payload of a NaN result open, and compilers may swap the operands of a + b).

@@ -49,12 +49,7 @@ end
 -- counter += sum(batch), fed by a dataset: a training loop of `ipl` iterations per run.
 local function counting_graph()
   local g = npu.Graph()
-  local xs = npu.range(0, 10, 1, "float32")
-  local ds = npu.data.Dataset.from_tensor_slices(xs):batch(2, { drop_remainder = true }):repeat_()
-  local b = ds:make_one_shot_iterator(g):get_next()
-  local total = g:variable(npu.zeros({}), "total")
-  local s = npu.reduce_sum(b, nil, { name = "batch_sum" })
-  local step = npu.assign(total, total + s)
+  local step, total = support.counting_loop(g, "batch_sum")
   return g, step, total
 end
 

@@ -8,15 +8,10 @@ local npu = require("npu")
 local support = dofile(SPEC_DIR .. "/support.lua")
 local fails = support.fails
 
--- total += sum(batch of 2 of 0..9, repeated): iteration i adds 1, 5, 9, 13, 17 in turn, so
--- 1000 iterations add 9000.
+-- support.counting_loop in a session of `ipl` iterations per loop: 1000 iterations add 9000.
 local function loop_session(ipl)
   local g = npu.Graph()
-  local xs = npu.range(0, 10, 1, "float32")
-  local ds = npu.data.Dataset.from_tensor_slices(xs):batch(2, { drop_remainder = true }):repeat_()
-  local b = ds:make_one_shot_iterator(g):get_next()
-  local total = g:variable(npu.zeros({}), "total")
-  local step = npu.assign(total, total + npu.reduce_sum(b))
+  local step, total = support.counting_loop(g)
   local sess = npu.Session { graph = g, options = { iterations_per_loop = ipl } }
   sess:run(g:global_variables_initializer())
   return sess, npu.util.set_iteration_per_loop(sess, step, ipl), total

@@ -95,7 +95,7 @@ function TestRockspec:test_make_dist_warns_about_uncommitted_changes()
   local p = io.popen("cd " .. S.sh_quote(ROOT) .. " && pwd") -- make -C reads -f from there
   local root = p:read("l")
   p:close()
-  local tmp = S.tmpdir()
+  local tmp, _ <close> = S.tmpdir()
   local clone = tmp .. "/clone"
   lu.assertTrue(os.execute(("env -u LD_PRELOAD git clone -q %s %s"):format(S.sh_quote(root), S.sh_quote(clone))))
   local function dist()
@@ -114,5 +114,4 @@ function TestRockspec:test_make_dist_warns_about_uncommitted_changes()
   lu.assertTrue(ok, err) -- still written (make test's rock check runs in working trees)
   lu.assertStrContains(err, "make dist: warning: tracked files differ from the last commit")
   lu.assertStrContains(err, "README.md")
-  S.rm_rf(tmp)
 end

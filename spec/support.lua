@@ -1,8 +1,9 @@
 -- spec/support.lua — helpers shared by the specs (loaded with dofile(SPEC_DIR ..
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
--- gradients against central differences, whole-file read/write, protobuf wire format, JSON
--- and CSV readers, TensorFlow.js model.json builders, a graph with a loop and a cond, temporary
+-- gradients against central differences and an elementwise comparison, whole-file read/write, protobuf wire format, JSON
+-- and CSV readers, TensorFlow.js model.json builders, a graph with a loop and a cond, a
+-- dataset-fed counting loop, the largest difference of two tensors, temporary
 -- directories and a Lua subprocess on this checkout.
 local function lcg(seed)
   local s = seed
@@ -119,6 +120,20 @@ local function central_differences(sess, L, feeds, ph, base, make, h)
     p[k] = base[k]
   end
   return numeric
+end
+
+-- got against want (numbers or flat lists of them), element by element:
+-- |got - want| <= tol * (1 + |want|), what naming the failure.
+local function assert_close(got, want, tol, what)
+  local lu = require("luaunit")
+  got = type(got) == "table" and got or { got }
+  want = type(want) == "table" and want or { want }
+  lu.assertEquals(#got, #want, what)
+  for i = 1, #want do
+    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
+      lu.fail(("%s [%d]: got %.12g, want %.12g"):format(what, i, got[i], want[i]))
+    end
+  end
 end
 
 -- The analytic gradient grad of scalar L in float64 placeholder ph (fed in feeds) against
@@ -315,6 +330,32 @@ local function control_graph(shape_invariants)
   return assert(load(CONTROL_GRAPH .. "return g, x, y\n", "=control_graph"))(shape_invariants)
 end
 
+-- max |a - b| and max |b| over two tensors of the same number of elements.
+local function max_diff(a, b)
+  local x, y = a:reshape({ a:numel() }):totable(), b:reshape({ b:numel() }):totable()
+  require("luaunit").assertEquals(#x, #y, "max_diff: element counts")
+  local d, peak = 0, 0
+  for i = 1, #x do
+    d = math.max(d, math.abs(x[i] - y[i]))
+    peak = math.max(peak, math.abs(y[i]))
+  end
+  return d, peak
+end
+
+-- In graph g, total += reduce_sum(batch), the batches of 2 drawn from 0..9 repeated without
+-- end: iteration i adds 1, 5, 9, 13, 17 in turn (1000 iterations add 9000), a loop whose
+-- iterations are a few short steps.  The sum is named sum_name when given.  Returns the step
+-- (the assign) and the variable total; run g:global_variables_initializer() first.
+local function counting_loop(g, sum_name)
+  local npu = require("npu")
+  local xs = npu.range(0, 10, 1, "float32")
+  local ds = npu.data.Dataset.from_tensor_slices(xs):batch(2, { drop_remainder = true }):repeat_()
+  local b = ds:make_one_shot_iterator(g):get_next()
+  local total = g:variable(npu.zeros({}), "total")
+  local s = npu.reduce_sum(b, nil, sum_name and { name = sum_name } or nil)
+  return npu.assign(total, total + s), total
+end
+
 -- A string quoted for sh; the sorted names in directory d (none when it does not exist).
 local function sh_quote(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
 
@@ -335,16 +376,18 @@ local function fails(f, ...)
   return tostring(err), err
 end
 
--- A fresh empty directory under the system's temporary directory; rm_rf removes a tree;
--- exists says whether a path is there.
+-- A fresh empty directory under the system's temporary directory, and a value whose __close
+-- removes it, so that a test's directory goes even when an assertion fails halfway:
+-- `local dir, _ <close> = S.tmpdir()`.  rm_rf removes a tree; exists says whether a path is
+-- there.
+local function rm_rf(path) os.execute("rm -rf " .. sh_quote(path)) end
+
 local function tmpdir()
   local d = os.tmpname()
   os.remove(d)
   assert(os.execute("mkdir " .. sh_quote(d)))
-  return d
+  return d, setmetatable({}, { __close = function() rm_rf(d) end })
 end
-
-local function rm_rf(path) os.execute("rm -rf " .. sh_quote(path)) end
 
 local function exists(path) return os.execute("test -e " .. sh_quote(path)) == true end
 
@@ -418,6 +461,8 @@ return {
   tfjson = tfjson,
   CONTROL_GRAPH = CONTROL_GRAPH,
   control_graph = control_graph,
+  counting_loop = counting_loop,
+  max_diff = max_diff,
   sh_quote = sh_quote,
   ls = ls,
   tmpdir = tmpdir,
@@ -433,6 +478,7 @@ return {
   lcg = lcg,
   central_differences = central_differences,
   check_gradient = check_gradient,
+  assert_close = assert_close,
   numel = numel,
   nest = nest,
   flatten = flatten,

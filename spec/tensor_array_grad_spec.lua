@@ -23,17 +23,10 @@ local function values(t)
   return out
 end
 
-local function assert_close(got, want, tol, what)
-  lu.assertEquals(#got, #want, what)
-  for i = 1, #want do
-    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
-      lu.fail(("%s [%d]: got %.12g, want %.12g"):format(what, i, got[i], want[i]))
-    end
-  end
-end
-
--- Central differences of scalar L in each element of placeholder ph (support.lua)
-local check_numeric = dofile(SPEC_DIR .. "/support.lua").check_gradient
+-- Central differences of scalar L in each element of placeholder ph, and the elementwise
+-- comparison (support.lua)
+local support = dofile(SPEC_DIR .. "/support.lua")
+local check_numeric, assert_close = support.check_gradient, support.assert_close
 
 TestUnsortedSegmentSum = {}
 

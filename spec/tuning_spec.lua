@@ -11,6 +11,10 @@ local S = dofile(SPEC_DIR .. "/support.lua")
 
 TestTuning = {}
 
+-- Each test's work_path, removed when the test ends, failed or not.
+function TestTuning:setUp() self.dir = S.tmpdir() end
+function TestTuning:tearDown() S.rm_rf(self.dir) end
+
 local AOE_FILE = "npu_aoe_tuning.jsonl"
 local CACHE_FILE = "kernel_cache/npu_op_cache.jsonl"
 
@@ -72,18 +76,10 @@ end
 
 local function explain(sess, x, y) return sess:explain(y, feed(x)) end
 
-local function max_diff(a, b)
-  local x, y = a:reshape({ a:numel() }):totable(), b:reshape({ b:numel() }):totable()
-  local d, peak = 0, 0
-  for i = 1, #x do
-    d = math.max(d, math.abs(x[i] - y[i]))
-    peak = math.max(peak, math.abs(y[i]))
-  end
-  return d, peak
-end
+local max_diff = S.max_diff
 
 function TestTuning:test_operator_tuning_writes_records_a_new_session_reads_them()
-  local dir = S.tmpdir()
+  local dir = self.dir
   local sess, _, x, y = session(dir, { aoe_mode = "2" })
   local e = explain(sess, x, y)
   lu.assertEquals(e.tuning.aoe_mode, "2")
@@ -142,11 +138,10 @@ function TestTuning:test_operator_tuning_writes_records_a_new_session_reads_them
   local off, _, x4, y4 = session(dir, { work_path = false, op_compiler_cache_mode = "disable" })
   lu.assertEquals(explain(off, x4, y4).tuning.reused, 0)
   off:close()
-  S.rm_rf(dir)
 end
 
 function TestTuning:test_results_stay_within_each_kernels_accuracy()
-  local dir = S.tmpdir()
+  local dir = self.dir
   local g, x, y = build()
   local ref = npu.Session { graph = g, options = { use_off_line = false, export_compile_stat = 0 } }
   local want = ref:run(y, feed(x))
@@ -180,11 +175,10 @@ function TestTuning:test_results_stay_within_each_kernels_accuracy()
   d, peak = max_diff(wide:run(y, feed(x)), want)
   lu.assertTrue(d <= 1e-4 * peak, ("widened vs reference: %g of %g"):format(d, peak))
   wide:close()
-  S.rm_rf(dir)
 end
 
 function TestTuning:test_corrupt_and_stale_records_are_ignored_and_rewritten()
-  local dir = S.tmpdir()
+  local dir = self.dir
   local sess, _, x, y = session(dir, { aoe_mode = "2", op_compiler_cache_mode = "disable" })
   local n = explain(sess, x, y).tuning.timed
   sess:close()
@@ -208,11 +202,10 @@ function TestTuning:test_corrupt_and_stale_records_are_ignored_and_rewritten()
     lu.assertEquals(seal(body_of(l)), l)
     lu.assertNotStrContains(l, "another machine")
   end
-  S.rm_rf(dir)
 end
 
 function TestTuning:test_force_removes_the_cache()
-  local dir = S.tmpdir()
+  local dir = self.dir
   local sess, _, x, y = session(dir, { aoe_mode = "2" })
   explain(sess, x, y)
   sess:close()
@@ -221,11 +214,10 @@ function TestTuning:test_force_removes_the_cache()
   lu.assertFalse(S.exists(dir .. "/cache/" .. CACHE_FILE))
   lu.assertEquals(explain(forced, x2, y2).tuning.reused, 0)
   forced:close()
-  S.rm_rf(dir)
 end
 
 function TestTuning:test_subgraph_tuning_chooses_fusion_and_is_read_back()
-  local dir = S.tmpdir()
+  local dir = self.dir
   local sess, _, x, y = session(dir, { aoe_mode = "1", op_compiler_cache_mode = "disable" })
   local e = explain(sess, x, y)
   lu.assertEquals(e.tuning.subgraph, "timed")
@@ -246,7 +238,6 @@ function TestTuning:test_subgraph_tuning_chooses_fusion_and_is_read_back()
   local d, peak = max_diff(again:run(y2, feed(x2)), want)
   lu.assertTrue(d <= 1e-5 * peak, ("fusion on/off: %g of %g"):format(d, peak))
   again:close()
-  S.rm_rf(dir)
 end
 
 -- ageing: a cache of ~1.3 MB of old records (atime two hours ago) and a few recent ones,
@@ -279,7 +270,7 @@ local function fill_cache(dir, n_old, n_new)
 end
 
 function TestTuning:test_cache_size_limit_ages_old_records()
-  local dir = S.tmpdir()
+  local dir = self.dir
   fill_cache(dir, 4000, 5)
   local out = S.run_lua(dir, "DIR=" .. S.sh_quote(dir) ..
     " ASCEND_MAX_OP_CACHE_SIZE=1 ASCEND_REMAIN_CACHE_SIZE_RATIO=50", AGEING)
@@ -305,11 +296,10 @@ function TestTuning:test_cache_size_limit_ages_old_records()
   out = S.run_lua(dir, "DIR=" .. S.sh_quote(dir) .. " ASCEND_MAX_OP_CACHE_SIZE=1", AGEING)
   lu.assertStrContains(out, "OK")
   lu.assertTrue(#lines(dir .. "/" .. CACHE_FILE) >= 4005)
-  S.rm_rf(dir)
 end
 
 function TestTuning:test_option_errors()
-  local dir = S.tmpdir()
+  local dir = self.dir
   local g = build()
   local function make(opts)
     opts.export_compile_stat = 0
@@ -346,5 +336,4 @@ function TestTuning:test_option_errors()
   local sess = make({ aoe_mode = "4", work_path = dir, op_compiler_cache_mode = "disable" })
   sess:close()
   lu.assertFalse(S.exists(dir .. "/" .. AOE_FILE))
-  S.rm_rf(dir)
 end

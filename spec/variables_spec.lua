@@ -186,7 +186,7 @@ end
 -- values: the graph lists none, needs no initializer); with {variables = true} it lists them
 -- all, in the bundle's (sorted) order, each initialized to the bundle's value.
 function TestVariables:test_savedmodel_lists_none_by_default_all_with_variables()
-  local dir = S.tmpdir()
+  local dir, _ <close> = S.tmpdir()
   export_wb(dir .. "/m")
   local frozen = npu.load_model(dir .. "/m")
   lu.assertEquals(frozen:global_variables(), {})
@@ -201,13 +201,12 @@ function TestVariables:test_savedmodel_lists_none_by_default_all_with_variables(
   lu.assertEquals(initialized(g), { ["b:0"] = { 0.5, -3 }, ["w:0"] = { 1, 2 } })
   -- false is the default, stated
   lu.assertEquals(npu.load_model(dir .. "/m", { variables = false }):global_variables(), {})
-  S.rm_rf(dir)
 end
 
 -- Both forms compute the same bits: our export, the committed TF2 fixture, every SavedModel
 -- under spec/fixtures, and TensorFlow's own test models when a copy is here.
 function TestVariables:test_savedmodel_both_forms_give_equal_outputs()
-  local dir = S.tmpdir()
+  local dir, _ <close> = S.tmpdir()
   export_wb(dir .. "/m")
   local models = { { dir .. "/m", npu.tensor({ 3, -0.25 }) } }
   for _, name in ipairs(S.ls(SPEC_DIR .. "/fixtures")) do
@@ -229,7 +228,6 @@ function TestVariables:test_savedmodel_both_forms_give_equal_outputs()
     lu.assertTrue(#g:global_variables() > 0, m[1])
     lu.assertEquals(predict(g, info, m[2]), predict(frozen, info, m[2]), m[1])
   end
-  S.rm_rf(dir)
 end
 
 -- A SavedModel loaded with variables trains (its float variables are the optimizer's default
@@ -265,7 +263,7 @@ function TestVariables:test_savedmodel_variables_train_and_save()
 end
 
 function TestVariables:test_savedmodel_variables_errors()
-  local dir = S.tmpdir()
+  local dir, _ <close> = S.tmpdir()
   -- a bundle missing a variable: the same error with and without the flag
   export_wb(dir .. "/m")
   local g = npu.Graph()
@@ -296,5 +294,4 @@ function TestVariables:test_savedmodel_variables_errors()
   msg, e = S.fails(npu.load_model, dir .. "/m", { variables = 1 })
   lu.assertEquals(e.code, "NPU_ERR_ARG")
   lu.assertStrContains(msg, "variables must be a boolean, got number")
-  S.rm_rf(dir)
 end

@@ -75,22 +75,6 @@ static void run_one(npu_context *ctx, const fuzz_env *env, const fuzz_target *t,
   }
 }
 
-static uint8_t *read_all(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  rewind(f);
-  uint8_t *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-    free(b);
-    b = NULL;
-  }
-  fclose(f);
-  *size = b ? (size_t)n : 0;
-  return b;
-}
-
 /* spec/fixtures/fuzz/<target>/: inputs that once broke the reader. */
 static int run_regressions(npu_context *ctx, const fuzz_env *env, const fuzz_target *t,
                            const char *fixtures) {
@@ -105,7 +89,7 @@ static int run_regressions(npu_context *ctx, const fuzz_env *env, const fuzz_tar
     char path[1600];
     snprintf(path, sizeof path, "%s/%s", dir_path, e->d_name);
     size_t size;
-    uint8_t *b = read_all(path, &size);
+    uint8_t *b = fuzz_read(path, &size);
     CHECK(b != NULL);
     if (!b) continue;
     run_one(ctx, env, t, e->d_name, b, size, -1);
