@@ -1029,6 +1029,8 @@ npu_status npu_dist_group_ranks(npu_context *ctx, const char *name, int *rank_id
 
 npu_status npu_dist_world_rank(npu_context *ctx, const char *name, int group_rank,
                                int *world_rank_out) {
+  if (!world_rank_out)
+    return npuC_error(ctx, NPU_ERR_ARG, "get_world_rank_from_group_rank: world_rank is NULL");
   *world_rank_out = -1;
   npuD_ranks r;
   npu_status st = npuD_get_ranks(ctx, &r);
@@ -1047,6 +1049,8 @@ npu_status npu_dist_world_rank(npu_context *ctx, const char *name, int group_ran
 }
 
 npu_status npu_dist_group_rank(npu_context *ctx, int world_r, const char *name, int *group_rank) {
+  if (!group_rank)
+    return npuC_error(ctx, NPU_ERR_ARG, "get_group_rank_from_world_rank: group_rank is NULL");
   *group_rank = -1;
   npuD_ranks r;
   npu_status st = npuD_get_ranks(ctx, &r);
