@@ -757,47 +757,47 @@ npu_status npu_session_run(npu_session *s, int n_feeds, const int *feed_values,
                                       fetch_values, fetch_out, n_targets, target_nodes);
 }
 
-npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_values,
-                               npu_tensor *const *feed_tensors, int n_fetches,
-                               const int *fetch_values, int n_targets, const int *target_nodes,
-                               char **json_out) {
+/* npu_session_explain and npu_session_explain_dot: the plan these feeds, fetches and targets
+   run (compiled when none is cached), as JSON (dot false) or Graphviz text, into *text_out. */
+static npu_status explain_plan(npu_session *s, const char *fn, bool dot, int n_feeds,
+                               const int *feed_values, npu_tensor *const *feed_tensors,
+                               int n_fetches, const int *fetch_values, int n_targets,
+                               const int *target_nodes, char **text_out) {
   if (!s) return NPU_ERR_ARG;
-  if (!json_out) return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_explain: json_out is NULL");
-  *json_out = NULL;
+  if (!text_out)
+    return npuC_error(s->ctx, NPU_ERR_ARG, "%s: %s is NULL", fn, dot ? "dot_out" : "json_out");
+  *text_out = NULL;
   npuE_plan *plan;
   lane *ln;
   pthread_mutex_lock(&s->lock);
   npu_status st = lane_enter(s, true, &ln);
   if (!st) {
-    st = find_plan(s, "npu_session_explain", n_feeds, feed_values, feed_tensors, n_fetches,
-                   fetch_values, n_targets, target_nodes, &plan);
-    if (!st) st = npuP_explain(s->ctx, s->cur->state.graph, plan->config, plan, json_out);
+    st = find_plan(s, fn, n_feeds, feed_values, feed_tensors, n_fetches, fetch_values,
+                   n_targets, target_nodes, &plan);
+    const npu_graph *g = s->cur->state.graph;
+    if (!st)
+      st = dot ? npuP_plan_dot(s->ctx, g, plan, text_out)
+               : npuP_explain(s->ctx, g, plan->config, plan, text_out);
     lane_leave(s, ln);
   }
   pthread_mutex_unlock(&s->lock);
   return st;
 }
 
+npu_status npu_session_explain(npu_session *s, int n_feeds, const int *feed_values,
+                               npu_tensor *const *feed_tensors, int n_fetches,
+                               const int *fetch_values, int n_targets, const int *target_nodes,
+                               char **json_out) {
+  return explain_plan(s, "npu_session_explain", false, n_feeds, feed_values, feed_tensors,
+                      n_fetches, fetch_values, n_targets, target_nodes, json_out);
+}
+
 npu_status npu_session_explain_dot(npu_session *s, int n_feeds, const int *feed_values,
                                    npu_tensor *const *feed_tensors, int n_fetches,
                                    const int *fetch_values, int n_targets, const int *target_nodes,
                                    char **dot_out) {
-  if (!s) return NPU_ERR_ARG;
-  if (!dot_out)
-    return npuC_error(s->ctx, NPU_ERR_ARG, "npu_session_explain_dot: dot_out is NULL");
-  *dot_out = NULL;
-  npuE_plan *plan;
-  lane *ln;
-  pthread_mutex_lock(&s->lock);
-  npu_status st = lane_enter(s, true, &ln);
-  if (!st) {
-    st = find_plan(s, "npu_session_explain_dot", n_feeds, feed_values, feed_tensors, n_fetches,
-                   fetch_values, n_targets, target_nodes, &plan);
-    if (!st) st = npuP_plan_dot(s->ctx, s->cur->state.graph, plan, dot_out);
-    lane_leave(s, ln);
-  }
-  pthread_mutex_unlock(&s->lock);
-  return st;
+  return explain_plan(s, "npu_session_explain_dot", true, n_feeds, feed_values, feed_tensors,
+                      n_fetches, fetch_values, n_targets, target_nodes, dot_out);
 }
 
 npu_status npu_graph_to_dot(const npu_graph *g, char **dot_out) {

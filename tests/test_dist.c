@@ -183,6 +183,11 @@ static void errors(npu_context *ctx) {
   MSG_HAS(ctx, "world rank 3 is not in group 'g' (world ranks 0)");
   CHECK(npu_dist_group_ranks(ctx, "h", &r, NULL, NULL, NULL) == NPU_ERR_ARG);
   MSG_HAS(ctx, "unknown group 'h'");
+  /* a NULL out-param: NPU_ERR_ARG naming it (it used to be written through) */
+  CHECK(npu_dist_world_rank(ctx, "g", 0, NULL) == NPU_ERR_ARG);
+  MSG_HAS(ctx, "get_world_rank_from_group_rank: world_rank is NULL");
+  CHECK(npu_dist_group_rank(ctx, 0, "g", NULL) == NPU_ERR_ARG);
+  MSG_HAS(ctx, "get_group_rank_from_world_rank: group_rank is NULL");
   CHECK(npu_dist_destroy_group(ctx, "g") == NPU_OK);
   CHECK(npu_dist_destroy_group(ctx, "g") == NPU_ERR_ARG);
   MSG_HAS(ctx, "destroy_group: unknown group 'g'");

@@ -6,7 +6,8 @@
  * npu_context_set_memory_limit (a run needing more fails naming the limit; a limit below the
  * bytes in use is refused) and npu_context_errnode (an integer division by zero names its
  * node).  A callback, or another thread, closing the session mid-run: the freeing waits for
- * the run's end.
+ * the run's end.  A callback adding nodes, a control edge, a variable or a dataset to the
+ * running graph: NPU_ERR_STATE, the graph unchanged.
  * Nothing leaks.
  */
 #include <pthread.h>
@@ -223,6 +224,76 @@ static void test_close_from_callback(npu_context *ctx) {
   npu_graph_release(lg.g);
 }
 
+/* A progress callback growing the graph its run executes (nodes, a control edge, a
+   variable, a dataset): each is refused with NPU_ERR_STATE naming what it adds, the graph is
+   unchanged and the run goes on; after the run the same additions work. */
+typedef struct grower {
+  npu_context *ctx;
+  npu_graph *g;
+  int total, init; /* an existing value and node */
+  int n_refused, n_wrong;
+  int n_nodes, n_variables;
+} grower;
+
+static int expect_refused(grower *gr, npu_status st, const char *what) {
+  const char *msg = npu_context_errmsg(gr->ctx);
+  bool ok = st == NPU_ERR_STATE && strstr(msg, what) && strstr(msg, "a session is running this graph");
+  if (!ok) fprintf(stderr, "test_grow_from_callback: %s: %s (%s)\n", what,
+                   npu_status_name(st), msg);
+  gr->n_refused += ok;
+  gr->n_wrong += !ok;
+  return ok;
+}
+
+static int grow_it(void *ud, int64_t step, int64_t total) {
+  (void)total;
+  grower *gr = ud;
+  if (step != 500) return 0;
+  npu_graph *g = gr->g;
+  int node = 7, value = 7, id = 7;
+  expect_refused(gr, npu_graph_add_op(g, "identity", "late", 1, &gr->total, 0, NULL, &node),
+                 "cannot add node 'late'");
+  expect_refused(gr, npu_graph_add_control(g, gr->init, 0), "cannot add a control edge");
+  expect_refused(gr, npu_graph_add_variable(g, "late_var", gr->total, &value),
+                 "cannot add node 'late_var'");
+  float one = 1;
+  npu_tensor *t = NULL;
+  npu_dataset *ds = NULL;
+  if (npu_tensor_from_data(gr->ctx, NPU_DTYPE_F32, 1, (int64_t[]){1}, &one,
+                           sizeof one, &t) == NPU_OK &&
+      npu_dataset_from_tensors(gr->ctx, 1, &t, &ds) == NPU_OK)
+    expect_refused(gr, npu_graph_add_dataset(g, ds, &id), "cannot add a dataset");
+  npu_dataset_release(ds);
+  npu_tensor_release(t);
+  gr->n_wrong += node != -1 || value != -1 || id != -1;
+  gr->n_nodes = npu_graph_n_nodes(g);
+  gr->n_variables = npu_graph_n_variables(g);
+  return 0;
+}
+
+static void test_grow_from_callback(npu_context *ctx) {
+  loop_graph lg = {0};
+  npu_session *s = loop_session(ctx, &lg);
+  if (!s) return;
+  int n_nodes = npu_graph_n_nodes(lg.g), n_variables = npu_graph_n_variables(lg.g);
+  grower gr = {.ctx = ctx, .g = lg.g, .total = lg.total, .init = lg.init};
+  npu_run_options ro = {.progress = grow_it, .progress_ud = &gr, .progress_every = 100};
+  npu_tensor *out = NULL;
+  CHECK(npu_session_run_with_options(s, &ro, 0, NULL, NULL, 1, &lg.total, &out, 1, &lg.loop) ==
+        NPU_OK);
+  if (out) CHECK_NEAR(npu_tensor_get(out, 0), 9000, 0);
+  npu_tensor_release(out);
+  CHECK(gr.n_refused == 4 && gr.n_wrong == 0);
+  CHECK(gr.n_nodes == n_nodes && gr.n_variables == n_variables);
+  /* after the run: allowed again */
+  int node = -1;
+  CHECK(npu_graph_add_op(lg.g, "identity", "late", 1, &lg.total, 0, NULL, &node) == NPU_OK);
+  CHECK(node == n_nodes);
+  CHECK(npu_graph_add_control(lg.g, node, lg.init) == NPU_OK);
+  npu_session_release(s);
+  npu_graph_release(lg.g);
+}
+
 /* Another thread closing the session while a run is in the middle of its loop: its close
    waits for the run's end (it freed the plans under the running loop). */
 typedef struct racer {
@@ -366,6 +437,7 @@ int main(void) {
   if (!ctx) return check_summary("test_progress");
   test_loop(ctx);
   test_close_from_callback(ctx);
+  test_grow_from_callback(ctx);
   test_close_from_another_thread(ctx);
   test_division_by_zero(ctx);
   test_memory_limit(ctx);

@@ -174,6 +174,21 @@ static void test_nodes_one_by_one(void) {
   CHECK(npu_graph_variable_info(NULL, 0, &vi) == NPU_ERR_ARG);
   CHECK(npu_graph_set_variable_trainable(g, 5, 1) == NPU_ERR_ARG);
   CHECK(npu_graph_n_variables(NULL) == 0 && npu_graph_find_variable(NULL, 0) == -1);
+  /* NULL handles and out-params: NPU_ERR_ARG, the out-param named, nothing added */
+  CHECK(npu_graph_add_variable(g, "bad", init, NULL) == NPU_ERR_ARG);
+  CHECK(strstr(npu_context_errmsg(ctx), "value_out is NULL") != NULL);
+  CHECK(npu_graph_variable_info(g, 0, NULL) == NPU_ERR_ARG);
+  CHECK(strstr(npu_context_errmsg(ctx), "out is NULL") != NULL);
+  CHECK(npu_graph_set_variable_trainable(NULL, 0, 1) == NPU_ERR_ARG);
+  CHECK(npu_graph_set_variable_trainable(g, -1, 1) == NPU_ERR_ARG);
+  CHECK(strstr(npu_context_errmsg(ctx), "no variable -1") != NULL);
+  out = 7;
+  CHECK(npu_graph_add_variables_initializer(NULL, "i", &out) == NPU_ERR_ARG);
+  CHECK(npu_graph_add_variables_initializer(g, "i", NULL) == NPU_ERR_ARG);
+  CHECK(strstr(npu_context_errmsg(ctx), "node_out is NULL") != NULL);
+  CHECK(npu_graph_add_variables_initializer(g, "bad:0", &out) == NPU_ERR_ARG);
+  CHECK(out == -1);
+  CHECK(npu_graph_n_nodes(g) == n_nodes && npu_graph_n_variables(g) == 1);
   CHECK(npu_graph_find_variable(g, ph_node) == -1);
   /* the initializer runs "v/Assign" alone: "update" is not an initializer */
   int init_node;

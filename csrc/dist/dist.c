@@ -862,6 +862,19 @@ static void run_waiting(job *j) {
   pthread_mutex_unlock(&D.mu);
 }
 
+/* A group's own job (creating its communicator, or freeing it) on g, named for messages,
+   run to its end. */
+static void run_group_job(job *j, int kind, group *g, const char *op, const char *name,
+                          int64_t timeout_ms) {
+  j->magic = JOB_MAGIC;
+  j->kind = kind;
+  j->grp = g;
+  j->timeout_ms = timeout_ms;
+  copy_name(j->op, sizeof j->op, op);
+  copy_name(j->node, sizeof j->node, name);
+  run_waiting(j);
+}
+
 /* The world's name for group rank r (rank of group g). */
 static int world_rank(const group *g, int r) { return g->world ? g->world[r] : r; }
 
@@ -942,13 +955,7 @@ npu_status npu_dist_create_group(npu_context *ctx, const char *name, int n_ranks
                             "there can be)", name, MAX_GROUPS);
   }
   if (!j) return NPU_OK; /* not a member: the group is known here, never used */
-  j->magic = JOB_MAGIC;
-  j->kind = JOB_CREATE;
-  j->grp = g;
-  j->timeout_ms = timeout_ms;
-  copy_name(j->op, sizeof j->op, "create_group");
-  copy_name(j->node, sizeof j->node, name);
-  run_waiting(j);
+  run_group_job(j, JOB_CREATE, g, "create_group", name, timeout_ms);
   st = j->status;
   if (st) {
     st = npuC_error(ctx, st, "create_group '%s': %s", name, j->msg);
@@ -978,12 +985,7 @@ npu_status npu_dist_destroy_group(npu_context *ctx, const char *name) {
   if (g->comm != MPI_COMM_NULL) {
     job *j = &g->destroy;
     memset(j, 0, sizeof *j);
-    j->magic = JOB_MAGIC;
-    j->kind = JOB_DESTROY;
-    j->grp = g;
-    copy_name(j->op, sizeof j->op, "destroy_group");
-    copy_name(j->node, sizeof j->node, name);
-    run_waiting(j);
+    run_group_job(j, JOB_DESTROY, g, "destroy_group", name, 0);
   }
 #endif
   group_free(g);
@@ -1029,6 +1031,8 @@ npu_status npu_dist_group_ranks(npu_context *ctx, const char *name, int *rank_id
 
 npu_status npu_dist_world_rank(npu_context *ctx, const char *name, int group_rank,
                                int *world_rank_out) {
+  if (!world_rank_out)
+    return npuC_error(ctx, NPU_ERR_ARG, "get_world_rank_from_group_rank: world_rank is NULL");
   *world_rank_out = -1;
   npuD_ranks r;
   npu_status st = npuD_get_ranks(ctx, &r);
@@ -1047,6 +1051,8 @@ npu_status npu_dist_world_rank(npu_context *ctx, const char *name, int group_ran
 }
 
 npu_status npu_dist_group_rank(npu_context *ctx, int world_r, const char *name, int *group_rank) {
+  if (!group_rank)
+    return npuC_error(ctx, NPU_ERR_ARG, "get_group_rank_from_world_rank: group_rank is NULL");
   *group_rank = -1;
   npuD_ranks r;
   npu_status st = npuD_get_ranks(ctx, &r);

@@ -468,14 +468,12 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
   return s;
 }
 
-/* npu_run_options.progress after an iteration: every progress_every iterations and after the
-   last; a nonzero answer cancels the run. */
+/* npu_run_options.progress after an iteration: every st->progress_every iterations (fixed at
+   the run's start) and after the last; a nonzero answer cancels the run. */
 static npu_status report_progress(npuE_state *st) {
   const npu_run_options *ro = st->run_options;
   int64_t done = ++st->progress_done, total = st->progress_total;
-  int64_t every = ro->progress_every > 0 ? ro->progress_every : total / 100;
-  if (every < 1) every = 1;
-  if (done % every != 0 && done != total) return NPU_OK;
+  if (done % st->progress_every != 0 && done != total) return NPU_OK;
   if (!ro->progress(ro->progress_ud, done, total)) return NPU_OK;
   return npuC_error(st->ctx, NPU_ERR_CANCELLED,
                     "the run was cancelled by its progress callback after iteration %lld of %lld",
@@ -493,7 +491,13 @@ npu_status npuE_run(npuE_state *st, npuE_plan *p, npu_tensor *const *feed_tensor
   int64_t iteration = 0, iterations = st->loop_left > 0 ? st->loop_left : p->iterations;
   /* progress counts the whole run: a plan taking over a loop (loop_left) goes on counting */
   bool progress = st->run_options && st->run_options->progress;
-  if (!st->loop_left) st->progress_done = 0, st->progress_total = iterations;
+  if (progress && !st->loop_left) {
+    const npu_run_options *ro = st->run_options;
+    st->progress_done = 0;
+    st->progress_total = iterations;
+    st->progress_every = ro->progress_every > 0 ? ro->progress_every : iterations / 100;
+    if (st->progress_every < 1) st->progress_every = 1;
+  }
   st->loop_left = 0;
 again:
   st->discarded = iteration + 1 < iterations;

@@ -48,6 +48,7 @@ typedef struct npuE_state {
   const npu_run_options *run_options; /* the run's (host ops), NULL outside runs */
   /* the run's iterations done and total, for run_options->progress (exec.c) */
   int64_t progress_done, progress_total;
+  int64_t progress_every; /* report every this many iterations: set at the run's start */
   /* the run computes on its own thread alone: another run of the context holds the device's
      thread pool (graph_max_parallel_model_num, session.c) */
   bool serial;

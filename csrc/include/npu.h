@@ -964,7 +964,8 @@ NPU_API npu_status npu_dist_group_ranks(npu_context *ctx, const char *group, int
                                         int *rank_size, int *local_rank_id,
                                         int *local_rank_size);
 /* The world rank of group's rank group_rank, and the group rank of world rank world_rank;
-   NPU_ERR_ARG for an unknown group, a rank out of range or not in the group (out: -1). */
+   NPU_ERR_ARG for an unknown group, a rank out of range or not in the group (out: -1), or a
+   NULL out. */
 NPU_API npu_status npu_dist_world_rank(npu_context *ctx, const char *group, int group_rank,
                                        int *world_rank);
 NPU_API npu_status npu_dist_group_rank(npu_context *ctx, int world_rank, const char *group,
