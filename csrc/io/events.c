@@ -99,14 +99,18 @@ static void *writer_main(void *arg) {
   npu_event_writer *w = arg;
   pthread_mutex_lock(&w->mu);
   for (;;) {
-    while (!w->stop && w->n_pending == 0 && w->flush_done == w->flush_req) {
+    /* Wait for a reason to write: max_queue records, a flush, close, or flush_secs with records
+       pending.  (Waiting only while nothing was pending wrote whatever the caller had queued
+       whenever this thread happened to look: at its start, or after each write.) */
+    bool due = false;
+    while (!due && !w->stop && w->n_records < w->max_queue && w->flush_done == w->flush_req) {
       struct timespec until;
       clock_gettime(CLOCK_REALTIME, &until);
       double secs = w->flush_secs;
       until.tv_sec += (time_t)secs;
       until.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
       if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-      if (pthread_cond_timedwait(&w->work, &w->mu, &until) == ETIMEDOUT && w->n_pending) break;
+      if (pthread_cond_timedwait(&w->work, &w->mu, &until) == ETIMEDOUT && w->n_pending) due = true;
     }
     uint64_t req = w->flush_req;
     if (w->n_pending) {
@@ -263,6 +267,13 @@ npu_status npu_event_writer_new(npu_context *ctx, const char *logdir,
   }
   static const char version[] = "brain.Event:2";
   if (!s) s = queue_event(w, wall_now(), 0, EVENT_FILE_VERSION, version, sizeof version - 1);
+  if (!s) { /* the version record at once, before the thread: a reader sees a valid event file.
+                If it cannot be written (a full disk), it stays queued: the thread's write at
+                the next flush meets the same error and reports it, as for any record. */
+    if (write_all(w->fd, w->pending, w->n_pending) == 0)
+      w->good = (off_t)w->n_pending, w->n_pending = 0, w->n_records = 0;
+    else if (ftruncate(w->fd, 0) != 0 || lseek(w->fd, 0, SEEK_SET) < 0) { /* the flush reports */ }
+  }
   if (!s) {
     if (pthread_create(&w->thread, NULL, writer_main, w) != 0)
       s = npuC_error(ctx, NPU_ERR_NOMEM, "event writer: cannot start its thread");
