@@ -292,6 +292,19 @@ local CASES = {
   { "sparse_to_dense validate_indices a string", function(w)
       return npu.sparse_to_dense(w.g:const(npu.tensor({ 1 }, "int32")), { 4 }, 1, 0, "no")
     end, "NPU_ERR_ARG", "validate_indices must be a boolean, got string" },
+  -- extra arguments and forgotten flags (each was dropped, or read as false, silently)
+  { "variable with TF's trainable option", function(w) return w.g:variable(npu.zeros({ 2 }), "w", { trainable = false }) end,
+    "NPU_ERR_ARG", "npu.Graph:variable: NPU_ERR_ARG: argument 4: no argument expected here, got table" },
+  { "set_trainable without its flag", function(w) return w.g:set_trainable(w.v) end,
+    "NPU_ERR_ARG", "boolean expected, got no value" },
+  { "set_trainable with a string flag", function(w) return w.g:set_trainable(w.v, "no") end,
+    "NPU_ERR_ARG", "boolean expected, got string" },
+  { "variables with a string for trainable_only", function(w) return w.g:variables("trainable") end,
+    "NPU_ERR_ARG", "boolean expected, got string" },
+  { "is_trainable of two variables", function(w) return w.g:is_trainable(w.v, w.v) end,
+    "NPU_ERR_ARG", "bad argument #2 to 'is_trainable' (no argument expected here" },
+  { "add_variable with an options table", function(w) return w.g:add_variable(w.g:const(npu.zeros({ 2 })), "w", {}) end,
+    "NPU_ERR_ARG", "no argument expected here, got table" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()

@@ -361,7 +361,8 @@ end
 -- @tparam[opt="Variable"] string name
 -- @treturn Output the variable
 -- @raise NPU_ERR_ARG when initial's shape is not fully known
-function Graph_methods:variable(initial, name)
+function Graph_methods:variable(initial, name, ...)
+  errors.check_no_more("npu.Graph:variable", 3, ...)
   local init = to_output(self, initial)
   name = name or "Variable"
   if scopes[1] then name = scope_prefix(self) .. name end
