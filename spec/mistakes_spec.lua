@@ -305,6 +305,10 @@ local CASES = {
     "NPU_ERR_ARG", "bad argument #2 to 'is_trainable' (no argument expected here" },
   { "add_variable with an options table", function(w) return w.g:add_variable(w.g:const(npu.zeros({ 2 })), "w", {}) end,
     "NPU_ERR_ARG", "no argument expected here, got table" },
+  { "run with a 5th argument", function(w) return w.sess:run(w.m, { [w.m] = npu.zeros({ 2, 3 }) }, nil, { every = 1 }) end,
+    "NPU_ERR_ARG", "no argument expected here, got table" },
+  { "explain with run options", function(w) return w.sess:explain(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, { timeout_in_ms = 5 }) end,
+    "NPU_ERR_ARG", "no argument expected here, got table" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()

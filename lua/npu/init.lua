@@ -695,8 +695,8 @@ local core_explain = Session_methods.explain
 -- @tparam[opt] table feeds as for run
 -- @treturn table `{precision_mode, n_steps, folded, iterations, feeds, fetches, steps, memory}`
 -- @usage print(sess:explain(y, {[x] = batch}))
-function Session_methods.explain(sess, fetches, feeds)
-  local e = core_explain(sess, fetches, feeds)
+function Session_methods.explain(sess, fetches, feeds, ...)
+  local e = core_explain(sess, fetches, feeds, ...) -- the core refuses a 4th argument
   explained[e] = { sess, fetches, feeds }
   return e
 end
