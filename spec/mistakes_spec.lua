@@ -309,6 +309,8 @@ local CASES = {
     "NPU_ERR_ARG", "no argument expected here, got table" },
   { "explain with run options", function(w) return w.sess:explain(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, { timeout_in_ms = 5 }) end,
     "NPU_ERR_ARG", "no argument expected here, got table" },
+  { "set_memory_limit with a unit", function() return npu.set_memory_limit(1, "GB") end,
+    "NPU_ERR_ARG", "npu.set_memory_limit: NPU_ERR_ARG: argument 2: no argument expected here, got string" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()

@@ -887,7 +887,8 @@ npu.util.ProgressBar = require("npu.progress").ProgressBar
 -- (npu.errors.ResourceExhaustedError) naming the limit.
 -- @tparam integer bytes the limit (0: no bound)
 -- @raise NPU_ERR_ARG for a limit below the bytes in use now, or a negative or non-integer one
-function npu.set_memory_limit(bytes)
+function npu.set_memory_limit(bytes, ...)
+  errors.check_no_more("npu.set_memory_limit", 1, ...)
   if math.type(bytes) ~= "integer" or bytes < 0 then
     errors.raise("npu.set_memory_limit", "NPU_ERR_ARG", "bytes must be an integer >= 0 (0: no " ..
       "limit), got " .. (math.type(bytes) and tostring(bytes) or errors.typename(bytes)))
