@@ -311,6 +311,16 @@ local CASES = {
     "NPU_ERR_ARG", "no argument expected here, got table" },
   { "set_memory_limit with a unit", function() return npu.set_memory_limit(1, "GB") end,
     "NPU_ERR_ARG", "npu.set_memory_limit: NPU_ERR_ARG: argument 2: no argument expected here, got string" },
+  { "ProgressBar given two tables", function() return npu.util.ProgressBar({ total = 5 }, { width = 10 }) end,
+    "NPU_ERR_ARG", "npu.util.ProgressBar: NPU_ERR_ARG: argument 2: no argument expected here, got table" },
+  { "bar.update: a dot for a colon", function() return npu.util.ProgressBar({ total = 5, plain = true, stream = { write = function() end } }).update(3) end,
+    "NPU_ERR_ARG", "call it as a method, with a colon (bar:update(...)); argument 1 is number" },
+  { "bar:update with a third number", function()
+      return npu.util.ProgressBar({ total = 5, plain = true, stream = { write = function() end } }):update(1, 5, 2)
+    end, "NPU_ERR_ARG", "npu.util.ProgressBar:update: NPU_ERR_ARG: argument 4: no argument expected here, got number" },
+  { "bar:finish with a message", function()
+      return npu.util.ProgressBar({ total = 5, plain = true, stream = { write = function() end } }):finish("done")
+    end, "NPU_ERR_ARG", "argument 2: no argument expected here, got string" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()
