@@ -321,6 +321,14 @@ local CASES = {
   { "bar:finish with a message", function()
       return npu.util.ProgressBar({ total = 5, plain = true, stream = { write = function() end } }):finish("done")
     end, "NPU_ERR_ARG", "argument 2: no argument expected here, got string" },
+  { "hccl get_rank_size with two groups", function() return npu.hccl.get_rank_size("hccl_world_group", "g2") end,
+    "NPU_ERR_ARG", "npu.hccl.get_rank_size: NPU_ERR_ARG: argument 2: no argument expected here, got string" },
+  { "hccl create_group with a bare timeout", function() return npu.hccl.create_group("g", 1, { 0 }, 30) end,
+    "NPU_ERR_ARG", "npu.hccl.create_group: NPU_ERR_ARG: opts must be a table {timeout = seconds}, got number" },
+  { "hccl send with an extra argument", function(w) return npu.hccl.send(w.m, 0, 1, nil, "fusion") end,
+    "NPU_ERR_ARG", "npu.hccl.send: NPU_ERR_ARG: argument 5: no argument expected here, got string" },
+  { "hccl receive into a string graph", function() return npu.hccl.receive({ 2 }, "float32", 0, 1, nil, "g") end,
+    "NPU_ERR_ARG", "npu.hccl.receive: NPU_ERR_ARG: graph must be an npu.Graph, got string" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()
