@@ -329,6 +329,17 @@ local CASES = {
     "NPU_ERR_ARG", "npu.hccl.send: NPU_ERR_ARG: argument 5: no argument expected here, got string" },
   { "hccl receive into a string graph", function() return npu.hccl.receive({ 2 }, "float32", 0, 1, nil, "g") end,
     "NPU_ERR_ARG", "npu.hccl.receive: NPU_ERR_ARG: graph must be an npu.Graph, got string" },
+  { "minimize global_step misspelt", function(w)
+      return npu.train.GradientDescentOptimizer(0.1):minimize(npu.reduce_sum(w.v), { global_stp = w.v })
+    end, "NPU_ERR_ARG", "npu.train.Optimizer:minimize: NPU_ERR_ARG: unknown keyword 'global_stp' (did you mean 'global_step'?)" },
+  { "distributed minimize var_list misspelt", function(w)
+      local opt = npu.train.NPUDistributedOptimizer(npu.train.GradientDescentOptimizer(0.1))
+      return opt:minimize(npu.reduce_sum(w.v), { varlist = { w.v } })
+    end, "NPU_ERR_ARG", "unknown keyword 'varlist' (did you mean 'var_list'?)" },
+  { "apply_gradients name misspelt", function(w)
+      local opt = npu.train.GradientDescentOptimizer(0.1)
+      return opt:apply_gradients(opt:compute_gradients(npu.reduce_sum(w.v)), { nmae = "step" })
+    end, "NPU_ERR_ARG", "unknown keyword 'nmae' (did you mean 'name'?)" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()
