@@ -20,13 +20,7 @@ local core = npu.core
 
 local ROOT = ROOT_DIR or "."
 
-local function read_all(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_all = dofile(SPEC_DIR .. "/support.lua").read_all
 
 local function lines_of(path)
   local lines = {}

@@ -8,13 +8,7 @@ local core = npu.core
 local ROOT = ROOT_DIR or "."
 local GEN = os.getenv("NPU_GEN_OPS_DOC") or (ROOT .. "/build/gen_ops_doc")
 
-local function read_all(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_all = dofile(SPEC_DIR .. "/support.lua").read_all
 
 -- stdout, stderr and exit status of the generator run on ops.def file def
 local function generate(def)

@@ -25,13 +25,7 @@ local function write_file(path, text)
   f:close()
 end
 
-local function read_file(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_file = dofile(SPEC_DIR .. "/support.lua").read_all
 
 -- A switch file in a temporary path (read when the session is created).
 local function switch_file(text)

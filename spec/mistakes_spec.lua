@@ -292,6 +292,54 @@ local CASES = {
   { "sparse_to_dense validate_indices a string", function(w)
       return npu.sparse_to_dense(w.g:const(npu.tensor({ 1 }, "int32")), { 4 }, 1, 0, "no")
     end, "NPU_ERR_ARG", "validate_indices must be a boolean, got string" },
+  -- extra arguments and forgotten flags (each was dropped, or read as false, silently)
+  { "variable with TF's trainable option", function(w) return w.g:variable(npu.zeros({ 2 }), "w", { trainable = false }) end,
+    "NPU_ERR_ARG", "npu.Graph:variable: NPU_ERR_ARG: argument 4: no argument expected here, got table" },
+  { "set_trainable without its flag", function(w) return w.g:set_trainable(w.v) end,
+    "NPU_ERR_ARG", "boolean expected, got no value" },
+  { "set_trainable with a string flag", function(w) return w.g:set_trainable(w.v, "no") end,
+    "NPU_ERR_ARG", "boolean expected, got string" },
+  { "variables with a string for trainable_only", function(w) return w.g:variables("trainable") end,
+    "NPU_ERR_ARG", "boolean expected, got string" },
+  { "is_trainable of two variables", function(w) return w.g:is_trainable(w.v, w.v) end,
+    "NPU_ERR_ARG", "bad argument #2 to 'is_trainable' (no argument expected here" },
+  { "add_variable with an options table", function(w) return w.g:add_variable(w.g:const(npu.zeros({ 2 })), "w", {}) end,
+    "NPU_ERR_ARG", "no argument expected here, got table" },
+  { "run with a 5th argument", function(w) return w.sess:run(w.m, { [w.m] = npu.zeros({ 2, 3 }) }, nil, { every = 1 }) end,
+    "NPU_ERR_ARG", "no argument expected here, got table" },
+  { "explain with run options", function(w) return w.sess:explain(w.m * 2, { [w.m] = npu.zeros({ 2, 3 }) }, { timeout_in_ms = 5 }) end,
+    "NPU_ERR_ARG", "no argument expected here, got table" },
+  { "set_memory_limit with a unit", function() return npu.set_memory_limit(1, "GB") end,
+    "NPU_ERR_ARG", "npu.set_memory_limit: NPU_ERR_ARG: argument 2: no argument expected here, got string" },
+  { "ProgressBar given two tables", function() return npu.util.ProgressBar({ total = 5 }, { width = 10 }) end,
+    "NPU_ERR_ARG", "npu.util.ProgressBar: NPU_ERR_ARG: argument 2: no argument expected here, got table" },
+  { "bar.update: a dot for a colon", function() return npu.util.ProgressBar({ total = 5, plain = true, stream = { write = function() end } }).update(3) end,
+    "NPU_ERR_ARG", "call it as a method, with a colon (bar:update(...)); argument 1 is number" },
+  { "bar:update with a third number", function()
+      return npu.util.ProgressBar({ total = 5, plain = true, stream = { write = function() end } }):update(1, 5, 2)
+    end, "NPU_ERR_ARG", "npu.util.ProgressBar:update: NPU_ERR_ARG: argument 4: no argument expected here, got number" },
+  { "bar:finish with a message", function()
+      return npu.util.ProgressBar({ total = 5, plain = true, stream = { write = function() end } }):finish("done")
+    end, "NPU_ERR_ARG", "argument 2: no argument expected here, got string" },
+  { "hccl get_rank_size with two groups", function() return npu.hccl.get_rank_size("hccl_world_group", "g2") end,
+    "NPU_ERR_ARG", "npu.hccl.get_rank_size: NPU_ERR_ARG: argument 2: no argument expected here, got string" },
+  { "hccl create_group with a bare timeout", function() return npu.hccl.create_group("g", 1, { 0 }, 30) end,
+    "NPU_ERR_ARG", "npu.hccl.create_group: NPU_ERR_ARG: opts must be a table {timeout = seconds}, got number" },
+  { "hccl send with an extra argument", function(w) return npu.hccl.send(w.m, 0, 1, nil, "fusion") end,
+    "NPU_ERR_ARG", "npu.hccl.send: NPU_ERR_ARG: argument 5: no argument expected here, got string" },
+  { "hccl receive into a string graph", function() return npu.hccl.receive({ 2 }, "float32", 0, 1, nil, "g") end,
+    "NPU_ERR_ARG", "npu.hccl.receive: NPU_ERR_ARG: graph must be an npu.Graph, got string" },
+  { "minimize global_step misspelt", function(w)
+      return npu.train.GradientDescentOptimizer(0.1):minimize(npu.reduce_sum(w.v), { global_stp = w.v })
+    end, "NPU_ERR_ARG", "npu.train.Optimizer:minimize: NPU_ERR_ARG: unknown keyword 'global_stp' (did you mean 'global_step'?)" },
+  { "distributed minimize var_list misspelt", function(w)
+      local opt = npu.train.NPUDistributedOptimizer(npu.train.GradientDescentOptimizer(0.1))
+      return opt:minimize(npu.reduce_sum(w.v), { varlist = { w.v } })
+    end, "NPU_ERR_ARG", "unknown keyword 'varlist' (did you mean 'var_list'?)" },
+  { "apply_gradients name misspelt", function(w)
+      local opt = npu.train.GradientDescentOptimizer(0.1)
+      return opt:apply_gradients(opt:compute_gradients(npu.reduce_sum(w.v)), { nmae = "step" })
+    end, "NPU_ERR_ARG", "unknown keyword 'nmae' (did you mean 'name'?)" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()

@@ -938,13 +938,7 @@ end
 
 TestOptionsDocs = {}
 
-local function read_all(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_all = dofile(SPEC_DIR .. "/support.lua").read_all
 
 function TestOptionsDocs:test_docs_options_md_is_generated_from_the_table()
   local gen = os.getenv("NPU_GEN_OPTIONS_DOC") or (ROOT .. "/build/gen_options_doc")

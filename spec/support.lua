@@ -97,6 +97,15 @@ local function read(path)
   return s
 end
 
+-- A file's bytes, nil when it cannot be opened (the specs' docs and logs may be absent).
+local function read_all(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
 local function write(path, bytes)
   local f = assert(io.open(path, "wb"))
   f:write(bytes)
@@ -489,5 +498,6 @@ return {
   as_number = as_number,
   seed_of = seed_of,
   read = read,
+  read_all = read_all,
   write = write,
 }

@@ -28,12 +28,7 @@ local function write_file(path, bytes)
   f:close()
 end
 
-local function read_file(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_file = dofile(SPEC_DIR .. "/support.lua").read
 
 -- An .npy file by hand: header text padded as numpy pads it, then raw bytes.
 local function npy_bytes(header, data, major)

@@ -375,6 +375,7 @@ static int l_graph_add_variable(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   int init = check_value_of(L, g, 2, where, "the initial value");
   const char *name = npuB_optstring(L, 3, NULL);
+  npuB_check_no_more(L, 3);
   int v;
   npu_status st = npu_graph_add_variable(g, name, init, &v);
   if (st) return npuB_raise_node(L, where, st, name, "variable");
@@ -392,6 +393,8 @@ VariableV2 nodes and a C host's (Graph:global_variables is the TensorFlow-named 
 */
 static int l_graph_variables(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
+  if (!lua_isnoneornil(L, 2)) npuB_checktype(L, 2, LUA_TBOOLEAN); /* not a truthy string */
+  npuB_check_no_more(L, 2);
   int trainable_only = lua_toboolean(L, 2);
   int n = npu_graph_n_variables(g), k = 0;
   lua_createtable(L, n, 0);
@@ -446,6 +449,8 @@ static int l_graph_set_trainable(lua_State *L) {
   static const char where[] = "npu.Graph:set_trainable";
   npu_graph *g = npuB_check_graph(L, 1);
   int i = check_variable(L, g, 2, where);
+  npuB_checktype(L, 3, LUA_TBOOLEAN); /* a forgotten flag is not false */
+  npuB_check_no_more(L, 3);
   npu_status st = npu_graph_set_variable_trainable(g, i, lua_toboolean(L, 3));
   if (st) return npuB_raise(L, where, st);
   return 0;
@@ -462,7 +467,9 @@ Whether a variable is trainable (in optimizers' default var_list).
 static int l_graph_is_trainable(lua_State *L) {
   npu_graph *g = npuB_check_graph(L, 1);
   npu_variable_info vi;
-  npu_graph_variable_info(g, check_variable(L, g, 2, "npu.Graph:is_trainable"), &vi);
+  int i = check_variable(L, g, 2, "npu.Graph:is_trainable");
+  npuB_check_no_more(L, 2);
+  npu_graph_variable_info(g, i, &vi);
   lua_pushboolean(L, vi.trainable);
   return 1;
 }

@@ -706,6 +706,7 @@ local loss_value, _ = table.unpack(sess:run({loss, train_op}))
 */
 static int l_session_run(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:run");
+  npuB_check_no_more(L, 4); /* parse_run_args' settop would drop a 5th silently */
   npu_run_options ro = {0};
   bool has_progress;
   parse_run_options(L, 4, &ro, &has_progress);
@@ -834,6 +835,7 @@ static int push_json_protected(lua_State *L) {
    npu_session_explain in npu.h) whose tostring is a listing, one line per step. */
 static int l_session_explain(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:explain");
+  npuB_check_no_more(L, 3);
   npu_context *ctx = npuB_context(L);
   run_args a;
   parse_run_args(L, &a, "npu.Session:explain", 3);
@@ -869,6 +871,7 @@ renders it).
 */
 static int l_session_explain_dot(lua_State *L) {
   npu_session *s = check_open(L, "npu.Session:explain_dot");
+  npuB_check_no_more(L, 3);
   npu_context *ctx = npuB_context(L);
   run_args a;
   parse_run_args(L, &a, "npu.Session:explain_dot", 3);

@@ -163,6 +163,19 @@ function errors.typename(v)
   return type(name) == "string" and name or type(v)
 end
 
+--- Raises an InvalidArgumentError when a function of n parameters was given more (the Lua
+-- form of the binding's npuB_check_no_more): "<where>: argument 4: no argument expected here,
+-- got table", so g:variable(init, "w", {trainable = false}) does not drop its options.
+-- @tparam string where
+-- @tparam integer n the parameters the function takes (self counted for a method)
+-- @param ... the arguments after the n-th
+function errors.check_no_more(where, n, ...)
+  if select("#", ...) > 0 then
+    core.raise(where, "NPU_ERR_ARG", ("argument %d: no argument expected here, got %s")
+      :format(n + 1, errors.typename((...))))
+  end
+end
+
 --- Raises an InvalidArgumentError when a list has a hole or a key that is not a position
 -- (a nil in `{a, b, c}` from a misspelt variable would otherwise drop what follows it):
 -- "<where>: <what> has a hole at 2 (a nil in the list?)".

@@ -57,22 +57,34 @@ end
 -- @tparam[opt="hccl_world_group"] string group a group's name
 -- @treturn integer
 -- @raise NPU_ERR_ARG for an unknown group or one this process is not in
-function M.get_rank_id(group) return group_ranks("get_rank_id", group).rank end
+function M.get_rank_id(group, ...)
+  errors.check_no_more("npu.hccl.get_rank_id", 1, ...)
+  return group_ranks("get_rank_id", group).rank
+end
 --- The number of ranks in group (get_rank_size); 1 when not started by mpirun.
 -- @tparam[opt="hccl_world_group"] string group a group's name
 -- @treturn integer
 -- @raise NPU_ERR_ARG for an unknown group
-function M.get_rank_size(group) return group_size("get_rank_size", group) end
+function M.get_rank_size(group, ...)
+  errors.check_no_more("npu.hccl.get_rank_size", 1, ...)
+  return group_size("get_rank_size", group)
+end
 --- This process' rank among the group's ranks on its machine (get_local_rank_id).
 -- @tparam[opt="hccl_world_group"] string group a group's name
 -- @treturn integer
 -- @raise NPU_ERR_ARG for an unknown group or one this process is not in
-function M.get_local_rank_id(group) return group_ranks("get_local_rank_id", group).local_rank end
+function M.get_local_rank_id(group, ...)
+  errors.check_no_more("npu.hccl.get_local_rank_id", 1, ...)
+  return group_ranks("get_local_rank_id", group).local_rank
+end
 --- The number of the group's ranks on this machine (get_local_rank_size).
 -- @tparam[opt="hccl_world_group"] string group a group's name
 -- @treturn integer
 -- @raise NPU_ERR_ARG for an unknown group or one this process is not in
-function M.get_local_rank_size(group) return group_ranks("get_local_rank_size", group).local_size end
+function M.get_local_rank_size(group, ...)
+  errors.check_no_more("npu.hccl.get_local_rank_size", 1, ...)
+  return group_ranks("get_local_rank_size", group).local_size
+end
 
 --- Whether the library was built with MPI (else every collective fails, saying so).
 -- @treturn boolean
@@ -97,8 +109,9 @@ end
 --   (default HCCL_EXEC_TIMEOUT, else 1836; 0: for ever)
 -- @raise NPU_ERR_ARG for a duplicate name, a rank out of range or listed twice, rank_num not
 --   #rank_ids; NPU_ERR_TIMEOUT when members do not come in time
-function M.create_group(group, rank_num, rank_ids, opts)
+function M.create_group(group, rank_num, rank_ids, opts, ...)
   local where = "npu.hccl.create_group"
+  errors.check_no_more(where, 4, ...)
   if type(group) ~= "string" then
     errors.raise(where, "NPU_ERR_ARG", "group must be a string, got " .. errors.typename(group))
   end
@@ -109,7 +122,10 @@ function M.create_group(group, rank_num, rank_ids, opts)
   if #rank_ids ~= rank_num then
     errors.raise(where, "NPU_ERR_ARG", ("rank_num %d but rank_ids lists %d ranks"):format(rank_num, #rank_ids))
   end
-  if opts ~= nil then errors.check_keys(where, opts, { "timeout" }) end
+  if opts ~= nil and type(opts) ~= "table" then -- a bare timeout number would be dropped
+    errors.raise(where, "NPU_ERR_ARG", "opts must be a table {timeout = seconds}, got " .. errors.typename(opts))
+  end
+  errors.check_keys(where, opts, { "timeout" })
   local timeout = opts and opts.timeout or tonumber(os.getenv("HCCL_EXEC_TIMEOUT") or "") or 1836
   if type(timeout) ~= "number" or timeout < 0 then
     errors.raise(where, "NPU_ERR_ARG", "timeout must be a number of seconds >= 0, got " .. tostring(timeout))
@@ -120,7 +136,8 @@ end
 --- Forgets a group made by create_group (collectives started on it complete first).
 -- @tparam string group the group's name
 -- @raise NPU_ERR_ARG for an unknown group
-function M.destroy_group(group)
+function M.destroy_group(group, ...)
+  errors.check_no_more("npu.hccl.destroy_group", 1, ...)
   if type(group) ~= "string" then
     errors.raise("npu.hccl.destroy_group", "NPU_ERR_ARG", "group must be a string, got " .. errors.typename(group))
   end
@@ -132,7 +149,8 @@ end
 -- @tparam integer group_rank_id a rank of the group
 -- @treturn integer
 -- @raise NPU_ERR_ARG for an unknown group or a rank out of range
-function M.get_world_rank_from_group_rank(group, group_rank_id)
+function M.get_world_rank_from_group_rank(group, group_rank_id, ...)
+  errors.check_no_more("npu.hccl.get_world_rank_from_group_rank", 2, ...)
   check_int("get_world_rank_from_group_rank", "group_rank_id", group_rank_id)
   return core.hccl_world_rank(check_group("get_world_rank_from_group_rank", group), group_rank_id)
 end
@@ -141,7 +159,8 @@ end
 -- @tparam string group the group's name
 -- @treturn integer
 -- @raise NPU_ERR_ARG for an unknown group or a rank not in it
-function M.get_group_rank_from_world_rank(world_rank_id, group)
+function M.get_group_rank_from_world_rank(world_rank_id, group, ...)
+  errors.check_no_more("npu.hccl.get_group_rank_from_world_rank", 2, ...)
   check_int("get_group_rank_from_world_rank", "world_rank_id", world_rank_id)
   return core.hccl_group_rank(world_rank_id, check_group("get_group_rank_from_world_rank", group))
 end
@@ -273,7 +292,8 @@ end
 -- @treturn Operation
 -- @raise NPU_ERR_ARG for this rank or a rank out of range; at run time NPU_ERR_TIMEOUT past
 --   hccl_timeout, and a shape or dtype mismatch with the receive fails on both ranks
-function M.send(tensor, sr_tag, dest_rank, group)
+function M.send(tensor, sr_tag, dest_rank, group, ...)
+  errors.check_no_more("npu.hccl.send", 4, ...)
   local g = graph_of("send", tensor)
   check_int("send", "sr_tag", sr_tag)
   check_peer("send", "dest_rank", dest_rank, group)
@@ -290,8 +310,12 @@ end
 -- @treturn Output
 -- @raise NPU_ERR_ARG for this rank or a rank out of range; at run time NPU_ERR_TIMEOUT past
 --   hccl_timeout, and a shape or dtype mismatch fails on both ranks, naming both
-function M.receive(shape, data_type, sr_tag, src_rank, group, graph)
+function M.receive(shape, data_type, sr_tag, src_rank, group, graph, ...)
   local npu = N()
+  errors.check_no_more("npu.hccl.receive", 6, ...)
+  if graph ~= nil and errors.typename(graph) ~= "npu.Graph" then
+    errors.raise("npu.hccl.receive", "NPU_ERR_ARG", "graph must be an npu.Graph, got " .. errors.typename(graph))
+  end
   if type(shape) ~= "table" then
     errors.raise("npu.hccl.receive", "NPU_ERR_ARG", "shape must be a list of dimensions, got " .. errors.typename(shape))
   end

@@ -361,7 +361,8 @@ end
 -- @tparam[opt="Variable"] string name
 -- @treturn Output the variable
 -- @raise NPU_ERR_ARG when initial's shape is not fully known
-function Graph_methods:variable(initial, name)
+function Graph_methods:variable(initial, name, ...)
+  errors.check_no_more("npu.Graph:variable", 3, ...)
   local init = to_output(self, initial)
   name = name or "Variable"
   if scopes[1] then name = scope_prefix(self) .. name end
@@ -694,8 +695,8 @@ local core_explain = Session_methods.explain
 -- @tparam[opt] table feeds as for run
 -- @treturn table `{precision_mode, n_steps, folded, iterations, feeds, fetches, steps, memory}`
 -- @usage print(sess:explain(y, {[x] = batch}))
-function Session_methods.explain(sess, fetches, feeds)
-  local e = core_explain(sess, fetches, feeds)
+function Session_methods.explain(sess, fetches, feeds, ...)
+  local e = core_explain(sess, fetches, feeds, ...) -- the core refuses a 4th argument
   explained[e] = { sess, fetches, feeds }
   return e
 end
@@ -886,7 +887,8 @@ npu.util.ProgressBar = require("npu.progress").ProgressBar
 -- (npu.errors.ResourceExhaustedError) naming the limit.
 -- @tparam integer bytes the limit (0: no bound)
 -- @raise NPU_ERR_ARG for a limit below the bytes in use now, or a negative or non-integer one
-function npu.set_memory_limit(bytes)
+function npu.set_memory_limit(bytes, ...)
+  errors.check_no_more("npu.set_memory_limit", 1, ...)
   if math.type(bytes) ~= "integer" or bytes < 0 then
     errors.raise("npu.set_memory_limit", "NPU_ERR_ARG", "bytes must be an integer >= 0 (0: no " ..
       "limit), got " .. (math.type(bytes) and tostring(bytes) or errors.typename(bytes)))

@@ -26,6 +26,14 @@ local function is_terminal(stream)
   return fd ~= nil and os.execute("test -t " .. fd) == true
 end
 
+-- bar.update(5) for bar:update(5) would index the number 5: name the colon instead.
+local function check_self(where, self)
+  if getmetatable(self) ~= Bar then
+    errors.raise(where, "NPU_ERR_ARG", ("call it as a method, with a colon (bar:%s(...)); argument 1 is %s,"
+      .. " not an npu.util.ProgressBar"):format(where:match("[^:]*$"), errors.typename(self)))
+  end
+end
+
 local function check_count(where, name, v, min)
   if math.type(v) ~= "integer" or v < min then
     errors.raise(where, "NPU_ERR_ARG", ("%s must be an integer >= %d, got %s"):format(name, min,
@@ -44,8 +52,9 @@ end
 -- @usage local bar = npu.util.ProgressBar{total = 1000}
 -- sess:run(loop, nil, {progress = bar, every = 10})
 -- bar:finish()
-function M.ProgressBar(spec)
+function M.ProgressBar(spec, ...)
   local where = "npu.util.ProgressBar"
+  errors.check_no_more(where, 1, ...)
   spec = spec or {}
   if type(spec) ~= "table" then
     errors.raise(where, "NPU_ERR_ARG", "give a table {total =, width =, stream =}, got " .. errors.typename(spec))
@@ -99,8 +108,10 @@ end
 -- @tparam integer step iterations done (>= 0)
 -- @tparam[opt] integer total defaults to the bar's, and sets it when the bar has none
 -- @raise NPU_ERR_ARG for a negative step, or when neither the bar nor the call gives a total
-function Bar:update(step, total)
+function Bar:update(step, total, ...)
   local where = "npu.util.ProgressBar:update"
+  check_self(where, self)
+  errors.check_no_more(where, 3, ...)
   check_count(where, "step", step, 0)
   if total ~= nil then check_count(where, "total", total, 1) end
   self.total = self.total or total
@@ -126,7 +137,9 @@ end
 
 --- On a terminal, blanks the bar's line so other output can be printed there (the next update
 -- draws it again); nothing in plain mode.
-function Bar:clear()
+function Bar:clear(...)
+  check_self("npu.util.ProgressBar:clear", self)
+  errors.check_no_more("npu.util.ProgressBar:clear", 1, ...)
   if not self.plain and self.drawn then
     self.stream:write("\r", (" "):rep(#line(self, true)), "\r")
     self.drawn = false
@@ -136,7 +149,9 @@ end
 
 --- Ends the bar: on a terminal, the line is drawn a last time and ended; in plain mode the
 -- final line is written if the last update did not write it.  Idempotent.
-function Bar:finish()
+function Bar:finish(...)
+  check_self("npu.util.ProgressBar:finish", self)
+  errors.check_no_more("npu.util.ProgressBar:finish", 1, ...)
   if self.finished or not self.total then return end
   self.finished = true
   if self.plain then
@@ -151,7 +166,9 @@ end
 -- bar over several runs.  The bar itself is callable as bar(step, total) too.
 -- @tparam[opt=0] integer offset the steps of the runs before
 -- @treturn function
-function Bar:callback(offset)
+function Bar:callback(offset, ...)
+  check_self("npu.util.ProgressBar:callback", self)
+  errors.check_no_more("npu.util.ProgressBar:callback", 2, ...)
   if offset ~= nil then check_count("npu.util.ProgressBar:callback", "offset", offset, 0) end
   offset = offset or 0
   return function(step, total)

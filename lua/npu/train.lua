@@ -198,6 +198,7 @@ end
 -- @raise NPU_ERR_ARG when there are no variables, or no gradient at all
 function Optimizer:apply_gradients(grads_and_vars, opts)
   opts = opts or {}
+  errors.check_keys("npu.train.Optimizer:apply_gradients", opts, { "global_step", "name" })
   local g
   local updates = {}
   for _, gv in ipairs(grads_and_vars) do
@@ -234,6 +235,7 @@ end
 -- @usage local train_op = npu.train.GradientDescentOptimizer(0.2):minimize(loss)
 function Optimizer:minimize(loss, opts)
   opts = opts or {}
+  errors.check_keys("npu.train.Optimizer:minimize", opts, { "global_step", "var_list", "name", "grad_loss" })
   local gv = self:compute_gradients(loss, opts.var_list, opts)
   return self:apply_gradients(gv, { global_step = opts.global_step, name = opts.name })
 end
@@ -680,11 +682,7 @@ end
 -- @tparam Output loss
 -- @tparam[opt] table opts `{global_step =, var_list =, name =}`
 -- @treturn Operation
-function DistOpt:minimize(loss, opts)
-  opts = opts or {}
-  local gv = self:compute_gradients(loss, opts.var_list, opts)
-  return self:apply_gradients(gv, { global_step = opts.global_step, name = opts.name })
-end
+DistOpt.minimize = Optimizer.minimize -- its compute_gradients (averaged), then apply_gradients
 --- Every variable of g set to root_rank's value (npu.hccl.broadcast_global_variables).
 -- @tparam Graph g
 -- @tparam[opt=0] integer root_rank
