@@ -14,7 +14,8 @@
 #   make bench      benchmarks (ratios against raw OpenBLAS)
 #   make docs       regenerate docs/options.md and docs/ops.md from the option and op tables,
 #                   and the HTML API reference (build/docs/api/index.html) with LDoc (config.ld;
-#                   Debian lua-ldoc, optional: without it the reference is skipped, saying so)
+#                   Debian lua-ldoc, optional: without it the reference is skipped, saying so;
+#                   lua-discount, optional: renders the comments' markdown, else plain text)
 #   make dist       build/lua-npu-VERSION.tar.gz (VERSION: npu.h's), what the rockspec builds
 #   make rock-check the rock built from that tarball with luarocks, packed, and its whole suite
 #                   run against the installed rock, twice (make test runs a quick form)
@@ -324,7 +325,12 @@ docs: $(BUILD)/gen_options_doc $(BUILD)/gen_ops_doc
 	$(BUILD)/gen_ops_doc csrc/ops/ops.def > docs/ops.md
 	@if command -v $(LDOC) >/dev/null 2>&1; then \
 	  $(LDOC) -c config.ld -d $(BUILD)/docs/api . > $(BUILD)/ldoc.log 2>&1; rc=$$?; \
-	  grep -v -e '^found master module' -e '^\*\*\*closing section' -e '^reading configuration' $(BUILD)/ldoc.log; \
+	  grep -v -e '^found master module' -e '^\*\*\*closing section' -e '^reading configuration' \
+	          -e '^format: ' $(BUILD)/ldoc.log; \
+	  if grep -q '^format: ' $(BUILD)/ldoc.log; then \
+	    echo "make docs: LDoc found no Discount, so the reference shows \`code\` and lists as plain" \
+	         "text (or mangles names with underscores); install it (Debian: apt-get install lua-discount)."; \
+	  fi; \
 	  test $$rc = 0 && echo "API reference: $(BUILD)/docs/api/index.html"; \
 	else \
 	  echo "make docs: '$(LDOC)' not found, so the HTML API reference ($(BUILD)/docs/api) was not built;" \
