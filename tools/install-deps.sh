@@ -16,6 +16,9 @@ PKGS="$PKGS protobuf-compiler"
 # Open MPI (docs/distributed.md): collectives across processes, `mpirun -np 2` in the suite.
 # Optional: without it the library builds, collectives fail saying so, the MPI specs skip.
 PKGS="$PKGS libopenmpi-dev openmpi-bin"
+# LDoc and Discount build the HTML API reference (`make docs`; spec/apidoc_spec.lua builds it
+# and checks the pages). Optional: without them that part of the spec skips, saying so.
+PKGS="$PKGS lua-ldoc lua-discount"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
