@@ -3,7 +3,9 @@
 -- high_performance (vectorised float32, kernels/kfast.h) kernels of exp, log, tanh, sigmoid,
 -- softmax, log_softmax and gelu.  The oracles: the use_off_line=false reference path (bitwise,
 -- for what must not change) and the same graph in float64 (for the stated errors); gelu itself
--- against erf computed here.
+-- against erf computed here.  Steps nested in while loops and cond branches (and in imported
+-- While/If) get the choices their top-level twins get: Winograd's bound checked against float64
+-- sums computed here.
 local lu = require("luaunit")
 local npu = require("npu")
 local S = dofile(SPEC_DIR .. "/support.lua")

@@ -13,21 +13,30 @@
  *   these and depthwise_conv2d, fused_depthwise_conv2d, max_pool, avg_pool
  *                          the threads the step runs on (all, half, one): the kernels give the
  *                          same bits at any thread count (docs/numerics.md, Determinism).
- * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands).
+ * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands), at
+ * the top level and nested in cond branches and while loops at any depth.
  *
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
  * (constants as they are; other inputs filled with values in [0.5, 1.5)), after one warm-up
  * call each, in interleaved rounds (each round runs every candidate once, so a burst of load
  * hits them alike), and is judged by its median.  The compiler's own choice is candidate 0
- * and keeps its place unless another median is at least MARGIN faster.
+ * and keeps its place unless another median is at least MARGIN faster.  A nested step is
+ * timed the same way, on its own: the loop or branch around it is not run (how often a loop
+ * runs is known only then, from its data), and its kernel is called as the loop calls it,
+ * again and again on operands of the same shapes with its region's constants as they are;
+ * what the loop adds around the step (its other steps, the loop variables' hand-over) is not
+ * in the times.
  *
  * Records: one JSON object per line (a format people can read with their own tools):
  *   {"v":1,"key":...,"kind":"op"|"subgraph","op":...,"inputs":[...],"outputs":[...],
- *    "attrs":...,"impl":...,"threads_max":N,"fingerprint":...,"algo":...,"threads":N,
+ *    "node":...,"context":...,"attrs":...,"impl":...,"threads_max":N,"fingerprint":...,
+ *    "algo":...,"threads":N,
  *    "fusion_off":[...],"candidates":[{"algo":...,"threads":N,"median_us":x},...],
  *    "written":unix,"atime":unix,"checksum":"<16 hex>"}
  * The checksum is FNV-1a 64 of the line up to `,"checksum"`.  key identifies what was timed
- * (op type, shapes, dtypes, attributes, implementation mode, the context's thread count);
+ * (op type, shapes, dtypes, attributes, implementation mode, the context's thread count, and
+ * for a nested step " in " and the blocks around it, "context" in the record: "while/body",
+ * "cond/then>while/body"; a top-level step's key has no such part);
  * fingerprint what timed it (format version, our kernels' version, OpenBLAS's build
  * config, the CPU's model name).  A line that does not parse or whose checksum differs is
  * corrupt: ignored, and dropped when the file is next written; a record of another fingerprint
