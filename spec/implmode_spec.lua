@@ -628,3 +628,20 @@ function TestImplModeNested:test_iterations_per_loop_steps_take_the_mode()
   lu.assertEquals(steps_by_node(e).ipl_conv.algo, "winograd_2x3")
   winograd_worst(flatten(got[1]:totable()), XS)
 end
+
+function TestImplModeNested:test_map_fn_a_tensor_array_loop()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", SHAPE, "x")
+  local f = g:const(npu.tensor(FS, "float32"):reshape({ 3, 3, C, C }))
+  local y = npu.map_fn(function(e)
+    return npu.reshape(npu.nn.conv2d(npu.reshape(e, { 1, H, H, C }), f,
+      { strides = { 1, 1, 1, 1 }, padding = "SAME", name = "map_conv" }), { H, H, C })
+  end, x)
+  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  local feeds = { [x] = npu.tensor(XS, "float32"):reshape(SHAPE) }
+  lu.assertEquals(steps_by_node(sess:explain(y, feeds)).map_conv.algo, "winograd_2x3")
+  local got = flatten(sess:run(y, feeds):totable())
+  lu.assertTrue(same(got, run_nested({ op_select_implmode = "high_performance" }).top_conv),
+    "the top level's Winograd bits")
+end
