@@ -404,24 +404,27 @@ local function exact_and_w(xs)
     return xs[((b * H + y) * H + x) * C + c + 1]
   end
   local function fat(kh, kw, c, k) return FS[((kh * 3 + kw) * C + c) * C + k + 1] end
-  -- U[c][k] = |G| |g| |G^T|, 4x4
-  local U = {}
+  -- |M| |at| |M^T| (4x4) for M of n columns and an n x n patch at(a, b), 1-based
+  local function sandwich(M, n, at)
+    local out = {}
+    for i = 1, 4 do
+      out[i] = {}
+      for j = 1, 4 do
+        local s = 0
+        for a = 1, n do
+          for bb = 1, n do
+            if M[i][a] ~= 0 and M[j][bb] ~= 0 then s = s + M[i][a] * math.abs(at(a, bb)) * M[j][bb] end
+          end
+        end
+        out[i][j] = s
+      end
+    end
+    return out
+  end
+  local U = {} -- U[c][k] = |G| |g| |G^T|
   for c = 0, C - 1 do
     U[c] = {}
-    for k = 0, C - 1 do
-      local u = {}
-      for i = 1, 4 do
-        u[i] = {}
-        for j = 1, 4 do
-          local s = 0
-          for a = 1, 3 do
-            for bb = 1, 3 do s = s + GA[i][a] * math.abs(fat(a - 1, bb - 1, c, k)) * GA[j][bb] end
-          end
-          u[i][j] = s
-        end
-      end
-      U[c][k] = u
-    end
+    for k = 0, C - 1 do U[c][k] = sandwich(GA, 3, function(a, bb) return fat(a - 1, bb - 1, c, k) end) end
   end
   local exact, w = {}, {}
   for b = 0, N - 1 do
@@ -429,22 +432,7 @@ local function exact_and_w(xs)
       for tx = 0, H // 2 - 1 do
         local V = {} -- V[c] = |B^T| |d| |B| of the tile's 4x4 patch
         for c = 0, C - 1 do
-          local v = {}
-          for i = 1, 4 do
-            v[i] = {}
-            for j = 1, 4 do
-              local s = 0
-              for a = 1, 4 do
-                for bb = 1, 4 do
-                  if BT[i][a] ~= 0 and BT[j][bb] ~= 0 then
-                    s = s + math.abs(xat(b, 2 * ty - 1 + a - 1, 2 * tx - 1 + bb - 1, c))
-                  end
-                end
-              end
-              v[i][j] = s
-            end
-          end
-          V[c] = v
+          V[c] = sandwich(BT, 4, function(a, bb) return xat(b, 2 * ty - 2 + a, 2 * tx - 2 + bb, c) end)
         end
         for k = 0, C - 1 do
           local M = {}
