@@ -6,7 +6,11 @@
 -- sessions interleaved in one process; medians; ratio untuned / tuned (> 1: tuning is faster);
 -- the tuning's own cost (the tuning sessions' first compile) and the largest difference of the
 -- outputs from the untuned ones, relative to their peak.  float32, the operator cache off.
---   lua5.4 bench/tuning.lua [REPS]      (median of REPS runs after 5 warm-up runs; default 41)
+-- A loop of convolutions (a while loop's body) is tuned like the top level: its row shows what
+-- the records of its nested steps buy.
+--   lua5.4 bench/tuning.lua [REPS [PATTERN [THREADS]]]
+--     median of REPS runs after 5 warm-up runs (default 41); only the graphs whose name matches
+--     the Lua pattern PATTERN ("." for all); THREADS device threads (default: the context's)
 local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
 package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
@@ -16,6 +20,8 @@ local core = npu.core
 
 local DIR = os.getenv("NPU_MODELS_DIR") or here .. "/../shared/models"
 local REPS = tonumber(arg and arg[1]) or 41
+local PATTERN = arg and arg[2]
+if arg and tonumber(arg[3]) then core.set_n_threads(tonumber(arg[3])) end
 local clock = core.monotonic_time
 
 local util = dofile(here .. "/bench/util.lua")
@@ -70,20 +76,41 @@ local function tuned_session(g, fetch, feeds, cfg_text)
   local cost = (clock() - t0) * 1e3
   local reader = npu.Session { graph = g, options = opts { work_path = dir } }
   local e = reader:explain(fetch, feeds)
-  local changed = 0
-  for _, s in ipairs(e.steps) do
-    if s.tuned and (s.threads or (s.algo and s.algo ~= "im2col")) then changed = changed + 1 end
+  return reader, cost, e, dir
+end
+
+-- The steps of explained plan e, at any depth (a loop's or branch's steps too), by node.
+local function by_node(e)
+  local out = {}
+  local function walk(steps)
+    for _, s in ipairs(steps) do
+      out[s.node] = s
+      for _, b in ipairs(s.blocks or {}) do walk(b.steps) end
+    end
   end
-  return reader, cost, e, changed, dir
+  walk(e.steps)
+  return out
+end
+
+-- Steps of tuned plan e whose algorithm or threads a record changed from the untuned plan's.
+local function n_changed(e, untuned)
+  local before, n = by_node(untuned), 0
+  for node, s in pairs(by_node(e)) do
+    local b = before[node]
+    if s.tuned and (not b or b.algo ~= s.algo or b.threads ~= s.threads) then n = n + 1 end
+  end
+  return n
 end
 
 local rows = {}
 local function report(name, g, fetch, feeds)
+  if PATTERN and not name:match(PATTERN) then return end
   local plain <close> = npu.Session { graph = g, options = opts() }
   local want = plain:run(fetch, feeds)
-  local tuned, cost, e, changed, d1 = tuned_session(g, fetch, feeds)
-  local wide, cost_w, ew, changed_w, d2 = tuned_session(g, fetch, feeds,
-    '{"tune_optimization_level": "O1"}')
+  local e0 = plain:explain(fetch, feeds)
+  local tuned, cost, e, d1 = tuned_session(g, fetch, feeds)
+  local wide, cost_w, ew, d2 = tuned_session(g, fetch, feeds, '{"tune_optimization_level": "O1"}')
+  local changed, changed_w = n_changed(e, e0), n_changed(ew, e0)
   local sess = { plain, tuned, wide }
   for _ = 1, 5 do for _, s in ipairs(sess) do s:run(fetch, feeds) end end
   local t = { {}, {}, {} }
@@ -119,6 +146,22 @@ do
   local h = layer(layer(x, c({ 3, 3, 1, 32 }, 1, 0.3), c({ 32 }, 2, 0.1)), c({ 3, 3, 32, 64 }, 3, 0.06), c({ 64 }, 4, 0.1))
   local y = npu.nn.bias_add(npu.reshape(h, { 32, 7 * 7 * 64 }):matmul(c({ 7 * 7 * 64, 10 }, 5, 0.02)), c({ 10 }, 6, 0.1))
   report("cnn b32 (bench_cnn)", g, y, { [x] = npu.random.uniform({ 32, 28, 28, 1 }, { seed = 9 }) })
+end
+
+-- A loop of convolutions: 6 iterations of conv 3x3 SAME + bias + relu (C -> C channels) in a
+-- while loop's body (nested steps: not fused, tuned by their own records)
+for _, shape in ipairs({ { 8, 14, 14, 32 }, { 4, 28, 28, 64 } }) do
+  local c = shape[4]
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", shape, "x")
+  local f = g:const(npu.random.normal({ 3, 3, c, c }, { seed = 1, stddev = 1 / (3 * math.sqrt(c)) }))
+  local b = g:const(npu.random.normal({ c }, { seed = 2, stddev = 0.1 }))
+  local r = npu.while_loop(function(i) return npu.less(i, 6) end, function(i, v)
+    return i + 1, npu.nn.relu(npu.nn.bias_add(npu.nn.conv2d(v, f, { strides = { 1, 1, 1, 1 }, padding = "SAME" }), b))
+  end, { 0, x })
+  report(("conv loop 6x (%s)"):format(table.concat(shape, "x")), g, r[2],
+    { [x] = npu.random.uniform(shape, { seed = 9 }) })
 end
 
 -- MLP 784-256-256-10 at batch 1 (GEMV territory) and 64

@@ -3,7 +3,9 @@
 -- high_performance (vectorised float32, kernels/kfast.h) kernels of exp, log, tanh, sigmoid,
 -- softmax, log_softmax and gelu.  The oracles: the use_off_line=false reference path (bitwise,
 -- for what must not change) and the same graph in float64 (for the stated errors); gelu itself
--- against erf computed here.
+-- against erf computed here.  Steps nested in while loops and cond branches (and in imported
+-- While/If) get the choices their top-level twins get: Winograd's bound checked against float64
+-- sums computed here.
 local lu = require("luaunit")
 local npu = require("npu")
 local S = dofile(SPEC_DIR .. "/support.lua")
@@ -318,4 +320,316 @@ function TestGelu:test_graphdef_round_trip_keeps_approximate()
   lu.assertTrue(npu.allclose(got[1], want[1], 0, 0))
   lu.assertTrue(npu.allclose(got[2], want[2], 0, 0))
   lu.assertFalse(npu.allclose(want[1], want[2], 0, 0))
+end
+
+-- ---- steps inside loops and branches (compile/implmode.c: select_block) ------------------
+-- One graph holds a convolution, an exp and a tanh three times: at the top level, in a while
+-- loop's body (each a loop variable's next value) and in a cond's then branch.  Whatever the
+-- options, a nested step gets the choice its top-level twin gets, and the same bits.
+
+local N, H, C = 1, 8, 8 -- 8 input and output channels: the least Winograd takes
+local SHAPE = { N, H, H, C }
+
+local function uniform(seed, n)
+  local r, out = S.lcg(seed), {}
+  for i = 1, n do out[i] = (r() % 65536) / 32768 - 1 end -- [-1, 1)
+  return out
+end
+
+local XS, FS = uniform(11, N * H * H * C), uniform(12, 9 * C * C)
+
+local function nested_graph()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", SHAPE, "x")
+  local n = g:placeholder("int32", {}, "n")
+  local p = g:placeholder("bool", {}, "p")
+  local f = g:const(npu.tensor(FS, "float32"):reshape({ 3, 3, C, C }))
+  local function ops(where, c, e, t)
+    return npu.nn.conv2d(c, f, { strides = { 1, 1, 1, 1 }, padding = "SAME", name = where .. "_conv" }),
+      npu.exp(e, { name = where .. "_exp" }), npu.tanh(t, { name = where .. "_tanh" })
+  end
+  local ys = {}
+  ys.top_conv, ys.top_exp, ys.top_tanh = ops("top", x, x, x)
+  local r = npu.while_loop(function(i) return npu.less(i, n) end,
+    function(i, c, e, t) return i + 1, ops("loop", c, e, t) end, { 0, x, x, x })
+  ys.loop_conv, ys.loop_exp, ys.loop_tanh = r[2], r[3], r[4]
+  local b = npu.cond(p, function() return { ops("then", x, x, x) } end, function() return { x, x, x } end)
+  ys.then_conv, ys.then_exp, ys.then_tanh = b[1], b[2], b[3]
+  return g, x, n, p, ys
+end
+
+local NAMES = { "top_conv", "top_exp", "top_tanh", "loop_conv", "loop_exp", "loop_tanh",
+  "then_conv", "then_exp", "then_tanh" }
+
+-- The steps of an explained plan at any depth, by node name.
+local function steps_by_node(e)
+  local out = {}
+  local function walk(steps, depth)
+    for _, s in ipairs(steps) do
+      out[s.node] = { algo = s.algo, impl = s.impl, depth = depth, tuned = s.tuned }
+      for _, blk in ipairs(s.blocks or {}) do walk(blk.steps, depth + 1) end
+    end
+  end
+  walk(e.steps, 0)
+  return out
+end
+
+-- name -> flat results (the loop run n times, the then branch taken) and the steps by node
+local function run_nested(options, n, g_of)
+  local g, x, nn, p, ys = (g_of or nested_graph)()
+  options = options or {}
+  options.export_compile_stat = 0
+  local sess <close> = npu.Session { graph = g, options = options }
+  local fetches = {}
+  for i, name in ipairs(NAMES) do fetches[i] = ys[name] end
+  local feeds = { [x] = npu.tensor(XS, "float32"):reshape(SHAPE), [nn] = npu.tensor(n or 1, "int32"),
+    [p] = npu.tensor(true, "bool") }
+  local got = sess:run(fetches, feeds)
+  local out = {}
+  for i, name in ipairs(NAMES) do out[name] = flatten(got[i]:totable()) end
+  return out, steps_by_node(sess:explain(fetches, feeds))
+end
+
+-- The exact convolution of flat NHWC input xs (SAME, stride 1) and W, Winograd F(2x2, 3x3)
+-- run on absolute values (docs/numerics.md): per output, sum over c of
+-- |A^T| ((|G| |g| |G^T|) . (|B^T| |d| |B|)) |A| at its place in its 2x2 tile.
+local BT = { { 1, 0, 1, 0 }, { 0, 1, 1, 0 }, { 0, 1, 1, 0 }, { 0, 1, 0, 1 } } -- |B^T|
+local GA = { { 1, 0, 0 }, { .5, .5, .5 }, { .5, .5, .5 }, { 0, 0, 1 } }       -- |G|
+local AT = { { 1, 1, 1, 0 }, { 0, 1, 1, 1 } }                                   -- |A^T|
+
+local function exact_and_w(xs)
+  local function xat(b, y, x, c)
+    if y < 0 or y >= H or x < 0 or x >= H then return 0 end
+    return xs[((b * H + y) * H + x) * C + c + 1]
+  end
+  local function fat(kh, kw, c, k) return FS[((kh * 3 + kw) * C + c) * C + k + 1] end
+  -- |M| |at| |M^T| (4x4) for M of n columns and an n x n patch at(a, b), 1-based
+  local function sandwich(M, n, at)
+    local out = {}
+    for i = 1, 4 do
+      out[i] = {}
+      for j = 1, 4 do
+        local s = 0
+        for a = 1, n do
+          for bb = 1, n do
+            if M[i][a] ~= 0 and M[j][bb] ~= 0 then s = s + M[i][a] * math.abs(at(a, bb)) * M[j][bb] end
+          end
+        end
+        out[i][j] = s
+      end
+    end
+    return out
+  end
+  local U = {} -- U[c][k] = |G| |g| |G^T|
+  for c = 0, C - 1 do
+    U[c] = {}
+    for k = 0, C - 1 do U[c][k] = sandwich(GA, 3, function(a, bb) return fat(a - 1, bb - 1, c, k) end) end
+  end
+  local exact, w = {}, {}
+  for b = 0, N - 1 do
+    for ty = 0, H // 2 - 1 do
+      for tx = 0, H // 2 - 1 do
+        local V = {} -- V[c] = |B^T| |d| |B| of the tile's 4x4 patch
+        for c = 0, C - 1 do
+          V[c] = sandwich(BT, 4, function(a, bb) return xat(b, 2 * ty - 2 + a, 2 * tx - 2 + bb, c) end)
+        end
+        for k = 0, C - 1 do
+          local M = {}
+          for i = 1, 4 do
+            M[i] = {}
+            for j = 1, 4 do
+              local s = 0
+              for c = 0, C - 1 do s = s + U[c][k][i][j] * V[c][i][j] end
+              M[i][j] = s
+            end
+          end
+          for oy = 0, 1 do
+            for ox = 0, 1 do
+              local y, x = 2 * ty + oy, 2 * tx + ox
+              local sw = 0
+              for i = 1, 4 do
+                for j = 1, 4 do sw = sw + AT[oy + 1][i] * M[i][j] * AT[ox + 1][j] end
+              end
+              local se = 0
+              for kh = 0, 2 do
+                for kw = 0, 2 do
+                  for c = 0, C - 1 do se = se + xat(b, y + kh - 1, x + kw - 1, c) * fat(kh, kw, c, k) end
+                end
+              end
+              local at = ((b * H + y) * H + x) * C + k + 1
+              exact[at], w[at] = se, sw
+            end
+          end
+        end
+      end
+    end
+  end
+  return exact, w
+end
+
+-- Winograd's bound: |y - exact| <= gamma(c + 7) W, u = 2^-24; returns the worst |y - exact| / (u W)
+local function winograd_worst(ys, xs)
+  local exact, w = exact_and_w(xs)
+  local u = 2 ^ -24
+  local gamma = (C + 7) * u / (1 - (C + 7) * u)
+  local worst = 0
+  for i, y in ipairs(ys) do
+    local err = math.abs(y - exact[i])
+    lu.assertTrue(err <= gamma * w[i], ("output %d: |y - exact| = %g > gamma(c+7) W = %g"):format(i, err, gamma * w[i]))
+    worst = math.max(worst, err / (u * w[i]))
+  end
+  return worst
+end
+
+local function same_as(got, a, b, what)
+  lu.assertTrue(same(got[a], got[b]), what or (a .. " and " .. b .. " differ"))
+end
+
+TestImplModeNested = {}
+
+function TestImplModeNested:test_default_nested_convolutions_run_direct_with_the_top_levels_bits()
+  local got, steps = run_nested({})
+  for _, where in ipairs({ "top", "loop", "then" }) do
+    local s = steps[where .. "_conv"]
+    lu.assertEquals(s.algo, "direct", where)
+    lu.assertEquals(s.impl, "high_precision", where)
+    lu.assertEquals(s.depth, where == "top" and 0 or 1, where)
+    lu.assertEquals(steps[where .. "_exp"].impl, "high_precision", where)
+  end
+  for _, op in ipairs({ "conv", "exp", "tanh" }) do
+    same_as(got, "loop_" .. op, "top_" .. op)
+    same_as(got, "then_" .. op, "top_" .. op)
+  end
+  -- the reference path's kernels: the same bits for exp and tanh, the conv within its sum's bound
+  local ref = run_nested({ use_off_line = false })
+  lu.assertTrue(same(got.loop_exp, ref.loop_exp) and same(got.loop_tanh, ref.loop_tanh))
+  for i, v in ipairs(ref.loop_conv) do lu.assertAlmostEquals(got.loop_conv[i], v, 1e-5) end
+end
+
+function TestImplModeNested:test_high_performance_reaches_loops_and_branches()
+  local got, steps = run_nested({ op_select_implmode = "high_performance" })
+  for _, where in ipairs({ "top", "loop", "then" }) do
+    lu.assertEquals(steps[where .. "_conv"].algo, "winograd_2x3", where)
+    lu.assertEquals(steps[where .. "_conv"].impl, "high_performance", where)
+    lu.assertEquals(steps[where .. "_exp"].impl, "high_performance", where)
+    lu.assertEquals(steps[where .. "_tanh"].impl, "high_performance", where)
+  end
+  for _, op in ipairs({ "conv", "exp", "tanh" }) do
+    same_as(got, "loop_" .. op, "top_" .. op)
+    same_as(got, "then_" .. op, "top_" .. op)
+  end
+  local default = run_nested({})
+  lu.assertFalse(same(got.loop_conv, default.loop_conv), "Winograd's rounding is not the direct kernel's")
+  lu.assertFalse(same(got.loop_exp, default.loop_exp), "the fast exp is not libm's")
+  -- the explain listing names the nested step's algorithm
+  local g, x, n, p, ys = nested_graph()
+  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  local text = tostring(sess:explain(ys.loop_conv, { [x] = npu.zeros(SHAPE), [n] = npu.tensor(1, "int32") }))
+  lu.assertNotNil(text:match("body:.-loop_conv[^\n]*high_performance winograd_2x3"), text)
+  lu.assertNotNil(p)
+end
+
+function TestImplModeNested:test_nested_winograd_meets_its_bound_against_float64()
+  local one, steps = run_nested({ op_select_implmode = "high_performance" }, 1)
+  lu.assertEquals(steps.loop_conv.algo, "winograd_2x3")
+  lu.assertFalse(same(one.loop_conv, run_nested({}, 1).loop_conv), "not the direct kernel's bits")
+  local worst = winograd_worst(one.loop_conv, XS)
+  lu.assertTrue(worst > 0, "float32 is not float64")
+  winograd_worst(one.then_conv, XS)
+  -- the second iteration convolves the first one's result: Winograd again, within its bound
+  local two = run_nested({ op_select_implmode = "high_performance" }, 2)
+  winograd_worst(two.loop_conv, one.loop_conv)
+  lu.assertFalse(same(two.loop_conv, one.loop_conv))
+end
+
+function TestImplModeNested:test_optypelist_names_types_inside_loops()
+  local got, steps = run_nested({ op_select_implmode = "high_performance", optypelist_for_implmode = "Exp" })
+  local fast = run_nested({ op_select_implmode = "high_performance" })
+  local default = run_nested({})
+  for _, where in ipairs({ "loop", "then" }) do
+    lu.assertEquals(steps[where .. "_exp"].impl, "high_performance", where)
+    lu.assertEquals(steps[where .. "_tanh"].impl, "high_precision", where)
+    lu.assertEquals(steps[where .. "_conv"].algo, "direct", where)
+    lu.assertTrue(same(got[where .. "_exp"], fast.top_exp), where .. " exp: the fast kernel's bits")
+    lu.assertTrue(same(got[where .. "_tanh"], default.top_tanh), where .. " tanh: libm's bits")
+    lu.assertTrue(same(got[where .. "_conv"], default.top_conv), where .. " conv: the direct kernel's bits")
+  end
+  got, steps = run_nested({ op_select_implmode = "high_performance", optypelist_for_implmode = "Conv2D" })
+  for _, where in ipairs({ "loop", "then" }) do
+    lu.assertEquals(steps[where .. "_conv"].algo, "winograd_2x3", where)
+    lu.assertEquals(steps[where .. "_exp"].impl, "high_precision", where)
+    lu.assertTrue(same(got[where .. "_conv"], fast.top_conv), where)
+  end
+end
+
+function TestImplModeNested:test_op_precision_mode_names_a_node_inside_a_loop()
+  local path = write("[ByNodeName]\nloop_conv=high_performance\nthen_exp=high_performance\n")
+  local _, steps = run_nested({ op_precision_mode = path })
+  os.remove(path)
+  lu.assertEquals(steps.loop_conv.algo, "winograd_2x3")
+  lu.assertEquals(steps.then_conv.algo, "direct")
+  lu.assertEquals(steps.top_conv.algo, "direct")
+  lu.assertEquals(steps.then_exp.impl, "high_performance")
+  lu.assertEquals(steps.loop_exp.impl, "high_precision")
+end
+
+function TestImplModeNested:test_imported_functional_control_flow()
+  -- our graph written as TensorFlow's While and If with a function library, read back
+  local function imported()
+    local g, x, n, p, ys = nested_graph()
+    local g2 = npu.import_graph_def(npu.export_graph_def(g))
+    local names = {} -- fetched and fed by name in the imported graph
+    for k, y in pairs(ys) do names[k] = y:name() end
+    return g2, x:name(), n:name(), p:name(), names
+  end
+  local got, steps = run_nested({ op_select_implmode = "high_performance" }, 1, imported)
+  local convs = 0
+  for _, s in pairs(steps) do
+    if s.depth > 0 and s.algo then
+      lu.assertEquals(s.algo, "winograd_2x3")
+      convs = convs + 1
+    end
+  end
+  lu.assertEquals(convs, 2, "the loop's and the branch's convolution")
+  local mine = run_nested({ op_select_implmode = "high_performance" })
+  for _, name in ipairs(NAMES) do lu.assertTrue(same(got[name], mine[name]), name) end
+end
+
+function TestImplModeNested:test_iterations_per_loop_steps_take_the_mode()
+  -- an iterations_per_loop loop runs the plan's own steps n times: they are top-level steps
+  local g = npu.Graph()
+  local xs = npu.tensor(XS, "float32"):reshape(SHAPE)
+  local ds = npu.data.Dataset.from_tensor_slices(xs):batch(N, { drop_remainder = true }):repeat_()
+  local b = ds:make_one_shot_iterator(g):get_next()
+  local f = g:const(npu.tensor(FS, "float32"):reshape({ 3, 3, C, C }))
+  local y = npu.nn.conv2d(b, f, { strides = { 1, 1, 1, 1 }, padding = "SAME", name = "ipl_conv" })
+  local total = g:variable(npu.zeros({}), "total")
+  local step = npu.assign(total, total + npu.reduce_sum(y))
+  local sess <close> = npu.Session { graph = g, options = { iterations_per_loop = 3,
+    op_select_implmode = "high_performance", export_compile_stat = 0 } }
+  sess:run(g:global_variables_initializer())
+  local loop = npu.util.set_iteration_per_loop(sess, step, 3)
+  local got = sess:run({ y, loop })
+  local e = sess:explain({ y, loop })
+  lu.assertEquals(e.iterations, 3)
+  lu.assertEquals(steps_by_node(e).ipl_conv.algo, "winograd_2x3")
+  winograd_worst(flatten(got[1]:totable()), XS)
+end
+
+function TestImplModeNested:test_map_fn_a_tensor_array_loop()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", SHAPE, "x")
+  local f = g:const(npu.tensor(FS, "float32"):reshape({ 3, 3, C, C }))
+  local y = npu.map_fn(function(e)
+    return npu.reshape(npu.nn.conv2d(npu.reshape(e, { 1, H, H, C }), f,
+      { strides = { 1, 1, 1, 1 }, padding = "SAME", name = "map_conv" }), { H, H, C })
+  end, x)
+  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  local feeds = { [x] = npu.tensor(XS, "float32"):reshape(SHAPE) }
+  lu.assertEquals(steps_by_node(sess:explain(y, feeds)).map_conv.algo, "winograd_2x3")
+  local got = flatten(sess:run(y, feeds):totable())
+  lu.assertTrue(same(got, run_nested({ op_select_implmode = "high_performance" }).top_conv),
+    "the top level's Winograd bits")
 end

@@ -4,7 +4,8 @@
 -- each step's "tuned"); the chosen candidate is the one applied; a corrupt or stale record is
 -- ignored and rewritten; the operator cache is aged to its size limit; aoe_mode 1 tunes the
 -- fusion passes of a plan; results stay within each kernel's stated accuracy; the options'
--- errors.  Which candidate wins is never asserted: the machine is shared and noisy.
+-- errors; steps nested in while loops and cond branches are tuned and read back under keys of
+-- their own.  Which candidate wins is never asserted: the machine is shared and noisy.
 local lu = require("luaunit")
 local npu = require("npu")
 local S = dofile(SPEC_DIR .. "/support.lua")
@@ -336,4 +337,152 @@ function TestTuning:test_option_errors()
   local sess = make({ aoe_mode = "4", work_path = dir, op_compiler_cache_mode = "disable" })
   sess:close()
   lu.assertFalse(S.exists(dir .. "/" .. AOE_FILE))
+end
+
+-- ---- steps inside loops and branches ------------------------------------------------------
+-- A 3x3 convolution (8 -> 8 channels) at the top level and, with the same shapes, in a while
+-- loop's body; a matmul of 2 rows (sgemm and sgemv both candidates) in the body and in a
+-- cond's then branch.  A nested step's record is its own: its key says where it sits.
+local function nested_build()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder("float32", { 1, 8, 8, 8 }, "x")
+  local m = g:placeholder("float32", { 2, 64 }, "m")
+  local n = g:placeholder("int32", {}, "n")
+  local p = g:placeholder("bool", {}, "p")
+  local f = g:const(npu.random.normal({ 3, 3, 8, 8 }, { seed = 1, stddev = 0.3 }))
+  local w = g:const(npu.random.normal({ 64, 64 }, { seed = 2, stddev = 0.1 }))
+  local function conv(v, name) return npu.nn.conv2d(v, f, { strides = { 1, 1, 1, 1 }, padding = "SAME", name = name }) end
+  local top = conv(x, "top_conv")
+  local r = npu.while_loop(function(i) return npu.less(i, n) end, function(i, v, a)
+    return i + 1, conv(v, "loop_conv"), npu.matmul(a, w, { name = "loop_matmul" })
+  end, { 0, x, m })
+  local b = npu.cond(p, function() return npu.matmul(m, w, { name = "then_matmul" }) end, function() return m end)
+  local feeds = { [x] = npu.random.normal({ 1, 8, 8, 8 }, { seed = 3 }), [m] = npu.random.normal({ 2, 64 }, { seed = 4 }),
+    [n] = npu.tensor(2, "int32"), [p] = npu.tensor(true, "bool") }
+  return g, feeds, { top, r[2], r[3], b }
+end
+
+-- steps at any depth by node name
+local function nested_steps(e)
+  local out = {}
+  local function walk(steps)
+    for _, s in ipairs(steps) do
+      out[s.node] = s
+      for _, blk in ipairs(s.blocks or {}) do walk(blk.steps) end
+    end
+  end
+  walk(e.steps)
+  return out
+end
+
+local function nested_session(dir, extra, fetches)
+  local g, feeds, ys = nested_build()
+  local opts = { export_compile_stat = 0, work_path = dir, op_compiler_cache_dir = dir .. "/cache" }
+  for k, v in pairs(extra or {}) do opts[k] = v or nil end
+  local sess = npu.Session { graph = g, options = opts }
+  local want = ys
+  if fetches then
+    want = {}
+    for i, k in ipairs(fetches) do want[i] = ys[k] end
+  end
+  return sess, want, feeds
+end
+
+local NESTED = { "top_conv", "loop_conv", "loop_matmul", "then_matmul" }
+
+function TestTuning:test_nested_steps_are_tuned_and_read_back()
+  local dir = self.dir
+  local sess, ys, feeds = nested_session(dir, { aoe_mode = "2" })
+  local e = sess:explain(ys, feeds)
+  lu.assertEquals(e.tuning.timed, 4)
+  local steps = nested_steps(e)
+  for _, name in ipairs(NESTED) do lu.assertEquals(steps[name].tuned, "timed", name) end
+  local recs = {}
+  for _, r in ipairs(records(dir .. "/" .. AOE_FILE)) do recs[r.node] = r end
+  -- where each sits, in its record and its key; the top-level key is as it always was
+  lu.assertEquals(recs.top_conv.context, "")
+  lu.assertEquals(recs.loop_conv.context, "while/body")
+  lu.assertEquals(recs.loop_matmul.context, "while/body")
+  lu.assertEquals(recs.then_matmul.context, "cond/then")
+  lu.assertNotNil(recs.top_conv.key:match(" threads %d+$"), recs.top_conv.key)
+  lu.assertEquals(recs.loop_conv.key, recs.top_conv.key .. " in while/body")
+  lu.assertEquals(recs.then_matmul.key:sub(-13), " in cond/then")
+  -- the GEMV / GEMM choice of the nested matmuls, applied as recorded
+  for _, name in ipairs({ "loop_matmul", "then_matmul" }) do
+    local algos = {}
+    for _, c in ipairs(recs[name].candidates) do algos[c.algo] = true end
+    lu.assertTrue(algos.gemv and algos.sgemm, name .. ": both candidates timed")
+    lu.assertEquals(steps[name].algo, recs[name].algo, name)
+  end
+  lu.assertEquals(steps.loop_conv.algo, recs.loop_conv.algo)
+  local want = sess:run(ys, feeds)
+  sess:close()
+  -- a later session, operator cache on (op_compiler_cache_mode enable, the default), no AOE:
+  -- every nested choice read back, nothing timed, the same bits
+  local plain, ys2, feeds2 = nested_session(dir, { work_path = false, op_compiler_cache_mode = "enable" })
+  local e2 = plain:explain(ys2, feeds2)
+  lu.assertEquals(e2.tuning.timed, 0)
+  lu.assertEquals(e2.tuning.reused, 4)
+  local steps2 = nested_steps(e2)
+  for _, name in ipairs(NESTED) do
+    lu.assertEquals(steps2[name].tuned, "record", name)
+    lu.assertEquals(steps2[name].algo, steps[name].algo, name)
+    lu.assertEquals(steps2[name].threads, steps[name].threads, name)
+  end
+  local got = plain:run(ys2, feeds2)
+  for i = 1, #want do lu.assertEquals(max_diff(got[i], want[i]), 0, "fetch " .. i) end
+  plain:close()
+end
+
+function TestTuning:test_a_top_level_record_is_not_a_nested_steps()
+  local dir = self.dir
+  -- the top-level convolution alone is tuned
+  local sess, ys, feeds = nested_session(dir, { aoe_mode = "2" }, { 1 })
+  lu.assertEquals(sess:explain(ys, feeds).tuning.timed, 1)
+  sess:close()
+  -- the loop's convolution, of the same shapes, finds no record of its own: AOE times it
+  local again, ys2, feeds2 = nested_session(dir, { aoe_mode = "2" }, { 1, 2 })
+  local e = again:explain(ys2, feeds2)
+  local steps = nested_steps(e)
+  lu.assertEquals(steps.top_conv.tuned, "record")
+  lu.assertEquals(steps.loop_conv.tuned, "timed")
+  again:close()
+  -- aoe_config_file's tune_ops_name names a nested node
+  local cfg, wdir = dir .. "/aoe.json", dir .. "/named"
+  os.execute("mkdir -p " .. S.sh_quote(wdir))
+  S.write(cfg, '{"tune_ops_name": ["then_matmul"]}')
+  local named, ys3, feeds3 = nested_session(wdir, { aoe_mode = "2", aoe_config_file = cfg,
+    op_compiler_cache_mode = "disable" })
+  local e3 = named:explain(ys3, feeds3)
+  lu.assertEquals(e3.tuning.timed, 1)
+  lu.assertEquals(nested_steps(e3).then_matmul.tuned, "timed")
+  named:close()
+end
+
+function TestTuning:test_nested_convolution_candidates_under_high_performance()
+  local dir = self.dir
+  local g, feeds, ys = nested_build()
+  local ref = npu.Session { graph = g, options = { use_off_line = false, export_compile_stat = 0 } }
+  local want = ref:run(ys, feeds)
+  ref:close()
+  local sess = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2", work_path = dir,
+    op_compiler_cache_mode = "disable", op_select_implmode = "high_performance" } }
+  local e = sess:explain(ys, feeds)
+  local rec
+  for _, r in ipairs(records(dir .. "/" .. AOE_FILE)) do
+    if r.node == "loop_conv" then rec = r end
+  end
+  local algos = {}
+  for _, c in ipairs(rec.candidates) do algos[c.algo] = true end
+  lu.assertTrue(algos.winograd_2x3 and algos.direct and algos.im2col, "Winograd, direct and im2col timed in the loop")
+  lu.assertEquals(rec.impl, "high_performance")
+  lu.assertEquals(nested_steps(e).loop_conv.algo, rec.algo)
+  -- whichever won: within Winograd's bound (far below 1e-4 of the peak here; the loop runs it twice)
+  local got = sess:run(ys, feeds)
+  for i = 1, #want do
+    local d, peak = max_diff(got[i], want[i])
+    lu.assertTrue(d <= 1e-4 * peak, ("fetch %d: %g of %g"):format(i, d, peak))
+  end
+  sess:close()
 end

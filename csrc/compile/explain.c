@@ -318,7 +318,10 @@ static void steps(jw *w, const ex *e, const npuE_step *list, int n) {
 }
 
 /* cond: "then", "else"; while: "cond" (what the condition needs), "body" (the rest). */
-static const char *const block_names[2][2] = {{"then", "else"}, {"cond", "body"}};
+const char *npuP_block_name(const npuE_step *control, int b) {
+  static const char *const names[2][2] = {{"then", "else"}, {"cond", "body"}};
+  return names[control->def->kind == NPUX_KIND_WHILE][b & 1];
+}
 
 /* "max_iterations" (while: null = no bound) and "blocks": [{"name", "steps"}, ...] */
 static void control(jw *w, const ex *e, const npuE_step *s) {
@@ -334,7 +337,7 @@ static void control(jw *w, const ex *e, const npuE_step *s) {
   for (int b = 0; b < 2; b++) {
     open_(w, '{');
     key(w, "name");
-    str(w, block_names[loop][b]);
+    str(w, npuP_block_name(s, b));
     key(w, "steps");
     steps(w, e, c->block[b].steps, c->block[b].n_steps);
     close_(w, '}');

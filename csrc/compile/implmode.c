@@ -24,6 +24,13 @@
  * lists: SoftmaxV2 (softmax), LogSoftmaxV2, Pooling (max_pool and avg_pool: one implementation
  * each), LRN and ROIAlign (no such ops here: accepted, no effect).
  *
+ * The choices reach every step the plan runs: the top-level ones (an iterations_per_loop loop
+ * runs those) and the steps nested in cond branches and while loops at any depth (npu.cond,
+ * npu.while_loop, imported functional If/While, TensorArray loops), a node named in the .ini
+ * file by its own name wherever it sits.  A nested step whose shapes are known only when it
+ * runs (a loop variable with -1 in its shape invariant) keeps im2col: the other algorithms are
+ * chosen from shapes fixed at compile time.
+ *
  * The reference path (use_off_line=false) ignores all of it: its kernels are the oracle.
  * The file is parsed when the session is made, so a bad one fails npu_session_new naming file
  * and line; node names are matched when a graph is compiled (a name no node has does nothing).
@@ -374,35 +381,57 @@ bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s) {
          npuK_conv2d_direct_fits(&w, f->shape[3], pooled ? &pw : NULL);
 }
 
-npu_status npuP_select_impl(npuP_build *b) {
+/* The step's scratch for the algorithm just chosen; a nested step's comes from the plan's own
+   scratch (compile/control.c), which allocate (plan.c) then makes even when memory planning
+   holds the top-level steps' scratch in its arena. */
+static npu_status rescratch(npuP_build *b, npuE_step *step, bool nested) {
+  npu_status s = npuP_step_scratch(b->ctx, b->plan, step, &b->graph->nodes[step->node], false);
+  if (!s && nested && step->scratch_size) b->plan->nested_scratch = true;
+  return s;
+}
+
+/* The rules of npuP_select_impl on one step. */
+static npu_status select_step(npuP_build *b, npuE_step *step, bool nested) {
   const struct npuP_impl_config *c = b->cfg->impl;
-  npuE_plan *p = b->plan;
-  if (b->cfg->reference) return NPU_OK;
-  for (int k = 0; k < p->n_steps; k++) {
-    npuE_step *step = &p->steps[k];
-    if (step->def->tune != NPUX_TUNE_CONV || step->algo != NPUK_CONV_IM2COL ||
-        !npuP_direct_fits(p, step))
-      continue;
+  const npuE_plan *p = b->plan;
+  bool conv = step->def->tune == NPUX_TUNE_CONV; /* conv2d and the fused conv2d */
+  if (conv && step->algo == NPUK_CONV_IM2COL && npuP_direct_fits(p, step)) {
     step->algo = NPUK_CONV_DIRECT;
-    npu_status s = npuP_step_scratch(b->ctx, p, step, &b->graph->nodes[step->node], false);
+    npu_status s = rescratch(b, step, nested);
     if (s) return s;
   }
   if (!c) return NPU_OK;
-  for (int k = 0; k < p->n_steps; k++) {
-    npuE_step *step = &p->steps[k];
-    const char *node = step->node >= 0 ? b->graph->nodes[step->node].name : "";
-    if (step->def->tune == NPUX_TUNE_CONV) { /* conv2d and the fused conv2d: an algorithm to pick */
-      /* by the convolution's mode (a fused step's node is its conv2d) */
-      if (op_mode(c, &npuX_op_conv2d, node) != MODE_PERFORMANCE) continue;
-      step->impl = MODE_PERFORMANCE;
-      if (!winograd_wins(p, step)) continue;
-      step->algo = NPUK_CONV_WINOGRAD_2X3;
-      npu_status s = npuP_step_scratch(b->ctx, p, step, &b->graph->nodes[step->node], false);
-      if (s) return s;
-      continue;
-    }
-    if (step->def->kind != NPUX_KIND_KERNEL || !is_dual(step->def)) continue;
+  const char *node = step->node >= 0 ? b->graph->nodes[step->node].name : "";
+  if (conv) { /* an algorithm to pick, by the convolution's mode (a fused step's node is its conv2d) */
+    if (op_mode(c, &npuX_op_conv2d, node) != MODE_PERFORMANCE) return NPU_OK;
+    step->impl = MODE_PERFORMANCE;
+    if (!winograd_wins(p, step)) return NPU_OK;
+    step->algo = NPUK_CONV_WINOGRAD_2X3;
+    return rescratch(b, step, nested);
+  }
+  if (step->def->kind == NPUX_KIND_KERNEL && is_dual(step->def))
     step->impl = (uint8_t)op_mode(c, step->def, node);
+  return NPU_OK;
+}
+
+/* The steps of a block and, through each control step, of the blocks nested in it (a cond's
+   branches, a while loop's condition and body, at any depth): nested steps share the plan's
+   values, so the rules read their shapes as they read a top-level step's. */
+static npu_status select_block(npuP_build *b, npuE_step *steps, int n, bool nested) {
+  for (int k = 0; k < n; k++) {
+    npuE_step *step = &steps[k];
+    npu_status s = NPU_OK;
+    if (step->control)
+      for (int j = 0; j < 2 && !s; j++)
+        s = select_block(b, step->control->block[j].steps, step->control->block[j].n_steps, true);
+    else
+      s = select_step(b, step, nested);
+    if (s) return s;
   }
   return NPU_OK;
+}
+
+npu_status npuP_select_impl(npuP_build *b) {
+  if (b->cfg->reference) return NPU_OK;
+  return select_block(b, b->plan->steps, b->plan->n_steps, false);
 }

@@ -80,6 +80,9 @@ npu_status npuP_graph_dump(npuP_build *b, int graph, int stage, const char *name
 /* compile/explain.c: s (NULL reads as "") escaped for the inside of a JSON string (quotes and
    backslashes escaped, control bytes as \u00XX), handed to put in pieces. */
 void npuP_json_escape(const char *s, void (*put)(void *ud, const char *text, size_t n), void *ud);
+/* compile/explain.c: the name of block b (0, 1) of a control step: a cond's "then" and "else",
+   a while's "cond" (what its condition needs) and "body" (the rest). */
+const char *npuP_block_name(const npuE_step *control, int b);
 /* Node `node`'s name, "?" when it is not a node of g. */
 static inline const char *npuP_node_name(const npu_graph *g, int node) {
   const char *name = npu_graph_node_name(g, node);

@@ -13,21 +13,30 @@
  *   these and depthwise_conv2d, fused_depthwise_conv2d, max_pool, avg_pool
  *                          the threads the step runs on (all, half, one): the kernels give the
  *                          same bits at any thread count (docs/numerics.md, Determinism).
- * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands).
+ * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands), at
+ * the top level and nested in cond branches and while loops at any depth.
  *
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
  * (constants as they are; other inputs filled with values in [0.5, 1.5)), after one warm-up
  * call each, in interleaved rounds (each round runs every candidate once, so a burst of load
  * hits them alike), and is judged by its median.  The compiler's own choice is candidate 0
- * and keeps its place unless another median is at least MARGIN faster.
+ * and keeps its place unless another median is at least MARGIN faster.  A nested step is
+ * timed the same way, on its own: the loop or branch around it is not run (how often a loop
+ * runs is known only then, from its data), and its kernel is called as the loop calls it,
+ * again and again on operands of the same shapes with its region's constants as they are;
+ * what the loop adds around the step (its other steps, the loop variables' hand-over) is not
+ * in the times.
  *
  * Records: one JSON object per line (a format people can read with their own tools):
  *   {"v":1,"key":...,"kind":"op"|"subgraph","op":...,"inputs":[...],"outputs":[...],
- *    "attrs":...,"impl":...,"threads_max":N,"fingerprint":...,"algo":...,"threads":N,
+ *    "node":...,"context":...,"attrs":...,"impl":...,"threads_max":N,"fingerprint":...,
+ *    "algo":...,"threads":N,
  *    "fusion_off":[...],"candidates":[{"algo":...,"threads":N,"median_us":x},...],
  *    "written":unix,"atime":unix,"checksum":"<16 hex>"}
  * The checksum is FNV-1a 64 of the line up to `,"checksum"`.  key identifies what was timed
- * (op type, shapes, dtypes, attributes, implementation mode, the context's thread count);
+ * (op type, shapes, dtypes, attributes, implementation mode, the context's thread count, and
+ * for a nested step " in " and the blocks around it, "context" in the record: "while/body",
+ * "cond/then>while/body"; a top-level step's key has no such part);
  * fingerprint what timed it (format version, our kernels' version, OpenBLAS's build
  * config, the CPU's model name).  A line that does not parse or whose checksum differs is
  * corrupt: ignored, and dropped when the file is next written; a record of another fingerprint
@@ -610,7 +619,7 @@ static bool benchable(const npuE_plan *p, const npuE_step *s, npu_tensor *const 
 }
 
 /* The step's key into keybuf. */
-static void step_key(const npuE_plan *p, const npuE_step *s, int threads,
+static void step_key(const npuE_plan *p, const npuE_step *s, int threads, const char *where,
                      char *keybuf, size_t n) {
   sbuf b = {keybuf, 0, n};
   keybuf[0] = 0;
@@ -627,6 +636,9 @@ static void step_key(const npuE_plan *p, const npuE_step *s, int threads,
   put(&b, " attrs ");
   attrs_desc(&b, s);
   put(&b, " impl %d threads %d", s->impl, threads);
+  /* a nested step's block: its record is not a top-level step's of the same shapes, nor
+     another block's (keys of top-level steps are as they were before nesting was tuned) */
+  if (*where) put(&b, " in %s", where);
 }
 
 /* ---------------------------------------------------------------- timing */
@@ -865,7 +877,8 @@ static void add_candidates(cJSON *r, npuX_tune kind, const cand *cs, int n) {
 }
 
 /* Times step s's candidates and records the winner; applies it. */
-static npu_status tune_step(npuP_build *b, npuE_step *s, npuX_tune kind, int T, const char *key) {
+static npu_status tune_step(npuP_build *b, npuE_step *s, npuX_tune kind, int T, const char *key,
+                            const char *where) {
   npuP_tune_config *c = b->cfg->tune;
   cand cs[9];
   int n = candidates(b, s, kind, T, c->widen, cs);
@@ -884,6 +897,7 @@ static npu_status tune_step(npuP_build *b, npuE_step *s, npuX_tune kind, int T, 
   if (!r) return NPU_ERR_NOMEM;
   cJSON_AddStringToObject(r, "op", s->def->name);
   cJSON_AddStringToObject(r, "node", b->graph->nodes[s->node].name);
+  cJSON_AddStringToObject(r, "context", where);
   cJSON_AddItemToObject(r, "inputs", values_json(b->plan, s->n_in, s->in));
   cJSON_AddItemToObject(r, "outputs", values_json(b->plan, s->n_out, s->out));
   cJSON_AddStringToObject(r, "impl", s->impl ? "high_performance" : "high_precision");
@@ -917,31 +931,74 @@ static bool apply_record(npuP_build *b, npuE_step *s, npuX_tune kind, int T, con
   return false;
 }
 
+/* One step: a record's choice, or (aoe_mode 2, the step selected) its candidates timed. */
+static npu_status tune_one(npuP_build *b, npuE_step *step, int T, const char *where,
+                           bool nested) {
+  npuP_tune_config *c = b->cfg->tune;
+  npuE_plan *p = b->plan;
+  npuX_tune kind = step->def->tune;
+  if (kind == NPUX_TUNE_NONE || !benchable(p, step, b->known)) return NPU_OK;
+  char key[1024];
+  step_key(p, step, T, where, key, sizeof key);
+  const cJSON *r = lookup(b->ctx, c, key);
+  uint8_t algo0 = step->algo;
+  npu_status s = NPU_OK;
+  if (r && apply_record(b, step, kind, T, r)) {
+  } else if (c->mode == 2 && selected(c, b->graph, step)) {
+    s = tune_step(b, step, kind, T, key, where);
+  } else {
+    return NPU_OK;
+  }
+  if (!s && step->algo != algo0) /* the scratch of the algorithm chosen */
+    s = npuP_step_scratch(b->ctx, p, step, &b->graph->nodes[step->node], false);
+  /* a nested step's scratch is the plan's own (compile/control.c) */
+  if (!s && nested && step->scratch_size) p->nested_scratch = true;
+  return s;
+}
+
+/* The steps of a block and of the blocks nested in its control steps, at any depth; where
+   (a buffer of `cap` bytes) says where the block sits: "" at the top level, else the blocks
+   around it from the outside in ("while/body", "cond/then>while/body"). */
+static npu_status tune_block(npuP_build *b, npuE_step *steps, int n, int T, char *where,
+                             size_t cap) {
+  npu_status s = NPU_OK;
+  size_t len = strlen(where);
+  for (int k = 0; k < n && !s; k++) {
+    npuE_step *step = &steps[k];
+    if (!step->control) {
+      s = tune_one(b, step, T, where, len > 0);
+      continue;
+    }
+    for (int j = 0; j < 2 && !s; j++) {
+      snprintf(where + len, cap - len, "%s%s/%s", len ? ">" : "", step->def->name,
+               npuP_block_name(step, j));
+      const npuE_block *blk = &step->control->block[j];
+      s = tune_block(b, blk->steps, blk->n_steps, T, where, cap);
+      where[len] = 0;
+    }
+  }
+  return s;
+}
+
 npu_status npuP_tune_steps(npuP_build *b) {
   npuP_tune_config *c = b->cfg->tune;
   npuE_plan *p = b->plan;
-  if (!c || b->cfg->reference || p->dynamic) return NPU_OK;
+  if (!c || b->cfg->reference) return NPU_OK;
   int T = npu_context_n_threads(b->ctx);
   if (T > p->n_threads) T = p->n_threads;
-  bool timing = c->mode == 2;
-  npu_status s = NPU_OK;
-  char key[1024];
-  for (int k = 0; k < p->n_steps && !s; k++) {
-    npuE_step *step = &p->steps[k];
-    npuX_tune kind = step->def->tune;
-    if (kind == NPUX_TUNE_NONE || !benchable(p, step, b->known)) continue;
-    step_key(p, step, T, key, sizeof key);
-    const cJSON *r = lookup(b->ctx, c, key);
-    uint8_t algo0 = step->algo;
-    if (r && apply_record(b, step, kind, T, r)) {
-    } else if (timing && selected(c, b->graph, step)) {
-      s = tune_step(b, step, kind, T, key);
-    } else {
-      continue;
-    }
-    if (!s && step->algo != algo0) /* the scratch of the algorithm chosen */
-      s = npuP_step_scratch(b->ctx, p, step, &b->graph->nodes[step->node], false);
-  }
+  /* A nested block's constants are bound in their slots only (compile/control.c): the timing
+     uses them as they are, as it does the top level's.  Before memory planning the only
+     tensors in the slots are constants and folded values. */
+  npu_tensor **own = b->known;
+  npu_tensor **known = npuC_alloc(b->ctx, (size_t)(p->n_values ? p->n_values : 1) * sizeof *known);
+  if (!known) return NPU_ERR_NOMEM;
+  for (int v = 0; v < p->n_values; v++)
+    known[v] = own[v] ? own[v] : p->owned[v] ? p->slots[v] : NULL;
+  b->known = known;
+  char where[256] = "";
+  npu_status s = tune_block(b, p->steps, p->n_steps, T, where, sizeof where);
+  b->known = own;
+  npuC_free(b->ctx, known);
   npu_status w = save_all(b->ctx, c);
   return s ? s : w;
 }

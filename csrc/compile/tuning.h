@@ -33,7 +33,8 @@ npu_status npuP_tune_config_new(npu_context *ctx, const npu_options *o, npuP_tun
 void npuP_tune_config_free(npu_context *ctx, npuP_tune_config *c);
 
 /* The operator pass (after implementation selection, before memory planning): applies records
-   to the plan's steps and, under aoe_mode 2, times the steps without one. */
+   to the plan's steps, those nested in cond / while steps included, and, under aoe_mode 2,
+   times the steps without one. */
 npu_status npuP_tune_steps(npuP_build *b);
 
 /* Subgraph tuning (aoe_mode 1) and subgraph records: the whole-plan choice.  key: the
