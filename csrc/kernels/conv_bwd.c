@@ -51,6 +51,18 @@ static int as_forward(const npuK_window2d *w, int64_t out_c, npuK_window2d *fw) 
   return 1;
 }
 
+/* The forward's filter: f turned half a turn, its channels swapped, (k_h, k_w, out_c, c). */
+static void turn_filter(const npuK_window2d *w, int64_t out_c, const float *filter,
+                        float *turned) {
+  for (int64_t kh = 0; kh < w->k_h; kh++)
+    for (int64_t kw = 0; kw < w->k_w; kw++) {
+      const float *src = filter + ((w->k_h - 1 - kh) * w->k_w + (w->k_w - 1 - kw)) * w->c * out_c;
+      float *dst = turned + (kh * w->k_w + kw) * out_c * w->c;
+      for (int64_t ci = 0; ci < w->c; ci++)
+        for (int64_t co = 0; co < out_c; co++) dst[co * w->c + ci] = src[ci * out_c + co];
+    }
+}
+
 size_t npuK_conv2d_backprop_input_f32_scratch_size(const npuK_window2d *w, int64_t out_c,
                                                    int n_slots) {
   npuK_window2d fw;
@@ -98,15 +110,8 @@ void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_windo
   if (image == 0 || w->n == 0) return;
   npuK_window2d fw;
   if (w->out_h > 0 && w->out_w > 0 && w->c > 0 && as_forward(w, out_c, &fw)) {
-    float *turned = scratch; /* (k_h, k_w, out_c, c) */
-    for (int64_t kh = 0; kh < w->k_h; kh++)
-      for (int64_t kw = 0; kw < w->k_w; kw++) {
-        const float *src = filter + ((w->k_h - 1 - kh) * w->k_w + (w->k_w - 1 - kw)) * w->c * out_c;
-        float *dst = turned + (kh * w->k_w + kw) * out_c * w->c;
-        for (int64_t ci = 0; ci < w->c; ci++)
-          for (int64_t co = 0; co < out_c; co++) dst[co * w->c + ci] = src[ci * out_c + co];
-      }
-    npuK_conv2d_f32(pool, &fw, w->c, dy, turned, dx, scratch + w->k_h * w->k_w * w->c * out_c,
+    turn_filter(w, out_c, filter, scratch);
+    npuK_conv2d_f32(pool, &fw, w->c, dy, scratch, dx, scratch + w->k_h * w->k_w * w->c * out_c,
                     n_slots);
     return;
   }
@@ -355,4 +360,33 @@ void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d 
 #endif
   /* float32 throughout (no scratch), or no AVX2 + FMA: the twin's loops, the same bits */
   npuK_conv2d_backprop_filter_f32_ref(pool, w, out_c, x, dy, df, scratch);
+}
+
+/* ---- the input gradient by Winograd F(2x2, 3x3) (op_select_implmode high_performance) ----
+   The same forward convolution of dy with the turned filter, run by winograd.c: its tiles,
+   blocks and rounding, so its bound with the forward's c being out_c here, |dx - exact| <=
+   gamma(out_c + 7) W (docs/numerics.md, "Winograd"), and the same bits at any thread count. */
+int npuK_conv2d_backprop_input_winograd_fits(const npuK_window2d *w, int64_t out_c) {
+  npuK_window2d fw;
+  return w->n > 0 && w->c > 0 && w->out_h > 0 && w->out_w > 0 && as_forward(w, out_c, &fw) &&
+         npuK_conv2d_winograd_fits(&fw, NULL);
+}
+
+size_t npuK_conv2d_backprop_input_f32_winograd_scratch_size(const npuK_window2d *w,
+                                                            int64_t out_c, int n_slots) {
+  npuK_window2d fw;
+  if (!npuK_conv2d_backprop_input_winograd_fits(w, out_c) || !as_forward(w, out_c, &fw))
+    return 0;
+  return (size_t)(w->k_h * w->k_w * w->c * out_c) * sizeof(float) +
+         npuK_conv2d_winograd_scratch_size(&fw, w->c, NULL, n_slots);
+}
+
+void npuK_conv2d_backprop_input_f32_winograd(const npuK_pool *pool, const npuK_window2d *w,
+                                             int64_t out_c, const float *dy, const float *filter,
+                                             float *dx, float *scratch, int n_slots) {
+  npuK_window2d fw;
+  if (!npuK_conv2d_backprop_input_winograd_fits(w, out_c) || !as_forward(w, out_c, &fw)) return;
+  turn_filter(w, out_c, filter, scratch);
+  npuK_conv2d_f32_winograd_ep(pool, &fw, w->c, dy, scratch, NULL, NULL, dx,
+                              scratch + w->k_h * w->k_w * w->c * out_c, n_slots);
 }
