@@ -1,5 +1,5 @@
-/* conv_bwd.c: conv2d's gradients.  The input gradient through sgemm (kmath.h,
- * npuK_conv2d_backprop_input_f32_gemm; the direct loops of window_grad.c,
+/* conv_bwd.c: conv2d's gradients.  The input gradient as a forward convolution or by sgemm
+ * (kmath.h, npuK_conv2d_backprop_input_f32_gemm; the direct loops of window_grad.c,
  * npuK_conv2d_backprop_input_f32 (kgrad.h), are its reference twin), and the filter gradient
  * with register tiles (npuK_conv2d_backprop_filter_f32, bit for bit its twin
  * npuK_conv2d_backprop_filter_f32_ref; see below).
@@ -7,13 +7,15 @@
  * Input gradient, stride 1 and dilation 1 (a CNN's 3x3 SAME layers): dx is the forward
  * convolution of dy with the filter turned half a turn and its channels swapped,
  * f'[kh, kw, co, ci] = f[k_h-1-kh, k_w-1-kw, ci, co], padded by k-1-pad before (each input
- * pixel ih reads the dy rows oh = ih + pad_top - kh): conv.c's im2col + sgemm, whose blocks
- * of output pixels are fixed by the shape (the same bits at any thread count).  That is one
- * GEMM of m = n in_h in_w rows by the k_h k_w out_c deep sum straight into dx, no zeroing and
- * no scatter: 3.8 against 4.6 ms for the CNN's second layer (32 x 14 x 14, 64 -> 32
- * channels, one thread, CPU time) where the scatter below spent its time on col2im's adds and
- * OpenBLAS's zeroing of the column block.  Each element is a float32 GEMM sum of its
- * k_h k_w out_c terms, the scatter's bound (kmath.h).
+ * pixel ih reads the dy rows oh = ih + pad_top - kh), written straight into dx: no zeroing,
+ * no scatter.  That convolution runs by the direct kernel (conv_direct.c) where it takes it
+ * (dx's channels a multiple of 8), else conv.c's im2col + sgemm (blocks fixed by the shape):
+ * either way the same bits at any thread count.  The CNN's second layer (32 x 14 x 14, 64 ->
+ * 32 channels, one thread, CPU time, AMD EPYC Zen 4, one process interleaved): 3.5 ms by
+ * im2col, 2.06 by the direct kernel (its FMA peak, ~112 GFLOP/s), 1.9 by Winograd (the
+ * opt-in below); the scatter below took 4.6 ms on the earlier CPU where im2col took 3.8.
+ * Each element is a float32 sum of its k_h k_w out_c terms (one FMA chain by the direct
+ * kernel), the scatter's bound (kmath.h).
  * Other strides and dilations scatter: per image, output rows are taken in blocks of R (sized
  * so the block's columns stay near 4 MiB): col (R * out_w, k_h * k_w * c) = dy_block
  * (R * out_w, out_c) x filter^T, the filter being (k_h * k_w * c, out_c) row-major (HWIO);
@@ -66,9 +68,11 @@ static void turn_filter(const npuK_window2d *w, int64_t out_c, const float *filt
 size_t npuK_conv2d_backprop_input_f32_scratch_size(const npuK_window2d *w, int64_t out_c,
                                                    int n_slots) {
   npuK_window2d fw;
-  if (as_forward(w, out_c, &fw)) /* the turned filter, then the convolution's blocks */
+  if (as_forward(w, out_c, &fw)) /* the turned filter, then the convolution's scratch */
     return (size_t)(w->k_h * w->k_w * w->c * out_c) * sizeof(float) +
-           npuK_conv2d_f32_scratch_size(&fw, w->c, n_slots);
+           (npuK_conv2d_direct_fits(&fw, w->c, NULL)
+                ? npuK_conv2d_direct_scratch_size(&fw, w->c, NULL, n_slots)
+                : npuK_conv2d_f32_scratch_size(&fw, w->c, n_slots));
   return (size_t)(block_rows(w) * w->out_w * w->k_h * w->k_w * w->c) * sizeof(float);
 }
 
@@ -111,8 +115,11 @@ void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_windo
   npuK_window2d fw;
   if (w->out_h > 0 && w->out_w > 0 && w->c > 0 && as_forward(w, out_c, &fw)) {
     turn_filter(w, out_c, filter, scratch);
-    npuK_conv2d_f32(pool, &fw, w->c, dy, scratch, dx, scratch + w->k_h * w->k_w * w->c * out_c,
-                    n_slots);
+    float *rest = scratch + w->k_h * w->k_w * w->c * out_c;
+    if (npuK_conv2d_direct_fits(&fw, w->c, NULL)) /* dx's channels a multiple of 8 */
+      npuK_conv2d_f32_direct_ep(pool, &fw, w->c, dy, scratch, NULL, NULL, dx, rest, n_slots);
+    else
+      npuK_conv2d_f32(pool, &fw, w->c, dy, scratch, dx, rest, n_slots);
     return;
   }
   memset(dx, 0, (size_t)(w->n * image) * sizeof *dx);

@@ -127,7 +127,8 @@ void npuK_resize_nearest(const npuK_pool *pool, size_t elem_size, int64_t n, int
  * gradient dx here), filter HWIO (k_h, k_w, c, out_c), dy (n, out_h, out_w, out_c);
  * dx[n, ih, iw, ci] = the sum over the (oh, ow, kh, kw) reading (ih, iw) and co of
  * dy[n, oh, ow, co] * filter[kh, kw, ci, co].  Fast: stride 1, dilation 1, the forward
- * convolution of dy with the turned filter (conv.c's im2col + sgemm); otherwise sgemm of
+ * convolution of dy with the turned filter (conv_direct.c's kernel where c is a multiple of
+ * 8, else conv.c's im2col + sgemm); otherwise sgemm of
  * blocks of output rows, then col2im parallel over input rows.  scratch:
  * npuK_conv2d_backprop_input_f32_scratch_size bytes, float-aligned; n_slots as conv2d's (the
  * bits do not depend on it nor on the pool).  Each element is a float32 sum of its

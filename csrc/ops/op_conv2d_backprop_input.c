@@ -15,9 +15,10 @@
  * Output: input_sizes, dx[n, ih, iw, ci] = the sum of dy[n, oh, ow, co] * filter[kh, kw, ci,
  * co] over the (oh, ow, kh, kw) that read (ih, iw) in the forward, and co.
  * Trust list, as its forward op.
- * Device: stride 1, dilation 1: conv2d of dy with the filter turned half a turn (kernels'
- * im2col + sgemm); otherwise dy times the filter's transpose with sgemm (columns of (k_h, k_w,
- * c) per output pixel, in blocks of output rows), scattered back (col2im) in a fixed order.
+ * Device: stride 1, dilation 1: conv2d of dy with the filter turned half a turn (the direct
+ * kernel where c % 8 == 0, else im2col + sgemm); otherwise dy times the filter's transpose
+ * with sgemm (columns of (k_h, k_w, c) per output pixel, in blocks of output rows), scattered
+ * back (col2im) in a fixed order.
  * Under op_select_implmode high_performance (compile/implmode.c), 3x3 stride 1 with at least
  * 8 channels each side: that convolution by Winograd F(2x2, 3x3) (kernels/winograd.c), with
  * Winograd's rounding and bound (docs/numerics.md); explain shows "winograd_2x3".
