@@ -1188,6 +1188,9 @@ static void test_max_pool_grad(void) {
       /* windows that cannot overlap but leave pixels out: odd sizes, gaps, SAME padding */
       {2, 7, 7, 12, 2, 2, 0}, {1, 10, 10, 9, 2, 3, 0}, {1, 7, 7, 16, 2, 2, 1},
       {2, 28, 28, 32, 2, 2, 0}}; /* the CNN's first pool: the windows tile the input */
+  /* over all shapes (a small one may keep or cut all: that depends on the random stream),
+     some gradients survive the relu mask and some are cut */
+  int64_t kept = 0, cut = 0;
   for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
     const int64_t *s = shapes[t];
     npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[4], s[5], s[5], 1, 1, (int)s[6]);
@@ -1214,9 +1217,7 @@ static void test_max_pool_grad(void) {
     for (int rep = 0; rep < 2; rep++) {
       const float *fe = rep ? feat : x;
       npuK_act_grad_f32(NULL, NPUK_AG_RELU, nx, d1, fe, r1);
-      int kept = 0, cut = 0;
       for (int64_t i = 0; i < nx; i++) kept += r1[i] != 0, cut += r1[i] == 0 && d1[i] != 0;
-      CHECK(kept > 0 && cut > 0); /* some gradients survive the mask, some are cut */
       npuK_max_pool_grad_relu_f32(NULL, &g, x, dy, fe, d2);
       CHECK(bits_equal(r1, d2, (size_t)nx * 4));
       npuK_max_pool_grad_relu_f32(&pool_two, &g, x, dy, fe, d3);
@@ -1227,10 +1228,11 @@ static void test_max_pool_grad(void) {
     free(feat); free(r1);
     free(x); free(dy); free(d1); free(d2); free(d3);
   }
+  CHECK(kept > 0 && cut > 0);
 }
 
 /* conv2d_backprop_input's fast kernel (stride 1: the forward convolution of dy with the
-   turned filter; otherwise GEMM + col2im) against its direct-loop twin, to 2 T 2^-24 of the
+   turned filter, by the direct kernel where dx has 8k channels; otherwise GEMM + col2im) against its direct-loop twin, to 2 T 2^-24 of the
    magnitude sum|dy f| (T terms per element), and the same bits on any pool and slot count;
    shapes of one image per GEMM, images cut into row blocks (a large image), and the stride-1
    geometries below. */
@@ -1903,9 +1905,9 @@ static void test_conv_pooled(void) {
   }
 }
 
-/* conv2d_backprop_filter: the register-tiled kernel against the direct loops, bit for bit
-   (the same sums in the same order), on any pool: channel counts off the tiles (4 input
-   channels, 16 / 8 output channels and a scalar tail), more than 16 input channels (several
+/* conv2d_backprop_filter: the register-tiled kernel (AVX-512 and AVX2 tiles) against the
+   direct loops, bit for bit (the same sums in the same order), on any pool: channel counts off
+   the tiles (4 input channels, 32 / 16 / 8 output channels, masked and scalar tails), more than 16 input channels (several
    items per (kh, kw)), blocks of 64 positions crossing rows and images, strides, dilation,
    SAME and VALID; and float32 throughout when there is no scratch. */
 static void test_conv_filter_grad(void) {
@@ -1916,7 +1918,9 @@ static void test_conv_filter_grad(void) {
       {1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0},    {4, 14, 14, 32, 3, 3, 1, 1, 1, 64, 0},
       /* one input channel (vectors of output channels over all taps, each tap its blocks) */
       {6, 28, 28, 1, 3, 3, 1, 1, 1, 32, 0}, {2, 9, 11, 1, 3, 3, 2, 1, 0, 8, 0},
-      {3, 7, 7, 1, 2, 2, 1, 2, 1, 16, 0},   {1, 6, 6, 1, 1, 1, 1, 1, 0, 24, 0}};
+      {3, 7, 7, 1, 2, 2, 1, 2, 1, 16, 0},   {1, 6, 6, 1, 1, 1, 1, 1, 0, 24, 0},
+      /* AVX-512's output channel tails: 32 + 8 in a masked vector, 32 + 16 */
+      {2, 6, 7, 20, 3, 3, 1, 1, 1, 40, 0},  {1, 5, 6, 9, 3, 3, 1, 1, 1, 48, 0}};
   for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
     const int64_t *s = shapes[t];
     npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[6], s[7], s[7],
@@ -1933,6 +1937,8 @@ static void test_conv_filter_grad(void) {
     npuK_conv2d_backprop_filter_f32(&pool_two, &g, oc, x, dy, f3, acc);
     CHECK(bits_equal(f1, f3, (size_t)nf * 4));
     npuK_conv2d_backprop_filter_f32(&pool_odd, &g, oc, x, dy, f4, acc);
+    CHECK(bits_equal(f1, f4, (size_t)nf * 4));
+    npuK_conv2d_backprop_filter_f32_level(&pool_odd, &g, oc, x, dy, f4, acc, 1); /* AVX2 */
     CHECK(bits_equal(f1, f4, (size_t)nf * 4));
     npuK_conv2d_backprop_filter_f32_ref(NULL, &g, oc, x, dy, f1, NULL);
     npuK_conv2d_backprop_filter_f32(&pool_two, &g, oc, x, dy, f2, NULL);
