@@ -2,9 +2,10 @@
  * implmode.c — operator implementation modes: which of an op's two implementations a step runs
  * (kernels/kfast.h): high_precision (libm-based, the default) or high_performance (vectorised
  * float32 approximations with the errors kfast.h states).  The ops that have both are those
- * of `dual` below, and conv2d, whose high_performance is an algorithm (npuE_step.algo):
- * Winograd F(2x2, 3x3) where it takes the shape and wins (winograd_wins), other rounding with
- * the bound of docs/numerics.md; for every other op the modes are accepted and change nothing.
+ * of `dual` below, and conv2d and conv2d_backprop_input, whose high_performance is an
+ * algorithm (npuE_step.algo): Winograd F(2x2, 3x3) where it takes the shape and wins
+ * (winograd_wins, backprop_input_winograd_wins), other rounding with the bound of
+ * docs/numerics.md; for every other op the modes are accepted and change nothing.
  *
  * What chooses (000; the first that is set wins):
  *   op_precision_mode        an .ini file: [ByOpType] type=mode and [ByNodeName] node=mode, the
