@@ -13,7 +13,9 @@
  * pool" (a fusion_switch_file turning ConvMaxPoolFusionPass off: the plan before that pass),
  * the default session (conv + bias + relu + max_pool as one step), and "winograd"
  * (op_select_implmode high_performance: the second convolution by Winograd F(2x2, 3x3), the
- * first keeps im2col: one input channel).  The train step runs the default session.
+ * first keeps the direct kernel: one input channel).  The train step runs the default session
+ * and the "winograd" one (there the second layer's input gradient, a 3x3 stride-1
+ * conv2d_backprop_input of 64 -> 32 channels, runs by Winograd too).
  * Threads: the session at 1 and 2 device threads (npu_context_set_n_threads; OpenBLAS at one
  * thread, as the context sets it); the twin with OpenBLAS at the same thread count.
  * Usage: bench_cnn [reps [threads]] (default 41; 1 and 2 threads, or only the one given).  With
@@ -438,7 +440,7 @@ int main(int argc, char **argv) {
     for (int threads = 1; threads <= (max_threads < 2 ? max_threads : 2); threads++) {
       if (only_threads > 0 && threads != only_threads) continue;
       npu_context_set_n_threads(n.ctx, threads);
-      int n_sess = mode == 0 ? 3 : 1;
+      int n_sess = mode == 0 ? 3 : 2;
       for (int r = -3; r < reps; r++) { /* three warm-ups */
         openblas_set_num_threads(threads);
         double t0 = tick();
@@ -447,13 +449,14 @@ int main(int argc, char **argv) {
         double t1 = tick();
         openblas_set_num_threads(1);
         if (r >= 0) tc[r] = t1 - t0;
-        for (int k = 0; k < n_sess; k++) { /* train: the default session */
+        for (int k = 0; k < n_sess; k++) { /* train: the default and winograd sessions */
           double t2 = tick();
           if (mode == 0) {
             st = npu_session_run(sessions[k], 1, feeds_v, feeds, 1, &n.logits, &out, 0, NULL);
             npu_tensor_release(out);
           } else {
-            st = npu_session_run(n.s, 2, feeds_v, feeds, 0, NULL, NULL, 6, n.updates);
+            st = npu_session_run(k ? n.s_winograd : n.s, 2, feeds_v, feeds, 0, NULL, NULL, 6,
+                                 n.updates);
           }
           if (st) return fail(n.ctx, "run", st);
           if (r >= 0) ts[k][r] = tick() - t2;
@@ -465,11 +468,14 @@ int main(int argc, char **argv) {
         if (tsv) {
           static const char *tsv_names[] = {"cnn b32 forward, pool unfused", "cnn b32 forward",
                                             "cnn b32 forward, winograd"};
-          printf("case\t%s\t%.6f\t%.6f\n", mode ? "cnn b32 train step" : tsv_names[k], ms, mc);
+          printf("case\t%s\t%.6f\t%.6f\n",
+                 mode ? (k ? "cnn b32 train step, winograd" : "cnn b32 train step") : tsv_names[k],
+                 ms, mc);
           continue;
         }
-        printf("%-22s %7d %10.3f %10.3f %8.2fx\n", mode ? "train step" : names[k], threads, ms,
-               mc, ms / mc);
+        printf("%-22s %7d %10.3f %10.3f %8.2fx\n",
+               mode ? (k ? "train step, winograd" : "train step") : names[k], threads, ms, mc,
+               ms / mc);
       }
     }
   for (int k = 0; k < 3; k++) free(ts[k]);

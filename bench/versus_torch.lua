@@ -64,8 +64,9 @@ do
 end
 
 local order = { "mlp b1 forward", "mlp b64 forward", "mlp b64 sgd step", "cnn b32 forward",
-  "cnn b32 forward, winograd", "cnn b32 train step" }
-local torch_of = { ["cnn b32 forward, winograd"] = "cnn b32 forward" }
+  "cnn b32 forward, winograd", "cnn b32 train step", "cnn b32 train step, winograd" }
+local torch_of = { ["cnn b32 forward, winograd"] = "cnn b32 forward",
+  ["cnn b32 train step, winograd"] = "cnn b32 train step" }
 
 for _, threads in ipairs(thread_counts) do
   local ours, hand, eager, script, notes = {}, {}, {}, {}, {}

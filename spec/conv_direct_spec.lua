@@ -166,3 +166,94 @@ function TestConvDirect:test_tuning_times_direct_beside_im2col()
   local ref = session(g, { use_off_line = false }):run(y, feeds)
   lu.assertTrue(npu.allclose(got, ref, 1e-5, 1e-5))
 end
+
+-- conv2d's input gradient (conv2d_backprop_input, 3x3 stride 1): by default the forward
+-- convolution of dy with the turned filter by the direct kernel, each element within
+-- gamma(T) sum|dy f| (T = k_h k_w out_c) of the float64 sum; under op_select_implmode
+-- high_performance, or with optypelist_for_implmode naming the type alone, Winograd F(2x2,
+-- 3x3) (explain: winograd_2x3), within Winograd's bound (docs/numerics.md; here its
+-- consequence gamma(out_c + 7) 64 out_c max|f| max|dy|, W being at most that), other bits than
+-- the default, the same bits at 1 and 2 threads; a stride of 2 keeps the default.
+TestConvInputGradient = {}
+
+local function input_grad_graph(shape, fshape, opts)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", shape, "x")
+  local f = randn(fshape, 5)
+  local y = npu.nn.conv2d(x, g:const(f, "w"), opts)
+  local r = randn(y:shape(), 6) -- dy: the loss is sum(y r)
+  local dx = npu.gradients(npu.reduce_sum(y * g:const(r, "r")), { x })[1]
+  return g, x, dx, f, r
+end
+
+local function backprop_step(sess, dx, feeds)
+  for _, s in ipairs(sess:explain(dx, feeds).steps) do
+    if s.op == "conv2d_backprop_input" then return s end
+  end
+  error("no conv2d_backprop_input step")
+end
+
+function TestConvInputGradient:test_default_and_winograd_within_their_bounds()
+  local shape, fshape = { 2, 9, 10, 16 }, { 3, 3, 16, 24 }
+  local g, ph, dx = input_grad_graph(shape, fshape, { padding = "SAME" })
+  local _, _, _, f, r = input_grad_graph(shape, fshape, { padding = "SAME" })
+  local feeds = { [ph] = randn(shape, 3) }
+  local fast = { op_select_implmode = "high_performance" }
+  local n0 = npu.core.n_threads()
+  npu.core.set_n_threads(1)
+  local def, wino = session(g):run(dx, feeds), session(g, fast):run(dx, feeds)
+  npu.core.set_n_threads(2)
+  local wino2 = session(g, fast):run(dx, feeds)
+  npu.core.set_n_threads(n0)
+  lu.assertNil(backprop_step(session(g), dx, feeds).algo) -- the default: no algorithm to show
+  lu.assertEquals(backprop_step(session(g, fast), dx, feeds).algo, "winograd_2x3")
+  lu.assertEquals(backprop_step(session(g, { op_select_implmode = "high_performance",
+    optypelist_for_implmode = "Conv2DBackpropInput" }), dx, feeds).algo, "winograd_2x3")
+  lu.assertTrue(npu.allclose(wino2, wino, 0, 0), "winograd, 2 threads")
+  lu.assertFalse(npu.allclose(wino, def, 0, 0), "winograd's bits are not the default's")
+  local n, h, w, c = table.unpack(shape)
+  local oc = fshape[4]
+  local fs, rs, ds, ws = flat(f), flat(r), flat(def), flat(wino)
+  local max_f, max_r = 0, 0
+  for _, v in ipairs(fs) do max_f = math.max(max_f, math.abs(v)) end
+  for _, v in ipairs(rs) do max_r = math.max(max_r, math.abs(v)) end
+  local T = 9 * oc
+  local g_def, g_wino = T * U / (1 - T * U), (oc + 7) * U / (1 - (oc + 7) * U)
+  local w_max = 64 * oc * max_f * max_r
+  local worst = 0
+  for b = 0, n - 1 do
+    for ih = 0, h - 1 do
+      for iw = 0, w - 1 do
+        for ci = 0, c - 1 do
+          local exact, mag = 0.0, 0.0
+          for a = 0, 2 do
+            local oh = ih + 1 - a -- SAME 3x3: pad 1 before
+            if oh >= 0 and oh < h then
+              for e = 0, 2 do
+                local ow = iw + 1 - e
+                if ow >= 0 and ow < w then
+                  local dyb, fb = ((b * h + oh) * w + ow) * oc, ((a * 3 + e) * c + ci) * oc
+                  for o = 1, oc do
+                    local p = rs[dyb + o] * fs[fb + o]
+                    exact, mag = exact + p, mag + math.abs(p)
+                  end
+                end
+              end
+            end
+          end
+          local at = ((b * h + ih) * w + iw) * c + ci + 1
+          local err = math.abs(ds[at] - exact)
+          lu.assertTrue(err <= g_def * mag, ("dx %d: |dx - exact| %g > gamma(%d) %g"):format(at, err, T, mag))
+          if mag > 0 then worst = math.max(worst, err / (U * mag)) end
+          lu.assertTrue(math.abs(ws[at] - exact) <= g_wino * w_max, ("winograd dx %d"):format(at))
+        end
+      end
+    end
+  end
+  lu.assertTrue(worst < T, "default: largest error in units of u sum|dy f|: " .. worst)
+  -- stride 2: not Winograd's; the default's values
+  local g2, ph2, dx2 = input_grad_graph(shape, fshape, { padding = "SAME", strides = 2 })
+  local feeds2 = { [ph2] = randn(shape, 3) }
+  lu.assertNil(backprop_step(session(g2, fast), dx2, feeds2).algo)
+  lu.assertTrue(npu.allclose(session(g2, fast):run(dx2, feeds2), session(g2):run(dx2, feeds2), 0, 0))
+end

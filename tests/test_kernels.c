@@ -1188,6 +1188,9 @@ static void test_max_pool_grad(void) {
       /* windows that cannot overlap but leave pixels out: odd sizes, gaps, SAME padding */
       {2, 7, 7, 12, 2, 2, 0}, {1, 10, 10, 9, 2, 3, 0}, {1, 7, 7, 16, 2, 2, 1},
       {2, 28, 28, 32, 2, 2, 0}}; /* the CNN's first pool: the windows tile the input */
+  /* over all shapes (a small one may keep or cut all: that depends on the random stream),
+     some gradients survive the relu mask and some are cut */
+  int64_t kept = 0, cut = 0;
   for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
     const int64_t *s = shapes[t];
     npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[4], s[5], s[5], 1, 1, (int)s[6]);
@@ -1214,9 +1217,7 @@ static void test_max_pool_grad(void) {
     for (int rep = 0; rep < 2; rep++) {
       const float *fe = rep ? feat : x;
       npuK_act_grad_f32(NULL, NPUK_AG_RELU, nx, d1, fe, r1);
-      int kept = 0, cut = 0;
       for (int64_t i = 0; i < nx; i++) kept += r1[i] != 0, cut += r1[i] == 0 && d1[i] != 0;
-      CHECK(kept > 0 && cut > 0); /* some gradients survive the mask, some are cut */
       npuK_max_pool_grad_relu_f32(NULL, &g, x, dy, fe, d2);
       CHECK(bits_equal(r1, d2, (size_t)nx * 4));
       npuK_max_pool_grad_relu_f32(&pool_two, &g, x, dy, fe, d3);
@@ -1227,10 +1228,11 @@ static void test_max_pool_grad(void) {
     free(feat); free(r1);
     free(x); free(dy); free(d1); free(d2); free(d3);
   }
+  CHECK(kept > 0 && cut > 0);
 }
 
 /* conv2d_backprop_input's fast kernel (stride 1: the forward convolution of dy with the
-   turned filter; otherwise GEMM + col2im) against its direct-loop twin, to 2 T 2^-24 of the
+   turned filter, by the direct kernel where dx has 8k channels; otherwise GEMM + col2im) against its direct-loop twin, to 2 T 2^-24 of the
    magnitude sum|dy f| (T terms per element), and the same bits on any pool and slot count;
    shapes of one image per GEMM, images cut into row blocks (a large image), and the stride-1
    geometries below. */
@@ -1281,6 +1283,27 @@ static void test_conv_backprop_input_gemm(void) {
    image, the mask applied here to the naive loops' gradient (the same bits). */
 static double gamma_u(int64_t k) { return (double)k * 0x1p-24 / (1 - (double)k * 0x1p-24); }
 
+/* conv2d_backprop_input's definition in float64 (exact, mag: zeroed, dx's size): each dx
+   element the sum of dy * f over the (oh, ow, kh, kw) reading it and co, and of |dy f|. */
+static void bwd_input_exact(const npuK_window2d *g, int64_t oc, const float *dy, const float *f,
+                            double *exact, double *mag) {
+  for (int64_t nb = 0; nb < g->n; nb++)
+    for (int64_t oh = 0; oh < g->out_h; oh++)
+      for (int64_t ow = 0; ow < g->out_w; ow++)
+        for (int64_t i = 0; i < g->k_h; i++)
+          for (int64_t j = 0; j < g->k_w; j++) {
+            int64_t ih = oh * g->stride_h - g->pad_top + i, iw = ow * g->stride_w - g->pad_left + j;
+            if (ih < 0 || ih >= g->in_h || iw < 0 || iw >= g->in_w) continue;
+            const float *d = dy + ((nb * g->out_h + oh) * g->out_w + ow) * oc;
+            for (int64_t ci = 0; ci < g->c; ci++) {
+              int64_t xi = ((nb * g->in_h + ih) * g->in_w + iw) * g->c + ci;
+              const float *fr = f + ((i * g->k_w + j) * g->c + ci) * oc;
+              for (int64_t o = 0; o < oc; o++)
+                exact[xi] += (double)d[o] * fr[o], mag[xi] += fabs((double)d[o] * fr[o]);
+            }
+          }
+}
+
 static void test_conv_grads_exact(void) {
   static const int64_t in_cs[][8] = { /* n h w c k s same oc */
       {1, 10, 9, 6, 3, 1, 1, 320}, {2, 8, 8, 5, 3, 1, 0, 320}, {1, 11, 9, 4, 3, 2, 1, 320}};
@@ -1293,21 +1316,7 @@ static void test_conv_grads_exact(void) {
     int64_t nf = g.k_h * g.k_w * g.c * oc, terms = g.k_h * g.k_w * oc;
     float *dy = rand_f32(ny), *f = rand_f32(nf), *dx = rand_f32(nx);
     double *exact = calloc((size_t)nx, sizeof *exact), *mag = calloc((size_t)nx, sizeof *mag);
-    for (int64_t nb = 0; nb < g.n; nb++)
-      for (int64_t oh = 0; oh < g.out_h; oh++)
-        for (int64_t ow = 0; ow < g.out_w; ow++)
-          for (int64_t i = 0; i < g.k_h; i++)
-            for (int64_t j = 0; j < g.k_w; j++) {
-              int64_t ih = oh * g.stride_h - g.pad_top + i, iw = ow * g.stride_w - g.pad_left + j;
-              if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
-              const float *d = dy + ((nb * g.out_h + oh) * g.out_w + ow) * oc;
-              for (int64_t ci = 0; ci < g.c; ci++) {
-                int64_t xi = ((nb * g.in_h + ih) * g.in_w + iw) * g.c + ci;
-                const float *fr = f + ((i * g.k_w + j) * g.c + ci) * oc;
-                for (int64_t o = 0; o < oc; o++)
-                  exact[xi] += (double)d[o] * fr[o], mag[xi] += fabs((double)d[o] * fr[o]);
-              }
-            }
+    bwd_input_exact(&g, oc, dy, f, exact, mag);
     float *scratch = malloc(npuK_conv2d_backprop_input_f32_scratch_size(&g, oc, 2));
     for (int p = 0; p < 2; p++) {
       npuK_conv2d_backprop_input_f32_gemm(p ? &pool_two : NULL, &g, oc, dy, f, dx, scratch, p + 1);
@@ -1628,6 +1637,13 @@ static int always_stopped(void *self) {
   return 1;
 }
 
+/* Equal bits, or both NaN (a NaN's payload and sign follow the order OpenBLAS meets it in). */
+static int same_or_nan(const float *a, const float *b, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    if (!bits_equal(a + i, b + i, 4) && !(a[i] != a[i] && b[i] != b[i])) return 0;
+  return 1;
+}
+
 static void run_direct(const npuK_window2d *g, int64_t oc, const npuK_pool *pool, int slots,
                        const float *x, const float *f, const npuK_epilogue *ep,
                        const npuK_window2d *pw, float *y, int level) {
@@ -1637,6 +1653,63 @@ static void run_direct(const npuK_window2d *g, int64_t oc, const npuK_pool *pool
     npuK_conv2d_f32_direct_level_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots, level);
   else npuK_conv2d_f32_direct_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots);
   free(scratch);
+}
+
+/* conv2d_backprop_input by Winograd (op_select_implmode high_performance): against the
+   definition's float64 sums at sizes whose channel sums are long (out_c up to 320), within
+   gamma(out_c + 7) W — W Winograd on the absolute values of dy and of the filter turned half a
+   turn with its channels swapped, over the forward geometry built here (pad 2 - pad, the
+   claim of conv_bwd.c) — the same bits at any thread and slot count; what it does not take. */
+static void test_conv_backprop_input_winograd(void) {
+  static const int64_t cs[][6] = { /* n h w c same oc */
+      {2, 14, 14, 32, 1, 64}, {1, 10, 9, 6, 1, 320}, {2, 8, 7, 5, 0, 320}, {1, 3, 4, 9, 0, 8},
+      {3, 5, 6, 16, 1, 24}};
+  double worst = 0;
+  for (size_t t = 0; t < sizeof cs / sizeof cs[0]; t++) {
+    const int64_t *q = cs[t];
+    npuK_window2d g = make_window(q[0], q[1], q[2], q[3], 3, 3, 1, 1, 1, 1, (int)q[4]);
+    int64_t oc = q[5], nx = g.n * g.in_h * g.in_w * g.c, ny = g.n * g.out_h * g.out_w * oc;
+    CHECK(g.n > 0 && npuK_conv2d_backprop_input_winograd_fits(&g, oc));
+    npuK_window2d fw = {.n = g.n, .in_h = g.out_h, .in_w = g.out_w, .c = oc, .k_h = 3, .k_w = 3,
+                        .stride_h = 1, .stride_w = 1, .dilation_h = 1, .dilation_w = 1,
+                        .pad_top = 2 - g.pad_top, .pad_left = 2 - g.pad_left,
+                        .out_h = g.in_h, .out_w = g.in_w};
+    float *dy = rand_f32(ny), *f = rand_f32(9 * g.c * oc), *turned = rand_f32(9 * g.c * oc);
+    for (int64_t i = 0; i < 9; i++)
+      for (int64_t ci = 0; ci < g.c; ci++)
+        for (int64_t o = 0; o < oc; o++)
+          turned[(i * oc + o) * g.c + ci] = f[((8 - i) * g.c + ci) * oc + o];
+    double *exact = calloc((size_t)nx, sizeof *exact), *mag = calloc((size_t)nx, sizeof *mag);
+    double *ex2 = malloc((size_t)nx * sizeof *ex2), *w_abs = malloc((size_t)nx * sizeof *w_abs);
+    bwd_input_exact(&g, oc, dy, f, exact, mag);
+    wino_exact(&fw, g.c, dy, turned, ex2, w_abs);
+    float *d1 = rand_f32(nx), *d2 = rand_f32(nx), *d3 = rand_f32(nx);
+    size_t ss = npuK_conv2d_backprop_input_f32_winograd_scratch_size(&g, oc, 3);
+    float *scratch = malloc(ss);
+    npuK_conv2d_backprop_input_f32_winograd(NULL, &g, oc, dy, f, d1, scratch, 1);
+    npuK_conv2d_backprop_input_f32_winograd(&pool_two, &g, oc, dy, f, d2, scratch, 2);
+    npuK_conv2d_backprop_input_f32_winograd(&pool_odd, &g, oc, dy, f, d3, scratch, 3);
+    CHECK(bits_equal(d1, d2, (size_t)nx * 4) && bits_equal(d1, d3, (size_t)nx * 4));
+    int ok = 1;
+    for (int64_t i = 0; i < nx; i++) {
+      double err = fabs((double)d1[i] - exact[i]);
+      ok &= err <= gamma_u(oc + 7) * w_abs[i] && w_abs[i] >= mag[i] * (1 - 1e-12) &&
+            fabs(ex2[i] - exact[i]) <= 1e-12 * mag[i]; /* the forward geometry is the gradient */
+      if (w_abs[i] > 0) worst = fmax(worst, err / (0x1p-24 * w_abs[i]));
+    }
+    CHECK(ok);
+    free(dy), free(f), free(turned), free(exact), free(mag), free(ex2), free(w_abs);
+    free(d1), free(d2), free(d3), free(scratch);
+  }
+  printf("  conv2d_backprop_input winograd: largest |dx - exact| / (2^-24 W) %.2f (bound "
+         "out_c + 7)\n", worst);
+  npuK_window2d g = make_window(1, 9, 9, 8, 3, 3, 2, 2, 1, 1, 1); /* stride 2 */
+  CHECK(!npuK_conv2d_backprop_input_winograd_fits(&g, 8));
+  CHECK(npuK_conv2d_backprop_input_f32_winograd_scratch_size(&g, 8, 1) == 0);
+  g = make_window(1, 9, 9, 8, 5, 5, 1, 1, 1, 1, 1); /* 5x5 */
+  CHECK(!npuK_conv2d_backprop_input_winograd_fits(&g, 8));
+  g = make_window(1, 9, 9, 8, 3, 3, 1, 1, 2, 2, 1); /* dilated */
+  CHECK(!npuK_conv2d_backprop_input_winograd_fits(&g, 8));
 }
 
 /* The direct kernel (NPUK_CONV_DIRECT): every output the fmaf chain over its valid taps in
@@ -1740,6 +1813,34 @@ static void test_conv_direct(void) {
     }
     free(x), free(f), free(want), free(y1), free(y2), free(bias);
   }
+  /* the 2x2 pool in registers pools the sums before the bias and relu, falling back to
+     max_pool's rule where a NaN may appear: the separate kernels' bits with NaN, infinite
+     and zero inputs (ties, -0 sums from products that underflow), biases of +-inf, NaN and
+     -0, over 32 + 8 channels (a masked vector), with and without relu (a NaN's sign is the
+   order of the add's operands: same_or_nan) */
+  for (int a = 0; a < 2; a++) {
+    npuK_window2d g = make_window(2, 8, 10, 3, 3, 3, 1, 1, 1, 1, 1);
+    const int64_t oc = 40, nx = 2 * 8 * 10 * 3, ny = 2 * 8 * 10 * oc;
+    float *x = rand_f32(nx), *f = rand_f32(27 * oc), *bias = rand_f32(oc);
+    float *y = rand_f32(ny);
+    for (int64_t i = 0; i < nx; i += 7) x[i] = 0;
+    for (int64_t i = 3; i < nx; i += 11) x[i] = -1e-30f; /* x f underflows: -0 sums */
+    for (int64_t i = 0; i < 27 * oc; i += 5) f[i] = 1e-20f;
+    x[5] = NAN, x[100] = INFINITY, x[301] = -INFINITY, x[402] = -NAN;
+    bias[0] = INFINITY, bias[1] = -INFINITY, bias[2] = NAN, bias[3] = -0.0f, bias[35] = -0.0f;
+    for (int i = 4; i < 30; i += 3) bias[i] = 0;
+    npuK_epilogue ep = {.bias = bias, .act = a ? NPUK_ACT_RELU : NPUK_ACT_NONE};
+    run_direct(&g, oc, NULL, 1, x, f, &ep, NULL, y, 0);
+    npuK_window2d pw = pool_over(&g, oc, 2, 2, 0);
+    int64_t np_ = pw.n * pw.out_h * pw.out_w * oc;
+    float *p1 = rand_f32(np_), *p2 = rand_f32(np_);
+    npuK_max_pool_f32(NULL, &pw, y, p1);
+    for (int level = 0; level <= 2; level++) {
+      run_direct(&g, oc, &pool_two, 2, x, f, &ep, &pw, p2, level);
+      CHECK(same_or_nan(p1, p2, np_));
+    }
+    free(x), free(f), free(bias), free(y), free(p1), free(p2);
+  }
   /* cancelled: nothing is computed (y keeps its sentinel) */
   {
     npuK_window2d g = make_window(1, 6, 6, 2, 3, 3, 1, 1, 1, 1, 1);
@@ -1765,13 +1866,6 @@ static void test_conv_direct(void) {
   CHECK(npuK_conv2d_direct_scratch_size(&g, 64, NULL, 1) < (size_t)7 * 402 * 64 * 4);
   printf("  conv2d direct: largest |y - exact| / (2^-24 sum|x f|) %.2f (bound k); OpenBLAS's "
          "im2col: %s\n", worst, sgemm_same ? "the same bits" : "other bits");
-}
-
-/* Equal bits, or both NaN (a NaN's payload and sign follow the order OpenBLAS meets it in). */
-static int same_or_nan(const float *a, const float *b, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    if (!bits_equal(a + i, b + i, 4) && !(a[i] != a[i] && b[i] != b[i])) return 0;
-  return 1;
 }
 
 /* im2col + pool in one kernel: bit for bit conv2d (+ epilogue), then max_pool, at any thread
@@ -1811,9 +1905,9 @@ static void test_conv_pooled(void) {
   }
 }
 
-/* conv2d_backprop_filter: the register-tiled kernel against the direct loops, bit for bit
-   (the same sums in the same order), on any pool: channel counts off the tiles (4 input
-   channels, 16 / 8 output channels and a scalar tail), more than 16 input channels (several
+/* conv2d_backprop_filter: the register-tiled kernel (AVX-512 and AVX2 tiles) against the
+   direct loops, bit for bit (the same sums in the same order), on any pool: channel counts off
+   the tiles (4 input channels, 32 / 16 / 8 output channels, masked and scalar tails), more than 16 input channels (several
    items per (kh, kw)), blocks of 64 positions crossing rows and images, strides, dilation,
    SAME and VALID; and float32 throughout when there is no scratch. */
 static void test_conv_filter_grad(void) {
@@ -1824,7 +1918,9 @@ static void test_conv_filter_grad(void) {
       {1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 0},    {4, 14, 14, 32, 3, 3, 1, 1, 1, 64, 0},
       /* one input channel (vectors of output channels over all taps, each tap its blocks) */
       {6, 28, 28, 1, 3, 3, 1, 1, 1, 32, 0}, {2, 9, 11, 1, 3, 3, 2, 1, 0, 8, 0},
-      {3, 7, 7, 1, 2, 2, 1, 2, 1, 16, 0},   {1, 6, 6, 1, 1, 1, 1, 1, 0, 24, 0}};
+      {3, 7, 7, 1, 2, 2, 1, 2, 1, 16, 0},   {1, 6, 6, 1, 1, 1, 1, 1, 0, 24, 0},
+      /* AVX-512's output channel tails: 32 + 8 in a masked vector, 32 + 16 */
+      {2, 6, 7, 20, 3, 3, 1, 1, 1, 40, 0},  {1, 5, 6, 9, 3, 3, 1, 1, 1, 48, 0}};
   for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
     const int64_t *s = shapes[t];
     npuK_window2d g = make_window(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[6], s[7], s[7],
@@ -1841,6 +1937,8 @@ static void test_conv_filter_grad(void) {
     npuK_conv2d_backprop_filter_f32(&pool_two, &g, oc, x, dy, f3, acc);
     CHECK(bits_equal(f1, f3, (size_t)nf * 4));
     npuK_conv2d_backprop_filter_f32(&pool_odd, &g, oc, x, dy, f4, acc);
+    CHECK(bits_equal(f1, f4, (size_t)nf * 4));
+    npuK_conv2d_backprop_filter_f32_level(&pool_odd, &g, oc, x, dy, f4, acc, 1); /* AVX2 */
     CHECK(bits_equal(f1, f4, (size_t)nf * 4));
     npuK_conv2d_backprop_filter_f32_ref(NULL, &g, oc, x, dy, f1, NULL);
     npuK_conv2d_backprop_filter_f32(&pool_two, &g, oc, x, dy, f2, NULL);
@@ -2022,6 +2120,7 @@ int main(void) {
   test_conv_random();
   test_conv_small_k();
   test_conv_winograd();
+  test_conv_backprop_input_winograd();
   test_conv_direct();
   test_conv_pooled();
   test_depthwise_pool_hand();

@@ -257,7 +257,9 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv"};
   (void)e;
-  bool is_conv = s->def->tune == NPUX_TUNE_CONV; /* conv2d, fused conv2d: npuK_conv_algo */
+  /* conv2d, fused conv2d: npuK_conv_algo; conv2d_backprop_input: winograd_2x3 or null */
+  bool is_conv = s->def->tune == NPUX_TUNE_CONV ||
+                 (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
   bool is_gemm = s->def->tune == NPUX_TUNE_GEMM; /* matmul, fused matmul: npuK_gemm_algo */
   str(w, is_conv && s->algo < NPUK_CONV_ALGO_COUNT   ? conv[s->algo]
          : is_gemm && s->algo < NPUK_GEMM_ALGO_COUNT ? gemm[s->algo]

@@ -2,9 +2,10 @@
  * implmode.c — operator implementation modes: which of an op's two implementations a step runs
  * (kernels/kfast.h): high_precision (libm-based, the default) or high_performance (vectorised
  * float32 approximations with the errors kfast.h states).  The ops that have both are those
- * of `dual` below, and conv2d, whose high_performance is an algorithm (npuE_step.algo):
- * Winograd F(2x2, 3x3) where it takes the shape and wins (winograd_wins), other rounding with
- * the bound of docs/numerics.md; for every other op the modes are accepted and change nothing.
+ * of `dual` below, and conv2d and conv2d_backprop_input, whose high_performance is an
+ * algorithm (npuE_step.algo): Winograd F(2x2, 3x3) where it takes the shape and wins
+ * (winograd_wins, backprop_input_winograd_wins), other rounding with the bound of
+ * docs/numerics.md; for every other op the modes are accepted and change nothing.
  *
  * What chooses (000; the first that is set wins):
  *   op_precision_mode        an .ini file: [ByOpType] type=mode and [ByNodeName] node=mode, the
@@ -41,6 +42,7 @@
 
 #include "compile/fused_ops.h"
 #include "compile/passes.h"
+#include "kernels/kmath.h"
 #include "options/options_int.h"
 
 /* Ops with a high_performance implementation (their kernels take npuX_call.impl). */
@@ -381,6 +383,31 @@ bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s) {
          npuK_conv2d_direct_fits(&w, f->shape[3], pooled ? &pw : NULL);
 }
 
+/* conv2d_backprop_input under high_performance: at stride 1 the forward convolution of dy
+   with the turned filter (kernels/conv_bwd.c), so Winograd where it would take that
+   convolution: 3x3, stride and dilation 1, float32, shapes known now, and the channel rule
+   of winograd_wins on both sides (the forward's c is dy's channels). */
+static bool backprop_input_winograd_wins(const npuE_plan *p, const npuE_step *s) {
+  if (s->def != &npuX_op_conv2d_backprop_input || s->host || s->dynamic || s->widen ||
+      s->round_in >= 0 || s->round_out >= 0 || s->n_in < 2)
+    return false;
+  const npuG_value *f = &p->values[s->in[s->n_in - 2]], *dx = &p->values[s->out[0]];
+  if (f->dtype != NPU_DTYPE_F32 || dx->dtype != NPU_DTYPE_F32 || f->ndim != 4 || dx->ndim != 4)
+    return false;
+  for (int i = 0; i < 4; i++)
+    if (f->shape[i] < 0 || dx->shape[i] < 0) return false;
+  const npuX_window_params *win = s->params; /* the op's params start with its window */
+  npuK_window2d w = {.n = dx->shape[0], .in_h = dx->shape[1], .in_w = dx->shape[2],
+                     .c = dx->shape[3], .k_h = f->shape[0], .k_w = f->shape[1],
+                     .stride_h = win->stride[0], .stride_w = win->stride[1],
+                     .dilation_h = win->dilation[0], .dilation_w = win->dilation[1]};
+  if (npuX_window_dim(win, 0, w.in_h, w.k_h, &w.out_h, &w.pad_top) ||
+      npuX_window_dim(win, 1, w.in_w, w.k_w, &w.out_w, &w.pad_left))
+    return false;
+  return npuK_conv2d_backprop_input_winograd_fits(&w, f->shape[3]) &&
+         w.c >= WINOGRAD_MIN_CHANNELS && f->shape[3] >= WINOGRAD_MIN_CHANNELS;
+}
+
 /* The step's scratch for the algorithm just chosen; a nested step's comes from the plan's own
    scratch (compile/control.c), which allocate (plan.c) then makes even when memory planning
    holds the top-level steps' scratch in its arena. */
@@ -406,6 +433,13 @@ static npu_status select_step(npuP_build *b, npuE_step *step, bool nested) {
     if (op_mode(c, &npuX_op_conv2d, node) != MODE_PERFORMANCE) return NPU_OK;
     step->impl = MODE_PERFORMANCE;
     if (!winograd_wins(p, step)) return NPU_OK;
+    step->algo = NPUK_CONV_WINOGRAD_2X3;
+    return rescratch(b, step, nested);
+  }
+  if (step->def == &npuX_op_conv2d_backprop_input) { /* an algorithm too, as conv2d's */
+    if (op_mode(c, step->def, node) != MODE_PERFORMANCE) return NPU_OK;
+    step->impl = MODE_PERFORMANCE;
+    if (!backprop_input_winograd_wins(p, step)) return NPU_OK;
     step->algo = NPUK_CONV_WINOGRAD_2X3;
     return rescratch(b, step, nested);
   }

@@ -1,5 +1,5 @@
-/* conv_bwd.c: conv2d's gradients.  The input gradient through sgemm (kmath.h,
- * npuK_conv2d_backprop_input_f32_gemm; the direct loops of window_grad.c,
+/* conv_bwd.c: conv2d's gradients.  The input gradient as a forward convolution or by sgemm
+ * (kmath.h, npuK_conv2d_backprop_input_f32_gemm; the direct loops of window_grad.c,
  * npuK_conv2d_backprop_input_f32 (kgrad.h), are its reference twin), and the filter gradient
  * with register tiles (npuK_conv2d_backprop_filter_f32, bit for bit its twin
  * npuK_conv2d_backprop_filter_f32_ref; see below).
@@ -7,13 +7,15 @@
  * Input gradient, stride 1 and dilation 1 (a CNN's 3x3 SAME layers): dx is the forward
  * convolution of dy with the filter turned half a turn and its channels swapped,
  * f'[kh, kw, co, ci] = f[k_h-1-kh, k_w-1-kw, ci, co], padded by k-1-pad before (each input
- * pixel ih reads the dy rows oh = ih + pad_top - kh): conv.c's im2col + sgemm, whose blocks
- * of output pixels are fixed by the shape (the same bits at any thread count).  That is one
- * GEMM of m = n in_h in_w rows by the k_h k_w out_c deep sum straight into dx, no zeroing and
- * no scatter: 3.8 against 4.6 ms for the CNN's second layer (32 x 14 x 14, 64 -> 32
- * channels, one thread, CPU time) where the scatter below spent its time on col2im's adds and
- * OpenBLAS's zeroing of the column block.  Each element is a float32 GEMM sum of its
- * k_h k_w out_c terms, the scatter's bound (kmath.h).
+ * pixel ih reads the dy rows oh = ih + pad_top - kh), written straight into dx: no zeroing,
+ * no scatter.  That convolution runs by the direct kernel (conv_direct.c) where it takes it
+ * (dx's channels a multiple of 8), else conv.c's im2col + sgemm (blocks fixed by the shape):
+ * either way the same bits at any thread count.  The CNN's second layer (32 x 14 x 14, 64 ->
+ * 32 channels, one thread, CPU time, AMD EPYC Zen 4, one process interleaved): 3.5 ms by
+ * im2col, 2.06 by the direct kernel (its FMA peak, ~112 GFLOP/s), 1.9 by Winograd (the
+ * opt-in below); the scatter below took 4.6 ms on the earlier CPU where im2col took 3.8.
+ * Each element is a float32 sum of its k_h k_w out_c terms (one FMA chain by the direct
+ * kernel), the scatter's bound (kmath.h).
  * Other strides and dilations scatter: per image, output rows are taken in blocks of R (sized
  * so the block's columns stay near 4 MiB): col (R * out_w, k_h * k_w * c) = dy_block
  * (R * out_w, out_c) x filter^T, the filter being (k_h * k_w * c, out_c) row-major (HWIO);
@@ -51,12 +53,26 @@ static int as_forward(const npuK_window2d *w, int64_t out_c, npuK_window2d *fw) 
   return 1;
 }
 
+/* The forward's filter: f turned half a turn, its channels swapped, (k_h, k_w, out_c, c). */
+static void turn_filter(const npuK_window2d *w, int64_t out_c, const float *filter,
+                        float *turned) {
+  for (int64_t kh = 0; kh < w->k_h; kh++)
+    for (int64_t kw = 0; kw < w->k_w; kw++) {
+      const float *src = filter + ((w->k_h - 1 - kh) * w->k_w + (w->k_w - 1 - kw)) * w->c * out_c;
+      float *dst = turned + (kh * w->k_w + kw) * out_c * w->c;
+      for (int64_t ci = 0; ci < w->c; ci++)
+        for (int64_t co = 0; co < out_c; co++) dst[co * w->c + ci] = src[ci * out_c + co];
+    }
+}
+
 size_t npuK_conv2d_backprop_input_f32_scratch_size(const npuK_window2d *w, int64_t out_c,
                                                    int n_slots) {
   npuK_window2d fw;
-  if (as_forward(w, out_c, &fw)) /* the turned filter, then the convolution's blocks */
+  if (as_forward(w, out_c, &fw)) /* the turned filter, then the convolution's scratch */
     return (size_t)(w->k_h * w->k_w * w->c * out_c) * sizeof(float) +
-           npuK_conv2d_f32_scratch_size(&fw, w->c, n_slots);
+           (npuK_conv2d_direct_fits(&fw, w->c, NULL)
+                ? npuK_conv2d_direct_scratch_size(&fw, w->c, NULL, n_slots)
+                : npuK_conv2d_f32_scratch_size(&fw, w->c, n_slots));
   return (size_t)(block_rows(w) * w->out_w * w->k_h * w->k_w * w->c) * sizeof(float);
 }
 
@@ -98,16 +114,12 @@ void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_windo
   if (image == 0 || w->n == 0) return;
   npuK_window2d fw;
   if (w->out_h > 0 && w->out_w > 0 && w->c > 0 && as_forward(w, out_c, &fw)) {
-    float *turned = scratch; /* (k_h, k_w, out_c, c) */
-    for (int64_t kh = 0; kh < w->k_h; kh++)
-      for (int64_t kw = 0; kw < w->k_w; kw++) {
-        const float *src = filter + ((w->k_h - 1 - kh) * w->k_w + (w->k_w - 1 - kw)) * w->c * out_c;
-        float *dst = turned + (kh * w->k_w + kw) * out_c * w->c;
-        for (int64_t ci = 0; ci < w->c; ci++)
-          for (int64_t co = 0; co < out_c; co++) dst[co * w->c + ci] = src[ci * out_c + co];
-      }
-    npuK_conv2d_f32(pool, &fw, w->c, dy, turned, dx, scratch + w->k_h * w->k_w * w->c * out_c,
-                    n_slots);
+    turn_filter(w, out_c, filter, scratch);
+    float *rest = scratch + w->k_h * w->k_w * w->c * out_c;
+    if (npuK_conv2d_direct_fits(&fw, w->c, NULL)) /* dx's channels a multiple of 8 */
+      npuK_conv2d_f32_direct_ep(pool, &fw, w->c, dy, scratch, NULL, NULL, dx, rest, n_slots);
+    else
+      npuK_conv2d_f32(pool, &fw, w->c, dy, scratch, dx, rest, n_slots);
     return;
   }
   memset(dx, 0, (size_t)(w->n * image) * sizeof *dx);
@@ -154,12 +166,18 @@ void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_windo
 
 typedef float fg_vec __attribute__((vector_size(FG_VL * sizeof(float))));
 
+/* The block's tiles: input channels [c0, c1) x every output channel over its np positions,
+   added into acc (out_c per row); AVX2 or AVX-512 (fg_block_avx512), the same bits. */
+typedef void (*fg_block_fn)(const float *const *xs, const float *const *dys, int np,
+                            int64_t c0, int64_t c1, double *acc, int64_t oc);
+
 typedef struct fg_job {
   const npuK_window2d *w;
   int64_t out_c, n_ci_items;
   const float *x, *dy;
   float *df;
   double *acc;
+  fg_block_fn block;
 } fg_job;
 
 /* tile rows [ci0, ci0 + nc) x output channels [co0, co0 + nv * FG_VL) over the block's np
@@ -208,6 +226,13 @@ fg_rows(const float *const *xs, const float *const *dys, int np, int64_t ci0, co
     }
 }
 
+static void fg_block_avx2(const float *const *xs, const float *const *dys, int np, int64_t c0,
+                          int64_t c1, double *acc, int64_t oc) {
+  int64_t ci = c0;
+  for (; ci + FG_TC <= c1; ci += FG_TC) fg_rows(xs, dys, np, ci, FG_TC, acc, oc);
+  for (; ci < c1; ci++) fg_rows(xs, dys, np, ci, 1, acc, oc);
+}
+
 static inline __attribute__((always_inline)) void fg_items(const fg_job *j, int64_t begin,
                                                            int64_t end) {
   const npuK_window2d *w = j->w;
@@ -231,17 +256,11 @@ static inline __attribute__((always_inline)) void fg_items(const fg_job *j, int6
           xs[np] = xrow + iw * c;
           dys[np] = dyrow + ow * oc;
           if (++np < FG_BLOCK) continue;
-          int64_t ci = c0;
-          for (; ci + FG_TC <= c1; ci += FG_TC) fg_rows(xs, dys, np, ci, FG_TC, acc, oc);
-          for (; ci < c1; ci++) fg_rows(xs, dys, np, ci, 1, acc, oc);
+          j->block(xs, dys, np, c0, c1, acc, oc);
           np = 0;
         }
       }
-    if (np) {
-      int64_t ci = c0;
-      for (; ci + FG_TC <= c1; ci += FG_TC) fg_rows(xs, dys, np, ci, FG_TC, acc, oc);
-      for (; ci < c1; ci++) fg_rows(xs, dys, np, ci, 1, acc, oc);
-    }
+    if (np) j->block(xs, dys, np, c0, c1, acc, oc);
     float *df = j->df + khw * c * oc;
     for (int64_t i = c0 * oc; i < c1 * oc; i++) df[i] = (float)acc[i];
   }
@@ -329,30 +348,152 @@ static void fg1_range(void *arg, int64_t begin, int64_t end) {
 
 #pragma GCC pop_options
 
+/* The block's tiles with AVX-512 where the CPU has it: FG512_TC input channels x two zmm (32
+   output channels), 16 accumulators, so each position's two dy loads and pointer loads feed
+   16 multiply-adds of 16 lanes (AMD EPYC Zen 4, one thread, CPU time, the CNN's second layer,
+   32 x 14 x 14, 32 -> 64 channels, one process interleaved: 3.48 ms by the AVX2 tiles, 2.54
+   with 4 input channels a tile, 2.30 with 8); channels past the last whole vector go in a
+   masked one (its other lanes not stored).  The same fma chains in the same order, then into
+   float64 the same way: the same bits. */
+#pragma GCC push_options
+#pragma GCC target("avx512f,fma")
+
+#define FG512_TC 8 /* input channels per AVX-512 tile: 16 accumulators */
+
+static inline __attribute__((always_inline)) void
+fg512_tile(const float *const *xs, const float *const *dys, int np, int64_t ci0, const int nc,
+           int64_t co0, const int nv, __mmask16 last, double *acc, int64_t oc) {
+  __m512 t[FG512_TC][2];
+#pragma GCC unroll 8
+  for (int r = 0; r < nc; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) t[r][v] = _mm512_setzero_ps();
+  for (int p = 0; p < np; p++) {
+    __m512 d0, d1 = _mm512_setzero_ps();
+    if (nv > 1) {
+      d0 = _mm512_loadu_ps(dys[p] + co0);
+      d1 = _mm512_maskz_loadu_ps(last, dys[p] + co0 + 16);
+    } else {
+      d0 = _mm512_maskz_loadu_ps(last, dys[p] + co0);
+    }
+    const float *xr = xs[p] + ci0;
+#pragma GCC unroll 8
+    for (int r = 0; r < nc; r++) {
+      __m512 b = _mm512_set1_ps(xr[r]);
+      t[r][0] = _mm512_fmadd_ps(b, d0, t[r][0]);
+      if (nv > 1) t[r][1] = _mm512_fmadd_ps(b, d1, t[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < nc; r++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) {
+      __mmask16 k = v + 1 < nv ? 0xffff : last;
+      double *a = acc + (ci0 + r) * oc + co0 + 16 * v;
+      __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(t[r][v]));
+      __m512d hi = _mm512_cvtps_pd(
+          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t[r][v]), 1)));
+      __mmask8 klo = (__mmask8)(k & 0xff), khi = (__mmask8)(k >> 8);
+      _mm512_mask_storeu_pd(a, klo, _mm512_add_pd(_mm512_maskz_loadu_pd(klo, a), lo));
+      _mm512_mask_storeu_pd(a + 8, khi, _mm512_add_pd(_mm512_maskz_loadu_pd(khi, a + 8), hi));
+    }
+}
+
+static inline __attribute__((always_inline)) void
+fg512_rows(const float *const *xs, const float *const *dys, int np, int64_t ci0, const int nc,
+           double *acc, int64_t oc) {
+  int64_t co = 0;
+  for (; co + 32 <= oc; co += 32) fg512_tile(xs, dys, np, ci0, nc, co, 2, 0xffff, acc, oc);
+  int64_t left = oc - co;
+  if (left > 16)
+    fg512_tile(xs, dys, np, ci0, nc, co, 2, (__mmask16)((1u << (left - 16)) - 1), acc, oc);
+  else if (left > 0)
+    fg512_tile(xs, dys, np, ci0, nc, co, 1,
+               left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), acc, oc);
+}
+
+static void fg_block_avx512(const float *const *xs, const float *const *dys, int np,
+                            int64_t c0, int64_t c1, double *acc, int64_t oc) {
+  int64_t ci = c0;
+  for (; ci + FG512_TC <= c1; ci += FG512_TC) fg512_rows(xs, dys, np, ci, FG512_TC, acc, oc);
+  for (; ci + FG_TC <= c1; ci += FG_TC) fg512_rows(xs, dys, np, ci, FG_TC, acc, oc);
+  for (; ci < c1; ci++) fg512_rows(xs, dys, np, ci, 1, acc, oc);
+}
+
+#pragma GCC pop_options
+
 static int fg_have_fma(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* The tiles a CPU runs: AVX-512 where it has it, AVX2 else (level 1 forces AVX2: tests). */
+static fg_block_fn fg_block_for(int level) {
+  __builtin_cpu_init();
+  return level >= 2 && __builtin_cpu_supports("avx512f") ? fg_block_avx512 : fg_block_avx2;
 }
 #else
 #define FG_FMA 0
 #endif
 
-void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
-                                     int64_t out_c, const float *x, const float *dy, float *df,
-                                     double *scratch) {
+static void filter_grad(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                        const float *x, const float *dy, float *df, double *scratch, int level) {
 #if FG_FMA
   if (scratch && w->c == 1 && out_c % FG_VL == 0 && out_c <= 8 * FG_VL &&
       w->k_h * w->k_w <= FG1_MAX_TAPS && fg_have_fma()) {
-    fg_job j = {w, out_c, 1, x, dy, df, scratch};
+    fg_job j = {w, out_c, 1, x, dy, df, scratch, NULL};
     npuK_parallel_for(pool, w->k_h * w->k_w, 1, fg1_range, &j);
     return;
   }
   if (scratch && w->c > 0 && out_c > 0 && fg_have_fma()) {
-    fg_job j = {w, out_c, (w->c + FG_CI_ITEM - 1) / FG_CI_ITEM, x, dy, df, scratch};
+    fg_job j = {w, out_c, (w->c + FG_CI_ITEM - 1) / FG_CI_ITEM, x, dy, df, scratch,
+                fg_block_for(level)};
     npuK_parallel_for(pool, w->k_h * w->k_w * j.n_ci_items, 1, fg_range, &j);
     return;
   }
 #endif
+  (void)level;
   /* float32 throughout (no scratch), or no AVX2 + FMA: the twin's loops, the same bits */
   npuK_conv2d_backprop_filter_f32_ref(pool, w, out_c, x, dy, df, scratch);
+}
+
+void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const float *x, const float *dy, float *df,
+                                     double *scratch) {
+  filter_grad(pool, w, out_c, x, dy, df, scratch, 2);
+}
+
+void npuK_conv2d_backprop_filter_f32_level(const npuK_pool *pool, const npuK_window2d *w,
+                                           int64_t out_c, const float *x, const float *dy,
+                                           float *df, double *scratch, int level) {
+  filter_grad(pool, w, out_c, x, dy, df, scratch, level);
+}
+
+/* ---- the input gradient by Winograd F(2x2, 3x3) (op_select_implmode high_performance) ----
+   The same forward convolution of dy with the turned filter, run by winograd.c: its tiles,
+   blocks and rounding, so its bound with the forward's c being out_c here, |dx - exact| <=
+   gamma(out_c + 7) W (docs/numerics.md, "Winograd"), and the same bits at any thread count. */
+int npuK_conv2d_backprop_input_winograd_fits(const npuK_window2d *w, int64_t out_c) {
+  npuK_window2d fw;
+  return w->n > 0 && w->c > 0 && w->out_h > 0 && w->out_w > 0 && as_forward(w, out_c, &fw) &&
+         npuK_conv2d_winograd_fits(&fw, NULL);
+}
+
+size_t npuK_conv2d_backprop_input_f32_winograd_scratch_size(const npuK_window2d *w,
+                                                            int64_t out_c, int n_slots) {
+  npuK_window2d fw;
+  if (!npuK_conv2d_backprop_input_winograd_fits(w, out_c) || !as_forward(w, out_c, &fw))
+    return 0;
+  return (size_t)(w->k_h * w->k_w * w->c * out_c) * sizeof(float) +
+         npuK_conv2d_winograd_scratch_size(&fw, w->c, NULL, n_slots);
+}
+
+void npuK_conv2d_backprop_input_f32_winograd(const npuK_pool *pool, const npuK_window2d *w,
+                                             int64_t out_c, const float *dy, const float *filter,
+                                             float *dx, float *scratch, int n_slots) {
+  npuK_window2d fw;
+  if (!npuK_conv2d_backprop_input_winograd_fits(w, out_c) || !as_forward(w, out_c, &fw)) return;
+  turn_filter(w, out_c, filter, scratch);
+  npuK_conv2d_f32_winograd_ep(pool, &fw, w->c, dy, scratch, NULL, NULL, dx,
+                              scratch + w->k_h * w->k_w * w->c * out_c, n_slots);
 }

@@ -456,28 +456,50 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
     else if (use0) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 0);
     else if (use1) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 0, 1);
   }
-  const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-__builtin_inff());
+  const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-__builtin_inff()),
+               inf = _mm512_set1_ps(__builtin_inff());
+  const int relu = j->ep_inline && j->ep->act == NPUK_ACT_RELU;
 #pragma GCC unroll 2
   for (int q = 0; q < nv; q++) {
-    __mmask16 k = q + 1 < nv ? 0xffff : last;
+    __mmask16 k = q + 1 < nv ? 0xffff : last, bad_b = 0;
     __m512 b = zero;
-    if (j->ep_inline) b = _mm512_maskz_loadu_ps(k, j->ep->bias + c0 + 16 * q);
+    if (j->ep_inline) {
+      b = _mm512_maskz_loadu_ps(k, j->ep->bias + c0 + 16 * q);
+      bad_b = _mm512_cmp_ps_mask(_mm512_abs_ps(b), inf, _CMP_NLT_UQ); /* inf or NaN */
+    }
 #pragma GCC unroll 3
     for (int p = 0; p < np; p++) {
-      __m512 m = ninf;
+      /* Fast: the pool of the four sums first, then the bias and relu once.  Rounding is
+         monotone (s <= s' gives fl(s + b) <= fl(s' + b)) and so is relu, so without a NaN
+         among the sums or the sums plus the bias, the max of the (s + b, relu) values is
+         fl(max s + b) then relu, and vmaxps(v, m) keeps m on ties as max_pool's rule keeps
+         the first: the same value, and the same zero's sign (fl(s + b) is -0 only for -0 + -0;
+         relu gives +0 either way).  A NaN needs a NaN sum, or a bias that is infinite or NaN:
+         those lanes take max_pool's rule on each (s + b, relu) below. */
+      __m512 s00 = acc[p][0][0][q], s01 = acc[p][0][1][q], s10 = acc[p][1][0][q],
+             s11 = acc[p][1][1][q];
+      __mmask16 slow = bad_b | _mm512_cmp_ps_mask(s00, s01, _CMP_UNORD_Q) |
+                       _mm512_cmp_ps_mask(s10, s11, _CMP_UNORD_Q);
+      __m512 m = _mm512_max_ps(s01, s00);
+      m = _mm512_max_ps(s10, m);
+      m = _mm512_max_ps(s11, m);
+      if (j->ep_inline) m = _mm512_add_ps(m, b);
+      if (relu) m = _mm512_max_ps(m, zero); /* m not NaN: m <= 0 ? +0 : m */
+      if (__builtin_expect(slow & k, 0)) {
+        m = ninf;
 #pragma GCC unroll 2
-      for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 2; r++)
 #pragma GCC unroll 2
-        for (int cc = 0; cc < 2; cc++) {
-          __m512 s = acc[p][r][cc][q];
-          if (j->ep_inline) {
-            s = _mm512_add_ps(s, b);
-            if (j->ep->act == NPUK_ACT_RELU)
-              s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
+          for (int cc = 0; cc < 2; cc++) {
+            __m512 s = acc[p][r][cc][q];
+            if (j->ep_inline) {
+              s = _mm512_add_ps(s, b);
+              if (relu) s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
+            }
+            __mmask16 take = _mm512_cmp_ps_mask(s, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
+            m = _mm512_mask_mov_ps(m, take, s);
           }
-          __mmask16 take = _mm512_cmp_ps_mask(s, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
-          m = _mm512_mask_mov_ps(m, take, s);
-        }
+      }
       _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
     }
   }

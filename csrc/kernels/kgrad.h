@@ -87,6 +87,11 @@ void npuK_conv2d_backprop_filter_f32_ref(const npuK_pool *pool, const npuK_windo
 void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d *w,
                                      int64_t out_c, const float *x, const float *dy, float *df,
                                      double *scratch);
+/* The same with the register tiles chosen (tests): level 1 the AVX2 ones, 2 AVX-512 where the
+   CPU has it (what npuK_conv2d_backprop_filter_f32 runs); the same bits. */
+void npuK_conv2d_backprop_filter_f32_level(const npuK_pool *pool, const npuK_window2d *w,
+                                           int64_t out_c, const float *x, const float *dy,
+                                           float *df, double *scratch, int level);
 void npuK_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_window2d *w,
                                     int64_t out_c, const float *dy, const float *filter,
                                     float *dx);

@@ -127,7 +127,8 @@ void npuK_resize_nearest(const npuK_pool *pool, size_t elem_size, int64_t n, int
  * gradient dx here), filter HWIO (k_h, k_w, c, out_c), dy (n, out_h, out_w, out_c);
  * dx[n, ih, iw, ci] = the sum over the (oh, ow, kh, kw) reading (ih, iw) and co of
  * dy[n, oh, ow, co] * filter[kh, kw, ci, co].  Fast: stride 1, dilation 1, the forward
- * convolution of dy with the turned filter (conv.c's im2col + sgemm); otherwise sgemm of
+ * convolution of dy with the turned filter (conv_direct.c's kernel where c is a multiple of
+ * 8, else conv.c's im2col + sgemm); otherwise sgemm of
  * blocks of output rows, then col2im parallel over input rows.  scratch:
  * npuK_conv2d_backprop_input_f32_scratch_size bytes, float-aligned; n_slots as conv2d's (the
  * bits do not depend on it nor on the pool).  Each element is a float32 sum of its
@@ -139,5 +140,18 @@ size_t npuK_conv2d_backprop_input_f32_scratch_size(const npuK_window2d *w, int64
 void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_window2d *w,
                                          int64_t out_c, const float *dy, const float *filter,
                                          float *dx, float *scratch, int n_slots);
+/* The input gradient by Winograd F(2x2, 3x3) (op_select_implmode high_performance): 3x3,
+ * stride 1, dilation 1, padding before at most 2, and something to compute (_fits), the
+ * forward convolution of dy with the turned filter run by winograd.c (kernels.h,
+ * npuK_conv2d_f32_winograd_ep): other bits than _gemm, each element within
+ * gamma(out_c + 7) W of the exact one, W that algorithm on absolute values (docs/numerics.md,
+ * "Winograd"); the same bits at any thread and slot count.  Where _fits says no, it writes
+ * nothing: the caller takes _gemm. */
+int npuK_conv2d_backprop_input_winograd_fits(const npuK_window2d *w, int64_t out_c);
+size_t npuK_conv2d_backprop_input_f32_winograd_scratch_size(const npuK_window2d *w,
+                                                            int64_t out_c, int n_slots);
+void npuK_conv2d_backprop_input_f32_winograd(const npuK_pool *pool, const npuK_window2d *w,
+                                             int64_t out_c, const float *dy, const float *filter,
+                                             float *dx, float *scratch, int n_slots);
 
 #endif

@@ -15,9 +15,13 @@
  * Output: input_sizes, dx[n, ih, iw, ci] = the sum of dy[n, oh, ow, co] * filter[kh, kw, ci,
  * co] over the (oh, ow, kh, kw) that read (ih, iw) in the forward, and co.
  * Trust list, as its forward op.
- * Device: stride 1, dilation 1: conv2d of dy with the filter turned half a turn (kernels'
- * im2col + sgemm); otherwise dy times the filter's transpose with sgemm (columns of (k_h, k_w,
- * c) per output pixel, in blocks of output rows), scattered back (col2im) in a fixed order.
+ * Device: stride 1, dilation 1: conv2d of dy with the filter turned half a turn (the direct
+ * kernel where c % 8 == 0, else im2col + sgemm); otherwise dy times the filter's transpose
+ * with sgemm (columns of (k_h, k_w, c) per output pixel, in blocks of output rows), scattered
+ * back (col2im) in a fixed order.
+ * Under op_select_implmode high_performance (compile/implmode.c), 3x3 stride 1 with at least
+ * 8 channels each side: that convolution by Winograd F(2x2, 3x3) (kernels/winograd.c), with
+ * Winograd's rounding and bound (docs/numerics.md); explain shows "winograd_2x3".
  * Reference: the direct loops of kgrad.h (npuK_conv2d_backprop_input_f32).
  * The gradient of conv2d (ops/grad.c) builds this op with the attribute.
  */
@@ -104,11 +108,20 @@ static int geometry(const npuX_call *c, npuK_window2d *w) {
   return npuX_window_geometry(&p->wg.win, dx, f->shape[0], f->shape[1], w);
 }
 
+/* Winograd where op_select_implmode high_performance chose it (compile/implmode.c, npuE_step.
+   algo) and the geometry takes it: decided alike for the scratch and the run. */
+static bool winograd(const npuX_call *c, const npuK_window2d *w) {
+  return c->algo == NPUK_CONV_WINOGRAD_2X3 &&
+         npuK_conv2d_backprop_input_winograd_fits(w, c->in[c->n_inputs - 2]->shape[3]);
+}
+
 static size_t scratch_size(const npuX_call *c) {
   npuK_window2d w;
   if (geometry(c, &w)) return 0;
-  return npuK_conv2d_backprop_input_f32_scratch_size(&w, c->in[c->n_inputs - 2]->shape[3],
-                                                     c->n_threads);
+  const int64_t out_c = c->in[c->n_inputs - 2]->shape[3];
+  if (winograd(c, &w))
+    return npuK_conv2d_backprop_input_f32_winograd_scratch_size(&w, out_c, c->n_threads);
+  return npuK_conv2d_backprop_input_f32_scratch_size(&w, out_c, c->n_threads);
 }
 
 static npu_status run_impl(const npuX_call *c, bool reference) {
@@ -120,6 +133,9 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
                       "fit the input", c->node->name);
   if (reference)
     npuK_conv2d_backprop_input_f32(c->pool, &w, f->shape[3], dy->data, f->data, dx->data);
+  else if (winograd(c, &w))
+    npuK_conv2d_backprop_input_f32_winograd(c->pool, &w, f->shape[3], dy->data, f->data,
+                                            dx->data, c->scratch, c->n_threads);
   else
     npuK_conv2d_backprop_input_f32_gemm(c->pool, &w, f->shape[3], dy->data, f->data, dx->data,
                                         c->scratch, c->n_threads);
