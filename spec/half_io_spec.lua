@@ -124,6 +124,41 @@ function TestHalfIO:test_convolutions_and_matmul_take_float16_as_stored()
   lu.assertTrue(same(sess:run(y, { [x] = X }), want))
 end
 
+-- The direct kernel takes float16 convolutions (x widened once per image or band of rows into
+-- its copy, y narrowed by rows): explain names it, x and y stay float16, and the result is
+-- the float32 direct kernel's on rounded operands, rounded — padded and unpadded, strided,
+-- 16 + 8 channels, bias and relu fused into the step; a dilated one keeps im2col.
+function TestHalfIO:test_float16_convolutions_run_the_direct_kernel()
+  local X = npu.random.normal({ 2, 11, 13, 5 }, { seed = 41 })
+  local F = npu.random.normal({ 3, 3, 5, 16 }, { seed = 42 })
+  local G = npu.random.normal({ 3, 3, 16, 24 }, { seed = 43 })
+  local B = npu.random.normal({ 24 }, { seed = 44 })
+  local H = npu.random.normal({ 3, 3, 24, 8 }, { seed = 45 })
+  local first = function(gg, a, f) return gg:op("conv2d", { a, f }, { strides = 1, padding = "SAME" }, "c1") end
+  local second = function(gg, a, f, b)
+    return npu.nn.relu(npu.nn.bias_add(gg:op("conv2d", { a, f }, { strides = 2, padding = "VALID" }, "c2"), b))
+  end
+  local dilated = function(gg, a, f)
+    return gg:op("conv2d", { a, f }, { strides = 1, padding = "SAME", dilations = 2 }, "c3")
+  end
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 11, 13, 5 }, "x")
+  local y = dilated(g, second(g, first(g, x, g:const(F)), g:const(G), g:const(B)), g:const(H))
+  local sess = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
+  local algos = {}
+  for _, st in ipairs(sess:explain(y, { [x] = X }).steps) do
+    if st.op:find("conv2d") then
+      lu.assertEquals(st.inputs[1].dtype, "float16", st.op)
+      lu.assertEquals(st.outputs[1].dtype, "float16", st.op)
+      algos[#algos + 1] = st.op .. " " .. st.algo
+    end
+  end
+  lu.assertEquals(algos, { "conv2d direct", "fused_conv2d direct", "conv2d im2col" })
+  local a1 = op16(first, X, F)
+  local a2 = op16(second, a1, G, B)
+  lu.assertTrue(same(sess:run(y, { [x] = X }), op16(dilated, a2, H)))
+end
+
 function TestHalfIO:test_matmul_reads_float16_weights_as_stored()
   -- B (the weights) stays float16 too (NPUX_F_HALF_B): only the bias is widened by the executor.
   -- 50 rows: GEMM blocks on B widened by panels, the bits of widening it whole; 1 row: the
