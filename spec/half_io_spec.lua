@@ -159,6 +159,35 @@ function TestHalfIO:test_float16_convolutions_run_the_direct_kernel()
   lu.assertTrue(same(sess:run(y, { [x] = X }), op16(dilated, a2, H)))
 end
 
+-- A float16 convolution (bias, relu) and the max pool after it are one step where the direct
+-- kernel takes the pair: it pools the float32 rows and narrows the pool's output, which is
+-- the rounded pool of the float32 step (rounding is monotone: the pool of rounded values).
+function TestHalfIO:test_float16_convolution_takes_the_max_pool_after_it()
+  local X = npu.random.normal({ 2, 10, 12, 3 }, { seed = 51 })
+  local F = npu.random.normal({ 3, 3, 3, 16 }, { seed = 52 })
+  local B = npu.random.normal({ 16 }, { seed = 53 })
+  local build = function(gg, a, f, b)
+    local c = npu.nn.relu(npu.nn.bias_add(gg:op("conv2d", { a, f }, { strides = 1, padding = "SAME" }, "c"), b))
+    return npu.nn.max_pool(c, { ksize = 2, strides = 2, padding = "VALID", name = "p" })
+  end
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 10, 12, 3 }, "x")
+  local y = build(g, x, g:const(F), g:const(B))
+  for _, mode in ipairs { "force_fp16", "allow_mix_precision" } do
+    local sess = npu.Session { graph = g, options = { precision_mode = mode } }
+    local ops = {}
+    for _, st in ipairs(sess:explain(y, { [x] = X }).steps) do
+      if st.pass ~= "precision" then
+        ops[#ops + 1] = st.op .. " " .. tostring(st.algo)
+        lu.assertEquals(st.inputs[1].dtype, "float16", mode)
+        lu.assertEquals(st.outputs[1].dtype, "float16", mode)
+      end
+    end
+    lu.assertEquals(ops, { "fused_conv2d direct" }, mode)
+    lu.assertTrue(same(sess:run(y, { [x] = X }), op16(build, X, F, B)), mode)
+  end
+end
+
 function TestHalfIO:test_matmul_reads_float16_weights_as_stored()
   -- B (the weights) stays float16 too (NPUX_F_HALF_B): only the bias is widened by the executor.
   -- 50 rows: GEMM blocks on B widened by panels, the bits of widening it whole; 1 row: the

@@ -181,7 +181,10 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
                       c->node->name);
   const float *x = c->in[0]->data, *filter = c->in[1]->data;
   float *y = c->out[0]->data;
-  if (!reference && c->algo == NPUK_CONV_DIRECT) {
+  /* a pooled step with float16 / bfloat16 x or y has the direct kernel only (fusion.c fuses
+     such pairs where it takes them), whatever algorithm a tuning candidate names */
+  bool reduced = c->in[0]->dtype != NPU_DTYPE_F32 || c->out[0]->dtype != NPU_DTYPE_F32;
+  if (!reference && (c->algo == NPUK_CONV_DIRECT || (pooled && reduced))) {
     npuK_conv2d_direct_half_ep(c->pool, &w, p->out_c, x, (npuK_dtype)c->in[0]->dtype, filter, ep,
                                pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype, c->scratch,
                                c->n_threads);
