@@ -29,6 +29,13 @@
  * pool's rows (each computes the convolution rows its windows read into its slot's scratch,
  * then pools them in max_pool's order with its NaN rule: the bits of conv2d, the epilogue and
  * max_pool); slots take contiguous runs of items and poll npuK_stopped between items.
+ *
+ * float16 / bfloat16 x and y (npuK_conv2d_direct_half_ep, the precision modes): the row
+ * kernels stay float32.  Every image goes through the copy (direct_image), which widens it as
+ * it copies — once per image, or once per band of rows — and each call's output rows (a pool
+ * row's output) are computed, epilogue and pool included, into the slot's float32 rows and
+ * narrowed from there while in cache: the bits of widening x in full, this kernel and
+ * narrowing y (before, float16 convolutions ran im2col + sgemm on widened rows).
  */
 #include <math.h>
 #include <string.h>
