@@ -627,33 +627,34 @@ static void direct_copy_in(const direct_job *j, float *d, int64_t at, int64_t n)
 }
 
 /* The view of image nb for output rows [oh0, oh0 + nr): x itself, or a copy in buf (padded
-   and/or widened) — the whole image (tagged with the image it holds: int64 in two floats, the
-   scratch being only float-aligned; kept while the next call reads the same image), or the
-   rows these output rows read.  So each input row is widened once per image, or once per
-   band where the image is too large to copy whole. */
+   and/or widened) — of the whole image (tagged with the image it holds: int64 in two floats,
+   the scratch being only float-aligned; kept while the next call reads the same image), or of
+   the rows these output rows read.  A whole copy is filled only with the rows that output rows
+   [oh0, oh_end) read, oh_end being where the slot's items in this image end (a slot's calls
+   go down the image): with several slots each copies (widens) its part, not the whole image.
+   So each input row is copied once per image and slot, or once per band where the image is
+   too large to copy whole. */
 static direct_view direct_image(const direct_job *j, int64_t nb, int64_t oh0, int64_t nr,
-                                float *buf) {
+                                int64_t oh_end, float *buf) {
   const npuK_window2d *w = j->w;
   const int64_t c = w->c;
   if (!j->padded)
     return (direct_view){j->x + nb * w->in_h * w->in_w * c, w->in_w * c, 0};
-  int64_t lo = 0, hi = w->in_h;
-  if (j->band_rows < w->in_h) {
-    lo = oh0 * w->stride_h - w->pad_top;
-    hi = (oh0 + nr - 1) * w->stride_h - w->pad_top + w->k_h;
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > w->in_h ? w->in_h : hi;
-  }
-  direct_view v = {buf + 2, j->pad_w * c, lo};
-  int64_t tag, whole = j->band_rows == w->in_h;
+  int64_t whole = j->band_rows == w->in_h, last = whole ? oh_end : oh0 + nr;
+  int64_t lo = oh0 * w->stride_h - w->pad_top, hi = (last - 1) * w->stride_h - w->pad_top + w->k_h;
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > w->in_h ? w->in_h : hi;
+  direct_view v = {buf + 2, j->pad_w * c, whole ? 0 : lo};
+  int64_t tag;
   memcpy(&tag, buf, sizeof tag);
   if (whole && tag == nb) return v;
   const int64_t left = w->pad_left * c, len = w->in_w * c, right = v.rstride - left - len;
+  float *at = buf + 2 + (lo - v.ih0) * v.rstride; /* row lo of the copy */
   if (!left && !right && hi > lo) /* unpadded (a reduced x): the rows are contiguous */
-    direct_copy_in(j, buf + 2, (nb * w->in_h + lo) * len, (hi - lo) * len);
+    direct_copy_in(j, at, (nb * w->in_h + lo) * len, (hi - lo) * len);
   else
     for (int64_t ih = lo; ih < hi; ih++) {
-      float *d = buf + 2 + (ih - lo) * v.rstride;
+      float *d = at + (ih - lo) * v.rstride;
       memset(d, 0, (size_t)left * sizeof *d);
       direct_copy_in(j, d + left, (nb * w->in_h + ih) * len, len);
       memset(d + left + len, 0, (size_t)right * sizeof *d);
@@ -662,15 +663,25 @@ static direct_view direct_image(const direct_job *j, int64_t nb, int64_t oh0, in
   return v;
 }
 
-/* Pool row q: its convolution rows [a, b) computed into rows, then pooled into dst. */
-static void direct_pool_row(const direct_job *j, int64_t q, float *padbuf, float *rows,
-                            float *dst) {
+/* The convolution rows [*a, *b) pool row q of its image reads. */
+static void direct_pool_rows(const direct_job *j, int64_t q, int64_t *a, int64_t *b) {
+  const npuK_window2d *pw = j->pw;
+  *a = q * pw->stride_h - pw->pad_top;
+  *b = *a + pw->k_h;
+  if (*a < 0) *a = 0;
+  if (*b > j->w->out_h) *b = j->w->out_h;
+}
+
+/* Pool row q (of the n * out_h): its convolution rows [a, b) computed into rows, then pooled
+   into dst; q_end: where the slot's pool rows end. */
+static void direct_pool_row(const direct_job *j, int64_t q, int64_t q_end, float *padbuf,
+                            float *rows, float *dst) {
   const npuK_window2d *w = j->w, *pw = j->pw;
   const int64_t oc = j->oc, nb = q / pw->out_h;
-  int64_t a = q % pw->out_h * pw->stride_h - pw->pad_top, b = a + pw->k_h;
-  if (a < 0) a = 0;
-  if (b > w->out_h) b = w->out_h;
-  direct_view v = direct_image(j, nb, a, b - a, padbuf);
+  int64_t a, b, a_end, b_end, q_last = q_end < (nb + 1) * pw->out_h ? q_end : (nb + 1) * pw->out_h;
+  direct_pool_rows(j, q % pw->out_h, &a, &b);
+  direct_pool_rows(j, (q_last - 1) % pw->out_h, &a_end, &b_end);
+  direct_view v = direct_image(j, nb, a, b - a, b_end > b ? b_end : b, padbuf);
   if (j->pool22) {
     j->pool22(j, &v, q, dst);
     return;
@@ -704,7 +715,7 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
     for (int64_t i = i0; i < i1 && !npuK_stopped(j->pool);) {
       if (j->pw) {
         const int64_t n = j->pw->out_w * j->oc;
-        direct_pool_row(j, i, padbuf, rows, ybuf ? ybuf : j->y + i * n);
+        direct_pool_row(j, i, i1, padbuf, rows, ybuf ? ybuf : j->y + i * n);
         if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + i * n, n);
         i++;
         continue;
@@ -713,7 +724,8 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
       int64_t nb = i / w->out_h, oh = i % w->out_h, nr = w->out_h - oh;
       if (nr > i1 - i) nr = i1 - i;
       if (nr > DIRECT_ROWS) nr = DIRECT_ROWS;
-      direct_view v = direct_image(j, nb, oh, nr, padbuf);
+      int64_t oh_end = i1 - nb * w->out_h < w->out_h ? i1 - nb * w->out_h : w->out_h;
+      direct_view v = direct_image(j, nb, oh, nr, oh_end, padbuf);
       const int64_t at = i * w->out_w * j->oc, n = nr * w->out_w * j->oc;
       j->rows(j, &v, oh, nr, ybuf ? ybuf : j->y + at);
       if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + at, n);
