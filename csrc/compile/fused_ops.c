@@ -168,8 +168,8 @@ static size_t dw_scratch(const npuX_call *c) {
                                                  (npuK_dtype)c->out[0]->dtype);
 }
 
-/* A pooled step (ConvMaxPoolFusionPass keeps float32: only with must_keep_origin_dtype), or
-   the Winograd algorithm (compile/implmode.c gives it to float32 x and y only), or the direct
+/* A pooled step (ConvMaxPoolFusionPass: under the float16 / bfloat16 modes only where the
+   direct kernel takes it), or the Winograd algorithm (compile/implmode.c gives it to float32 x and y only), or the direct
    one (x and y as stored: float32, float16 or bfloat16).  None is on the reference path, which
    is never fused nor given an algorithm. */
 static npu_status conv_special(const npuX_call *c, bool reference, const npuK_epilogue *ep) {

@@ -362,8 +362,8 @@ static bool winograd_wins(const npuE_plan *p, const npuE_step *s) {
    layers (bias, relu and pool fused) in 0.6-0.7x (c = 32) and 0.25x (c = 1) of im2col's time:
    no column buffer, nothing packed per call.  x and y float32, or stored float16 / bfloat16
    by the precision pass (the kernel widens x's rows once into its copy and narrows y's rows:
-   the bits of the float32 kernel between the conversions, where im2col widened every tap); the
-   filter (and bias) float32, or reduced and widened for the step by the executor. */
+   the bits of the float32 kernel between the conversions, instead of im2col + sgemm on widened
+   rows); the filter (and bias) float32, or reduced and widened for the step by the executor. */
 static bool direct_dtype(npu_dtype dt) {
   return dt == NPU_DTYPE_F32 || dt == NPU_DTYPE_F16 || dt == NPU_DTYPE_BF16;
 }
