@@ -51,10 +51,10 @@ function TestConvDirect:test_default_takes_float32_dilation_one_and_whole_vector
     local g, ph, y = conv_graph({ 1, 6, 6, 4 }, { 3, 3, 4, cs.oc }, cs.opts)
     lu.assertEquals(algo_of(g, y, { [ph] = x }), cs.want, cs.want .. " " .. cs.oc)
   end
-  -- float16 computation keeps im2col (the direct kernel is float32 only); the reference path
+  -- float16 computation takes it too (x and y as stored: half_io_spec); the reference path
   -- is never given an algorithm (0, shown as im2col: it runs its naive loops)
   local g, ph, y = conv_graph({ 1, 6, 6, 4 }, { 3, 3, 4, 16 }, { padding = "SAME" })
-  lu.assertEquals(algo_of(g, y, { [ph] = x }, { precision_mode = "force_fp16" }), "im2col")
+  lu.assertEquals(algo_of(g, y, { [ph] = x }, { precision_mode = "force_fp16" }), "direct")
   lu.assertEquals(algo_of(g, y, { [ph] = x }, { use_off_line = false }), "im2col")
 end
 

@@ -276,7 +276,9 @@ function TestFusionConvMaxPool:test_pool_joins_the_convolution_with_the_unfused_
 end
 
 -- A plain conv2d takes the pool too; overlapping windows, a second reader of the convolution,
--- a training graph's gradients or a float16 precision mode leave the pool its own step.
+-- a training graph's gradients or a float16 precision mode where the direct kernel does not
+-- take the pair (4 channels: the pooled im2col kernel is float32 only) leave the pool its own
+-- step (half_io_spec: a float16 pair it takes).
 function TestFusionConvMaxPool:test_what_stays_unfused()
   local g = npu.Graph()
   local x = g:placeholder("float32", { 2, 8, 8, 3 }, "x")
@@ -293,7 +295,7 @@ function TestFusionConvMaxPool:test_what_stays_unfused()
   for _, s in ipairs(session(g, { precision_mode = "allow_mix_precision" }):explain(p, feeds).steps) do
     mixed[s.op] = true
   end
-  lu.assertTrue(mixed.max_pool, "allow_mix_precision: the pool stays")
+  lu.assertTrue(mixed.max_pool, "allow_mix_precision, 4 channels: the pool stays")
   local gx = npu.gradients(npu.reduce_sum(p), { x })[1]
   local ops = {}
   for _, s in ipairs(session(g):explain(gx, feeds).steps) do ops[s.op] = true end

@@ -124,6 +124,70 @@ function TestHalfIO:test_convolutions_and_matmul_take_float16_as_stored()
   lu.assertTrue(same(sess:run(y, { [x] = X }), want))
 end
 
+-- The direct kernel takes float16 convolutions (x widened once per image or band of rows into
+-- its copy, y narrowed by rows): explain names it, x and y stay float16, and the result is
+-- the float32 direct kernel's on rounded operands, rounded — padded and unpadded, strided,
+-- 16 + 8 channels, bias and relu fused into the step; a dilated one keeps im2col.
+function TestHalfIO:test_float16_convolutions_run_the_direct_kernel()
+  local X = npu.random.normal({ 2, 11, 13, 5 }, { seed = 41 })
+  local F = npu.random.normal({ 3, 3, 5, 16 }, { seed = 42 })
+  local G = npu.random.normal({ 3, 3, 16, 24 }, { seed = 43 })
+  local B = npu.random.normal({ 24 }, { seed = 44 })
+  local H = npu.random.normal({ 3, 3, 24, 8 }, { seed = 45 })
+  local first = function(gg, a, f) return gg:op("conv2d", { a, f }, { strides = 1, padding = "SAME" }, "c1") end
+  local second = function(gg, a, f, b)
+    return npu.nn.relu(npu.nn.bias_add(gg:op("conv2d", { a, f }, { strides = 2, padding = "VALID" }, "c2"), b))
+  end
+  local dilated = function(gg, a, f)
+    return gg:op("conv2d", { a, f }, { strides = 1, padding = "SAME", dilations = 2 }, "c3")
+  end
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 11, 13, 5 }, "x")
+  local y = dilated(g, second(g, first(g, x, g:const(F)), g:const(G), g:const(B)), g:const(H))
+  local sess = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
+  local algos = {}
+  for _, st in ipairs(sess:explain(y, { [x] = X }).steps) do
+    if st.op:find("conv2d") then
+      lu.assertEquals(st.inputs[1].dtype, "float16", st.op)
+      lu.assertEquals(st.outputs[1].dtype, "float16", st.op)
+      algos[#algos + 1] = st.op .. " " .. st.algo
+    end
+  end
+  lu.assertEquals(algos, { "conv2d direct", "fused_conv2d direct", "conv2d im2col" })
+  local a1 = op16(first, X, F)
+  local a2 = op16(second, a1, G, B)
+  lu.assertTrue(same(sess:run(y, { [x] = X }), op16(dilated, a2, H)))
+end
+
+-- A float16 convolution (bias, relu) and the max pool after it are one step where the direct
+-- kernel takes the pair: it pools the float32 rows and narrows the pool's output, which is
+-- the rounded pool of the float32 step (rounding is monotone: the pool of rounded values).
+function TestHalfIO:test_float16_convolution_takes_the_max_pool_after_it()
+  local X = npu.random.normal({ 2, 10, 12, 3 }, { seed = 51 })
+  local F = npu.random.normal({ 3, 3, 3, 16 }, { seed = 52 })
+  local B = npu.random.normal({ 16 }, { seed = 53 })
+  local build = function(gg, a, f, b)
+    local c = npu.nn.relu(npu.nn.bias_add(gg:op("conv2d", { a, f }, { strides = 1, padding = "SAME" }, "c"), b))
+    return npu.nn.max_pool(c, { ksize = 2, strides = 2, padding = "VALID", name = "p" })
+  end
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 10, 12, 3 }, "x")
+  local y = build(g, x, g:const(F), g:const(B))
+  for _, mode in ipairs { "force_fp16", "allow_mix_precision" } do
+    local sess = npu.Session { graph = g, options = { precision_mode = mode } }
+    local ops = {}
+    for _, st in ipairs(sess:explain(y, { [x] = X }).steps) do
+      if st.pass ~= "precision" then
+        ops[#ops + 1] = st.op .. " " .. tostring(st.algo)
+        lu.assertEquals(st.inputs[1].dtype, "float16", mode)
+        lu.assertEquals(st.outputs[1].dtype, "float16", mode)
+      end
+    end
+    lu.assertEquals(ops, { "fused_conv2d direct" }, mode)
+    lu.assertTrue(same(sess:run(y, { [x] = X }), op16(build, X, F, B)), mode)
+  end
+end
+
 function TestHalfIO:test_matmul_reads_float16_weights_as_stored()
   -- B (the weights) stays float16 too (NPUX_F_HALF_B): only the bias is widened by the executor.
   -- 50 rows: GEMM blocks on B widened by panels, the bits of widening it whole; 1 row: the
@@ -226,19 +290,21 @@ function TestHalfIO:test_blazeface_widens_only_weights()
   lu.assertEquals(widest, 0)
 end
 
-function TestHalfIO:test_float16_plans_hold_less_than_float32_besides_scratch()
+function TestHalfIO:test_float16_plans_hold_less_than_float32()
   for _, name in ipairs { "emotion", "mobileface" } do
     local g, info, feeds = load(name)
     if g then
-      -- what the plan holds besides the kernels' scratch: float32 convolutions run the direct
-      -- kernel, which needs no column buffer, while the float16 ones keep im2col's, so with
-      -- scratch counted a float32 plan can be the smaller (emotion: 1.80 against 1.85 MB)
+      -- both besides the kernels' scratch and with it: float16 convolutions run the direct
+      -- kernel as float32 ones do (its copy and row buffers, no im2col column buffer), so the
+      -- scratch no longer tips it (emotion was 1.85 MB in float16 against 1.80 with im2col)
       local function total(mode)
         local s = npu.Session { graph = g, options = { precision_mode = mode } }
         local m = s:explain(info.output_names, feeds).memory
-        return m.total_bytes - m.scratch_bytes
+        return m.total_bytes - m.scratch_bytes, m.total_bytes
       end
-      local t16, t32 = total("force_fp16"), total("must_keep_origin_dtype")
+      local b16, t16 = total("force_fp16")
+      local b32, t32 = total("must_keep_origin_dtype")
+      lu.assertTrue(b16 < b32, ("%s: float16 plan %d bytes besides scratch, float32 %d"):format(name, b16, b32))
       lu.assertTrue(t16 < t32, ("%s: float16 plan %d bytes, float32 %d"):format(name, t16, t32))
     end
   end

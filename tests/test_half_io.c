@@ -438,6 +438,99 @@ static void test_conv_half(void) {
   }
 }
 
+/* A k x k window at stride s over an n x h x wd x c input (SAME or VALID, TF's rule), or over
+   y's rows as a pool (c the channels). */
+static npuK_window2d square_window(int64_t n, int64_t h, int64_t wd, int64_t c, int64_t k,
+                                   int64_t s, int same) {
+  npuK_window2d w = {.n = n, .in_h = h, .in_w = wd, .c = c, .k_h = k, .k_w = k, .stride_h = s,
+                     .stride_w = s, .dilation_h = 1, .dilation_w = 1};
+  if (npuK_conv_output_dim(h, k, s, 1, same, &w.out_h, &w.pad_top) ||
+      npuK_conv_output_dim(wd, k, s, 1, same, &w.out_w, &w.pad_left))
+    w.n = 0;
+  return w;
+}
+
+/* The direct convolution with x and y stored reduced (npuK_conv2d_direct_half_ep): against
+   widening x in full, the float32 direct kernel at the same instruction level and narrowing y,
+   bit for bit — every register-tile width of the AVX-512 (1..12) and AVX2 (1..6) rows, padded
+   and unpadded images (the widened copy with and without zero columns), whole images and bands
+   of rows, 8 / 16 + 8 / 32 + 8 channels, epilogues in registers (bias + relu) and after
+   (relu6), fused max pools (2x2 in registers, 3x3 SAME by rows), NaN and infinite inputs, 1 to
+   3 slots and ragged pools. */
+static void test_conv_direct_half(void) {
+  /* n, in_h, in_w, c, k, stride, same, out_c; in_w 0: every width 1..13 */
+  static const int64_t geo[][8] = {
+      {1, 5, 0, 3, 3, 1, 1, 16},    {2, 9, 14, 3, 3, 1, 1, 16},  {1, 7, 13, 5, 3, 1, 0, 8},
+      {1, 12, 25, 4, 3, 2, 1, 40},  {2, 6, 12, 6, 1, 1, 0, 24},  {1, 70, 66, 16, 3, 1, 1, 8},
+      {1, 67, 70, 15, 3, 1, 0, 16}, {1, 8, 9, 2, 2, 1, 1, 48}};
+  /* x's and y's dtypes: force_fp16's first */
+  static const npuK_dtype xy[8][2] = {
+      {NPUK_F16, NPUK_F16}, {NPUK_BF16, NPUK_F32}, {NPUK_F32, NPUK_F16},  {NPUK_F16, NPUK_F32},
+      {NPUK_BF16, NPUK_BF16}, {NPUK_F16, NPUK_BF16}, {NPUK_F32, NPUK_BF16}, {NPUK_BF16, NPUK_F16}};
+  int combo = 0;
+  for (size_t g = 0; g < sizeof geo / sizeof *geo; g++)
+    for (int64_t iw = geo[g][2] ? geo[g][2] : 1; iw <= (geo[g][2] ? geo[g][2] : 13); iw++) {
+      const int64_t *q = geo[g], oc = q[7];
+      npuK_window2d w = square_window(q[0], q[1], iw, q[3], q[4], q[5], (int)q[6]);
+      CHECK(w.n > 0 && npuK_conv2d_direct_fits(&w, oc, NULL));
+      int64_t nx = w.n * w.in_h * w.in_w * w.c, nf = w.k_h * w.k_w * w.c * oc;
+      int big = nx > 20000; /* the banded images: fewer combinations */
+      float *fw, *bias = malloc((size_t)oc * sizeof *bias);
+      void *fs = rand_stored(nf, NPUK_F32, &fw);
+      for (int64_t i = 0; i < nf; i++) /* finite weights: NaN anywhere would hide the rest */
+        if (!isfinite(fw[i])) fw[i] = 0.5f;
+      for (int64_t i = 0; i < oc; i++) bias[i] = (urand() - 0.5f) * 2;
+      for (int d = 0; d < 8; d++) {
+        npuK_dtype xd = xy[d][0], yd = xy[d][1];
+        if (big && d > 1) break;
+        float *xw;
+        void *x = rand_stored(nx, xd, &xw);
+        if (nx > 40) { /* infinities and a NaN away from the start too */
+          xw[nx / 3] = INFINITY, xw[nx / 2] = NAN, xw[2 * nx / 3] = -INFINITY;
+          npuK_cast(NULL, nx, NPUK_F32, xw, xd, x);
+        }
+        for (int pk = 0; pk < 3; pk++) { /* no pool, 2x2 VALID, 3x3 stride 3 SAME */
+          npuK_window2d pw = square_window(w.n, w.out_h, w.out_w, oc, pk + 1, pk + 1, pk == 2);
+          const npuK_window2d *pwp = pk ? &pw : NULL;
+          if (pk && (pw.n == 0 || !npuK_conv2d_direct_fits(&w, oc, &pw))) continue;
+          int64_t ny = pk ? pw.n * pw.out_h * pw.out_w * oc : w.n * w.out_h * w.out_w * oc;
+          for (int e = 0; e < 3; e++)
+            for (int level = 0; level <= 2; level++) {
+              if (big && (e + level + pk) % 3) continue;
+              npuK_epilogue ep = {.bias = bias, .act = e == 1 ? NPUK_ACT_RELU : NPUK_ACT_RELU6};
+              const npuK_epilogue *epp = e ? &ep : NULL;
+              int slots = 1 + combo % 3;
+              const npuK_pool *pool = pools[combo++ % 2];
+              float *yw = malloc((size_t)ny * sizeof *yw);
+              float *s32 = malloc(npuK_conv2d_direct_scratch_size(&w, oc, pwp, 1) + 16);
+              npuK_conv2d_f32_direct_level_ep(NULL, &w, oc, xw, fw, epp, pwp, yw, s32, 1, level);
+              size_t bytes = npuK_conv2d_direct_half_scratch_size(&w, oc, pwp, slots, xd, yd);
+              CHECK(bytes >= npuK_conv2d_direct_scratch_size(&w, oc, pwp, slots));
+              float *scratch = malloc(bytes + 16);
+              void *y = alloc_out(ny, yd);
+              npuK_conv2d_direct_half_level_ep(pool, &w, oc, x, xd, fw, epp, pwp, y, yd, scratch,
+                                               slots, level);
+              CHECK(narrowed_equal(yw, ny, yd, y));
+              if (level == 2) { /* the plain entry is the highest level */
+                memset(y, 0xa5, (size_t)ny * npuK_dtype_size(yd));
+                npuK_conv2d_direct_half_ep(pool, &w, oc, x, xd, fw, epp, pwp, y, yd, scratch,
+                                           slots);
+                CHECK(narrowed_equal(yw, ny, yd, y));
+              }
+              free(y), free(scratch), free(yw), free(s32);
+            }
+        }
+        free(x), free(xw);
+      }
+      free(fs), free(fw), free(bias);
+    }
+  /* float32 x and y: no more scratch than the float32 kernel's; a reduced y adds its rows */
+  npuK_window2d w = square_window(1, 8, 8, 4, 3, 1, 0);
+  CHECK(npuK_conv2d_direct_half_scratch_size(&w, 8, NULL, 2, NPUK_F32, NPUK_F32) == 0);
+  CHECK(npuK_conv2d_direct_half_scratch_size(&w, 8, NULL, 2, NPUK_F32, NPUK_F16) > 0);
+  CHECK(npuK_conv2d_direct_half_scratch_size(&w, 8, NULL, 2, NPUK_BF16, NPUK_F32) > 0);
+}
+
 /* depthwise_conv2d with x and y stored reduced: against widening x in full,
    npuK_depthwise_conv2d_f32_ep and narrowing y — bands that cross images and slot ends,
    strides, dilation, padding wider than the window, multipliers, in-register and per-row
@@ -663,6 +756,7 @@ int main(void) {
   test_eltwise_registers();
   test_eltwise_registers_one_op();
   test_conv_half();
+  test_conv_direct_half();
   test_depthwise_half();
   test_matmul_half();
   test_matmul_half_b();

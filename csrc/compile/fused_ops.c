@@ -151,7 +151,9 @@ static size_t conv_scratch(const npuX_call *c) {
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     return npuK_conv2d_winograd_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads);
   if (c->algo == NPUK_CONV_DIRECT)
-    return npuK_conv2d_direct_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads);
+    return npuK_conv2d_direct_half_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads,
+                                                (npuK_dtype)c->in[0]->dtype,
+                                                (npuK_dtype)c->out[0]->dtype);
   if (pooled) return npuK_conv2d_pool_scratch_size(&w, p->out_c, &pw, c->n_threads);
   return npuK_conv2d_half_scratch_size(&w, p->out_c, c->n_threads, (npuK_dtype)c->in[0]->dtype,
                                        (npuK_dtype)c->out[0]->dtype);
@@ -166,9 +168,10 @@ static size_t dw_scratch(const npuX_call *c) {
                                                  (npuK_dtype)c->out[0]->dtype);
 }
 
-/* A pooled step (ConvMaxPoolFusionPass keeps float32: only with must_keep_origin_dtype), or
-   the Winograd or direct algorithm (compile/implmode.c gives them to float32 x and y only).  Neither is on
-   the reference path, which is never fused nor given an algorithm. */
+/* A pooled step (ConvMaxPoolFusionPass: under the float16 / bfloat16 modes only where the
+   direct kernel takes it), or the Winograd algorithm (compile/implmode.c gives it to float32 x and y only), or the direct
+   one (x and y as stored: float32, float16 or bfloat16).  None is on the reference path, which
+   is never fused nor given an algorithm. */
 static npu_status conv_special(const npuX_call *c, bool reference, const npuK_epilogue *ep) {
   const npuP_fused_conv *p = c->params;
   npuK_window2d w, pw;
@@ -176,17 +179,23 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
   if (geometry(&npuP_op_fused_conv2d, p, c->in[0]->shape, c->in[1]->shape, &w, &pw, &pooled))
     return npuC_error(c->ctx, NPU_ERR_SHAPE, "fused_conv2d '%s': the window does not fit the input",
                       c->node->name);
+  const float *x = c->in[0]->data, *filter = c->in[1]->data;
+  float *y = c->out[0]->data;
+  /* a pooled step with float16 / bfloat16 x or y has the direct kernel only (fusion.c fuses
+     such pairs where it takes them), whatever algorithm a tuning candidate names */
+  bool reduced = c->in[0]->dtype != NPU_DTYPE_F32 || c->out[0]->dtype != NPU_DTYPE_F32;
+  if (!reference && (c->algo == NPUK_CONV_DIRECT || (pooled && reduced))) {
+    npuK_conv2d_direct_half_ep(c->pool, &w, p->out_c, x, (npuK_dtype)c->in[0]->dtype, filter, ep,
+                               pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype, c->scratch,
+                               c->n_threads);
+    return NPU_OK;
+  }
   if (reference || c->in[0]->dtype != NPU_DTYPE_F32 || c->out[0]->dtype != NPU_DTYPE_F32)
     return npuC_error(c->ctx, NPU_ERR_INTERNAL, "fused_conv2d '%s': a pooled or Winograd step "
                       "runs float32 on the device only", c->node->name);
-  const float *x = c->in[0]->data, *filter = c->in[1]->data;
-  float *y = c->out[0]->data;
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     npuK_conv2d_f32_winograd_ep(c->pool, &w, p->out_c, x, filter, ep, pooled ? &pw : NULL, y,
                                 c->scratch, c->n_threads);
-  else if (c->algo == NPUK_CONV_DIRECT)
-    npuK_conv2d_f32_direct_ep(c->pool, &w, p->out_c, x, filter, ep, pooled ? &pw : NULL, y,
-                              c->scratch, c->n_threads);
   else
     npuK_conv2d_f32_pool_ep(c->pool, &w, p->out_c, x, filter, ep, &pw, y, c->scratch,
                             c->n_threads);

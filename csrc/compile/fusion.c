@@ -914,10 +914,13 @@ static npuP_fused_conv *pooled_params(fuser *f, const npuE_step *conv, const npu
 /* conv2d or fused_conv2d (float32), then max_pool of its output with windows that do not
    overlap, the convolution's output read by nothing else: one fused_conv2d step writing the
    pool (inference graphs: in training, max_pool_grad and relu_grad read that output again).
-   Only when the precision mode keeps float32: the pooled kernel reads and writes float32. */
+   Where the precision mode may store x or y in float16 / bfloat16, only pairs the direct
+   kernel takes (it reads and writes them as stored; the pooled im2col kernel is float32 only).
+   Rounding after the pool instead of before changes nothing but the sign of a zero: rounding
+   is monotone, so max_pool of rounded values is the rounded max. */
 static npu_status fuse_conv_max_pool(fuser *f) {
   npuE_plan *p = f->p;
-  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
+  bool reduced = f->b->cfg->precision != NPUP_ORIGIN;
   for (int k = 0; k < p->n_steps; k++) {
     npuE_step *conv = &p->steps[k];
     bool fused = conv->def == &npuP_op_fused_conv2d;
@@ -937,7 +940,7 @@ static npu_status fuse_conv_max_pool(fuser *f) {
     bool pooled;
     if (npuP_conv_geometry(&npuP_op_fused_conv2d, pc, value(f, conv->in[0]),
                            value(f, conv->in[1]), &w, &pw, &pooled) ||
-        !npuK_conv2d_pool_fits(&w, &pw)) {
+        !npuK_conv2d_pool_fits(&w, &pw) || (reduced && !npuK_conv2d_direct_fits(&w, pc->out_c, &pw))) {
       npuC_free(f->b->ctx, pc);
       continue;
     }

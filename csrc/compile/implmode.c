@@ -365,17 +365,26 @@ static bool winograd_wins(const npuE_plan *p, const npuE_step *s) {
 }
 
 /* The direct kernel (kernels/conv_direct.c) by default, either mode, where it takes the step:
-   float32 x, filter and y with shapes known now, dilation 1, out_c a multiple of 8 (and a
-   fused pool with windows that cannot overlap).  Each output is one FMA chain over its taps,
-   the rounding im2col's sgemm has (the same bits where OpenBLAS runs its FMA kernels, as
-   here), and it runs bench_cnn's layers (bias, relu and pool fused) in 0.6-0.7x (c = 32) and
-   0.25x (c = 1) of im2col's time: no column buffer, nothing packed per call. */
+   shapes known now, dilation 1, out_c a multiple of 8 (and a fused pool with windows that
+   cannot overlap).  Each output is one FMA chain over its taps, the rounding im2col's sgemm
+   has (the same bits where OpenBLAS runs its FMA kernels, as here), and it runs bench_cnn's
+   layers (bias, relu and pool fused) in 0.6-0.7x (c = 32) and 0.25x (c = 1) of im2col's time:
+   no column buffer, nothing packed per call.  x and y float32, or stored float16 / bfloat16
+   by the precision pass (the kernel widens x's rows once into its copy and narrows y's rows:
+   the bits of the float32 kernel between the conversions, instead of im2col + sgemm on widened
+   rows); the filter (and bias) float32, or reduced and widened for the step by the executor. */
+static bool direct_dtype(npu_dtype dt) {
+  return dt == NPU_DTYPE_F32 || dt == NPU_DTYPE_F16 || dt == NPU_DTYPE_BF16;
+}
+
 bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s) {
   /* a step on the host runs the reference kernel, whatever its algorithm */
-  if (s->host || s->dynamic || s->widen || s->round_in >= 0 || s->round_out >= 0) return false;
+  if (s->host || s->dynamic || (s->widen && (s->widen[0] || s->widen[s->n_in]))) return false;
   const npuG_value *x = &p->values[s->in[0]], *y = &p->values[s->out[0]];
   const npuG_value *f = &p->values[s->in[1]];
-  if (x->dtype != NPU_DTYPE_F32 || f->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32)
+  /* x and y reach the kernel as stored (NPUX_F_HALF_XY: never widened); the filter in float32 */
+  if (!direct_dtype(x->dtype) || !direct_dtype(y->dtype) ||
+      !(f->dtype == NPU_DTYPE_F32 || (s->widen && s->widen[1] && direct_dtype(f->dtype))))
     return false;
   npuK_window2d w, pw;
   bool pooled;

@@ -48,7 +48,8 @@
  * concat, ...) move them as stored when their float operands share one stored dtype.
  * Convolutions, matmul and pools (NPUX_F_HALF_XY: conv2d, depthwise_conv2d, matmul, their
  * fused steps, max_pool, avg_pool) take x (input 0) and y (output 0) as stored: the kernel
- * widens x by im2col / GEMM blocks or row bands and narrows y by blocks inside its scratch,
+ * widens x by im2col / GEMM blocks or row bands (the direct convolution, conv_direct.c: each
+ * image or band of rows once, into the copy it reads) and narrows y by blocks inside its scratch,
  * which is asked for again here with the stored dtypes (it grows by those blocks; float32
  * plans keep theirs).  matmul also takes B (input 1, the weights) as stored (NPUX_F_HALF_B):
  * read by panels, or in registers by its matrix-vector path, instead of widened whole each run.

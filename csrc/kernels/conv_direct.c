@@ -29,6 +29,13 @@
  * pool's rows (each computes the convolution rows its windows read into its slot's scratch,
  * then pools them in max_pool's order with its NaN rule: the bits of conv2d, the epilogue and
  * max_pool); slots take contiguous runs of items and poll npuK_stopped between items.
+ *
+ * float16 / bfloat16 x and y (npuK_conv2d_direct_half_ep, the precision modes): the row
+ * kernels stay float32.  Every image goes through the copy (direct_image), which widens it as
+ * it copies — once per image, or once per band of rows — and each call's output rows (a pool
+ * row's output) are computed, epilogue and pool included, into the slot's float32 rows and
+ * narrowed from there while in cache: the bits of widening x in full, this kernel and
+ * narrowing y (before, float16 convolutions ran im2col + sgemm on widened rows).
  */
 #include <math.h>
 #include <string.h>
@@ -73,6 +80,14 @@ typedef struct direct_job {
   void (*max4)(float *dst, const float *const *src, int n, int64_t c);
   /* a 2x2 stride-2 pool whose windows all lie inside, pooled in registers, or NULL */
   void (*pool22)(const struct direct_job *, const direct_view *v, int64_t q, float *dst);
+  /* float16 / bfloat16 operands (npuK_conv2d_direct_half_ep; NPUK_F32 otherwise): a reduced
+     x (xh) is read only through the copies direct_image makes, widened on the way; a reduced
+     y (yh) is computed a call's rows at a time into the slot's float32 rows (yrows_floats of
+     them), epilogue and pool included, and narrowed from there while they are in cache. */
+  const void *xh;
+  void *yh;
+  npuK_dtype x_dtype, y_dtype;
+  int64_t yrows_floats;
 } direct_job;
 
 int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool) {
@@ -576,6 +591,12 @@ static int direct_needs_pad(const npuK_window2d *w) {
   return w->pad_left > 0 || (w->out_w - 1) * w->stride_w + w->k_w - w->pad_left > w->in_w;
 }
 
+/* Whether images are read through copies (direct_image): padding, or a reduced x, which the
+   copy widens (the row kernels read float32 only). */
+static int direct_copies(const npuK_window2d *w, npuK_dtype x_dtype) {
+  return direct_needs_pad(w) || x_dtype != NPUK_F32;
+}
+
 static int64_t direct_pad_w(const npuK_window2d *w) {
   int64_t need = (w->out_w - 1) * w->stride_w + w->k_w, have = w->pad_left + w->in_w;
   return need > have ? need : have;
@@ -589,9 +610,17 @@ static int64_t direct_band_rows(const npuK_window2d *w, const npuK_window2d *poo
   return n < w->in_h ? n : w->in_h;
 }
 
-static int64_t direct_pad_floats(const npuK_window2d *w, const npuK_window2d *pool) {
+static int64_t direct_pad_floats(const npuK_window2d *w, const npuK_window2d *pool,
+                                 npuK_dtype x_dtype) {
   /* + the tag of the image a whole copy holds */
-  return direct_needs_pad(w) ? direct_band_rows(w, pool) * direct_pad_w(w) * w->c + 2 : 0;
+  return direct_copies(w, x_dtype) ? direct_band_rows(w, pool) * direct_pad_w(w) * w->c + 2 : 0;
+}
+
+/* A reduced y's float32 rows per slot: one call's output rows, or one pool row. */
+static int64_t direct_yrows_floats(const npuK_window2d *w, int64_t out_c,
+                                   const npuK_window2d *pool, npuK_dtype y_dtype) {
+  if (y_dtype == NPUK_F32) return 0;
+  return (pool ? pool->out_w : DIRECT_ROWS * w->out_w) * out_c;
 }
 
 static int64_t direct_slots(const npuK_window2d *w, const npuK_window2d *pool, int n_slots) {
@@ -599,58 +628,87 @@ static int64_t direct_slots(const npuK_window2d *w, const npuK_window2d *pool, i
   return s < items ? s : items;
 }
 
-size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
-                                       const npuK_window2d *pool, int n_slots) {
-  int64_t per = direct_pad_floats(w, pool) + (pool ? pool->k_h * w->out_w * out_c : 0);
+size_t npuK_conv2d_direct_half_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                            const npuK_window2d *pool, int n_slots,
+                                            npuK_dtype x_dtype, npuK_dtype y_dtype) {
+  int64_t per = direct_pad_floats(w, pool, x_dtype) + (pool ? pool->k_h * w->out_w * out_c : 0) +
+                direct_yrows_floats(w, out_c, pool, y_dtype);
   return (size_t)(direct_slots(w, pool, n_slots) * per) * sizeof(float);
 }
 
-/* The view of image nb for output rows [oh0, oh0 + nr): x itself, or a padded copy in buf —
-   the whole image (tagged with the image it holds: int64 in two floats, the scratch being
-   only float-aligned; kept while the next call reads the same image), or the rows these
-   output rows read. */
+size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                       const npuK_window2d *pool, int n_slots) {
+  return npuK_conv2d_direct_half_scratch_size(w, out_c, pool, n_slots, NPUK_F32, NPUK_F32);
+}
+
+/* n elements of x from element at into float32 d: copied, or widened from a reduced x (F16C
+   where the CPU has it: the bits of widening x in full). */
+static void direct_copy_in(const direct_job *j, float *d, int64_t at, int64_t n) {
+  if (j->x_dtype == NPUK_F32) memcpy(d, j->x + at, (size_t)n * sizeof *d);
+  else npuK_half_widen(j->x_dtype, (const uint16_t *)j->xh + at, d, n);
+}
+
+/* The view of image nb for output rows [oh0, oh0 + nr): x itself, or a copy in buf (padded
+   and/or widened) — of the whole image (tagged with the image it holds: int64 in two floats,
+   the scratch being only float-aligned; kept while the next call reads the same image), or of
+   the rows these output rows read.  A whole copy is filled only with the rows that output rows
+   [oh0, oh_end) read, oh_end being where the slot's items in this image end (a slot's calls
+   go down the image): with several slots each copies (widens) its part, not the whole image.
+   So each input row is copied once per image and slot, or once per band where the image is
+   too large to copy whole. */
 static direct_view direct_image(const direct_job *j, int64_t nb, int64_t oh0, int64_t nr,
-                                float *buf) {
+                                int64_t oh_end, float *buf) {
   const npuK_window2d *w = j->w;
   const int64_t c = w->c;
   if (!j->padded)
     return (direct_view){j->x + nb * w->in_h * w->in_w * c, w->in_w * c, 0};
-  int64_t lo = 0, hi = w->in_h;
-  if (j->band_rows < w->in_h) {
-    lo = oh0 * w->stride_h - w->pad_top;
-    hi = (oh0 + nr - 1) * w->stride_h - w->pad_top + w->k_h;
-    lo = lo < 0 ? 0 : lo;
-    hi = hi > w->in_h ? w->in_h : hi;
-  }
-  direct_view v = {buf + 2, j->pad_w * c, lo};
-  int64_t tag, whole = j->band_rows == w->in_h;
+  int64_t whole = j->band_rows == w->in_h, last = whole ? oh_end : oh0 + nr;
+  int64_t lo = oh0 * w->stride_h - w->pad_top, hi = (last - 1) * w->stride_h - w->pad_top + w->k_h;
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > w->in_h ? w->in_h : hi;
+  direct_view v = {buf + 2, j->pad_w * c, whole ? 0 : lo};
+  int64_t tag;
   memcpy(&tag, buf, sizeof tag);
   if (whole && tag == nb) return v;
   const int64_t left = w->pad_left * c, len = w->in_w * c, right = v.rstride - left - len;
-  for (int64_t ih = lo; ih < hi; ih++) {
-    float *d = buf + 2 + (ih - lo) * v.rstride;
-    memset(d, 0, (size_t)left * sizeof *d);
-    memcpy(d + left, j->x + (nb * w->in_h + ih) * len, (size_t)len * sizeof *d);
-    memset(d + left + len, 0, (size_t)right * sizeof *d);
-  }
+  float *at = buf + 2 + (lo - v.ih0) * v.rstride; /* row lo of the copy */
+  if (!left && !right && hi > lo) /* unpadded (a reduced x): the rows are contiguous */
+    direct_copy_in(j, at, (nb * w->in_h + lo) * len, (hi - lo) * len);
+  else
+    for (int64_t ih = lo; ih < hi; ih++) {
+      float *d = at + (ih - lo) * v.rstride;
+      memset(d, 0, (size_t)left * sizeof *d);
+      direct_copy_in(j, d + left, (nb * w->in_h + ih) * len, len);
+      memset(d + left + len, 0, (size_t)right * sizeof *d);
+    }
   if (whole) memcpy(buf, &nb, sizeof nb);
   return v;
 }
 
-/* Pool row q: its convolution rows [a, b) computed into rows, then pooled into y. */
-static void direct_pool_row(const direct_job *j, int64_t q, float *padbuf, float *rows) {
+/* The convolution rows [*a, *b) pool row q of its image reads. */
+static void direct_pool_rows(const direct_job *j, int64_t q, int64_t *a, int64_t *b) {
+  const npuK_window2d *pw = j->pw;
+  *a = q * pw->stride_h - pw->pad_top;
+  *b = *a + pw->k_h;
+  if (*a < 0) *a = 0;
+  if (*b > j->w->out_h) *b = j->w->out_h;
+}
+
+/* Pool row q (of the n * out_h): its convolution rows [a, b) computed into rows, then pooled
+   into dst; q_end: where the slot's pool rows end. */
+static void direct_pool_row(const direct_job *j, int64_t q, int64_t q_end, float *padbuf,
+                            float *rows, float *dst) {
   const npuK_window2d *w = j->w, *pw = j->pw;
   const int64_t oc = j->oc, nb = q / pw->out_h;
-  int64_t a = q % pw->out_h * pw->stride_h - pw->pad_top, b = a + pw->k_h;
-  if (a < 0) a = 0;
-  if (b > w->out_h) b = w->out_h;
-  direct_view v = direct_image(j, nb, a, b - a, padbuf);
+  int64_t a, b, a_end, b_end, q_last = q_end < (nb + 1) * pw->out_h ? q_end : (nb + 1) * pw->out_h;
+  direct_pool_rows(j, q % pw->out_h, &a, &b);
+  direct_pool_rows(j, (q_last - 1) % pw->out_h, &a_end, &b_end);
+  direct_view v = direct_image(j, nb, a, b - a, b_end > b ? b_end : b, padbuf);
   if (j->pool22) {
-    j->pool22(j, &v, q, j->y + q * pw->out_w * oc);
+    j->pool22(j, &v, q, dst);
     return;
   }
   if (b > a) j->rows(j, &v, a, b - a, rows);
-  float *dst = j->y + q * pw->out_w * oc;
   for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
     int64_t c0 = pc * pw->stride_w - pw->pad_left, c1 = c0 + pw->k_w;
     if (c0 < 0) c0 = 0;
@@ -670,33 +728,46 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
     int64_t i0 = s * j->n_items / j->n_slots, i1 = (s + 1) * j->n_items / j->n_slots;
     float *padbuf = j->scratch ? j->scratch + s * j->slot_floats : NULL;
     float *rows = padbuf ? padbuf + j->pad_floats : NULL;
+    /* a reduced y's float32 rows, after the pooled rows */
+    float *ybuf = j->yh ? padbuf + j->slot_floats - j->yrows_floats : NULL;
     if (j->padded) {
       int64_t none = -1;
       memcpy(padbuf, &none, sizeof none);
     }
     for (int64_t i = i0; i < i1 && !npuK_stopped(j->pool);) {
       if (j->pw) {
-        direct_pool_row(j, i++, padbuf, rows);
+        const int64_t n = j->pw->out_w * j->oc;
+        direct_pool_row(j, i, i1, padbuf, rows, ybuf ? ybuf : j->y + i * n);
+        if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + i * n, n);
+        i++;
         continue;
       }
       /* up to DIRECT_ROWS rows of one image at a time */
       int64_t nb = i / w->out_h, oh = i % w->out_h, nr = w->out_h - oh;
       if (nr > i1 - i) nr = i1 - i;
       if (nr > DIRECT_ROWS) nr = DIRECT_ROWS;
-      direct_view v = direct_image(j, nb, oh, nr, padbuf);
-      j->rows(j, &v, oh, nr, j->y + i * w->out_w * j->oc);
+      int64_t oh_end = i1 - nb * w->out_h < w->out_h ? i1 - nb * w->out_h : w->out_h;
+      direct_view v = direct_image(j, nb, oh, nr, oh_end, padbuf);
+      const int64_t at = i * w->out_w * j->oc, n = nr * w->out_w * j->oc;
+      j->rows(j, &v, oh, nr, ybuf ? ybuf : j->y + at);
+      if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + at, n);
       i += nr;
     }
   }
 }
 
 static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
-                       const float *x, const float *filter, const npuK_epilogue *ep,
-                       const npuK_window2d *pool_window, float *y, float *scratch, int n_slots,
-                       int level) {
-  direct_job j = {.w = w, .pw = pool_window, .oc = out_c, .x = x, .f = filter, .ep = ep,
-                  .y = y, .scratch = scratch, .pool = pool, .rows = direct_rows_scalar,
-                  .max_rows = direct_max_rows, .max4 = direct_max_rows};
+                       const void *x, npuK_dtype x_dtype, const float *filter,
+                       const npuK_epilogue *ep, const npuK_window2d *pool_window, void *y,
+                       npuK_dtype y_dtype, float *scratch, int n_slots, int level) {
+  direct_job j = {.w = w, .pw = pool_window, .oc = out_c, .f = filter, .ep = ep,
+                  .scratch = scratch, .pool = pool, .rows = direct_rows_scalar,
+                  .max_rows = direct_max_rows, .max4 = direct_max_rows, .x_dtype = x_dtype,
+                  .y_dtype = y_dtype};
+  if (x_dtype == NPUK_F32) j.x = x;
+  else j.xh = x;
+  if (y_dtype == NPUK_F32) j.y = y;
+  else j.yh = y;
 #if DIRECT_AVX2
   if (level >= 1 && direct_have_avx2()) {
     j.rows = direct_rows_avx2;
@@ -719,11 +790,13 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
   j.n_slots = direct_slots(w, pool_window, n_slots);
-  j.padded = direct_needs_pad(w);
+  j.padded = direct_copies(w, x_dtype);
   j.pad_w = direct_pad_w(w);
   j.band_rows = direct_band_rows(w, pool_window);
-  j.pad_floats = direct_pad_floats(w, pool_window);
-  j.slot_floats = j.pad_floats + (pool_window ? pool_window->k_h * w->out_w * out_c : 0);
+  j.pad_floats = direct_pad_floats(w, pool_window, x_dtype);
+  j.yrows_floats = direct_yrows_floats(w, out_c, pool_window, y_dtype);
+  j.slot_floats = j.pad_floats + (pool_window ? pool_window->k_h * w->out_w * out_c : 0) +
+                  j.yrows_floats;
   npuK_parallel_for(pool, j.n_slots, 1, direct_range, &j);
 }
 
@@ -731,12 +804,32 @@ void npuK_conv2d_f32_direct_ep(const npuK_pool *pool, const npuK_window2d *w, in
                                const float *x, const float *filter, const npuK_epilogue *ep,
                                const npuK_window2d *pool_window, float *y, float *scratch,
                                int n_slots) {
-  direct_run(pool, w, out_c, x, filter, ep, pool_window, y, scratch, n_slots, 2);
+  direct_run(pool, w, out_c, x, NPUK_F32, filter, ep, pool_window, y, NPUK_F32, scratch,
+             n_slots, 2);
 }
 
 void npuK_conv2d_f32_direct_level_ep(const npuK_pool *pool, const npuK_window2d *w,
                                      int64_t out_c, const float *x, const float *filter,
                                      const npuK_epilogue *ep, const npuK_window2d *pool_window,
                                      float *y, float *scratch, int n_slots, int level) {
-  direct_run(pool, w, out_c, x, filter, ep, pool_window, y, scratch, n_slots, level);
+  direct_run(pool, w, out_c, x, NPUK_F32, filter, ep, pool_window, y, NPUK_F32, scratch,
+             n_slots, level);
+}
+
+void npuK_conv2d_direct_half_level_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                      int64_t out_c, const void *x, npuK_dtype x_dtype,
+                                      const float *filter, const npuK_epilogue *ep,
+                                      const npuK_window2d *pool_window, void *y,
+                                      npuK_dtype y_dtype, float *scratch, int n_slots,
+                                      int level) {
+  direct_run(pool, w, out_c, x, x_dtype, filter, ep, pool_window, y, y_dtype, scratch, n_slots,
+             level);
+}
+
+void npuK_conv2d_direct_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                                const void *x, npuK_dtype x_dtype, const float *filter,
+                                const npuK_epilogue *ep, const npuK_window2d *pool_window,
+                                void *y, npuK_dtype y_dtype, float *scratch, int n_slots) {
+  direct_run(pool, w, out_c, x, x_dtype, filter, ep, pool_window, y, y_dtype, scratch, n_slots,
+             2);
 }

@@ -690,7 +690,8 @@ void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, 
                                  const npuK_window2d *pool_window, float *y, float *scratch,
                                  int n_slots);
 /* DIRECT (conv_direct.c): register tiles of output pixels x 16 channels over taps read
- * straight from x, no column buffer; dilation 1, out_c a multiple of 8, float32 x and y.  Each
+ * straight from x, no column buffer; dilation 1, out_c a multiple of 8, float32 x and y (the
+ * _half form below: float16 / bfloat16 too).  Each
  * output is one float32 FMA chain over its valid taps in (kh, kw, ci) order from +0: the ref
  * kernel's order, |y - exact| <= gamma(k_h k_w c) sum|x f| as im2col's sgemm (docs/numerics.md,
  * "Direct convolution").  pool_window as Winograd's (npuK_conv2d_pool_fits), NULL for none;
@@ -709,6 +710,25 @@ void npuK_conv2d_f32_direct_level_ep(const npuK_pool *pool, const npuK_window2d 
                                      int64_t out_c, const float *x, const float *filter,
                                      const npuK_epilogue *ep, const npuK_window2d *pool_window,
                                      float *y, float *scratch, int n_slots, int level);
+/* DIRECT with x and y stored as float16 / bfloat16 (x_dtype, y_dtype; F32 too), filter and
+ * epilogue float32: the same row kernels on float32 values — each image (or band of rows, when
+ * large) widened once into the slot's copy (with its padding), a call's output rows computed,
+ * epilogue and pool included, into the slot's float32 rows and narrowed there — so the bits of
+ * widening x in full, npuK_conv2d_f32_direct_ep and narrowing y.  scratch:
+ * npuK_conv2d_direct_half_scratch_size bytes; _level as above. */
+size_t npuK_conv2d_direct_half_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                            const npuK_window2d *pool, int n_slots,
+                                            npuK_dtype x_dtype, npuK_dtype y_dtype);
+void npuK_conv2d_direct_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                                const void *x, npuK_dtype x_dtype, const float *filter,
+                                const npuK_epilogue *ep, const npuK_window2d *pool_window,
+                                void *y, npuK_dtype y_dtype, float *scratch, int n_slots);
+void npuK_conv2d_direct_half_level_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                      int64_t out_c, const void *x, npuK_dtype x_dtype,
+                                      const float *filter, const npuK_epilogue *ep,
+                                      const npuK_window2d *pool_window, void *y,
+                                      npuK_dtype y_dtype, float *scratch, int n_slots,
+                                      int level);
 /* depthwise_conv2d likewise (x_dtype, y_dtype F32 too: then npuK_depthwise_conv2d_f32_ep and
  * no scratch): each slot's output rows go in bands whose input rows are widened at once, and
  * each output row is computed (epilogue included) in float32 and narrowed.  scratch:

@@ -10,7 +10,8 @@
  * Trust list: a cube op whose products accumulate well in float16 on the reference device.
  * Device: im2col blocks + sgemm with per-thread scratch, or, where the compiler chose it
  * (npuX_call.algo; op_select_implmode high_performance), Winograd F(2x2, 3x3): other rounding,
- * bound in docs/numerics.md.  Reference: naive loops.
+ * bound in docs/numerics.md; or the direct kernel (the default where it fits; x and y as
+ * stored too).  Reference: naive loops.
  * Gradient: conv2d_backprop_input(filter, dy) and conv2d_backprop_filter(x, dy).
  */
 #include "ops/grad.h"
@@ -28,7 +29,9 @@ static size_t scratch_size(const npuX_call *c) {
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     return npuK_conv2d_winograd_scratch_size(&w, f->shape[3], NULL, c->n_threads);
   if (c->algo == NPUK_CONV_DIRECT)
-    return npuK_conv2d_direct_scratch_size(&w, f->shape[3], NULL, c->n_threads);
+    return npuK_conv2d_direct_half_scratch_size(&w, f->shape[3], NULL, c->n_threads,
+                                                (npuK_dtype)c->in[0]->dtype,
+                                                (npuK_dtype)c->out[0]->dtype);
   return npuK_conv2d_half_scratch_size(&w, f->shape[3], c->n_threads,
                                        (npuK_dtype)c->in[0]->dtype, (npuK_dtype)c->out[0]->dtype);
 }
@@ -44,9 +47,10 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   else if (c->algo == NPUK_CONV_WINOGRAD_2X3) /* float32 x and y only (compile/implmode.c) */
     npuK_conv2d_f32_winograd_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
                                 c->out[0]->data, c->scratch, c->n_threads);
-  else if (c->algo == NPUK_CONV_DIRECT) /* float32 x and y only (compile/implmode.c) */
-    npuK_conv2d_f32_direct_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
-                              c->out[0]->data, c->scratch, c->n_threads);
+  else if (c->algo == NPUK_CONV_DIRECT) /* x and y as stored (NPUX_F_HALF_XY) */
+    npuK_conv2d_direct_half_ep(c->pool, &w, f->shape[3], x->data, (npuK_dtype)x->dtype, f->data,
+                               NULL, NULL, c->out[0]->data, (npuK_dtype)c->out[0]->dtype,
+                               c->scratch, c->n_threads);
   else /* x and y as stored (NPUX_F_HALF_XY): float32, or float16 / bfloat16 */
     npuK_conv2d_half_ep(c->pool, &w, f->shape[3], x->data, (npuK_dtype)x->dtype, f->data, NULL,
                         c->out[0]->data, (npuK_dtype)c->out[0]->dtype, c->scratch, c->n_threads);
