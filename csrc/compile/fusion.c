@@ -387,6 +387,10 @@ struct fuser {
   int *n_readers;   /* by value id: input slots of live steps reading it */
   int *reader;      /* by value id: the first live step reading it, or -1 */
   uint8_t *pinned;  /* by value id: must stay materialised (fetched, fed) */
+  /* by value id, the first n_runtime values: a shape known only when the plan runs (a dynamic
+     step's output, -1 dims): kept out of every pattern (values added since have fixed shapes) */
+  const uint8_t *runtime;
+  int n_runtime;
   int match, effect;
 };
 
@@ -406,7 +410,11 @@ static void index_readers(fuser *f) {
 }
 
 static const npuG_value *value(const fuser *f, int v) { return &f->p->values[v]; }
-static bool is_f32(const fuser *f, int v) { return value(f, v)->dtype == NPU_DTYPE_F32; }
+/* Every pass asks this of the values it fuses, so a value shaped at run time never joins a
+   pattern: the patterns read fixed shapes. */
+static bool is_f32(const fuser *f, int v) {
+  return value(f, v)->dtype == NPU_DTYPE_F32 && !(v < f->n_runtime && f->runtime[v]);
+}
 
 static int64_t numel(const npuG_value *v) { return npuT_numel(v->ndim, v->shape); }
 
