@@ -367,3 +367,44 @@ function TestFusionNested:test_a_training_loop_updates_in_one_step()
   local w0 = flat(randn({ 8, 8 }, 31, 0.5))
   lu.assertNotEquals(flat(results[1][2])[1], w0[1], "the loop updated the kernel")
 end
+
+-- aoe_mode 1 (subgraph tuning) on a plan with a loop: the plan and each pass it used (in the
+-- loop too) turned off are timed, each step once (a loop's body as one iteration), and the
+-- record is read back by a later session; results within the passes' stated bounds.
+function TestFusionNested:test_aoe_mode_1_times_plans_with_a_loop()
+  local dir = support.tmpdir()
+  local function build()
+    local g = npu.Graph()
+    local _ <close> = g:as_default()
+    local x = g:placeholder(F32, { 1, 6, 6, 4 }, "x")
+    local n = g:placeholder("int32", {}, "n")
+    local cell = CASES[2][7]
+    local r = npu.while_loop(function(i) return npu.less(i, n) end,
+      function(i, h) return i + 1, cell(g, h) * 0.5 end, { 0, x })
+    return g, r[2], { [x] = randn({ 1, 6, 6, 4 }, 41), [n] = npu.tensor(3, "int32") }
+  end
+  local opts = { aoe_mode = "1", work_path = dir, op_compiler_cache_mode = "disable" }
+  local g, y, feeds = build()
+  local sess = session(g, opts)
+  local e = sess:explain(y, feeds)
+  lu.assertEquals(e.tuning.subgraph, "timed")
+  local want = session(g, nil, ALL_OFF):run(y, feeds)
+  assert_same_bits(sess:run(y, feeds), want, "the tuned plan")
+  sess:close()
+  local lines = {}
+  for l in assert(io.open(dir .. "/npu_aoe_tuning.jsonl")):lines() do lines[#lines + 1] = support.json_decode(l) end
+  lu.assertEquals(#lines, 1)
+  lu.assertEquals(lines[1].kind, "subgraph")
+  lu.assertTrue(#lines[1].candidates >= 2, "the plan and the loop's passes off")
+  for _, c in ipairs(lines[1].candidates) do -- every step is in the loop: they were timed there
+    lu.assertTrue(c.median_us > 0, "a candidate's time")
+  end
+  local g2, y2, feeds2 = build()
+  local again = session(g2, opts)
+  local e2 = again:explain(y2, feeds2)
+  lu.assertEquals(e2.tuning.subgraph, "record")
+  lu.assertEquals(e2.tuning.fusion_off, lines[1].fusion_off)
+  assert_same_bits(again:run(y2, feeds2), want, "the record's plan")
+  again:close()
+  support.rm_rf(dir)
+end
