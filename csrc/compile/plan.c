@@ -447,8 +447,11 @@ static void prune(compiling *c) {
     for (int i = 0; i < node->n_controls; i++) need[node->controls[i]] |= 1;
     if (kind != NPUX_KIND_CONST && kind != NPUX_KIND_PLACEHOLDER) c->n_steps++;
     if (kind == NPUX_KIND_VARIABLE || kind == NPUX_KIND_ASSIGN || kind == NPUX_KIND_IDENTITY ||
-        kind == NPUX_KIND_COND || kind == NPUX_KIND_LOOP_VAR)
+        kind == NPUX_KIND_COND)
       c->n_borrowed += node->n_outputs;
+    /* a while borrows each loop variable's slot (compile/control.c), read in its region or
+       not: counted by the loop, not by the loop_var nodes prune reaches */
+    if (kind == NPUX_KIND_WHILE) c->n_borrowed += (node->n_inputs - 1) / 2;
   }
 }
 
