@@ -307,3 +307,40 @@ const npu_op_def npuP_op_fused_max_pool_grad_relu = {
     .name = "fused_max_pool_grad_relu_grad", .tf_type = "MaxPoolGrad", .min_inputs = 4,
     .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .fused = true,
     .flags = NPUX_F_NO_FOLD, .run = pool_relu_grad_run};
+
+/* ---- relu_grad + bias_add_grad (ReluGradBiasAddGradFusionPass) ---- */
+
+/* in: relu_grad's dy and features x (one shape, rank >= 2); out: g = relu_grad(dy, x) and
+   db = bias_add_grad(g) (the last dim).  The pass checked float32 and the shapes. */
+static npu_status relu_bias_grad_run(const npuX_call *c) {
+  npu_status st = check_f32(c, "fused_relu_grad_bias_add_grad");
+  if (st) return st;
+  const npu_tensor *dy = c->in[0];
+  int64_t cols = dy->shape[dy->ndim - 1], rows = cols ? dy->numel / cols : 0;
+  npuK_relu_grad_bias_grad_f32(c->pool, rows, cols, dy->data, c->in[1]->data, c->out[0]->data,
+                               c->out[1]->data);
+  return NPU_OK;
+}
+
+const npu_op_def npuP_op_fused_relu_grad_bias_grad = {
+    .name = "fused_relu_grad_bias_add_grad", .tf_type = "ReluGrad", .min_inputs = 2,
+    .max_inputs = 2, .n_outputs = 2, .prec = NPUX_PREC_BLOCK, .fused = true,
+    .flags = NPUX_F_NO_FOLD, .run = relu_bias_grad_run};
+
+/* ---- var - lr * grad, any gradient (GradientDescentUpdateFusionPass) ---- */
+
+/* in: var (its storage, exclusive: exec.c), the gradient (var's shape), lr (one element);
+   out: var.  lr is read now, so a schedule's value counts. */
+static npu_status sgd_update_run(const npuX_call *c) {
+  npu_status st = check_f32(c, "fused_gradient_descent_update");
+  if (st) return st;
+  npu_tensor *w = c->out[0];
+  npuK_sgd_update_f32(c->pool, w->numel, *(const float *)c->in[2]->data, c->in[1]->data,
+                      w->data);
+  return NPU_OK;
+}
+
+const npu_op_def npuP_op_fused_sgd_update = {
+    .name = "fused_gradient_descent_update", .tf_type = "ApplyGradientDescent", .min_inputs = 3,
+    .max_inputs = 3, .n_outputs = 1, .kind = NPUX_KIND_ASSIGN, .prec = NPUX_PREC_BLOCK,
+    .flags = NPUX_F_NO_FOLD, .run = sgd_update_run};

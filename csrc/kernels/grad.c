@@ -189,3 +189,50 @@ static int64_t row_grain(int64_t cols) {
 
 DEFINE_GRAD(float, double, f32, expf)
 DEFINE_GRAD(double, double, f64, exp)
+
+/* ---- relu_grad then bias_add_grad of its output, one pass (kgrad.h) ---- */
+
+typedef struct rbg_job {
+  const float *dy, *x;
+  float *g, *db;
+  int64_t rows, cols;
+} rbg_job;
+
+/* Columns [begin, end), BG_CHUNK at a time as bias_grad_range takes them: each row's part is
+   masked (relu_grad_lanes' select: x > 0 ? dy : +0), stored, and added to the column's
+   float64 accumulator while it is in registers; rows ascending, so the bits of the two
+   kernels run one after the other. */
+static void relu_bias_grad_range(void *arg, int64_t begin, int64_t end) {
+  const rbg_job *j = arg;
+  double acc[BG_CHUNK];
+  for (int64_t c0 = begin; c0 < end; c0 += BG_CHUNK) {
+    int64_t n = end - c0 < BG_CHUNK ? end - c0 : BG_CHUNK;
+    for (int64_t c = 0; c < n; c++) acc[c] = 0;
+    for (int64_t r = 0; r < j->rows; r++) {
+      const float *dy = j->dy + r * j->cols + c0, *x = j->x + r * j->cols + c0;
+      float *g = j->g + r * j->cols + c0;
+      int64_t c = 0;
+      for (; c + 8 <= n; c += 8) {
+        float v[8];
+        for (int k = 0; k < 8; k++) v[k] = select_f32(x[c + k] > 0, dy[c + k]);
+        for (int k = 0; k < 8; k++) {
+          g[c + k] = v[k];
+          acc[c + k] += (double)v[k];
+        }
+      }
+      for (; c < n; c++) {
+        float v = x[c] > 0 ? dy[c] : 0.0f;
+        g[c] = v;
+        acc[c] += (double)v;
+      }
+    }
+    for (int64_t c = 0; c < n; c++) j->db[c0 + c] = (float)acc[c];
+  }
+}
+
+void npuK_relu_grad_bias_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+                                  const float *dy, const float *x, float *g, float *db) {
+  rbg_job j = {.dy = dy, .x = x, .g = g, .db = db, .rows = rows, .cols = cols};
+  int64_t grain = K_GRAIN_ELEMS / (rows > 0 ? rows : 1); /* npuK_bias_add_grad's split */
+  npuK_parallel_for(pool, cols, grain < 16 ? 16 : grain, relu_bias_grad_range, &j);
+}

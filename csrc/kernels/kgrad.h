@@ -43,6 +43,13 @@ void npuK_bias_add_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols, c
 void npuK_bias_add_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols, const double *dy,
                             double *db);
 
+/* relu_grad then bias_add_grad of its output in one pass: dy, x, g are (rows, cols);
+ * g = x > 0 ? dy : +0 (npuK_act_grad's RELU) and db (cols) = the column sums of g, accumulated
+ * as npuK_bias_add_grad does (ascending rows, float64, rounded once, the same column split):
+ * the bits of the two kernels.  g may be dy or x (each element is read before it is written). */
+void npuK_relu_grad_bias_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+                                  const float *dy, const float *x, float *g, float *db);
+
 /* y[i] = x[i] * s for i < n; in-place allowed. */
 void npuK_scale_f32(const npuK_pool *pool, int64_t n, double s, const float *x, float *y);
 void npuK_scale_f64(const npuK_pool *pool, int64_t n, double s, const double *x, double *y);
@@ -113,6 +120,10 @@ void npuK_is_finite_f32(const npuK_pool *pool, int64_t n, const float *x, uint8_
 void npuK_is_finite_f64(const npuK_pool *pool, int64_t n, const double *x, uint8_t *y);
 void npuK_reduce_all_bool(int ndim, const int64_t *dims, uint32_t axes_mask, const uint8_t *x,
                           uint8_t *out);
+
+/* Gradient descent on a variable's storage: w[i] = w[i] - lr * d[i] for i < n, the product
+ * rounded before the subtraction (the mul op then the sub op: their bits); d may be w. */
+void npuK_sgd_update_f32(const npuK_pool *pool, int64_t n, float lr, const float *d, float *w);
 
 /* ---------------------------------------------------------------- segments (segment.c)
  * unsorted_segment_sum (TensorFlow UnsortedSegmentSum; the gradient of gather): x is
