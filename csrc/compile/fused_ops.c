@@ -291,22 +291,31 @@ const npu_op_def npuP_op_fused_eltwise_block = {
 /* ---- max_pool_grad + relu_grad (MaxPoolGradReluGradFusionPass) ---- */
 
 /* in: max_pool_grad's x, y, dy, then relu_grad's features; params: max_pool_grad's window
-   attributes.  The pass checked float32 and the shapes (features: x's). */
+   attributes; out: dx, and with a second output the bias gradient (bias_add_grad of dx: the
+   images' float64 sums in scratch, n * c doubles).  The pass checked float32 and the shapes
+   (features: x's). */
+static size_t pool_relu_grad_scratch(const npuX_call *c) {
+  const npu_tensor *x = c->in[0];
+  if (c->n_outputs < 2 || x->ndim != 4) return 0;
+  return (size_t)(x->shape[0] * x->shape[3]) * sizeof(double);
+}
+
 static npu_status pool_relu_grad_run(const npuX_call *c) {
   const npuX_window_params *p = c->params;
   npu_status st = check_f32(c, "fused_max_pool_grad_relu_grad");
   npuK_window2d w;
   if (!st) st = npuX_window_call(c, p->ksize[0], p->ksize[1], &w);
   if (st) return st;
-  npuK_max_pool_grad_relu_f32(c->pool, &w, c->in[0]->data, c->in[2]->data, c->in[3]->data,
-                              c->out[0]->data);
+  npuK_max_pool_grad_relu_bias_f32(c->pool, &w, c->in[0]->data, c->in[2]->data,
+                                   c->in[3]->data, c->out[0]->data,
+                                   c->n_outputs > 1 ? c->out[1]->data : NULL, c->scratch);
   return NPU_OK;
 }
 
 const npu_op_def npuP_op_fused_max_pool_grad_relu = {
     .name = "fused_max_pool_grad_relu_grad", .tf_type = "MaxPoolGrad", .min_inputs = 4,
     .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .fused = true,
-    .flags = NPUX_F_NO_FOLD, .run = pool_relu_grad_run};
+    .flags = NPUX_F_NO_FOLD, .scratch_size = pool_relu_grad_scratch, .run = pool_relu_grad_run};
 
 /* ---- relu_grad + bias_add_grad (ReluGradBiasAddGradFusionPass) ---- */
 

@@ -496,8 +496,8 @@ typedef struct pattern {
   int out; /* the value the fused step writes */
   int out2; /* with two_outputs: its second output */
   bool two_outputs;
-  bool at_first; /* the fused step takes the place of the pattern's first step, not its last
-                    (the other steps read only values made by the steps before it) */
+  int at_step; /* k > 0: the fused step takes the place of steps[k - 1] (the later steps read
+                  only values made before it), 0: of the last step */
 } pattern;
 
 /* Replaces the pattern's steps with one step of def (params owned, freed on failure too). */
@@ -530,7 +530,7 @@ static npu_status commit(fuser *f, const pattern *pt, const npu_op_def *def, voi
     npuC_free(ctx, s->absorbed);
     *s = (npuE_step){.def = NULL}; /* dropped; compacted after the pass */
   }
-  npuE_step *s = &p->steps[pt->steps[pt->at_first ? 0 : n - 1]];
+  npuE_step *s = &p->steps[pt->steps[pt->at_step ? pt->at_step - 1 : n - 1]];
   *s = (npuE_step){.node = anchor, .def = def, .params = params, .owned_params = params,
                    .pass = passes[f->pass].name, .absorbed = absorbed, .n_absorbed = n - 1,
                    .n_in = pt->n_in, .n_out = n_out, .in = io, .out = io + pt->n_in,
@@ -1166,6 +1166,17 @@ static npu_status fuse_eltwise(fuser *f) {
 
 /* ---- MaxPoolGradReluGradFusionPass ---- */
 
+/* The first live bias_add_grad step after step k reading value g, or -1. */
+static int bias_grad_reader(const fuser *f, int g, int k) {
+  for (int j = k + 1; j < f->p->n_steps; j++) {
+    const npuE_step *s = &f->p->steps[j];
+    if (live(s) && s->def == &npuX_op_bias_add_grad && s->n_in == 1 && s->in[0] == g &&
+        !s->dynamic)
+      return j;
+  }
+  return -1;
+}
+
 /* max_pool_grad (float32), then relu_grad of its output (the gradients, input 0) with float32
    features of x's shape, that output read by nothing else: one step that masks as it scatters
    (a training graph's conv + relu + max_pool, backwards).  The same bits: relu_grad selects. */
@@ -1193,7 +1204,20 @@ static npu_status fuse_max_pool_grad_relu(fuser *f) {
     pattern pt = {.steps = {k, kr}, .n_steps = 2,
                   .in = {mpg->in[0], mpg->in[1], mpg->in[2], rg->in[1]}, .n_in = 4,
                   .out = rg->out[0]};
+    /* a bias_add_grad of the result (the convolution's bias, backwards) joins as a second
+       output, summed while each image's dx is in cache; the step stays at relu_grad's place */
+    int kb = f->b->cfg->precision == NPUP_ORIGIN ? bias_grad_reader(f, rg->out[0], kr) : -1;
+    if (kb >= 0 && is_f32(f, p->steps[kb].out[0])) {
+      pt.steps[pt.n_steps++] = kb;
+      pt.out2 = p->steps[kb].out[0];
+      pt.two_outputs = true;
+      pt.at_step = 2;
+    }
     npu_status st = commit(f, &pt, &npuP_op_fused_max_pool_grad_relu, wp, 0);
+    if (!st && pt.two_outputs) {
+      npuE_step *fs = &p->steps[kr];
+      st = npuP_step_scratch(f->b->ctx, p, fs, &f->b->graph->nodes[fs->node], false);
+    }
     if (st) return st;
   }
   return NPU_OK;
@@ -1214,13 +1238,7 @@ static npu_status fuse_relu_grad_bias_grad(fuser *f) {
     if (rg->def != &npuX_op_relu_grad || rg->dynamic || rg->n_in != 2 ||
         keeps_its_implementation(f, rg))
       continue;
-    int g = rg->out[0], kb = -1;
-    for (int j = k + 1; j < p->n_steps && kb < 0; j++) {
-      const npuE_step *s = &p->steps[j];
-      if (live(s) && s->def == &npuX_op_bias_add_grad && s->n_in == 1 && s->in[0] == g &&
-          !s->dynamic)
-        kb = j;
-    }
+    int g = rg->out[0], kb = bias_grad_reader(f, g, k);
     if (kb < 0) continue;
     const npuG_value *gv = value(f, g);
     if (!is_f32(f, rg->in[0]) || !is_f32(f, rg->in[1]) || !is_f32(f, g) ||
@@ -1229,7 +1247,7 @@ static npu_status fuse_relu_grad_bias_grad(fuser *f) {
       continue;
     f->match++;
     pattern pt = {.steps = {k, kb}, .n_steps = 2, .in = {rg->in[0], rg->in[1]}, .n_in = 2,
-                  .out = g, .out2 = p->steps[kb].out[0], .two_outputs = true, .at_first = true};
+                  .out = g, .out2 = p->steps[kb].out[0], .two_outputs = true, .at_step = 1};
     npu_status s = commit(f, &pt, &npuP_op_fused_relu_grad_bias_grad, NULL, 0);
     if (s) return s;
   }

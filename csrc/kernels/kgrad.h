@@ -85,6 +85,15 @@ void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const
    dx = relu > 0 ? max_pool_grad : +0, the bits of the two ops. */
 void npuK_max_pool_grad_relu_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                                  const float *dy, const float *relu, float *dx);
+/* The same, and db (c) = dx summed over (n, h, w) as bias_add_grad's gradient: each image's
+   sum of an item's channels is taken in float64 (pixels ascending) once its dx is done, into
+   scratch (n * c doubles), and the images' sums added in ascending order, rounded once.  The
+   grouping by image differs from bias_add_grad's one running sum, so db may differ from it
+   in the last bit (both are float64 sums of float32 terms rounded once: within
+   0.5 ulp(db) + n h w 2^-52 sum|dx| of the exact sum); at any thread count the same bits. */
+void npuK_max_pool_grad_relu_bias_f32(const npuK_pool *pool, const npuK_window2d *w,
+                                      const float *x, const float *dy, const float *relu,
+                                      float *dx, float *db, double *scratch);
 void npuK_avg_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *dy,
                             float *dx);
 size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c);
