@@ -13,6 +13,9 @@
 
 #include "kernels/kgrad.h"
 #include "kernels/kutil.h"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* relu_grad and relu6_grad of float32: o = mask(b) ? a : +0 as a select of bits (NaN in a
    kept where the mask holds, +0 elsewhere, exactly the ternary), eight lanes through a local
@@ -198,35 +201,57 @@ typedef struct rbg_job {
   int64_t rows, cols;
 } rbg_job;
 
-/* Columns [begin, end), BG_CHUNK at a time as bias_grad_range takes them: each row's part is
-   masked (relu_grad_lanes' select: x > 0 ? dy : +0), stored, and added to the column's
-   float64 accumulator while it is in registers; rows ascending, so the bits of the two
-   kernels run one after the other. */
+/* Columns [begin, end), 16 at a time down all the rows (SSE2), their float64 sums held in
+   registers, the rest one at a time: each element masked (relu_grad's select: x > 0 ? dy :
+   +0), stored, and added to its column's sum; rows ascending, so the bits of relu_grad then
+   bias_add_grad (whose accumulators live in memory, BG_CHUNK columns at a time). */
+#if defined(__SSE2__)
+/* 4 columns of a row: masked (x > 0 is false for NaN: +0 there, as the select), stored, and
+   widened exactly into the two float64 sums lo (columns 0, 1) and hi (2, 3). */
+#define RBG_QUAD(q, lo, hi)                                                                      \
+  do {                                                                                           \
+    __m128 m_ = _mm_cmpgt_ps(_mm_loadu_ps(x + 4 * (q)), zero);                                   \
+    __m128 v_ = _mm_and_ps(m_, _mm_loadu_ps(dy + 4 * (q)));                                      \
+    _mm_storeu_ps(g + 4 * (q), v_);                                                              \
+    lo = _mm_add_pd(lo, _mm_cvtps_pd(v_));                                                       \
+    hi = _mm_add_pd(hi, _mm_cvtps_pd(_mm_movehl_ps(v_, v_)));                                    \
+  } while (0)
+
+/* Columns [c0, c0 + 16): their 16 sums in 8 registers down all the rows. */
+static void relu_bias_grad_16(const rbg_job *j, int64_t c0) {
+  const __m128 zero = _mm_setzero_ps();
+  __m128d s0 = _mm_setzero_pd(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (int64_t r = 0; r < j->rows; r++) {
+    const float *dy = j->dy + r * j->cols + c0, *x = j->x + r * j->cols + c0;
+    float *g = j->g + r * j->cols + c0;
+    RBG_QUAD(0, s0, s1);
+    RBG_QUAD(1, s2, s3);
+    RBG_QUAD(2, s4, s5);
+    RBG_QUAD(3, s6, s7);
+  }
+  double acc[16];
+  _mm_storeu_pd(acc, s0), _mm_storeu_pd(acc + 2, s1), _mm_storeu_pd(acc + 4, s2);
+  _mm_storeu_pd(acc + 6, s3), _mm_storeu_pd(acc + 8, s4), _mm_storeu_pd(acc + 10, s5);
+  _mm_storeu_pd(acc + 12, s6), _mm_storeu_pd(acc + 14, s7);
+  for (int k = 0; k < 16; k++) j->db[c0 + k] = (float)acc[k];
+}
+#endif
+
 static void relu_bias_grad_range(void *arg, int64_t begin, int64_t end) {
   const rbg_job *j = arg;
-  double acc[BG_CHUNK];
-  for (int64_t c0 = begin; c0 < end; c0 += BG_CHUNK) {
-    int64_t n = end - c0 < BG_CHUNK ? end - c0 : BG_CHUNK;
-    for (int64_t c = 0; c < n; c++) acc[c] = 0;
+  const int64_t cols = j->cols;
+  int64_t c0 = begin;
+#if defined(__SSE2__)
+  for (; c0 + 16 <= end; c0 += 16) relu_bias_grad_16(j, c0);
+#endif
+  for (int64_t c = c0; c < end; c++) { /* the last columns, one at a time */
+    double acc = 0;
     for (int64_t r = 0; r < j->rows; r++) {
-      const float *dy = j->dy + r * j->cols + c0, *x = j->x + r * j->cols + c0;
-      float *g = j->g + r * j->cols + c0;
-      int64_t c = 0;
-      for (; c + 8 <= n; c += 8) {
-        float v[8];
-        for (int k = 0; k < 8; k++) v[k] = select_f32(x[c + k] > 0, dy[c + k]);
-        for (int k = 0; k < 8; k++) {
-          g[c + k] = v[k];
-          acc[c + k] += (double)v[k];
-        }
-      }
-      for (; c < n; c++) {
-        float v = x[c] > 0 ? dy[c] : 0.0f;
-        g[c] = v;
-        acc[c] += (double)v;
-      }
+      float v = j->x[r * cols + c] > 0 ? j->dy[r * cols + c] : 0.0f;
+      j->g[r * cols + c] = v;
+      acc += (double)v;
     }
-    for (int64_t c = 0; c < n; c++) j->db[c0 + c] = (float)acc[c];
+    j->db[c] = (float)acc;
   }
 }
 
