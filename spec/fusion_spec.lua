@@ -559,7 +559,7 @@ end
 
 TestFusionTrainingStep = {}
 
-local TRAIN_OFF = '{"Switch":{"GraphFusion":{"ReluGradBiasAddGradFusionPass":"off","GradientDescentUpdateFusionPass":"off","MaxPoolGradReluGradFusionPass":"off"}}}'
+local TRAIN_OFF = '{"Switch":{"GraphFusion":{"ReluGradBiasAddGradFusionPass":"off","GradientDescentUpdateFusionPass":"off","MaxPoolGradReluGradFusionPass":"off","LogSoftmaxGradFusionPass":"off"}}}'
 
 -- An MLP trained by GradientDescentOptimizer, three steps: each hidden layer's relu_grad and
 -- bias_add_grad are one step, each bias's mul, sub and assign one step, the forward loss's
@@ -599,8 +599,12 @@ function TestFusionTrainingStep:test_mlp_step_fuses_with_the_unfused_bits()
   lu.assertEquals(n.fused_relu_grad_bias_add_grad, 2)
   lu.assertEquals(n.fused_gradient_descent_update, 3)
   lu.assertEquals(n.fused_apply_gradient_descent, 3)
+  lu.assertEquals(n.fused_log_softmax_grad, 1)
   lu.assertNil(n.relu_grad)
-  lu.assertEquals(n.bias_add_grad, 1) -- the logits' bias: no relu_grad before it
+  lu.assertNil(n.bias_add_grad) -- the logits' bias: with the loss's gradient
+  lu.assertNil(n.log_softmax)
+  lu.assertNil(n.log_softmax_grad)
+  lu.assertNil(n.mul)
   lu.assertNil(n.reduce_sum)
   lu.assertNil(n.neg)
   lu.assertNil(n.broadcast_like)
@@ -613,7 +617,8 @@ function TestFusionTrainingStep:test_mlp_step_fuses_with_the_unfused_bits()
   end
   local n_off = op_counts(e_pass_off)
   lu.assertEquals({ n_off.relu_grad, n_off.bias_add_grad, n_off.fused_relu_grad_bias_add_grad }, { 2, 3, nil })
-  lu.assertEquals(#e_pass_off.steps, #e_on.steps + 2 + 3)
+  lu.assertEquals({ n_off.log_softmax, n_off.log_softmax_grad, n_off.fused_log_softmax_grad }, { 1, 1, nil })
+  lu.assertEquals(#e_pass_off.steps, #e_on.steps + 2 + 3 + 3)
   for i = 1, #vars do
     assert_same_bits(on[i], pass_off[i], "variable " .. i .. ", passes off")
     assert_same_bits(on[i], off[i], "variable " .. i .. ", all off")
@@ -723,13 +728,58 @@ function TestFusionTrainingStep:test_folded_broadcasts_and_the_loss()
   local e = sess:explain(train_op, feeds)
   lu.assertNil(op_counts(e).reduce_sum)
   lu.assertNil(op_counts(e).broadcast_like)
+  lu.assertEquals(op_counts(e).fused_log_softmax_grad, 1)
   local e2 = sess:explain({ loss, train_op }, feeds)
   lu.assertEquals(op_counts(e2).reduce_sum, 1)
+  -- the loss reads the log-probabilities too: they stay a step of their own
+  lu.assertNil(op_counts(e2).fused_log_softmax_grad)
+  lu.assertEquals(op_counts(e2).log_softmax, 1)
   local off = session(g, nil, ALL_OFF)
   off:run(g:global_variables_initializer())
   local l_on, l_off = sess:run({ loss, train_op }, feeds)[1], off:run({ loss, train_op }, feeds)[1]
   assert_same_bits(l_on, l_off, "loss")
   assert_same_bits(sess:run(w), off:run(w), "w")
+end
+
+-- The loss's gradient by hand: logits with NaN, +-inf and huge values, long rows (300
+-- columns), the mul's operands full or one element, with and without the bias gradient: one
+-- step, the bits of the passes off and of ALL off, at 1 and 2 threads.
+function TestFusionTrainingStep:test_log_softmax_grad_by_hand()
+  local rows, cols = 37, 300
+  local zs = flat(randn({ rows * cols }, 21, 5))
+  for i = 1, #zs do
+    if i % 101 == 0 then zs[i] = ({ 0 / 0, math.huge, -math.huge, 1e30 })[i // 101 % 4 + 1] end
+  end
+  local z0 = npu.tensor(zs):reshape({ rows, cols })
+  for _, form in ipairs({ "full", "one" }) do
+    for _, with_bias in ipairs({ false, true }) do
+      local what = form .. (with_bias and ", bias" or "")
+      local g = npu.Graph()
+      local z = g:placeholder("float32", { rows, cols }, "z")
+      local a = g:placeholder("float32", { rows, cols }, "a")
+      local b = form == "full" and g:placeholder("float32", { rows, cols }, "b") or g:const(-1 / 37, "b")
+      local d = npu.log_softmax_grad(npu.nn.log_softmax(z), a * b)
+      local fetch = with_bias and { d, npu.bias_add_grad(d) } or { d }
+      local feeds = { [z] = z0, [a] = randn({ rows, cols }, 22) }
+      if form == "full" then feeds[b] = randn({ rows, cols }, 23) end
+      local n0 = npu.core.n_threads()
+      npu.core.set_n_threads(1)
+      local on, e = session(g):run(fetch, feeds), session(g):explain(fetch, feeds)
+      local off = session(g, nil, ALL_OFF):run(fetch, feeds)
+      local pass_off = session(g, nil, TRAIN_OFF):run(fetch, feeds)
+      npu.core.set_n_threads(2)
+      local on2 = session(g):run(fetch, feeds)
+      npu.core.set_n_threads(n0)
+      lu.assertEquals(#e.steps, 1, what)
+      lu.assertEquals(e.steps[1].op, "fused_log_softmax_grad", what)
+      lu.assertEquals(#e.steps[1].absorbed, with_bias and 3 or 2, what)
+      for i = 1, #fetch do
+        assert_same_bits(on[i], off[i], what .. ", all off")
+        assert_same_bits(on[i], pass_off[i], what .. ", passes off")
+        assert_same_bits(on2[i], on[i], what .. ", 2 threads")
+      end
+    end
+  end
 end
 
 -- conv + bias + relu + max_pool trained (the bias a variable): the bias gradient joins the

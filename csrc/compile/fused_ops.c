@@ -353,3 +353,25 @@ const npu_op_def npuP_op_fused_sgd_update = {
     .name = "fused_gradient_descent_update", .tf_type = "ApplyGradientDescent", .min_inputs = 3,
     .max_inputs = 3, .n_outputs = 1, .kind = NPUX_KIND_ASSIGN, .prec = NPUX_PREC_BLOCK,
     .flags = NPUX_F_NO_FOLD, .run = sgd_update_run};
+
+/* ---- log_softmax + mul + log_softmax_grad (+ bias_add_grad) (LogSoftmaxGradFusionPass) ---- */
+
+/* in: log_softmax's z, the mul's two operands (z's shape, or one element: params); out: d =
+   log_softmax_grad(log_softmax(z), a * b) [, bias_add_grad(d)].  The pass checked float32 and
+   the shapes. */
+static npu_status lsx_grad_run(const npuX_call *c) {
+  const npuP_fused_xent_grad *p = c->params;
+  npu_status st = check_f32(c, "fused_log_softmax_grad");
+  if (st) return st;
+  const npu_tensor *z = c->in[0];
+  int64_t cols = z->shape[z->ndim - 1], rows = cols ? z->numel / cols : 0;
+  npuK_log_softmax_xent_grad_f32(c->pool, rows, cols, z->data, c->in[1]->data, p->a_one,
+                                 c->in[2]->data, p->b_one, c->out[0]->data,
+                                 c->n_outputs > 1 ? c->out[1]->data : NULL);
+  return NPU_OK;
+}
+
+const npu_op_def npuP_op_fused_xent_grad = {
+    .name = "fused_log_softmax_grad", .tf_type = "LogSoftmaxGrad", .min_inputs = 3,
+    .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .fused = true,
+    .flags = NPUX_F_NO_FOLD, .run = lsx_grad_run};

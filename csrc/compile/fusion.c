@@ -1254,6 +1254,67 @@ static npu_status fuse_relu_grad_bias_grad(fuser *f) {
   return NPU_OK;
 }
 
+/* ---- LogSoftmaxGradFusionPass ---- */
+
+/* The step making value v, searched backwards from step k, or -1. */
+static int producer_step(const fuser *f, int v, int k) {
+  for (int j = k - 1; j >= 0; j--) {
+    const npuE_step *s = &f->p->steps[j];
+    for (int i = 0; live(s) && i < s->n_out; i++)
+      if (s->out[i] == v) return j;
+  }
+  return -1;
+}
+
+/* log_softmax_grad(y, dy) with y = log_softmax(z) and dy = mul(a, b), both read by nothing
+   else (a cross-entropy loss's gradient once the constant broadcasts are folded: log_softmax of
+   the logits, the labels times -1/batch), float32 of one shape of rank >= 1 (a or b may be
+   one element): one step computing the three row by row, y and dy never stored; a
+   bias_add_grad of the result (the logits' bias) joins as a second output.  The step takes
+   log_softmax_grad's place.  Float32 precision only (log_softmax is block-listed). */
+static npu_status fuse_log_softmax_grad(fuser *f) {
+  npuE_plan *p = f->p;
+  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *lg = &p->steps[k];
+    if (lg->def != &npuX_op_log_softmax_grad || lg->dynamic || lg->n_in != 2) continue;
+    int y = lg->in[0], dy = lg->in[1], d = lg->out[0];
+    int kl = producer_step(f, y, k), km = producer_step(f, dy, k);
+    const npuE_step *ls = kl >= 0 ? &p->steps[kl] : NULL, *mul = km >= 0 ? &p->steps[km] : NULL;
+    if (!ls || !mul || ls->def != &npuX_op_log_softmax || mul->def != &npuX_op_mul ||
+        ls->dynamic || mul->dynamic || mul->n_in != 2 || keeps_its_implementation(f, ls) ||
+        keeps_its_implementation(f, lg))
+      continue;
+    const npuG_value *dv = value(f, d);
+    int z = ls->in[0], a = mul->in[0], b = mul->in[1];
+    int ba = broadcast_of(f, a, dv), bb = broadcast_of(f, b, dv);
+    if (!is_f32(f, z) || !is_f32(f, y) || !is_f32(f, dy) || !is_f32(f, d) || !is_f32(f, a) ||
+        !is_f32(f, b) || dv->ndim < 1 || !same_shape(value(f, z), dv) ||
+        !same_shape(value(f, y), dv) || !same_shape(value(f, dy), dv) ||
+        (ba != NPUK_EW_FULL && ba != NPUK_EW_SCALAR) || (bb != NPUK_EW_FULL && bb != NPUK_EW_SCALAR))
+      continue;
+    f->match++;
+    if (!foldable(f, y, kl, k) || !foldable(f, dy, km, k)) continue;
+    npuP_fused_xent_grad *params = npuC_alloc(f->b->ctx, sizeof *params);
+    if (!params) return NPU_ERR_NOMEM;
+    *params = (npuP_fused_xent_grad){.a_one = ba == NPUK_EW_SCALAR, .b_one = bb == NPUK_EW_SCALAR};
+    pattern pt = {.n_steps = 3, .in = {z, a, b}, .n_in = 3, .out = d};
+    /* in plan order; the step goes where log_softmax_grad was */
+    int lo = kl < km ? kl : km, hi = kl < km ? km : kl;
+    pt.steps[0] = lo, pt.steps[1] = hi, pt.steps[2] = k;
+    pt.at_step = 3;
+    int kb = bias_grad_reader(f, d, k);
+    if (kb >= 0 && is_f32(f, p->steps[kb].out[0])) {
+      pt.steps[pt.n_steps++] = kb;
+      pt.out2 = p->steps[kb].out[0];
+      pt.two_outputs = true;
+    }
+    npu_status s = commit(f, &pt, &npuP_op_fused_xent_grad, params, 0);
+    if (s) return s;
+  }
+  return NPU_OK;
+}
+
 /* ---- steps left without readers ---- */
 
 /* Whether step s may go when nothing reads its outputs: a kernel with no state, no host part,

@@ -261,3 +261,46 @@ void npuK_relu_grad_bias_grad_f32(const npuK_pool *pool, int64_t rows, int64_t c
   int64_t grain = K_GRAIN_ELEMS / (rows > 0 ? rows : 1); /* npuK_bias_add_grad's split */
   npuK_parallel_for(pool, cols, grain < 16 ? 16 : grain, relu_bias_grad_range, &j);
 }
+
+/* ---- log_softmax, the loss's mul and log_softmax_grad in one row pass (kgrad.h) ---- */
+
+typedef struct lsx_job {
+  const float *z, *a, *b;
+  int a_one, b_one; /* a (b) is one element */
+  float *d;
+  int64_t cols;
+} lsx_job;
+
+/* Row by row: nn.c's log_softmax (the maximum, the float64 sum of expf(z - m), logf of it
+   rounded), the elementwise mul, then log_softmax_grad (the float64 sum of dy, rounded, and
+   dy - expf(y) * s) as those kernels write them, y and dy recomputed where they are needed
+   instead of stored: the same expressions, so the same bits. */
+static void lsx_range(void *arg, int64_t begin, int64_t end) {
+  const lsx_job *j = arg;
+  const int64_t cols = j->cols;
+  for (int64_t r = begin; r < end; r++) {
+    const float *z = j->z + r * cols, *a = j->a_one ? j->a : j->a + r * cols;
+    const float *b = j->b_one ? j->b : j->b + r * cols;
+    const int64_t ai = j->a_one ? 0 : 1, bi = j->b_one ? 0 : 1;
+    float *d = j->d + r * cols, m = -INFINITY;
+    for (int64_t c = 0; c < cols; c++)
+      if (z[c] > m || z[c] != z[c]) m = z[c];
+    double sum = 0, dsum = 0;
+    for (int64_t c = 0; c < cols; c++) sum += (double)expf(z[c] - m);
+    float ls = logf((float)sum);
+    for (int64_t c = 0; c < cols; c++) dsum += (double)(a[c * ai] * b[c * bi]);
+    float s = (float)dsum;
+    for (int64_t c = 0; c < cols; c++) {
+      float y = (z[c] - m) - ls, dy = a[c * ai] * b[c * bi];
+      d[c] = dy - expf(y) * s;
+    }
+  }
+}
+
+void npuK_log_softmax_xent_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+                                    const float *z, const float *a, int a_one, const float *b,
+                                    int b_one, float *d, float *db) {
+  lsx_job j = {.z = z, .a = a, .b = b, .a_one = a_one, .b_one = b_one, .d = d, .cols = cols};
+  npuK_parallel_for(pool, rows, row_grain(cols), lsx_range, &j);
+  if (db) npuK_bias_add_grad_f32(pool, rows, cols, d, db);
+}

@@ -50,6 +50,15 @@ void npuK_bias_add_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols, c
 void npuK_relu_grad_bias_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
                                   const float *dy, const float *x, float *g, float *db);
 
+/* A cross-entropy loss's gradient in one row pass: z, d (rows, cols); dy = a * b elementwise
+ * (a, b: (rows, cols), or one element where a_one / b_one), y = log_softmax(z), d =
+ * log_softmax_grad(y, dy), each as its own kernel computes it (y and dy never stored): the bits
+ * of the three kernels; with db (cols), also npuK_bias_add_grad(d) after.  d may be z, a or
+ * b (each element is read before it is written). */
+void npuK_log_softmax_xent_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+                                    const float *z, const float *a, int a_one, const float *b,
+                                    int b_one, float *d, float *db);
+
 /* y[i] = x[i] * s for i < n; in-place allowed. */
 void npuK_scale_f32(const npuK_pool *pool, int64_t n, double s, const float *x, float *y);
 void npuK_scale_f64(const npuK_pool *pool, int64_t n, double s, const double *x, double *y);
