@@ -4,9 +4,12 @@
  * npuP_fuse runs after the steps are laid out, one pass at a time in passes.def order, each
  * switchable by fusion_switch_file.  A pass finds a pattern of steps and replaces it with one
  * fused step (fused_ops.h) placed where the pattern's LAST step was: every operand of the
- * pattern is computed by then, and every reader of its result comes later.  The other steps
- * of the pattern are dropped.  The fused step's node is the pattern's first node; the others
- * are listed in its `absorbed`.
+ * pattern is computed by then, and every reader of its result comes later.  A fused step with
+ * two outputs (relu_grad or log_softmax_grad with the bias_add_grad of its result) takes the
+ * place of the step making its first output instead, since that output's readers may come
+ * before the last step; the later steps read nothing else.  The other steps of the pattern
+ * are dropped.  The fused step's node is the pattern's first node; the others are listed in
+ * its `absorbed`.  Before the passes, steps that constant folding left without readers go.
  *
  * A value folded away must not be needed by anything else: it has exactly one reading input
  * slot in the plan, is not fetched and not fed (a feed replaces a computed value).  A pattern
