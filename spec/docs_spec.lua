@@ -132,7 +132,7 @@ function TestDocs:test_compiler_md_names_every_pass_and_precision_mode()
     -- fusion_switch_file's text (docs/options.md) names every pass it can switch
     lu.assertStrContains(core.option_info("fusion_switch_file").effect or "", name)
   end
-  lu.assertEquals(n, 7)
+  lu.assertEquals(n, 10)
   for _, opt in ipairs({ "precision_mode", "precision_mode_v2" }) do
     for mode in core.option_info(opt).allowed:gmatch("[^|]+") do
       lu.assertStrContains(doc, "`" .. mode .. "`", opt)

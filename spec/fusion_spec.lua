@@ -469,7 +469,8 @@ function TestFusionApplyGradientDescent:test_update_is_one_step_with_the_unfused
         npu.core.set_n_threads(n0)
         local ref = sgd_run(g, w, step, feeds, { use_off_line = false })
         lu.assertEquals(shape_of(e_on), { "variable", "fused_apply_gradient_descent<ApplyGradientDescentFusionPass:Mul,Sub,Assign>" }, what)
-        lu.assertEquals(shape_of(e_off), { "variable", "matmul", "fused_elementwise<TbeEltwiseFusionPass:Sub>", "assign" }, what)
+        -- without the GEMM form the update is still one step after the product
+        lu.assertEquals(shape_of(e_off), { "variable", "matmul", "fused_gradient_descent_update<GradientDescentUpdateFusionPass:Sub,Assign>" }, what)
         assert_same_bits(on, off, what)
         assert_same_bits(on2, on, what .. ", 2 threads")
         assert_close(on, ref, 1e-5, what .. ", reference")
@@ -554,6 +555,281 @@ function TestFusionApplyGradientDescent:test_fetched_values_are_not_written()
   off:run(g:global_variables_initializer())
   off:run(step, feeds)
   assert_same_bits(after, off:run(w), "updated value")
+end
+
+-- ------------------------------------- ReluGradBiasAddGradFusionPass, GradientDescentUpdateFusionPass
+
+TestFusionTrainingStep = {}
+
+local TRAIN_OFF = '{"Switch":{"GraphFusion":{"ReluGradBiasAddGradFusionPass":"off","GradientDescentUpdateFusionPass":"off","MaxPoolGradReluGradFusionPass":"off","LogSoftmaxGradFusionPass":"off"}}}'
+
+-- An MLP trained by GradientDescentOptimizer, three steps: each hidden layer's relu_grad and
+-- bias_add_grad are one step, each bias's mul, sub and assign one step, the forward loss's
+-- reduce_sum and neg gone (the gradient's broadcast_like folds with their shapes); the
+-- weights are the bits of the passes off, of ALL off, and at 2 threads; the reference path
+-- within 1e-5.  Batch 300: column sums long enough to show an accumulation.
+function TestFusionTrainingStep:test_mlp_step_fuses_with_the_unfused_bits()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 300, 30 }, "x")
+  local y = g:placeholder("int32", { 300 }, "y")
+  local init = npu.initializers.glorot_uniform
+  local h = npu.layers.dense(x, 40, { activation = "relu", kernel_initializer = init { seed = 1 } })
+  h = npu.layers.dense(h, 20, { activation = "relu", kernel_initializer = init { seed = 3 } })
+  local logits = npu.layers.dense(h, 4, { kernel_initializer = init { seed = 2 } })
+  local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits { labels = y, logits = logits })
+  local train_op = npu.train.GradientDescentOptimizer(0.1):minimize(loss)
+  local labels = {}
+  for i = 1, 300 do labels[i] = i % 4 end
+  local feeds = { [x] = randn({ 300, 30 }, 5), [y] = npu.tensor(labels, "int32") }
+  local vars = g:global_variables()
+  local function train(opts, switches)
+    local sess = session(g, opts, switches)
+    sess:run(g:global_variables_initializer())
+    for _ = 1, 3 do sess:run(train_op, feeds) end
+    return sess:run(vars), sess:explain(train_op, feeds)
+  end
+  local n0 = npu.core.n_threads()
+  npu.core.set_n_threads(1)
+  local on, e_on = train()
+  local pass_off, e_pass_off = train(nil, TRAIN_OFF)
+  local off = train(nil, ALL_OFF)
+  npu.core.set_n_threads(2)
+  local on2 = train()
+  npu.core.set_n_threads(n0)
+  local ref = train({ use_off_line = false })
+  local n = op_counts(e_on)
+  lu.assertEquals(n.fused_relu_grad_bias_add_grad, 2)
+  lu.assertEquals(n.fused_gradient_descent_update, 3)
+  lu.assertEquals(n.fused_apply_gradient_descent, 3)
+  lu.assertEquals(n.fused_log_softmax_grad, 1)
+  lu.assertNil(n.relu_grad)
+  lu.assertNil(n.bias_add_grad) -- the logits' bias: with the loss's gradient
+  lu.assertNil(n.log_softmax)
+  lu.assertNil(n.log_softmax_grad)
+  lu.assertNil(n.mul)
+  lu.assertNil(n.reduce_sum)
+  lu.assertNil(n.neg)
+  lu.assertNil(n.broadcast_like)
+  lu.assertNil(n.assign)
+  for _, st in ipairs(e_on.steps) do
+    if st.op == "fused_relu_grad_bias_add_grad" then
+      lu.assertEquals(st.pass, "ReluGradBiasAddGradFusionPass")
+      lu.assertStrContains(st.absorbed[1], "BiasAddGrad")
+    end
+  end
+  local n_off = op_counts(e_pass_off)
+  lu.assertEquals({ n_off.relu_grad, n_off.bias_add_grad, n_off.fused_relu_grad_bias_add_grad }, { 2, 3, nil })
+  lu.assertEquals({ n_off.log_softmax, n_off.log_softmax_grad, n_off.fused_log_softmax_grad }, { 1, 1, nil })
+  lu.assertEquals(#e_pass_off.steps, #e_on.steps + 2 + 3 + 3)
+  for i = 1, #vars do
+    assert_same_bits(on[i], pass_off[i], "variable " .. i .. ", passes off")
+    assert_same_bits(on[i], off[i], "variable " .. i .. ", all off")
+    assert_same_bits(on2[i], on[i], "variable " .. i .. ", 2 threads")
+    assert_close(on[i], ref[i], 1e-5, "variable " .. i .. ", reference")
+  end
+end
+
+-- relu_grad and bias_add_grad by hand on awkward values (NaN and -0 features and gradients,
+-- +-inf, 2000 rows, 37 columns: off the 8 lanes): g the bits of relu_grad, db each column's
+-- float64 sum of g in row order rounded once (computed here), the bits of the two steps.
+function TestFusionTrainingStep:test_by_hand_against_float64_sums()
+  local rows, cols = 2000, 37
+  local g = npu.Graph()
+  local dy = g:placeholder("float32", { rows, cols }, "dy")
+  local f = g:placeholder("float32", { rows, cols }, "f")
+  local r = npu.relu_grad(dy, f, { name = "R" })
+  local db = npu.bias_add_grad(r, { name = "D" })
+  local d, ft = {}, {}
+  local specials = { 0 / 0, -0.0, 0.0, math.huge, -math.huge, 1e30, -1e-30 }
+  local rnd = flat(randn({ rows * cols }, 11, 100))
+  local sgn = flat(randn({ rows * cols }, 12))
+  for i = 1, rows * cols do
+    d[i] = i % 97 == 0 and specials[i % 7 + 1] or rnd[i]
+    ft[i] = i % 89 == 0 and specials[(i + 3) % 7 + 1] or sgn[i]
+  end
+  local feeds = { [dy] = npu.tensor(d):reshape({ rows, cols }), [f] = npu.tensor(ft):reshape({ rows, cols }) }
+  local on, off = session(g), session(g, nil, ALL_OFF)
+  local e = on:explain({ r, db }, feeds)
+  lu.assertEquals(shape_of(e), { "fused_relu_grad_bias_add_grad<ReluGradBiasAddGradFusionPass:D>" })
+  local got, want = on:run({ r, db }, feeds), off:run({ r, db }, feeds)
+  assert_same_bits(got[1], want[1], "g")
+  assert_same_bits(got[2], want[2], "db")
+  local gv, dbv = flat(got[1]), flat(got[2])
+  for c = 1, cols do
+    local sum = 0.0
+    for i = 0, rows - 1 do sum = sum + string.unpack("<f", string.pack("<f", gv[i * cols + c])) end
+    lu.assertEquals(string.pack("<f", dbv[c]), string.pack("<f", sum), "column " .. c)
+  end
+  for i = 1, rows * cols do
+    local keep = ft[i] > 0
+    if keep then
+      lu.assertTrue(gv[i] == string.unpack("<f", string.pack("<f", d[i])) or (gv[i] ~= gv[i] and d[i] ~= d[i]))
+    else
+      lu.assertEquals(string.pack("<f", gv[i]), string.pack("<f", 0.0), "masked element " .. i)
+    end
+  end
+end
+
+-- What stays: relu_grad with no bias_add_grad of it, a bias_add_grad of another value, a
+-- reduced precision mode (relu_grad is gray, bias_add_grad block-listed); an update whose
+-- learning rate has several elements, or whose gradient is a view of the variable.
+function TestFusionTrainingStep:test_what_stays_unfused()
+  local g = npu.Graph()
+  local dy = g:placeholder("float32", { 8, 16 }, "dy")
+  local f = g:placeholder("float32", { 8, 16 }, "f")
+  local r = npu.relu_grad(dy, f)
+  local feeds = { [dy] = randn({ 8, 16 }, 1), [f] = randn({ 8, 16 }, 2) }
+  lu.assertEquals(shape_of(session(g):explain(r * 2, feeds)), { "relu_grad", "mul" })
+  lu.assertEquals(shape_of(session(g):explain({ r, npu.bias_add_grad(dy) }, feeds)), { "relu_grad", "bias_add_grad" })
+  local mixed = op_counts(session(g, { precision_mode = "allow_mix_precision" }):explain(npu.bias_add_grad(r), feeds))
+  lu.assertNil(mixed.fused_relu_grad_bias_add_grad)
+  -- updates
+  local v = g:variable(randn({ 16 }, 3), "v")
+  local grad = npu.bias_add_grad(dy)
+  local cases = {
+    { "lr per element", npu.assign(v, v - g:const(randn({ 16 }, 4)) * grad) },
+    { "the gradient is the variable", npu.assign(v, v - g:const(0.5) * v) },
+  }
+  for _, c in ipairs(cases) do
+    local sess = session(g)
+    sess:run(g:global_variables_initializer())
+    lu.assertNil(op_counts(sess:explain(c[2], feeds)).fused_gradient_descent_update, c[1])
+  end
+  local step = npu.assign(v, v - g:const(0.5) * grad)
+  local sess = session(g)
+  sess:run(g:global_variables_initializer())
+  lu.assertEquals(op_counts(sess:explain(step, feeds)).fused_gradient_descent_update, 1)
+  local mix = session(g, { precision_mode = "allow_mix_precision" })
+  mix:run(g:global_variables_initializer())
+  lu.assertNil(op_counts(mix:explain(step, feeds)).fused_gradient_descent_update)
+  -- the fetched gradient is still read by the update (and is the unfused value)
+  local before = sess:run(v)
+  local got = sess:run({ grad, step }, feeds)
+  local gv, b0, after = flat(got[1]), flat(before), flat(sess:run(v))
+  for i = 1, 16 do
+    local step_i = string.unpack("<f", string.pack("<f", 0.5 * gv[i]))
+    lu.assertEquals(string.pack("<f", after[i]), string.pack("<f", b0[i] - step_i))
+  end
+end
+
+-- The forward loss fetched beside the train op keeps its steps (and its value); a loss not
+-- fetched leaves only what the gradient needs (the broadcasts folded, as a constant).
+function TestFusionTrainingStep:test_folded_broadcasts_and_the_loss()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 6, 5 }, "x")
+  local lab = g:placeholder("float32", { 6, 5 }, "lab")
+  local w = g:variable(randn({ 5, 5 }, 1), "w")
+  local logits = npu.matmul(x, w)
+  local loss = npu.reduce_mean(-npu.reduce_sum(lab * npu.nn.log_softmax(logits), { axis = -1 }))
+  local train_op = npu.train.GradientDescentOptimizer(0.1):minimize(loss)
+  local lv = {}
+  for i = 1, 30 do lv[i] = i % 5 == 0 and 1 or 0 end
+  local feeds = { [x] = randn({ 6, 5 }, 2), [lab] = npu.tensor(lv):reshape({ 6, 5 }) }
+  local sess = session(g)
+  sess:run(g:global_variables_initializer())
+  local e = sess:explain(train_op, feeds)
+  lu.assertNil(op_counts(e).reduce_sum)
+  lu.assertNil(op_counts(e).broadcast_like)
+  lu.assertEquals(op_counts(e).fused_log_softmax_grad, 1)
+  local e2 = sess:explain({ loss, train_op }, feeds)
+  lu.assertEquals(op_counts(e2).reduce_sum, 1)
+  -- the loss reads the log-probabilities too: they stay a step of their own
+  lu.assertNil(op_counts(e2).fused_log_softmax_grad)
+  lu.assertEquals(op_counts(e2).log_softmax, 1)
+  local off = session(g, nil, ALL_OFF)
+  off:run(g:global_variables_initializer())
+  local l_on, l_off = sess:run({ loss, train_op }, feeds)[1], off:run({ loss, train_op }, feeds)[1]
+  assert_same_bits(l_on, l_off, "loss")
+  assert_same_bits(sess:run(w), off:run(w), "w")
+end
+
+-- The loss's gradient by hand: logits with NaN, +-inf and huge values, long rows (300
+-- columns), the mul's operands full or one element, with and without the bias gradient: one
+-- step, the bits of the passes off and of ALL off, at 1 and 2 threads.
+function TestFusionTrainingStep:test_log_softmax_grad_by_hand()
+  local rows, cols = 37, 300
+  local zs = flat(randn({ rows * cols }, 21, 5))
+  for i = 1, #zs do
+    if i % 101 == 0 then zs[i] = ({ 0 / 0, math.huge, -math.huge, 1e30 })[i // 101 % 4 + 1] end
+  end
+  local z0 = npu.tensor(zs):reshape({ rows, cols })
+  for _, form in ipairs({ "full", "one" }) do
+    for _, with_bias in ipairs({ false, true }) do
+      local what = form .. (with_bias and ", bias" or "")
+      local g = npu.Graph()
+      local z = g:placeholder("float32", { rows, cols }, "z")
+      local a = g:placeholder("float32", { rows, cols }, "a")
+      local b = form == "full" and g:placeholder("float32", { rows, cols }, "b") or g:const(-1 / 37, "b")
+      local d = npu.log_softmax_grad(npu.nn.log_softmax(z), a * b)
+      local fetch = with_bias and { d, npu.bias_add_grad(d) } or { d }
+      local feeds = { [z] = z0, [a] = randn({ rows, cols }, 22) }
+      if form == "full" then feeds[b] = randn({ rows, cols }, 23) end
+      local n0 = npu.core.n_threads()
+      npu.core.set_n_threads(1)
+      local on, e = session(g):run(fetch, feeds), session(g):explain(fetch, feeds)
+      local off = session(g, nil, ALL_OFF):run(fetch, feeds)
+      local pass_off = session(g, nil, TRAIN_OFF):run(fetch, feeds)
+      npu.core.set_n_threads(2)
+      local on2 = session(g):run(fetch, feeds)
+      npu.core.set_n_threads(n0)
+      lu.assertEquals(#e.steps, 1, what)
+      lu.assertEquals(e.steps[1].op, "fused_log_softmax_grad", what)
+      lu.assertEquals(#e.steps[1].absorbed, with_bias and 3 or 2, what)
+      for i = 1, #fetch do
+        assert_same_bits(on[i], off[i], what .. ", all off")
+        assert_same_bits(on[i], pass_off[i], what .. ", passes off")
+        assert_same_bits(on2[i], on[i], what .. ", 2 threads")
+      end
+    end
+  end
+end
+
+-- conv + bias + relu + max_pool trained (the bias a variable): the bias gradient joins the
+-- fused max_pool_grad + relu_grad step as its second output; the images' float64 sums added
+-- in order may differ from one running sum in the last bit only: within one ulp of the
+-- float64 sum of the step's own dx (computed here), at 1 and 2 threads the same bits.
+function TestFusionTrainingStep:test_bias_grad_joins_the_pool_gradient()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 5, 10, 10, 3 }, "x")
+  local b = g:variable(randn({ 12 }, 4), "b")
+  local z = npu.nn.bias_add(npu.nn.conv2d(x, g:const(randn({ 3, 3, 3, 12 }, 1, 0.3), "w"),
+    { padding = "SAME" }), b)
+  local p = npu.nn.max_pool(npu.relu(z), { ksize = 2, strides = 2, padding = "VALID" })
+  local loss = npu.reduce_sum(p * p)
+  local gb, gz = table.unpack(npu.gradients(loss, { b, z }))
+  local feeds = { [x] = randn({ 5, 10, 10, 3 }, 2) }
+  local n0 = npu.core.n_threads()
+  npu.core.set_n_threads(1)
+  local sess = session(g)
+  sess:run(g:global_variables_initializer())
+  local e = sess:explain(gb, feeds)
+  local n = op_counts(e)
+  lu.assertEquals(n.fused_max_pool_grad_relu_grad, 1)
+  lu.assertNil(n.bias_add_grad)
+  local on = sess:run(gb, feeds)
+  local off = session(g, nil, TRAIN_OFF)
+  off:run(g:global_variables_initializer())
+  lu.assertEquals(op_counts(off:explain(gb, feeds)).bias_add_grad, 1)
+  local unfused = off:run(gb, feeds)
+  npu.core.set_n_threads(2)
+  local s2 = session(g)
+  s2:run(g:global_variables_initializer())
+  local on2 = s2:run(gb, feeds)
+  npu.core.set_n_threads(n0)
+  assert_same_bits(on2, on, "2 threads")
+  -- the fused step's first output (relu_grad's: fetched, it stays one step)
+  local both = sess:run({ gz, gb }, feeds)
+  lu.assertEquals(op_counts(sess:explain({ gz, gb }, feeds)).fused_max_pool_grad_relu_grad, 1)
+  assert_same_bits(both[2], on, "fetched with dx")
+  local dx = flat(both[1])
+  local got, want = flat(on), flat(unfused)
+  for c = 1, 12 do
+    local sum = 0.0
+    for i = c, #dx, 12 do sum = sum + dx[i] end
+    local ulp = 2 ^ (math.floor(math.log(math.abs(sum), 2)) - 23)
+    lu.assertTrue(math.abs(got[c] - sum) <= ulp, ("column %d: %.9g vs float64 %.9g"):format(c, got[c], sum))
+    lu.assertTrue(math.abs(got[c] - want[c]) <= ulp, ("column %d: %.9g vs unfused %.9g"):format(c, got[c], want[c]))
+  end
 end
 
 TestFusionConv = {}

@@ -3,8 +3,9 @@
  * export_compile_stat says (npu_out/FE/<pid>/ or $ASCEND_WORK_PATH/FE/<pid>/, merged with
  * what is there, session and graph ids, nothing for sessions that fused nothing), the errors
  * of an unwritable path, and the allocation-failure sweep over a graph every pass rewrites
- * (switch file parsed, constants folded, steps replaced): a clean NPU_ERR_NOMEM and zero live
- * bytes for every failing allocation; the fused kernels (kernels.h, "fused steps") against
+ * (switch file parsed, constants folded, steps replaced), and over a training step (the
+ * backward pass's and the update's passes, folded broadcasts, dropped steps): a clean
+ * NPU_ERR_NOMEM and zero live bytes for every failing allocation; the fused kernels (kernels.h, "fused steps") against
  * their reference twins, bit for bit, and fused plans against thread counts.  The Lua side
  * (spec/fusion_spec.lua) covers what each pass matches and leaves.
  */
@@ -330,6 +331,156 @@ static bool same_bits(const float *a, const float *b, int64_t n) {
   return true;
 }
 
+/* ---- a training step: the passes of the backward pass and the update ---- */
+
+/* x (4, 3) -> dense 5 + relu -> dense 3 -> cross-entropy on labels (4, 3) (log_softmax, mul,
+   reduce_sum, neg, reduce_mean), its gradients, and w -= 0.1 * grad for the four variables
+   (mul, sub, assign), grouped: broadcast_like folds, the loss's forward steps are dropped,
+   and LogSoftmaxGrad-, ReluGradBiasAddGrad-, ApplyGradientDescent- and
+   GradientDescentUpdateFusionPass rewrite it. */
+typedef struct train_graph {
+  npu_graph *g;
+  int x, labels, train, init, w0;
+} train_graph;
+
+static npu_status add_variable(npu_context *ctx, train_graph *t, const char *name, int ndim,
+                               const int64_t *shape, float base, int *assign, int *v) {
+  npu_attr a[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
+                  {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {shape, ndim}}};
+  int node, c;
+  TRY(npu_graph_add_op(t->g, "variable", name, 0, NULL, 2, a, &node));
+  *v = out0(t->g, node);
+  TRY(add_const(ctx, t->g, NULL, ndim, shape, base, &c));
+  int in[2] = {*v, c};
+  return npu_graph_add_op(t->g, "assign", NULL, 2, in, 0, NULL, assign);
+}
+
+static npu_status build_train(npu_context *ctx, train_graph *t) {
+  int64_t xs[] = {4, 3}, w1s[] = {3, 5}, b1s[] = {5}, w2s[] = {5, 3}, b2s[] = {3}, one[] = {1},
+          last = -1;
+  npu_attr ph[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
+                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {xs, 2}}};
+  npu_attr axis = {.name = "axis", .type = NPU_ATTR_INTS, .u.ints = {&last, 1}};
+  int vars[4], assigns[4], updates[4], dx[4], node, h, lr, ls, loss;
+  TRY(npu_graph_add_op(t->g, "placeholder", "x", 0, NULL, 2, ph, &node));
+  t->x = out0(t->g, node);
+  TRY(npu_graph_add_op(t->g, "placeholder", "labels", 0, NULL, 2, ph, &node));
+  t->labels = out0(t->g, node);
+  TRY(add_variable(ctx, t, "w1", 2, w1s, 0.1f, &assigns[0], &vars[0]));
+  TRY(add_variable(ctx, t, "b1", 1, b1s, 0.05f, &assigns[1], &vars[1]));
+  TRY(add_variable(ctx, t, "w2", 2, w2s, -0.1f, &assigns[2], &vars[2]));
+  TRY(add_variable(ctx, t, "b2", 1, b2s, 0.02f, &assigns[3], &vars[3]));
+  t->w0 = vars[0];
+  TRY(add2(t->g, "matmul", t->x, vars[0], &h));
+  TRY(add2(t->g, "bias_add", h, vars[1], &h));
+  TRY(add1(t->g, "relu", h, &h));
+  TRY(add2(t->g, "matmul", h, vars[2], &h));
+  TRY(add2(t->g, "bias_add", h, vars[3], &h));
+  TRY(add1(t->g, "log_softmax", h, &ls));
+  TRY(add2(t->g, "mul", t->labels, ls, &h));
+  TRY(npu_graph_add_op(t->g, "reduce_sum", NULL, 1, &h, 1, &axis, &node));
+  TRY(add1(t->g, "neg", out0(t->g, node), &h));
+  TRY(add1(t->g, "reduce_mean", h, &loss));
+  TRY(npu_graph_gradients(t->g, 1, &loss, NULL, 4, vars, dx));
+  TRY(add_const(ctx, t->g, "lr", 1, one, 0.2f, &lr)); /* 0.2 - 0.1: add_const's pattern */
+  for (int i = 0; i < 4; i++) {
+    int step, upd;
+    TRY(add2(t->g, "mul", lr, dx[i], &step));
+    TRY(add2(t->g, "sub", vars[i], step, &upd));
+    int in[2] = {vars[i], upd};
+    TRY(npu_graph_add_op(t->g, "assign", NULL, 2, in, 0, NULL, &updates[i]));
+  }
+  TRY(npu_graph_add_op(t->g, "no_op", "train", 0, NULL, 0, NULL, &t->train));
+  TRY(npu_graph_add_op(t->g, "no_op", "init", 0, NULL, 0, NULL, &t->init));
+  for (int i = 0; i < 4; i++) {
+    TRY(npu_graph_add_control(t->g, t->train, updates[i]));
+    TRY(npu_graph_add_control(t->g, t->init, assigns[i]));
+  }
+  return NPU_OK;
+}
+
+/* A session (switches: a fusion_switch_file; export_compile_stat mode), the initializer, two
+   training steps, then w1 into out (15 floats). */
+static npu_status train_once(npu_context *ctx, const char *switches, int mode, float *out) {
+  train_graph t = {0};
+  npu_session *s = NULL;
+  npu_tensor *feeds[2] = {NULL, NULL}, *w = NULL;
+  int64_t xs[] = {4, 3};
+  float xd[12], yd[12];
+  for (int i = 0; i < 12; i++) {
+    xd[i] = (float)((i * 5) % 7) / 3.0f - 1.0f;
+    yd[i] = i % 3 == i / 3 % 3 ? 1.0f : 0.0f;
+  }
+  npu_status st = npu_graph_new(ctx, &t.g);
+  if (!st) st = build_train(ctx, &t);
+  if (!st) st = npu_tensor_from_data(ctx, NPU_DTYPE_F32, 2, xs, xd, sizeof xd, &feeds[0]);
+  if (!st) st = npu_tensor_from_data(ctx, NPU_DTYPE_F32, 2, xs, yd, sizeof yd, &feeds[1]);
+  if (!st) st = new_session(ctx, t.g, mode, switches, &s);
+  if (!st) st = npu_session_run(s, 0, NULL, NULL, 0, NULL, NULL, 1, &t.init);
+  int fed[2] = {t.x, t.labels};
+  for (int i = 0; !st && i < 2; i++)
+    st = npu_session_run(s, 2, fed, feeds, 0, NULL, NULL, 1, &t.train);
+  if (!st) st = npu_session_run(s, 0, NULL, NULL, 1, &t.w0, &w, 0, NULL);
+  if (!st) memcpy(out, npu_tensor_data(w), 15 * sizeof *out);
+  npu_tensor_release(w);
+  npu_tensor_release(feeds[0]);
+  npu_tensor_release(feeds[1]);
+  npu_session_release(s);
+  npu_graph_release(t.g);
+  return st;
+}
+
+static npu_status train_sweep_run(npu_context *ctx, void *switches) {
+  float w[15];
+  return train_once(ctx, switches, 0, w);
+}
+
+/* Whether fusion_result.json (under dir) shows pass with an effect. */
+static bool pass_took_effect(const char *dir, const char *pass) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/FE/%ld/fusion_result.json", dir, (long)getpid());
+  cJSON *root = read_json(path), *g = NULL;
+  bool took = false;
+  cJSON_ArrayForEach(g, root) {
+    const cJSON *p = cJSON_GetObjectItem(cJSON_GetObjectItem(g, "graph_fusion"), pass);
+    const cJSON *e = cJSON_GetObjectItem(p, "effect_times");
+    took |= cJSON_IsString(e) && atoi(e->valuestring) > 0;
+  }
+  cJSON_Delete(root);
+  return took;
+}
+
+/* The training step's passes (each took effect, fusion_result.json says) give the unfused
+   plan's weights, bit for bit; under the sweep every failing allocation (folding, dropped
+   steps, two-output fused steps, the passes' params) is a clean NPU_ERR_NOMEM. */
+static void test_training_step_sweep(void) {
+  char dir[300], on[320], off[320];
+  snprintf(dir, sizeof dir, "%s/train", tmp_root);
+  CHECK(mkdir(dir, 0777) == 0);
+  snprintf(on, sizeof on, "%s/on.cfg", dir);
+  snprintf(off, sizeof off, "%s/off.cfg", dir);
+  write_text(on, "{\"Switch\":{\"GraphFusion\":{\"ALL\":\"on\"}}}");
+  write_text(off, "{\"Switch\":{\"GraphFusion\":{\"ALL\":\"off\"},\"UBFusion\":{\"ALL\":\"off\"}}}");
+  setenv("ASCEND_WORK_PATH", dir, 1);
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  float w_on[15], w_off[15];
+  CHECK(train_once(ctx, on, 2, w_on) == NPU_OK);
+  CHECK(train_once(ctx, off, 0, w_off) == NPU_OK);
+  CHECK(same_bits(w_on, w_off, 15));
+  CHECK(w_on[0] != 0.1f - 0.1f); /* trained: the first weight moved from its initial value */
+  static const char *const passes[] = {"LogSoftmaxGradFusionPass", "ReluGradBiasAddGradFusionPass",
+                                       "ApplyGradientDescentFusionPass",
+                                       "GradientDescentUpdateFusionPass"};
+  for (size_t i = 0; i < sizeof passes / sizeof *passes; i++)
+    CHECK(pass_took_effect(dir, passes[i]));
+  unsetenv("ASCEND_WORK_PATH");
+  int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.run = train_sweep_run, .ud = on});
+  CHECK(n_failures > 50);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
 /* Every op of a program, every broadcast and side, on data with NaN, infinities, signed zeros
    and the relu6 edges; shapes whose rows fill several blocks, or are cut into several. */
 static void test_eltwise_kernel_equals_its_reference(void) {
@@ -440,6 +591,7 @@ int main(void) {
   test_results_in_npu_out_by_default();
   test_results_under_ascend_work_path();
   test_allocation_failure_sweep();
+  test_training_step_sweep();
   remove_tree(tmp_root);
   return check_summary("test_fusion");
 }

@@ -300,19 +300,87 @@ const npu_op_def npuP_op_fused_eltwise_block = {
 /* ---- max_pool_grad + relu_grad (MaxPoolGradReluGradFusionPass) ---- */
 
 /* in: max_pool_grad's x, y, dy, then relu_grad's features; params: max_pool_grad's window
-   attributes.  The pass checked float32 and the shapes (features: x's). */
+   attributes; out: dx, and with a second output the bias gradient (bias_add_grad of dx: the
+   images' float64 sums in scratch, n * c doubles).  The pass checked float32 and the shapes
+   (features: x's). */
+static size_t pool_relu_grad_scratch(const npuX_call *c) {
+  const npu_tensor *x = c->in[0];
+  if (c->n_outputs < 2 || x->ndim != 4) return 0;
+  return (size_t)(x->shape[0] * x->shape[3]) * sizeof(double);
+}
+
 static npu_status pool_relu_grad_run(const npuX_call *c) {
   const npuX_window_params *p = c->params;
   npu_status st = check_f32(c, "fused_max_pool_grad_relu_grad");
   npuK_window2d w;
   if (!st) st = npuX_window_call(c, p->ksize[0], p->ksize[1], &w);
   if (st) return st;
-  npuK_max_pool_grad_relu_f32(c->pool, &w, c->in[0]->data, c->in[2]->data, c->in[3]->data,
-                              c->out[0]->data);
+  npuK_max_pool_grad_relu_bias_f32(c->pool, &w, c->in[0]->data, c->in[2]->data,
+                                   c->in[3]->data, c->out[0]->data,
+                                   c->n_outputs > 1 ? c->out[1]->data : NULL, c->scratch);
   return NPU_OK;
 }
 
 const npu_op_def npuP_op_fused_max_pool_grad_relu = {
     .name = "fused_max_pool_grad_relu_grad", .tf_type = "MaxPoolGrad", .min_inputs = 4,
     .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .fused = true,
-    .flags = NPUX_F_NO_FOLD, .run = pool_relu_grad_run};
+    .flags = NPUX_F_NO_FOLD, .scratch_size = pool_relu_grad_scratch, .run = pool_relu_grad_run};
+
+/* ---- relu_grad + bias_add_grad (ReluGradBiasAddGradFusionPass) ---- */
+
+/* in: relu_grad's dy and features x (one shape, rank >= 2); out: g = relu_grad(dy, x) and
+   db = bias_add_grad(g) (the last dim).  The pass checked float32 and the shapes. */
+static npu_status relu_bias_grad_run(const npuX_call *c) {
+  npu_status st = check_f32(c, "fused_relu_grad_bias_add_grad");
+  if (st) return st;
+  const npu_tensor *dy = c->in[0];
+  int64_t cols = dy->shape[dy->ndim - 1], rows = cols ? dy->numel / cols : 0;
+  npuK_relu_grad_bias_grad_f32(c->pool, rows, cols, dy->data, c->in[1]->data, c->out[0]->data,
+                               c->out[1]->data);
+  return NPU_OK;
+}
+
+const npu_op_def npuP_op_fused_relu_grad_bias_grad = {
+    .name = "fused_relu_grad_bias_add_grad", .tf_type = "ReluGrad", .min_inputs = 2,
+    .max_inputs = 2, .n_outputs = 2, .prec = NPUX_PREC_BLOCK, .fused = true,
+    .flags = NPUX_F_NO_FOLD, .run = relu_bias_grad_run};
+
+/* ---- var - lr * grad, any gradient (GradientDescentUpdateFusionPass) ---- */
+
+/* in: var (its storage, exclusive: exec.c), the gradient (var's shape), lr (one element);
+   out: var.  lr is read now, so a schedule's value counts. */
+static npu_status sgd_update_run(const npuX_call *c) {
+  npu_status st = check_f32(c, "fused_gradient_descent_update");
+  if (st) return st;
+  npu_tensor *w = c->out[0];
+  npuK_sgd_update_f32(c->pool, w->numel, *(const float *)c->in[2]->data, c->in[1]->data,
+                      w->data);
+  return NPU_OK;
+}
+
+const npu_op_def npuP_op_fused_sgd_update = {
+    .name = "fused_gradient_descent_update", .tf_type = "ApplyGradientDescent", .min_inputs = 3,
+    .max_inputs = 3, .n_outputs = 1, .kind = NPUX_KIND_ASSIGN, .prec = NPUX_PREC_BLOCK,
+    .flags = NPUX_F_NO_FOLD, .run = sgd_update_run};
+
+/* ---- log_softmax + mul + log_softmax_grad (+ bias_add_grad) (LogSoftmaxGradFusionPass) ---- */
+
+/* in: log_softmax's z, the mul's two operands (z's shape, or one element: params); out: d =
+   log_softmax_grad(log_softmax(z), a * b) [, bias_add_grad(d)].  The pass checked float32 and
+   the shapes. */
+static npu_status lsx_grad_run(const npuX_call *c) {
+  const npuP_fused_xent_grad *p = c->params;
+  npu_status st = check_f32(c, "fused_log_softmax_grad");
+  if (st) return st;
+  const npu_tensor *z = c->in[0];
+  int64_t cols = z->shape[z->ndim - 1], rows = cols ? z->numel / cols : 0;
+  npuK_log_softmax_xent_grad_f32(c->pool, rows, cols, z->data, c->in[1]->data, p->a_one,
+                                 c->in[2]->data, p->b_one, c->out[0]->data,
+                                 c->n_outputs > 1 ? c->out[1]->data : NULL);
+  return NPU_OK;
+}
+
+const npu_op_def npuP_op_fused_xent_grad = {
+    .name = "fused_log_softmax_grad", .tf_type = "LogSoftmaxGrad", .min_inputs = 3,
+    .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_BLOCK, .fused = true,
+    .flags = NPUX_F_NO_FOLD, .run = lsx_grad_run};

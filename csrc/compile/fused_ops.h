@@ -63,6 +63,20 @@ extern const npu_op_def npuP_op_fused_depthwise_conv2d;
    (x's shape); params: max_pool_grad's npuX_window_params; y = relu_grad(max_pool_grad(x, y,
    dy), features), the bits of the two steps. */
 extern const npu_op_def npuP_op_fused_max_pool_grad_relu;
+/* fused_relu_grad_bias_add_grad: inputs relu_grad's dy and features (one shape, rank >= 2);
+   outputs g = relu_grad(dy, features) and db = bias_add_grad(g), the bits of the two steps
+   (kgrad.h: npuK_relu_grad_bias_grad_f32). */
+extern const npu_op_def npuP_op_fused_relu_grad_bias_grad;
+/* fused_gradient_descent_update: an assign step like fused_apply_gradient_descent; inputs var,
+   grad (var's shape), lr (one element); var = var - lr * grad, the bits of mul then sub. */
+extern const npu_op_def npuP_op_fused_sgd_update;
+/* fused_log_softmax_grad: inputs z, a, b; d = log_softmax_grad(log_softmax(z), a * b) (a cross-
+   entropy loss's gradient), and with a second output bias_add_grad(d); a or b may be one
+   element.  The bits of the steps it replaces (kgrad.h: npuK_log_softmax_xent_grad_f32). */
+typedef struct npuP_fused_xent_grad {
+  bool a_one, b_one;
+} npuP_fused_xent_grad;
+extern const npu_op_def npuP_op_fused_xent_grad;
 /* The same program under two precision lists: gray when every op of the chain is gray (it
    follows its upstream), block when one of them is block-listed (exp, log, sqrt, pow ...). */
 extern const npu_op_def npuP_op_fused_eltwise;

@@ -4,9 +4,12 @@
  * npuP_fuse runs after the steps are laid out, one pass at a time in passes.def order, each
  * switchable by fusion_switch_file.  A pass finds a pattern of steps and replaces it with one
  * fused step (fused_ops.h) placed where the pattern's LAST step was: every operand of the
- * pattern is computed by then, and every reader of its result comes later.  The other steps
- * of the pattern are dropped.  The fused step's node is the pattern's first node; the others
- * are listed in its `absorbed`.
+ * pattern is computed by then, and every reader of its result comes later.  A fused step with
+ * two outputs (relu_grad or log_softmax_grad with the bias_add_grad of its result) takes the
+ * place of the step making its first output instead, since that output's readers may come
+ * before the last step; the later steps read nothing else.  The other steps of the pattern
+ * are dropped.  The fused step's node is the pattern's first node; the others are listed in
+ * its `absorbed`.  Before the passes, steps that constant folding left without readers go.
  *
  * A value folded away must not be needed by anything else: it has exactly one reading input
  * slot in the plan, is not fetched and not fed (a feed replaces a computed value).  A pattern
@@ -507,6 +510,10 @@ typedef struct pattern {
   int in[MAX_OPERANDS];
   int n_in;
   int out; /* the value the fused step writes */
+  int out2; /* with two_outputs: its second output */
+  bool two_outputs;
+  int at_step; /* k > 0: the fused step takes the place of steps[k - 1] (the later steps read
+                  only values made before it), 0: of the last step */
 } pattern;
 
 /* Replaces the pattern's steps with one step of def (params owned, freed on failure too). */
@@ -515,7 +522,8 @@ static npu_status commit(fuser *f, const pattern *pt, const npu_op_def *def, voi
   npu_context *ctx = f->b->ctx;
   npuE_plan *p = f->p;
   int n = pt->n_steps;
-  int *io = npuC_alloc(ctx, (size_t)(pt->n_in + 2) * sizeof *io);
+  int n_out = pt->two_outputs ? 2 : 1;
+  int *io = npuC_alloc(ctx, (size_t)(pt->n_in + n_out + 1) * sizeof *io);
   int *absorbed = npuC_alloc(ctx, (size_t)(n > 1 ? n - 1 : 1) * sizeof *absorbed);
   if (!io || !absorbed) {
     npuC_free(ctx, io);
@@ -525,21 +533,23 @@ static npu_status commit(fuser *f, const pattern *pt, const npu_op_def *def, voi
   }
   memcpy(io, pt->in, (size_t)pt->n_in * sizeof *io);
   io[pt->n_in] = pt->out;
+  if (pt->two_outputs) io[pt->n_in + 1] = pt->out2;
   int anchor = p->steps[pt->steps[0]].node;
   for (int i = 1; i < n; i++) absorbed[i - 1] = p->steps[pt->steps[i]].node;
   for (int i = 0; i < n; i++) {
     npuE_step *s = &p->steps[pt->steps[i]];
-    /* the values between the pattern's steps are gone with them */
-    if (i < n - 1) f->n_readers[s->out[0]] = 0;
+    /* the values between the pattern's steps are gone with them, but those it writes */
+    int v = s->out[0];
+    if (i < n - 1 && v != pt->out && !(pt->two_outputs && v == pt->out2)) f->n_readers[v] = 0;
     npuC_free(ctx, s->in);
     npuC_free(ctx, s->owned_params);
     npuC_free(ctx, s->absorbed);
     *s = (npuE_step){.def = NULL}; /* dropped; compacted after the pass */
   }
-  npuE_step *s = &p->steps[pt->steps[n - 1]];
+  npuE_step *s = &p->steps[pt->steps[pt->at_step ? pt->at_step - 1 : n - 1]];
   *s = (npuE_step){.node = anchor, .def = def, .params = params, .owned_params = params,
                    .pass = passes[f->pass].name, .absorbed = absorbed, .n_absorbed = n - 1,
-                   .n_in = pt->n_in, .n_out = 1, .in = io, .out = io + pt->n_in,
+                   .n_in = pt->n_in, .n_out = n_out, .in = io, .out = io + pt->n_in,
                    .scratch_size = scratch, .round_in = -1, .round_out = -1};
   if (s->n_in > p->max_in) p->max_in = s->n_in; /* rounding is the precision pass's */
   f->effect++;
@@ -672,6 +682,45 @@ static npu_status fuse_apply_gradient_descent(fuser *f) {
     npu_status s = commit(f, &pt, &npuP_op_fused_sgd, params, scratch);
     if (s) return s;
     if (scratch > p->scratch_size) p->scratch_size = scratch;
+  }
+  return NPU_OK;
+}
+
+/* ---- GradientDescentUpdateFusionPass ---- */
+
+/* mul of a gradient d (any float32 value of the variable's shape that a kernel made: a bias's
+   bias_add_grad, a filter's conv2d_backprop_filter) by a one-element lr, then sub from the
+   variable's value, then the assign of that to the variable: one assign step updating the
+   variable in place (the bits of mul then sub), where TbeEltwiseFusionPass would leave a
+   chain step writing var - lr * d to a buffer and the assign copying it.  A matmul gradient
+   is ApplyGradientDescentFusionPass's (it runs first). */
+static npu_status fuse_gradient_descent_update(fuser *f) {
+  npuE_plan *p = f->p;
+  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK; /* as the GEMM form: float32 only */
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *mul = &p->steps[k];
+    if (mul->def != &npuX_op_mul || mul->n_in != 2 || mul->in[0] == mul->in[1]) continue;
+    int t = mul->out[0], ks = next_step(f, t), d = -1, lr = -1;
+    for (int i = 0; i < 2 && d < 0; i++) {
+      int cand = mul->in[i], other = mul->in[1 - i];
+      if (lr_of(f, mul, cand) == other) d = cand, lr = other;
+    }
+    const npuE_step *sub = ks >= 0 ? &p->steps[ks] : NULL;
+    if (d < 0 || !sub || sub->def != &npuX_op_sub || sub->in[1] != t || sub->in[0] == t ||
+        producer_kind(f, sub->in[0]) != NPUX_KIND_VARIABLE || !is_f32(f, sub->in[0]) ||
+        !is_f32(f, d) || !same_shape(value(f, sub->in[0]), value(f, d)))
+      continue;
+    int var = sub->in[0], u = sub->out[0], ka = next_step(f, u);
+    const npuE_step *as = ka >= 0 ? &p->steps[ka] : NULL;
+    if (!as || as->def != &npuX_op_assign || as->in[0] != var || as->in[1] != u) continue;
+    f->match++;
+    if (!private_value(f, t) || !foldable(f, u, ks, ka) || !stable_operand(f, d) ||
+        !stable_operand(f, lr) || value(f, d)->ndim < 0 || numel(value(f, d)) <= 0)
+      continue;
+    pattern pt = {.steps = {k, ks, ka}, .n_steps = 3, .in = {var, d, lr}, .n_in = 3,
+                  .out = as->out[0]};
+    npu_status s = commit(f, &pt, &npuP_op_fused_sgd_update, NULL, 0);
+    if (s) return s;
   }
   return NPU_OK;
 }
@@ -1136,6 +1185,17 @@ static npu_status fuse_eltwise(fuser *f) {
 
 /* ---- MaxPoolGradReluGradFusionPass ---- */
 
+/* The first live bias_add_grad step after step k reading value g, or -1. */
+static int bias_grad_reader(const fuser *f, int g, int k) {
+  for (int j = k + 1; j < f->p->n_steps; j++) {
+    const npuE_step *s = &f->p->steps[j];
+    if (live(s) && s->def == &npuX_op_bias_add_grad && s->n_in == 1 && s->in[0] == g &&
+        !s->dynamic)
+      return j;
+  }
+  return -1;
+}
+
 /* max_pool_grad (float32), then relu_grad of its output (the gradients, input 0) with float32
    features of x's shape, that output read by nothing else: one step that masks as it scatters
    (a training graph's conv + relu + max_pool, backwards).  The same bits: relu_grad selects. */
@@ -1163,9 +1223,158 @@ static npu_status fuse_max_pool_grad_relu(fuser *f) {
     pattern pt = {.steps = {k, kr}, .n_steps = 2,
                   .in = {mpg->in[0], mpg->in[1], mpg->in[2], rg->in[1]}, .n_in = 4,
                   .out = rg->out[0]};
+    /* a bias_add_grad of the result (the convolution's bias, backwards) joins as a second
+       output, summed while each image's dx is in cache; the step stays at relu_grad's place */
+    int kb = f->b->cfg->precision == NPUP_ORIGIN ? bias_grad_reader(f, rg->out[0], kr) : -1;
+    if (kb >= 0 && is_f32(f, p->steps[kb].out[0])) {
+      pt.steps[pt.n_steps++] = kb;
+      pt.out2 = p->steps[kb].out[0];
+      pt.two_outputs = true;
+      pt.at_step = 2;
+    }
     npu_status st = commit(f, &pt, &npuP_op_fused_max_pool_grad_relu, wp, 0);
+    if (!st && pt.two_outputs) {
+      npuE_step *fs = &p->steps[kr];
+      st = npuP_step_scratch(f->b->ctx, p, fs, &f->b->graph->nodes[fs->node], false);
+    }
     if (st) return st;
   }
+  return NPU_OK;
+}
+
+/* ---- ReluGradBiasAddGradFusionPass ---- */
+
+/* relu_grad (float32, dy and features of one shape of rank >= 2) whose output g some later
+   bias_add_grad reads: one step writing g and the bias gradient in one pass over g (a dense
+   layer's relu, backwards).  g stays (the input gradient's and the weights' GEMMs read it), so
+   the step takes relu_grad's place: bias_add_grad reads nothing else.  Float32 precision
+   only: under a reduced mode relu_grad (gray) and bias_add_grad (block) keep their own. */
+static npu_status fuse_relu_grad_bias_grad(fuser *f) {
+  npuE_plan *p = f->p;
+  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *rg = &p->steps[k];
+    if (rg->def != &npuX_op_relu_grad || rg->dynamic || rg->n_in != 2 ||
+        keeps_its_implementation(f, rg))
+      continue;
+    int g = rg->out[0], kb = bias_grad_reader(f, g, k);
+    if (kb < 0) continue;
+    const npuG_value *gv = value(f, g);
+    if (!is_f32(f, rg->in[0]) || !is_f32(f, rg->in[1]) || !is_f32(f, g) ||
+        !is_f32(f, p->steps[kb].out[0]) || gv->ndim < 2 ||
+        !same_shape(value(f, rg->in[0]), gv) || !same_shape(value(f, rg->in[1]), gv))
+      continue;
+    f->match++;
+    pattern pt = {.steps = {k, kb}, .n_steps = 2, .in = {rg->in[0], rg->in[1]}, .n_in = 2,
+                  .out = g, .out2 = p->steps[kb].out[0], .two_outputs = true, .at_step = 1};
+    npu_status s = commit(f, &pt, &npuP_op_fused_relu_grad_bias_grad, NULL, 0);
+    if (s) return s;
+  }
+  return NPU_OK;
+}
+
+/* ---- LogSoftmaxGradFusionPass ---- */
+
+/* The step making value v, searched backwards from step k, or -1. */
+static int producer_step(const fuser *f, int v, int k) {
+  for (int j = k - 1; j >= 0; j--) {
+    const npuE_step *s = &f->p->steps[j];
+    for (int i = 0; live(s) && i < s->n_out; i++)
+      if (s->out[i] == v) return j;
+  }
+  return -1;
+}
+
+/* log_softmax_grad(y, dy) with y = log_softmax(z) and dy = mul(a, b), both read by nothing
+   else (a cross-entropy loss's gradient once the constant broadcasts are folded: log_softmax of
+   the logits, the labels times -1/batch), float32 of one shape of rank >= 1 (a or b may be
+   one element): one step computing the three row by row, y and dy never stored; a
+   bias_add_grad of the result (the logits' bias) joins as a second output.  The step takes
+   log_softmax_grad's place.  Float32 precision only (log_softmax is block-listed). */
+static npu_status fuse_log_softmax_grad(fuser *f) {
+  npuE_plan *p = f->p;
+  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
+  for (int k = 0; k < p->n_steps; k++) {
+    const npuE_step *lg = &p->steps[k];
+    if (lg->def != &npuX_op_log_softmax_grad || lg->dynamic || lg->n_in != 2) continue;
+    int y = lg->in[0], dy = lg->in[1], d = lg->out[0];
+    int kl = producer_step(f, y, k), km = producer_step(f, dy, k);
+    const npuE_step *ls = kl >= 0 ? &p->steps[kl] : NULL, *mul = km >= 0 ? &p->steps[km] : NULL;
+    if (!ls || !mul || ls->def != &npuX_op_log_softmax || mul->def != &npuX_op_mul ||
+        ls->dynamic || mul->dynamic || mul->n_in != 2 || keeps_its_implementation(f, ls) ||
+        keeps_its_implementation(f, lg))
+      continue;
+    const npuG_value *dv = value(f, d);
+    int z = ls->in[0], a = mul->in[0], b = mul->in[1];
+    int ba = broadcast_of(f, a, dv), bb = broadcast_of(f, b, dv);
+    if (!is_f32(f, z) || !is_f32(f, y) || !is_f32(f, dy) || !is_f32(f, d) || !is_f32(f, a) ||
+        !is_f32(f, b) || dv->ndim < 1 || !same_shape(value(f, z), dv) ||
+        !same_shape(value(f, y), dv) || !same_shape(value(f, dy), dv) ||
+        (ba != NPUK_EW_FULL && ba != NPUK_EW_SCALAR) || (bb != NPUK_EW_FULL && bb != NPUK_EW_SCALAR))
+      continue;
+    f->match++;
+    if (!foldable(f, y, kl, k) || !foldable(f, dy, km, k)) continue;
+    npuP_fused_xent_grad *params = npuC_alloc(f->b->ctx, sizeof *params);
+    if (!params) return NPU_ERR_NOMEM;
+    *params = (npuP_fused_xent_grad){.a_one = ba == NPUK_EW_SCALAR, .b_one = bb == NPUK_EW_SCALAR};
+    pattern pt = {.n_steps = 3, .in = {z, a, b}, .n_in = 3, .out = d};
+    /* in plan order; the step goes where log_softmax_grad was */
+    int lo = kl < km ? kl : km, hi = kl < km ? km : kl;
+    pt.steps[0] = lo, pt.steps[1] = hi, pt.steps[2] = k;
+    pt.at_step = 3;
+    int kb = bias_grad_reader(f, d, k);
+    if (kb >= 0 && is_f32(f, p->steps[kb].out[0])) {
+      pt.steps[pt.n_steps++] = kb;
+      pt.out2 = p->steps[kb].out[0];
+      pt.two_outputs = true;
+    }
+    npu_status s = commit(f, &pt, &npuP_op_fused_xent_grad, params, 0);
+    if (s) return s;
+  }
+  return NPU_OK;
+}
+
+/* ---- steps left without readers ---- */
+
+/* Whether step s may go when nothing reads its outputs: a kernel with no state, no host part,
+   no data-dependent shape and no collective, whose node no run names as a target and no node
+   waits for (a control input: a check kept for its error). */
+static bool pure_step(const fuser *f, const npuE_step *s, const uint8_t *waited) {
+  const unsigned keep = NPUX_F_NO_FOLD | NPUX_F_SHARED | NPUX_F_DATA_SHAPE | NPUX_F_SUMMARY |
+                        NPUX_F_EARLY;
+  if (!live(s) || s->def->kind != NPUX_KIND_KERNEL || (s->def->flags & keep) || s->dynamic ||
+      s->host || waited[s->node])
+    return false;
+  for (int i = 0; i < s->n_out; i++)
+    if (f->n_readers[s->out[i]] || f->pinned[s->out[i]]) return false;
+  return true;
+}
+
+/* Drops the steps whose values folding made unneeded: a gradient's broadcast_like reads its
+   `like` input for the shape only, so once it is folded (NPUX_F_LIKE_LAST) the forward loss's
+   mul, reduce_sum and neg that only lent that shape have no reader left.  Backwards, so a
+   chain goes in one sweep (readers come later in the plan). */
+static npu_status drop_dead_steps(fuser *f) {
+  const npu_graph *g = f->b->graph;
+  npuE_plan *p = f->p;
+  npu_context *ctx = f->b->ctx;
+  uint8_t *waited = npuC_calloc(ctx, (size_t)(g->n_nodes ? g->n_nodes : 1), 1);
+  if (!waited) return NPU_ERR_NOMEM;
+  for (int id = 0; id < g->n_nodes; id++)
+    for (int i = 0; i < g->nodes[id].n_controls; i++) waited[g->nodes[id].controls[i]] = 1;
+  for (int i = 0; i < p->n_targets; i++) waited[p->targets[i]] = 1;
+  index_readers(f);
+  for (int k = p->n_steps - 1; k >= 0; k--) {
+    npuE_step *s = &p->steps[k];
+    if (!pure_step(f, s, waited)) continue;
+    for (int i = 0; i < s->n_in; i++) f->n_readers[s->in[i]]--;
+    npuC_free(ctx, s->in);
+    npuC_free(ctx, s->owned_params);
+    npuC_free(ctx, s->absorbed);
+    *s = (npuE_step){.def = NULL};
+  }
+  compact(p);
+  npuC_free(ctx, waited);
   return NPU_OK;
 }
 
@@ -1266,6 +1475,9 @@ static npu_status fuse_block(fuse_walk *w, npuE_step *steps, int *n, bool nested
   index_readers(f);
   for (int v = 0; v < p->n_values; v++)
     f->pinned[v] = (v < w->n_values && w->base_pin[v]) || w->total[v] > f->n_readers[v];
+  /* the top level's steps whose results nothing reads any more (the forward loss once the
+     loss gradient's broadcasts are folded) go before the passes look for patterns */
+  if (!nested) s = drop_dead_steps(f);
   for (int i = 0; !s && i < N_PASSES; i++) {
     if (!w->c->on[i] || (w->b->fusion_off & (1u << i))) continue;
     index_readers(f);

@@ -220,8 +220,9 @@ static bool can_fold(const npuP_config *cfg, const npuE_plan *p, const npu_op_de
     if (!npuG_value_known(&p->values[node->inputs[i]])) return false;
   if (def->flags & NPUX_F_SHAPE_ONLY) return true;
   if (!cfg->fold) return false;
-  for (int i = 0; i < node->n_inputs; i++)
-    if (!known[node->inputs[i]]) return false;
+  for (int i = 0; i < node->n_inputs; i++) /* a "like" input lends only its (known) shape */
+    if (!known[node->inputs[i]] && !((def->flags & NPUX_F_LIKE_LAST) && i == node->n_inputs - 1))
+      return false;
   return true;
 }
 
@@ -237,7 +238,7 @@ static npu_status fold_node(npu_context *ctx, npuE_plan *p, const npuG_node *nod
     int v = node->inputs[i];
     if (known[v]) {
       ptr[i] = known[v];
-    } else { /* shape-only op: a stand-in carrying the shape */
+    } else { /* shape-only op or a "like" input: a stand-in carrying the shape */
       meta_tensor(&meta[i], &p->values[v]);
       ptr[i] = &meta[i];
     }

@@ -13,6 +13,9 @@
 
 #include "kernels/kgrad.h"
 #include "kernels/kutil.h"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* relu_grad and relu6_grad of float32: o = mask(b) ? a : +0 as a select of bits (NaN in a
    kept where the mask holds, +0 elsewhere, exactly the ternary), eight lanes through a local
@@ -189,3 +192,115 @@ static int64_t row_grain(int64_t cols) {
 
 DEFINE_GRAD(float, double, f32, expf)
 DEFINE_GRAD(double, double, f64, exp)
+
+/* ---- relu_grad then bias_add_grad of its output, one pass (kgrad.h) ---- */
+
+typedef struct rbg_job {
+  const float *dy, *x;
+  float *g, *db;
+  int64_t rows, cols;
+} rbg_job;
+
+/* Columns [begin, end), 16 at a time down all the rows (SSE2), their float64 sums held in
+   registers, the rest one at a time: each element masked (relu_grad's select: x > 0 ? dy :
+   +0), stored, and added to its column's sum; rows ascending, so the bits of relu_grad then
+   bias_add_grad (whose accumulators live in memory, BG_CHUNK columns at a time). */
+#if defined(__SSE2__)
+/* 4 columns of a row: masked (x > 0 is false for NaN: +0 there, as the select), stored, and
+   widened exactly into the two float64 sums lo (columns 0, 1) and hi (2, 3). */
+#define RBG_QUAD(q, lo, hi)                                                                      \
+  do {                                                                                           \
+    __m128 m_ = _mm_cmpgt_ps(_mm_loadu_ps(x + 4 * (q)), zero);                                   \
+    __m128 v_ = _mm_and_ps(m_, _mm_loadu_ps(dy + 4 * (q)));                                      \
+    _mm_storeu_ps(g + 4 * (q), v_);                                                              \
+    lo = _mm_add_pd(lo, _mm_cvtps_pd(v_));                                                       \
+    hi = _mm_add_pd(hi, _mm_cvtps_pd(_mm_movehl_ps(v_, v_)));                                    \
+  } while (0)
+
+/* Columns [c0, c0 + 16): their 16 sums in 8 registers down all the rows. */
+static void relu_bias_grad_16(const rbg_job *j, int64_t c0) {
+  const __m128 zero = _mm_setzero_ps();
+  __m128d s0 = _mm_setzero_pd(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (int64_t r = 0; r < j->rows; r++) {
+    const float *dy = j->dy + r * j->cols + c0, *x = j->x + r * j->cols + c0;
+    float *g = j->g + r * j->cols + c0;
+    RBG_QUAD(0, s0, s1);
+    RBG_QUAD(1, s2, s3);
+    RBG_QUAD(2, s4, s5);
+    RBG_QUAD(3, s6, s7);
+  }
+  double acc[16];
+  _mm_storeu_pd(acc, s0), _mm_storeu_pd(acc + 2, s1), _mm_storeu_pd(acc + 4, s2);
+  _mm_storeu_pd(acc + 6, s3), _mm_storeu_pd(acc + 8, s4), _mm_storeu_pd(acc + 10, s5);
+  _mm_storeu_pd(acc + 12, s6), _mm_storeu_pd(acc + 14, s7);
+  for (int k = 0; k < 16; k++) j->db[c0 + k] = (float)acc[k];
+}
+#endif
+
+static void relu_bias_grad_range(void *arg, int64_t begin, int64_t end) {
+  const rbg_job *j = arg;
+  const int64_t cols = j->cols;
+  int64_t c0 = begin;
+#if defined(__SSE2__)
+  for (; c0 + 16 <= end; c0 += 16) relu_bias_grad_16(j, c0);
+#endif
+  for (int64_t c = c0; c < end; c++) { /* the last columns, one at a time */
+    double acc = 0;
+    for (int64_t r = 0; r < j->rows; r++) {
+      float v = j->x[r * cols + c] > 0 ? j->dy[r * cols + c] : 0.0f;
+      j->g[r * cols + c] = v;
+      acc += (double)v;
+    }
+    j->db[c] = (float)acc;
+  }
+}
+
+void npuK_relu_grad_bias_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+                                  const float *dy, const float *x, float *g, float *db) {
+  rbg_job j = {.dy = dy, .x = x, .g = g, .db = db, .rows = rows, .cols = cols};
+  int64_t grain = K_GRAIN_ELEMS / (rows > 0 ? rows : 1); /* npuK_bias_add_grad's split */
+  npuK_parallel_for(pool, cols, grain < 16 ? 16 : grain, relu_bias_grad_range, &j);
+}
+
+/* ---- log_softmax, the loss's mul and log_softmax_grad in one row pass (kgrad.h) ---- */
+
+typedef struct lsx_job {
+  const float *z, *a, *b;
+  int a_one, b_one; /* a (b) is one element */
+  float *d;
+  int64_t cols;
+} lsx_job;
+
+/* Row by row: nn.c's log_softmax (the maximum, the float64 sum of expf(z - m), logf of it
+   rounded), the elementwise mul, then log_softmax_grad (the float64 sum of dy, rounded, and
+   dy - expf(y) * s) as those kernels write them, y and dy recomputed where they are needed
+   instead of stored: the same expressions, so the same bits. */
+static void lsx_range(void *arg, int64_t begin, int64_t end) {
+  const lsx_job *j = arg;
+  const int64_t cols = j->cols;
+  for (int64_t r = begin; r < end; r++) {
+    const float *z = j->z + r * cols, *a = j->a_one ? j->a : j->a + r * cols;
+    const float *b = j->b_one ? j->b : j->b + r * cols;
+    const int64_t ai = j->a_one ? 0 : 1, bi = j->b_one ? 0 : 1;
+    float *d = j->d + r * cols, m = -INFINITY;
+    for (int64_t c = 0; c < cols; c++)
+      if (z[c] > m || z[c] != z[c]) m = z[c];
+    double sum = 0, dsum = 0;
+    for (int64_t c = 0; c < cols; c++) sum += (double)expf(z[c] - m);
+    float ls = logf((float)sum);
+    for (int64_t c = 0; c < cols; c++) dsum += (double)(a[c * ai] * b[c * bi]);
+    float s = (float)dsum;
+    for (int64_t c = 0; c < cols; c++) {
+      float y = (z[c] - m) - ls, dy = a[c * ai] * b[c * bi];
+      d[c] = dy - expf(y) * s;
+    }
+  }
+}
+
+void npuK_log_softmax_xent_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+                                    const float *z, const float *a, int a_one, const float *b,
+                                    int b_one, float *d, float *db) {
+  lsx_job j = {.z = z, .a = a, .b = b, .a_one = a_one, .b_one = b_one, .d = d, .cols = cols};
+  npuK_parallel_for(pool, rows, row_grain(cols), lsx_range, &j);
+  if (db) npuK_bias_add_grad_f32(pool, rows, cols, d, db);
+}

@@ -43,6 +43,22 @@ void npuK_bias_add_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols, c
 void npuK_bias_add_grad_f64(const npuK_pool *pool, int64_t rows, int64_t cols, const double *dy,
                             double *db);
 
+/* relu_grad then bias_add_grad of its output in one pass: dy, x, g are (rows, cols);
+ * g = x > 0 ? dy : +0 (npuK_act_grad's RELU) and db (cols) = the column sums of g, accumulated
+ * as npuK_bias_add_grad does (ascending rows, float64, rounded once, the same column split):
+ * the bits of the two kernels.  g may be dy or x (each element is read before it is written). */
+void npuK_relu_grad_bias_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+                                  const float *dy, const float *x, float *g, float *db);
+
+/* A cross-entropy loss's gradient in one row pass: z, d (rows, cols); dy = a * b elementwise
+ * (a, b: (rows, cols), or one element where a_one / b_one), y = log_softmax(z), d =
+ * log_softmax_grad(y, dy), each as its own kernel computes it (y and dy never stored): the bits
+ * of the three kernels; with db (cols), also npuK_bias_add_grad(d) after.  d may be z, a or
+ * b (each element is read before it is written). */
+void npuK_log_softmax_xent_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+                                    const float *z, const float *a, int a_one, const float *b,
+                                    int b_one, float *d, float *db);
+
 /* y[i] = x[i] * s for i < n; in-place allowed. */
 void npuK_scale_f32(const npuK_pool *pool, int64_t n, double s, const float *x, float *y);
 void npuK_scale_f64(const npuK_pool *pool, int64_t n, double s, const double *x, double *y);
@@ -78,6 +94,15 @@ void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const
    dx = relu > 0 ? max_pool_grad : +0, the bits of the two ops. */
 void npuK_max_pool_grad_relu_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                                  const float *dy, const float *relu, float *dx);
+/* The same, and db (c) = dx summed over (n, h, w) as bias_add_grad's gradient: each image's
+   sum of an item's channels is taken in float64 (pixels ascending) once its dx is done, into
+   scratch (n * c doubles), and the images' sums added in ascending order, rounded once.  The
+   grouping by image differs from bias_add_grad's one running sum, so db may differ from it
+   in the last bit (both are float64 sums of float32 terms rounded once: within
+   0.5 ulp(db) + n h w 2^-52 sum|dx| of the exact sum); at any thread count the same bits. */
+void npuK_max_pool_grad_relu_bias_f32(const npuK_pool *pool, const npuK_window2d *w,
+                                      const float *x, const float *dy, const float *relu,
+                                      float *dx, float *db, double *scratch);
 void npuK_avg_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *dy,
                             float *dx);
 size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c);
@@ -118,6 +143,10 @@ void npuK_is_finite_f32(const npuK_pool *pool, int64_t n, const float *x, uint8_
 void npuK_is_finite_f64(const npuK_pool *pool, int64_t n, const double *x, uint8_t *y);
 void npuK_reduce_all_bool(int ndim, const int64_t *dims, uint32_t axes_mask, const uint8_t *x,
                           uint8_t *out);
+
+/* Gradient descent on a variable's storage: w[i] = w[i] - lr * d[i] for i < n, the product
+ * rounded before the subtraction (the mul op then the sub op: their bits); d may be w. */
+void npuK_sgd_update_f32(const npuK_pool *pool, int64_t n, float lr, const float *d, float *w);
 
 /* ---------------------------------------------------------------- segments (segment.c)
  * unsorted_segment_sum (TensorFlow UnsortedSegmentSum; the gradient of gather): x is

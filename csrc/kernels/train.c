@@ -1,7 +1,8 @@
-/* train.c: kernels of the training ops: one_hot.
+/* train.c: kernels of the training ops: one_hot, is_finite, reduce_all, and the plain
+ * gradient-descent update of a variable that GradientDescentUpdateFusionPass's step runs.
  *
- * one_hot splits over outer rows; each output element is written once, so results do not
- * depend on the thread count.
+ * one_hot splits over outer rows, the update over elements; each output element is written
+ * once, so results do not depend on the thread count.
  */
 #include <string.h>
 
@@ -84,4 +85,39 @@ void npuK_reduce_all_bool(int ndim, const int64_t *dims, uint32_t axes_mask, con
       coord[d] = 0;
     }
   }
+}
+
+/* ---- gradient descent on a variable (kgrad.h: npuK_sgd_update_f32) ---- */
+
+typedef struct sgd_update_job {
+  float lr;
+  const float *d;
+  float *w;
+} sgd_update_job;
+
+/* w = w - lr * d as the mul op then the sub op compute it: two statements, so the product is
+   rounded before the subtraction (no contraction into an fma); eight lanes through a local
+   array, which the compiler vectorises at -O2. */
+static void sgd_update_range(void *arg, int64_t begin, int64_t end) {
+  const sgd_update_job *j = arg;
+  const float lr = j->lr, *d = j->d;
+  float *w = j->w;
+  int64_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    float r[8];
+    for (int l = 0; l < 8; l++) {
+      float step = lr * d[i + l];
+      r[l] = w[i + l] - step;
+    }
+    for (int l = 0; l < 8; l++) w[i + l] = r[l];
+  }
+  for (; i < end; i++) {
+    float step = lr * d[i];
+    w[i] = w[i] - step;
+  }
+}
+
+void npuK_sgd_update_f32(const npuK_pool *pool, int64_t n, float lr, const float *d, float *w) {
+  sgd_update_job j = {lr, d, w};
+  npuK_parallel_for(pool, n, K_GRAIN_ELEMS, sgd_update_range, &j);
 }

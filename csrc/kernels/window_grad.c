@@ -20,6 +20,7 @@ typedef struct wg_job {
   float *out;
   double *acc;    /* filter gradients: float64 accumulators, one per filter element (or NULL) */
   const float *relu; /* max_pool_grad: relu_grad's features (x's shape), or NULL */
+  double *bias;      /* max_pool_grad: dx's column sums per image (n, c), or NULL */
 } wg_job;
 
 static inline int64_t in_row(const npuK_window2d *w, int64_t oh, int64_t kh) {
@@ -141,6 +142,12 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
           float *o = dx + p * c + ci;
           *o = relu[p * c + ci] > 0 ? *o : 0.0f;
         }
+    if (j->bias) { /* the item's channels summed over its image while dx is in cache */
+      double *part = j->bias + n * c;
+      for (int64_t ci = c0; ci < c1; ci++) part[ci] = 0;
+      for (int64_t p = 0; p < pixels; p++)
+        for (int64_t ci = c0; ci < c1; ci++) part[ci] += (double)dx[p * c + ci];
+    }
   }
 }
 
@@ -163,13 +170,24 @@ void npuK_max_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const
 
 void npuK_max_pool_grad_relu_f32(const npuK_pool *pool, const npuK_window2d *w, const float *x,
                                  const float *dy, const float *relu, float *dx) {
-  wg_job j = {.w = w, .a = x, .b = dy, .out = dx, .relu = relu};
+  npuK_max_pool_grad_relu_bias_f32(pool, w, x, dy, relu, dx, NULL, NULL);
+}
+
+void npuK_max_pool_grad_relu_bias_f32(const npuK_pool *pool, const npuK_window2d *w,
+                                      const float *x, const float *dy, const float *relu,
+                                      float *dx, float *db, double *scratch) {
+  wg_job j = {.w = w, .a = x, .b = dy, .out = dx, .relu = relu, .bias = db ? scratch : NULL};
   void (*range)(void *, int64_t, int64_t) = max_pool_grad_range;
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) range = max_pool_grad_range_avx2;
 #endif
   npuK_parallel_for(pool, w->n * ((w->c + MPG_CB - 1) / MPG_CB), 1, range, &j);
+  for (int64_t ci = 0; db && ci < w->c; ci++) { /* the images' sums in order, then rounded */
+    double sum = 0;
+    for (int64_t n = 0; n < w->n; n++) sum += scratch[n * w->c + ci];
+    db[ci] = (float)sum;
+  }
 }
 
 static void avg_pool_grad_range(void *arg, int64_t begin, int64_t end) {

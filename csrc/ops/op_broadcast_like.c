@@ -111,5 +111,5 @@ static npu_status grad(npuX_grad *gc) {
 
 const npu_op_def npuX_op_broadcast_like = {
     .name = "broadcast_like", .tf_type = "BroadcastLike", .min_inputs = 2, .max_inputs = 2,
-    .n_outputs = 1, .prec = NPUX_PREC_GRAY, .parse = parse, .infer = infer, .run = run,
-    .grad = grad};
+    .n_outputs = 1, .prec = NPUX_PREC_GRAY, .flags = NPUX_F_LIKE_LAST, .parse = parse,
+    .infer = infer, .run = run, .grad = grad};

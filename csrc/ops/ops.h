@@ -168,7 +168,10 @@ enum {
   NPUX_F_SHARED = 1u << 8      /* the step reads or writes state the session's runs share
                                   beyond variables (the random draw counter, records, a
                                   collective every rank must meet in one order): a plan with
-                                  one runs alone, never beside another run (session.c) */
+                                  one runs alone, never beside another run (session.c) */,
+  NPUX_F_LIKE_LAST = 1u << 10  /* the last input's values are never read, only its shape
+                                  (broadcast_like's `like`): the op folds to a constant when
+                                  the other inputs are constants and that shape is known */
 };
 
 /* What AOE tuning (compile/tuning.c) may choose for a step of the op, and so which of the
