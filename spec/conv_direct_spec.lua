@@ -181,9 +181,10 @@ local function input_grad_graph(shape, fshape, opts)
   local x = g:placeholder("float32", shape, "x")
   local f = randn(fshape, 5)
   local y = npu.nn.conv2d(x, g:const(f, "w"), opts)
-  local r = randn(y:shape(), 6) -- dy: the loss is sum(y r)
-  local dx = npu.gradients(npu.reduce_sum(y * g:const(r, "r")), { x })[1]
-  return g, x, dx, f, r
+  local r = randn(y:shape(), 6) -- dy: the loss is sum(y r), r fed (a constant r would make
+  local rp = g:placeholder("float32", y:shape(), "r") -- dx a constant, folded at compile time)
+  local dx = npu.gradients(npu.reduce_sum(y * rp), { x })[1]
+  return g, x, dx, f, r, rp
 end
 
 local function backprop_step(sess, dx, feeds)
@@ -195,9 +196,8 @@ end
 
 function TestConvInputGradient:test_default_and_winograd_within_their_bounds()
   local shape, fshape = { 2, 9, 10, 16 }, { 3, 3, 16, 24 }
-  local g, ph, dx = input_grad_graph(shape, fshape, { padding = "SAME" })
-  local _, _, _, f, r = input_grad_graph(shape, fshape, { padding = "SAME" })
-  local feeds = { [ph] = randn(shape, 3) }
+  local g, ph, dx, f, r, rp = input_grad_graph(shape, fshape, { padding = "SAME" })
+  local feeds = { [ph] = randn(shape, 3), [rp] = r }
   local fast = { op_select_implmode = "high_performance" }
   local n0 = npu.core.n_threads()
   npu.core.set_n_threads(1)
@@ -252,8 +252,8 @@ function TestConvInputGradient:test_default_and_winograd_within_their_bounds()
   end
   lu.assertTrue(worst < T, "default: largest error in units of u sum|dy f|: " .. worst)
   -- stride 2: not Winograd's; the default's values
-  local g2, ph2, dx2 = input_grad_graph(shape, fshape, { padding = "SAME", strides = 2 })
-  local feeds2 = { [ph2] = randn(shape, 3) }
+  local g2, ph2, dx2, _, r2, rp2 = input_grad_graph(shape, fshape, { padding = "SAME", strides = 2 })
+  local feeds2 = { [ph2] = randn(shape, 3), [rp2] = r2 }
   lu.assertNil(backprop_step(session(g2, fast), dx2, feeds2).algo)
   lu.assertTrue(npu.allclose(session(g2, fast):run(dx2, feeds2), session(g2):run(dx2, feeds2), 0, 0))
 end
