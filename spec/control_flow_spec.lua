@@ -500,3 +500,23 @@ function TestControlMistakes:test_region_ids_out_of_range()
   lu.assertEquals(g:region(), 0)
   lu.assertEquals(g:node_region(1 << 32), -1)
 end
+
+-- Loop variables that neither the condition nor the body reads still have their slots borrowed
+-- by the loop (the plan's list of them was sized by the ones read: make sanitize saw it write
+-- past its end).
+function TestWhile:test_variables_nothing_reads()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local n = g:placeholder("int32", {}, "n")
+  local x = g:placeholder(F32, { 3 }, "x")
+  local init = { 0, x }
+  for k = 1, 12 do init[#init + 1] = g:const(npu.tensor({ k, k, k }, F32)) end
+  local r = npu.while_loop(function(i) return npu.less(i, n) end, function(i, s, ...)
+    local rest = { ... }
+    return i + 1, s * 2, table.unpack(rest)
+  end, init)
+  local sess <close> = session(g)
+  local got = sess:run({ r[2], r[14] }, { [n] = scalar(3, "int32"), [x] = npu.tensor({ 1, 2, 3 }, F32) })
+  lu.assertEquals(got[1]:totable(), { 8, 16, 24 })
+  lu.assertEquals(got[2]:totable(), { 12, 12, 12 })
+end

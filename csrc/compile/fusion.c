@@ -14,6 +14,11 @@
  * never spans an assign step: moving a read of a variable past an assign to it would read the
  * new value.
  *
+ * Plans with control flow or run-time shapes are fused too, block by block (the top level,
+ * then each cond branch and while condition and body at any depth, by the same rules): a value
+ * read outside its block (a block's results, a loop variable, a read in another block) stays,
+ * and a value shaped only when the plan runs joins no pattern (docs/dynamic.md).
+ *
  * Fusion is for the device: the host reference path (use_off_line = false) stays unfused, so
  * it remains the oracle the fused plan is tested against.
  *
@@ -387,6 +392,10 @@ struct fuser {
   int *n_readers;   /* by value id: input slots of live steps reading it */
   int *reader;      /* by value id: the first live step reading it, or -1 */
   uint8_t *pinned;  /* by value id: must stay materialised (fetched, fed) */
+  /* by value id, the first n_runtime values: a shape known only when the plan runs (a dynamic
+     step's output, -1 dims): kept out of every pattern (values added since have fixed shapes) */
+  const uint8_t *runtime;
+  int n_runtime;
   int match, effect;
 };
 
@@ -406,7 +415,11 @@ static void index_readers(fuser *f) {
 }
 
 static const npuG_value *value(const fuser *f, int v) { return &f->p->values[v]; }
-static bool is_f32(const fuser *f, int v) { return value(f, v)->dtype == NPU_DTYPE_F32; }
+/* Every pass asks this of the values it fuses, so a value shaped at run time never joins a
+   pattern: the patterns read fixed shapes. */
+static bool is_f32(const fuser *f, int v) {
+  return value(f, v)->dtype == NPU_DTYPE_F32 && !(v < f->n_runtime && f->runtime[v]);
+}
 
 static int64_t numel(const npuG_value *v) { return npuT_numel(v->ndim, v->shape); }
 
@@ -1166,42 +1179,153 @@ int npuP_fusion_pass_index(const char *name) {
 int npuP_fusion_pass_count(void) { return N_PASSES; }
 const char *npuP_fusion_pass_name(int i) { return i >= 0 && i < N_PASSES ? passes[i].name : NULL; }
 
+/* ---- the walk over a plan's blocks ----
+   A dynamic plan (control steps, run-time shapes) is fused block by block: its top-level steps,
+   then, depth first, each cond branch and while condition and body.  The passes work on
+   f->p->steps, so a nested block is fused with the plan's step list pointing at the block's
+   (values are the plan's at every depth).  Within a block a value stays when anything outside
+   the block's own steps reads it: a step of another block, a cond's or while's results, a
+   loop variable; a control step reads what its blocks capture (compile/control.c), so a value
+   computed in a block and read inside a loop nested in it has that loop as a reader there. */
+
+typedef struct fuse_walk {
+  fuser f;
+  struct npuP_fusion_config *c;
+  const npuP_build *b;
+  graph_stats *g;
+  uint8_t *base_pin; /* by value id: fetched, fed, crossing host and device, run-time shaped */
+  int n_values;      /* the plan's values when base_pin was made */
+  int *total;        /* by value id: reads anywhere in the plan (all blocks, results, args) */
+} fuse_walk;
+
+static void count_reads(void *ud, const npuE_step *step, int depth, const npuE_step *parent,
+                        int b) {
+  (void)depth, (void)parent, (void)b;
+  int *total = ud;
+  for (int i = 0; step->def && i < step->n_in; i++) total[step->in[i]]++;
+  const npuE_control *c = step->control;
+  for (int k = 0; c && k < 2; k++)
+    for (int i = 0; i < (step->def->kind == NPUX_KIND_WHILE && k == 0 ? 1 : c->n_results); i++)
+      total[c->result[k][i]]++;
+  for (int i = 0; c && c->args && i < c->n_results; i++) total[c->args[i]]++;
+}
+
+/* Values no pattern may fold away or (runtime) take in at all: a dynamic step's outputs are
+   shaped when it runs and its inputs stay for it; a value passing between the host and the
+   device part (mixed computing, compile/mixed.c) stays, so no fused step spans both. */
+typedef struct pin_scan {
+  const npuP_build *b;
+  uint8_t *runtime, *pin;
+} pin_scan;
+
+static void scan_step(void *ud, const npuE_step *step, int depth, const npuE_step *parent, int b) {
+  (void)depth, (void)parent, (void)b;
+  pin_scan *ps = ud;
+  const npuE_plan *p = ps->b->plan;
+  const npu_graph *g = ps->b->graph;
+  bool dynamic = step->dynamic && !step->control;
+  for (int i = 0; i < step->n_in; i++) {
+    int v = step->in[i];
+    if (dynamic) ps->pin[v] = 1;
+    if (p->on_host && v < g->n_values && p->on_host[g->values[v].node] != p->on_host[step->node])
+      ps->pin[v] = 1;
+  }
+  for (int i = 0; dynamic && i < step->n_out; i++) ps->runtime[step->out[i]] = 1;
+}
+
+/* The by-value arrays sized for the plan's values now (a pass may have added constants). */
+static npu_status fit_arrays(fuse_walk *w) {
+  fuser *f = &w->f;
+  npu_context *ctx = f->b->ctx;
+  size_t n = (size_t)(f->p->n_values ? f->p->n_values : 1);
+  int *total = npuC_realloc(ctx, w->total, n * sizeof *total);
+  if (total) w->total = total;
+  int *readers = total ? npuC_realloc(ctx, f->n_readers, n * sizeof *readers) : NULL;
+  if (readers) f->n_readers = readers;
+  int *reader = readers ? npuC_realloc(ctx, f->reader, n * sizeof *reader) : NULL;
+  if (reader) f->reader = reader;
+  uint8_t *pinned = reader ? npuC_realloc(ctx, f->pinned, n) : NULL;
+  if (pinned) f->pinned = pinned;
+  return pinned ? NPU_OK : NPU_ERR_NOMEM;
+}
+
+/* The passes over one block's steps (*steps, *n: the plan's own or a nested block's, *n
+   updated), then over the blocks nested in its control steps. */
+static npu_status fuse_block(fuse_walk *w, npuE_step *steps, int *n, bool nested) {
+  fuser *f = &w->f;
+  npuE_plan *p = f->p;
+  npu_status s = fit_arrays(w);
+  if (s) return s;
+  /* what is read outside this block's own steps stays */
+  memset(w->total, 0, (size_t)p->n_values * sizeof *w->total);
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, count_reads, w->total);
+  for (int i = 0; i < p->n_fetches; i++) w->total[p->fetches[i]]++;
+  npuE_step *own_steps = p->steps;
+  int own_n = p->n_steps;
+  p->steps = steps, p->n_steps = *n;
+  index_readers(f);
+  for (int v = 0; v < p->n_values; v++)
+    f->pinned[v] = (v < w->n_values && w->base_pin[v]) || w->total[v] > f->n_readers[v];
+  for (int i = 0; !s && i < N_PASSES; i++) {
+    if (!w->c->on[i] || (w->b->fusion_off & (1u << i))) continue;
+    index_readers(f);
+    f->pass = i;
+    f->match = f->effect = 0;
+    s = passes[i].run(f);
+    compact(p);
+    w->g->match[i] += f->match;
+    w->g->effect[i] += f->effect;
+  }
+  *n = p->n_steps;
+  p->steps = own_steps, p->n_steps = steps == own_steps ? *n : own_n;
+  /* a nested step's scratch is the plan's own (compile/control.c) */
+  for (int k = 0; nested && k < *n; k++)
+    if (steps[k].scratch_size) p->nested_scratch = true;
+  for (int k = 0; !s && k < *n; k++) {
+    npuE_control *c = steps[k].control;
+    for (int j = 0; c && j < 2 && !s; j++)
+      s = fuse_block(w, c->block[j].steps, &c->block[j].n_steps, true);
+  }
+  return s;
+}
+
 npu_status npuP_fuse(npuP_build *b) {
   struct npuP_fusion_config *c = b->cfg->fusion;
-  /* A plan with run-time shapes or control flow stays unfused: the patterns read fixed shapes
-     (docs/dynamic.md). */
-  if (!c || b->cfg->reference || b->plan->dynamic) return NPU_OK;
+  if (!c || b->cfg->reference) return NPU_OK;
   npu_context *ctx = b->ctx;
   npuE_plan *p = b->plan;
   size_t nv = (size_t)(p->n_values ? p->n_values : 1);
-  fuser f = {.b = b, .p = p, .n_readers = npuC_alloc(ctx, nv * sizeof(int)),
-             .reader = npuC_alloc(ctx, nv * sizeof(int)), .pinned = npuC_calloc(ctx, nv, 1)};
-  npu_status s = f.n_readers && f.reader && f.pinned ? NPU_OK : NPU_ERR_NOMEM;
-  for (int i = 0; !s && i < p->n_fetches; i++) f.pinned[p->fetches[i]] = 1;
-  for (int i = 0; !s && i < p->n_feeds; i++) f.pinned[p->feeds[i]] = 1;
-  /* mixed computing (compile/mixed.c): a value passing between the host and the device part
-     stays, so no fused step spans both */
-  for (int k = 0; !s && p->on_host && k < p->n_steps; k++)
-    for (int i = 0; i < p->steps[k].n_in; i++) {
-      int v = p->steps[k].in[i];
-      if (v < b->graph->n_values &&
-          p->on_host[b->graph->values[v].node] != p->on_host[p->steps[k].node])
-        f.pinned[v] = 1;
-    }
   graph_stats g = {.graph_id = b->trial ? -1 : c->n_compiled++};
-  for (int i = 0; !s && i < N_PASSES; i++) {
-    if (!c->on[i] || (b->fusion_off & (1u << i))) continue;
-    index_readers(&f);
-    f.pass = i;
-    f.match = f.effect = 0;
-    s = passes[i].run(&f);
-    compact(p);
-    g.match[i] = f.match;
-    g.effect[i] = f.effect;
+  fuse_walk w = {.c = c, .b = b, .g = &g, .n_values = p->n_values,
+                 .base_pin = npuC_calloc(ctx, nv, 2)};
+  uint8_t *runtime = w.base_pin ? w.base_pin + nv : NULL;
+  w.f = (fuser){.b = b, .p = p, .runtime = runtime, .n_runtime = p->n_values};
+  npu_status s = w.base_pin ? NPU_OK : NPU_ERR_NOMEM;
+  for (int i = 0; !s && i < p->n_fetches; i++) w.base_pin[p->fetches[i]] = 1;
+  for (int i = 0; !s && i < p->n_feeds; i++) w.base_pin[p->feeds[i]] = 1;
+  if (!s && p->dynamic) { /* run-time shapes: the values of dynamic steps, and -1 dims */
+    for (int v = 0; v < p->n_values; v++) runtime[v] = !npuG_value_known(&p->values[v]);
+    /* a nested block's constants are bound in their slots only (compile/control.c): known[]
+       gets them, so the passes fold them as they fold the top level's (batch norm); before
+       memory planning the only tensors in the slots are constants and folded values */
+    npu_tensor **known = npuC_alloc(ctx, nv * sizeof *known);
+    if (!known) s = NPU_ERR_NOMEM;
+    for (int v = 0; known && v < p->n_values; v++)
+      known[v] = b->known[v] ? b->known[v] : p->owned[v] ? p->slots[v] : NULL;
+    if (known) npuC_free(ctx, b->known), b->known = known;
   }
-  npuC_free(ctx, f.n_readers);
-  npuC_free(ctx, f.reader);
-  npuC_free(ctx, f.pinned);
+  pin_scan ps = {.b = b, .runtime = runtime, .pin = w.base_pin};
+  if (!s) npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, scan_step, &ps);
+  for (int v = 0; !s && v < p->n_values; v++) w.base_pin[v] |= runtime[v];
+  if (!s) {
+    int n = p->n_steps;
+    s = fuse_block(&w, p->steps, &n, false);
+  }
+  npuC_free(ctx, w.f.n_readers);
+  npuC_free(ctx, w.f.reader);
+  npuC_free(ctx, w.f.pinned);
+  npuC_free(ctx, w.base_pin);
+  npuC_free(ctx, w.total);
   if (!s && c->export_mode && !b->trial) s = record_graph(ctx, c, &g);
   if (!s && c->export_mode == 2 && !b->trial) s = export_stats(ctx, c);
   return s;

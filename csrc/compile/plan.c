@@ -447,8 +447,11 @@ static void prune(compiling *c) {
     for (int i = 0; i < node->n_controls; i++) need[node->controls[i]] |= 1;
     if (kind != NPUX_KIND_CONST && kind != NPUX_KIND_PLACEHOLDER) c->n_steps++;
     if (kind == NPUX_KIND_VARIABLE || kind == NPUX_KIND_ASSIGN || kind == NPUX_KIND_IDENTITY ||
-        kind == NPUX_KIND_COND || kind == NPUX_KIND_LOOP_VAR)
+        kind == NPUX_KIND_COND)
       c->n_borrowed += node->n_outputs;
+    /* a while borrows each loop variable's slot (compile/control.c), read in its region or
+       not: counted by the loop, not by the loop_var nodes prune reaches */
+    if (kind == NPUX_KIND_WHILE) c->n_borrowed += (node->n_inputs - 1) / 2;
   }
 }
 
@@ -570,23 +573,37 @@ static npu_status select_and_tune(npuP_build *b) {
 }
 
 /* The signature's description for subgraph tuning, once the steps are laid out (before the
-   passes): each step's op, node and outputs, the feeds' shapes, the threads. */
+   passes): each step's op, node and outputs (those nested in cond / while steps too, depth
+   first), the feeds' shapes, the threads. */
+typedef struct key_hash {
+  uint64_t h;
+  const npuE_plan *p;
+  const npu_graph *g;
+} key_hash;
+
+static void hash_step(void *ud, const npuE_step *s, int depth, const npuE_step *parent, int b) {
+  key_hash *k = ud;
+  uint64_t h = k->h;
+  if (depth) h = (h ^ (uint64_t)depth) * 1099511628211ull; /* a top-level step's as before */
+  (void)parent, (void)b;
+  const char *parts[2] = {s->def->name, npuP_node_name(k->g, s->node)};
+  for (int j = 0; j < 2; j++) {
+    for (const char *q = parts[j]; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  }
+  for (int i = 0; i < s->n_out; i++) {
+    const npuG_value *v = &k->p->values[s->out[i]];
+    h = (h ^ (uint64_t)v->dtype) * 1099511628211ull;
+    for (int d = 0; d < v->ndim; d++) h = (h ^ (uint64_t)v->shape[d]) * 1099511628211ull;
+  }
+  k->h = h;
+}
+
 static void subgraph_key(compiling *c) {
   const npuE_plan *p = c->b.plan;
-  uint64_t h = 14695981039346656037ull;
-  for (int k = 0; k < p->n_steps; k++) {
-    const npuE_step *s = &p->steps[k];
-    const char *parts[2] = {s->def->name, npuP_node_name(c->b.graph, s->node)};
-    for (int j = 0; j < 2; j++) {
-      for (const char *q = parts[j]; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;
-      h = (h ^ 0xff) * 1099511628211ull;
-    }
-    for (int i = 0; i < s->n_out; i++) {
-      const npuG_value *v = &p->values[s->out[i]];
-      h = (h ^ (uint64_t)v->dtype) * 1099511628211ull;
-      for (int d = 0; d < v->ndim; d++) h = (h ^ (uint64_t)v->shape[d]) * 1099511628211ull;
-    }
-  }
+  key_hash k = {.h = 14695981039346656037ull, .p = p, .g = c->b.graph};
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, hash_step, &k);
+  uint64_t h = k.h;
   int n = snprintf(c->key, c->key_size, "subgraph %016llx steps %d threads %d feeds",
                    (unsigned long long)h, p->n_steps, npu_context_n_threads(c->b.ctx));
   for (int i = 0; i < c->n_feeds && n > 0 && (size_t)n < c->key_size; i++) {
@@ -717,10 +734,7 @@ static npu_status compile_variant(const request *r, unsigned fusion_off, bool tr
   }
   if (!s) s = start_layout(&c);
   if (!s) s = emit(&c);
-  if (!s && key) {
-    if (c.b.plan->dynamic) key[0] = 0;
-    else subgraph_key(&c);
-  }
+  if (!s && key) subgraph_key(&c);
   if (!s) s = passes(&c);
   if (!s) s = allocate(&c);
   npu_context *ctx = st->ctx;
@@ -734,13 +748,13 @@ static npu_status compile_variant(const request *r, unsigned fusion_off, bool tr
   return NPU_OK;
 }
 
-/* Bit i set for each fusion pass that made a step of p (the gradient-descent pass excepted:
-   its step is an assign, which subgraph timing cannot run). */
+/* Bit i set for each fusion pass that made a step of p, at any depth (the gradient-descent
+   pass excepted: its step is an assign, which subgraph timing cannot run). */
 static unsigned passes_used(const npuE_plan *p) {
   unsigned used = 0;
   int sgd = npuP_fusion_pass_index("ApplyGradientDescentFusionPass");
-  for (int k = 0; k < p->n_steps; k++) {
-    int i = p->steps[k].pass ? npuP_fusion_pass_index(p->steps[k].pass) : -1;
+  for (int k = 0; k < p->n_all_steps; k++) {
+    int i = p->all_steps[k]->pass ? npuP_fusion_pass_index(p->all_steps[k]->pass) : -1;
     if (i >= 0 && i != sgd) used |= 1u << i;
   }
   return used;
@@ -780,7 +794,7 @@ npu_status npuP_compile(npuE_state *st, int n_feeds, const int *feeds,
   char key[512] = "";
   bool records = npuP_tune_records_on(cfg);
   npu_status s = compile_variant(&r, 0, false, records ? key : NULL, sizeof key, out);
-  if (s || !records || !key[0] || (*out)->dynamic) return s;
+  if (s || !records || !key[0]) return s;
   npuP_build b = {.ctx = st->ctx, .graph = st->graph, .plan = *out, .cfg = cfg};
   unsigned off;
   bool found;

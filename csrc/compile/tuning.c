@@ -1039,8 +1039,8 @@ npu_status npuP_tune_subgraph_time(npuP_build *b, const char *key, npuE_plan *co
     if (!(known[i] = npuC_alloc(b->ctx, (size_t)(p->n_values ? p->n_values : 1) * sizeof **known)))
       s = NPU_ERR_NOMEM;
     for (int v = 0; !s && v < p->n_values; v++) known[i][v] = p->slots[v];
-    for (int k = 0; !s && k < p->n_steps; k++)
-      for (int j = 0; j < p->steps[k].n_out; j++) known[i][p->steps[k].out[j]] = NULL;
+    for (int k = 0; !s && k < p->n_all_steps; k++)
+      for (int j = 0; j < p->all_steps[k]->n_out; j++) known[i][p->all_steps[k]->out[j]] = NULL;
     for (int j = 0; !s && j < p->n_feeds; j++) known[i][p->feeds[j]] = NULL;
   }
   for (int r = 0; r < ROUNDS && !s; r++)
@@ -1048,8 +1048,10 @@ npu_status npuP_tune_subgraph_time(npuP_build *b, const char *key, npuE_plan *co
       npuE_plan *p = plans[i];
       b->plan = p;
       b->known = known[i];
-      for (int k = 0; k < p->n_steps && !s; k++) {
-        npuE_step *st = &p->steps[k];
+      /* every step once, those nested in cond / while steps too: a loop's body as one
+         iteration of it (its trip count is known only when it runs) */
+      for (int k = 0; k < p->n_all_steps && !s; k++) {
+        npuE_step *st = (npuE_step *)p->all_steps[k]; /* the plan's own, listed through const */
         if (!benchable(p, st, known[i])) continue;
         bench bn;
         s = bench_new(b, st, st->scratch_size, &bn);
