@@ -149,7 +149,7 @@ do
 end
 
 -- A loop of convolutions: 6 iterations of conv 3x3 SAME + bias + relu (C -> C channels) in a
--- while loop's body (nested steps: not fused, tuned by their own records)
+-- while loop's body (nested steps: fused block by block, tuned by their own records)
 for _, shape in ipairs({ { 8, 14, 14, 32 }, { 4, 28, 28, 64 } }) do
   local c = shape[4]
   local g = npu.Graph()

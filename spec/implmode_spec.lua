@@ -362,18 +362,7 @@ end
 local NAMES = { "top_conv", "top_exp", "top_tanh", "loop_conv", "loop_exp", "loop_tanh",
   "then_conv", "then_exp", "then_tanh" }
 
--- The steps of an explained plan at any depth, by node name.
-local function steps_by_node(e)
-  local out = {}
-  local function walk(steps, depth)
-    for _, s in ipairs(steps) do
-      out[s.node] = { algo = s.algo, impl = s.impl, depth = depth, tuned = s.tuned }
-      for _, blk in ipairs(s.blocks or {}) do walk(blk.steps, depth + 1) end
-    end
-  end
-  walk(e.steps, 0)
-  return out
-end
+local steps_by_node = S.steps_by_node -- the steps of an explained plan at any depth, by node
 
 -- name -> flat results (the loop run n times, the then branch taken) and the steps by node
 local function run_nested(options, n, g_of)

@@ -366,6 +366,24 @@ local function counting_loop(g, sum_name)
 end
 
 -- A string quoted for sh; the sorted names in directory d (none when it does not exist).
+-- The steps of an explained plan (session:explain) at every depth, a cond's branches and a
+-- while's condition and body included, by node name: each a copy of its explained step with
+-- `depth` added (0 at the top level, 1 in a top-level loop's body, ...).
+local function steps_by_node(e)
+  local out = {}
+  local function walk(steps, depth)
+    for _, s in ipairs(steps or {}) do
+      local c = {}
+      for k, v in pairs(s) do c[k] = v end
+      c.depth = depth
+      out[s.node] = c
+      for _, blk in ipairs(s.blocks or {}) do walk(blk.steps, depth + 1) end
+    end
+  end
+  walk(e.steps, 0)
+  return out
+end
+
 local function sh_quote(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
 
 local function ls(d)
@@ -472,6 +490,7 @@ return {
   control_graph = control_graph,
   counting_loop = counting_loop,
   max_diff = max_diff,
+  steps_by_node = steps_by_node,
   sh_quote = sh_quote,
   ls = ls,
   tmpdir = tmpdir,

@@ -363,18 +363,7 @@ local function nested_build()
   return g, feeds, { top, r[2], r[3], b }
 end
 
--- steps at any depth by node name
-local function nested_steps(e)
-  local out = {}
-  local function walk(steps)
-    for _, s in ipairs(steps) do
-      out[s.node] = s
-      for _, blk in ipairs(s.blocks or {}) do walk(blk.steps) end
-    end
-  end
-  walk(e.steps)
-  return out
-end
+local nested_steps = S.steps_by_node -- steps at any depth by node name
 
 local function nested_session(dir, extra, fetches)
   local g, feeds, ys = nested_build()

@@ -1275,7 +1275,8 @@ static void test_conv_backprop_input_gemm(void) {
 
 /* The gradients against float64 sums computed here from the definitions (not the twins), at
    sizes whose sums are long: conv2d_backprop_input (stride 1: the forward convolution of dy
-   with the turned filter; stride 2: GEMM + col2im) with T = k_h k_w out_c = 2880 terms per
+   with the turned filter, by the direct kernel where dx has 8k channels, else im2col + sgemm;
+   stride 2: GEMM + col2im) with T = k_h k_w out_c = 2880 terms per
    element, within gamma(T) sum|dy f|; conv2d_backprop_filter over P = n out_h out_w = 2304 to
    6272 positions (the FMA tiles for several input channels and for one, float32 blocks of 64
    positions summed in float64: within (gamma(64) + 2^-24) sum|x dy| + 2^-40 sum|x dy|; no
@@ -1306,7 +1307,10 @@ static void bwd_input_exact(const npuK_window2d *g, int64_t oc, const float *dy,
 
 static void test_conv_grads_exact(void) {
   static const int64_t in_cs[][8] = { /* n h w c k s same oc */
-      {1, 10, 9, 6, 3, 1, 1, 320}, {2, 8, 8, 5, 3, 1, 0, 320}, {1, 11, 9, 4, 3, 2, 1, 320}};
+      {1, 10, 9, 6, 3, 1, 1, 320}, {2, 8, 8, 5, 3, 1, 0, 320}, {1, 11, 9, 4, 3, 2, 1, 320},
+      /* dx with 8k channels: stride 1 runs the direct kernel (a 320-channel FMA chain per
+         tap), SAME and VALID (padded by 2 before), one vector and a masked channel tail */
+      {1, 9, 10, 8, 3, 1, 1, 320}, {2, 7, 8, 24, 3, 1, 0, 320}};
   double worst_in = 0;
   for (size_t t = 0; t < sizeof in_cs / sizeof in_cs[0]; t++) {
     const int64_t *q = in_cs[t];

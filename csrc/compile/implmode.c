@@ -366,8 +366,9 @@ static bool winograd_wins(const npuE_plan *p, const npuE_step *s) {
 
 /* The direct kernel (kernels/conv_direct.c) by default, either mode, where it takes the step:
    shapes known now, dilation 1, out_c a multiple of 8 (and a fused pool with windows that
-   cannot overlap).  Each output is one FMA chain over its taps, the rounding im2col's sgemm
-   has (the same bits where OpenBLAS runs its FMA kernels, as here), and it runs bench_cnn's
+   cannot overlap).  Each output is one FMA chain over its taps, im2col's bound (the same bits
+   only where OpenBLAS runs its FMA kernel on the shape: on this Zen 4 test_kernels' shapes get
+   its AVX-512 small-matrix kernel and other bits, which test_kernels prints), and it runs bench_cnn's
    layers (bias, relu and pool fused) in 0.6-0.7x (c = 32) and 0.25x (c = 1) of im2col's time:
    no column buffer, nothing packed per call.  x and y float32, or stored float16 / bfloat16
    by the precision pass (the kernel widens x's rows once into its copy and narrows y's rows:
