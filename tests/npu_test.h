@@ -72,6 +72,17 @@ static inline npu_status graph_const(npu_graph *g, const char *name, npu_tensor 
   return NPU_OK;
 }
 
+/* Output 0 of node (the value most ops have). */
+static inline int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
+
+/* A scalar int32 constant v named name (loop counters and bounds). */
+static inline npu_status scalar_i32(npu_context *ctx, npu_graph *g, const char *name, int32_t v,
+                                    int *out) {
+  npu_tensor *t;
+  TRY(npu_tensor_from_data(ctx, NPU_DTYPE_I32, 0, NULL, &v, sizeof v, &t));
+  return graph_const(g, name, t, out);
+}
+
 typedef struct session_handles {
   npu_graph *g;
   npu_options *o;

@@ -23,8 +23,6 @@ static void release_all(handles *h) {
   memset(h, 0, sizeof *h);
 }
 
-static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
-
 static npu_status placeholder(npu_graph *g, const char *name, npu_dtype dt, int ndim,
                               int64_t *shape, int *value) {
   npu_attr a[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = dt},

@@ -7,8 +7,6 @@
 
 #include "npu_test.h"
 
-static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
-
 /* x [2,3] (a placeholder), y = x @ w, w a constant [3,2] whose product is not float16-exact. */
 static npu_status build(npu_context *ctx, npu_graph **out, int *x, int *y) {
   npu_graph *g;

@@ -21,8 +21,6 @@
 #include "npu_test.h"
 #include "kernels/kmath.h"
 
-static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
-
 static npu_status add_const(npu_context *ctx, npu_graph *g, const char *name, int ndim,
                             const int64_t *shape, float base, int *value) {
   int64_t n = 1;

@@ -12,8 +12,6 @@
 #include "npu_test.h"
 #include "kernels/kgrad.h"
 
-static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
-
 static npu_status add(npu_graph *g, const char *op, const char *name, int n_in, const int *in,
                       int n_attrs, const npu_attr *attrs, int *value) {
   int node;

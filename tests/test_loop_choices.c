@@ -40,14 +40,6 @@ static void release_all(handles *h) {
   *h = (handles){.ctx = ctx};
 }
 
-static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
-
-static npu_status scalar_i32(npu_context *ctx, npu_graph *g, const char *name, int32_t v, int *out) {
-  npu_tensor *t;
-  TRY(npu_tensor_from_data(ctx, NPU_DTYPE_I32, 0, NULL, &v, sizeof v, &t));
-  return graph_const(g, name, t, out);
-}
-
 static npu_status conv(npu_graph *g, const char *name, int x, int f, int *out) {
   int64_t strides[] = {1, 1, 1, 1};
   npu_attr ca[] = {{.name = "strides", .type = NPU_ATTR_INTS, .u.ints = {strides, 4}},

@@ -23,8 +23,6 @@ static void planning(bool on) {
   else setenv("NPU_MEMORY_PLAN", "0", 1);
 }
 
-static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
-
 static npu_status placeholder(npu_graph *g, const char *name, int64_t rows, int64_t cols,
                               int *value) {
   int64_t shape[] = {rows, cols};

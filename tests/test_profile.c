@@ -46,8 +46,6 @@ static bool prof_dir(const char *dir, char *out, size_t n) {
   return one;
 }
 
-static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
-
 /* y = relu(x W) with x (2, 3) fed, W (3, 4) constant: two steps (matmul, relu: a feed and a
    constant are no steps) run `runs` times, profiled into `out`; the session is closed (files
    written). */

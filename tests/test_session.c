@@ -26,8 +26,6 @@ static void release_all(handles *h) {
   memset(h, 0, sizeof *h);
 }
 
-static int out0(npu_graph *g, int node) { return npu_graph_output(g, node, 0); }
-
 /* Builds y = softmax(relu(x W + 1)), a variable v initialised to W and a sum over a conv; runs
    the initializer, then y and the conv for two batch sizes. */
 static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
