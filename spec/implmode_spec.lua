@@ -488,6 +488,17 @@ end
 
 TestImplModeNested = {}
 
+-- These 8-channel 8x8 convolutions are far below high_performance's Winograd rule (too few
+-- tiles to pay for the filter transform: the direct kernel is faster, and high_performance
+-- runs it); super_performance (op_precision_mode) forces Winograd wherever it takes the
+-- shape, so these tests see it in loops and branches.  SUPER: those options, the file written
+-- for each test and removed after it.
+local SUPER_INI = "[ByOpType]\nConv2D=super_performance\nExp=high_performance\nTanh=high_performance\n"
+local super_path
+local function SUPER() return { op_precision_mode = super_path } end
+function TestImplModeNested:setUp() super_path = write(SUPER_INI) end
+function TestImplModeNested:tearDown() os.remove(super_path) end
+
 function TestImplModeNested:test_default_nested_convolutions_run_direct_with_the_top_levels_bits()
   local got, steps = run_nested({})
   for _, where in ipairs({ "top", "loop", "then" }) do
@@ -508,7 +519,15 @@ function TestImplModeNested:test_default_nested_convolutions_run_direct_with_the
 end
 
 function TestImplModeNested:test_high_performance_reaches_loops_and_branches()
-  local got, steps = run_nested({ op_select_implmode = "high_performance" })
+  -- high_performance itself: the fast kernels, and the direct kernel for these small
+  -- convolutions (winograd_rule), in every block
+  local _, hp = run_nested({ op_select_implmode = "high_performance" })
+  for _, where in ipairs({ "top", "loop", "then" }) do
+    lu.assertEquals(hp[where .. "_conv"].algo, "direct", where)
+    lu.assertEquals(hp[where .. "_conv"].impl, "high_performance", where)
+    lu.assertEquals(hp[where .. "_tanh"].impl, "high_performance", where)
+  end
+  local got, steps = run_nested(SUPER())
   for _, where in ipairs({ "top", "loop", "then" }) do
     lu.assertEquals(steps[where .. "_conv"].algo, "winograd_2x3", where)
     lu.assertEquals(steps[where .. "_conv"].impl, "high_performance", where)
@@ -524,21 +543,21 @@ function TestImplModeNested:test_high_performance_reaches_loops_and_branches()
   lu.assertFalse(same(got.loop_exp, default.loop_exp), "the fast exp is not libm's")
   -- the explain listing names the nested step's algorithm
   local g, x, n, p, ys = nested_graph()
-  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  local sess <close> = npu.Session { graph = g, options = SUPER() }
   local text = tostring(sess:explain(ys.loop_conv, { [x] = npu.zeros(SHAPE), [n] = npu.tensor(1, "int32") }))
   lu.assertNotNil(text:match("body:.-loop_conv[^\n]*high_performance winograd_2x3"), text)
   lu.assertNotNil(p)
 end
 
 function TestImplModeNested:test_nested_winograd_meets_its_bound_against_float64()
-  local one, steps = run_nested({ op_select_implmode = "high_performance" }, 1)
+  local one, steps = run_nested(SUPER(), 1)
   lu.assertEquals(steps.loop_conv.algo, "winograd_2x3")
   lu.assertFalse(same(one.loop_conv, run_nested({}, 1).loop_conv), "not the direct kernel's bits")
   local worst = winograd_worst(one.loop_conv, XS)
   lu.assertTrue(worst > 0, "float32 is not float64")
   winograd_worst(one.then_conv, XS)
   -- the second iteration convolves the first one's result: Winograd again, within its bound
-  local two = run_nested({ op_select_implmode = "high_performance" }, 2)
+  local two = run_nested(SUPER(), 2)
   winograd_worst(two.loop_conv, one.loop_conv)
   lu.assertFalse(same(two.loop_conv, one.loop_conv))
 end
@@ -555,16 +574,18 @@ function TestImplModeNested:test_optypelist_names_types_inside_loops()
     lu.assertTrue(same(got[where .. "_tanh"], default.top_tanh), where .. " tanh: libm's bits")
     lu.assertTrue(same(got[where .. "_conv"], default.top_conv), where .. " conv: the direct kernel's bits")
   end
+  -- Conv2D listed: high_performance's choice for it, the direct kernel at this size
   got, steps = run_nested({ op_select_implmode = "high_performance", optypelist_for_implmode = "Conv2D" })
   for _, where in ipairs({ "loop", "then" }) do
-    lu.assertEquals(steps[where .. "_conv"].algo, "winograd_2x3", where)
+    lu.assertEquals(steps[where .. "_conv"].algo, "direct", where)
+    lu.assertEquals(steps[where .. "_conv"].impl, "high_performance", where)
     lu.assertEquals(steps[where .. "_exp"].impl, "high_precision", where)
     lu.assertTrue(same(got[where .. "_conv"], fast.top_conv), where)
   end
 end
 
 function TestImplModeNested:test_op_precision_mode_names_a_node_inside_a_loop()
-  local path = write("[ByNodeName]\nloop_conv=high_performance\nthen_exp=high_performance\n")
+  local path = write("[ByNodeName]\nloop_conv=super_performance\nthen_exp=high_performance\n")
   local _, steps = run_nested({ op_precision_mode = path })
   os.remove(path)
   lu.assertEquals(steps.loop_conv.algo, "winograd_2x3")
@@ -583,7 +604,7 @@ function TestImplModeNested:test_imported_functional_control_flow()
     for k, y in pairs(ys) do names[k] = y:name() end
     return g2, x:name(), n:name(), p:name(), names
   end
-  local got, steps = run_nested({ op_select_implmode = "high_performance" }, 1, imported)
+  local got, steps = run_nested(SUPER(), 1, imported)
   local convs = 0
   for _, s in pairs(steps) do
     if s.depth > 0 and s.algo then
@@ -592,7 +613,7 @@ function TestImplModeNested:test_imported_functional_control_flow()
     end
   end
   lu.assertEquals(convs, 2, "the loop's and the branch's convolution")
-  local mine = run_nested({ op_select_implmode = "high_performance" })
+  local mine = run_nested(SUPER())
   for _, name in ipairs(NAMES) do lu.assertTrue(same(got[name], mine[name]), name) end
 end
 
@@ -607,7 +628,7 @@ function TestImplModeNested:test_iterations_per_loop_steps_take_the_mode()
   local total = g:variable(npu.zeros({}), "total")
   local step = npu.assign(total, total + npu.reduce_sum(y))
   local sess <close> = npu.Session { graph = g, options = { iterations_per_loop = 3,
-    op_select_implmode = "high_performance", export_compile_stat = 0 } }
+    op_precision_mode = super_path, export_compile_stat = 0 } }
   sess:run(g:global_variables_initializer())
   local loop = npu.util.set_iteration_per_loop(sess, step, 3)
   local got = sess:run({ y, loop })
@@ -626,10 +647,10 @@ function TestImplModeNested:test_map_fn_a_tensor_array_loop()
     return npu.reshape(npu.nn.conv2d(npu.reshape(e, { 1, H, H, C }), f,
       { strides = { 1, 1, 1, 1 }, padding = "SAME", name = "map_conv" }), { H, H, C })
   end, x)
-  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  local sess <close> = npu.Session { graph = g, options = SUPER() }
   local feeds = { [x] = npu.tensor(XS, "float32"):reshape(SHAPE) }
   lu.assertEquals(steps_by_node(sess:explain(y, feeds)).map_conv.algo, "winograd_2x3")
   local got = flatten(sess:run(y, feeds):totable())
-  lu.assertTrue(same(got, run_nested({ op_select_implmode = "high_performance" }).top_conv),
+  lu.assertTrue(same(got, run_nested(SUPER()).top_conv),
     "the top level's Winograd bits")
 end
