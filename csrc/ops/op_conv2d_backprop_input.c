@@ -147,6 +147,6 @@ static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
 const npu_op_def npuX_op_conv2d_backprop_input = {
     .name = "conv2d_backprop_input", .tf_type = "Conv2DBackpropInput", .min_inputs = 0,
-    .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .parse = parse, .infer = infer,
+    .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .tune = NPUX_TUNE_CONV_INPUT, .parse = parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref,
     .tf_const_inputs = "input_sizes", .tf_const_inputs_first = true};
