@@ -654,3 +654,98 @@ function TestImplModeNested:test_map_fn_a_tensor_array_loop()
   lu.assertTrue(same(got, run_nested(SUPER()).top_conv),
     "the top level's Winograd bits")
 end
+
+-- ---- high_performance's Winograd rule (compile/implmode.c: winograd_rule) ----------------
+-- Winograd F(2x2, 3x3) only where bench/bench_winograd.c measured it clearly faster than the
+-- direct kernel: >= 32 channels each side with a product >= 2048, >= 392 output tiles per call,
+-- tiles x c x out_c >= 784 x 64 x 64, tiles at least 7/8 full.  explain shows the decision on
+-- shapes either side of each condition; a Winograd step's result is within its bound.
+
+TestWinogradRule = {}
+
+local function conv_case(n, h, c, oc)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { n, h, h, c }, "x")
+  local f = g:const(npu.random.normal({ 3, 3, c, oc }, { seed = 31, stddev = 0.1 }))
+  local y = npu.nn.conv2d(x, f, { strides = { 1, 1, 1, 1 }, padding = "SAME", name = "rule_conv" })
+  return g, x, y
+end
+
+local function conv_algo(n, h, c, oc, opts)
+  local g, x, y = conv_case(n, h, c, oc)
+  local sess <close> = npu.Session { graph = g, options = opts or { op_select_implmode = "high_performance" } }
+  local s = steps_by_node(sess:explain(y, { [x] = npu.zeros({ n, h, h, c }) })).rule_conv
+  return s.algo, s.impl
+end
+
+function TestWinogradRule:test_decisions_either_side_of_the_rule()
+  local cases = {
+    -- n, h, c, out_c, algo under high_performance
+    { 8, 28, 32, 64, "winograd_2x3" }, -- 1568 tiles, work 784 x 64 x 64
+    { 32, 14, 32, 64, "winograd_2x3" }, -- bench_cnn's second layer
+    { 1, 56, 64, 64, "winograd_2x3" }, -- 784 tiles at 64 -> 64
+    { 8, 28, 16, 16, "direct" }, -- too few channels
+    { 8, 56, 32, 32, "direct" }, -- 32 -> 32: product 1024
+    { 1, 28, 128, 128, "direct" }, -- 196 tiles: the filter transform is not paid for
+    { 8, 14, 64, 64, "direct" }, -- 392 tiles at 64 -> 64: half the work the rule asks
+    { 32, 7, 128, 128, "direct" }, -- 7x7: the tiles 77 % full
+  }
+  for _, k in ipairs(cases) do
+    local algo, impl = conv_algo(k[1], k[2], k[3], k[4])
+    local what = ("%dx%dx%d %d -> %d"):format(k[1], k[2], k[2], k[3], k[4])
+    lu.assertEquals(algo, k[5], what)
+    lu.assertEquals(impl, "high_performance", what)
+    lu.assertEquals(conv_algo(k[1], k[2], k[3], k[4], {}), "direct", what .. ", default mode")
+  end
+  -- super_performance: Winograd wherever it takes the shape (>= 8 channels each side)
+  local path = write("[ByOpType]\nConv2D=super_performance\n")
+  lu.assertEquals(conv_algo(8, 28, 16, 16, { op_precision_mode = path }), "winograd_2x3")
+  lu.assertEquals(conv_algo(32, 7, 128, 128, { op_precision_mode = path }), "winograd_2x3")
+  lu.assertEquals(conv_algo(8, 28, 4, 16, { op_precision_mode = path }), "direct")
+  os.remove(path)
+end
+
+function TestWinogradRule:test_input_gradient_follows_the_rule()
+  local function algo(n, h, c, oc)
+    local g = npu.Graph()
+    local dy = g:placeholder("float32", { n, h, h, oc }, "dy")
+    local f = g:const(npu.random.normal({ 3, 3, c, oc }, { seed = 32, stddev = 0.1 }))
+    local dx = g:op("conv2d_backprop_input", { f, dy }, { input_sizes = { n, h, h, c }, strides = 1,
+      padding = "SAME" }, "rule_dx")
+    local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+    return steps_by_node(sess:explain(dx, { [dy] = npu.zeros({ n, h, h, oc }) })).rule_dx.algo
+  end
+  lu.assertEquals(algo(8, 28, 32, 64), "winograd_2x3") -- dy's 64 channels -> dx's 32
+  lu.assertNil(algo(8, 14, 32, 64)) -- 392 tiles at 64 -> 32: the default kernel
+  lu.assertNil(algo(8, 28, 16, 16))
+end
+
+function TestWinogradRule:test_a_winograd_step_is_within_its_bound()
+  -- |y - exact| <= gamma(c + 7) W (docs/numerics.md), W the algorithm on absolute values:
+  -- with F(2x2, 3x3)'s matrices W <= 81 c max|x| max|f| (|G| rows sum to at most 1.5, |B^T|'s
+  -- to 2, |A^T|'s to 3); the reference path sums in float64
+  local n, h, c, oc = 8, 28, 32, 64
+  local g, x, y = conv_case(n, h, c, oc)
+  local xs = npu.random.normal({ n, h, h, c }, { seed = 33 })
+  local feeds = { [x] = xs }
+  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  lu.assertEquals(steps_by_node(sess:explain(y, feeds)).rule_conv.algo, "winograd_2x3")
+  local got = sess:run(y, feeds)
+  local ref <close> = npu.Session { graph = g, options = { use_off_line = false } }
+  local want = ref:run(y, feeds)
+  local function max_abs(t)
+    local m = 0
+    for _, v in ipairs(flatten(t:totable())) do m = math.max(m, math.abs(v)) end
+    return m
+  end
+  local fmax = 0
+  for _, v in ipairs(flatten(npu.random.normal({ 3, 3, c, oc }, { seed = 31, stddev = 0.1 }):totable())) do
+    fmax = math.max(fmax, math.abs(v))
+  end
+  local u = 2 ^ -24
+  local bound = (c + 7) * u / (1 - (c + 7) * u) * 81 * c * max_abs(xs) * fmax
+  local a, b, worst = flatten(got:totable()), flatten(want:totable()), 0
+  for i = 1, #a do worst = math.max(worst, math.abs(a[i] - b[i])) end
+  lu.assertTrue(worst <= bound, ("largest |y - ref| %g, bound %g"):format(worst, bound))
+  lu.assertTrue(worst > 0, "Winograd's rounding, not the reference's")
+end
