@@ -287,17 +287,23 @@ $(BENCH_MLP): bench/bench_mlp.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 
+BENCH_WINOGRAD = $(BUILD)/bench/bench_winograd
+$(BENCH_WINOGRAD): bench/bench_winograd.c bench/bench.h $(LIB_INT)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
+
 BENCH_CANCEL = $(BUILD)/bench/bench_cancel
 $(BENCH_CANCEL): bench/bench_cancel.c tests/cancel_graphs.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O2 -o $@ $< $(LIB_INT) $(LIBS)
 
-bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL)
+bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL) $(BENCH_WINOGRAD)
 	$(BENCH_BIN)
 	$(BENCH_REDUCE)
 	$(BENCH_CNN)
 	$(BENCH_MLP)
 	$(BENCH_CANCEL)
+	$(BENCH_WINOGRAD) 5
 	$(LUA) bench/versus_torch.lua
 	$(LUA) bench/mlp.lua
 	$(LUA) bench/reduce.lua

@@ -302,13 +302,17 @@ function TestFusionConvMaxPool:test_what_stays_unfused()
   lu.assertTrue(ops.max_pool and ops.max_pool_grad, "training: the pool stays")
 end
 
--- op_select_implmode high_performance: conv2d by Winograd where it takes the shape (3x3,
--- stride 1, >= 8 channels in and out), pooled or not; the same bits at 1 and 2 threads; the
--- unfused Winograd plan's bits; within rounding of the reference.  The default is the direct
--- kernel (out_c a multiple of 8), Winograd never for one input channel.
+-- Winograd is opt-in: super_performance (op_precision_mode) runs conv2d by Winograd wherever
+-- it takes the shape (3x3, stride 1, >= 8 channels in and out), pooled or not; the same bits
+-- at 1 and 2 threads; the unfused Winograd plan's bits; within rounding of the reference.
+-- high_performance picks it only where it is measured faster (compile/implmode.c's rule:
+-- not these small layers).  The default is the direct kernel (out_c a multiple of 8),
+-- Winograd never for one input channel.
 function TestFusionConvMaxPool:test_winograd_is_opt_in()
   local n0 = npu.core.n_threads()
-  local fast = { op_select_implmode = "high_performance" }
+  local super = os.tmpname()
+  write_file(super, "[ByOpType]\nConv2D=super_performance\n")
+  local fast = { op_precision_mode = super }
   for _, v in ipairs({ { 2, 14, 14, 32, 64, "SAME", { 2, 2, "VALID" } }, { 1, 9, 7, 9, 8, "VALID", { 2, 2, "SAME" } } }) do
     local g, x, p, feeds = conv_pool_graph(table.unpack(v))
     npu.core.set_n_threads(1)
@@ -323,13 +327,15 @@ function TestFusionConvMaxPool:test_winograd_is_opt_in()
     lu.assertEquals(e.steps[1].impl, "high_performance")
     lu.assertEquals(e_off.steps[1].algo, "winograd_2x3")
     lu.assertEquals(session(g):explain(p, feeds).steps[1].algo, "direct") -- the default
+    lu.assertEquals(session(g, { op_select_implmode = "high_performance" }):explain(p, feeds)
+      .steps[1].algo, "direct") -- below the rule
     assert_same_bits(y, y_off, "winograd fused / unfused")
     assert_same_bits(y2, y, "winograd, 2 threads")
     assert_close(y, session(g, { use_off_line = false }):run(p, feeds), 1e-5, "winograd, reference")
     -- by node or type in op_precision_mode's file as well, and never for 1 channel in
     local ini = os.tmpname()
     local f = io.open(ini, "w")
-    f:write("[ByNodeName]\nC=high_performance\n")
+    f:write("[ByNodeName]\nC=super_performance\n")
     f:close()
     local by_file = session(g, { op_precision_mode = ini }):explain(p, feeds)
     os.remove(ini)
@@ -338,6 +344,7 @@ function TestFusionConvMaxPool:test_winograd_is_opt_in()
   end
   local g, _, p, feeds = conv_pool_graph(1, 28, 28, 1, 32, "SAME", { 2, 2, "VALID" })
   lu.assertEquals(session(g, fast):explain(p, feeds).steps[1].algo, "direct") -- not Winograd
+  os.remove(super)
 end
 
 -- ---------------------------------------------------------------- MaxPoolGradReluGradFusionPass

@@ -477,6 +477,17 @@ end
 
 TestImplModeNested = {}
 
+-- These 8-channel 8x8 convolutions are far below high_performance's Winograd rule (too few
+-- tiles to pay for the filter transform: the direct kernel is faster, and high_performance
+-- runs it); super_performance (op_precision_mode) forces Winograd wherever it takes the
+-- shape, so these tests see it in loops and branches.  SUPER: those options, the file written
+-- for each test and removed after it.
+local SUPER_INI = "[ByOpType]\nConv2D=super_performance\nExp=high_performance\nTanh=high_performance\n"
+local super_path
+local function SUPER() return { op_precision_mode = super_path } end
+function TestImplModeNested:setUp() super_path = write(SUPER_INI) end
+function TestImplModeNested:tearDown() os.remove(super_path) end
+
 function TestImplModeNested:test_default_nested_convolutions_run_direct_with_the_top_levels_bits()
   local got, steps = run_nested({})
   for _, where in ipairs({ "top", "loop", "then" }) do
@@ -497,7 +508,15 @@ function TestImplModeNested:test_default_nested_convolutions_run_direct_with_the
 end
 
 function TestImplModeNested:test_high_performance_reaches_loops_and_branches()
-  local got, steps = run_nested({ op_select_implmode = "high_performance" })
+  -- high_performance itself: the fast kernels, and the direct kernel for these small
+  -- convolutions (winograd_rule), in every block
+  local _, hp = run_nested({ op_select_implmode = "high_performance" })
+  for _, where in ipairs({ "top", "loop", "then" }) do
+    lu.assertEquals(hp[where .. "_conv"].algo, "direct", where)
+    lu.assertEquals(hp[where .. "_conv"].impl, "high_performance", where)
+    lu.assertEquals(hp[where .. "_tanh"].impl, "high_performance", where)
+  end
+  local got, steps = run_nested(SUPER())
   for _, where in ipairs({ "top", "loop", "then" }) do
     lu.assertEquals(steps[where .. "_conv"].algo, "winograd_2x3", where)
     lu.assertEquals(steps[where .. "_conv"].impl, "high_performance", where)
@@ -513,21 +532,21 @@ function TestImplModeNested:test_high_performance_reaches_loops_and_branches()
   lu.assertFalse(same(got.loop_exp, default.loop_exp), "the fast exp is not libm's")
   -- the explain listing names the nested step's algorithm
   local g, x, n, p, ys = nested_graph()
-  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  local sess <close> = npu.Session { graph = g, options = SUPER() }
   local text = tostring(sess:explain(ys.loop_conv, { [x] = npu.zeros(SHAPE), [n] = npu.tensor(1, "int32") }))
   lu.assertNotNil(text:match("body:.-loop_conv[^\n]*high_performance winograd_2x3"), text)
   lu.assertNotNil(p)
 end
 
 function TestImplModeNested:test_nested_winograd_meets_its_bound_against_float64()
-  local one, steps = run_nested({ op_select_implmode = "high_performance" }, 1)
+  local one, steps = run_nested(SUPER(), 1)
   lu.assertEquals(steps.loop_conv.algo, "winograd_2x3")
   lu.assertFalse(same(one.loop_conv, run_nested({}, 1).loop_conv), "not the direct kernel's bits")
   local worst = winograd_worst(one.loop_conv, XS)
   lu.assertTrue(worst > 0, "float32 is not float64")
   winograd_worst(one.then_conv, XS)
   -- the second iteration convolves the first one's result: Winograd again, within its bound
-  local two = run_nested({ op_select_implmode = "high_performance" }, 2)
+  local two = run_nested(SUPER(), 2)
   winograd_worst(two.loop_conv, one.loop_conv)
   lu.assertFalse(same(two.loop_conv, one.loop_conv))
 end
@@ -544,16 +563,18 @@ function TestImplModeNested:test_optypelist_names_types_inside_loops()
     lu.assertTrue(same(got[where .. "_tanh"], default.top_tanh), where .. " tanh: libm's bits")
     lu.assertTrue(same(got[where .. "_conv"], default.top_conv), where .. " conv: the direct kernel's bits")
   end
+  -- Conv2D listed: high_performance's choice for it, the direct kernel at this size
   got, steps = run_nested({ op_select_implmode = "high_performance", optypelist_for_implmode = "Conv2D" })
   for _, where in ipairs({ "loop", "then" }) do
-    lu.assertEquals(steps[where .. "_conv"].algo, "winograd_2x3", where)
+    lu.assertEquals(steps[where .. "_conv"].algo, "direct", where)
+    lu.assertEquals(steps[where .. "_conv"].impl, "high_performance", where)
     lu.assertEquals(steps[where .. "_exp"].impl, "high_precision", where)
     lu.assertTrue(same(got[where .. "_conv"], fast.top_conv), where)
   end
 end
 
 function TestImplModeNested:test_op_precision_mode_names_a_node_inside_a_loop()
-  local path = write("[ByNodeName]\nloop_conv=high_performance\nthen_exp=high_performance\n")
+  local path = write("[ByNodeName]\nloop_conv=super_performance\nthen_exp=high_performance\n")
   local _, steps = run_nested({ op_precision_mode = path })
   os.remove(path)
   lu.assertEquals(steps.loop_conv.algo, "winograd_2x3")
@@ -572,7 +593,7 @@ function TestImplModeNested:test_imported_functional_control_flow()
     for k, y in pairs(ys) do names[k] = y:name() end
     return g2, x:name(), n:name(), p:name(), names
   end
-  local got, steps = run_nested({ op_select_implmode = "high_performance" }, 1, imported)
+  local got, steps = run_nested(SUPER(), 1, imported)
   local convs = 0
   for _, s in pairs(steps) do
     if s.depth > 0 and s.algo then
@@ -581,7 +602,7 @@ function TestImplModeNested:test_imported_functional_control_flow()
     end
   end
   lu.assertEquals(convs, 2, "the loop's and the branch's convolution")
-  local mine = run_nested({ op_select_implmode = "high_performance" })
+  local mine = run_nested(SUPER())
   for _, name in ipairs(NAMES) do lu.assertTrue(same(got[name], mine[name]), name) end
 end
 
@@ -596,7 +617,7 @@ function TestImplModeNested:test_iterations_per_loop_steps_take_the_mode()
   local total = g:variable(npu.zeros({}), "total")
   local step = npu.assign(total, total + npu.reduce_sum(y))
   local sess <close> = npu.Session { graph = g, options = { iterations_per_loop = 3,
-    op_select_implmode = "high_performance", export_compile_stat = 0 } }
+    op_precision_mode = super_path, export_compile_stat = 0 } }
   sess:run(g:global_variables_initializer())
   local loop = npu.util.set_iteration_per_loop(sess, step, 3)
   local got = sess:run({ y, loop })
@@ -615,10 +636,105 @@ function TestImplModeNested:test_map_fn_a_tensor_array_loop()
     return npu.reshape(npu.nn.conv2d(npu.reshape(e, { 1, H, H, C }), f,
       { strides = { 1, 1, 1, 1 }, padding = "SAME", name = "map_conv" }), { H, H, C })
   end, x)
-  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  local sess <close> = npu.Session { graph = g, options = SUPER() }
   local feeds = { [x] = npu.tensor(XS, "float32"):reshape(SHAPE) }
   lu.assertEquals(steps_by_node(sess:explain(y, feeds)).map_conv.algo, "winograd_2x3")
   local got = flatten(sess:run(y, feeds):totable())
-  lu.assertTrue(same(got, run_nested({ op_select_implmode = "high_performance" }).top_conv),
+  lu.assertTrue(same(got, run_nested(SUPER()).top_conv),
     "the top level's Winograd bits")
+end
+
+-- ---- high_performance's Winograd rule (compile/implmode.c: winograd_rule) ----------------
+-- Winograd F(2x2, 3x3) only where bench/bench_winograd.c measured it clearly faster than the
+-- direct kernel: >= 32 channels each side with a product >= 2048, >= 392 output tiles per call,
+-- tiles x c x out_c >= 784 x 64 x 64, tiles at least 7/8 full.  explain shows the decision on
+-- shapes either side of each condition; a Winograd step's result is within its bound.
+
+TestWinogradRule = {}
+
+local function conv_case(n, h, c, oc)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { n, h, h, c }, "x")
+  local f = g:const(npu.random.normal({ 3, 3, c, oc }, { seed = 31, stddev = 0.1 }))
+  local y = npu.nn.conv2d(x, f, { strides = { 1, 1, 1, 1 }, padding = "SAME", name = "rule_conv" })
+  return g, x, y
+end
+
+local function conv_algo(n, h, c, oc, opts)
+  local g, x, y = conv_case(n, h, c, oc)
+  local sess <close> = npu.Session { graph = g, options = opts or { op_select_implmode = "high_performance" } }
+  local s = steps_by_node(sess:explain(y, { [x] = npu.zeros({ n, h, h, c }) })).rule_conv
+  return s.algo, s.impl
+end
+
+function TestWinogradRule:test_decisions_either_side_of_the_rule()
+  local cases = {
+    -- n, h, c, out_c, algo under high_performance
+    { 8, 28, 32, 64, "winograd_2x3" }, -- 1568 tiles, work 784 x 64 x 64
+    { 32, 14, 32, 64, "winograd_2x3" }, -- bench_cnn's second layer
+    { 1, 56, 64, 64, "winograd_2x3" }, -- 784 tiles at 64 -> 64
+    { 8, 28, 16, 16, "direct" }, -- too few channels
+    { 8, 56, 32, 32, "direct" }, -- 32 -> 32: product 1024
+    { 1, 28, 128, 128, "direct" }, -- 196 tiles: the filter transform is not paid for
+    { 8, 14, 64, 64, "direct" }, -- 392 tiles at 64 -> 64: half the work the rule asks
+    { 32, 7, 128, 128, "direct" }, -- 7x7: the tiles 77 % full
+  }
+  for _, k in ipairs(cases) do
+    local algo, impl = conv_algo(k[1], k[2], k[3], k[4])
+    local what = ("%dx%dx%d %d -> %d"):format(k[1], k[2], k[2], k[3], k[4])
+    lu.assertEquals(algo, k[5], what)
+    lu.assertEquals(impl, "high_performance", what)
+    lu.assertEquals(conv_algo(k[1], k[2], k[3], k[4], {}), "direct", what .. ", default mode")
+  end
+  -- super_performance: Winograd wherever it takes the shape (>= 8 channels each side)
+  local path = write("[ByOpType]\nConv2D=super_performance\n")
+  lu.assertEquals(conv_algo(8, 28, 16, 16, { op_precision_mode = path }), "winograd_2x3")
+  lu.assertEquals(conv_algo(32, 7, 128, 128, { op_precision_mode = path }), "winograd_2x3")
+  lu.assertEquals(conv_algo(8, 28, 4, 16, { op_precision_mode = path }), "direct")
+  os.remove(path)
+end
+
+function TestWinogradRule:test_input_gradient_follows_the_rule()
+  local function algo(n, h, c, oc)
+    local g = npu.Graph()
+    local dy = g:placeholder("float32", { n, h, h, oc }, "dy")
+    local f = g:const(npu.random.normal({ 3, 3, c, oc }, { seed = 32, stddev = 0.1 }))
+    local dx = g:op("conv2d_backprop_input", { f, dy }, { input_sizes = { n, h, h, c }, strides = 1,
+      padding = "SAME" }, "rule_dx")
+    local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+    return steps_by_node(sess:explain(dx, { [dy] = npu.zeros({ n, h, h, oc }) })).rule_dx.algo
+  end
+  lu.assertEquals(algo(8, 28, 32, 64), "winograd_2x3") -- dy's 64 channels -> dx's 32
+  lu.assertNil(algo(8, 14, 32, 64)) -- 392 tiles at 64 -> 32: the default kernel
+  lu.assertNil(algo(8, 28, 16, 16))
+end
+
+function TestWinogradRule:test_a_winograd_step_is_within_its_bound()
+  -- |y - exact| <= gamma(c + 7) W (docs/numerics.md), W the algorithm on absolute values:
+  -- with F(2x2, 3x3)'s matrices W <= 81 c max|x| max|f| (|G| rows sum to at most 1.5, |B^T|'s
+  -- to 2, |A^T|'s to 3); the reference path sums in float64
+  local n, h, c, oc = 8, 28, 32, 64
+  local g, x, y = conv_case(n, h, c, oc)
+  local xs = npu.random.normal({ n, h, h, c }, { seed = 33 })
+  local feeds = { [x] = xs }
+  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  lu.assertEquals(steps_by_node(sess:explain(y, feeds)).rule_conv.algo, "winograd_2x3")
+  local got = sess:run(y, feeds)
+  local ref <close> = npu.Session { graph = g, options = { use_off_line = false } }
+  local want = ref:run(y, feeds)
+  local function max_abs(t)
+    local m = 0
+    for _, v in ipairs(flatten(t:totable())) do m = math.max(m, math.abs(v)) end
+    return m
+  end
+  local fmax = 0
+  for _, v in ipairs(flatten(npu.random.normal({ 3, 3, c, oc }, { seed = 31, stddev = 0.1 }):totable())) do
+    fmax = math.max(fmax, math.abs(v))
+  end
+  local u = 2 ^ -24
+  local bound = (c + 7) * u / (1 - (c + 7) * u) * 81 * c * max_abs(xs) * fmax
+  local a, b, worst = flatten(got:totable()), flatten(want:totable()), 0
+  for i = 1, #a do worst = math.max(worst, math.abs(a[i] - b[i])) end
+  lu.assertTrue(worst <= bound, ("largest |y - ref| %g, bound %g"):format(worst, bound))
+  lu.assertTrue(worst > 0, "Winograd's rounding, not the reference's")
 end

@@ -475,3 +475,85 @@ function TestTuning:test_nested_convolution_candidates_under_high_performance()
   end
   sess:close()
 end
+
+-- conv2d_backprop_input (3x3, stride 1: the forward convolution of dy with the turned filter):
+-- its own kernel ("default") against Winograd under the same gate as conv2d's — only under
+-- high_performance or O1 — the record applied by a later session, results within Winograd's
+-- bound whichever won.
+local function input_grad_build()
+  local g = npu.Graph()
+  local dy = g:placeholder("float32", { 2, 8, 8, 16 }, "dy")
+  local f = g:const(npu.random.normal({ 3, 3, 8, 16 }, { seed = 21, stddev = 0.3 }))
+  local dx = g:op("conv2d_backprop_input", { f, dy }, { input_sizes = { 2, 8, 8, 8 }, strides = 1,
+    padding = "SAME" }, "dx")
+  return g, dy, dx, { [dy] = npu.random.normal({ 2, 8, 8, 16 }, { seed = 22 }) }
+end
+
+local function record_of(path, node)
+  for _, r in ipairs(records(path)) do
+    if r.node == node then return r end
+  end
+end
+
+local function step_of(e, node)
+  for _, s in ipairs(e.steps) do
+    if s.node == node then return s end
+  end
+end
+
+function TestTuning:test_input_gradient_candidates_winograd_under_high_performance_or_O1()
+  local dir = self.dir
+  local g, dy, dx, feeds = input_grad_build()
+  local ref = npu.Session { graph = g, options = { use_off_line = false, export_compile_stat = 0 } }
+  local want = ref:run(dx, feeds)
+  ref:close()
+  local function tuned(wd, extra)
+    local opts = { export_compile_stat = 0, aoe_mode = "2", work_path = wd, op_compiler_cache_mode = "disable" }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    local sess = npu.Session { graph = g, options = opts }
+    local e = sess:explain(dx, feeds)
+    local got = sess:run(dx, feeds)
+    sess:close()
+    return e, record_of(wd .. "/" .. AOE_FILE, "dx"), got
+  end
+  local function algos(rec)
+    local set = {}
+    for _, c in ipairs(rec and rec.candidates or {}) do set[c.algo] = true end
+    return set
+  end
+  -- the default mode: no Winograd among the candidates (only the threads, where there are two)
+  local _, rec0 = tuned(dir)
+  lu.assertNil(algos(rec0).winograd_2x3)
+  -- high_performance: the op's own kernel and Winograd timed, the winner applied
+  local hdir = dir .. "/hp"
+  os.execute("mkdir -p " .. S.sh_quote(hdir))
+  local e, rec, got = tuned(hdir, { op_select_implmode = "high_performance" })
+  lu.assertNotNil(rec, "a record for the input gradient")
+  lu.assertEquals(rec.op, "conv2d_backprop_input")
+  local set = algos(rec)
+  lu.assertTrue(set.winograd_2x3 and set.default, "Winograd and the default kernel timed")
+  lu.assertEquals(rec.impl, "high_performance")
+  local s = step_of(e, "dx")
+  lu.assertEquals(s.tuned, "timed")
+  lu.assertEquals(s.algo, rec.algo == "winograd_2x3" and "winograd_2x3" or nil)
+  local d, peak = max_diff(got, want)
+  lu.assertTrue(d <= 1e-4 * peak, ("tuned input gradient vs reference: %g of %g"):format(d, peak))
+  -- a later session applies the record without timing: the same choice, the same bits
+  local again = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2",
+    work_path = hdir, op_compiler_cache_mode = "disable", op_select_implmode = "high_performance" } }
+  local e2 = again:explain(dx, feeds)
+  lu.assertEquals(e2.tuning.timed, 0)
+  lu.assertEquals(step_of(e2, "dx").tuned, "record")
+  lu.assertEquals(step_of(e2, "dx").algo, s.algo)
+  lu.assertTrue(npu.allclose(again:run(dx, feeds), got, 0, 0), "the record's kernel, the same bits")
+  again:close()
+  -- O1 widens the candidates to Winograd without high_performance
+  local wdir, cfg = dir .. "/wide", dir .. "/aoe.json"
+  os.execute("mkdir -p " .. S.sh_quote(wdir))
+  S.write(cfg, '{"tune_optimization_level": "O1", "tune_ops_type": ["Conv2DBackpropInput"]}')
+  local _, recw, gotw = tuned(wdir, { aoe_config_file = cfg })
+  lu.assertTrue(algos(recw).winograd_2x3, "O1: Winograd among the candidates")
+  lu.assertTrue(recw.widened)
+  d, peak = max_diff(gotw, want)
+  lu.assertTrue(d <= 1e-4 * peak, ("widened input gradient vs reference: %g of %g"):format(d, peak))
+end

@@ -1,8 +1,9 @@
 /*
  * test_loop_choices.c — implementation selection and tuning of steps nested in a while loop
- * and a cond branch, through the C API alone (compile/implmode.c, compile/tuning.c): under
- * op_select_implmode high_performance the convolution in the loop's body and the one in the
- * then branch run Winograd, as explain's nested steps say, with the bits of the same
+ * and a cond branch, through the C API alone (compile/implmode.c, compile/tuning.c): with
+ * Conv2D given super_performance in an op_precision_mode file (these 6x6 8-channel layers are
+ * far below high_performance's Winograd rule: there the direct kernel is faster, and runs),
+ * the convolution in the loop's body and the one in the then branch run Winograd, as explain's nested steps say, with the bits of the same
  * convolution at the top level; aoe_mode 2 times the nested steps and a later session reads
  * their records back, timing nothing, with the tuned session's algorithms and bits; and the allocation-failure sweep over building,
  * compiling (tuning included) and running it: a clean NPU_ERR_NOMEM and no byte left behind
@@ -108,11 +109,13 @@ static npu_status build(handles *h) {
 }
 
 static const char *work_dir; /* the test's work_path */
+static char ini_path[600];   /* its op_precision_mode file: Conv2D=super_performance */
 
-/* The session: high_performance, aoe_mode 2 when `tune`, records in work_dir. */
+/* The session: Winograd forced (super_performance), aoe_mode 2 when `tune`, records in
+   work_dir. */
 static npu_status open_session(handles *h, bool tune) {
   TRY(npu_options_new(h->ctx, &h->o));
-  TRY(npu_options_set_string(h->o, "op_select_implmode", "high_performance"));
+  TRY(npu_options_set_string(h->o, "op_precision_mode", ini_path));
   TRY(npu_options_set_string(h->o, "work_path", work_dir));
   TRY(npu_options_set_string(h->o, "op_compiler_cache_mode", "disable"));
   TRY(npu_options_set_int(h->o, "export_compile_stat", 0));
@@ -171,7 +174,7 @@ static void check_same_bits(const npu_tensor *a, const npu_tensor *b, const char
 
 static const char *const NODES[3] = {"top_conv", "loop_conv", "then_conv"};
 
-/* high_performance alone: Winograd at the top level, in the loop and in the branch, one bits */
+/* super_performance alone: Winograd at the top level, in the loop and in the branch, one bits */
 static void test_winograd_nested(npu_context *ctx) {
   handles h = {.ctx = ctx};
   size_t base = npu_context_live_bytes(ctx);
@@ -260,6 +263,12 @@ int main(void) {
     return 1;
   }
   work_dir = dir;
+  snprintf(ini_path, sizeof ini_path, "%s/super.ini", dir);
+  FILE *ini = fopen(ini_path, "w");
+  if (!ini || fputs("[ByOpType]\nConv2D=super_performance\n", ini) < 0 || fclose(ini)) {
+    perror(ini_path);
+    return 1;
+  }
   npu_context *ctx;
   CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
   test_winograd_nested(ctx);

@@ -3,15 +3,16 @@
  * (kernels/kfast.h): high_precision (libm-based, the default) or high_performance (vectorised
  * float32 approximations with the errors kfast.h states).  The ops that have both are those
  * of `dual` below, and conv2d and conv2d_backprop_input, whose high_performance is an
- * algorithm (npuE_step.algo): Winograd F(2x2, 3x3) where it takes the shape and wins
- * (winograd_wins, backprop_input_winograd_wins), other rounding with the bound of
- * docs/numerics.md; for every other op the modes are accepted and change nothing.
+ * algorithm (npuE_step.algo): Winograd F(2x2, 3x3) where it takes the shape and is measured
+ * faster than the direct kernel (winograd_rule, bench/bench_winograd.c), other rounding with
+ * the bound of docs/numerics.md; for every other op the modes are accepted and change nothing.
  *
  * What chooses (000; the first that is set wins):
  *   op_precision_mode        an .ini file: [ByOpType] type=mode and [ByNodeName] node=mode, the
  *                            node's entry winning over its type's; modes high_precision,
- *                            high_performance, super_performance (= high_performance here: one
- *                            fast implementation), and enable_float_32_execution,
+ *                            high_performance, super_performance (high_performance's kernels,
+ *                            and Winograd wherever it takes the shape with >= 8 channels, even
+ *                            where it is slower here), and enable_float_32_execution,
  *                            enable_hi_float_32_execution, keep_fp16, support_out_of_bound_index,
  *                            which choose no implementation on this device (it has no HF32, no
  *                            float16 arithmetic, and gathers always check their indices): a node
@@ -60,7 +61,9 @@ static const struct {
     {"ROIAlign", NULL, NULL},
 };
 
-enum { MODE_PRECISION = 0, MODE_PERFORMANCE = 1 };
+/* MODE_SUPER: high_performance's kernels, and Winograd wherever it takes the shape with at
+   least 8 channels each side, whether or not it is the faster kernel here (winograd_rule) */
+enum { MODE_PRECISION = 0, MODE_PERFORMANCE = 1, MODE_SUPER = 2 };
 
 static const struct {
   const char *name;
@@ -68,7 +71,7 @@ static const struct {
 } modes[] = {
     {"high_precision", MODE_PRECISION},
     {"high_performance", MODE_PERFORMANCE},
-    {"super_performance", MODE_PERFORMANCE},
+    {"super_performance", MODE_SUPER},
     {"enable_float_32_execution", MODE_PRECISION},
     {"enable_hi_float_32_execution", MODE_PRECISION},
     {"keep_fp16", MODE_PRECISION},
@@ -327,14 +330,49 @@ static int op_mode(const struct npuP_impl_config *c, const npu_op_def *def, cons
 
 bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char *node) {
   return cfg->impl && !cfg->reference && def->kind == NPUX_KIND_KERNEL && is_dual(def) &&
-         op_mode(cfg->impl, def, node) == MODE_PERFORMANCE;
+         op_mode(cfg->impl, def, node) >= MODE_PERFORMANCE;
 }
 
 /* conv2d under high_performance: Winograd F(2x2, 3x3) (kernels/winograd.c) where it takes
-   the geometry and wins: float32 x and y, at least WINOGRAD_MIN_CHANNELS input and output
-   channels (with fewer, its 16 GEMMs over c are too thin to beat im2col's one over 9c:
-   bench/bench_cnn.c's first layer, c = 1, runs 2x slower), shapes known now. */
-enum { WINOGRAD_MIN_CHANNELS = 8 };
+   the geometry (float32 x and y, 3x3, stride and dilation 1, shapes known now) and is clearly
+   faster than the direct kernel, the default (conv_direct.c), whose bound is tighter.  The
+   rule is bench/bench_winograd.c's table (3x3 SAME, AMD EPYC Zen 4, one thread, CPU time, two
+   runs of interleaved medians; ratios direct / Winograd over the forward alone, with bias +
+   relu, with the pool fused, and the input gradient; docs/compiler.md has the key rows):
+   - both channel counts at least 32, their product at least 2048: Winograd's 16 GEMMs run
+     over c with out_c columns; at 8 and 16 channels they lose everywhere (0.3-0.8x); 32 -> 32
+     gains 2-14 % on the largest images only (8x56x56 1.07-1.14x, 1x56x56 0.86-1.12x): not
+     worth the looser bound;
+   - at least WINOGRAD_MIN_TILES output tiles (2x2) per call, n * ceil(oh/2) * ceil(ow/2): the
+     filter transform (16 c out_c values, in double) runs every call, and few tiles cannot pay
+     for it, however wide: at 1x28x28 (196 tiles) 64 -> 64 0.85-0.91x, 128 -> 128 0.92-1.04x,
+     256 -> 256 0.8-0.9x; at 1x14x14 0.3-0.5x;
+   - tiles x c x out_c at least WINOGRAD_MIN_WORK (784 tiles at 64 -> 64): below it the gain
+     is within the noise: 64 -> 64 at 8x14x14 (392 tiles) 1.04-1.21x forward, 0.90-0.95x input
+     gradient; 32 -> 64 at 1x56x56 (784) 1.01-1.24x; at it and above, 1.1-1.4x: 64 -> 64 at
+     1x56x56 1.13-1.28x, 8x28x28 1.07-1.31x, 32 -> 64 at 8x28x28 1.06-1.21x and 32x14x14
+     (bench_cnn's second layer) 1.04-1.19x, 128 -> 128 at 8x14x14 1.00-1.24x;
+   - the tiles' fill (outputs / 4 tiles) at least 7/8: an odd side wastes a row and a column of
+     edge tiles; 7x7 images (16 tiles for 49 outputs, 77 %) lose at every batch and width
+     (32x7x7 128 -> 128 0.71-1.00x, 8x7x7 0.41-0.65x).
+   The same rule whatever is fused after the convolution (bias, activation, pool: their ratios
+   move together), and for the input gradient (below; its ratios a little lower). */
+enum { WINOGRAD_MIN_CHANNELS = 32, WINOGRAD_MIN_CHANNEL_PRODUCT = 2048, WINOGRAD_MIN_TILES = 392 };
+static const double WINOGRAD_MIN_WORK = 784.0 * 64 * 64; /* tiles x c x out_c */
+
+/* The rule above on a convolution of c -> out_c channels, n images of oh x ow outputs; any:
+   super_performance's Winograd wherever it takes the shape with at least 8 channels each side
+   (the rule before the direct kernel was the default: fewer channels are 2x slower than
+   im2col). */
+static bool winograd_rule(int64_t n, int64_t oh, int64_t ow, int64_t c, int64_t out_c,
+                          bool any) {
+  if (any) return c >= 8 && out_c >= 8;
+  int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2, tiles = n * th * tw;
+  return c >= WINOGRAD_MIN_CHANNELS && out_c >= WINOGRAD_MIN_CHANNELS &&
+         c * out_c >= WINOGRAD_MIN_CHANNEL_PRODUCT && tiles >= WINOGRAD_MIN_TILES &&
+         (double)tiles * (double)c * (double)out_c >= WINOGRAD_MIN_WORK &&
+         8 * oh * ow >= 7 * 4 * th * tw;
+}
 
 /* Whether Winograd takes conv2d step s of p (float32, shapes known now); *w and *f: its
    geometry and filter, set when it does. */
@@ -357,11 +395,10 @@ bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s) {
   return winograd_takes(p, s, &w, &f);
 }
 
-static bool winograd_wins(const npuE_plan *p, const npuE_step *s) {
+static bool winograd_wins(const npuE_plan *p, const npuE_step *s, bool any) {
   npuK_window2d w;
   const npuG_value *f;
-  return winograd_takes(p, s, &w, &f) && w.c >= WINOGRAD_MIN_CHANNELS &&
-         f->shape[3] >= WINOGRAD_MIN_CHANNELS;
+  return winograd_takes(p, s, &w, &f) && winograd_rule(w.n, w.out_h, w.out_w, w.c, f->shape[3], any);
 }
 
 /* The direct kernel (kernels/conv_direct.c) by default, either mode, where it takes the step:
@@ -393,11 +430,12 @@ bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s) {
          npuK_conv2d_direct_fits(&w, f->shape[3], pooled ? &pw : NULL);
 }
 
-/* conv2d_backprop_input under high_performance: at stride 1 the forward convolution of dy
-   with the turned filter (kernels/conv_bwd.c), so Winograd where it would take that
-   convolution: 3x3, stride and dilation 1, float32, shapes known now, and the channel rule
-   of winograd_wins on both sides (the forward's c is dy's channels). */
-static bool backprop_input_winograd_wins(const npuE_plan *p, const npuE_step *s) {
+/* conv2d_backprop_input: at stride 1 the forward convolution of dy with the turned filter
+   (kernels/conv_bwd.c), so Winograd where it takes that convolution: 3x3, stride and dilation
+   1, float32, shapes known now (*w and *out_c: the op's window, dy's channels).  The tuner
+   times it on these (compile/tuning.c). */
+static bool backprop_input_winograd_takes(const npuE_plan *p, const npuE_step *s,
+                                          npuK_window2d *w, int64_t *out_c) {
   if (s->def != &npuX_op_conv2d_backprop_input || s->host || s->dynamic || s->widen ||
       s->round_in >= 0 || s->round_out >= 0 || s->n_in < 2)
     return false;
@@ -407,15 +445,32 @@ static bool backprop_input_winograd_wins(const npuE_plan *p, const npuE_step *s)
   for (int i = 0; i < 4; i++)
     if (f->shape[i] < 0 || dx->shape[i] < 0) return false;
   const npuX_window_params *win = s->params; /* the op's params start with its window */
-  npuK_window2d w = {.n = dx->shape[0], .in_h = dx->shape[1], .in_w = dx->shape[2],
-                     .c = dx->shape[3], .k_h = f->shape[0], .k_w = f->shape[1],
-                     .stride_h = win->stride[0], .stride_w = win->stride[1],
-                     .dilation_h = win->dilation[0], .dilation_w = win->dilation[1]};
-  if (npuX_window_dim(win, 0, w.in_h, w.k_h, &w.out_h, &w.pad_top) ||
-      npuX_window_dim(win, 1, w.in_w, w.k_w, &w.out_w, &w.pad_left))
+  *w = (npuK_window2d){.n = dx->shape[0], .in_h = dx->shape[1], .in_w = dx->shape[2],
+                       .c = dx->shape[3], .k_h = f->shape[0], .k_w = f->shape[1],
+                       .stride_h = win->stride[0], .stride_w = win->stride[1],
+                       .dilation_h = win->dilation[0], .dilation_w = win->dilation[1]};
+  *out_c = f->shape[3];
+  if (npuX_window_dim(win, 0, w->in_h, w->k_h, &w->out_h, &w->pad_top) ||
+      npuX_window_dim(win, 1, w->in_w, w->k_w, &w->out_w, &w->pad_left))
     return false;
-  return npuK_conv2d_backprop_input_winograd_fits(&w, f->shape[3]) &&
-         w.c >= WINOGRAD_MIN_CHANNELS && f->shape[3] >= WINOGRAD_MIN_CHANNELS;
+  return npuK_conv2d_backprop_input_winograd_fits(w, *out_c);
+}
+
+bool npuP_backprop_input_winograd_fits(const npuE_plan *p, const npuE_step *s) {
+  npuK_window2d w;
+  int64_t out_c;
+  return backprop_input_winograd_takes(p, s, &w, &out_c);
+}
+
+/* Under high_performance: winograd_rule on that convolution, out_c -> c channels over dx's
+   pixels (its outputs).  bench_winograd's input-gradient column follows the forward's, a
+   little lower: 64 -> 64 at 8x14x14 0.90-0.95x (forward 1.04-1.05x; below the rule's work),
+   at 32x14x14 1.15-1.17x, 1x56x56 1.13-1.21x. */
+static bool backprop_input_winograd_wins(const npuE_plan *p, const npuE_step *s, bool any) {
+  npuK_window2d w;
+  int64_t out_c;
+  return backprop_input_winograd_takes(p, s, &w, &out_c) &&
+         winograd_rule(w.n, w.in_h, w.in_w, out_c, w.c, any);
 }
 
 /* The step's scratch for the algorithm just chosen; a nested step's comes from the plan's own
@@ -440,21 +495,23 @@ static npu_status select_step(npuP_build *b, npuE_step *step, bool nested) {
   if (!c) return NPU_OK;
   const char *node = step->node >= 0 ? b->graph->nodes[step->node].name : "";
   if (conv) { /* an algorithm to pick, by the convolution's mode (a fused step's node is its conv2d) */
-    if (op_mode(c, &npuX_op_conv2d, node) != MODE_PERFORMANCE) return NPU_OK;
+    int mode = op_mode(c, &npuX_op_conv2d, node);
+    if (mode < MODE_PERFORMANCE) return NPU_OK;
     step->impl = MODE_PERFORMANCE;
-    if (!winograd_wins(p, step)) return NPU_OK;
+    if (!winograd_wins(p, step, mode == MODE_SUPER)) return NPU_OK;
     step->algo = NPUK_CONV_WINOGRAD_2X3;
     return rescratch(b, step, nested);
   }
   if (step->def == &npuX_op_conv2d_backprop_input) { /* an algorithm too, as conv2d's */
-    if (op_mode(c, step->def, node) != MODE_PERFORMANCE) return NPU_OK;
+    int mode = op_mode(c, step->def, node);
+    if (mode < MODE_PERFORMANCE) return NPU_OK;
     step->impl = MODE_PERFORMANCE;
-    if (!backprop_input_winograd_wins(p, step)) return NPU_OK;
+    if (!backprop_input_winograd_wins(p, step, mode == MODE_SUPER)) return NPU_OK;
     step->algo = NPUK_CONV_WINOGRAD_2X3;
     return rescratch(b, step, nested);
   }
   if (step->def->kind == NPUX_KIND_KERNEL && is_dual(step->def))
-    step->impl = (uint8_t)op_mode(c, step->def, node);
+    step->impl = op_mode(c, step->def, node) >= MODE_PERFORMANCE;
   return NPU_OK;
 }
 

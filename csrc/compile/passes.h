@@ -62,6 +62,7 @@ bool npuP_impl_has_fast(const npu_op_def *def);
    the geometry and fused pool it takes), whatever its channels (the tuner times it). */
 bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s);
 bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s);
+bool npuP_backprop_input_winograd_fits(const npuE_plan *p, const npuE_step *s);
 /* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
    (run after each pass when cfg->verify). */
 npu_status npuP_verify(npuP_build *b, const char *after);

@@ -8,6 +8,9 @@
  *                          is high_performance (op_select_implmode, op_precision_mode), or
  *                          aoe_config_file's tune_optimization_level is "O1", which widens
  *                          the candidates (docs/numerics.md gives Winograd's bound);
+ *   conv2d_backprop_input  its own kernel ("default": at stride 1 the direct kernel or im2col on
+ *                          the turned filter, else the scatter), and Winograd at 3x3 stride 1,
+ *                          float32, under the same gate as conv2d's;
  *   matmul, fused_matmul   for at most GEMV_ROWS rows: sgemm, or each row as sgemv (the same
  *                          float32 sum over k, other order);
  *   these and depthwise_conv2d, fused_depthwise_conv2d, max_pool, avg_pool
@@ -587,8 +590,8 @@ static void attrs_desc(sbuf *b, const npuE_step *s) {
       put(b, " pool ");
       window_desc(b, &f->pool);
     }
-  } else if (k == NPUX_TUNE_CONV || k == NPUX_TUNE_THREADS) {
-    window_desc(b, prm);
+  } else if (k == NPUX_TUNE_CONV || k == NPUX_TUNE_THREADS || k == NPUX_TUNE_CONV_INPUT) {
+    window_desc(b, prm); /* conv2d_backprop_input's params start with its window too */
   } else if (k == NPUX_TUNE_GEMM && s->def->fused) {
     const npuP_fused_matmul *f = prm;
     put(b, "ta%d tb%d bias%d act%d/%g slope%d", f->transpose_a, f->transpose_b,
@@ -767,12 +770,17 @@ static const char *conv_algo_name(int a) {
 static const char *gemm_algo_name(int a) {
   return a == NPUK_GEMM_GEMV ? "gemv" : a == NPUK_GEMM_SGEMM ? "sgemm" : "auto";
 }
+/* conv2d_backprop_input: "default" is the op's own kernel (the direct kernel on the turned
+   filter, im2col or the scatter, by shape: op_conv2d_backprop_input.c) */
 static const char *algo_name(npuX_tune k, int a) {
-  return k == NPUX_TUNE_CONV   ? conv_algo_name(a)
-         : k == NPUX_TUNE_GEMM ? gemm_algo_name(a)
-                               : "default";
+  return k == NPUX_TUNE_CONV         ? conv_algo_name(a)
+         : k == NPUX_TUNE_GEMM       ? gemm_algo_name(a)
+         : k == NPUX_TUNE_CONV_INPUT ? (a == NPUK_CONV_WINOGRAD_2X3 ? "winograd_2x3" : "default")
+                                     : "default";
 }
 static int algo_parse(npuX_tune k, const char *name) {
+  if (k == NPUX_TUNE_CONV_INPUT)
+    return !strcmp(name, "winograd_2x3") ? NPUK_CONV_WINOGRAD_2X3 : NPUK_CONV_IM2COL;
   if (k == NPUX_TUNE_CONV)
     return !strcmp(name, "winograd_2x3") ? NPUK_CONV_WINOGRAD_2X3
            : !strcmp(name, "direct")     ? NPUK_CONV_DIRECT
@@ -805,6 +813,13 @@ static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, i
       algos[n_algos++] = NPUK_CONV_DIRECT;
     if (s->algo != NPUK_CONV_WINOGRAD_2X3 && (s->impl || widen) &&
         npuP_winograd_fits(b->plan, s))
+      algos[n_algos++] = NPUK_CONV_WINOGRAD_2X3;
+  } else if (kind == NPUX_TUNE_CONV_INPUT) {
+    /* the input gradient: the compiler's choice, then the op's own kernel or Winograd under
+       the same gate as conv2d's (the step's high_performance, or O1) */
+    algos[n_algos++] = s->algo;
+    if (s->algo != NPUK_CONV_IM2COL) algos[n_algos++] = NPUK_CONV_IM2COL;
+    else if ((s->impl || widen) && npuP_backprop_input_winograd_fits(b->plan, s))
       algos[n_algos++] = NPUK_CONV_WINOGRAD_2X3;
   } else if (kind == NPUX_TUNE_GEMM) {
     int64_t m, n, k;
@@ -889,7 +904,7 @@ static npu_status tune_step(npuP_build *b, npuE_step *s, npuX_tune kind, int T, 
   for (int i = 1; i < n; i++)
     if (cs[i].median_us >= 0 && (cs[best].median_us < 0 || cs[i].median_us < cs[best].median_us * MARGIN))
       best = i;
-  s->algo = (uint8_t)(kind == NPUX_TUNE_GEMM || kind == NPUX_TUNE_CONV ? cs[best].algo : s->algo);
+  s->algo = (uint8_t)(kind == NPUX_TUNE_THREADS ? s->algo : cs[best].algo);
   s->threads = (uint8_t)(cs[best].threads < T ? cs[best].threads : 0);
   s->tuned = NPUP_TUNED_TIMED;
   b->plan->tuning.timed++;

@@ -19,9 +19,11 @@
  * kernel where c % 8 == 0, else im2col + sgemm); otherwise dy times the filter's transpose
  * with sgemm (columns of (k_h, k_w, c) per output pixel, in blocks of output rows), scattered
  * back (col2im) in a fixed order.
- * Under op_select_implmode high_performance (compile/implmode.c), 3x3 stride 1 with at least
- * 8 channels each side: that convolution by Winograd F(2x2, 3x3) (kernels/winograd.c), with
- * Winograd's rounding and bound (docs/numerics.md); explain shows "winograd_2x3".
+ * Under op_select_implmode high_performance (compile/implmode.c), 3x3 stride 1 where its rule
+ * says Winograd is faster (winograd_rule; super_performance: wherever it takes the shape with
+ * at least 8 channels each side): that convolution by Winograd F(2x2, 3x3)
+ * (kernels/winograd.c), with Winograd's rounding and bound (docs/numerics.md); explain shows
+ * "winograd_2x3".  aoe_mode 2 times it against the default kernel under the same gate.
  * Reference: the direct loops of kgrad.h (npuK_conv2d_backprop_input_f32).
  * The gradient of conv2d (ops/grad.c) builds this op with the attribute.
  */
@@ -147,6 +149,6 @@ static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
 const npu_op_def npuX_op_conv2d_backprop_input = {
     .name = "conv2d_backprop_input", .tf_type = "Conv2DBackpropInput", .min_inputs = 0,
-    .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .parse = parse, .infer = infer,
+    .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .tune = NPUX_TUNE_CONV_INPUT, .parse = parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref,
     .tf_const_inputs = "input_sizes", .tf_const_inputs_first = true};

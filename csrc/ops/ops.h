@@ -181,7 +181,8 @@ typedef enum npuX_tune {
   NPUX_TUNE_NONE = 0, /* not tuned */
   NPUX_TUNE_CONV,     /* convolution algorithm (im2col, Winograd) and threads */
   NPUX_TUNE_GEMM,     /* GEMM algorithm (sgemm, sgemv by rows) and threads */
-  NPUX_TUNE_THREADS   /* threads only (depthwise convolution, pooling) */
+  NPUX_TUNE_THREADS,  /* threads only (depthwise convolution, pooling) */
+  NPUX_TUNE_CONV_INPUT /* conv2d_backprop_input: its default kernel or Winograd, and threads */
 } npuX_tune;
 
 /* float16 or bfloat16: a value the precision pass stores at half size. */
