@@ -454,7 +454,9 @@ static npuK_window2d square_window(int64_t n, int64_t h, int64_t wd, int64_t c, 
    widening x in full, the float32 direct kernel at the same instruction level and narrowing y,
    bit for bit — every register-tile width of the AVX-512 (1..12) and AVX2 (1..6) rows, padded
    and unpadded images (the widened copy with and without zero columns), whole images and bands
-   of rows, 8 / 16 + 8 / 32 + 8 channels, epilogues in registers (bias + relu) and after
+   of rows (pointwise convolutions, stride 1 and 2, widened by bands at any size), a float16 y
+   narrowed from the tiles' registers (no pool, no epilogue or bias + relu) or from float32 rows,
+   8 / 16 + 8 / 32 + 8 channels, epilogues in registers (bias + relu) and after
    (relu6), fused max pools (2x2 in registers, 3x3 SAME by rows), NaN and infinite inputs, 1 to
    3 slots and ragged pools. */
 static void test_conv_direct_half(void) {
@@ -462,7 +464,8 @@ static void test_conv_direct_half(void) {
   static const int64_t geo[][8] = {
       {1, 5, 0, 3, 3, 1, 1, 16},    {2, 9, 14, 3, 3, 1, 1, 16},  {1, 7, 13, 5, 3, 1, 0, 8},
       {1, 12, 25, 4, 3, 2, 1, 40},  {2, 6, 12, 6, 1, 1, 0, 24},  {1, 70, 66, 16, 3, 1, 1, 8},
-      {1, 67, 70, 15, 3, 1, 0, 16}, {1, 8, 9, 2, 2, 1, 1, 48}};
+      {1, 67, 70, 15, 3, 1, 0, 16}, {1, 8, 9, 2, 2, 1, 1, 48},  {1, 9, 10, 8, 1, 2, 0, 16},
+      {1, 70, 60, 16, 1, 1, 0, 32}};
   /* x's and y's dtypes: force_fp16's first */
   static const npuK_dtype xy[8][2] = {
       {NPUK_F16, NPUK_F16}, {NPUK_BF16, NPUK_F32}, {NPUK_F32, NPUK_F16},  {NPUK_F16, NPUK_F32},
