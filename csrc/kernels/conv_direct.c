@@ -35,7 +35,9 @@
  * it copies — once per image, or once per band of rows — and each call's output rows (a pool
  * row's output) are computed, epilogue and pool included, into the slot's float32 rows and
  * narrowed from there while in cache: the bits of widening x in full, this kernel and
- * narrowing y (before, float16 convolutions ran im2col + sgemm on widened rows).
+ * narrowing y (before, float16 convolutions ran im2col + sgemm on widened rows).  A float16 y
+ * without a pool, its epilogue in registers, is narrowed by the AVX-512 tiles themselves
+ * (tile_narrow); a pointwise convolution's reduced x is widened by bands (direct_band_rows).
  */
 #include <math.h>
 #include <string.h>
