@@ -81,8 +81,10 @@ typedef struct direct_job {
      max4: the same for n = 4 */
   void (*max_rows)(float *dst, const float *const *src, int n, int64_t c);
   void (*max4)(float *dst, const float *const *src, int n, int64_t c);
-  /* a 2x2 stride-2 pool whose windows all lie inside, pooled in registers, or NULL */
-  void (*pool22)(const struct direct_job *, const direct_view *v, int64_t q, float *dst);
+  /* a 2x2 stride-2 pool whose windows all lie inside, pooled in registers, or NULL; hdst
+     (pool_narrow) instead of dst: the pool row narrowed to float16 from the registers */
+  void (*pool22)(const struct direct_job *, const direct_view *v, int64_t q, float *dst,
+                 uint16_t *hdst);
   /* float16 / bfloat16 operands (npuK_conv2d_direct_half_ep; NPUK_F32 otherwise): a reduced
      x (xh) is read only through the copies direct_image makes, widened on the way; a reduced
      y (yh) is computed a call's rows at a time into the slot's float32 rows (yrows_floats of
@@ -96,6 +98,7 @@ typedef struct direct_job {
      results of arithmetic, hence quiet, which vcvtps2ph narrows as half.h does), instead of
      stored in float32, reloaded and narrowed by npuK_half_narrow: the same bits */
   int tile_narrow;
+  int pool_narrow; /* the same for a float16 y pooled by pool22 (its NaNs are quiet too) */
 } direct_job;
 
 int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool) {
@@ -469,7 +472,7 @@ pool_taps512(__m512 (*acc)[2][2][2], const float *x0, const float *x1, const flo
 
 static inline __attribute__((always_inline)) void
 pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, const int np,
-             const int nv, __mmask16 last, int64_t c0, float *dst) {
+             const int nv, __mmask16 last, int64_t c0, float *dst, uint16_t *hdst) {
   const npuK_window2d *w = j->w;
   const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c,
                 fstep = len * oc;
@@ -541,14 +544,21 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
             m = _mm512_mask_mov_ps(m, take, s);
           }
       }
-      _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
+      if (hdst) { /* out_c is a multiple of 8: k is 0xffff or 0xff */
+        __m256i h = _mm512_cvtps_ph(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        uint16_t *d = hdst + (pc + p) * oc + c0 + 16 * q;
+        if (k == 0xffff) _mm256_storeu_si256((__m256i *)d, h);
+        else _mm_storeu_si128((__m128i *)d, _mm256_castsi256_si128(h));
+      } else {
+        _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
+      }
     }
   }
 }
 
 /* Pool row q into dst (its pool->out_w pixels). */
 static void direct_pool22_avx512(const direct_job *j, const direct_view *v, int64_t q,
-                                 float *dst) {
+                                 float *dst, uint16_t *hdst) {
   const npuK_window2d *pw = j->pw;
   const int64_t r0 = q % pw->out_h * 2, n = pw->out_w;
   const int64_t n_tiles = (n + DIRECT_NP - 1) / DIRECT_NP, base = n / n_tiles,
@@ -558,10 +568,12 @@ static void direct_pool22_avx512(const direct_job *j, const direct_view *v, int6
     for (int64_t t = 0; t < n_tiles; t++) {
       int64_t np = base + (t < extra);
 #define DIRECT_POOL_NP(k)                                                                        \
-  if (left >= 32) pool_tile512(j, v, r0, pc, k, 2, 0xffff, c0, dst);                             \
+  if (left >= 32) pool_tile512(j, v, r0, pc, k, 2, 0xffff, c0, dst, hdst);                       \
   else if (left > 16)                                                                            \
-    pool_tile512(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst);             \
-  else pool_tile512(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, dst);
+    pool_tile512(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst, hdst);       \
+  else                                                                                           \
+    pool_tile512(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0,   \
+                 dst, hdst);
       if (np == 3) {
         DIRECT_POOL_NP(3)
       } else if (np == 2) {
@@ -731,7 +743,7 @@ static void direct_pool_rows(const direct_job *j, int64_t q, int64_t *a, int64_t
 /* Pool row q (of the n * out_h): its convolution rows [a, b) computed into rows, then pooled
    into dst; q_end: where the slot's pool rows end. */
 static void direct_pool_row(const direct_job *j, int64_t q, int64_t q_end, float *padbuf,
-                            float *rows, float *dst) {
+                            float *rows, float *dst, uint16_t *hdst) {
   const npuK_window2d *w = j->w, *pw = j->pw;
   const int64_t oc = j->oc, nb = q / pw->out_h;
   int64_t a, b, a_end, b_end, q_last = q_end < (nb + 1) * pw->out_h ? q_end : (nb + 1) * pw->out_h;
@@ -739,7 +751,7 @@ static void direct_pool_row(const direct_job *j, int64_t q, int64_t q_end, float
   direct_pool_rows(j, (q_last - 1) % pw->out_h, &a_end, &b_end);
   direct_view v = direct_image(j, nb, a, b - a, b_end > b ? b_end : b, padbuf);
   if (j->pool22) {
-    j->pool22(j, &v, q, dst);
+    j->pool22(j, &v, q, dst, hdst);
     return;
   }
   if (b > a) j->rows(j, &v, a, b - a, rows, NULL);
@@ -771,8 +783,12 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
     for (int64_t i = i0; i < i1 && !npuK_stopped(j->pool);) {
       if (j->pw) {
         const int64_t n = j->pw->out_w * j->oc;
-        direct_pool_row(j, i, i1, padbuf, rows, ybuf ? ybuf : j->y + i * n);
-        if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + i * n, n);
+        if (j->pool_narrow) {
+          direct_pool_row(j, i, i1, padbuf, rows, NULL, (uint16_t *)j->yh + i * n);
+        } else {
+          direct_pool_row(j, i, i1, padbuf, rows, ybuf ? ybuf : j->y + i * n, NULL);
+          if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + i * n, n);
+        }
         i++;
         continue;
       }
@@ -827,6 +843,7 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
 #if DIRECT_AVX2
   j.tile_narrow = j.rows == direct_rows_avx512 && y_dtype == NPUK_F16 && !pool_window &&
                   (!ep || j.ep_inline);
+  j.pool_narrow = j.pool22 != NULL && y_dtype == NPUK_F16;
 #endif
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
