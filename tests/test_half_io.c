@@ -164,6 +164,27 @@ static void test_unary(void) {
           }
           free(x), free(xw), free(yw);
         }
+  /* relu from float16 to float16 (done on the stored bits): every one of the 65536 patterns,
+     signalling and quiet NaNs of both signs, -0, infinities, subnormals, against widening,
+     the float32 relu and narrowing */
+  {
+    int64_t n = 65536;
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    float *hw = malloc((size_t)n * sizeof *hw), *yw = malloc((size_t)n * sizeof *yw);
+    for (int64_t i = 0; i < n; i++) h[i] = (uint16_t)i;
+    npuK_cast(NULL, n, NPUK_F16, h, NPUK_F32, hw);
+    npuK_unary_f32(NULL, NPUK_UN_RELU, n, hw, yw);
+    for (int p = 0; p < 2; p++) {
+      void *y = alloc_out(n, NPUK_F16);
+      CHECK(npuK_unary_mixed(pools[p], npuK_unary_f32, NPUK_UN_RELU, n, h, NPUK_F16, y,
+                             NPUK_F16) == 0);
+      CHECK(narrowed_equal(yw, n, NPUK_F16, y));
+      CHECK(((uint16_t *)y)[0xfd01] == 0xfd01 && ((uint16_t *)y)[0x8000] == 0 &&
+            ((uint16_t *)y)[0x7c00] == 0x7c00 && ((uint16_t *)y)[0xbc00] == 0);
+      free(y);
+    }
+    free(h), free(hw), free(yw);
+  }
   /* dtypes it cannot read: refused, nothing written */
   double xd[4] = {1, 2, 3, 4}, yd[4] = {0};
   CHECK(npuK_unary_mixed(NULL, npuK_unary_f32, NPUK_UN_NEG, 4, xd, NPUK_F64, yd, NPUK_F16) == -1);
