@@ -164,6 +164,27 @@ static void test_unary(void) {
           }
           free(x), free(xw), free(yw);
         }
+  /* relu from float16 to float16 (done on the stored bits): every one of the 65536 patterns,
+     signalling and quiet NaNs of both signs, -0, infinities, subnormals, against widening,
+     the float32 relu and narrowing */
+  {
+    int64_t n = 65536;
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    float *hw = malloc((size_t)n * sizeof *hw), *yw = malloc((size_t)n * sizeof *yw);
+    for (int64_t i = 0; i < n; i++) h[i] = (uint16_t)i;
+    npuK_cast(NULL, n, NPUK_F16, h, NPUK_F32, hw);
+    npuK_unary_f32(NULL, NPUK_UN_RELU, n, hw, yw);
+    for (int p = 0; p < 2; p++) {
+      void *y = alloc_out(n, NPUK_F16);
+      CHECK(npuK_unary_mixed(pools[p], npuK_unary_f32, NPUK_UN_RELU, n, h, NPUK_F16, y,
+                             NPUK_F16) == 0);
+      CHECK(narrowed_equal(yw, n, NPUK_F16, y));
+      CHECK(((uint16_t *)y)[0xfd01] == 0xfd01 && ((uint16_t *)y)[0x8000] == 0 &&
+            ((uint16_t *)y)[0x7c00] == 0x7c00 && ((uint16_t *)y)[0xbc00] == 0);
+      free(y);
+    }
+    free(h), free(hw), free(yw);
+  }
   /* dtypes it cannot read: refused, nothing written */
   double xd[4] = {1, 2, 3, 4}, yd[4] = {0};
   CHECK(npuK_unary_mixed(NULL, npuK_unary_f32, NPUK_UN_NEG, 4, xd, NPUK_F64, yd, NPUK_F16) == -1);
@@ -202,6 +223,45 @@ static void test_binary(void) {
           CHECK(npuK_binary_mixed(pools[p], (npuK_binop)op, c->ndim, c->dims, a, ad, c->sa, b, bd,
                                   c->sb, y, od) == 0);
           CHECK(narrowed_equal(yw, n, od, y));
+          free(y);
+        }
+        free(a), free(b), free(aw), free(bw), free(yw);
+      }
+  /* a float16 output of add / sub / mul / div from float16 or float32 operands, dense or
+     broadcast: the lanes computed in registers (F16C), up to the first group of 8 whose
+     operands hold a NaN, the rest of the block by the buffered path — NaNs and infinities
+     late in the data (rand_stored's are at the start, where the whole run goes buffered),
+     infinities meeting to make NaNs in the lanes, a signalling NaN after them, ragged ends */
+  static const npuK_dtype f16in[3][2] = {{NPUK_F16, NPUK_F16}, {NPUK_F32, NPUK_F16},
+                                         {NPUK_F16, NPUK_F32}};
+  for (size_t k = 0; k < 4; k++)
+    for (int op = NPUK_BIN_ADD; op <= NPUK_BIN_DIV; op++)
+      for (int d = 0; d < 3; d++) {
+        const bcase *c = &cases[k];
+        npuK_dtype ad = f16in[d][0], bd = f16in[d][1];
+        int64_t n = 1;
+        for (int i = 0; i < c->ndim; i++) n *= c->dims[i];
+        float *aw = malloc((size_t)c->na * sizeof *aw), *bw = malloc((size_t)c->nb * sizeof *bw);
+        for (int64_t i = 0; i < c->na; i++) aw[i] = (urand() - 0.5f) * 8;
+        for (int64_t i = 0; i < c->nb; i++) bw[i] = (urand() - 0.5f) * 8;
+        for (int64_t i = c->na / 2; i < c->na && i < c->na / 2 + 40; i += 5)
+          aw[i] = i % 2 ? INFINITY : -INFINITY; /* inf - inf, inf * 0 ... in the lanes */
+        if (c->nb > 1) bw[c->nb / 2 + 5] = INFINITY, bw[c->nb / 2 + 10] = 0.0f;
+        void *a = malloc((size_t)c->na * npuK_dtype_size(ad));
+        void *b = malloc((size_t)c->nb * npuK_dtype_size(bd));
+        npuK_cast(NULL, c->na, NPUK_F32, aw, ad, a);
+        npuK_cast(NULL, c->nb, NPUK_F32, bw, bd, b);
+        if (c->na > 1000 && ad == NPUK_F16) ((uint16_t *)a)[c->na - 200] = 0xfd01; /* signalling */
+        else if (c->na > 1000) aw[c->na - 200] = NAN, npuK_cast(NULL, c->na, NPUK_F32, aw, ad, a);
+        npuK_cast(NULL, c->na, ad, a, NPUK_F32, aw);
+        npuK_cast(NULL, c->nb, bd, b, NPUK_F32, bw);
+        float *yw = malloc((size_t)n * sizeof *yw);
+        npuK_binary_f32(NULL, (npuK_binop)op, c->ndim, c->dims, aw, c->sa, bw, c->sb, yw);
+        for (int p = 0; p < 2; p++) {
+          void *y = alloc_out(n, NPUK_F16);
+          CHECK(npuK_binary_mixed(pools[p], (npuK_binop)op, c->ndim, c->dims, a, ad, c->sa, b, bd,
+                                  c->sb, y, NPUK_F16) == 0);
+          CHECK(narrowed_equal(yw, n, NPUK_F16, y));
           free(y);
         }
         free(a), free(b), free(aw), free(bw), free(yw);
@@ -454,7 +514,9 @@ static npuK_window2d square_window(int64_t n, int64_t h, int64_t wd, int64_t c, 
    widening x in full, the float32 direct kernel at the same instruction level and narrowing y,
    bit for bit — every register-tile width of the AVX-512 (1..12) and AVX2 (1..6) rows, padded
    and unpadded images (the widened copy with and without zero columns), whole images and bands
-   of rows, 8 / 16 + 8 / 32 + 8 channels, epilogues in registers (bias + relu) and after
+   of rows (pointwise convolutions, stride 1 and 2, widened by bands at any size), a float16 y
+   narrowed from the tiles' registers (no pool, no epilogue or bias + relu) or from float32 rows,
+   8 / 16 + 8 / 32 + 8 channels, epilogues in registers (bias + relu) and after
    (relu6), fused max pools (2x2 in registers, 3x3 SAME by rows), NaN and infinite inputs, 1 to
    3 slots and ragged pools. */
 static void test_conv_direct_half(void) {
@@ -462,7 +524,8 @@ static void test_conv_direct_half(void) {
   static const int64_t geo[][8] = {
       {1, 5, 0, 3, 3, 1, 1, 16},    {2, 9, 14, 3, 3, 1, 1, 16},  {1, 7, 13, 5, 3, 1, 0, 8},
       {1, 12, 25, 4, 3, 2, 1, 40},  {2, 6, 12, 6, 1, 1, 0, 24},  {1, 70, 66, 16, 3, 1, 1, 8},
-      {1, 67, 70, 15, 3, 1, 0, 16}, {1, 8, 9, 2, 2, 1, 1, 48}};
+      {1, 67, 70, 15, 3, 1, 0, 16}, {1, 8, 9, 2, 2, 1, 1, 48},  {1, 9, 10, 8, 1, 2, 0, 16},
+      {1, 70, 60, 16, 1, 1, 0, 32}};
   /* x's and y's dtypes: force_fp16's first */
   static const npuK_dtype xy[8][2] = {
       {NPUK_F16, NPUK_F16}, {NPUK_BF16, NPUK_F32}, {NPUK_F32, NPUK_F16},  {NPUK_F16, NPUK_F32},

@@ -35,7 +35,9 @@
  * it copies — once per image, or once per band of rows — and each call's output rows (a pool
  * row's output) are computed, epilogue and pool included, into the slot's float32 rows and
  * narrowed from there while in cache: the bits of widening x in full, this kernel and
- * narrowing y (before, float16 convolutions ran im2col + sgemm on widened rows).
+ * narrowing y (before, float16 convolutions ran im2col + sgemm on widened rows).  A float16 y
+ * without a pool, its epilogue in registers, is narrowed by the AVX-512 tiles themselves
+ * (tile_narrow); a pointwise convolution's reduced x is widened by bands (direct_band_rows).
  */
 #include <math.h>
 #include <string.h>
@@ -71,15 +73,18 @@ typedef struct direct_job {
   float *y, *scratch;
   int64_t slot_floats, pad_floats, n_items, n_slots;
   const npuK_pool *pool;
-  /* output rows [oh0, oh0 + nr) of the view's image into yrows (consecutive rows of y) */
+  /* output rows [oh0, oh0 + nr) of the view's image into yrows (consecutive rows of y), or,
+     where hrows is not NULL (tile_narrow), narrowed to float16 into hrows */
   void (*rows)(const struct direct_job *, const direct_view *v, int64_t oh0, int64_t nr,
-               float *yrows);
+               float *yrows, uint16_t *hrows);
   /* dst = max_pool of the rows at src[0, n), pooling.c's order and NaN rule (k_max_rows);
      max4: the same for n = 4 */
   void (*max_rows)(float *dst, const float *const *src, int n, int64_t c);
   void (*max4)(float *dst, const float *const *src, int n, int64_t c);
-  /* a 2x2 stride-2 pool whose windows all lie inside, pooled in registers, or NULL */
-  void (*pool22)(const struct direct_job *, const direct_view *v, int64_t q, float *dst);
+  /* a 2x2 stride-2 pool whose windows all lie inside, pooled in registers, or NULL; hdst
+     (pool_narrow) instead of dst: the pool row narrowed to float16 from the registers */
+  void (*pool22)(const struct direct_job *, const direct_view *v, int64_t q, float *dst,
+                 uint16_t *hdst);
   /* float16 / bfloat16 operands (npuK_conv2d_direct_half_ep; NPUK_F32 otherwise): a reduced
      x (xh) is read only through the copies direct_image makes, widened on the way; a reduced
      y (yh) is computed a call's rows at a time into the slot's float32 rows (yrows_floats of
@@ -88,6 +93,12 @@ typedef struct direct_job {
   void *yh;
   npuK_dtype x_dtype, y_dtype;
   int64_t yrows_floats;
+  /* a float16 y without a pool, the epilogue (if any) in registers, on the AVX-512 rows: each
+     tile is narrowed from its registers as it is stored (F16C's rounding; a tile's NaNs are
+     results of arithmetic, hence quiet, which vcvtps2ph narrows as half.h does), instead of
+     stored in float32, reloaded and narrowed by npuK_half_narrow: the same bits */
+  int tile_narrow;
+  int pool_narrow; /* the same for a float16 y pooled by pool22 (its NaNs are quiet too) */
 } direct_job;
 
 int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_window2d *pool) {
@@ -133,7 +144,8 @@ static void direct_row_scalar(const direct_job *j, const direct_view *v, int64_t
 }
 
 static void direct_rows_scalar(const direct_job *j, const direct_view *v, int64_t oh0,
-                               int64_t nr, float *yrows) {
+                               int64_t nr, float *yrows, uint16_t *hrows) {
+  (void)hrows; /* never set here (tile_narrow is the AVX-512 rows') */
   for (int64_t r = 0; r < nr; r++)
     direct_row_scalar(j, v, oh0 + r, yrows + r * j->w->out_w * j->oc);
 }
@@ -212,7 +224,8 @@ direct_cols(const direct_job *j, const float *xrow, int64_t xstep, int64_t nkh, 
 /* Rows [oh0, oh0 + nr): channel blocks outermost, so that a block's filter columns (k_h k_w c
    x 16 floats: 18 KiB for 3x3x32) stay in L1 over all the rows' tiles. */
 static void direct_rows_avx2(const direct_job *j, const direct_view *v, int64_t oh0, int64_t nr,
-                             float *yrows) {
+                             float *yrows, uint16_t *hrows) {
+  (void)hrows; /* never set here (tile_narrow is the AVX-512 rows') */
   const npuK_window2d *w = j->w;
   const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
   /* each row in tiles as even as DIRECT_NW allows (14 columns: 5, 5, 4 rather than 6, 6, 2:
@@ -303,7 +316,8 @@ static void direct_max4_avx2(float *dst, const float *const *src, int n, int64_t
 
 static inline __attribute__((always_inline)) void
 direct_tile512(const direct_job *j, const float *xr, int64_t xstep, int64_t nkh, int64_t kh0,
-               const int nw, const int nv, __mmask16 last, int64_t c0, float *yo) {
+               const int nw, const int nv, __mmask16 last, int64_t c0, float *yo,
+               uint16_t *ho) {
   const npuK_window2d *w = j->w;
   const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c;
   const int64_t fstep = len * oc;
@@ -346,6 +360,18 @@ direct_tile512(const direct_job *j, const float *xr, int64_t xstep, int64_t nkh,
       }
     }
   }
+  if (ho) { /* tile_narrow: out_c is a multiple of 8, so a last mask is 0xffff or 0xff */
+#pragma GCC unroll 12
+    for (int o = 0; o < nw; o++)
+#pragma GCC unroll 2
+      for (int v = 0; v < nv; v++) {
+        __m256i h = _mm512_cvtps_ph(acc[o][v], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        uint16_t *d = ho + o * oc + c0 + 16 * v;
+        if (v + 1 < nv || last == 0xffff) _mm256_storeu_si256((__m256i *)d, h);
+        else _mm_storeu_si128((__m128i *)d, _mm256_castsi256_si128(h));
+      }
+    return;
+  }
 #pragma GCC unroll 12
   for (int o = 0; o < nw; o++)
 #pragma GCC unroll 2
@@ -358,20 +384,22 @@ direct_tile512(const direct_job *j, const float *xr, int64_t xstep, int64_t nkh,
 /* Columns [ow, ow + nw) of the row, channels from c0: 32 (nv 2) or the last 8 to 24. */
 static inline __attribute__((always_inline)) void
 direct_cols512(const direct_job *j, const float *xrow, int64_t xstep, int64_t nkh, int64_t kh0,
-               int64_t ow, const int nw, int64_t c0, float *yrow) {
+               int64_t ow, const int nw, int64_t c0, float *yrow, uint16_t *hrow) {
   const float *xr = xrow + ow * j->w->stride_w * j->w->c;
-  float *yo = yrow + ow * j->oc;
+  float *yo = hrow ? NULL : yrow + ow * j->oc;
+  uint16_t *ho = hrow ? hrow + ow * j->oc : NULL;
   int64_t left = j->oc - c0;
-  if (left >= 32) direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, 0xffff, c0, yo);
+  if (left >= 32) direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, 0xffff, c0, yo, ho);
   else if (left > 16)
-    direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, (__mmask16)((1u << (left - 16)) - 1), c0, yo);
+    direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, (__mmask16)((1u << (left - 16)) - 1), c0, yo,
+                   ho);
   else
     direct_tile512(j, xr, xstep, nkh, kh0, nw, 1,
-                   left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, yo);
+                   left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, yo, ho);
 }
 
 static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_t oh0,
-                               int64_t nr, float *yrows) {
+                               int64_t nr, float *yrows, uint16_t *hrows) {
   const npuK_window2d *w = j->w;
   const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
   const int64_t n_tiles = (ow_n + DIRECT_NW512 - 1) / DIRECT_NW512, base = ow_n / n_tiles,
@@ -381,19 +409,20 @@ static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_
       int64_t oh = oh0 + r, kh0, kh1;
       direct_kh_range(w, oh, &kh0, &kh1);
       const int64_t nkh = kh1 - kh0;
-      float *yrow = yrows + r * row_floats;
+      float *yrow = hrows ? NULL : yrows + r * row_floats;
+      uint16_t *hrow = hrows ? hrows + r * row_floats : NULL;
       const float *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0 - v->ih0) * v->rstride;
       int64_t ow = 0;
       for (int64_t t = 0; t < n_tiles; t++) {
         int64_t nw = base + (t < extra);
         switch (nw) {
 #define DIRECT_CASE(k)                                                                           \
-  case k: direct_cols512(j, xrow, v->rstride, nkh, kh0, ow, k, c0, yrow); break;
+  case k: direct_cols512(j, xrow, v->rstride, nkh, kh0, ow, k, c0, yrow, hrow); break;
           DIRECT_CASE(12) DIRECT_CASE(11) DIRECT_CASE(10) DIRECT_CASE(9) DIRECT_CASE(8)
           DIRECT_CASE(7) DIRECT_CASE(6) DIRECT_CASE(5) DIRECT_CASE(4) DIRECT_CASE(3)
           DIRECT_CASE(2)
 #undef DIRECT_CASE
-        default: direct_cols512(j, xrow, v->rstride, nkh, kh0, ow, 1, c0, yrow); break;
+        default: direct_cols512(j, xrow, v->rstride, nkh, kh0, ow, 1, c0, yrow, hrow); break;
         }
         ow += nw;
       }
@@ -443,7 +472,7 @@ pool_taps512(__m512 (*acc)[2][2][2], const float *x0, const float *x1, const flo
 
 static inline __attribute__((always_inline)) void
 pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, const int np,
-             const int nv, __mmask16 last, int64_t c0, float *dst) {
+             const int nv, __mmask16 last, int64_t c0, float *dst, uint16_t *hdst) {
   const npuK_window2d *w = j->w;
   const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c,
                 fstep = len * oc;
@@ -515,14 +544,21 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
             m = _mm512_mask_mov_ps(m, take, s);
           }
       }
-      _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
+      if (hdst) { /* out_c is a multiple of 8: k is 0xffff or 0xff */
+        __m256i h = _mm512_cvtps_ph(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        uint16_t *d = hdst + (pc + p) * oc + c0 + 16 * q;
+        if (k == 0xffff) _mm256_storeu_si256((__m256i *)d, h);
+        else _mm_storeu_si128((__m128i *)d, _mm256_castsi256_si128(h));
+      } else {
+        _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
+      }
     }
   }
 }
 
 /* Pool row q into dst (its pool->out_w pixels). */
 static void direct_pool22_avx512(const direct_job *j, const direct_view *v, int64_t q,
-                                 float *dst) {
+                                 float *dst, uint16_t *hdst) {
   const npuK_window2d *pw = j->pw;
   const int64_t r0 = q % pw->out_h * 2, n = pw->out_w;
   const int64_t n_tiles = (n + DIRECT_NP - 1) / DIRECT_NP, base = n / n_tiles,
@@ -532,10 +568,12 @@ static void direct_pool22_avx512(const direct_job *j, const direct_view *v, int6
     for (int64_t t = 0; t < n_tiles; t++) {
       int64_t np = base + (t < extra);
 #define DIRECT_POOL_NP(k)                                                                        \
-  if (left >= 32) pool_tile512(j, v, r0, pc, k, 2, 0xffff, c0, dst);                             \
+  if (left >= 32) pool_tile512(j, v, r0, pc, k, 2, 0xffff, c0, dst, hdst);                       \
   else if (left > 16)                                                                            \
-    pool_tile512(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst);             \
-  else pool_tile512(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, dst);
+    pool_tile512(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst, hdst);       \
+  else                                                                                           \
+    pool_tile512(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0,   \
+                 dst, hdst);
       if (np == 3) {
         DIRECT_POOL_NP(3)
       } else if (np == 2) {
@@ -603,9 +641,15 @@ static int64_t direct_pad_w(const npuK_window2d *w) {
 }
 
 /* Input rows a padded copy holds: the whole image, or the most one call reads (rows of up to
-   DIRECT_ROWS output rows, or of one pool row). */
-static int64_t direct_band_rows(const npuK_window2d *w, const npuK_window2d *pool) {
-  if (w->in_h * direct_pad_w(w) * w->c <= DIRECT_PAD_FLOATS) return w->in_h;
+   DIRECT_ROWS output rows, or of one pool row).  A reduced x that needs no padding and whose
+   calls read disjoint rows (k_h <= stride_h: a pointwise convolution's) is widened by bands
+   whatever its size: a whole copy would widen each row once too, but hold up to 256 KiB of
+   float32 in the step's scratch (gender's float16 plan was larger than its float32 plan by
+   such copies, which float32 does not make) where a band is a few KiB, still in L1 when read. */
+static int64_t direct_band_rows(const npuK_window2d *w, const npuK_window2d *pool,
+                                npuK_dtype x_dtype) {
+  int banded = x_dtype != NPUK_F32 && !pool && !direct_needs_pad(w) && w->k_h <= w->stride_h;
+  if (!banded && w->in_h * direct_pad_w(w) * w->c <= DIRECT_PAD_FLOATS) return w->in_h;
   int64_t r = pool ? pool->k_h : DIRECT_ROWS, n = (r - 1) * w->stride_h + w->k_h;
   return n < w->in_h ? n : w->in_h;
 }
@@ -613,7 +657,9 @@ static int64_t direct_band_rows(const npuK_window2d *w, const npuK_window2d *poo
 static int64_t direct_pad_floats(const npuK_window2d *w, const npuK_window2d *pool,
                                  npuK_dtype x_dtype) {
   /* + the tag of the image a whole copy holds */
-  return direct_copies(w, x_dtype) ? direct_band_rows(w, pool) * direct_pad_w(w) * w->c + 2 : 0;
+  return direct_copies(w, x_dtype)
+             ? direct_band_rows(w, pool, x_dtype) * direct_pad_w(w) * w->c + 2
+             : 0;
 }
 
 /* A reduced y's float32 rows per slot: one call's output rows, or one pool row. */
@@ -697,7 +743,7 @@ static void direct_pool_rows(const direct_job *j, int64_t q, int64_t *a, int64_t
 /* Pool row q (of the n * out_h): its convolution rows [a, b) computed into rows, then pooled
    into dst; q_end: where the slot's pool rows end. */
 static void direct_pool_row(const direct_job *j, int64_t q, int64_t q_end, float *padbuf,
-                            float *rows, float *dst) {
+                            float *rows, float *dst, uint16_t *hdst) {
   const npuK_window2d *w = j->w, *pw = j->pw;
   const int64_t oc = j->oc, nb = q / pw->out_h;
   int64_t a, b, a_end, b_end, q_last = q_end < (nb + 1) * pw->out_h ? q_end : (nb + 1) * pw->out_h;
@@ -705,10 +751,10 @@ static void direct_pool_row(const direct_job *j, int64_t q, int64_t q_end, float
   direct_pool_rows(j, (q_last - 1) % pw->out_h, &a_end, &b_end);
   direct_view v = direct_image(j, nb, a, b - a, b_end > b ? b_end : b, padbuf);
   if (j->pool22) {
-    j->pool22(j, &v, q, dst);
+    j->pool22(j, &v, q, dst, hdst);
     return;
   }
-  if (b > a) j->rows(j, &v, a, b - a, rows);
+  if (b > a) j->rows(j, &v, a, b - a, rows, NULL);
   for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
     int64_t c0 = pc * pw->stride_w - pw->pad_left, c1 = c0 + pw->k_w;
     if (c0 < 0) c0 = 0;
@@ -737,8 +783,12 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
     for (int64_t i = i0; i < i1 && !npuK_stopped(j->pool);) {
       if (j->pw) {
         const int64_t n = j->pw->out_w * j->oc;
-        direct_pool_row(j, i, i1, padbuf, rows, ybuf ? ybuf : j->y + i * n);
-        if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + i * n, n);
+        if (j->pool_narrow) {
+          direct_pool_row(j, i, i1, padbuf, rows, NULL, (uint16_t *)j->yh + i * n);
+        } else {
+          direct_pool_row(j, i, i1, padbuf, rows, ybuf ? ybuf : j->y + i * n, NULL);
+          if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + i * n, n);
+        }
         i++;
         continue;
       }
@@ -749,8 +799,11 @@ static void direct_range(void *arg, int64_t begin, int64_t end) {
       int64_t oh_end = i1 - nb * w->out_h < w->out_h ? i1 - nb * w->out_h : w->out_h;
       direct_view v = direct_image(j, nb, oh, nr, oh_end, padbuf);
       const int64_t at = i * w->out_w * j->oc, n = nr * w->out_w * j->oc;
-      j->rows(j, &v, oh, nr, ybuf ? ybuf : j->y + at);
-      if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + at, n);
+      if (j->tile_narrow) j->rows(j, &v, oh, nr, NULL, (uint16_t *)j->yh + at);
+      else {
+        j->rows(j, &v, oh, nr, ybuf ? ybuf : j->y + at, NULL);
+        if (ybuf) npuK_half_narrow(ybuf, j->y_dtype, (uint16_t *)j->yh + at, n);
+      }
       i += nr;
     }
   }
@@ -787,12 +840,17 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
   (void)level;
 #endif
   j.ep_inline = j.rows != direct_rows_scalar && direct_ep_inline(ep);
+#if DIRECT_AVX2
+  j.tile_narrow = j.rows == direct_rows_avx512 && y_dtype == NPUK_F16 && !pool_window &&
+                  (!ep || j.ep_inline);
+  j.pool_narrow = j.pool22 != NULL && y_dtype == NPUK_F16;
+#endif
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
   j.n_slots = direct_slots(w, pool_window, n_slots);
   j.padded = direct_copies(w, x_dtype);
   j.pad_w = direct_pad_w(w);
-  j.band_rows = direct_band_rows(w, pool_window);
+  j.band_rows = direct_band_rows(w, pool_window, x_dtype);
   j.pad_floats = direct_pad_floats(w, pool_window, x_dtype);
   j.yrows_floats = direct_yrows_floats(w, out_c, pool_window, y_dtype);
   j.slot_floats = j.pad_floats + (pool_window ? pool_window->k_h * w->out_w * out_c : 0) +

@@ -151,6 +151,41 @@ typedef struct un_mixed_job {
   int64_t n;
 } un_mixed_job;
 
+/* relu from float16 to float16 on the stored bits (antispoof's relus after its pools): a NaN
+   (either sign) and a positive value are kept, anything else (negatives, -0) becomes +0 —
+   what widening (exact, NaN payloads kept), x <= 0 ? 0 : x (which returns x itself, no
+   arithmetic) and narrowing (exact on a widened value) give, without the two conversions.
+   Not bfloat16: its narrowing sets a NaN's quiet bit. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* 16 lanes: kept where |h| > inf (NaN) or h > 0 as a signed 16-bit value (positive, not 0). */
+__attribute__((target("avx2"))) static int64_t relu_f16_bits_avx2(const uint16_t *x,
+                                                                   uint16_t *y, int64_t n) {
+  const __m256i mag = _mm256_set1_epi16(0x7fff), inf = _mm256_set1_epi16(0x7c00),
+                zero = _mm256_setzero_si256();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)(x + i));
+    __m256i keep = _mm256_or_si256(_mm256_cmpgt_epi16(_mm256_and_si256(h, mag), inf),
+                                   _mm256_cmpgt_epi16(h, zero));
+    _mm256_storeu_si256((__m256i *)(y + i), _mm256_and_si256(h, keep));
+  }
+  return i;
+}
+#endif
+
+static void relu_f16_bits(const uint16_t *x, uint16_t *y, int64_t n) {
+  int64_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (npuK_f16c()) i = relu_f16_bits_avx2(x, y, n); /* AVX2 is what npuK_f16c asks */
+#endif
+  for (; i < n; i++) {
+    uint16_t h = x[i];
+    int keep = (h & 0x7fff) > 0x7c00 || (h < 0x8000 && h != 0);
+    y[i] = keep ? h : 0;
+  }
+}
+
 static void un_mixed_range(void *arg, int64_t begin, int64_t end) {
   const un_mixed_job *j = arg;
   float xbuf[UN_BLOCK], ybuf[UN_BLOCK];
@@ -158,6 +193,10 @@ static void un_mixed_range(void *arg, int64_t begin, int64_t end) {
   int64_t stop = end * UN_BLOCK < j->n ? end * UN_BLOCK : j->n; /* the last block is short */
   for (int64_t i = begin * UN_BLOCK; i < stop; i += UN_BLOCK) {
     int64_t n = stop - i < UN_BLOCK ? stop - i : UN_BLOCK;
+    if (j->op == NPUK_UN_RELU && j->x_dtype == NPUK_F16 && j->y_dtype == NPUK_F16) {
+      relu_f16_bits((const uint16_t *)j->x + i, (uint16_t *)j->y + i, n);
+      continue;
+    }
     const float *x = (const float *)(j->x + i * (int64_t)xs);
     float *y = j->y_dtype == NPUK_F32 ? (float *)(j->y + i * (int64_t)ys) : ybuf;
     if (j->x_dtype != NPUK_F32) {
