@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "npu_test.h"
+#include "core/npu_int.h" /* npuT_same_shape */
 
 static char tmp_dir_path[256];
 
@@ -258,6 +259,18 @@ static void sweep_after(npu_context *ctx, npu_status st, void *ud) {
   if (st == NPU_ERR_NOMEM) CHECK(strstr(npu_context_errmsg(ctx), "out of memory") != NULL);
 }
 
+/* npuT_same_shape: an unknown rank (-1, a value shaped at run time) equals nothing, itself
+   included (it read -8 bytes with memcmp when fusion compared two such values). */
+static void test_same_shape(void) {
+  const int64_t a[] = {2, 3}, b[] = {2, 4};
+  CHECK(npuT_same_shape(2, a, 2, a));
+  CHECK(!npuT_same_shape(2, a, 2, b));
+  CHECK(!npuT_same_shape(1, a, 2, a));
+  CHECK(npuT_same_shape(0, NULL, 0, NULL));
+  CHECK(!npuT_same_shape(-1, a, -1, a));
+  CHECK(!npuT_same_shape(-1, a, 2, a));
+}
+
 static void test_alloc_failure_sweep(void) {
   npu_context *ctx = NULL;
   CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
@@ -292,6 +305,7 @@ int main(void) {
   test_basics(ctx);
   test_random(ctx);
   test_npy(ctx);
+  test_same_shape();
   CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
   npu_context_release(ctx);
   test_alloc_failure_sweep();

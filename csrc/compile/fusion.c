@@ -426,8 +426,10 @@ static bool is_f32(const fuser *f, int v) {
 
 static int64_t numel(const npuG_value *v) { return npuT_numel(v->ndim, v->shape); }
 
+/* Two values of one shape known now: a -1 dim (or an unknown rank) may differ at run time. */
 static bool same_shape(const npuG_value *a, const npuG_value *b) {
-  return npuT_same_shape(a->ndim, a->shape, b->ndim, b->shape);
+  return npuG_value_known(a) && npuG_value_known(b) &&
+         npuT_same_shape(a->ndim, a->shape, b->ndim, b->shape);
 }
 
 /* The live step reading v first, or -1. */

@@ -27,8 +27,10 @@ int64_t npuT_numel(int ndim, const int64_t *shape) {
   return n;
 }
 
+/* An unknown rank (ndim < 0: a value shaped at run time) is the same as nothing. */
 bool npuT_same_shape(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b) {
-  return ndim_a == ndim_b && (ndim_a == 0 || memcmp(a, b, (size_t)ndim_a * sizeof *a) == 0);
+  return ndim_a == ndim_b && ndim_a >= 0 &&
+         (ndim_a == 0 || memcmp(a, b, (size_t)ndim_a * sizeof *a) == 0);
 }
 
 npu_status npuT_check_shape(npu_context *ctx, const char *what, int ndim, const int64_t *shape) {
