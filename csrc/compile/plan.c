@@ -16,6 +16,7 @@
  */
 #include <string.h>
 
+#include "compile/fused_ops.h"
 #include "compile/generalize.h"
 #include "compile/passes.h"
 #include "compile/precision.h"
@@ -42,6 +43,7 @@ void npuP_steps_free(npu_context *ctx, npuE_step *steps, int n) {
     npuC_free(ctx, steps[i].owned_params);
     npuC_free(ctx, steps[i].absorbed);
     npuC_free(ctx, steps[i].widen);
+    npuC_free(ctx, steps[i].prepared);
     npuP_control_free(ctx, steps[i].control);
   }
   npuC_free(ctx, steps);
@@ -678,6 +680,33 @@ static npu_status mark_fetch_only(npu_context *ctx, npuE_plan *p) {
   return NPU_OK;
 }
 
+/* A Winograd conv2d / fused conv2d step whose filter is a float32 constant (a Const, or folded:
+   ConvBatchnormFusionPass's scaled filter) gets U = G g G^T once, by the kernel's own code (the
+   same floats as its per-call transform), kept with the step (npuE_step.prepared).  A variable
+   filter (training), a widened one, the reference path and host steps keep the per-call
+   transform.  Nested blocks too: their constants are the plan's. */
+static npu_status prepare_steps(compiling *c, npuE_step *steps, int n) {
+  for (int k = 0; k < n; k++) {
+    npuE_step *s = &steps[k];
+    for (int b = 0; s->control && b < 2; b++) {
+      npu_status st = prepare_steps(c, s->control->block[b].steps, s->control->block[b].n_steps);
+      if (st) return st;
+    }
+    if (s->algo != NPUK_CONV_WINOGRAD_2X3 || s->host || s->dynamic || s->n_in < 2 ||
+        (s->def != &npuX_op_conv2d && s->def != &npuP_op_fused_conv2d) || (s->widen && s->widen[1]))
+      continue;
+    const npu_tensor *f = c->b.known[s->in[1]];
+    if (!f || f->dtype != NPU_DTYPE_F32 || f->ndim != 4 || f->shape[0] != 3 || f->shape[1] != 3)
+      continue;
+    size_t bytes = npuK_conv2d_winograd_filter_size(f->shape[2], f->shape[3]);
+    if (!bytes) continue;
+    if (!(s->prepared = npuC_alloc(c->b.ctx, bytes))) return NPU_ERR_NOMEM;
+    s->prepared_bytes = bytes;
+    npuK_conv2d_winograd_filter(NULL, f->shape[2], f->shape[3], f->data, s->prepared);
+  }
+  return NPU_OK;
+}
+
 /* allocate: the run's buffers, sized by the passes: the widest step's input arrays, the
    widening buffer and its stand-ins, the scratch (unless memory planning put the buffers in
    its arena). */
@@ -703,6 +732,10 @@ static npu_status allocate(compiling *c) {
   p->all_steps = npuC_alloc(ctx, (size_t)(p->n_all_steps ? p->n_all_steps : 1) *
                                      sizeof *p->all_steps);
   if (!p->all_steps) return NPU_ERR_NOMEM;
+  if (!p->reference) {
+    npu_status s = prepare_steps(c, p->steps, p->n_steps);
+    if (s) return s;
+  }
   p->n_all_steps = p->n_steps;
   npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, number_step, p);
   return p->iterations > 1 ? mark_fetch_only(ctx, p) : NPU_OK;
