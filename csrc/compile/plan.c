@@ -16,7 +16,6 @@
  */
 #include <string.h>
 
-#include "compile/fused_ops.h"
 #include "compile/generalize.h"
 #include "compile/passes.h"
 #include "compile/precision.h"
@@ -692,12 +691,9 @@ static npu_status prepare_steps(compiling *c, npuE_step *steps, int n) {
       npu_status st = prepare_steps(c, s->control->block[b].steps, s->control->block[b].n_steps);
       if (st) return st;
     }
-    if (s->algo != NPUK_CONV_WINOGRAD_2X3 || s->host || s->dynamic || s->n_in < 2 ||
-        (s->def != &npuX_op_conv2d && s->def != &npuP_op_fused_conv2d) || (s->widen && s->widen[1]))
-      continue;
-    const npu_tensor *f = c->b.known[s->in[1]];
-    if (!f || f->dtype != NPU_DTYPE_F32 || f->ndim != 4 || f->shape[0] != 3 || f->shape[1] != 3)
-      continue;
+    const npu_tensor *f =
+        s->algo == NPUK_CONV_WINOGRAD_2X3 ? npuP_winograd_constant_filter(&c->b, s) : NULL;
+    if (!f) continue;
     size_t bytes = npuK_conv2d_winograd_filter_size(f->shape[2], f->shape[3]);
     if (!bytes) continue;
     if (!(s->prepared = npuC_alloc(c->b.ctx, bytes))) return NPU_ERR_NOMEM;
