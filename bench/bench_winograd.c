@@ -10,6 +10,8 @@
  *   fwd    conv2d alone;
  *   ep     with the fused epilogue bias + relu (a fused_conv2d step);
  *   pool   bias + relu + a 2x2 stride-2 max pool fused (bench_cnn's layers);
+ *   fwdU, poolU  fwd and pool with the filter's transform U computed once beforehand
+ *          (npuK_conv2d_f32_winograd_u_ep: a plan's step whose filter is a constant, plan.c);
  *   bwd    conv2d_backprop_input of the same layer: dx (n, h, w, c) from dy (n, h, w, oc),
  *          npuK_conv2d_backprop_input_f32_gemm (the direct kernel on the turned filter where
  *          c % 8 == 0, the op's default) against its Winograd form.
@@ -20,7 +22,7 @@
  * Inputs in [-1, 1), fixed seed.
  * Usage: bench_winograd [rounds [threads [batch]]] (default 9; 1 and 2 threads; every batch).
  * Columns: n h c oc threads, tiles (2x2 output tiles per image), the direct forward's median
- * ms, its GFLOP/s (9 c oc multiply-adds per output), then the four ratios.
+ * ms, its GFLOP/s (9 c oc multiply-adds per output), then the six ratios.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,9 +35,9 @@
 #include "bench.h"
 
 #define MAX_GFLOP 1.2 /* per forward call */
-#define N_VAR 4
+#define N_VAR 6
 
-static const char *const var_names[N_VAR] = {"fwd", "ep", "pool", "bwd"};
+static const char *const var_names[N_VAR] = {"fwd", "ep", "pool", "fwdU", "poolU", "bwd"};
 
 static uint32_t seed = 12345;
 static float urand(void) {
@@ -53,7 +55,7 @@ static float *filled(size_t n) {
 typedef struct layer {
   npuK_window2d w, pw;
   int64_t oc;
-  float *x, *f, *bias, *y, *dy, *dx, *scratch;
+  float *x, *f, *u, *bias, *y, *dy, *dx, *scratch;
   npuK_epilogue ep;
 } layer;
 
@@ -83,12 +85,15 @@ static int layer_init(layer *l, int64_t n, int64_t h, int64_t c, int64_t oc, int
   l->dy = filled(image * (size_t)oc);
   l->dx = malloc(image * (size_t)c * sizeof(float));
   l->scratch = malloc(s + 64);
+  l->u = malloc(npuK_conv2d_winograd_filter_size(c, oc));
+  if (l->u && l->f) npuK_conv2d_winograd_filter(NULL, c, oc, l->f, l->u);
   l->ep = (npuK_epilogue){.bias = l->bias, .act = NPUK_ACT_RELU};
-  return l->x && l->f && l->bias && l->y && l->dy && l->dx && l->scratch ? 0 : -1;
+  return l->x && l->f && l->u && l->bias && l->y && l->dy && l->dx && l->scratch ? 0 : -1;
 }
 
 static void layer_free(layer *l) {
   free(l->x), free(l->f), free(l->bias), free(l->y), free(l->dy), free(l->dx), free(l->scratch);
+  free(l->u);
 }
 
 /* variant v by the direct kernel (wino 0) or Winograd (1) */
@@ -97,10 +102,15 @@ static void run(const layer *l, const npuK_pool *pool, int slots, int v, int win
   switch (v) {
   case 0:
   case 1:
-  case 2: {
-    const npuK_epilogue *ep = v ? &l->ep : NULL;
-    const npuK_window2d *pw = v == 2 ? &l->pw : NULL;
-    if (wino) npuK_conv2d_f32_winograd_ep(pool, w, l->oc, l->x, l->f, ep, pw, l->y, l->scratch, slots);
+  case 2:
+  case 3:
+  case 4: {
+    const npuK_epilogue *ep = v == 0 || v == 3 ? NULL : &l->ep;
+    const npuK_window2d *pw = v == 2 || v == 4 ? &l->pw : NULL;
+    if (wino && v >= 3)
+      npuK_conv2d_f32_winograd_u_ep(pool, w, l->oc, l->x, l->u, ep, pw, l->y, l->scratch, slots);
+    else if (wino)
+      npuK_conv2d_f32_winograd_ep(pool, w, l->oc, l->x, l->f, ep, pw, l->y, l->scratch, slots);
     else npuK_conv2d_f32_direct_ep(pool, w, l->oc, l->x, l->f, ep, pw, l->y, l->scratch, slots);
     break;
   }

@@ -647,44 +647,59 @@ end
 -- ---- high_performance's Winograd rule (compile/implmode.c: winograd_rule) ----------------
 -- Winograd F(2x2, 3x3) only where bench/bench_winograd.c measured it clearly faster than the
 -- direct kernel: >= 32 channels each side with a product >= 2048, >= 392 output tiles per call,
--- tiles x c x out_c >= 784 x 64 x 64, tiles at least 7/8 full.  explain shows the decision on
+-- tiles x c x out_c >= 784 x 64 x 64, tiles at least 7/8 full; a constant filter (its U
+-- computed once): the channels and fill alike, >= 49 tiles and tiles x 1024 >= c x out_c.  explain shows the decision on
 -- shapes either side of each condition; a Winograd step's result is within its bound.
 
 TestWinogradRule = {}
 
-local function conv_case(n, h, c, oc)
+-- the filter a Const, or fed (fed: a placeholder, as a variable filter is: its transform runs
+-- every call)
+local function conv_case(n, h, c, oc, fed)
   local g = npu.Graph()
   local x = g:placeholder("float32", { n, h, h, c }, "x")
-  local f = g:const(npu.random.normal({ 3, 3, c, oc }, { seed = 31, stddev = 0.1 }))
+  local f = fed and g:placeholder("float32", { 3, 3, c, oc }, "f")
+    or g:const(npu.random.normal({ 3, 3, c, oc }, { seed = 31, stddev = 0.1 }))
   local y = npu.nn.conv2d(x, f, { strides = { 1, 1, 1, 1 }, padding = "SAME", name = "rule_conv" })
-  return g, x, y
+  return g, x, y, fed and f
 end
 
-local function conv_algo(n, h, c, oc, opts)
-  local g, x, y = conv_case(n, h, c, oc)
+local function conv_algo(n, h, c, oc, opts, fed)
+  local g, x, y, f = conv_case(n, h, c, oc, fed)
   local sess <close> = npu.Session { graph = g, options = opts or { op_select_implmode = "high_performance" } }
-  local s = steps_by_node(sess:explain(y, { [x] = npu.zeros({ n, h, h, c }) })).rule_conv
+  local feeds = { [x] = npu.zeros({ n, h, h, c }) }
+  if f then feeds[f] = npu.zeros({ 3, 3, c, oc }) end
+  local s = steps_by_node(sess:explain(y, feeds)).rule_conv
   return s.algo, s.impl
 end
 
 function TestWinogradRule:test_decisions_either_side_of_the_rule()
+  local W, D = "winograd_2x3", "direct"
   local cases = {
-    -- n, h, c, out_c, algo under high_performance
-    { 8, 28, 32, 64, "winograd_2x3" }, -- 1568 tiles, work 784 x 64 x 64
-    { 32, 14, 32, 64, "winograd_2x3" }, -- bench_cnn's second layer
-    { 1, 56, 64, 64, "winograd_2x3" }, -- 784 tiles at 64 -> 64
-    { 8, 28, 16, 16, "direct" }, -- too few channels
-    { 8, 56, 32, 32, "direct" }, -- 32 -> 32: product 1024
-    { 1, 28, 128, 128, "direct" }, -- 196 tiles: the filter transform is not paid for
-    { 8, 14, 64, 64, "direct" }, -- 392 tiles at 64 -> 64: half the work the rule asks
-    { 32, 7, 128, 128, "direct" }, -- 7x7: the tiles 77 % full
+    -- n, h, c, out_c, algo under high_performance with the filter fed (transformed every
+    -- call), with a constant filter (transformed once, when compiling)
+    { 8, 28, 32, 64, W, W }, -- 1568 tiles, work 784 x 64 x 64
+    { 32, 14, 32, 64, W, W }, -- bench_cnn's second layer
+    { 1, 56, 64, 64, W, W }, -- 784 tiles at 64 -> 64
+    { 8, 28, 16, 16, D, D }, -- too few channels
+    { 8, 56, 32, 32, D, D }, -- 32 -> 32: product 1024
+    { 1, 28, 128, 128, D, W }, -- 196 tiles: the per-call filter transform is not paid for
+    { 8, 14, 64, 64, D, W }, -- 392 tiles at 64 -> 64: half the work the per-call rule asks
+    { 1, 14, 32, 64, D, W }, -- 49 tiles: the constant-filter rule's least
+    { 1, 12, 64, 64, D, D }, -- 36 tiles
+    { 1, 14, 256, 256, D, D }, -- 49 tiles for U's 256 x 256: 64 wanted
+    { 1, 14, 128, 256, D, W }, -- 32 wanted
+    { 32, 7, 128, 128, D, D }, -- 7x7: the tiles 77 % full
   }
   for _, k in ipairs(cases) do
-    local algo, impl = conv_algo(k[1], k[2], k[3], k[4])
     local what = ("%dx%dx%d %d -> %d"):format(k[1], k[2], k[2], k[3], k[4])
-    lu.assertEquals(algo, k[5], what)
-    lu.assertEquals(impl, "high_performance", what)
-    lu.assertEquals(conv_algo(k[1], k[2], k[3], k[4], {}), "direct", what .. ", default mode")
+    for j, fed in ipairs { true, false } do
+      local algo, impl = conv_algo(k[1], k[2], k[3], k[4], nil, fed)
+      local how = what .. (fed and ", fed filter" or ", constant filter")
+      lu.assertEquals(algo, k[4 + j], how)
+      lu.assertEquals(impl, "high_performance", how)
+      lu.assertEquals(conv_algo(k[1], k[2], k[3], k[4], {}, fed), "direct", how .. ", default mode")
+    end
   end
   -- super_performance: Winograd wherever it takes the shape (>= 8 channels each side)
   local path = write("[ByOpType]\nConv2D=super_performance\n")

@@ -6,7 +6,8 @@
  * the convolution in the loop's body and the one in the then branch run Winograd, as explain's nested steps say, with the bits of the same
  * convolution at the top level; aoe_mode 2 times the nested steps and a later session reads
  * their records back, timing nothing, with the tuned session's algorithms and bits; and the allocation-failure sweep over building,
- * compiling (tuning included) and running it: a clean NPU_ERR_NOMEM and no byte left behind
+ * compiling (tuning included, and without: the constant filter's Winograd transform computed once
+ * per step, plan.c) and running it: a clean NPU_ERR_NOMEM and no byte left behind
  * for every failing allocation.  The Lua side (spec/implmode_spec.lua, spec/tuning_spec.lua)
  * checks the values against float64 and the records' keys.
  */
@@ -189,7 +190,12 @@ static void test_winograd_nested(npu_context *ctx) {
     check_str(v, "\"winograd_2x3\"", NODES[k]);
     step_field(h.explain, NODES[k], "impl", v, sizeof v);
     check_str(v, "\"high_performance\"", NODES[k]);
+    /* f is a constant: each step's U computed once, when compiling (plan.c: prepare_steps) */
+    step_field(h.explain, NODES[k], "prepared", v, sizeof v);
+    check_str(v, "\"winograd_filter\"", NODES[k]);
   }
+  /* three U (16, C, C): 4096 bytes each, counted with the constants */
+  CHECK(!st && strstr(h.explain, "\"prepared_bytes\":12288,") != NULL);
   if (!st) {
     check_same_bits(h.out[1], h.out[0], "the loop's convolution");
     check_same_bits(h.out[2], h.out[0], "the branch's convolution");
@@ -248,8 +254,22 @@ static void after(npu_context *ctx, npu_status st, void *ud) {
   release_all(ud);
 }
 
+/* Winograd forced, no tuning: every attempt reaches the three steps' pre-transformed filters
+   (prepare_steps' allocations) */
+static npu_status scenario_untuned(npu_context *ctx, void *ud) {
+  handles *h = ud;
+  (void)ctx;
+  TRY(build(h));
+  TRY(open_session(h, false));
+  return run_and_explain(h);
+}
+
 static void test_allocation_failure_sweep(npu_context *ctx) {
   handles h = {.ctx = ctx};
+  int n_untuned = sweep_alloc_failures(ctx, &(scenario_def){.run = scenario_untuned,
+                                                            .after = after, .ud = &h,
+                                                            .what = "loop choices, untuned"});
+  CHECK(n_untuned > 50);
   int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.setup = fresh_records,
                                                              .run = scenario, .after = after,
                                                              .ud = &h, .what = "loop choices"});

@@ -280,6 +280,11 @@ static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
   (void)e, num(w, (int64_t)s->scratch_size);
 }
 static void s_index(jw *w, const ex *e, const npuE_step *s) { (void)e, num(w, s->index); }
+/* a Winograd step's constant filter transformed once, at compile time (plan.c: prepare_steps):
+   "winograd_filter", else null */
+static void s_prepared(jw *w, const ex *e, const npuE_step *s) {
+  (void)e, str(w, s->prepared ? "winograd_filter" : NULL);
+}
 /* shaped when it runs: outputs and scratch sized from the actual inputs (exec.c run_dynamic) */
 static void s_dynamic(jw *w, const ex *e, const npuE_step *s) { (void)e, boolean(w, s->dynamic); }
 /* mixed computing (compile/mixed.c): "host" or "device" */
@@ -305,6 +310,7 @@ static const struct {
     {"threads", s_threads},
     {"tuned", s_tuned},
     {"index", s_index},
+    {"prepared", s_prepared},
     {"dynamic", s_dynamic},
     {"placement", s_placement},
 };
@@ -377,6 +383,24 @@ static int64_t fetched_bytes(const ex *e) {
   return (int64_t)n;
 }
 
+static void add_prepared(void *ud, const npuE_step *s, int depth, const npuE_step *parent,
+                         int b) {
+  (void)depth, (void)parent, (void)b;
+  *(int64_t *)ud += (int64_t)s->prepared_bytes;
+}
+
+/* The bytes of the steps' pre-transformed constant filters (npuE_step.prepared). */
+static int64_t prepared_bytes(const ex *e) {
+  int64_t n = 0;
+  npuP_walk_steps(e->p->steps, e->p->n_steps, 0, NULL, 0, add_prepared, &n);
+  return n;
+}
+
+/* The constants the plan reads and what it derived from them once (Winograd's U). */
+static int64_t constant_bytes(const ex *e) {
+  return sum_kind(e, MEM_CONST, true) + prepared_bytes(e);
+}
+
 /* What the plan holds while it runs: its arena, the buffers of its own, the constants it
    reads, the kernels' scratch and the widening buffer (unless the arena holds them).  Feeds
    and variables belong to the caller and the session. */
@@ -384,7 +408,7 @@ static int64_t total_bytes(const ex *e) {
   const npuE_plan *p = e->p;
   int64_t buffers = p->memory.buffers ? 0 : (int64_t)p->scratch_size + (int64_t)p->round_size;
   return (int64_t)p->memory.arena_bytes + sum_kind(e, MEM_OWN, false) +
-         sum_kind(e, MEM_CONST, true) + buffers;
+         constant_bytes(e) + buffers;
 }
 
 typedef void (*plan_field)(jw *, const ex *);
@@ -398,7 +422,8 @@ static void m_planned(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.planned
 static void m_live_peak(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.live_peak_bytes); }
 static void m_own(jw *w, const ex *e) { num(w, sum_kind(e, MEM_OWN, false)); }
 static void m_fetched(jw *w, const ex *e) { num(w, fetched_bytes(e)); }
-static void m_const(jw *w, const ex *e) { num(w, sum_kind(e, MEM_CONST, true)); }
+static void m_const(jw *w, const ex *e) { num(w, constant_bytes(e)); }
+static void m_prepared(jw *w, const ex *e) { num(w, prepared_bytes(e)); }
 static void m_variable(jw *w, const ex *e) { num(w, sum_kind(e, MEM_VARIABLE, false)); }
 static void m_scratch(jw *w, const ex *e) { num(w, (int64_t)e->p->scratch_size); }
 static void m_round(jw *w, const ex *e) { num(w, (int64_t)e->p->round_size); }
@@ -417,6 +442,7 @@ static const struct {
     {"own_bytes", m_own},
     {"fetched_bytes", m_fetched},
     {"constant_bytes", m_const},
+    {"prepared_bytes", m_prepared},
     {"variable_bytes", m_variable},
     {"scratch_bytes", m_scratch},
     {"round_bytes", m_round},

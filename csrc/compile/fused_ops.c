@@ -193,7 +193,10 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
   if (reference || c->in[0]->dtype != NPU_DTYPE_F32 || c->out[0]->dtype != NPU_DTYPE_F32)
     return npuC_error(c->ctx, NPU_ERR_INTERNAL, "fused_conv2d '%s': a pooled or Winograd step "
                       "runs float32 on the device only", c->node->name);
-  if (c->algo == NPUK_CONV_WINOGRAD_2X3)
+  if (c->algo == NPUK_CONV_WINOGRAD_2X3 && c->prepared) /* U of a constant filter (plan.c) */
+    npuK_conv2d_f32_winograd_u_ep(c->pool, &w, p->out_c, x, c->prepared, ep, pooled ? &pw : NULL,
+                                  y, c->scratch, c->n_threads);
+  else if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     npuK_conv2d_f32_winograd_ep(c->pool, &w, p->out_c, x, filter, ep, pooled ? &pw : NULL, y,
                                 c->scratch, c->n_threads);
   else

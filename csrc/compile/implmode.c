@@ -356,22 +356,53 @@ bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char
      edge tiles; 7x7 images (16 tiles for 49 outputs, 77 %) lose at every batch and width
      (32x7x7 128 -> 128 0.71-1.00x, 8x7x7 0.41-0.65x).
    The same rule whatever is fused after the convolution (bias, activation, pool: their ratios
-   move together), and for the input gradient (below; its ratios a little lower). */
-enum { WINOGRAD_MIN_CHANNELS = 32, WINOGRAD_MIN_CHANNEL_PRODUCT = 2048, WINOGRAD_MIN_TILES = 392 };
+   move together), and for the input gradient (below; its ratios a little lower).
+
+   A conv2d whose filter is a constant (inference: a Const, or folded by
+   ConvBatchnormFusionPass) has its transform U computed once, when compiling (plan.c:
+   prepare_steps); bench_winograd's fwdU / poolU columns (same run as above, Zen 4, 1 and 2
+   threads) show what is left once the per-call transform is gone: the tiles and work
+   conditions fall, and these hold instead:
+   - the channel conditions as above: 32 -> 32 gains 1-19 % (1.01-1.19x at 1 thread, 0.95-2.1x
+     at 2), too little for the looser bound; 32 -> 64 and up win;
+   - at least WINOGRAD_CONST_MIN_TILES tiles: 1x14x14 (49 tiles) 32 -> 64 1.27-1.48x, 64 -> 64
+     1.43-1.81x, 128 -> 128 1.45-1.84x; 7x7 images fail the fill condition (1x7x7 0.5-1.1x);
+   - tiles x WINOGRAD_CONST_TILES_PER_U >= c x out_c: U (16 c out_c floats) is still read
+     whole each call and must be spread over enough tiles: 1x14x14 256 -> 256 (49 tiles)
+     0.85-1.04x, while 128 -> 256 there is 1.07-1.48x and 1x28x28 256 -> 256 1.13-1.15x;
+   - the fill condition as above.
+   Before (the filter transformed per call): 1x14x14 64 -> 64 0.45x, 1x28x28 64 -> 64 0.64-0.91x,
+   128 -> 128 0.87-0.98x.  Variable filters (training) and the input gradient, whose turned
+   filter is transformed per call, keep the rule above. */
+enum { WINOGRAD_MIN_CHANNELS = 32, WINOGRAD_MIN_CHANNEL_PRODUCT = 2048, WINOGRAD_MIN_TILES = 392,
+       WINOGRAD_CONST_MIN_TILES = 49, WINOGRAD_CONST_TILES_PER_U = 1024 };
 static const double WINOGRAD_MIN_WORK = 784.0 * 64 * 64; /* tiles x c x out_c */
 
 /* The rule above on a convolution of c -> out_c channels, n images of oh x ow outputs; any:
    super_performance's Winograd wherever it takes the shape with at least 8 channels each side
    (the rule before the direct kernel was the default: fewer channels are 2x slower than
-   im2col). */
+   im2col).  u_once: the filter is a constant, its U computed once (the constant-filter rule). */
 static bool winograd_rule(int64_t n, int64_t oh, int64_t ow, int64_t c, int64_t out_c,
-                          bool any) {
+                          bool any, bool u_once) {
   if (any) return c >= 8 && out_c >= 8;
   int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2, tiles = n * th * tw;
-  return c >= WINOGRAD_MIN_CHANNELS && out_c >= WINOGRAD_MIN_CHANNELS &&
-         c * out_c >= WINOGRAD_MIN_CHANNEL_PRODUCT && tiles >= WINOGRAD_MIN_TILES &&
-         (double)tiles * (double)c * (double)out_c >= WINOGRAD_MIN_WORK &&
-         8 * oh * ow >= 7 * 4 * th * tw;
+  bool shape = c >= WINOGRAD_MIN_CHANNELS && out_c >= WINOGRAD_MIN_CHANNELS &&
+               c * out_c >= WINOGRAD_MIN_CHANNEL_PRODUCT && 8 * oh * ow >= 7 * 4 * th * tw;
+  if (u_once)
+    return shape && tiles >= WINOGRAD_CONST_MIN_TILES &&
+           tiles * WINOGRAD_CONST_TILES_PER_U >= c * out_c;
+  return shape && tiles >= WINOGRAD_MIN_TILES &&
+         (double)tiles * (double)c * (double)out_c >= WINOGRAD_MIN_WORK;
+}
+
+const npu_tensor *npuP_winograd_constant_filter(const npuP_build *b, const npuE_step *s) {
+  if ((s->def != &npuX_op_conv2d && s->def != &npuP_op_fused_conv2d) || s->n_in < 2 ||
+      s->host || s->dynamic || (s->widen && s->widen[1]))
+    return NULL;
+  const npu_tensor *f = b->known[s->in[1]];
+  if (!f || f->dtype != NPU_DTYPE_F32 || f->ndim != 4 || f->shape[0] != 3 || f->shape[1] != 3)
+    return NULL;
+  return f;
 }
 
 /* Whether Winograd takes conv2d step s of p (float32, shapes known now); *w and *f: its
@@ -395,10 +426,12 @@ bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s) {
   return winograd_takes(p, s, &w, &f);
 }
 
-static bool winograd_wins(const npuE_plan *p, const npuE_step *s, bool any) {
+static bool winograd_wins(const npuP_build *b, const npuE_step *s, bool any) {
   npuK_window2d w;
   const npuG_value *f;
-  return winograd_takes(p, s, &w, &f) && winograd_rule(w.n, w.out_h, w.out_w, w.c, f->shape[3], any);
+  return winograd_takes(b->plan, s, &w, &f) &&
+         winograd_rule(w.n, w.out_h, w.out_w, w.c, f->shape[3], any,
+                       npuP_winograd_constant_filter(b, s) != NULL);
 }
 
 /* The direct kernel (kernels/conv_direct.c) by default, either mode, where it takes the step:
@@ -470,7 +503,7 @@ static bool backprop_input_winograd_wins(const npuE_plan *p, const npuE_step *s,
   npuK_window2d w;
   int64_t out_c;
   return backprop_input_winograd_takes(p, s, &w, &out_c) &&
-         winograd_rule(w.n, w.in_h, w.in_w, out_c, w.c, any);
+         winograd_rule(w.n, w.in_h, w.in_w, out_c, w.c, any, false);
 }
 
 /* The step's scratch for the algorithm just chosen; a nested step's comes from the plan's own
@@ -498,7 +531,7 @@ static npu_status select_step(npuP_build *b, npuE_step *step, bool nested) {
     int mode = op_mode(c, &npuX_op_conv2d, node);
     if (mode < MODE_PERFORMANCE) return NPU_OK;
     step->impl = MODE_PERFORMANCE;
-    if (!winograd_wins(p, step, mode == MODE_SUPER)) return NPU_OK;
+    if (!winograd_wins(b, step, mode == MODE_SUPER)) return NPU_OK;
     step->algo = NPUK_CONV_WINOGRAD_2X3;
     return rescratch(b, step, nested);
   }

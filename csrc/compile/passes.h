@@ -62,6 +62,11 @@ bool npuP_impl_has_fast(const npu_op_def *def);
    the geometry and fused pool it takes), whatever its channels (the tuner times it). */
 bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s);
 bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s);
+/* compile/implmode.c: the filter of conv2d / fused conv2d step s when it is a float32 3x3
+   constant (b->known) the step reads as it is (not widened; not a host or dynamic step): a
+   Winograd step's U is then computed once (plan.c) and high_performance's rule is the
+   constant-filter one; NULL otherwise. */
+const npu_tensor *npuP_winograd_constant_filter(const npuP_build *b, const npuE_step *s);
 bool npuP_backprop_input_winograd_fits(const npuE_plan *p, const npuE_step *s);
 /* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
    (run after each pass when cfg->verify). */

@@ -42,6 +42,7 @@ void npuP_steps_free(npu_context *ctx, npuE_step *steps, int n) {
     npuC_free(ctx, steps[i].owned_params);
     npuC_free(ctx, steps[i].absorbed);
     npuC_free(ctx, steps[i].widen);
+    npuC_free(ctx, steps[i].prepared);
     npuP_control_free(ctx, steps[i].control);
   }
   npuC_free(ctx, steps);
@@ -678,6 +679,30 @@ static npu_status mark_fetch_only(npu_context *ctx, npuE_plan *p) {
   return NPU_OK;
 }
 
+/* A Winograd conv2d / fused conv2d step whose filter is a float32 constant (a Const, or folded:
+   ConvBatchnormFusionPass's scaled filter) gets U = G g G^T once, by the kernel's own code (the
+   same floats as its per-call transform), kept with the step (npuE_step.prepared).  A variable
+   filter (training), a widened one, the reference path and host steps keep the per-call
+   transform.  Nested blocks too: their constants are the plan's. */
+static npu_status prepare_steps(compiling *c, npuE_step *steps, int n) {
+  for (int k = 0; k < n; k++) {
+    npuE_step *s = &steps[k];
+    for (int b = 0; s->control && b < 2; b++) {
+      npu_status st = prepare_steps(c, s->control->block[b].steps, s->control->block[b].n_steps);
+      if (st) return st;
+    }
+    const npu_tensor *f =
+        s->algo == NPUK_CONV_WINOGRAD_2X3 ? npuP_winograd_constant_filter(&c->b, s) : NULL;
+    if (!f) continue;
+    size_t bytes = npuK_conv2d_winograd_filter_size(f->shape[2], f->shape[3]);
+    if (!bytes) continue;
+    if (!(s->prepared = npuC_alloc(c->b.ctx, bytes))) return NPU_ERR_NOMEM;
+    s->prepared_bytes = bytes;
+    npuK_conv2d_winograd_filter(NULL, f->shape[2], f->shape[3], f->data, s->prepared);
+  }
+  return NPU_OK;
+}
+
 /* allocate: the run's buffers, sized by the passes: the widest step's input arrays, the
    widening buffer and its stand-ins, the scratch (unless memory planning put the buffers in
    its arena). */
@@ -703,6 +728,10 @@ static npu_status allocate(compiling *c) {
   p->all_steps = npuC_alloc(ctx, (size_t)(p->n_all_steps ? p->n_all_steps : 1) *
                                      sizeof *p->all_steps);
   if (!p->all_steps) return NPU_ERR_NOMEM;
+  if (!p->reference) {
+    npu_status s = prepare_steps(c, p->steps, p->n_steps);
+    if (s) return s;
+  }
   p->n_all_steps = p->n_steps;
   npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, number_step, p);
   return p->iterations > 1 ? mark_fetch_only(ctx, p) : NPU_OK;

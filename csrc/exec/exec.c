@@ -74,7 +74,7 @@ static npu_status run_update(npuE_state *st, npuE_plan *p, const npuE_step *step
                     .n_outputs = 1, .out = out,
                     .scratch = step->scratch_at ? step->scratch_at : p->scratch,
                     .step = st->n_iterations, .impl = step->impl, .algo = step->algo,
-                    .comm = st->comm};
+                    .comm = st->comm, .prepared = step->prepared};
   npu_status s = step->def->run(&call);
   p->slots[step->out[0]] = cur;
   return s;
@@ -453,7 +453,7 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
                         .in = in, .n_outputs = step->n_out, .out = out_stack,
                         .scratch = step->scratch_at ? step->scratch_at : p->scratch,
                         .step = st->n_iterations, .impl = step->impl, .algo = step->algo,
-                        .discarded = st->discarded, .comm = st->comm};
+                        .discarded = st->discarded, .comm = st->comm, .prepared = step->prepared};
       npu_status (*fn)(const npuX_call *) =
           ref && step->def->run_ref ? step->def->run_ref : step->def->run;
       s = fn ? fn(&call)

@@ -1017,10 +1017,11 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
                  "impl": "high_precision" or "high_performance",
                  "algo": "direct", "im2col" or "winograd_2x3" (conv2d steps), "sgemm" or "gemv"
                  (matmul steps tuning forced), else null, "index": k,
-                 "dynamic": false, "placement": "device" or "host"}, ...],
+                 "prepared": "winograd_filter" (a Winograd step whose constant filter was
+                 transformed once, at compile time) or null, "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "live_peak_bytes": n, "own_bytes": n,
-                 "fetched_bytes": n, "constant_bytes": n, "variable_bytes": n,
+                 "fetched_bytes": n, "constant_bytes": n, "prepared_bytes": n, "variable_bytes": n,
                  "scratch_bytes": n, "round_bytes": n, "buffers_in_arena": true,
                  "total_bytes": n}}
    where V = {"name": "MatMul:0", "dtype": "float32", "shape": [2, 3], "bytes": 24,
@@ -1031,7 +1032,8 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
    during its step; planned_bytes is what those values take without planning, live_peak_bytes
    the most bytes live at one step (no arena can be smaller); own_bytes are kernel outputs with
    buffers of their own (fetched, or OP_NO_REUSE_MEM); total_bytes = arena + own + the
-   constants the steps read + scratch and widening buffers when not in the arena.
+   constants the steps read (constant_bytes, which counts prepared_bytes: the Winograd filters
+   transformed once from constant ones) + scratch and widening buffers when not in the arena.
    arena_shared: static_memory_policy 2/4, the arena is the session's (arena_bytes is this
    plan's need).  NPU_MEMORY_PLAN=0 turns planning off (planning false, arena 0).
    placement: mixed computing (mix_compile_mode): "host" for a step that runs on the calling

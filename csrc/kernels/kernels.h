@@ -689,6 +689,18 @@ void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, 
                                  const float *x, const float *filter, const npuK_epilogue *ep,
                                  const npuK_window2d *pool_window, float *y, float *scratch,
                                  int n_slots);
+/* Winograd's filter transform U = G g G^T (16, c, out_c), of filter (3, 3, c, out_c), as the
+ * kernel computes it (the same floats): a constant filter's U computed once (compile/plan.c)
+ * for the _u_ep form, which takes U instead of the filter and skips the transform each call
+ * (its scratch as npuK_conv2d_winograd_scratch_size, U's region unused).  _filter_size: U's
+ * bytes. */
+size_t npuK_conv2d_winograd_filter_size(int64_t c, int64_t out_c);
+void npuK_conv2d_winograd_filter(const npuK_pool *pool, int64_t c, int64_t out_c,
+                                 const float *filter, float *u);
+void npuK_conv2d_f32_winograd_u_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                                   const float *x, const float *u, const npuK_epilogue *ep,
+                                   const npuK_window2d *pool_window, float *y, float *scratch,
+                                   int n_slots);
 /* DIRECT (conv_direct.c): register tiles of output pixels x 16 channels over taps read
  * straight from x, no column buffer; dilation 1, out_c a multiple of 8, float32 x and y (the
  * _half form below: float16 / bfloat16 too).  Each

@@ -79,7 +79,9 @@ typedef struct wino_job {
   int64_t out_c;
   const float *x, *filter;
   const npuK_epilogue *ep;
-  float *y, *u, *zeros, *slots;
+  const float *u; /* U (16, c, out_c): the scratch's, or the caller's (computed once) */
+  float *u_out;   /* where filter_range writes U */
+  float *y, *zeros, *slots;
   int64_t slot_floats;
   /* polled between blocks (npuK_stopped): a cancelled run stops within one block's 16 GEMMs
      instead of the whole convolution (each block writes its own tiles of y, never read back) */
@@ -102,7 +104,7 @@ static void filter_range(void *arg, int64_t c0, int64_t c1) {
           t[a][kw] = G[a][0] * g[0][kw] + G[a][1] * g[1][kw] + G[a][2] * g[2][kw];
       for (int a = 0; a < 4; a++)
         for (int b = 0; b < 4; b++)
-          j->u[((a * 4 + b) * c + ci) * oc + o] =
+          j->u_out[((a * 4 + b) * c + ci) * oc + o] =
               (float)(t[a][0] * G[b][0] + t[a][1] * G[b][1] + t[a][2] * G[b][2]);
     }
 }
@@ -261,24 +263,60 @@ __attribute__((target("avx2"))) static void wino_range_avx2(void *arg, int64_t b
 }
 #endif
 
-void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
-                                 const float *x, const float *filter, const npuK_epilogue *ep,
-                                 const npuK_window2d *pool_window, float *y, float *scratch,
-                                 int n_slots) {
+/* U (16, c, out_c) from filter (3, 3, c, out_c) into u, split over channels */
+static void filter_transform(const npuK_pool *pool, wino_job *j, float *u) {
+  j->u_out = u;
+  npuK_parallel_for(pool, j->w->c, 1 + 4096 / (j->out_c > 0 ? j->out_c : 1), filter_range, j);
+}
+
+size_t npuK_conv2d_winograd_filter_size(int64_t c, int64_t out_c) {
+  return (size_t)(16 * c * out_c) * sizeof(float);
+}
+
+void npuK_conv2d_winograd_filter(const npuK_pool *pool, int64_t c, int64_t out_c,
+                                 const float *filter, float *u) {
+  npuK_window2d w = {.c = c};
+  wino_job j = {.w = &w, .out_c = out_c, .filter = filter};
+  filter_transform(pool, &j, u);
+}
+
+/* filter or u (U given: the transform is skipped, the scratch's U region unused) */
+static void winograd(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                     const float *x, const float *filter, const float *u,
+                     const npuK_epilogue *ep, const npuK_window2d *pool_window, float *y,
+                     float *scratch, int n_slots) {
   wino_job j = {.w = w, .pool = pool_window, .out_c = out_c, .x = x, .filter = filter, .ep = ep,
                 .y = y, .stop = pool};
   wino_plan_init(&j.p, w, out_c, pool_window, n_slots);
   if (j.p.tiles == 0 || out_c == 0) return;
-  j.u = scratch;
-  j.zeros = j.u + 16 * w->c * out_c;
+  j.zeros = scratch + 16 * w->c * out_c;
   j.slots = j.zeros + w->c;
   j.slot_floats = slot_floats(&j.p, w, out_c);
   memset(j.zeros, 0, (size_t)w->c * sizeof *j.zeros);
-  npuK_parallel_for(pool, w->c, 1 + 4096 / (out_c > 0 ? out_c : 1), filter_range, &j);
+  if (u) {
+    j.u = u;
+  } else {
+    filter_transform(pool, &j, scratch);
+    j.u = scratch;
+  }
   npuK_range_fn range = wino_range;
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) range = wino_range_avx2;
 #endif
   npuK_parallel_for(pool, j.p.n_slots, 1, range, &j);
+}
+
+void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                                 const float *x, const float *filter, const npuK_epilogue *ep,
+                                 const npuK_window2d *pool_window, float *y, float *scratch,
+                                 int n_slots) {
+  winograd(pool, w, out_c, x, filter, NULL, ep, pool_window, y, scratch, n_slots);
+}
+
+void npuK_conv2d_f32_winograd_u_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                                   const float *x, const float *u, const npuK_epilogue *ep,
+                                   const npuK_window2d *pool_window, float *y, float *scratch,
+                                   int n_slots) {
+  winograd(pool, w, out_c, x, NULL, u, ep, pool_window, y, scratch, n_slots);
 }

@@ -44,6 +44,9 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   if (reference)
     npuK_conv2d_f32_ref(c->pool, &w, f->shape[3], x->data, f->data, c->out[0]->data, c->scratch,
                         c->n_threads);
+  else if (c->algo == NPUK_CONV_WINOGRAD_2X3 && c->prepared) /* U of a constant filter */
+    npuK_conv2d_f32_winograd_u_ep(c->pool, &w, f->shape[3], x->data, c->prepared, NULL, NULL,
+                                  c->out[0]->data, c->scratch, c->n_threads);
   else if (c->algo == NPUK_CONV_WINOGRAD_2X3) /* float32 x and y only (compile/implmode.c) */
     npuK_conv2d_f32_winograd_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
                                 c->out[0]->data, c->scratch, c->n_threads);

@@ -129,6 +129,10 @@ struct npuX_call {
   const npu_run_options *run;
   /* The session's communicator (the hcom_* ops), NULL where there is none. */
   const npuX_comm *comm;
+  /* An operand the compiler transformed once for the step's algorithm (npuE_step.prepared:
+     a Winograd step's constant filter as U, npuK_conv2d_winograd_filter), or NULL: the
+     kernel transforms its input itself each call. */
+  const void *prepared;
 };
 
 struct npuX_grad; /* the gradient builder's context: ops/grad.h */
