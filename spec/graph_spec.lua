@@ -102,6 +102,30 @@ function TestGraph:test_operators_and_constants()
   lu.assertEquals(r2, { 1, 0, -2 })
 end
 
+-- %, // and ^ are TensorFlow's floormod, floordiv and pow (negative operands show the floor
+-- rule: Lua's math.fmod would give -0.5 and 1.5 here); < and <= raise, naming the ops to use.
+function TestGraph:test_floor_operators_power_and_no_ordering()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 4 }, "x")
+  local sess = npu.Session { graph = g }
+  local feeds = { [x] = { -3.5, 2, 7, -1.5 } }
+  lu.assertEquals(sess:run(x % 3, feeds):totable(), { 2.5, 2, 1, 1.5 })
+  lu.assertEquals(sess:run(x // 2, feeds):totable(), { -2, 1, 3, -1 })
+  lu.assertEquals(sess:run(x ^ 2, feeds):totable(), { 12.25, 4, 49, 2.25 })
+  lu.assertEquals(sess:run(2 ^ x, feeds):totable()[3], 128)
+  lu.assertEquals((x % 3):op():type(), "floor_mod")
+  local i = g:placeholder("int32", { 2 }, "i")
+  lu.assertEquals(sess:run(i // 2, { [i] = { -3, 5 } }):totable(), { -2, 2 })
+  for _, case in ipairs({ { function() return x < 1 end, "npu.less(a, b)" },
+                          { function() return 1 < x end, "npu.greater(a, b)" },
+                          { function() return x <= x end, "npu.less_equal(a, b)" } }) do
+    local ok, err = pcall(case[1])
+    lu.assertFalse(ok)
+    lu.assertTrue(npu.errors.is(err, "NPU_ERR_ARG"), tostring(err))
+    lu.assertStrContains(tostring(err), case[2])
+  end
+end
+
 function TestGraph:test_unknown_op_suggests_nearest()
   local g = npu.Graph()
   local x = g:placeholder("float32", { 3 }, "x")

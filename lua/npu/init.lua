@@ -573,6 +573,21 @@ Output_mt.__sub = binary(npu.sub)
 Output_mt.__mul = binary(npu.mul)
 Output_mt.__div = binary(npu.div)
 Output_mt.__unm = function(a) return npu.neg(a) end
+-- TensorFlow's %, // and ** on tensors (floormod, floordiv, pow): Lua's %, // and ^.
+Output_mt.__mod = binary(npu.floor_mod)
+Output_mt.__idiv = binary(npu.floor_div)
+Output_mt.__pow = binary(npu.pow)
+-- < and <= cannot build a node: Lua turns what __lt/__le return into a boolean.  Without
+-- these, `i < 10` in a while_loop's condition failed with Lua's "attempt to compare".
+local function no_compare(op, fn)
+  return function()
+    errors.raise("npu.Output " .. op, "NPU_ERR_ARG",
+      "graph values cannot be compared with " .. op .. " (Lua makes its result a boolean): use "
+      .. fn .. ", which build the comparison as a node")
+  end
+end
+Output_mt.__lt = no_compare("<", "npu.less(a, b) or npu.greater(a, b)")
+Output_mt.__le = no_compare("<=", "npu.less_equal(a, b) or npu.greater_equal(a, b)")
 
 -- Shapes ------------------------------------------------------------------------------------
 -- t:shape() and output:shape() are lists of dims (-1: unknown) that print as {2, 3} and
