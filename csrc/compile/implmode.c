@@ -338,7 +338,10 @@ bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char
    faster than the direct kernel, the default (conv_direct.c), whose bound is tighter.  The
    rule is bench/bench_winograd.c's table (3x3 SAME, AMD EPYC Zen 4, one thread, CPU time, two
    runs of interleaved medians; ratios direct / Winograd over the forward alone, with bias +
-   relu, with the pool fused, and the input gradient; docs/compiler.md has the key rows):
+   relu, with the pool fused, and the input gradient; docs/compiler.md has the key rows; the
+   same grid at two threads, wall time, found no row the rule takes where Winograd loses by
+   more than 5 %: Winograd gains less from a second thread than the direct kernel, which makes
+   the work threshold, if anything, more right there):
    - both channel counts at least 32, their product at least 2048: Winograd's 16 GEMMs run
      over c with out_c columns; at 8 and 16 channels they lose everywhere (0.3-0.8x); 32 -> 32
      gains 2-14 % on the largest images only (8x56x56 1.07-1.14x, 1x56x56 0.86-1.12x): not
