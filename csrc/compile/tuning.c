@@ -21,8 +21,9 @@
  *
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
  * (constants as they are; other inputs filled with values in [0.5, 1.5)), after one warm-up
- * call each, in interleaved rounds (each round runs every candidate once, so a burst of load
- * hits them alike), and is judged by its median.  The compiler's own choice is candidate 0
+ * call each (a Winograd candidate on a constant filter with its U computed once beforehand,
+ * as the plan runs it), in interleaved rounds (each round runs every candidate once, so a
+ * burst of load hits them alike), and is judged by its median.  The compiler's own choice is candidate 0
  * and keeps its place unless another median is at least MARGIN faster.  A nested step is
  * timed the same way, on its own: the loop or branch around it is not run (how often a loop
  * runs is known only then, from its data), and its kernel is called as the loop calls it,
@@ -656,6 +657,7 @@ typedef struct bench {
   npu_tensor *in[16];
   npu_tensor *out[NPUX_MAX_OUTPUTS];
   void *scratch;
+  float *u; /* a constant filter's Winograd U, as plan.c prepares it for the run */
   int n_in, n_out;
 } bench;
 
@@ -663,8 +665,10 @@ static void bench_free(bench *bn) {
   for (int i = 0; i < bn->n_in; i++) npu_tensor_release(bn->in[i]);
   for (int i = 0; i < bn->n_out; i++) npu_tensor_release(bn->out[i]);
   npuC_free(bn->ctx, bn->scratch);
+  npuC_free(bn->ctx, bn->u);
   bn->n_in = bn->n_out = 0;
   bn->scratch = NULL;
+  bn->u = NULL;
 }
 
 /* Inputs (constants as they are, the others filled in [0.5, 1.5)), outputs and scratch. */
@@ -698,6 +702,22 @@ static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, b
   return NPU_OK;
 }
 
+/* A Winograd candidate on a step whose filter is a constant is timed as the plan will run it:
+   with U computed once here, outside the timed calls (plan.c's prepare_steps does the same
+   for the chosen algorithm, by the same test), not with the per-call transform, which would
+   undervalue Winograd on small inference layers. */
+static npu_status bench_prepare(npuP_build *b, const npuE_step *s, const cand *cs, int n,
+                                bench *bn) {
+  bool winograd = false;
+  for (int i = 0; i < n; i++) winograd |= cs[i].algo == NPUK_CONV_WINOGRAD_2X3;
+  const npu_tensor *f = winograd ? npuP_winograd_constant_filter(b, s) : NULL;
+  size_t bytes = f ? npuK_conv2d_winograd_filter_size(f->shape[2], f->shape[3]) : 0;
+  if (!bytes) return NPU_OK;
+  if (!(bn->u = npuC_alloc(b->ctx, bytes))) return NPU_ERR_NOMEM;
+  npuK_conv2d_winograd_filter(NULL, f->shape[2], f->shape[3], f->data, bn->u);
+  return NPU_OK;
+}
+
 /* One call of step s's kernel with algorithm algo on `threads` threads; its time in us, or a
    negative time when the kernel fails (the candidate is then out). */
 static double bench_once(npuP_build *b, const npuE_step *s, bench *bn, int algo, int threads) {
@@ -708,7 +728,8 @@ static double bench_once(npuP_build *b, const npuE_step *s, bench *bn, int algo,
                     .node = &b->graph->nodes[s->node],
                     .params = s->owned_params ? s->owned_params : s->params,
                     .n_inputs = s->n_in, .in = bn->in, .n_outputs = s->n_out, .out = bn->out,
-                    .scratch = bn->scratch, .impl = s->impl, .algo = algo};
+                    .scratch = bn->scratch, .impl = s->impl, .algo = algo,
+                    .prepared = algo == NPUK_CONV_WINOGRAD_2X3 ? bn->u : NULL};
   int64_t t0 = npuC_now_ns();
   npu_status st = s->def->run(&call);
   int64_t t1 = npuC_now_ns();
@@ -739,6 +760,7 @@ static npu_status time_candidates(npuP_build *b, npuE_step *s, cand *cs, int n, 
   if (rs) return rs;
   bench bn;
   npu_status st = bench_new(b, s, scratch, &bn);
+  if (!st) st = bench_prepare(b, s, cs, n, &bn);
   double *t = npuC_calloc(b->ctx, (size_t)n * MAX_ROUNDS, sizeof *t);
   if (!st && !t) st = NPU_ERR_NOMEM;
   double warm = 0;
