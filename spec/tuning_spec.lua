@@ -579,7 +579,16 @@ local function uconv_graph(constant)
 end
 
 function TestTuning:test_constant_filter_winograd_timed_with_u_prepared()
+  -- Which candidate wins is the machine's business (under the sanitizers the instrumented
+  -- kernels reorder them: direct 2 ms, im2col 0.18 ms), so what is asserted is the change:
+  -- Winograd on a constant filter is timed with U prepared once, far below the per-call
+  -- transform the fed twin pays (80 against 270 us here: the transform is most of a call at
+  -- 1x14x14, 64 -> 64), and a later session applies whatever was recorded, U prepared exactly
+  -- when that is Winograd, with the tuned session's bits.  Without the sanitizers the record is
+  -- Winograd for the constant filter (a margin of ~1.5x over direct on this machine).
+  local sanitized = (os.getenv("LD_PRELOAD") or ""):find("asan") ~= nil
   for _, mode in ipairs({ "high_performance", "O1" }) do
+    local wino = {}
     for _, constant in ipairs({ true, false }) do
       local what = mode .. (constant and ", constant filter" or ", fed filter")
       local wd = ("%s/%s_%s"):format(self.dir, mode, constant and "const" or "fed")
@@ -599,39 +608,38 @@ function TestTuning:test_constant_filter_winograd_timed_with_u_prepared()
       sess:close()
       local rec = record_of(wd .. "/" .. AOE_FILE, "uconv")
       lu.assertNotNil(rec, what .. ": a record")
-      local times = {}
+      local times, seen = {}, {}
       for _, c in ipairs(rec.candidates) do
         local t = times[c.algo]
         if not t or c.median_us < t then times[c.algo] = c.median_us end
+        seen[#seen + 1] = ("%s/%d %.1f"):format(c.algo, c.threads, c.median_us)
       end
+      seen = table.concat(seen, ", ")
       lu.assertNotNil(times.winograd_2x3, what .. ": Winograd timed")
       lu.assertNotNil(times.direct, what .. ": the direct kernel timed")
+      wino[constant] = times.winograd_2x3
       local s = step_of(e, "uconv")
-      local seen = {}
-      for _, c in ipairs(rec.candidates) do seen[#seen + 1] = ("%s/%d %.1f"):format(c.algo, c.threads, c.median_us) end
-      seen = table.concat(seen, ", ")
-      if constant then
+      if constant and not sanitized then
         lu.assertEquals(rec.algo, "winograd_2x3", what .. ": " .. seen)
-        lu.assertTrue(times.winograd_2x3 < times.direct, what .. ": " .. seen)
-        lu.assertEquals(s.prepared, "winograd_filter", what .. ": U prepared for the record's choice")
-        -- a later session (no aoe_mode) applies the record: the same algorithm, U prepared,
-        -- the same bits
-        local later = npu.Session { graph = g, options = { export_compile_stat = 0, work_path = wd,
-          op_compiler_cache_mode = "disable",
-          op_select_implmode = mode == "O1" and "high_precision" or "high_performance" } }
-        local e2 = later:explain(y, feeds)
-        local s2 = step_of(e2, "uconv")
-        lu.assertEquals(e2.tuning.timed, 0, what)
-        lu.assertEquals(s2.tuned, "record", what)
-        lu.assertEquals(s2.algo, "winograd_2x3", what)
-        lu.assertEquals(s2.prepared, "winograd_filter", what)
-        lu.assertTrue(npu.allclose(later:run(y, feeds), got, 0, 0), what .. ": the same bits")
-        later:close()
-      else
-        lu.assertNotEquals(rec.algo, "winograd_2x3", what .. ": " .. seen)
-        lu.assertTrue(times.winograd_2x3 > times.direct, what .. ": per-call U loses: " .. seen)
-        lu.assertNil(s.prepared, what)
       end
+      local is_wino = rec.algo == "winograd_2x3"
+      lu.assertEquals(s.prepared, (constant and is_wino) and "winograd_filter" or nil,
+        what .. ": U prepared for a constant filter's Winograd only (" .. seen .. ")")
+      -- a later session (no aoe_mode) applies the record: the same algorithm, U prepared as
+      -- above, the same bits
+      local later = npu.Session { graph = g, options = { export_compile_stat = 0, work_path = wd,
+        op_compiler_cache_mode = "disable",
+        op_select_implmode = mode == "O1" and "high_precision" or "high_performance" } }
+      local e2 = later:explain(y, feeds)
+      local s2 = step_of(e2, "uconv")
+      lu.assertEquals(e2.tuning.timed, 0, what)
+      lu.assertEquals(s2.tuned, "record", what)
+      lu.assertEquals(s2.algo, s.algo, what)
+      lu.assertEquals(s2.prepared, s.prepared, what)
+      lu.assertTrue(npu.allclose(later:run(y, feeds), got, 0, 0), what .. ": the same bits")
+      later:close()
     end
+    lu.assertTrue(wino[true] < 0.6 * wino[false], mode .. ": Winograd with U prepared " ..
+      wino[true] .. " us, with the per-call transform " .. wino[false] .. " us")
   end
 end
