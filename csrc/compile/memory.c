@@ -18,6 +18,13 @@
  * for all.  Lifetimes are inclusive: a step's outputs and buffers never share memory with its
  * inputs or with each other, so no kernel has to be safe against overlapping operands.
  *
+ * One exception, on purpose: a reshape, squeeze or expand_dims (npuP_memory_may_alias) whose
+ * input and output are both planned puts its output at its input's offset — an alias group,
+ * one block from the input's write to the last read of any member — so the kernel finds
+ * src == dst and skips its copy (a flatten before a dense layer copied its activations every
+ * run).  Only the input's step writes the block; the members' steps read and write the same
+ * bytes unchanged.  The verifier accepts overlap within such a group only.
+ *
  * Placement is greedy by size: largest first, each at the lowest-waste gap (best fit) among the
  * blocks already placed whose lifetimes overlap its own, offsets aligned to 64 bytes.  Each
  * planned slot then holds a view into the arena (retaining it), so the executor's
