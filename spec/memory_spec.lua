@@ -41,9 +41,25 @@ local function check_report(e)
     end
   end
   lu.assertEquals(n, m.planned_values)
+  -- a reshape's output may share its input's block (alias_of, at the same offset): one group
+  local group = {}
+  local function root(name) while group[name] do name = group[name] end return name end
+  local n_alias = 0
+  for _, s in ipairs(e.steps) do
+    for _, v in ipairs(s.outputs) do
+      if v.alias_of then
+        lu.assertTrue(s.op == "reshape" or s.op == "squeeze" or s.op == "expand_dims", s.op)
+        lu.assertEquals(s.inputs[1].name, v.alias_of)
+        lu.assertEquals(s.inputs[1].offset, v.offset, v.name)
+        group[v.name] = v.alias_of
+        n_alias = n_alias + 1
+      end
+    end
+  end
+  lu.assertEquals(n_alias, m.aliased_values)
   for a, pa in pairs(placed) do
     for b, pb in pairs(placed) do
-      if a < b and pa.first <= pb.last and pb.first <= pa.last then
+      if a < b and root(a) ~= root(b) and pa.first <= pb.last and pb.first <= pa.last then
         lu.assertTrue(pa.hi <= pb.lo or pb.hi <= pa.lo, ("%s and %s overlap while live"):format(a, b))
       end
     end
@@ -201,5 +217,190 @@ function TestMemory:test_two_plans_in_one_session_keep_apart()
     local e = sess:explain(y, { [x] = npu.fill({ 2, 16 }, 0) })
     lu.assertEquals(e.memory.arena_shared, policy == 2)
     check_report(e)
+  end
+end
+
+-- ---- reshapes without a copy: a reshape, squeeze or expand_dims of a planned value shares
+-- its input's arena block (explain: alias_of), so the step copies nothing ----
+
+local function f32(v) return (string.unpack("f", string.pack("f", v))) end
+
+-- x (4, 64) -> a = x * 2 -> r = reshape (64, 4) -> s = expand_dims 0 -> q = squeeze 0 ->
+-- y = q + 1 (fetched); more = a * 3 reads a after the chain, so the group outlives it.
+local function chain(fetch_names)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 4, 64 }, "x")
+  local a = npu.mul(x, 2, { name = "a" })
+  local r = npu.reshape(a, { 64, 4 }, { name = "r" })
+  local s = npu.expand_dims(r, 0, { name = "s" })
+  local q = npu.squeeze(s, { 0 }, { name = "q" })
+  local y = npu.add(q, 1, { name = "y" })
+  local more = npu.mul(a, 3, { name = "more" })
+  local z = npu.add(npu.reshape(more, { 64, 4 }), y, { name = "z" })
+  local by = { x = x, a = a, r = r, s = s, q = q, y = y, z = z }
+  local fetches = {}
+  for i, n in ipairs(fetch_names) do fetches[i] = by[n] end
+  return g, x, fetches
+end
+
+local function xs_feed(x, k)
+  local xs = {}
+  for i = 1, 256 do xs[i] = ((i * 7 + k) % 19 - 9) * 0.375 end
+  return { [x] = npu.tensor(xs):reshape({ 4, 64 }) }, xs
+end
+
+local function outputs_of(e)
+  local by = {}
+  for _, s in ipairs(e.steps) do
+    for _, v in ipairs(s.outputs) do by[v.name:match("^(.-):")] = v end
+  end
+  return by
+end
+
+function TestMemory:test_reshape_squeeze_expand_dims_alias_their_input()
+  local g, x, f = chain({ "z" })
+  local sess = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+  local feed, xs = xs_feed(x, 1)
+  local e = sess:explain(f, feed)
+  local m = check_report(e)
+  local v = outputs_of(e)
+  lu.assertEquals(v.r.alias_of, "a:0")
+  lu.assertEquals(v.s.alias_of, "r:0")
+  lu.assertEquals(v.q.alias_of, "s:0")
+  lu.assertEquals(v.r.offset, v.a.offset)
+  lu.assertEquals(v.q.offset, v.a.offset)
+  lu.assertNil(v.more.alias_of)
+  lu.assertEquals(v.more.memory, "arena")
+  lu.assertEquals(m.aliased_values, 4) -- the three and more's reshape
+  -- the listing says so instead of an offset of its own
+  lu.assertStrContains(tostring(e), "alias of a:0")
+  lu.assertStrContains(tostring(e), "4 of them aliases")
+  -- two blocks of 1 KB: a/r/s/q (q is read by the last step, y + 1 fused into z) and
+  -- more/its reshape; copying, more's reshape step would hold q, more and its output (3 KB)
+  lu.assertEquals(m.arena_bytes, 2 * 1024, tostring(e))
+  lu.assertEquals(m.live_peak_bytes, 2 * 1024)
+  -- values computed here, twice (the second run reuses the arena)
+  for round = 1, 2 do
+    local z = sess:run(f, feed)[1]:reshape({ 256 }):totable()
+    for i = 1, 256 do
+      local a = f32(xs[i] * 2)
+      lu.assertEquals(z[i], f32(f32(a * 3) + f32(a + 1)), ("round %d element %d"):format(round, i))
+    end
+  end
+end
+
+-- The arena shrinks by the reshape's size: a (16 KB) -> r = reshape -> y = reduce_sum
+-- (fetched).  Copying, the reshape step holds a and r (32 KB); aliased, a/r is one block.
+function TestMemory:test_an_alias_shrinks_the_arena_by_the_reshape()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 64, 64 }, "x")
+  local a = npu.mul(x, 2, { name = "a" })
+  local r = npu.reshape(a, { 4096 }, { name = "r" })
+  local y = npu.reduce_sum(r, 0, { name = "y" })
+  local sess = npu.Session { graph = g }
+  local e = sess:explain(y, { [x] = npu.fill({ 64, 64 }, -1) })
+  local m = check_report(e)
+  lu.assertEquals(m.aliased_values, 1)
+  lu.assertEquals(m.planned_bytes, 2 * 16384) -- a and r: their cost unplanned
+  lu.assertEquals(m.live_peak_bytes, 16384)   -- a and r count once
+  lu.assertEquals(m.arena_bytes, 16384)
+  lu.assertEquals(sess:run(y, { [x] = npu.fill({ 64, 64 }, 1.5) }):item(), 4096 * 3)
+  lu.assertEquals(sess:run(y, { [x] = npu.fill({ 64, 64 }, -0.25) }):item(), -2048)
+end
+
+-- A fetched reshape output keeps a buffer of its own (the caller holds it), and so does a
+-- reshape of a fetched value: copies, as without aliasing; the results stay the caller's.
+function TestMemory:test_fetched_ends_of_a_reshape_are_copies()
+  for _, names in ipairs({ { "z", "r" }, { "z", "a" }, { "z", "q" }, { "z", "s", "a" } }) do
+    local g, x, f = chain(names)
+    local sess = npu.Session { graph = g }
+    local feed, xs = xs_feed(x, 2)
+    local e = sess:explain(f, feed)
+    check_report(e)
+    local v = outputs_of(e)
+    for _, n in ipairs(names) do
+      lu.assertEquals(v[n].memory, "own", n)
+      lu.assertNil(v[n].alias_of, n)
+    end
+    local got = sess:run(f, feed)
+    local kept = got[2]:reshape({ 256 }):totable()
+    -- a later run with other feeds leaves the first run's fetched tensors alone
+    local got2 = sess:run(f, (xs_feed(x, 5)))
+    for i = 1, 256 do
+      local a = f32(xs[i] * 2)
+      lu.assertEquals(kept[i], names[2] == "q" and f32(a) or a, names[2] .. " " .. i)
+      lu.assertEquals(got[1]:reshape({ 256 }):totable()[i], f32(f32(a * 3) + f32(a + 1)))
+    end
+    lu.assertFalse(npu.allclose(got[1], got2[1], 0, 0))
+  end
+end
+
+-- A variable's value, a feed and a constant are not planned: a reshape of them copies.
+function TestMemory:test_a_reshape_of_a_feed_variable_or_constant_copies()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 8 }, "x")
+  local w = g:variable(npu.fill({ 2, 8 }, 4), "w")
+  local c = g:const(npu.fill({ 2, 8 }, 5), "c")
+  local rx = npu.reshape(x, { 16 }, { name = "rx" })
+  local rw = npu.reshape(w, { 16 }, { name = "rw" })
+  local rc = npu.reshape(npu.add(c, x), { 16 }, { name = "rc" })
+  local y = npu.add(npu.add(rx, rw), rc, { name = "y" })
+  local sess = npu.Session { graph = g }
+  sess:run(g:global_variables_initializer())
+  local feed = { [x] = npu.fill({ 2, 8 }, 1) }
+  local e = sess:explain(y, feed)
+  local m = check_report(e)
+  local v = outputs_of(e)
+  lu.assertNil(v.rx.alias_of)
+  lu.assertNil(v.rw.alias_of)
+  lu.assertEquals(v.rc.alias_of ~= nil, true) -- c + x is a kernel's output: planned
+  lu.assertEquals(m.aliased_values, 1)
+  lu.assertTrue(npu.allclose(sess:run(y, feed), npu.fill({ 16 }, 1 + 4 + 6), 0, 0))
+  sess:run(npu.assign(w, npu.fill({ 2, 8 }, -4)))
+  lu.assertTrue(npu.allclose(sess:run(y, feed), npu.fill({ 16 }, 1 - 4 + 6), 0, 0))
+end
+
+-- iterations_per_loop: the aliased chain is rewritten every iteration, its sum carried in a
+-- variable.
+function TestMemory:test_an_aliased_reshape_in_a_loop()
+  local g = npu.Graph()
+  local xs = npu.range(0, 64, 1, "float32")
+  local ds = npu.data.Dataset.from_tensor_slices(xs):batch(8, { drop_remainder = true }):repeat_()
+  local b = ds:make_one_shot_iterator(g):get_next()
+  local total = g:variable(npu.zeros({}), "total")
+  local doubled = npu.mul(b, 2, { name = "doubled" })
+  local flat = npu.reshape(doubled, { 2, 4 }, { name = "flat" })
+  local wide = npu.expand_dims(flat, 0, { name = "wide" })
+  local shifted = npu.add(wide, 1, { name = "shifted" })
+  local step = npu.assign(total, total + npu.reduce_sum(shifted))
+  local sess = npu.Session { graph = g, options = { iterations_per_loop = 4 } }
+  sess:run(g:global_variables_initializer())
+  local loop = npu.util.set_iteration_per_loop(sess, step, 4)
+  local e = sess:explain({ total, loop })
+  lu.assertEquals(e.iterations, 4)
+  check_report(e)
+  local v = outputs_of(e)
+  lu.assertEquals(v.flat.alias_of, "doubled:0")
+  lu.assertEquals(v.wide.alias_of, "flat:0")
+  local want = 0
+  for i = 0, 31 do want = want + 2 * i + 1 end
+  lu.assertEquals(sess:run({ total, loop })[1]:item(), want)
+  for i = 32, 63 do want = want + 2 * i + 1 end
+  lu.assertEquals(sess:run({ total, loop })[1]:item(), want)
+end
+
+-- static_memory_policy 2 (the session's shared arena) keeps the aliases; the results match.
+function TestMemory:test_aliases_with_a_shared_arena()
+  local g, x, f = chain({ "z" })
+  local feed, xs = xs_feed(x, 3)
+  local sess = npu.Session { graph = g, options = { static_memory_policy = 2 } }
+  local e = sess:explain(f, feed)
+  check_report(e)
+  lu.assertTrue(e.memory.arena_shared)
+  lu.assertEquals(outputs_of(e).r.alias_of, "a:0")
+  local z = sess:run(f, feed)[1]:reshape({ 256 }):totable()
+  for i = 1, 256 do
+    local a = f32(xs[i] * 2)
+    lu.assertEquals(z[i], f32(f32(a * 3) + f32(a + 1)), i)
   end
 end

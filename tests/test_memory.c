@@ -378,6 +378,81 @@ static void test_planned_results_equal_unplanned(void) {
   npu_context_release(ctx);
 }
 
+/* A reshape and a squeeze of planned values share their input's arena block: x (rows, cols)
+   fed, a = x + x, r = reshape (1, cols, rows), q = squeeze 0, y = q * q fetched.  Copying,
+   the reshape step holds a and r, so the arena is 2 N; aliased, a/r/q is one block of N.
+   Results bit-equal with planning off (NPU_MEMORY_PLAN=0: every value its own buffer). */
+static npu_status build_flatten(npu_context *ctx, npu_graph **out, int64_t rows, int64_t cols, int *x, int *y) {
+  npu_graph *g;
+  TRY(npu_graph_new(ctx, &g));
+  *out = g;
+  int a, r, q, node;
+  TRY(placeholder(g, "x", rows, cols, x));
+  TRY(graph_op(g, "add", "a", 2, (int[]){*x, *x}, &a));
+  int64_t shape[] = {1, cols, rows}, axis[] = {0};
+  npu_attr sa = {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {shape, 3}};
+  TRY(npu_graph_add_op(g, "reshape", "r", 1, &a, 1, &sa, &node));
+  r = npu_graph_output(g, node, 0);
+  npu_attr qa = {.name = "axis", .type = NPU_ATTR_INTS, .u.ints = {axis, 1}};
+  TRY(npu_graph_add_op(g, "squeeze", "q", 1, &r, 1, &qa, &node));
+  q = npu_graph_output(g, node, 0);
+  return graph_op(g, "mul", "y", 2, (int[]){q, q}, y);
+}
+
+static void test_reshapes_alias_their_input(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  const int64_t rows = 6, cols = 32, n_bytes = rows * cols * 4; /* 768: a multiple of 64 */
+  npu_tensor *out[2] = {0};
+  for (int on = 0; on < 2; on++) {
+    npu_graph *g = NULL;
+    int x, y;
+    CHECK(build_flatten(ctx, &g, rows, cols, &x, &y) == NPU_OK);
+    planning(on);
+    npu_session *s = NULL;
+    npu_tensor *xt = NULL;
+    CHECK(new_session(ctx, g, &s) == NPU_OK);
+    CHECK(npu_tensor_new(ctx, NPU_DTYPE_F32, 2, (int64_t[]){rows, cols}, &xt) == NPU_OK);
+    if (!s || !xt) break;
+    float *xd = npu_tensor_data(xt);
+    for (int64_t i = 0; i < rows * cols; i++) xd[i] = datum(5, i) * 3;
+    /* twice: the second run finds the arena as the first left it */
+    for (int run = 0; run < 2; run++) {
+      npu_tensor_release(out[on]);
+      out[on] = NULL;
+      CHECK(npu_session_run(s, 1, &x, &xt, 1, &y, &out[on], 0, NULL) == NPU_OK);
+    }
+    if (out[on]) { /* y = (x + x)^2, element for element (a reshape keeps the order) */
+      const float *yd = npu_tensor_data(out[on]);
+      for (int64_t i = 0; i < rows * cols; i++) CHECK(yd[i] == (xd[i] + xd[i]) * (xd[i] + xd[i]));
+    }
+    cJSON *root = explain(ctx, s, 1, &x, &xt, 1, &y);
+    if (root) {
+      const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "memory");
+      const cJSON *r = output0(step_named(root, "r")), *q = output0(step_named(root, "q"));
+      CHECK(num(m, "planned_values") == 3);
+      CHECK(num(m, "aliased_values") == 2);
+      CHECK(num(m, "planned_bytes") == 3.0 * n_bytes);
+      CHECK(num(m, "live_peak_bytes") == n_bytes); /* a, r and q count once */
+      CHECK(num(m, "arena_bytes") == (on ? n_bytes : 0));
+      CHECK(strcmp(text(r, "alias_of"), on ? "a:0" : "") == 0);
+      CHECK(strcmp(text(q, "alias_of"), on ? "r:0" : "") == 0);
+      CHECK(num(r, "offset") == (on ? num(output0(step_named(root, "a")), "offset") : -1));
+      cJSON_Delete(root);
+    }
+    npu_tensor_release(xt);
+    npu_session_release(s);
+    npu_graph_release(g);
+  }
+  CHECK(out[0] && out[1] && npu_tensor_nbytes(out[0]) == npu_tensor_nbytes(out[1]) &&
+        memcmp(npu_tensor_data(out[0]), npu_tensor_data(out[1]), npu_tensor_nbytes(out[0])) == 0);
+  npu_tensor_release(out[0]);
+  npu_tensor_release(out[1]);
+  planning(true);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
 /* Two signatures (batch 3 and 7) in one session, run alternately: each plan has its own
    arena and neither disturbs the other. */
 static void test_two_plans_in_one_session(void) {
@@ -751,6 +826,7 @@ int main(void) {
   write_no_fusion();
   test_explain_describes_the_plan();
   test_planned_results_equal_unplanned();
+  test_reshapes_alias_their_input();
   test_two_plans_in_one_session();
   test_peak_bytes_drop();
   test_step_buffers_share_the_arena();

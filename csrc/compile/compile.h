@@ -122,6 +122,7 @@ typedef struct npuE_memory {
   size_t planned_bytes;   /* the planned values' sizes summed: their cost without planning */
   size_t live_peak_bytes; /* the most planned bytes live at one step: no arena can be smaller */
   int n_planned;
+  int n_aliased;          /* planned values that share their input's block (reshapes) */
   int64_t *offset;        /* by value id: byte offset in the arena, -1 = a buffer of its own */
   bool enabled;           /* false: every value has its own buffer (NPU_MEMORY_PLAN=0) */
   bool shared;            /* static_memory_policy 2/4: the arena is the session's, for all plans */
@@ -276,6 +277,8 @@ bool npuP_memory_shared(const npu_options *o);
 npu_status npuP_memory_arena_new(npu_context *ctx, size_t bytes, npu_tensor **out);
 size_t npuP_memory_arena_size(const npu_tensor *arena); /* usable bytes; 0 for NULL */
 void npuP_memory_bind(npuE_plan *p, npu_tensor *arena);
+/* Whether the step's output may share its input's arena block (reshape, squeeze, expand_dims). */
+bool npuP_memory_may_alias(const npuE_step *st);
 /* compile/explain.c: plan p (compiled with cfg) described as JSON text, allocated from ctx
    (npu_free); *out NULL on failure. */
 npu_status npuP_explain(npu_context *ctx, const npu_graph *g, const npuP_config *cfg,

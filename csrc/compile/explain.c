@@ -157,6 +157,7 @@ typedef struct ex {
   const npuE_plan *p;
   uint8_t *kind; /* mem_kind by value id */
   uint8_t *used; /* by value id: a step reads it or a fetch names it */
+  int *alias_of; /* by value id: the value whose arena block it shares (a reshape's), or -1 */
 } ex;
 
 static size_t value_bytes(const npuE_plan *p, int v) {
@@ -216,6 +217,10 @@ static void value(jw *w, const ex *e, int v) {
   if (e->kind[v] == MEM_ARENA) { /* only arena values have one */
     key(w, "offset");
     num(w, arena_offset(e->p, v));
+    if (e->alias_of[v] >= 0) { /* at its input's offset: the step copies nothing */
+      key(w, "alias_of");
+      v_name(w, e, e->alias_of[v]);
+    }
   }
   close_(w, '}');
 }
@@ -420,6 +425,7 @@ static void m_buffers(jw *w, const ex *e) { boolean(w, e->p->memory.buffers); }
 static void m_n_planned(jw *w, const ex *e) { num(w, e->p->memory.n_planned); }
 static void m_planned(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.planned_bytes); }
 static void m_live_peak(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.live_peak_bytes); }
+static void m_n_aliased(jw *w, const ex *e) { num(w, e->p->memory.n_aliased); }
 static void m_own(jw *w, const ex *e) { num(w, sum_kind(e, MEM_OWN, false)); }
 static void m_fetched(jw *w, const ex *e) { num(w, fetched_bytes(e)); }
 static void m_const(jw *w, const ex *e) { num(w, constant_bytes(e)); }
@@ -438,6 +444,7 @@ static const struct {
     {"arena_shared", m_shared},
     {"planned_values", m_n_planned},
     {"planned_bytes", m_planned},
+    {"aliased_values", m_n_aliased},
     {"live_peak_bytes", m_live_peak},
     {"own_bytes", m_own},
     {"fetched_bytes", m_fetched},
@@ -539,6 +546,9 @@ static void classify_step(void *ud, const npuE_step *s, int depth, const npuE_st
     if (m == MEM_OWN && arena_offset(e->p, v) >= 0) m = MEM_ARENA;
     if (e->kind[v] != MEM_FEED) e->kind[v] = (uint8_t)m;
   }
+  if (s->n_out == 1 && npuP_memory_may_alias(s) && arena_offset(e->p, s->out[0]) >= 0 &&
+      arena_offset(e->p, s->out[0]) == arena_offset(e->p, s->in[0]))
+    e->alias_of[s->out[0]] = s->in[0];
 }
 
 /* Classifies every value by where its memory lives and marks those the run reads (the steps
@@ -558,9 +568,10 @@ npu_status npuP_explain(npu_context *ctx, const npu_graph *g, const npuP_config 
   *out = NULL;
   size_t n = (size_t)(p->n_values ? p->n_values : 1);
   ex e = {.g = g, .cfg = cfg, .p = p, .kind = npuC_calloc(ctx, n, 1),
-          .used = npuC_calloc(ctx, n, 1)};
+          .used = npuC_calloc(ctx, n, 1), .alias_of = npuC_alloc(ctx, n * sizeof *e.alias_of)};
   jw w = {.ctx = ctx};
-  if (e.kind && e.used) {
+  if (e.kind && e.used && e.alias_of) {
+    for (int v = 0; v < p->n_values; v++) e.alias_of[v] = -1;
     classify(&e);
     open_(&w, '{');
     for (size_t i = 0; i < npu_countof(plan_fields); i++) {
@@ -571,7 +582,8 @@ npu_status npuP_explain(npu_context *ctx, const npu_graph *g, const npuP_config 
   }
   npuC_free(ctx, e.kind);
   npuC_free(ctx, e.used);
-  if (!e.kind || !e.used || w.nomem) {
+  npuC_free(ctx, e.alias_of);
+  if (!e.kind || !e.used || !e.alias_of || w.nomem) {
     npuC_free(ctx, w.buf);
     return npuC_error(ctx, NPU_ERR_NOMEM, "npu_session_explain: out of memory");
   }

@@ -18,6 +18,13 @@
  * for all.  Lifetimes are inclusive: a step's outputs and buffers never share memory with its
  * inputs or with each other, so no kernel has to be safe against overlapping operands.
  *
+ * One exception, on purpose: a reshape, squeeze or expand_dims (npuP_memory_may_alias) whose
+ * input and output are both planned puts its output at its input's offset — an alias group,
+ * one block from the input's write to the last read of any member — so the kernel finds
+ * src == dst and skips its copy (a flatten before a dense layer copied its activations every
+ * run).  Only the input's step writes the block; the members' steps read and write the same
+ * bytes unchanged.  The verifier accepts overlap within such a group only.
+ *
  * Placement is greedy by size: largest first, each at the lowest-waste gap (best fit) among the
  * blocks already placed whose lifetimes overlap its own, offsets aligned to 64 bytes.  Each
  * planned slot then holds a view into the arena (retaining it), so the executor's
@@ -50,6 +57,7 @@ typedef enum block_kind { BLOCK_VALUE, BLOCK_SCRATCH, BLOCK_ROUND } block_kind;
 typedef struct block {
   block_kind kind;
   int id;          /* the value id, or the step index */
+  int group;       /* a value: the value whose block it shares (itself unless an alias) */
   int first, last; /* step indices, inclusive */
   size_t bytes;    /* what it holds */
   size_t size;     /* rounded up to ARENA_ALIGN */
@@ -93,6 +101,21 @@ static bool listed(const char *list, const char *node, const npu_op_def *def) {
   return false;
 }
 
+/* Whether step st's output 0 may be an alias of its input 0: an op whose output holds the
+   input's bytes unchanged under another shape, run by a device kernel on its own storage
+   (no widening: a widened step would move float32 copies). */
+bool npuP_memory_may_alias(const npuE_step *st) {
+  static const char *const ops[] = {"reshape", "squeeze", "expand_dims"};
+  if (st->def->kind != NPUX_KIND_KERNEL || st->dynamic || st->host || st->n_in < 1 ||
+      st->n_out != 1)
+    return false;
+  for (int i = 0; st->widen && i < st->n_in + st->n_out; i++)
+    if (st->widen[i]) return false;
+  for (size_t i = 0; i < npu_countof(ops); i++)
+    if (!strcmp(st->def->name, ops[i])) return true;
+  return false;
+}
+
 static int by_size_desc(const void *a, const void *b) {
   const block *x = a, *y = b;
   if (x->size != y->size) return x->size < y->size ? 1 : -1;
@@ -132,20 +155,42 @@ static size_t place(block *c, int i, int *order, size_t arena) {
   return c[i].offset + c[i].size > arena ? c[i].offset + c[i].size : arena;
 }
 
-/* NPU_VERIFY_PLANS: no two blocks live at one step overlap, and all fit the arena. */
+/* NPU_VERIFY_PLANS: no two blocks live at one step overlap, and all fit the arena — but the
+   values of one alias group, which sit at one offset: each member other than the group's
+   first value is the output of a step that may alias (npuP_memory_may_alias) whose input 0
+   is in the same group.  Any other overlap is an error. */
 static npu_status check_placement(npuP_build *b, const block *c, int n) {
-  for (int i = 0; i < n; i++) {
-    if (c[i].offset % ARENA_ALIGN || c[i].offset + c[i].bytes > b->plan->memory.arena_bytes)
-      return npuC_error(b->ctx, NPU_ERR_INTERNAL, "memory planning: block %d (kind %d, id %d) is "
-                        "misplaced at offset %zu", i, (int)c[i].kind, c[i].id, c[i].offset);
-    for (int j = i + 1; j < n; j++)
-      if (live_together(&c[i], &c[j]) && c[i].offset < c[j].offset + c[j].bytes &&
+  const npuE_plan *p = b->plan;
+  int *group = npuC_alloc(b->ctx, (size_t)(p->n_values ? p->n_values : 1) * sizeof *group);
+  if (!group) return NPU_ERR_NOMEM;
+  for (int v = 0; v < p->n_values; v++) group[v] = -1;
+  for (int i = 0; i < n; i++)
+    if (c[i].kind == BLOCK_VALUE) group[c[i].id] = c[i].group;
+  npu_status s = NPU_OK;
+  for (int i = 0; i < n && !s; i++) {
+    if (c[i].offset % ARENA_ALIGN || c[i].offset + c[i].bytes > p->memory.arena_bytes) {
+      s = npuC_error(b->ctx, NPU_ERR_INTERNAL, "memory planning: block %d (kind %d, id %d) is "
+                     "misplaced at offset %zu", i, (int)c[i].kind, c[i].id, c[i].offset);
+      break;
+    }
+    if (c[i].kind == BLOCK_VALUE && c[i].group != c[i].id) {
+      const npuE_step *st = &p->steps[c[i].first]; /* a member's block starts at its writer */
+      if (!npuP_memory_may_alias(st) || st->out[0] != c[i].id || group[st->in[0]] != c[i].group)
+        s = npuC_error(b->ctx, NPU_ERR_INTERNAL, "memory planning: value %d shares the block of "
+                       "value %d but is not a reshape of it", c[i].id, c[i].group);
+    }
+    for (int j = i + 1; j < n && !s; j++) {
+      bool alias = c[i].kind == BLOCK_VALUE && c[j].kind == BLOCK_VALUE &&
+                   c[i].group == c[j].group && c[i].offset == c[j].offset;
+      if (!alias && live_together(&c[i], &c[j]) && c[i].offset < c[j].offset + c[j].bytes &&
           c[j].offset < c[i].offset + c[i].bytes)
-        return npuC_error(b->ctx, NPU_ERR_INTERNAL,
-                          "memory planning: blocks (kind %d, id %d) and (kind %d, id %d) overlap "
-                          "while both are live", (int)c[i].kind, c[i].id, (int)c[j].kind, c[j].id);
+        s = npuC_error(b->ctx, NPU_ERR_INTERNAL,
+                       "memory planning: blocks (kind %d, id %d) and (kind %d, id %d) overlap "
+                       "while both are live", (int)c[i].kind, c[i].id, (int)c[j].kind, c[j].id);
+    }
   }
-  return NPU_OK;
+  npuC_free(b->ctx, group);
+  return s;
 }
 
 static uintptr_t arena_base(const npu_tensor *arena) {
@@ -251,14 +296,15 @@ npu_status npuP_plan_memory(npuP_build *b) {
   int *first = npuC_alloc(ctx, n_alloc * sizeof *first); /* the kernel step writing it, or -1 */
   int *last = npuC_alloc(ctx, n_alloc * sizeof *last);   /* the last step reading it */
   uint8_t *keep = npuC_calloc(ctx, n_alloc, 1);          /* must keep a buffer of its own */
+  int *group = npuC_alloc(ctx, n_alloc * sizeof *group); /* alias groups: their first value */
   block *c = NULL;
   int *order = NULL;
   int64_t *delta = NULL;
   npu_status s = NPU_ERR_NOMEM;
-  if (!m->offset || !m->step_offset || !root || !first || !last || !keep) goto done;
+  if (!m->offset || !m->step_offset || !root || !first || !last || !keep || !group) goto done;
   for (int v = 0; v < nv; v++) {
     m->offset[v] = -1;
-    root[v] = v;
+    root[v] = group[v] = v;
     first[v] = last[v] = -1;
   }
   for (int k = 0; k < 2 * ns; k++) m->step_offset[k] = -1;
@@ -294,25 +340,46 @@ npu_status npuP_plan_memory(npuP_build *b) {
   for (int i = 0; i < p->n_fetches; i++) keep[root[p->fetches[i]]] = 1;
   for (int i = 0; i < p->n_feeds; i++) keep[p->feeds[i]] = 1;
 
+#define PLANNED(v) (first[v] >= 0 && !keep[v] && !p->slots[v] && value_bytes(p, v) > 0)
+  /* Alias groups: a reshape, squeeze or expand_dims whose input and output are both planned
+     puts its output at its input's offset, so the kernel finds src == dst and copies nothing.
+     The group is one block, live from its first value's write to the last read of any
+     member; nothing else writes it meanwhile (the members' steps write what is there). */
+  int n_alias = 0;
+  for (int k = 0; k < ns; k++) {
+    const npuE_step *st = &p->steps[k];
+    if (!npuP_memory_may_alias(st)) continue;
+    int x = st->in[0], y = st->out[0];
+    if (!PLANNED(x) || !PLANNED(y) || first[y] != k || p->steps[first[x]].host ||
+        value_bytes(p, x) != value_bytes(p, y))
+      continue;
+    group[y] = group[x];
+    if (last[group[y]] < last[y]) last[group[y]] = last[y];
+    n_alias++;
+  }
+  m->n_aliased = n_alias;
+
   int n = 0;
   for (int v = 0; v < nv; v++)
-    if (first[v] >= 0 && !keep[v] && !p->slots[v] && value_bytes(p, v) > 0) n++;
+    if (PLANNED(v)) n++;
   c = npuC_alloc(ctx, (size_t)(n + 2 * ns + 1) * sizeof *c);
   order = npuC_alloc(ctx, (size_t)(n + 2 * ns + 1) * sizeof *order);
   delta = npuC_calloc(ctx, (size_t)ns + 1, sizeof *delta);
   if (!c || !order || !delta) goto done;
   n = 0;
+  size_t planned_bytes = 0;
   for (int v = 0; v < nv; v++) {
-    size_t bytes = value_bytes(p, v);
-    if (first[v] < 0 || keep[v] || p->slots[v] || bytes == 0) continue;
-    c[n++] = (block){.kind = BLOCK_VALUE, .id = v, .first = first[v], .last = last[v],
-                     .bytes = bytes};
+    if (!PLANNED(v)) continue;
+    planned_bytes += value_bytes(p, v);
+    if (group[v] != v) continue; /* placed with its group, below */
+    c[n++] = (block){.kind = BLOCK_VALUE, .id = v, .group = v, .first = first[v],
+                     .last = last[v], .bytes = value_bytes(p, v)};
   }
+#undef PLANNED
   /* What planning works with: the values' sizes summed, and the most live at once (values and
      the step's buffers: a lower bound for any arena). */
-  m->n_planned = n;
-  m->planned_bytes = 0;
-  for (int i = 0; i < n; i++) m->planned_bytes += c[i].bytes;
+  m->n_planned = n + n_alias;
+  m->planned_bytes = planned_bytes;
   for (int k = 0; k < ns; k++) {
     const npuE_step *st = &p->steps[k];
     size_t scratch = st->scratch_size; /* kernel steps, and assigns with a kernel (fused) */
@@ -337,6 +404,14 @@ npu_status npuP_plan_memory(npuP_build *b) {
   size_t arena = 0;
   for (int i = 0; i < n; i++) arena = place(c, i, order, arena);
   m->arena_bytes = arena;
+  /* the aliases, each at its group's offset and live over its own steps */
+  for (int v = 0, i; v < nv; v++) {
+    if (group[v] == v || first[v] < 0) continue;
+    for (i = 0; i < n && !(c[i].kind == BLOCK_VALUE && c[i].id == group[v]); i++) {}
+    c[n++] = (block){.kind = BLOCK_VALUE, .id = v, .group = group[v], .first = first[v],
+                     .last = last[v], .bytes = value_bytes(p, v), .size = c[i].size,
+                     .offset = c[i].offset};
+  }
   if (b->cfg && b->cfg->verify) s = check_placement(b, c, n);
   if (!s) s = bind_arena(ctx, p, c, n);
 
@@ -345,6 +420,7 @@ done:
   npuC_free(ctx, first);
   npuC_free(ctx, last);
   npuC_free(ctx, keep);
+  npuC_free(ctx, group);
   npuC_free(ctx, c);
   npuC_free(ctx, order);
   npuC_free(ctx, delta);

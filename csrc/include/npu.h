@@ -1020,13 +1020,16 @@ NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int
                  "prepared": "winograd_filter" (a Winograd step whose constant filter was
                  transformed once, at compile time) or null, "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
-                 "planned_values": n, "planned_bytes": n, "live_peak_bytes": n, "own_bytes": n,
+                 "planned_values": n, "planned_bytes": n, "aliased_values": n,
+                 "live_peak_bytes": n, "own_bytes": n,
                  "fetched_bytes": n, "constant_bytes": n, "prepared_bytes": n, "variable_bytes": n,
                  "scratch_bytes": n, "round_bytes": n, "buffers_in_arena": true,
                  "total_bytes": n}}
    where V = {"name": "MatMul:0", "dtype": "float32", "shape": [2, 3], "bytes": 24,
               "memory": "arena" | "own" | "feed" | "constant" | "variable" | "alias" |
-                        "iterator" | "none", "offset": n (arena only)}.
+                        "iterator" | "none", "offset": n (arena only),
+              "alias_of": "a:0" (arena only: a reshape, squeeze or expand_dims output sharing
+              its input's block, so the step copies nothing)}.
    memory: the arena holds the planned values (kernel outputs nothing keeps past the run) and,
    with buffers_in_arena, the steps' scratch and float32 widening buffers, each live only
    during its step; planned_bytes is what those values take without planning, live_peak_bytes

@@ -84,7 +84,7 @@ static inline npu_attr npuX_aints(const char *name, const int64_t *v, int n) {
 }
 
 /* The reshape family (reshape, expand_dims, squeeze; ops/family.c): run copies x's bytes to
-   y (skipped when the executor aliased them); grad reshapes dy back to x's shape. */
+   y (skipped when memory planning aliased them: src == dst); grad reshapes dy back to x's shape. */
 npu_status npuX_copy_run(const npuX_call *c);
 npu_status npuX_reshape_grad(npuX_grad *gc);
 

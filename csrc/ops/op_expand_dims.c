@@ -2,7 +2,8 @@
  * op_expand_dims.c — expand_dims: x with a new axis of size 1 inserted at position axis
  * (TensorFlow ExpandDims).  Operand axis (in [-(rank + 1), rank], negative from the end):
  * attribute (also positional: npu.expand_dims(x, 0)) or TF's trailing input 2 ("dim" there;
- * operands.h).  Any dtype.  Gray list.  Kernel: a copy of nbytes (the same elements).
+ * operands.h).  Any dtype.  Gray list.  Kernel: a copy of nbytes (the same elements; none
+ * when memory planning aliased y to x: compile/memory.c).
  * Gradient: dy reshaped to x's shape.
  */
 #include "ops/grad.h"

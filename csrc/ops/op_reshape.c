@@ -9,7 +9,8 @@
  * -1 (the rank is its length when that is known), and the compile step must know it, since
  * the executor allocates the output from the inferred shape; the run checks that the tensor
  * it gets still says the same.  Any dtype.  Gray list: moves data, never rounds.
- * Kernel: a copy of nbytes (the executor may later alias it away).
+ * Kernel: a copy of nbytes, skipped when memory planning
+ * gave y x's arena block (compile/memory.c: alias groups).
  * Gradient: dy reshaped to the input's shape (none for the shape input).
  */
 #include <string.h>

@@ -3,7 +3,8 @@
  * squeeze_dims (TensorFlow's name) or axis (tf.squeeze's; also positional: npu.squeeze(x,
  * {1})): the axes to remove, negative from the end, each of size 1; absent or empty: every
  * axis of size 1 (then a -1 dim leaves the rank unknown until the compile).  Any dtype.  Gray
- * list.  Kernel: a copy of nbytes.  Gradient: dy reshaped to x's shape.
+ * list.  Kernel: a copy of nbytes (none when memory planning aliased y
+ * to x: compile/memory.c).  Gradient: dy reshaped to x's shape.
  */
 #include "ops/grad.h"
 

@@ -16,7 +16,11 @@ end
 
 local function value_str(v)
   local where = v.memory or "?"
-  if v.offset then where = where .. "@" .. v.offset end
+  if v.alias_of then
+    where = "alias of " .. v.alias_of -- shares its input's arena block: the step copies nothing
+  elseif v.offset then
+    where = where .. "@" .. v.offset
+  end
   return ("%s %s %s %d B %s"):format(v.name, v.dtype, shape_str(v.shape), v.bytes, where)
 end
 
@@ -35,9 +39,11 @@ function M.tostring(e)
       e.iterations, e.iterations == 1 and "" or "s", tostring(e.precision_mode),
       e.reference and " (reference path)" or "",
       e.generic and ", dynamic shape (any size at the feeds' -1 dims)" or ""),
-    ("memory: arena %d B%s for %d values%s (%d B unplanned, live peak %d B%s), own %d B, constants %d B%s, scratch %d B, widening %d B, total %d B"):format(
+    ("memory: arena %d B%s for %d values%s%s (%d B unplanned, live peak %d B%s), own %d B, constants %d B%s, scratch %d B, widening %d B, total %d B"):format(
       m.arena_bytes or 0, m.arena_shared and " (the session's, shared)" or "", m.planned_values or 0,
-      m.buffers_in_arena and " and the step buffers" or "", m.planned_bytes or 0, m.live_peak_bytes or 0,
+      m.buffers_in_arena and " and the step buffers" or "",
+      (m.aliased_values or 0) > 0 and (", %d of them aliases"):format(m.aliased_values) or "",
+      m.planned_bytes or 0, m.live_peak_bytes or 0,
       m.planning and "" or ", planning off", m.own_bytes or 0, m.constant_bytes or 0,
       (m.prepared_bytes or 0) > 0 and (" (%d B filters pre-transformed)"):format(m.prepared_bytes) or "",
       m.scratch_bytes or 0, m.round_bytes or 0, m.total_bytes or 0),
