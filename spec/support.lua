@@ -132,14 +132,15 @@ local function central_differences(sess, L, feeds, ph, base, make, h)
 end
 
 -- got against want (numbers or flat lists of them), element by element:
--- |got - want| <= tol * (1 + |want|), what naming the failure.
+-- |got - want| <= tol * (1 + |want|), what naming the failure.  A NaN on either side fails
+-- (written as `not (d <= bound)`: a `d > bound` test is false for a NaN); equal infinities pass.
 local function assert_close(got, want, tol, what)
   local lu = require("luaunit")
   got = type(got) == "table" and got or { got }
   want = type(want) == "table" and want or { want }
   lu.assertEquals(#got, #want, what)
   for i = 1, #want do
-    if math.abs(got[i] - want[i]) > tol * (1 + math.abs(want[i])) then
+    if got[i] ~= want[i] and not (math.abs(got[i] - want[i]) <= tol * (1 + math.abs(want[i]))) then
       lu.fail(("%s [%d]: got %.12g, want %.12g"):format(what, i, got[i], want[i]))
     end
   end
@@ -157,11 +158,7 @@ local function check_gradient(sess, L, grad, ph, feeds, what)
   local numeric = central_differences(sess, L, feeds, ph, base, function(p)
     return #shape == 0 and npu.tensor(p[1], "float64") or npu.tensor(p, "float64"):reshape(shape)
   end, h)
-  for k = 1, #base do
-    if math.abs(analytic[k] - numeric[k]) > tol * (1 + math.abs(numeric[k])) then
-      lu.fail(("%s [%d]: analytic %.10g, numeric %.10g"):format(what, k, analytic[k], numeric[k]))
-    end
-  end
+  assert_close(analytic, numeric, tol, what .. " (analytic against numeric)")
 end
 
 -- Protobuf wire format, for specs that write or read protobuf bytes by hand (no schema):
@@ -339,13 +336,15 @@ local function control_graph(shape_invariants)
   return assert(load(CONTROL_GRAPH .. "return g, x, y\n", "=control_graph"))(shape_invariants)
 end
 
--- max |a - b| and max |b| over two tensors of the same number of elements.
+-- max |a - b| and max |b| over two tensors of the same number of elements.  A NaN on either
+-- side counts as math.huge (math.max would drop a NaN), equal infinities 0.
 local function max_diff(a, b)
   local x, y = a:reshape({ a:numel() }):totable(), b:reshape({ b:numel() }):totable()
   require("luaunit").assertEquals(#x, #y, "max_diff: element counts")
   local d, peak = 0, 0
   for i = 1, #x do
-    d = math.max(d, math.abs(x[i] - y[i]))
+    local e = x[i] == y[i] and 0 or math.abs(x[i] - y[i])
+    d = math.max(d, e == e and e or math.huge)
     peak = math.max(peak, math.abs(y[i]))
   end
   return d, peak
@@ -365,7 +364,6 @@ local function counting_loop(g, sum_name)
   return npu.assign(total, total + s), total
 end
 
--- A string quoted for sh; the sorted names in directory d (none when it does not exist).
 -- The steps of an explained plan (session:explain) at every depth, a cond's branches and a
 -- while's condition and body included, by node name: each a copy of its explained step with
 -- `depth` added (0 at the top level, 1 in a top-level loop's body, ...).
@@ -384,6 +382,7 @@ local function steps_by_node(e)
   return out
 end
 
+-- A string quoted for sh; the sorted names in directory d (none when it does not exist).
 local function sh_quote(str) return "'" .. str:gsub("'", "'\\''") .. "'" end
 
 local function ls(d)

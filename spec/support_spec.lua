@@ -29,6 +29,21 @@ function TestSupport:test_max_diff()
   lu.assertStrContains(tostring(S.fails(S.max_diff, npu.tensor({ 1, 2 }), npu.tensor({ 1 }))), "element counts")
 end
 
+-- A NaN where a number was wanted is a difference (Lua's math.max and a `>` test both drop a
+-- NaN); equal infinities are none.
+function TestSupport:test_max_diff_and_assert_close_see_a_nan()
+  local nan, inf = 0 / 0, math.huge
+  local d = S.max_diff(npu.tensor({ 1, nan, 3 }), npu.tensor({ 1, 2, 3 }))
+  lu.assertFalse(d <= 1, "max_diff dropped a NaN: " .. tostring(d))
+  d = S.max_diff(npu.tensor({ 1, 2 }), npu.tensor({ nan, 2 }))
+  lu.assertFalse(d <= 1, "max_diff dropped a NaN in b: " .. tostring(d))
+  lu.assertEquals(S.max_diff(npu.tensor({ inf, -inf }), npu.tensor({ inf, -inf })), 0)
+  lu.assertStrContains(tostring(S.fails(S.assert_close, { 1, nan }, { 1, 2 }, 1e-6, "x")), "x [2]")
+  lu.assertStrContains(tostring(S.fails(S.assert_close, { 1, 2 }, { 1, nan }, 1e-6, "y")), "y [2]")
+  S.assert_close({ inf, 1 }, { inf, 1 }, 1e-6, "equal infinities")
+  lu.assertStrContains(tostring(S.fails(S.assert_close, { 1.1 }, { 1 }, 1e-6, "z")), "z [1]")
+end
+
 function TestSupport:test_counting_loop_adds_9000_in_1000_iterations()
   local g = npu.Graph()
   local step, total = S.counting_loop(g, "batch_sum")
