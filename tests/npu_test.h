@@ -83,6 +83,30 @@ static inline npu_status scalar_i32(npu_context *ctx, npu_graph *g, const char *
   return graph_const(g, name, t, out);
 }
 
+/* A placeholder of dtype dt and shape (ndim dims; ndim 0: a scalar) named name. */
+static inline npu_status graph_placeholder(npu_graph *g, const char *name, npu_dtype dt, int ndim,
+                                           const int64_t *shape, int *out) {
+  npu_attr a[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = dt},
+                  {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {(int64_t *)shape, ndim}}};
+  int node;
+  TRY(npu_graph_add_op(g, "placeholder", name, 0, NULL, 2, a, &node));
+  *out = out0(g, node);
+  return NPU_OK;
+}
+
+/* Loop variable index (a loop_var, inside a while's region) of dtype dt, shape invariant
+   shape (ndim dims; ndim 0: a scalar, as a loop's counter). */
+static inline npu_status graph_loop_var(npu_graph *g, const char *name, npu_dtype dt, int index,
+                                        int ndim, const int64_t *shape, int *out) {
+  npu_attr a[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = dt},
+                  {.name = "index", .type = NPU_ATTR_INT, .u.i = index},
+                  {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {(int64_t *)shape, ndim}}};
+  int node;
+  TRY(npu_graph_add_op(g, "loop_var", name, 0, NULL, 3, a, &node));
+  *out = out0(g, node);
+  return NPU_OK;
+}
+
 typedef struct session_handles {
   npu_graph *g;
   npu_options *o;

@@ -23,16 +23,6 @@ static void release_all(handles *h) {
   memset(h, 0, sizeof *h);
 }
 
-static npu_status placeholder(npu_graph *g, const char *name, npu_dtype dt, int ndim,
-                              int64_t *shape, int *value) {
-  npu_attr a[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = dt},
-                  {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {shape, ndim}}};
-  int node;
-  TRY(npu_graph_add_op(g, "placeholder", name, 0, NULL, 2, a, &node));
-  *value = out0(g, node);
-  return NPU_OK;
-}
-
 static npu_status binary(npu_graph *g, const char *op, int a, int b, int *value) {
   int in[] = {a, b};
   return graph_op(g, op, NULL, 2, in, value);
@@ -45,9 +35,9 @@ static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
   npu_graph *g = h->g;
   int64_t s3[] = {3}, any[] = {-1};
   int x, n, p, zero, one, two;
-  TRY(placeholder(g, "x", NPU_DTYPE_F32, 1, s3, &x));
-  TRY(placeholder(g, "n", NPU_DTYPE_I32, 0, NULL, &n));
-  TRY(placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &p));
+  TRY(graph_placeholder(g, "x", NPU_DTYPE_F32, 1, s3, &x));
+  TRY(graph_placeholder(g, "n", NPU_DTYPE_I32, 0, NULL, &n));
+  TRY(graph_placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &p));
   npu_tensor *t;
   TRY(npu_tensor_new(ctx, NPU_DTYPE_I32, 0, NULL, &t));
   *(int32_t *)npu_tensor_data(t) = 0;
@@ -55,17 +45,9 @@ static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
 
   int loop, node;
   TRY(npu_graph_region_begin(g, &loop));
-  npu_attr vi[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I32},
-                   {.name = "index", .type = NPU_ATTR_INT, .u.i = 0},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
-  npu_attr vv[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
-                   {.name = "index", .type = NPU_ATTR_INT, .u.i = 1},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {any, 1}}};
   int i, v, pred, i1, v2;
-  TRY(npu_graph_add_op(g, "loop_var", "i", 0, NULL, 3, vi, &node));
-  i = out0(g, node);
-  TRY(npu_graph_add_op(g, "loop_var", "v", 0, NULL, 3, vv, &node));
-  v = out0(g, node);
+  TRY(graph_loop_var(g, "i", NPU_DTYPE_I32, 0, 0, NULL, &i));
+  TRY(graph_loop_var(g, "v", NPU_DTYPE_F32, 1, 1, any, &v));
   TRY(binary(g, "less", i, n, &pred));
   TRY(npu_tensor_new(ctx, NPU_DTYPE_I32, 0, NULL, &t));
   *(int32_t *)npu_tensor_data(t) = 1;
@@ -156,7 +138,7 @@ static void test_region_errors(void) {
   CHECK(npu_graph_new(ctx, &g) == NPU_OK);
   int r1, r2, x, node = 7;
   int64_t s2[] = {2};
-  CHECK(placeholder(g, "x", NPU_DTYPE_F32, 1, s2, &x) == NPU_OK);
+  CHECK(graph_placeholder(g, "x", NPU_DTYPE_F32, 1, s2, &x) == NPU_OK);
   CHECK(npu_graph_region_begin(g, &r1) == NPU_OK && r1 == 1);
   CHECK(npu_graph_region_begin(g, &r2) == NPU_OK && r2 == 2);
   CHECK(npu_graph_region_end(g, r1) == NPU_ERR_STATE); /* r2 is open inside it */
@@ -212,11 +194,11 @@ static void test_build_errors(void) {
   CHECK(npu_graph_new(ctx, &g) == NPU_OK);
   int64_t s2[] = {2}, s3[] = {3}, s22[] = {2, 2}, bad_dim[] = {-2};
   int x, x3, p, fi, ii, node;
-  CHECK(placeholder(g, "x", NPU_DTYPE_F32, 1, s2, &x) == NPU_OK);
-  CHECK(placeholder(g, "x3", NPU_DTYPE_F32, 1, s3, &x3) == NPU_OK);
-  CHECK(placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &p) == NPU_OK);
-  CHECK(placeholder(g, "f", NPU_DTYPE_F32, 0, NULL, &fi) == NPU_OK);
-  CHECK(placeholder(g, "ii", NPU_DTYPE_I32, 2, s22, &ii) == NPU_OK);
+  CHECK(graph_placeholder(g, "x", NPU_DTYPE_F32, 1, s2, &x) == NPU_OK);
+  CHECK(graph_placeholder(g, "x3", NPU_DTYPE_F32, 1, s3, &x3) == NPU_OK);
+  CHECK(graph_placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &p) == NPU_OK);
+  CHECK(graph_placeholder(g, "f", NPU_DTYPE_F32, 0, NULL, &fi) == NPU_OK);
+  CHECK(graph_placeholder(g, "ii", NPU_DTYPE_I32, 2, s22, &ii) == NPU_OK);
 
   /* cond */
   int ra, rb, vb, open_r;
@@ -309,10 +291,10 @@ static void test_placeholder_in_a_region(void) {
   CHECK(npu_graph_new(ctx, &g) == NPU_OK);
   int64_t s2[] = {2};
   int x, p, inner, rt, re, node;
-  CHECK(placeholder(g, "x", NPU_DTYPE_F32, 1, s2, &x) == NPU_OK);
-  CHECK(placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &p) == NPU_OK);
+  CHECK(graph_placeholder(g, "x", NPU_DTYPE_F32, 1, s2, &x) == NPU_OK);
+  CHECK(graph_placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &p) == NPU_OK);
   CHECK(npu_graph_region_begin(g, &rt) == NPU_OK);
-  CHECK(placeholder(g, "inner", NPU_DTYPE_F32, 1, s2, &inner) == NPU_OK);
+  CHECK(graph_placeholder(g, "inner", NPU_DTYPE_F32, 1, s2, &inner) == NPU_OK);
   CHECK(npu_graph_region_end(g, rt) == NPU_OK);
   CHECK(npu_graph_region_begin(g, &re) == NPU_OK && npu_graph_region_end(g, re) == NPU_OK);
   npu_attr ca[] = {int_attr("then_region", rt), int_attr("else_region", re)};

@@ -59,15 +59,9 @@ static npu_status build(handles *h) {
   TRY(npu_graph_new(ctx, &h->g));
   npu_graph *g = h->g;
   int64_t xs[] = {1, HW, HW, C}, fs[] = {3, 3, C, C};
-  npu_attr ph[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {xs, 4}}};
-  npu_attr pb[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_BOOL},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
   int node, f, zero, one, n;
-  TRY(npu_graph_add_op(g, "placeholder", "x", 0, NULL, 2, ph, &node));
-  h->xv = out0(g, node);
-  TRY(npu_graph_add_op(g, "placeholder", "p", 0, NULL, 2, pb, &node));
-  h->pv = out0(g, node);
+  TRY(graph_placeholder(g, "x", NPU_DTYPE_F32, 4, xs, &h->xv));
+  TRY(graph_placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &h->pv));
   npu_tensor *t;
   TRY(npu_tensor_random_normal(ctx, NPU_DTYPE_F32, 4, fs, 0, 0.3, 5, &t));
   TRY(graph_const(g, "f", t, &f));
@@ -77,16 +71,8 @@ static npu_status build(handles *h) {
 
   int loop, i, v, pred, i1, c;
   TRY(npu_graph_region_begin(g, &loop));
-  npu_attr vi[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I32},
-                   {.name = "index", .type = NPU_ATTR_INT, .u.i = 0},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
-  npu_attr vv[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
-                   {.name = "index", .type = NPU_ATTR_INT, .u.i = 1},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {xs, 4}}};
-  TRY(npu_graph_add_op(g, "loop_var", "i", 0, NULL, 3, vi, &node));
-  i = out0(g, node);
-  TRY(npu_graph_add_op(g, "loop_var", "v", 0, NULL, 3, vv, &node));
-  v = out0(g, node);
+  TRY(graph_loop_var(g, "i", NPU_DTYPE_I32, 0, 0, NULL, &i));
+  TRY(graph_loop_var(g, "v", NPU_DTYPE_F32, 1, 4, xs, &v));
   TRY(graph_op(g, "less", NULL, 2, (int[]){i, n}, &pred));
   TRY(scalar_i32(ctx, g, "one", 1, &one));
   TRY(graph_op(g, "add", NULL, 2, (int[]){i, one}, &i1));

@@ -46,16 +46,6 @@ static npu_status normal_const(handles *h, const char *name, int ndim, const int
   return graph_const(h->g, name, t, out);
 }
 
-static npu_status placeholder(npu_graph *g, const char *name, npu_dtype dt, int ndim,
-                              const int64_t *shape, int *out) {
-  npu_attr a[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = dt},
-                  {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {(int64_t *)shape, ndim}}};
-  int node;
-  TRY(npu_graph_add_op(g, "placeholder", name, 0, NULL, 2, a, &node));
-  *out = out0(g, node);
-  return NPU_OK;
-}
-
 /* (i, v) = (0, h), while i < 3: (i + 1, tanh(bias_add(matmul(v, w), b))) ("cell");
    p ? relu(bias_add(conv2d(x, f), c)) ("then_conv") : x.  Fetches: the loop's v, the cond's. */
 static npu_status build(handles *h) {
@@ -63,9 +53,9 @@ static npu_status build(handles *h) {
   npu_graph *g = h->g;
   int64_t xs[] = {1, HW, HW, C}, fs[] = {3, 3, C, C}, hs[] = {2, K}, ws[] = {K, K};
   int node, w, b, f, c, zero, n, one;
-  TRY(placeholder(g, "x", NPU_DTYPE_F32, 4, xs, &h->xv));
-  TRY(placeholder(g, "h", NPU_DTYPE_F32, 2, hs, &h->hv));
-  TRY(placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &h->pv));
+  TRY(graph_placeholder(g, "x", NPU_DTYPE_F32, 4, xs, &h->xv));
+  TRY(graph_placeholder(g, "h", NPU_DTYPE_F32, 2, hs, &h->hv));
+  TRY(graph_placeholder(g, "p", NPU_DTYPE_BOOL, 0, NULL, &h->pv));
   TRY(normal_const(h, "w", 2, ws, 3, &w));
   TRY(normal_const(h, "b", 1, ws, 4, &b));
   TRY(normal_const(h, "f", 4, fs, 5, &f));
@@ -74,16 +64,8 @@ static npu_status build(handles *h) {
   TRY(scalar_i32(h->ctx, g, "n", N, &n));
   int loop, i, v, pred, i1, mm, ba, th;
   TRY(npu_graph_region_begin(g, &loop));
-  npu_attr vi[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_I32},
-                   {.name = "index", .type = NPU_ATTR_INT, .u.i = 0},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {NULL, 0}}};
-  npu_attr vv[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
-                   {.name = "index", .type = NPU_ATTR_INT, .u.i = 1},
-                   {.name = "shape", .type = NPU_ATTR_INTS, .u.ints = {hs, 2}}};
-  TRY(npu_graph_add_op(g, "loop_var", "i", 0, NULL, 3, vi, &node));
-  i = out0(g, node);
-  TRY(npu_graph_add_op(g, "loop_var", "v", 0, NULL, 3, vv, &node));
-  v = out0(g, node);
+  TRY(graph_loop_var(g, "i", NPU_DTYPE_I32, 0, 0, NULL, &i));
+  TRY(graph_loop_var(g, "v", NPU_DTYPE_F32, 1, 2, hs, &v));
   TRY(graph_op(g, "less", NULL, 2, (int[]){i, n}, &pred));
   TRY(scalar_i32(h->ctx, g, "one", 1, &one));
   TRY(graph_op(g, "add", NULL, 2, (int[]){i, one}, &i1));
