@@ -18,57 +18,24 @@ local npu = require("npu")
 
 local support = dofile(SPEC_DIR .. "/support.lua")
 local F32 = "float32"
-local ALL_OFF = '{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"ALL":"off"}}}'
+local ALL_OFF = support.FUSION_ALL_OFF
 
 local function randn(shape, seed, stddev) return npu.random.normal(shape, { seed = seed, stddev = stddev or 1 }) end
 
 -- float32 computation, statistics as asked (none by default), passes as a switch text says.
-local function session(g, opts, switches)
-  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0 }
-  for k, v in pairs(opts or {}) do o[k] = v end
-  local path
-  if switches then
-    path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(switches)
-    f:close()
-    o.fusion_switch_file = path
-  end
-  local ok, sess = pcall(npu.Session, { graph = g, options = o })
-  if path then os.remove(path) end
-  if not ok then error(sess, 0) end
-  return sess
-end
+local session = support.fusion_session
 
 local function flat(t) return t:reshape({ t:numel() }):totable() end
 
-local function assert_same_bits(a, b, what)
-  local x, y = flat(a), flat(b)
-  lu.assertEquals(#x, #y, what)
-  for i = 1, #x do
-    if string.pack("<f", x[i]) ~= string.pack("<f", y[i]) and not (x[i] ~= x[i] and y[i] ~= y[i]) then
-      lu.fail(("%s: element %d differs: %s vs %s"):format(what, i, tostring(x[i]), tostring(y[i])))
-    end
-  end
-end
+local assert_same_bits = support.assert_same_bits
 
 local function assert_close(a, b, rel, what)
   local d, peak = support.max_diff(a, b)
   lu.assertTrue(d <= rel * math.max(peak, 1e-30), ("%s: max |d| %.3g > %.3g * peak %.4g"):format(what, d, rel, peak))
 end
 
--- The steps of an explain at every depth: a list of {op, node, pass, absorbed, depth}.
-local function all_steps(e)
-  local out = {}
-  local function walk(steps, depth)
-    for _, s in ipairs(steps) do
-      out[#out + 1] = { op = s.op, node = s.node, pass = s.pass, absorbed = s.absorbed, depth = depth }
-      for _, blk in ipairs(s.blocks or {}) do walk(blk.steps, depth + 1) end
-    end
-  end
-  walk(e.steps, 0)
-  return out
-end
+-- The steps of an explain at every depth, each with its depth.
+local all_steps = support.all_steps
 
 -- The steps a pass made, as "depth:op".
 local function fused_by(e, pass)

@@ -16,6 +16,7 @@
 --   against the reference path: max |d| <= 1e-5 * peak (naive loops sum in another order).
 local lu = require("luaunit")
 local npu = require("npu")
+local support = dofile(SPEC_DIR .. "/support.lua")
 
 local ULP = 2 ^ -23
 
@@ -25,7 +26,7 @@ local function write_file(path, text)
   f:close()
 end
 
-local read_file = dofile(SPEC_DIR .. "/support.lua").read_all
+local read_file = support.read_all
 
 -- A switch file in a temporary path (read when the session is created).
 local function switch_file(text)
@@ -34,39 +35,18 @@ local function switch_file(text)
   return path
 end
 
-local ALL_OFF = '{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"ALL":"off"}}}'
+local ALL_OFF = support.FUSION_ALL_OFF
 
 -- float32 computation, no statistics file unless asked, passes as a switch text says.
-local function session(g, opts, switches)
-  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0 }
-  for k, v in pairs(opts or {}) do o[k] = v end
-  local path
-  if switches then
-    path = switch_file(switches)
-    o.fusion_switch_file = path
-  end
-  local ok, sess = pcall(npu.Session, { graph = g, options = o })
-  if path then os.remove(path) end
-  if not ok then error(sess, 0) end
-  return sess
-end
+local session = support.fusion_session
 
 local function flat(t) return t:reshape({ t:numel() }):totable() end
 
 -- max |a - b| and max |b|
-local diff = dofile(SPEC_DIR .. "/support.lua").max_diff
+local diff = support.max_diff
 
--- The same float32 bits (-0 and infinities included; a NaN matches any NaN: IEEE leaves the
--- sign and payload of a NaN result open, and compilers may swap the operands of a + b).
-local function assert_same_bits(a, b, what)
-  local x, y = flat(a), flat(b)
-  lu.assertEquals(#x, #y)
-  for i = 1, #x do
-    if string.pack("<f", x[i]) ~= string.pack("<f", y[i]) and not (x[i] ~= x[i] and y[i] ~= y[i]) then
-      lu.fail(("%s: element %d differs: %s vs %s"):format(what or "", i, tostring(x[i]), tostring(y[i])))
-    end
-  end
-end
+-- The same float32 bits (a NaN matches any NaN).
+local assert_same_bits = support.assert_same_bits
 
 local function assert_close(a, b, rel, what)
   local d, peak = diff(a, b)
@@ -1184,7 +1164,7 @@ end
 -- ---------------------------------------------------------------- fusion_result.json
 
 -- The statistics file is read with support.lua's small JSON reader.
-local json_decode = dofile(SPEC_DIR .. "/support.lua").json_decode
+local json_decode = support.json_decode
 
 -- Where this process's sessions write: $ASCEND_WORK_PATH/FE/<pid>/ (make test sets it), else
 -- npu_out/FE/<pid>/, the default output directory.

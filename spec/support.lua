@@ -365,21 +365,66 @@ local function counting_loop(g, sum_name)
 end
 
 -- The steps of an explained plan (session:explain) at every depth, a cond's branches and a
--- while's condition and body included, by node name: each a copy of its explained step with
--- `depth` added (0 at the top level, 1 in a top-level loop's body, ...).
-local function steps_by_node(e)
+-- while's condition and body included, in plan order: each a copy of its explained step with
+-- `depth` added (0 at the top level, 1 in a top-level loop's body, ...).  steps_by_node: the
+-- same, by node name.
+local function all_steps(e)
   local out = {}
   local function walk(steps, depth)
     for _, s in ipairs(steps or {}) do
       local c = {}
       for k, v in pairs(s) do c[k] = v end
       c.depth = depth
-      out[s.node] = c
+      out[#out + 1] = c
       for _, blk in ipairs(s.blocks or {}) do walk(blk.steps, depth + 1) end
     end
   end
   walk(e.steps, 0)
   return out
+end
+
+local function steps_by_node(e)
+  local out = {}
+  for _, s in ipairs(all_steps(e)) do out[s.node] = s end
+  return out
+end
+
+-- Fusion's switch text that turns every pass off (fusion_switch_file).
+local FUSION_ALL_OFF = '{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"ALL":"off"}}}'
+
+-- A session over g computing in float32 (must_keep_origin_dtype), no statistics file unless
+-- opts asks, opts added; with switches, the fusion passes as that switch file text says (the
+-- file is written to a temporary path and removed once the session has read it).
+local function fusion_session(g, opts, switches)
+  local npu = require("npu")
+  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0 }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  local path
+  if switches then
+    path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(switches)
+    f:close()
+    o.fusion_switch_file = path
+  end
+  local ok, sess = pcall(npu.Session, { graph = g, options = o })
+  if path then os.remove(path) end
+  if not ok then error(sess, 0) end
+  return sess
+end
+
+-- The same float32 bits in tensors a and b (-0 and infinities included; a NaN matches any NaN:
+-- IEEE leaves the sign and payload of a NaN result open, and compilers may swap the operands
+-- of a + b); what names a failure.
+local function assert_same_bits(a, b, what)
+  local lu = require("luaunit")
+  local x, y = a:reshape({ a:numel() }):totable(), b:reshape({ b:numel() }):totable()
+  lu.assertEquals(#x, #y, what)
+  for i = 1, #x do
+    if string.pack("<f", x[i]) ~= string.pack("<f", y[i]) and not (x[i] ~= x[i] and y[i] ~= y[i]) then
+      lu.fail(("%s: element %d differs: %s vs %s"):format(what or "", i, tostring(x[i]), tostring(y[i])))
+    end
+  end
 end
 
 -- A string quoted for sh; the sorted names in directory d (none when it does not exist).
@@ -489,7 +534,11 @@ return {
   control_graph = control_graph,
   counting_loop = counting_loop,
   max_diff = max_diff,
+  all_steps = all_steps,
   steps_by_node = steps_by_node,
+  FUSION_ALL_OFF = FUSION_ALL_OFF,
+  fusion_session = fusion_session,
+  assert_same_bits = assert_same_bits,
   sh_quote = sh_quote,
   ls = ls,
   tmpdir = tmpdir,
