@@ -340,6 +340,13 @@ local CASES = {
       local opt = npu.train.GradientDescentOptimizer(0.1)
       return opt:apply_gradients(opt:compute_gradients(npu.reduce_sum(w.v)), { nmae = "step" })
     end, "NPU_ERR_ARG", "unknown keyword 'nmae' (did you mean 'name'?)" },
+  { "loss-scaled minimize global_step misspelt", function(w)
+      local opt = npu.train.LossScaleOptimizer(npu.train.GradientDescentOptimizer(0.1), npu.train.FixedLossScaleManager(2))
+      return opt:minimize(npu.reduce_sum(w.v), { global_stp = w.v })
+    end, "NPU_ERR_ARG", "unknown keyword 'global_stp' (did you mean 'global_step'?)" },
+  { "compute_gradients grad_loss misspelt", function(w)
+      return npu.train.GradientDescentOptimizer(0.1):compute_gradients(npu.reduce_sum(w.v), nil, { gradloss = w.v })
+    end, "NPU_ERR_ARG", "npu.train.Optimizer:compute_gradients: NPU_ERR_ARG: unknown keyword 'gradloss' (did you mean 'grad_loss'?)" },
 }
 
 function TestMistakes:test_each_mistake_has_its_message()

@@ -181,6 +181,7 @@ end
 -- @tparam[opt] table opts `{grad_loss = Output}`
 -- @treturn table a list of `{grad, var}` pairs (grad nil where loss does not depend on var)
 function Optimizer:compute_gradients(loss, var_list, opts)
+  errors.check_keys("npu.train.Optimizer:compute_gradients", opts, { "grad_loss" })
   local g = loss:graph()
   var_list = var_list or train.trainable_variables(g)
   local grads = train.gradients(loss, var_list, opts and opts.grad_loss)
@@ -236,7 +237,7 @@ end
 function Optimizer:minimize(loss, opts)
   opts = opts or {}
   errors.check_keys("npu.train.Optimizer:minimize", opts, { "global_step", "var_list", "name", "grad_loss" })
-  local gv = self:compute_gradients(loss, opts.var_list, opts)
+  local gv = self:compute_gradients(loss, opts.var_list, { grad_loss = opts.grad_loss })
   return self:apply_gradients(gv, { global_step = opts.global_step, name = opts.name })
 end
 
@@ -612,11 +613,7 @@ end
 -- @tparam Output loss
 -- @tparam[opt] table opts `{global_step =, var_list =, name =}`
 -- @treturn Operation
-function LSO:minimize(loss, opts)
-  opts = opts or {}
-  local gv = self:compute_gradients(loss, opts.var_list, opts)
-  return self:apply_gradients(gv, { global_step = opts.global_step, name = opts.name })
-end
+LSO.minimize = Optimizer.minimize -- its compute_gradients (scaled), then apply_gradients (gated)
 
 local DistOpt = {}
 DistOpt.__index = function(self, k)
