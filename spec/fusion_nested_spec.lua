@@ -198,8 +198,7 @@ function TestFusionNested:test_a_run_time_shape_stays_out_of_the_patterns()
     { shape_invariants = { {}, { -1, 8 }, { 4, 8 } } })
   local on, off = session(g), session(g, nil, ALL_OFF)
   local feeds = { [x] = randn({ 4, 8 }, 5), [n] = npu.tensor(3, "int32") }
-  local steps = {}
-  for _, s in ipairs(all_steps(on:explain({ r[2], r[3] }, feeds))) do steps[s.node] = s end
+  local steps = support.steps_by_node(on:explain({ r[2], r[3] }, feeds))
   lu.assertEquals(steps.dyn_mm.op, "matmul", "the run-time shaped product stays a matmul")
   lu.assertNil(steps.dyn_mm.pass)
   lu.assertEquals(steps.fixed_mm.op, "fused_matmul")
@@ -233,8 +232,7 @@ function TestFusionNested:test_values_read_outside_the_block_stay()
   local fetch = { r[2], r[3], after }
   local feeds = { [x] = randn({ 4, 8 }, 9), [n] = npu.tensor(4, "int32") }
   local on, off = session(g), session(g, nil, ALL_OFF)
-  local steps = {}
-  for _, s in ipairs(all_steps(on:explain(fetch, feeds))) do steps[s.node] = s end
+  local steps = support.steps_by_node(on:explain(fetch, feeds))
   lu.assertEquals(steps.kept_mm.op, "matmul", "the loop gives the product back: it stays")
   lu.assertEquals(steps.cond_mm.op, "matmul", "the body reads the condition's product: it stays")
   lu.assertEquals(steps.top_mm.op, "matmul", "read in the loop and after it: it stays")
@@ -321,8 +319,7 @@ function TestFusionNested:test_a_training_loop_updates_in_one_step()
   for _, sw in ipairs({ false, ALL_OFF }) do
     local sess = session(g, nil, sw or nil)
     sess:run(g:global_variables_initializer())
-    local ops = {}
-    for _, s in ipairs(all_steps(sess:explain(r[2], feeds))) do ops[s.node] = s end
+    local ops = support.steps_by_node(sess:explain(r[2], feeds))
     lu.assertEquals(ops.grad.op, sw and "matmul" or "fused_apply_gradient_descent")
     if not sw then lu.assertEquals(ops.grad.depth, 1) end
     local got = sess:run({ r[2], w }, feeds)
