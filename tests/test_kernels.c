@@ -1759,6 +1759,41 @@ static void run_direct(const npuK_window2d *g, int64_t oc, const npuK_pool *pool
   free(scratch);
 }
 
+/* Winograd with U computed once (npuK_conv2d_winograd_filter, then the _u_ep form) against the
+   per-call transform, on a large c (the transform split over channels into several ranges):
+   the same bits, with and without an epilogue and the fused pool, at other thread counts; the
+   scratch's U region, filled with NaN, is not read. */
+static void test_conv_winograd_prepared(void) {
+  const int64_t n = 2, h = 9, w = 12, c = 300, oc = 24;
+  npuK_window2d g = make_window(n, h, w, c, 3, 3, 1, 1, 1, 1, 1);
+  CHECK(g.n > 0 && npuK_conv2d_winograd_fits(&g, NULL));
+  int64_t nx = n * h * w * c, nf = 9 * c * oc, ny = n * g.out_h * g.out_w * oc;
+  float *x = rand_f32(nx), *f = rand_f32(nf), *bias = rand_f32(oc);
+  float *u1 = malloc(npuK_conv2d_winograd_filter_size(c, oc));
+  float *u2 = malloc(npuK_conv2d_winograd_filter_size(c, oc));
+  CHECK(npuK_conv2d_winograd_filter_size(c, oc) == (size_t)(16 * c * oc) * 4);
+  npuK_conv2d_winograd_filter(NULL, c, oc, f, u1);
+  npuK_conv2d_winograd_filter(&pool_odd, c, oc, f, u2);
+  CHECK(bits_equal(u1, u2, (size_t)(16 * c * oc) * 4));
+  npuK_window2d pw = pool_over(&g, oc, 2, 2, 0);
+  CHECK(pw.n > 0 && npuK_conv2d_winograd_fits(&g, &pw));
+  for (int k = 0; k < 3; k++) {
+    npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+    const npuK_epilogue *e = k ? &ep : NULL;
+    const npuK_window2d *pp = k == 2 ? &pw : NULL;
+    int64_t m = k == 2 ? n * pw.out_h * pw.out_w * oc : ny;
+    float *y1 = rand_f32(m), *y2 = rand_f32(m);
+    run_winograd(&g, oc, &pool_two, 3, x, f, e, pp, y1);
+    size_t ss = npuK_conv2d_winograd_scratch_size(&g, oc, pp, 2);
+    float *scratch = malloc(ss);
+    for (size_t i = 0; i < ss / 4; i++) scratch[i] = NAN;
+    npuK_conv2d_f32_winograd_u_ep(&pool_odd, &g, oc, x, u1, e, pp, y2, scratch, 2);
+    CHECK(bits_equal(y1, y2, (size_t)m * 4));
+    free(y1), free(y2), free(scratch);
+  }
+  free(x), free(f), free(bias), free(u1), free(u2);
+}
+
 /* conv2d_backprop_input by Winograd (op_select_implmode high_performance): against the
    definition's float64 sums at sizes whose channel sums are long (out_c up to 320), within
    gamma(out_c + 7) W — W Winograd on the absolute values of dy and of the filter turned half a
@@ -2224,6 +2259,7 @@ int main(void) {
   test_conv_random();
   test_conv_small_k();
   test_conv_winograd();
+  test_conv_winograd_prepared();
   test_conv_backprop_input_winograd();
   test_conv_direct();
   test_conv_pooled();
