@@ -198,6 +198,24 @@ typedef struct bcase {
   int64_t dims[3], sa[3], sb[3], na, nb;
 } bcase;
 
+/* The mixed-dtype kernel on both pools against npuK_binary_f32 on the widened operands aw, bw,
+   narrowed to od, bit for bit.  Frees the operands. */
+static void check_binary(const bcase *c, int op, void *a, npuK_dtype ad, float *aw, void *b,
+                         npuK_dtype bd, float *bw, npuK_dtype od) {
+  int64_t n = 1;
+  for (int i = 0; i < c->ndim; i++) n *= c->dims[i];
+  float *yw = malloc((size_t)n * sizeof *yw);
+  npuK_binary_f32(NULL, (npuK_binop)op, c->ndim, c->dims, aw, c->sa, bw, c->sb, yw);
+  for (int p = 0; p < 2; p++) {
+    void *y = alloc_out(n, od);
+    CHECK(npuK_binary_mixed(pools[p], (npuK_binop)op, c->ndim, c->dims, a, ad, c->sa, b, bd,
+                            c->sb, y, od) == 0);
+    CHECK(narrowed_equal(yw, n, od, y));
+    free(y);
+  }
+  free(a), free(b), free(aw), free(bw), free(yw);
+}
+
 static void test_binary(void) {
   const bcase cases[] = {
       {1, {2500}, {1}, {1}, 2500, 2500},                /* dense, one long run */
@@ -212,20 +230,9 @@ static void test_binary(void) {
       for (int d = 0; d < 3; d++) {
         const bcase *c = &cases[k];
         npuK_dtype ad = dts[d], bd = dts[(d + 1) % 3], od = dts[(d + 2) % 3];
-        int64_t n = 1;
-        for (int i = 0; i < c->ndim; i++) n *= c->dims[i];
         float *aw, *bw;
         void *a = rand_stored(c->na, ad, &aw), *b = rand_stored(c->nb, bd, &bw);
-        float *yw = malloc((size_t)n * sizeof *yw);
-        npuK_binary_f32(NULL, (npuK_binop)op, c->ndim, c->dims, aw, c->sa, bw, c->sb, yw);
-        for (int p = 0; p < 2; p++) {
-          void *y = alloc_out(n, od);
-          CHECK(npuK_binary_mixed(pools[p], (npuK_binop)op, c->ndim, c->dims, a, ad, c->sa, b, bd,
-                                  c->sb, y, od) == 0);
-          CHECK(narrowed_equal(yw, n, od, y));
-          free(y);
-        }
-        free(a), free(b), free(aw), free(bw), free(yw);
+        check_binary(c, op, a, ad, aw, b, bd, bw, od);
       }
   /* a float16 output of add / sub / mul / div from float16 or float32 operands, dense or
      broadcast: the lanes computed in registers (F16C), up to the first group of 8 whose
@@ -239,8 +246,6 @@ static void test_binary(void) {
       for (int d = 0; d < 3; d++) {
         const bcase *c = &cases[k];
         npuK_dtype ad = f16in[d][0], bd = f16in[d][1];
-        int64_t n = 1;
-        for (int i = 0; i < c->ndim; i++) n *= c->dims[i];
         float *aw = malloc((size_t)c->na * sizeof *aw), *bw = malloc((size_t)c->nb * sizeof *bw);
         for (int64_t i = 0; i < c->na; i++) aw[i] = (urand() - 0.5f) * 8;
         for (int64_t i = 0; i < c->nb; i++) bw[i] = (urand() - 0.5f) * 8;
@@ -255,16 +260,7 @@ static void test_binary(void) {
         else if (c->na > 1000) aw[c->na - 200] = NAN, npuK_cast(NULL, c->na, NPUK_F32, aw, ad, a);
         npuK_cast(NULL, c->na, ad, a, NPUK_F32, aw);
         npuK_cast(NULL, c->nb, bd, b, NPUK_F32, bw);
-        float *yw = malloc((size_t)n * sizeof *yw);
-        npuK_binary_f32(NULL, (npuK_binop)op, c->ndim, c->dims, aw, c->sa, bw, c->sb, yw);
-        for (int p = 0; p < 2; p++) {
-          void *y = alloc_out(n, NPUK_F16);
-          CHECK(npuK_binary_mixed(pools[p], (npuK_binop)op, c->ndim, c->dims, a, ad, c->sa, b, bd,
-                                  c->sb, y, NPUK_F16) == 0);
-          CHECK(narrowed_equal(yw, n, NPUK_F16, y));
-          free(y);
-        }
-        free(a), free(b), free(aw), free(bw), free(yw);
+        check_binary(c, op, a, ad, aw, b, bd, bw, NPUK_F16);
       }
   int64_t dims[1] = {4}, st[1] = {1};
   int32_t i4[4] = {1, 2, 3, 4};

@@ -1395,6 +1395,106 @@ static void test_conv_grads_exact(void) {
   free(x), free(dy), free(feat), free(d1), free(d2);
 }
 
+/* ---- the fused training kernels against float64 oracles computed here ---------------------
+   4096 rows, so the column sums show accumulation: a float32 running sum would drift by
+   ~2^-24 * 4096 sum|g|, the float64 one rounded once is within 1 ulp of the exact sum. */
+static int near_ulp(double exact, float got, double ulps) {
+  double u = ldexp(1.0, ilogb(fabs(exact) > FLT_MIN ? exact : FLT_MIN) - 23);
+  return fabs((double)got - exact) <= ulps * u;
+}
+
+static void test_fused_train_oracle(void) {
+  const int64_t rows = 4096, cols = 37; /* two 16-column tiles and a 5-column tail */
+  float *dy = rand_f32(rows * cols), *x = rand_f32(rows * cols), *g = rand_f32(rows * cols);
+  float *db = rand_f32(cols), *db2 = rand_f32(cols);
+  npuK_relu_grad_bias_grad_f32(&pool_odd, rows, cols, dy, x, g, db);
+  int ok = 1;
+  for (int64_t c = 0; c < cols; c++) {
+    double e = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      int64_t i = r * cols + c;
+      float want = x[i] > 0 ? dy[i] : 0.0f;
+      if (memcmp(&want, &g[i], 4) != 0) ok = 0;
+      e += want;
+    }
+    if (!near_ulp(e, db[c], 0.5)) ok = 0;
+  }
+  CHECK(ok);
+  npuK_relu_grad_bias_grad_f32(&pool_two, rows, cols, dy, x, g, db2);
+  CHECK(bits_equal(db, db2, (size_t)cols * 4));
+  /* in place: g = dy */
+  float *dyc = malloc((size_t)(rows * cols) * 4);
+  memcpy(dyc, dy, (size_t)(rows * cols) * 4);
+  npuK_relu_grad_bias_grad_f32(NULL, rows, cols, dyc, x, dyc, db2);
+  CHECK(bits_equal(dyc, g, (size_t)(rows * cols) * 4) && bits_equal(db, db2, (size_t)cols * 4));
+
+  /* log_softmax, mul, log_softmax_grad: rows of 4096 columns (the row sums accumulate), a the
+     labels (rows, cols), b one element (the loss's scale); d and db against float64 */
+  const int64_t lr = 8, lc = 4096;
+  float *z = rand_f32(lr * lc), *lab = rand_f32(lr * lc), sc = -0.125f;
+  float *d = rand_f32(lr * lc), *ldb = rand_f32(lc);
+  for (int64_t i = 0; i < lr * lc; i++) z[i] *= 8.0f, lab[i] = lab[i] > 0.9f ? 1.0f : 0.0f;
+  npuK_log_softmax_xent_grad_f32(&pool_odd, lr, lc, z, lab, 0, &sc, 1, d, ldb);
+  double *col = calloc((size_t)lc, sizeof *col), worst = 0;
+  ok = 1;
+  for (int64_t r = 0; r < lr; r++) {
+    const float *zr = z + r * lc, *ar = lab + r * lc;
+    double m = -INFINITY, se = 0, sdy = 0;
+    for (int64_t c = 0; c < lc; c++) m = fmax(m, zr[c]);
+    for (int64_t c = 0; c < lc; c++) se += exp(zr[c] - m), sdy += (double)ar[c] * sc;
+    for (int64_t c = 0; c < lc; c++) {
+      double p = exp(zr[c] - m) / se, e = (double)ar[c] * sc - p * sdy;
+      /* d = dy - softmax * sum(dy), softmax as expf(y) of the float32 y = (z - m) - ls: the
+         absolute roundings of z - m, ls (up to ~2^-21 each) and y (|y| 2^-24) are relative
+         errors of exp(y), so 16 + |y| ulps of the product, 4 of dy */
+      double tol = 0x1p-24 * (4 * fabs((double)ar[c] * sc) + (16 - log(p)) * fabs(p * sdy));
+      if (fabs(d[r * lc + c] - e) > tol) ok = 0, worst = fmax(worst, fabs(d[r * lc + c] - e) / tol);
+      col[c] += d[r * lc + c];
+    }
+  }
+  if (!ok) printf("worst %g\n", worst);
+  CHECK(ok);
+  ok = 1;
+  for (int64_t c = 0; c < lc; c++)
+    if (!near_ulp(col[c], ldb[c], 0.5)) ok = 0;
+  CHECK(ok);
+
+  /* sgd: w - lr * d with the product rounded, exactly */
+  const int64_t n = 4099;
+  float *w = rand_f32(n), *w0 = malloc((size_t)n * 4), *dd = rand_f32(n), rate = 0.01f;
+  memcpy(w0, w, (size_t)n * 4);
+  npuK_sgd_update_f32(&pool_odd, n, rate, dd, w);
+  ok = 1;
+  for (int64_t i = 0; i < n; i++) {
+    float step = (float)((double)rate * dd[i]), want = (float)((double)w0[i] - step);
+    if (memcmp(&want, &w[i], 4) != 0) ok = 0;
+  }
+  CHECK(ok);
+
+  /* max_pool_grad + relu + bias: db against the float64 sum of the oracle's dx */
+  npuK_window2d pw = make_window(64, 8, 8, 67, 2, 2, 2, 2, 1, 1, 0);
+  CHECK(pw.n > 0);
+  int64_t nx = pw.n * pw.in_h * pw.in_w * pw.c, ny = pw.n * pw.out_h * pw.out_w * pw.c;
+  float *px = rand_f32(nx), *pdy = rand_f32(ny), *feat = rand_f32(nx), *e1 = rand_f32(nx);
+  float *e2 = rand_f32(nx), *pdb = rand_f32(pw.c);
+  double *scr = malloc((size_t)(pw.n * pw.c) * sizeof *scr);
+  naive_max_pool_grad(&pw, px, pdy, e1);
+  for (int64_t i = 0; i < nx; i++)
+    if (!(feat[i] > 0)) e1[i] = 0.0f;
+  npuK_max_pool_grad_relu_bias_f32(&pool_odd, &pw, px, pdy, feat, e2, pdb, scr);
+  CHECK(bits_equal(e1, e2, (size_t)nx * 4));
+  ok = 1;
+  for (int64_t ci = 0; ci < pw.c; ci++) {
+    double e = 0;
+    for (int64_t i = ci; i < nx; i += pw.c) e += e1[i];
+    if (!near_ulp(e, pdb[ci], 0.5 + 1e-6)) ok = 0;
+  }
+  CHECK(ok);
+  free(dy), free(x), free(g), free(db), free(db2), free(dyc), free(z), free(lab), free(d);
+  free(ldb), free(col), free(w), free(w0), free(dd), free(px), free(pdy), free(feat), free(e1);
+  free(e2), free(pdb), free(scr);
+}
+
 /* ---- Winograd F(2x2, 3x3) and the pooled convolutions ---------------------------------- */
 
 /* The exact convolution (float64) and W, the Winograd algorithm run on absolute values:
@@ -1657,6 +1757,41 @@ static void run_direct(const npuK_window2d *g, int64_t oc, const npuK_pool *pool
     npuK_conv2d_f32_direct_level_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots, level);
   else npuK_conv2d_f32_direct_ep(pool, g, oc, x, f, ep, pw, y, scratch, slots);
   free(scratch);
+}
+
+/* Winograd with U computed once (npuK_conv2d_winograd_filter, then the _u_ep form) against the
+   per-call transform, on a large c (the transform split over channels into several ranges):
+   the same bits, with and without an epilogue and the fused pool, at other thread counts; the
+   scratch's U region, filled with NaN, is not read. */
+static void test_conv_winograd_prepared(void) {
+  const int64_t n = 2, h = 9, w = 12, c = 300, oc = 24;
+  npuK_window2d g = make_window(n, h, w, c, 3, 3, 1, 1, 1, 1, 1);
+  CHECK(g.n > 0 && npuK_conv2d_winograd_fits(&g, NULL));
+  int64_t nx = n * h * w * c, nf = 9 * c * oc, ny = n * g.out_h * g.out_w * oc;
+  float *x = rand_f32(nx), *f = rand_f32(nf), *bias = rand_f32(oc);
+  float *u1 = malloc(npuK_conv2d_winograd_filter_size(c, oc));
+  float *u2 = malloc(npuK_conv2d_winograd_filter_size(c, oc));
+  CHECK(npuK_conv2d_winograd_filter_size(c, oc) == (size_t)(16 * c * oc) * 4);
+  npuK_conv2d_winograd_filter(NULL, c, oc, f, u1);
+  npuK_conv2d_winograd_filter(&pool_odd, c, oc, f, u2);
+  CHECK(bits_equal(u1, u2, (size_t)(16 * c * oc) * 4));
+  npuK_window2d pw = pool_over(&g, oc, 2, 2, 0);
+  CHECK(pw.n > 0 && npuK_conv2d_winograd_fits(&g, &pw));
+  for (int k = 0; k < 3; k++) {
+    npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+    const npuK_epilogue *e = k ? &ep : NULL;
+    const npuK_window2d *pp = k == 2 ? &pw : NULL;
+    int64_t m = k == 2 ? n * pw.out_h * pw.out_w * oc : ny;
+    float *y1 = rand_f32(m), *y2 = rand_f32(m);
+    run_winograd(&g, oc, &pool_two, 3, x, f, e, pp, y1);
+    size_t ss = npuK_conv2d_winograd_scratch_size(&g, oc, pp, 2);
+    float *scratch = malloc(ss);
+    for (size_t i = 0; i < ss / 4; i++) scratch[i] = NAN;
+    npuK_conv2d_f32_winograd_u_ep(&pool_odd, &g, oc, x, u1, e, pp, y2, scratch, 2);
+    CHECK(bits_equal(y1, y2, (size_t)m * 4));
+    free(y1), free(y2), free(scratch);
+  }
+  free(x), free(f), free(bias), free(u1), free(u2);
 }
 
 /* conv2d_backprop_input by Winograd (op_select_implmode high_performance): against the
@@ -2124,6 +2259,7 @@ int main(void) {
   test_conv_random();
   test_conv_small_k();
   test_conv_winograd();
+  test_conv_winograd_prepared();
   test_conv_backprop_input_winograd();
   test_conv_direct();
   test_conv_pooled();
@@ -2134,5 +2270,6 @@ int main(void) {
   test_max_pool_grad();
   test_conv_backprop_input_gemm();
   test_conv_grads_exact();
+  test_fused_train_oracle();
   return check_summary("test_kernels");
 }

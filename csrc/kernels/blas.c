@@ -25,6 +25,7 @@
 #include <cblas.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kgrad.h"
 
 static int fits_blasint(int64_t m, int64_t n, int64_t k) {
   return m <= INT_MAX && n <= INT_MAX && k <= INT_MAX;
@@ -556,24 +557,6 @@ size_t npuK_matmul_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots
   return (size_t)(j.n_slots * j.slot_floats) * sizeof(float);
 }
 
-/* w[c] = w[c] - lr * d[c]: the mul op, then the sub op (two statements: no contraction into
-   an fma).  Eight lanes through a local array, which the compiler vectorises at -O2. */
-static void sgd_row(int64_t n, float lr, const float *d, float *w) {
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
-    float r[8];
-    for (int l = 0; l < 8; l++) {
-      float step = lr * d[c + l];
-      r[l] = w[c + l] - step;
-    }
-    for (int l = 0; l < 8; l++) w[c + l] = r[l];
-  }
-  for (; c < n; c++) {
-    float step = lr * d[c];
-    w[c] = w[c] - step;
-  }
-}
-
 static void sgd_range(void *arg, int64_t s0, int64_t s1) {
   const sgd_job *j = arg;
   const gemm_job *g = &j->g;
@@ -600,7 +583,8 @@ static void sgd_range(void *arg, int64_t s0, int64_t s1) {
         n = len;
       }
       sgemm_block(ta, tb, g->gemv, m, n, g->k, a, lda, b, ldb, NULL, 0, d, (blasint)n);
-      for (int64_t r = 0; r < m; r++) sgd_row(n, lr, d + r * n, w + r * g->n);
+      for (int64_t r = 0; r < m; r++) /* w = w - lr * d, a row: the mul op then the sub op */
+        npuK_sgd_update_f32(NULL, n, lr, d + r * n, w + r * g->n);
     }
   }
 }

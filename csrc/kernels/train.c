@@ -97,7 +97,8 @@ typedef struct sgd_update_job {
 
 /* w = w - lr * d as the mul op then the sub op compute it: two statements, so the product is
    rounded before the subtraction (no contraction into an fma); eight lanes through a local
-   array, which the compiler vectorises at -O2. */
+   array, which the compiler vectorises at -O2.  npuK_matmul_f32_sgd (blas.c) runs its rows
+   through this too (serially, pool NULL). */
 static void sgd_update_range(void *arg, int64_t begin, int64_t end) {
   const sgd_update_job *j = arg;
   const float lr = j->lr, *d = j->d;
