@@ -1517,17 +1517,8 @@ npu_status npuP_fuse(npuP_build *b) {
   npu_status s = w.base_pin ? NPU_OK : NPU_ERR_NOMEM;
   for (int i = 0; !s && i < p->n_fetches; i++) w.base_pin[p->fetches[i]] = 1;
   for (int i = 0; !s && i < p->n_feeds; i++) w.base_pin[p->feeds[i]] = 1;
-  if (!s && p->dynamic) { /* run-time shapes: the values of dynamic steps, and -1 dims */
-    for (int v = 0; v < p->n_values; v++) runtime[v] = !npuG_value_known(&p->values[v]);
-    /* a nested block's constants are bound in their slots only (compile/control.c): known[]
-       gets them, so the passes fold them as they fold the top level's (batch norm); before
-       memory planning the only tensors in the slots are constants and folded values */
-    npu_tensor **known = npuC_alloc(ctx, nv * sizeof *known);
-    if (!known) s = NPU_ERR_NOMEM;
-    for (int v = 0; known && v < p->n_values; v++)
-      known[v] = b->known[v] ? b->known[v] : p->owned[v] ? p->slots[v] : NULL;
-    if (known) npuC_free(ctx, b->known), b->known = known;
-  }
+  for (int v = 0; !s && p->dynamic && v < p->n_values; v++) /* run-time shapes: -1 dims */
+    runtime[v] = !npuG_value_known(&p->values[v]);
   pin_scan ps = {.b = b, .runtime = runtime, .pin = w.base_pin};
   if (!s) npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, scan_step, &ps);
   for (int v = 0; !s && v < p->n_values; v++) w.base_pin[v] |= runtime[v];
