@@ -84,6 +84,32 @@ function TestDocs:test_fast_column_matches_the_implementation_the_compiler_picks
   end
 end
 
+-- conv2d and conv2d_backprop_input: their high_performance is an algorithm (Winograd F(2x2,
+-- 3x3) where the rule takes the shape, compile/implmode.c), so the column says "yes" for them
+-- too; explain shows the algorithm at a shape the rule takes.
+function TestDocs:test_fast_column_names_the_winograd_convolutions()
+  local doc = read_all(ROOT .. "/docs/ops.md") or ""
+  local n, h, c, oc = 8, 28, 32, 64
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { n, h, h, c }, "x")
+  local dy = g:placeholder("float32", { n, h, h, oc }, "dy")
+  local f = g:const(npu.zeros({ 3, 3, c, oc }))
+  local y = g:op("conv2d", { x, f }, { strides = 1, padding = "SAME" }, "doc_conv")
+  local dx = g:op("conv2d_backprop_input", { f, dy }, { input_sizes = { n, h, h, c }, strides = 1,
+    padding = "SAME" }, "doc_dx")
+  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance",
+    export_compile_stat = 0 } }
+  local feeds = { [x] = npu.zeros({ n, h, h, c }), [dy] = npu.zeros({ n, h, h, oc }) }
+  for _, t in ipairs({ { "conv2d", y, "doc_conv" }, { "conv2d_backprop_input", dx, "doc_dx" } }) do
+    local algo
+    for _, s in ipairs(sess:explain(t[2], feeds).steps) do
+      if s.node == t[3] then algo = s.algo end
+    end
+    lu.assertEquals(algo, "winograd_2x3", t[1])
+    lu.assertEquals(row(doc, t[1])[8], "yes", t[1])
+  end
+end
+
 -- Import aliases listed in the doc are types the importer accepts.
 function TestDocs:test_listed_aliases_are_imported()
   local doc = read_all(ROOT .. "/docs/ops.md") or ""

@@ -187,7 +187,9 @@ int main(int argc, char **argv) {
          "`modify_mixlist` moves ops between lists; docs/compiler.md has the rules.\n");
   printf("- **grad**: the op has a gradient (`npu.gradients`, optimizers).\n");
   printf("- **fast**: the op has a high_performance implementation (vectorised float32 "
-         "approximations, errors stated in csrc/kernels/kfast.h), chosen by "
+         "approximations, errors stated in csrc/kernels/kfast.h; for conv2d and "
+         "conv2d_backprop_input the Winograd F(2x2, 3x3) algorithm where it is measured faster, "
+         "its bound in docs/numerics.md), chosen by "
          "`op_select_implmode`, `optypelist_for_implmode` or `op_precision_mode`; the others "
          "have one implementation and accept every mode.\n");
   printf("- **TF const inputs**: attributes that TensorFlow passes as constant inputs: the "

@@ -518,6 +518,15 @@ typedef struct pattern {
                   only values made before it), 0: of the last step */
 } pattern;
 
+/* Frees what step s owns (before the precision pass: no widen; no control: a kernel step)
+   and marks it dropped (def NULL), for compact after the pass. */
+static void drop_step(npu_context *ctx, npuE_step *s) {
+  npuC_free(ctx, s->in);
+  npuC_free(ctx, s->owned_params);
+  npuC_free(ctx, s->absorbed);
+  *s = (npuE_step){.def = NULL};
+}
+
 /* Replaces the pattern's steps with one step of def (params owned, freed on failure too). */
 static npu_status commit(fuser *f, const pattern *pt, const npu_op_def *def, void *params,
                          size_t scratch) {
@@ -543,10 +552,7 @@ static npu_status commit(fuser *f, const pattern *pt, const npu_op_def *def, voi
     /* the values between the pattern's steps are gone with them, but those it writes */
     int v = s->out[0];
     if (i < n - 1 && v != pt->out && !(pt->two_outputs && v == pt->out2)) f->n_readers[v] = 0;
-    npuC_free(ctx, s->in);
-    npuC_free(ctx, s->owned_params);
-    npuC_free(ctx, s->absorbed);
-    *s = (npuE_step){.def = NULL}; /* dropped; compacted after the pass */
+    drop_step(ctx, s);
   }
   npuE_step *s = &p->steps[pt->steps[pt->at_step ? pt->at_step - 1 : n - 1]];
   *s = (npuE_step){.node = anchor, .def = def, .params = params, .owned_params = params,
@@ -792,6 +798,18 @@ static npuP_fused_conv *conv_params(fuser *f, const npuE_step *conv) {
   return pc;
 }
 
+/* The fuser's by-value arrays (readers, reader, pinned) grown to n values. */
+static npu_status fit_readers(fuser *f, size_t n) {
+  npu_context *ctx = f->b->ctx;
+  int *readers = npuC_realloc(ctx, f->n_readers, n * sizeof *readers);
+  if (readers) f->n_readers = readers;
+  int *reader = readers ? npuC_realloc(ctx, f->reader, n * sizeof *reader) : NULL;
+  if (reader) f->reader = reader;
+  uint8_t *pinned = reader ? npuC_realloc(ctx, f->pinned, n) : NULL;
+  if (pinned) f->pinned = pinned;
+  return pinned ? NPU_OK : NPU_ERR_NOMEM;
+}
+
 /* A new plan value holding a float32 constant made now (a folded filter or bias), described
    like value `like` (its name) with the given shape; *v its id, *t its data. */
 static npu_status add_constant(fuser *f, int like, int ndim, const int64_t *shape, int *v,
@@ -807,13 +825,8 @@ static npu_status add_constant(fuser *f, int like, int ndim, const int64_t *shap
   if (owned) p->owned = owned;
   npu_tensor **known = owned ? npuC_realloc(ctx, f->b->known, n * sizeof *known) : NULL;
   if (known) f->b->known = known;
-  int *readers = known ? npuC_realloc(ctx, f->n_readers, n * sizeof *readers) : NULL;
-  if (readers) f->n_readers = readers;
-  int *reader = readers ? npuC_realloc(ctx, f->reader, n * sizeof *reader) : NULL;
-  if (reader) f->reader = reader;
-  uint8_t *pinned = reader ? npuC_realloc(ctx, f->pinned, n) : NULL;
-  if (pinned) f->pinned = pinned;
-  if (!pinned || npu_tensor_new(ctx, NPU_DTYPE_F32, ndim, shape, t)) return NPU_ERR_NOMEM;
+  if (!known || fit_readers(f, n) || npu_tensor_new(ctx, NPU_DTYPE_F32, ndim, shape, t))
+    return NPU_ERR_NOMEM;
   int id = p->n_values++;
   p->values[id] = p->values[like];
   p->values[id].dtype = NPU_DTYPE_F32;
@@ -1370,10 +1383,7 @@ static npu_status drop_dead_steps(fuser *f) {
     npuE_step *s = &p->steps[k];
     if (!pure_step(f, s, waited)) continue;
     for (int i = 0; i < s->n_in; i++) f->n_readers[s->in[i]]--;
-    npuC_free(ctx, s->in);
-    npuC_free(ctx, s->owned_params);
-    npuC_free(ctx, s->absorbed);
-    *s = (npuE_step){.def = NULL};
+    drop_step(ctx, s);
   }
   compact(p);
   npuC_free(ctx, waited);
@@ -1451,13 +1461,7 @@ static npu_status fit_arrays(fuse_walk *w) {
   size_t n = (size_t)(f->p->n_values ? f->p->n_values : 1);
   int *total = npuC_realloc(ctx, w->total, n * sizeof *total);
   if (total) w->total = total;
-  int *readers = total ? npuC_realloc(ctx, f->n_readers, n * sizeof *readers) : NULL;
-  if (readers) f->n_readers = readers;
-  int *reader = readers ? npuC_realloc(ctx, f->reader, n * sizeof *reader) : NULL;
-  if (reader) f->reader = reader;
-  uint8_t *pinned = reader ? npuC_realloc(ctx, f->pinned, n) : NULL;
-  if (pinned) f->pinned = pinned;
-  return pinned ? NPU_OK : NPU_ERR_NOMEM;
+  return total ? fit_readers(f, n) : NPU_ERR_NOMEM;
 }
 
 /* The passes over one block's steps (*steps, *n: the plan's own or a nested block's, *n
@@ -1517,17 +1521,8 @@ npu_status npuP_fuse(npuP_build *b) {
   npu_status s = w.base_pin ? NPU_OK : NPU_ERR_NOMEM;
   for (int i = 0; !s && i < p->n_fetches; i++) w.base_pin[p->fetches[i]] = 1;
   for (int i = 0; !s && i < p->n_feeds; i++) w.base_pin[p->feeds[i]] = 1;
-  if (!s && p->dynamic) { /* run-time shapes: the values of dynamic steps, and -1 dims */
-    for (int v = 0; v < p->n_values; v++) runtime[v] = !npuG_value_known(&p->values[v]);
-    /* a nested block's constants are bound in their slots only (compile/control.c): known[]
-       gets them, so the passes fold them as they fold the top level's (batch norm); before
-       memory planning the only tensors in the slots are constants and folded values */
-    npu_tensor **known = npuC_alloc(ctx, nv * sizeof *known);
-    if (!known) s = NPU_ERR_NOMEM;
-    for (int v = 0; known && v < p->n_values; v++)
-      known[v] = b->known[v] ? b->known[v] : p->owned[v] ? p->slots[v] : NULL;
-    if (known) npuC_free(ctx, b->known), b->known = known;
-  }
+  for (int v = 0; !s && p->dynamic && v < p->n_values; v++) /* run-time shapes: -1 dims */
+    runtime[v] = !npuG_value_known(&p->values[v]);
   pin_scan ps = {.b = b, .runtime = runtime, .pin = w.base_pin};
   if (!s) npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, scan_step, &ps);
   for (int v = 0; !s && v < p->n_values; v++) w.base_pin[v] |= runtime[v];

@@ -98,7 +98,10 @@ static bool is_dual(const npu_op_def *def) {
   return false;
 }
 
-bool npuP_impl_has_fast(const npu_op_def *def) { return is_dual(def); }
+/* the dual kernels, and the convolutions whose high_performance is Winograd (select_step) */
+bool npuP_impl_has_fast(const npu_op_def *def) {
+  return is_dual(def) || def == &npuX_op_conv2d || def == &npuX_op_conv2d_backprop_input;
+}
 
 /* Op ids named by type name `name` into ids[0..2); returns their count (0: a known name with
    no op here), or -1 when the name is unknown. */

@@ -618,6 +618,18 @@ static void subgraph_key(compiling *c) {
   }
 }
 
+/* A nested block's constants are bound in their slots only (compile/control.c): known[] gets
+   them too, once, so every pass reads them as it reads the top level's (fusion folds them:
+   batch norm; implementation selection, tuning and prepare_steps find a constant filter for
+   Winograd's U).  Before the passes the only tensors in the slots are constants and folded
+   values.  Control steps make a plan dynamic; the reference path runs none of those passes. */
+static void know_nested_constants(npuP_build *b) {
+  const npuE_plan *p = b->plan;
+  if (!p->dynamic || b->cfg->reference) return;
+  for (int v = 0; v < p->n_values; v++)
+    if (!b->known[v] && p->owned[v]) b->known[v] = p->slots[v];
+}
+
 static npu_status passes(compiling *c) {
   static const struct {
     const char *name;
@@ -628,6 +640,7 @@ static npu_status passes(compiling *c) {
               {"memory planning", npuP_plan_memory}};
   npuP_build *b = &c->b;
   bool verify = b->cfg->verify;
+  know_nested_constants(b);
   npu_status s = verify ? npuP_verify(b, "layout") : NPU_OK;
   if (!s && c->dump >= 0) s = npuP_graph_dump(b, c->dump, 1, "constant folding", false);
   for (size_t i = 0; i < npu_countof(list) && !s; i++) {

@@ -1023,19 +1023,10 @@ npu_status npuP_tune_steps(npuP_build *b) {
   if (!c || b->cfg->reference) return NPU_OK;
   int T = npu_context_n_threads(b->ctx);
   if (T > p->n_threads) T = p->n_threads;
-  /* A nested block's constants are bound in their slots only (compile/control.c): the timing
-     uses them as they are, as it does the top level's.  Before memory planning the only
-     tensors in the slots are constants and folded values. */
-  npu_tensor **own = b->known;
-  npu_tensor **known = npuC_alloc(b->ctx, (size_t)(p->n_values ? p->n_values : 1) * sizeof *known);
-  if (!known) return NPU_ERR_NOMEM;
-  for (int v = 0; v < p->n_values; v++)
-    known[v] = own[v] ? own[v] : p->owned[v] ? p->slots[v] : NULL;
-  b->known = known;
+  /* a nested block's constants are in b->known (plan.c: know_nested_constants): the timing
+     uses them as they are, as it does the top level's */
   char where[256] = "";
   npu_status s = tune_block(b, p->steps, p->n_steps, T, where, sizeof where);
-  b->known = own;
-  npuC_free(b->ctx, known);
   npu_status w = save_all(b->ctx, c);
   return s ? s : w;
 }
