@@ -295,6 +295,11 @@ local CASES = {
   -- extra arguments and forgotten flags (each was dropped, or read as false, silently)
   { "variable with TF's trainable option", function(w) return w.g:variable(npu.zeros({ 2 }), "w", { trainable = false }) end,
     "NPU_ERR_ARG", "npu.Graph:variable: NPU_ERR_ARG: argument 4: no argument expected here, got table" },
+  { "variable with an options table for its name", function(w) return w.g:variable(npu.zeros({ 2 }), { trainable = false }) end,
+    "NPU_ERR_ARG", "npu.Graph:variable: NPU_ERR_ARG: argument 2 (name) must be a string, got table" },
+  { "the same inside a name scope (was Lua's 'attempt to concatenate')", function(w)
+      return npu.name_scope("s", function() return w.g:variable(npu.zeros({ 2 }), { trainable = false }) end)
+    end, "NPU_ERR_ARG", "argument 2 (name) must be a string, got table" },
   { "set_trainable without its flag", function(w) return w.g:set_trainable(w.v) end,
     "NPU_ERR_ARG", "boolean expected, got no value" },
   { "set_trainable with a string flag", function(w) return w.g:set_trainable(w.v, "no") end,

@@ -363,6 +363,10 @@ end
 -- @raise NPU_ERR_ARG when initial's shape is not fully known
 function Graph_methods:variable(initial, name, ...)
   errors.check_no_more("npu.Graph:variable", 3, ...)
+  if name ~= nil and type(name) ~= "string" then -- TF's g.variable(init, {trainable=...}) form
+    errors.raise("npu.Graph:variable", "NPU_ERR_ARG",
+      "argument 2 (name) must be a string, got " .. errors.typename(name))
+  end
   local init = to_output(self, initial)
   name = name or "Variable"
   if scopes[1] then name = scope_prefix(self) .. name end
