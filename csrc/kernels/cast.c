@@ -302,6 +302,30 @@ int npuK_f16c(void) {
 #endif
 }
 
+/* Native bfloat16 dot products (AVX512_BF16's VDPBF16PS, with the AVX-512 F/BW/VL it needs):
+   looked up once as have_f16c is, and off when the environment sets NPU_NO_AVX512BF16 (not
+   "0"), so that tests and benchmarks can run the widening path on the same CPU.  gcc 12's
+   __builtin_cpu_supports knows "avx512bf16"; a compiler that does not gets 0 (widening). */
+int npuK_bf16dot(void) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  static atomic_int known; /* 0: not yet looked up, 1: no, 2: yes */
+  int k = atomic_load_explicit(&known, memory_order_relaxed);
+  if (k == 0) {
+    const char *off = getenv("NPU_NO_AVX512BF16");
+    __builtin_cpu_init();
+    k = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                !(off && *off && strcmp(off, "0") != 0)
+            ? 2
+            : 1;
+    atomic_store_explicit(&known, k, memory_order_relaxed);
+  }
+  return k == 2;
+#else
+  return 0;
+#endif
+}
+
 void npuK_half_widen(npuK_dtype dt, const void *x, float *y, int64_t n) {
   const uint16_t *h = x;
   if (n <= 0) return;

@@ -366,6 +366,10 @@ void npuK_half_narrow(const float *x, npuK_dtype dt, void *y, int64_t n);
 /* 1 when the float16 conversions above go through F16C (x86-64 with AVX2, NPU_NO_F16C unset):
  * kernels with their own F16C loops (fused.c) use them only then. */
 int npuK_f16c(void);
+/* 1 when the CPU has native bfloat16 dot products (AVX512_BF16) and NPU_NO_AVX512BF16 is
+ * unset: the kernels that compute on bfloat16 operands as stored (rather than widening them
+ * to float32) run only then.  A fact of the process, looked up once. */
+int npuK_bf16dot(void);
 
 /* ---------------------------------------------------------------- convolution (conv.c)
  * Window geometry shared by conv2d, depthwise_conv2d and the pools. Input x is NHWC
