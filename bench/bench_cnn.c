@@ -18,7 +18,12 @@
  * conv2d_backprop_input of 64 -> 32 channels, runs by Winograd too).
  * Threads: the session at 1 and 2 device threads (npu_context_set_n_threads; OpenBLAS at one
  * thread, as the context sets it); the twin with OpenBLAS at the same thread count.
- * Usage: bench_cnn [reps [threads]] (default 41; 1 and 2 threads, or only the one given).  With
+ * Usage: bench_cnn [reps [threads [precision]]] (default 41; 1 and 2 threads, or only the one
+ * given, 0 for both; float32).  precision (or the environment's BENCH_PRECISION; the argument
+ * wins) is a precision_mode value (allow_mix_precision_bf16, force_fp16, ...) or a
+ * precision_mode_v2 one (mixed_bfloat16, ...) given to the three sessions; without one they get
+ * the options they had before (float32).  The twin always computes in float32, so under a
+ * reduced mode its logits check allows that mode's rounding (see check_bound).  With
  * BENCH_TSV set, each case is one line "case<TAB>name<TAB>session ms<TAB>hand ms" (for
  * bench/versus_torch.lua), the logits check silent.  With BENCH_CNN_SESSION_ONLY set, the twin is not
  * run (for a profiler's view of the session alone); with BENCH_CNN_FORWARD_ONLY, no train step.
@@ -220,6 +225,33 @@ static int fail(npu_context *ctx, const char *what, npu_status st) {
   return 1;
 }
 
+static const char *precision; /* the precision asked for, NULL for float32 */
+
+/* New options for one of the sessions, the precision asked for set in them: a precision_mode
+   value, else a precision_mode_v2 one.  Always a set (possibly empty), so each session's
+   options are built the same way. */
+static npu_status session_options(npu_context *ctx, npu_options **o) {
+  npu_status st = npu_options_new(ctx, o);
+  if (st || !precision) return st;
+  if (npu_options_set_string(*o, "precision_mode", precision) &&
+      (st = npu_options_set_string(*o, "precision_mode_v2", precision))) {
+    npu_options_release(*o);
+    *o = NULL;
+  }
+  return st;
+}
+
+/* How far the session's logits may be from the float32 twin's, relative to (peak + 1): float32
+   rounding (1e-6; Winograd's transforms 1e-4), or under a reduced precision that format's:
+   bfloat16 keeps 8 significant bits (relative step 2^-8 = 3.9e-3), float16 11 (2^-11), and
+   each layer's inputs and output are rounded to it, so allow a few steps. */
+static double check_bound(int winograd) {
+  if (precision && strstr(precision, "bf16")) return 3e-2;
+  if (precision && strstr(precision, "bfloat16")) return 3e-2;
+  if (precision && (strstr(precision, "fp16") || strstr(precision, "float16"))) return 5e-3;
+  return winograd ? 1e-4 : 1e-6;
+}
+
 #define OP(name, n_in, ins, n_at, ats) \
   if ((st = npu_graph_add_op(g, name, NULL, n_in, ins, n_at, ats, &node))) return fail(ctx, name, st)
 
@@ -315,7 +347,11 @@ static int build(net *n, const twin *t) {
     OP("assign", 2, ai, 0, NULL);
     n->updates[i] = node;
   }
-  if ((st = npu_session_new(ctx, g, NULL, &n->s))) return fail(ctx, "session", st);
+  npu_options *o;
+  if ((st = session_options(ctx, &o))) return fail(ctx, "precision", st);
+  st = npu_session_new(ctx, g, o, &n->s);
+  npu_options_release(o);
+  if (st) return fail(ctx, "session", st);
   if ((st = npu_session_run(n->s, 0, NULL, NULL, 0, NULL, NULL, 6, n->inits)))
     return fail(ctx, "init", st);
   /* the variables live in the context's resources: the other sessions share them */
@@ -325,15 +361,14 @@ static int build(net *n, const twin *t) {
   if (!fp) return fail(ctx, "switch file", NPU_ERR_IO);
   fputs("{\"Switch\":{\"GraphFusion\":{\"ConvMaxPoolFusionPass\":\"off\"}}}", fp);
   fclose(fp);
-  npu_options *o;
-  if ((st = npu_options_new(ctx, &o))) return fail(ctx, "options", st);
+  if ((st = session_options(ctx, &o))) return fail(ctx, "options", st);
   if (!(st = npu_options_set_string(o, "fusion_switch_file", path)))
     st = npu_session_new(ctx, g, o, &n->s_unfused);
   remove(path);
   npu_options_release(o);
   if (!st) st = npu_session_run(n->s_unfused, 0, NULL, NULL, 0, NULL, NULL, 6, n->inits);
   if (st) return fail(ctx, "session (pool unfused)", st);
-  if ((st = npu_options_new(ctx, &o))) return fail(ctx, "options", st);
+  if ((st = session_options(ctx, &o))) return fail(ctx, "options", st);
   if (!(st = npu_options_set_string(o, "op_select_implmode", "high_performance")))
     st = npu_session_new(ctx, g, o, &n->s_winograd);
   npu_options_release(o);
@@ -348,6 +383,8 @@ int main(int argc, char **argv) {
   tick = bench_clock();
   int reps = argc > 1 ? atoi(argv[1]) : 41, only_threads = argc > 2 ? atoi(argv[2]) : 0;
   if (reps < 1) reps = 1;
+  precision = argc > 3 ? argv[3] : getenv("BENCH_PRECISION");
+  if (precision && !*precision) precision = NULL;
   int tsv = getenv("BENCH_TSV") != NULL;
   unsigned seed = 12345;
   twin t = {0};
@@ -399,7 +436,7 @@ int main(int argc, char **argv) {
   const char *names[] = {"forward, pool unfused", "forward", "forward, winograd"};
   if (!tsv)
     printf("bench_cnn: 28x28x1 -> conv3x3x32+relu -> pool2 -> conv3x3x64+relu -> pool2 -> dense10,"
-           " batch %d, float32\n", B);
+           " batch %d; sessions %s, hand C float32\n", B, precision ? precision : "float32");
   for (int k = 0; k < 3; k++) {
     npu_tensor *out = NULL;
     if ((st = npu_session_run(sessions[k], 1, feeds_v, feeds, 1, &n.logits, &out, 0, NULL)))
@@ -414,7 +451,7 @@ int main(int argc, char **argv) {
     if (!tsv)
       printf("logits, %s: largest difference from the hand C twin %.2e (peak %.2f)\n", names[k],
              err, peak);
-    if (err > (k == 2 ? 1e-4 : 1e-6) * (peak + 1)) {
+    if (err > check_bound(k == 2) * (peak + 1)) {
       fprintf(stderr, "bench_cnn: the session and the twin disagree\n");
       return 1;
     }

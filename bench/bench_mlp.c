@@ -11,10 +11,15 @@
  * Each case alternates the two sides rep by rep (so drifts of a shared machine hit both) and
  * prints medians and the ratio session / hand.  bench/mlp.lua gives the Lua-side time.
  *
- * Usage: bench_mlp [reps [threads]] (41, 1): with threads = 2 the session runs on two device
- * threads (OpenBLAS at one, as the context sets it) and the twin on OpenBLAS at two.  With
- * BENCH_TSV set, each case is one line "case<TAB>name<TAB>session ms<TAB>hand ms" (for
- * bench/versus_torch.lua).
+ * Usage: bench_mlp [reps [threads [precision]]] (41, 1, float32): with threads = 2 the session
+ * runs on two device threads (OpenBLAS at one, as the context sets it) and the twin on OpenBLAS
+ * at two.  precision (or the environment's BENCH_PRECISION; the argument wins) is a
+ * precision_mode value (allow_mix_precision_bf16, force_fp16, ...) or a precision_mode_v2 one
+ * (mixed_bfloat16, ...) for the session; without one the session gets no options (float32, as
+ * the twin).  The hand twin always computes in float32: under a reduced mode the ratio is the
+ * price or gain of that mode against plain float32 C, and the printed differences are the
+ * mode's rounding, not a bug.  With BENCH_TSV set, each case is one line
+ * "case<TAB>name<TAB>session ms<TAB>hand ms" (for bench/versus_torch.lua).
  */
 #include <cblas.h>
 #include <math.h>
@@ -34,6 +39,8 @@ static const float LR = 0.01f;
 static const int64_t dims_in[] = {IN, H, H}, dims_out[] = {H, H, OUT};
 
 static npu_context *ctx;
+static npu_options *opts;      /* the session's options: NULL, or the precision asked for */
+static const char *precision;  /* its value as given, NULL for float32 */
 
 static void die(const char *what, npu_status st) {
   fprintf(stderr, "bench_mlp: %s: %s: %s\n", what, npu_status_name(st), npu_context_errmsg(ctx));
@@ -145,7 +152,7 @@ static void build(mlp *m, int64_t batch, int training) {
     }
     m->train = group(g, 6, updates);
   }
-  if ((st = npu_session_new(ctx, g, NULL, &m->s))) die("session", st);
+  if ((st = npu_session_new(ctx, g, opts, &m->s))) die("session", st);
   if ((st = npu_session_run(m->s, 0, NULL, NULL, 0, NULL, NULL, 1, &m->init))) die("init", st);
 }
 
@@ -328,24 +335,39 @@ static void train_case(int iters) {
   drop(&m);
 }
 
+/* The session options for the precision asked for: a precision_mode value, else a
+   precision_mode_v2 one; NULL options when none is asked for (the session as before). */
+static void precision_options(const char *mode) {
+  if (!mode || !*mode) return;
+  npu_status st = npu_options_new(ctx, &opts);
+  if (st) die("options", st);
+  if (npu_options_set_string(opts, "precision_mode", mode) &&
+      (st = npu_options_set_string(opts, "precision_mode_v2", mode)))
+    die("precision (neither a precision_mode nor a precision_mode_v2 value)", st);
+  precision = mode;
+}
+
 int main(int argc, char **argv) {
   tick = bench_clock();
   if (argc > 1) reps = atoi(argv[1]);
   if (argc > 2) threads = atoi(argv[2]);
   if (reps < 1 || reps > MAX_REPS || threads < 1 || threads > 64) {
-    fprintf(stderr, "usage: bench_mlp [reps (1..%d) [threads]]\n", MAX_REPS);
+    fprintf(stderr, "usage: bench_mlp [reps (1..%d) [threads [precision]]]\n", MAX_REPS);
     return 2;
   }
   tsv = getenv("BENCH_TSV") != NULL;
   npu_status st = npu_context_new(NULL, &ctx);
   if (st) return 1;
+  precision_options(argc > 3 ? argv[3] : getenv("BENCH_PRECISION"));
   npu_context_set_n_threads(ctx, threads);
   openblas_set_num_threads(1);
   if (!tsv)
-    printf("MLP 784-256-256-10, %d thread(s), medians of %d interleaved reps:\n", threads, reps);
+    printf("MLP 784-256-256-10, %d thread(s), medians of %d interleaved reps; session %s, hand C"
+           " float32:\n", threads, reps, precision ? precision : "float32");
   infer_case(1, 400);
   infer_case(BIG, 40);
   train_case(10);
+  npu_options_release(opts);
   npu_context_release(ctx);
   return 0;
 }
