@@ -2,12 +2,19 @@
 """torch_twin.py — PyTorch's side of bench/versus_torch.lua: the same models, shapes and steps
 as bench/bench_mlp.c and bench/bench_cnn.c, timed in PyTorch eager and TorchScript.
 
-  /usr/bin/python3 bench/torch_twin.py THREADS REPS [cpu]
+  /usr/bin/python3 bench/torch_twin.py THREADS REPS [cpu|wall [bf16]]
 
 prints one line per case, "case<TAB>name<TAB>eager ms<TAB>torchscript ms<TAB>note", each the
 median of REPS timings (each timing a loop of a few runs, after warm-ups), in wall time, or with
 "cpu" in the process's CPU time (time.process_time: as BENCH_CPU_TIME makes our benches do).  On an import failure
 it prints "skipped<TAB>reason" and exits 0, so the driver can say why.
+
+With "bf16" the same cases run in eager mode twice, alternating rep by rep: under
+torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's mixed precision: matrix products and
+convolutions in bfloat16 through oneDNN, the parameters kept in float32 — the training step's
+SGD updates float32 master weights, as autocast training does) and in plain float32; the line
+is "case<TAB>name<TAB>autocast bf16 ms<TAB>float32 eager ms<TAB>note".  TorchScript is left
+out there (its autocast support is partial in 1.13).
 
 Cases (float32):
   mlp b1 forward, mlp b64 forward: 784-256-256-10, dense + relu, dense + relu, dense, softmax;
@@ -32,6 +39,7 @@ def main():
     threads = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 9
     clock = time.process_time if len(sys.argv) > 3 and sys.argv[3] == "cpu" else time.perf_counter
+    bf16 = len(sys.argv) > 4 and sys.argv[4] == "bf16"
     # PyTorch's matrix products run on the system BLAS (Debian's: the same OpenBLAS as ours),
     # which takes its thread count from the environment, not from torch.set_num_threads
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -106,6 +114,10 @@ def main():
             opt.step()
         return run
 
+    if bf16:
+        mixed_cases(torch, nn, F, MLP, CNN, reps, clock)
+        return
+
     out = []
     # ---- MLP ----
     for batch, iters in ((1, 200), (64, 20)):
@@ -147,6 +159,82 @@ def main():
         out.append(("cnn b32 " + what, e, s, "eager %s, script %s" % (le, ls)))
     for name, e, s, note in out:
         print("case\t%s\t%.6f\t%.6f\t%s" % (name, e, s, note))
+
+
+def mixed_cases(torch, nn, F, MLP, CNN, reps, clock):
+    """The cases under autocast bfloat16 beside float32 eager, the two alternating rep by rep."""
+    def timeit2(a, b, iters, warm=3):
+        for _ in range(warm):
+            a()
+            b()
+        ta, tb = [], []
+        for _ in range(reps):
+            for fn, ts in ((a, ta), (b, tb)):
+                t0 = clock()
+                for _ in range(iters):
+                    fn()
+                ts.append((clock() - t0) / iters)
+        ta.sort()
+        tb.sort()
+        return ta[(reps - 1) // 2] * 1e3, tb[(reps - 1) // 2] * 1e3
+
+    def autocast(enabled):
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled)
+
+    def infer(model, x, softmax, mixed):
+        def run():
+            with torch.no_grad(), autocast(mixed):
+                y = model(x)
+                return torch.softmax(y, 1) if softmax else y
+        return run
+
+    def train(model, step_of, mixed):
+        # the parameters stay float32 (autocast casts them per op): the SGD step updates them
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+        def run():
+            opt.zero_grad(set_to_none=True)
+            with autocast(mixed):
+                y = step_of(model)
+            y.backward()
+            opt.step()
+        return run
+
+    out = []
+    for batch, iters in ((1, 200), (64, 20)):
+        m = MLP()
+        x = torch.rand(batch, 784)
+        out.append(("mlp b%d forward" % batch,) + timeit2(infer(m, x, True, True), infer(m, x, True, False), iters) + ("",))
+    x = torch.rand(64, 784)
+    labels = torch.tensor([(r * 7) % 10 for r in range(64)])
+
+    def mlp_step(model):
+        return F.cross_entropy(model(x), labels)
+    out.append(("mlp b64 sgd step",) + timeit2(train(MLP().train(), mlp_step, True),
+                                               train(MLP().train(), mlp_step, False), 10) + ("",))
+    best = {}
+    for layout, fmt in (("NCHW", torch.contiguous_format), ("channels_last", torch.channels_last)):
+        xc = torch.rand(32, 1, 28, 28).contiguous(memory_format=fmt)
+        dl = (torch.rand(32, 10) * 2 - 1) / 32
+        cnn = CNN().to(memory_format=fmt)
+
+        def cnn_step(model, xc=xc, dl=dl):
+            # backward from a given logits gradient, as bench_cnn.c feeds one: sum(y * dl)
+            return (model(xc).float() * dl).sum()
+        res = {"forward": timeit2(infer(cnn, xc, False, True), infer(cnn, xc, False, False), 5),
+               "train step": timeit2(train(CNN().to(memory_format=fmt).train(), cnn_step, True),
+                                     train(CNN().to(memory_format=fmt).train(), cnn_step, False), 3)}
+        for what, (mx, fp) in res.items():
+            b = best.setdefault(what, [None, None, "", ""])
+            if b[0] is None or mx < b[0]:
+                b[0], b[2] = mx, layout
+            if b[1] is None or fp < b[1]:
+                b[1], b[3] = fp, layout
+    for what in ("forward", "train step"):
+        mx, fp, lm, lf = best[what]
+        out.append(("cnn b32 " + what, mx, fp, "autocast %s, float32 %s" % (lm, lf)))
+    for name, mx, fp, note in out:
+        print("case\t%s\t%.6f\t%.6f\t%s" % (name, mx, fp, note))
 
 
 if __name__ == "__main__":
