@@ -1,4 +1,4 @@
--- half.lua — what force_fp16 does to time: for each model of ../shared/models (or
+-- half.lua — what force_fp16 and allow_mix_precision_bf16 do to time: for each model of ../shared/models (or
 -- $NPU_MODELS_DIR) at batch 1 and for two synthetic graphs on 4 Mi-element tensors (memory
 -- traffic, not arithmetic, is their cost), force_fp16 time / float32 (must_keep_origin_dtype)
 -- time at one device thread.  Both sessions live in one process and their runs alternate;
@@ -16,6 +16,12 @@
 -- bytes read, so the conversions, not the arithmetic, decide what float16 costs.  "mlp-head":
 -- dense 2048 -> 4096 (bias, relu) -> 1000, softmax, at batch 1: matrix-vector products whose
 -- 12 Mi weights (48 MiB in float32, 24 in float16) are read once a run.
+-- A third session runs under allow_mix_precision_bf16 (bfloat16 where the mode's lists allow,
+-- float32 elsewhere), its runs alternating with the other two; a second table gives its time
+-- against float32 (the same rounds and configurations), each mode's plan total (explain's
+-- memory.total_bytes) and each mode's largest output error against the reference outputs
+-- (output_<j>.npy beside the model; for the synthetic graphs, the float32 session's outputs),
+-- divided by the reference's peak |value|: the accuracy each mode costs.
 local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
 package.path = here .. "/lua/?.lua;" .. here .. "/lua/?/init.lua;" .. package.path
 package.cpath = (os.getenv("NPU_MODULE_ROOT") or here) .. "/?.so;" .. package.cpath
@@ -75,23 +81,79 @@ local function load(name)
   return g, info.output_names, feeds
 end
 
--- One model: float32 and force_fp16 medians (ms), runs alternating.
+local MODES = { "must_keep_origin_dtype", "force_fp16", "allow_mix_precision_bf16" }
+
+-- The reference outputs of a shared model (a list of tensors), or nil (a synthetic graph).
+local function references(name)
+  local refs, j = {}, 0
+  while true do
+    local path = ("%s/%s/output_%d.npy"):format(DIR, name, j)
+    local f = io.open(path, "rb")
+    if not f then break end
+    f:close()
+    j = j + 1
+    refs[j] = npu.load(path)
+  end
+  return j > 0 and refs or nil
+end
+
+-- The largest |y - ref| over all outputs, divided by the largest |ref| (the absolute error
+-- when every ref is 0); math.huge when a value is not finite where its reference is.
+local function rel_error(ys, refs)
+  local err, peak = 0, 0
+  for j, r in ipairs(refs) do
+    local a = ys[j]:reshape({ ys[j]:numel() }):totable()
+    local b = r:reshape({ r:numel() }):totable()
+    for i = 1, #b do
+      local d = math.abs(a[i] - b[i])
+      if d ~= d and b[i] == b[i] then d = math.huge end
+      if d > err then err = d end
+      if math.abs(b[i]) > peak then peak = math.abs(b[i]) end
+    end
+  end
+  return peak > 0 and err / peak or err
+end
+
+-- One model: for each of MODES the median ms (runs of the three sessions in turn), the plan
+-- total in bytes and the output error against the references.
 local function measure(name)
   local ok, g, fetch, feeds = pcall(load, name)
   if not ok then return nil end
-  local f32 <close> = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
-  local f16 <close> = npu.Session { graph = g, options = { precision_mode = "force_fp16" } }
-  for _ = 1, 3 do f32:run(fetch, feeds); f16:run(fetch, feeds) end
-  local t32, t16 = util.alternate(REPS, function() f32:run(fetch, feeds) end,
-    function() f16:run(fetch, feeds) end)
-  return t32 * 1e3, t16 * 1e3
+  local sessions, times, res = {}, {}, {}
+  for i, mode in ipairs(MODES) do sessions[i] = npu.Session { graph = g, options = { precision_mode = mode } } end
+  for _ = 1, 3 do
+    for _, s in ipairs(sessions) do s:run(fetch, feeds) end
+  end
+  -- util.alternate's discipline for three: each rep runs every session once, in turn
+  local clock = core.monotonic_time
+  for i = 1, #MODES do times[i] = {} end
+  for r = 1, REPS do
+    for i, s in ipairs(sessions) do
+      local t0 = clock()
+      s:run(fetch, feeds)
+      times[i][r] = clock() - t0
+    end
+  end
+  local outs = {}
+  for i, s in ipairs(sessions) do outs[i] = s:run(fetch, feeds) end
+  local refs = references(name) or outs[1]
+  for i, s in ipairs(sessions) do
+    res[i] = { ms = median(times[i]) * 1e3, bytes = s:explain(fetch, feeds).memory.total_bytes,
+      err = rel_error(outs[i], refs) }
+    s:close()
+  end
+  return res
 end
 
 if ROWS_ONLY then
   core.set_n_threads(1)
   for _, name in ipairs(names) do
-    local a, b = measure(name)
-    if a then print(("%s\t%.4f\t%.4f"):format(name, a, b)) end
+    local res = measure(name)
+    if res then
+      local f = { name }
+      for _, x in ipairs(res) do f[#f + 1] = ("%.4f\t%d\t%.3e"):format(x.ms, x.bytes, x.err) end
+      print(table.concat(f, "\t"))
+    end
   end
   return
 end
@@ -103,19 +165,27 @@ if base then configs[#configs + 1] = { label = "before", env = ("NPU_MODULE_ROOT
 local argv = { tostring(REPS) }
 for _, n in ipairs(names) do argv[#argv + 1] = ("'%s'"):format(n) end
 
-local rows = {} -- rows[name][label] = { ratios, f32 times, f16 times }
+-- rows[name][label] = { ratios, f32 times, f16 times, bf16 ratios and times, each mode's plan
+-- bytes and error (the last round's: they do not change from run to run) }
+local rows = {}
 local ROUNDS = tonumber(os.getenv("NPU_HALF_ROUNDS") or "") or 3
 for _ = 1, ROUNDS do
   for _, c in ipairs(configs) do
     local p = io.popen(("%slua5.4 '%s' --rows %s"):format(c.env, script, table.concat(argv, " ")))
     for line in p:lines() do
-      local name, a, b = line:match("^(.-)\t(%S+)\t(%S+)$")
-      if name then
+      local f = {}
+      for x in line:gmatch("[^\t]+") do f[#f + 1] = x end
+      if #f == 10 then
+        local name, a, b, c16 = f[1], tonumber(f[2]), tonumber(f[5]), tonumber(f[8])
         rows[name] = rows[name] or {}
-        local r = rows[name][c.label] or { ratio = {}, f32 = {}, f16 = {} }
+        local r = rows[name][c.label] or { ratio = {}, f32 = {}, f16 = {}, bratio = {}, bf16 = {} }
         rows[name][c.label] = r
-        r.ratio[#r.ratio + 1] = tonumber(b) / tonumber(a)
-        r.f32[#r.f32 + 1], r.f16[#r.f16 + 1] = tonumber(a), tonumber(b)
+        r.ratio[#r.ratio + 1], r.bratio[#r.bratio + 1] = b / a, c16 / a
+        r.f32[#r.f32 + 1], r.f16[#r.f16 + 1], r.bf16[#r.bf16 + 1] = a, b, c16
+        r.bytes = { tonumber(f[3]), tonumber(f[6]), tonumber(f[9]) }
+        -- "%.3e" of an overflow (math.huge) reads "inf", which tonumber does not take back
+        local function err(x) return tonumber(x) or (x:match("inf") and math.huge) or 0 / 0 end
+        r.err = { err(f[4]), err(f[7]), err(f[10]) }
       end
     end
     p:close()
@@ -136,6 +206,31 @@ for _, name in ipairs(names) do
     for _, c in ipairs(configs) do
       line = line .. (r[c.label] and ("   %6.3fx"):format(median(r[c.label].ratio)) or "         -")
     end
+    print(line)
+  end
+end
+
+print()
+print(("allow_mix_precision_bf16 (bf16) against float32 (f32) and force_fp16 (f16), the same runs:"
+  .. " time ratio per configuration, plan total (explain's memory.total_bytes, KiB), largest output"
+  .. " error / peak |reference| (the models' output_<j>.npy; the synthetic graphs' float32 outputs)"))
+head = ("%-26s %9s %9s"):format("model", "f32 ms", "bf16 ms")
+for _, c in ipairs(configs) do head = head .. (" %9s"):format(c.label) end
+head = head .. (" %8s %8s %8s %9s %9s %9s"):format("f32 KiB", "f16 KiB", "bf16 KiB", "f32 err", "f16 err", "bf16 err")
+print(head)
+print(("-"):rep(#head))
+for _, name in ipairs(names) do
+  local r = rows[name]
+  if not r or not r.F16C then
+    print(("%-26s not runnable"):format(name))
+  else
+    local line = ("%-26s %9.3f %9.3f"):format(name, median(r.F16C.f32), median(r.F16C.bf16))
+    for _, c in ipairs(configs) do
+      line = line .. (r[c.label] and ("   %6.3fx"):format(median(r[c.label].bratio)) or "         -")
+    end
+    local b, e = r.F16C.bytes, r.F16C.err
+    line = line .. (" %8d %8d %8d %9.2g %9.2g %9.2g"):format(b[1] // 1024, b[2] // 1024, b[3] // 1024,
+      e[1], e[2], e[3])
     print(line)
   end
 end
