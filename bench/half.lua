@@ -1,8 +1,9 @@
--- half.lua — what force_fp16 and allow_mix_precision_bf16 do to time: for each model of ../shared/models (or
--- $NPU_MODELS_DIR) at batch 1 and for two synthetic graphs on 4 Mi-element tensors (memory
--- traffic, not arithmetic, is their cost), force_fp16 time / float32 (must_keep_origin_dtype)
--- time at one device thread.  Both sessions live in one process and their runs alternate;
--- each is the median of REPS runs after 3 warm-up runs.  < 1: force_fp16 is faster.
+-- half.lua — what force_fp16 and allow_mix_precision_bf16 do to time: for each model of
+-- ../shared/models (or $NPU_MODELS_DIR) at batch 1 and for two synthetic graphs on 4 Mi-element
+-- tensors (memory traffic, not arithmetic, is their cost), force_fp16 time / float32
+-- (must_keep_origin_dtype) time at one device thread.  The sessions live in one process and
+-- their runs take turns; each is the median of REPS runs after 3 warm-up runs.  < 1: force_fp16
+-- is faster.
 --   lua5.4 bench/half.lua [REPS] [NAME ...]        (default 21; all models and both graphs)
 -- Columns, each a child process of this script (--rows prints machine-readable lines), run in
 -- turn three times (NPU_HALF_ROUNDS=n: n times, for a loaded machine), the median ratio printed:
