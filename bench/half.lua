@@ -9,6 +9,8 @@
 -- turn three times (NPU_HALF_ROUNDS=n: n times, for a loaded machine), the median ratio printed:
 --   F16C     this build, float16 conversions through F16C where the CPU has it
 --   scalar   this build with NPU_NO_F16C=1: half.h's scalar conversions (CPUs without F16C)
+--   no dpbf16  (second table only) this build with NPU_NO_AVX512BF16=1: no AVX512_BF16 dot
+--            products, bfloat16 widened to float32 as on CPUs without them
 --   before   only if NPU_BASELINE_ROOT names the root of another build (its npu/core.so, e.g.
 --            one of the commit before this work): that build, for before/after in one run
 -- Synthetic graphs ("eltwise": x plus six constants, h = h + c six times (fused into one
@@ -160,7 +162,10 @@ if ROWS_ONLY then
 end
 
 local script = arg[0]
-local configs = { { label = "F16C", env = "" }, { label = "scalar", env = "NPU_NO_F16C=1 " } }
+local configs = { { label = "F16C", env = "" }, { label = "scalar", env = "NPU_NO_F16C=1 " },
+  -- kernels that would compute on bfloat16 with AVX512_BF16 (npuK_bf16dot) widen instead:
+  -- the bf16 table's column for this build without its native bfloat16 kernels
+  { label = "no dpbf16", env = "NPU_NO_AVX512BF16=1 ", bf16_only = true } }
 local base = os.getenv("NPU_BASELINE_ROOT")
 if base then configs[#configs + 1] = { label = "before", env = ("NPU_MODULE_ROOT='%s' "):format(base) } end
 local argv = { tostring(REPS) }
@@ -195,7 +200,9 @@ end
 
 print(("force_fp16 time / float32 time, one device thread, median of %d alternating runs, then of %d rounds"):format(REPS, ROUNDS))
 local head = ("%-26s %9s %9s"):format("model", "f32 ms", "f16 ms")
-for _, c in ipairs(configs) do head = head .. (" %9s"):format(c.label) end
+for _, c in ipairs(configs) do
+  if not c.bf16_only then head = head .. (" %9s"):format(c.label) end
+end
 print(head)
 print(("-"):rep(#head))
 for _, name in ipairs(names) do
@@ -205,7 +212,9 @@ for _, name in ipairs(names) do
   else
     local line = ("%-26s %9.3f %9.3f"):format(name, median(r.F16C.f32), median(r.F16C.f16))
     for _, c in ipairs(configs) do
-      line = line .. (r[c.label] and ("   %6.3fx"):format(median(r[c.label].ratio)) or "         -")
+      if not c.bf16_only then
+        line = line .. (r[c.label] and ("   %6.3fx"):format(median(r[c.label].ratio)) or "         -")
+      end
     end
     print(line)
   end

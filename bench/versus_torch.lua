@@ -24,10 +24,13 @@
 -- beside PyTorch eager under torch.autocast("cpu", dtype=torch.bfloat16) (torch_twin.py's bf16
 -- mode, which times autocast and plain float32 eager alternately in one process), and both
 -- sides' float32: ours from the float32 table's runs of the same round, PyTorch's the eager
--- float32 of the autocast process.  Each round then runs four processes (ours float32, ours
--- bf16, PyTorch, PyTorch bf16), in reverse order every other round.  Ratios: ours bf16 /
--- autocast (the median of the rounds' ratios, as above), and each side's bf16 / its float32
--- (< 1: the mixed precision is faster than float32 on that side).
+-- float32 of the autocast process.  Column "no dpbf16" is ours under the same mode with
+-- NPU_NO_AVX512BF16=1: kernels that would compute on bfloat16 with AVX512_BF16 dot products
+-- (npuK_bf16dot) widen to float32 instead, so the two columns show what the native kernels
+-- bring, in one run.  Each round then runs five processes (ours float32, ours bf16, ours bf16
+-- without dpbf16, PyTorch, PyTorch bf16), in reverse order every other round.  Ratios: ours
+-- bf16 / autocast (the median of the rounds' ratios, as above), and each side's bf16 / its
+-- float32 (< 1: the mixed precision is faster than float32 on that side).
 local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
 local median = dofile(here .. "/bench/util.lua").median
 
@@ -89,21 +92,22 @@ for _, threads in ipairs(thread_counts) do
   local q_eager, q_script = {}, {} -- per round: ours / PyTorch of that round (adjacent in time)
   -- --bf16: ours under MIXED, PyTorch autocast and its float32 eager (same process), per case;
   -- per round ours bf16 / autocast
-  local ours16, auto16, eager32, notes16, q_auto = {}, {}, {}, {}, {}
+  local ours16, wide16, auto16, eager32, notes16, q_auto = {}, {}, {}, {}, {}, {}
   local function add(t, k, v)
     t[k] = t[k] or {}
     table.insert(t[k], v)
   end
   for r = 1, rounds do
-    local function run_ours(precision)
+    -- precision nil: float32, into ours and hand; else into sink
+    local function run_ours(precision, env, sink)
       return function()
         for _, bin in ipairs { "bench_mlp", "bench_cnn" } do
-          local got, other = collect(("BENCH_TSV=1 %s%s'%s/build/bench/%s' %d %d"):format(
-            threads == 1 and "BENCH_CPU_TIME=1 " or "",
+          local got, other = collect(("BENCH_TSV=1 %s%s%s'%s/build/bench/%s' %d %d"):format(
+            threads == 1 and "BENCH_CPU_TIME=1 " or "", env or "",
             precision and ("BENCH_PRECISION=%s "):format(precision) or "", here, bin, reps, threads))
           if not next(got) then error(bin .. " failed: " .. other) end
           for k, v in pairs(got) do
-            if precision then add(ours16, k, v[1]) else add(ours, k, v[1]); add(hand, k, v[2]) end
+            if precision then add(sink, k, v[1]) else add(ours, k, v[1]); add(hand, k, v[2]) end
           end
         end
       end
@@ -127,7 +131,10 @@ for _, threads in ipairs(thread_counts) do
       end
     end
     local steps = { run_ours(), run_torch() }
-    if bf16 then steps[3], steps[4] = run_ours(MIXED), run_torch("bf16") end
+    if bf16 then
+      steps[3], steps[4] = run_ours(MIXED, nil, ours16), run_torch("bf16")
+      steps[5] = run_ours(MIXED, "NPU_NO_AVX512BF16=1 ", wide16)
+    end
     for i = 1, #steps do steps[r % 2 == 1 and i or #steps + 1 - i]() end
     for case, o in pairs(ours) do
       local tc = torch_of[case] or case
@@ -170,18 +177,19 @@ for _, threads in ipairs(thread_counts) do
     print(("%d thread(s), %s: ours under %s (the table above's float32 runs beside it) vs PyTorch eager"
       .. " under autocast bfloat16 (its float32 eager timed alternately in the same process); ms,"
       .. " medians as above"):format(threads, threads == 1 and "process CPU time" or "wall time", MIXED))
-    print(("%-28s %9s %8s %8s %9s   %9s %9s %9s"):format("case", "ours bf16", "autocast", "ours f32",
-      "torch f32", "/autocast", "ours b/f", "torch b/f"))
+    print(("%-28s %9s %9s %8s %8s %9s   %9s %9s %9s"):format("case", "ours bf16", "no dpbf16", "autocast",
+      "ours f32", "torch f32", "/autocast", "ours b/f", "torch b/f"))
     for _, case in ipairs(order) do
       if ours16[case] then
         local tc = torch_of[case] or case
         local o16, o32 = median(ours16[case]), ours[case] and median(ours[case])
+        local w16 = wide16[case] and median(wide16[case])
         local a16 = auto16[tc] and median(auto16[tc])
         local e32 = eager32[tc] and median(eager32[tc])
         local qa = q_auto[case] and median(q_auto[case])
         local function f(x) return x and ("%8.3f"):format(x) or ("%8s"):format("-") end
         local function q(x) return x and ("%9.2f"):format(x) or ("%9s"):format("-") end
-        print(("%-28s %9s %8s %8s %9s   %s %s %s"):format(case, f(o16), f(a16), f(o32), f(e32), q(qa),
+        print(("%-28s %9s %9s %8s %8s %9s   %s %s %s"):format(case, f(o16), f(w16), f(a16), f(o32), f(e32), q(qa),
           q(o32 and o16 / o32), q(e32 and a16 and a16 / e32)))
       end
     end
