@@ -1,0 +1,368 @@
+/* gemm_bf16.c: C = op(A) op(B) on bfloat16 operands as stored, by VDPBF16PS (AVX512_BF16).
+ *
+ * A stored (m, k) or (k, m) if trans_a, B stored (k, n) or (n, k) if trans_b, both bfloat16,
+ * row-major, contiguous; C (m, n) float32, bfloat16 or float16.
+ *
+ * The sum: every output is one float32 chain over k in pairs, ascending: for pair p (elements
+ * 2p and 2p + 1 of the row of op(A) and the column of op(B)) acc += a[2p+1] b[2p+1], then
+ * acc += a[2p] b[2p] (VDPBF16PS, Intel SDM): each product is exact in float32, each sum rounds
+ * to nearest even, subnormal inputs (|x| < 2^-126) count as zero and subnormal results are
+ * flushed to zero; an odd k's last pair has a zero partner.  So |c - exact| <= k 2^-24 sum|a b|
+ * (first order) for the operands with their subnormals taken as zero, plus k 2^-126 for the
+ * flushes; NaN and Inf propagate as in float32 arithmetic.  The epilogue (bias, then the
+ * activation: npuK_epilogue_f32) runs on the float32 sums, and a reduced C is narrowed from
+ * them by npuK_half_narrow (the Cast op's bits).  The bias is added once, after the sum: one
+ * more rounding, (k + 1) 2^-24 (|bias| + sum|a b|) with it.
+ *
+ * The chain is held in a register from the first pair to the last (no blocking over k), so
+ * nothing but (a, b, k) decides an output's bits: not the tiles, not the thread count, not
+ * whether B was packed.  The portable twin (level 0) runs the same chains with float32
+ * arithmetic that emulates the instruction (tests compare the two bit for bit).
+ *
+ * Layout (level 1): op(B) in panels of NR = 32 columns, k in pairs: a panel is (kp, 32) uint32,
+ * element (p, j) the two bfloat16 b[2p][j], b[2p+1][j] (two zmm per pair); op(A) by pairs as
+ * uint32 broadcast to every lane (vpbroadcastd), read in place from a row-major A, packed
+ * (kp, m) from a transposed one.  A tile is MR = 8 rows x 32 columns: 16 accumulators, per
+ * pair two loads of B, MR broadcasts and 2 MR VDPBF16PS.  Few rows (m <= MR) and B stored
+ * (k, n): B's rows are interleaved in registers as the tile reads them (no pack: each panel is
+ * read once).  Columns past n are zero in the panel and masked on store.
+ *
+ * Threads: units are (panel, block of MB rows), by shape only; slot s takes units
+ * [s U / S, (s + 1) U / S) and packs the panels it meets into its part of scratch.
+ */
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+enum { MR = 8, NR = 32, MB = 256 };
+
+static int64_t pairs(int64_t k) { return (k + 1) / 2; }
+
+/* uint32 of scratch: a transposed A packed (kp, m), then each slot's panel (kp, NR). */
+static int64_t apack_words(int trans_a, int64_t m, int64_t k) {
+  return trans_a ? pairs(k) * m : 0;
+}
+static int64_t panel_words(int64_t k) { return pairs(k) * NR; }
+
+static int raw_b(int trans_b, int64_t m) { return !trans_b && m <= MR; }
+
+typedef struct bf_job {
+  int trans_a, trans_b, level, raw;
+  int64_t m, n, k, kp, n_panels, n_mblocks, n_units, n_slots;
+  const uint16_t *a, *b;
+  const npuK_epilogue *ep;
+  void *c;
+  npuK_dtype c_dtype;
+  uint32_t *apack, *panels;
+  const npuK_pool *pool;
+} bf_job;
+
+size_t npuK_gemm_bf16_scratch_size(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                                   int n_slots) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  int64_t n_units = ((n + NR - 1) / NR) * ((m + MB - 1) / MB);
+  int64_t slots = n_slots < 1 ? 1 : n_slots > n_units ? n_units : n_slots;
+  int64_t words = apack_words(trans_a, m, k) + (raw_b(trans_b, m) ? 0 : slots * panel_words(k));
+  return (size_t)words * sizeof(uint32_t);
+}
+
+/* ---- the tile's end: epilogue on the float32 sums, then C as stored ---- */
+
+/* t (mr, nr; row stride NR) holds the sums of C's rows r0.., columns j0.. */
+static void store_tile(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
+                       float *t) {
+  const npuK_epilogue *ep = j->ep;
+  if (ep && (ep->bias || ep->act != NPUK_ACT_NONE)) {
+    npuK_epilogue e = {.bias = ep->bias ? ep->bias + j0 : NULL, .act = ep->act,
+                       .alpha = ep->alpha, .slope = ep->slope ? ep->slope + j0 : NULL};
+    npuK_epilogue_f32(&e, mr, nr, NR, t);
+  }
+  for (int64_t i = 0; i < mr; i++) {
+    int64_t off = (r0 + i) * j->n + j0;
+    if (j->c_dtype == NPUK_F32) memcpy((float *)j->c + off, t + i * NR, (size_t)nr * sizeof *t);
+    else npuK_half_narrow(t + i * NR, j->c_dtype, (uint16_t *)j->c + off, nr);
+  }
+}
+
+/* ---- level 0: the portable twin, VDPBF16PS emulated a lane at a time ---- */
+
+static float bf(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* x, or a zero of its sign when x is subnormal (the instruction's DAZ / FTZ) */
+static float flush(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+static float step(float acc, uint16_t a, uint16_t b) {
+  return flush(acc + flush(flush(bf(a)) * flush(bf(b))));
+}
+
+/* element (r, i) of op(A) and (i, c) of op(B), 0 past k */
+static uint16_t at_a(const bf_job *j, int64_t r, int64_t i) {
+  if (i >= j->k) return 0;
+  return j->trans_a ? j->a[i * j->m + r] : j->a[r * j->k + i];
+}
+static uint16_t at_b(const bf_job *j, int64_t i, int64_t c) {
+  if (i >= j->k) return 0;
+  return j->trans_b ? j->b[c * j->k + i] : j->b[i * j->n + c];
+}
+
+static void tile_level0(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr) {
+  float t[MR * NR];
+  for (int64_t i = 0; i < mr; i++)
+    for (int64_t c = 0; c < nr; c++) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < j->kp; p++) {
+        acc = step(acc, at_a(j, r0 + i, 2 * p + 1), at_b(j, 2 * p + 1, j0 + c));
+        acc = step(acc, at_a(j, r0 + i, 2 * p), at_b(j, 2 * p, j0 + c));
+      }
+      t[i * NR + c] = acc;
+    }
+  store_tile(j, r0, j0, mr, nr, t);
+}
+
+/* ---- level 1: AVX512_BF16 ---- */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define HAVE_BF16_TILES 1
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+
+static inline uint32_t load_u32(const uint16_t *p) {
+  uint32_t u;
+  memcpy(&u, p, sizeof u);
+  return u;
+}
+
+/* Lanes (p, 0..31) of a panel from two rows of a (k, x) matrix: r0 = row 2p, r1 = row 2p + 1
+   (NULL past k: zeros), len <= 32 elements from each, zeros past len. */
+static inline __attribute__((always_inline)) void interleave32(const uint16_t *r0,
+                                                               const uint16_t *r1, int64_t len,
+                                                               __m512i *lo, __m512i *hi) {
+  const __m512i idx_lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                          40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33,
+                                          1, 32, 0);
+  const __m512i idx_hi = _mm512_add_epi16(idx_lo, _mm512_set1_epi16(16));
+  __mmask32 mk = len >= 32 ? 0xffffffffu : (__mmask32)((1u << len) - 1);
+  __m512i x0 = _mm512_maskz_loadu_epi16(mk, r0);
+  __m512i x1 = r1 ? _mm512_maskz_loadu_epi16(mk, r1) : _mm512_setzero_si512();
+  *lo = _mm512_permutex2var_epi16(x0, idx_lo, x1);
+  *hi = _mm512_permutex2var_epi16(x0, idx_hi, x1);
+}
+
+/* dst (len, padded to a multiple of 32 with zeros when pad) = pairs of r0 and r1 */
+static void interleave_rows(const uint16_t *r0, const uint16_t *r1, int64_t len, uint32_t *dst) {
+  for (int64_t c = 0; c < len; c += 32) {
+    __m512i lo, hi;
+    int64_t l = len - c < 32 ? len - c : 32;
+    interleave32(r0 + c, r1 ? r1 + c : NULL, l, &lo, &hi);
+    __mmask16 m0 = l >= 16 ? 0xffff : (__mmask16)((1u << l) - 1);
+    __mmask16 m1 = l >= 32 ? 0xffff : l > 16 ? (__mmask16)((1u << (l - 16)) - 1) : 0;
+    _mm512_mask_storeu_epi32(dst + c, m0, lo);
+    _mm512_mask_storeu_epi32(dst + c + 16, m1, hi);
+  }
+}
+
+/* Panel pn of op(B) into dst (kp, NR). */
+static void pack_panel(const bf_job *j, int64_t pn, uint32_t *dst) {
+  int64_t j0 = pn * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
+  if (!j->trans_b) { /* rows 2p, 2p + 1 of B (k, n) */
+    for (int64_t p = 0; p < j->kp; p++) {
+      const uint16_t *r0 = j->b + 2 * p * j->n + j0;
+      __m512i lo, hi;
+      interleave32(r0, 2 * p + 1 < j->k ? r0 + j->n : NULL, nr, &lo, &hi);
+      _mm512_storeu_si512(dst + p * NR, lo);
+      _mm512_storeu_si512(dst + p * NR + 16, hi);
+    }
+    return;
+  }
+  /* B (n, k): column c of op(B) is row j0 + c of B, its pairs adjacent */
+  int64_t kf = j->k / 2;
+  if (nr < NR) memset(dst, 0, (size_t)(j->kp * NR) * sizeof *dst);
+  for (int64_t c = 0; c < nr; c++) {
+    const uint16_t *row = j->b + (j0 + c) * j->k;
+    for (int64_t p = 0; p < kf; p++) dst[p * NR + c] = load_u32(row + 2 * p);
+    if (kf < j->kp) dst[kf * NR + c] = row[j->k - 1];
+  }
+}
+
+/* The tile's chains: mr (constant) rows x 32 columns; A's pair (i, p) at a + i a_rs + p a_ps
+   (uint16 units; a_tail: the last pair, index kp - 1, is one element, read alone); B from the
+   packed panel bp, or (raw) from B's rows at column j0 as it goes. */
+static inline __attribute__((always_inline)) void
+tile_chains(const int mr, const int raw, const bf_job *j, const uint16_t *a, int64_t a_rs,
+            int64_t a_ps, int a_tail, const uint32_t *bp, int64_t j0, int64_t nr, float *t) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const int64_t kp = j->kp, full = a_tail ? kp - 1 : kp;
+  const uint16_t *ar[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < mr; i++) ar[i] = a + i * a_rs;
+  /* one pair: B's two vectors, then each row's broadcast pair (LOAD_A(i)) into its chains */
+#define PAIR(p, LOAD_A)                                                                      \
+  do {                                                                                       \
+    __m512i b0, b1;                                                                          \
+    if (raw) {                                                                               \
+      const uint16_t *r0 = j->b + 2 * (p) * j->n + j0;                                       \
+      interleave32(r0, 2 * (p) + 1 < j->k ? r0 + j->n : NULL, nr, &b0, &b1);                 \
+    } else {                                                                                 \
+      b0 = _mm512_loadu_si512(bp + (p) * NR);                                                \
+      b1 = _mm512_loadu_si512(bp + (p) * NR + 16);                                           \
+    }                                                                                        \
+    _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) {                                   \
+      __m512bh av = (__m512bh)_mm512_set1_epi32((int)(LOAD_A(i)));                           \
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, (__m512bh)b0);                             \
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, (__m512bh)b1);                             \
+    }                                                                                        \
+  } while (0)
+  int64_t p = 0;
+#define A_PAIR(i) load_u32(ar[i] + p * a_ps)
+#define A_ONE(i) ar[i][p * a_ps]
+  for (; p < full; p++) PAIR(p, A_PAIR);
+  if (full < kp) PAIR(p, A_ONE); /* an odd k's last element, its partner zero */
+#undef PAIR
+#undef A_PAIR
+#undef A_ONE
+#pragma GCC unroll 8
+  for (int i = 0; i < mr; i++) {
+    _mm512_storeu_ps(t + i * NR, acc[i][0]);
+    _mm512_storeu_ps(t + i * NR + 16, acc[i][1]);
+  }
+}
+
+#define TILE_CASE(r)                                                                         \
+  case r:                                                                                    \
+    if (raw) tile_chains(r, 1, j, a, a_rs, a_ps, a_tail, bp, j0, nr, t);                     \
+    else tile_chains(r, 0, j, a, a_rs, a_ps, a_tail, bp, j0, nr, t);                         \
+    break;
+
+static void tile_level1(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
+                        const uint32_t *bp) {
+  float t[MR * NR];
+  const uint16_t *a;
+  int64_t a_rs, a_ps;
+  int a_tail, raw = j->raw;
+  if (j->trans_a) { /* packed (kp, m): pair p of row r at word p m + r */
+    a = (const uint16_t *)(j->apack + r0);
+    a_rs = 2, a_ps = 2 * j->m, a_tail = 0;
+  } else { /* in place: pair p of row r at element r k + 2p; an odd k's last is one element */
+    a = j->a + r0 * j->k;
+    a_rs = j->k, a_ps = 2, a_tail = j->k & 1;
+  }
+  switch (mr) {
+    TILE_CASE(1) TILE_CASE(2) TILE_CASE(3) TILE_CASE(4)
+    TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
+  default: break;
+  }
+  store_tile(j, r0, j0, mr, nr, t);
+}
+#undef TILE_CASE
+
+/* rows 2p, 2p + 1 of A (k, m) into the pack, pairs [p0, p1) */
+static void pack_a_range(void *arg, int64_t p0, int64_t p1) {
+  const bf_job *j = arg;
+  for (int64_t p = p0; p < p1; p++) {
+    const uint16_t *r0 = j->a + 2 * p * j->m;
+    interleave_rows(r0, 2 * p + 1 < j->k ? r0 + j->m : NULL, j->m, j->apack + p * j->m);
+  }
+}
+
+#pragma GCC pop_options
+#else
+#define HAVE_BF16_TILES 0
+#endif
+
+/* The CPU's answer alone (the _level entry's tests run it whatever NPU_NO_AVX512BF16 says). */
+static int cpu_has_bf16(void) {
+#if HAVE_BF16_TILES
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#else
+  return 0;
+#endif
+}
+
+static void units_range(void *arg, int64_t s0, int64_t s1) {
+  const bf_job *j = arg;
+  for (int64_t s = s0; s < s1; s++) {
+    uint32_t *panel = j->panels ? j->panels + s * panel_words(j->k) : NULL;
+    int64_t u0 = s * j->n_units / j->n_slots, u1 = (s + 1) * j->n_units / j->n_slots;
+    int64_t packed = -1;
+    for (int64_t u = u0; u < u1 && !npuK_stopped(j->pool); u++) {
+      int64_t pn = u / j->n_mblocks, mb = u % j->n_mblocks;
+      int64_t j0 = pn * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
+      int64_t r_end = (mb + 1) * MB < j->m ? (mb + 1) * MB : j->m;
+#if HAVE_BF16_TILES
+      if (j->level > 0 && panel && packed != pn) {
+        pack_panel(j, pn, panel);
+        packed = pn;
+      }
+#endif
+      for (int64_t r0 = mb * MB; r0 < r_end; r0 += MR) {
+        int64_t mr = r_end - r0 < MR ? r_end - r0 : MR;
+#if HAVE_BF16_TILES
+        if (j->level > 0) {
+          tile_level1(j, r0, j0, mr, nr, panel);
+          continue;
+        }
+#endif
+        tile_level0(j, r0, j0, mr, nr);
+      }
+    }
+    (void)packed;
+  }
+}
+
+void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                             int64_t n, int64_t k, const uint16_t *a, const uint16_t *b,
+                             const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
+                             void *scratch, int n_slots, int level) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) { /* empty sums: +0, then the epilogue */
+    float t[MR * NR] = {0};
+    bf_job j = {.m = m, .n = n, .ep = ep, .c = c, .c_dtype = c_dtype};
+    for (int64_t r0 = 0; r0 < m; r0 += MR)
+      for (int64_t j0 = 0; j0 < n; j0 += NR) {
+        memset(t, 0, sizeof t);
+        store_tile(&j, r0, j0, m - r0 < MR ? m - r0 : MR, n - j0 < NR ? n - j0 : NR, t);
+      }
+    return;
+  }
+  if (!HAVE_BF16_TILES || !cpu_has_bf16()) level = 0;
+  bf_job j = {.trans_a = trans_a, .trans_b = trans_b, .level = level, .m = m, .n = n, .k = k,
+              .kp = pairs(k), .a = a, .b = b, .ep = ep, .c = c, .c_dtype = c_dtype,
+              .pool = pool};
+  j.n_panels = (n + NR - 1) / NR;
+  j.n_mblocks = (m + MB - 1) / MB;
+  j.n_units = j.n_panels * j.n_mblocks;
+  j.n_slots = n_slots < 1 ? 1 : n_slots > j.n_units ? j.n_units : n_slots;
+  j.raw = raw_b(trans_b, m);
+  uint32_t *words = scratch;
+  if (level > 0) {
+    j.apack = trans_a ? words : NULL;
+    j.panels = j.raw ? NULL : words + apack_words(trans_a, m, k);
+  }
+#if HAVE_BF16_TILES
+  if (j.apack) npuK_parallel_for(pool, j.kp, 16, pack_a_range, &j);
+#endif
+  npuK_parallel_for(pool, j.n_slots, 1, units_range, &j);
+}
+
+void npuK_gemm_bf16_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                       int64_t k, const uint16_t *a, const uint16_t *b, const npuK_epilogue *ep,
+                       void *c, npuK_dtype c_dtype, void *scratch, int n_slots) {
+  npuK_gemm_bf16_level_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, c_dtype, scratch,
+                          n_slots, 1);
+}
