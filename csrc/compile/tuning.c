@@ -790,7 +790,10 @@ static const char *conv_algo_name(int a) {
   return a == NPUK_CONV_WINOGRAD_2X3 ? "winograd_2x3" : a == NPUK_CONV_DIRECT ? "direct" : "im2col";
 }
 static const char *gemm_algo_name(int a) {
-  return a == NPUK_GEMM_GEMV ? "gemv" : a == NPUK_GEMM_SGEMM ? "sgemm" : "auto";
+  return a == NPUK_GEMM_GEMV      ? "gemv"
+         : a == NPUK_GEMM_SGEMM   ? "sgemm"
+         : a == NPUK_GEMM_BF16DOT ? "bf16dot"
+                                  : "auto";
 }
 /* conv2d_backprop_input: "default" is the op's own kernel (the direct kernel on the turned
    filter, im2col or the scatter, by shape: op_conv2d_backprop_input.c) */
@@ -808,9 +811,10 @@ static int algo_parse(npuX_tune k, const char *name) {
            : !strcmp(name, "direct")     ? NPUK_CONV_DIRECT
                                          : NPUK_CONV_IM2COL;
   if (k == NPUX_TUNE_GEMM)
-    return !strcmp(name, "gemv")    ? NPUK_GEMM_GEMV
-           : !strcmp(name, "sgemm") ? NPUK_GEMM_SGEMM
-                                    : NPUK_GEMM_AUTO;
+    return !strcmp(name, "gemv")      ? NPUK_GEMM_GEMV
+           : !strcmp(name, "sgemm")   ? NPUK_GEMM_SGEMM
+           : !strcmp(name, "bf16dot") ? NPUK_GEMM_BF16DOT
+                                      : NPUK_GEMM_AUTO;
   return 0;
 }
 

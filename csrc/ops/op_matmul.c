@@ -57,6 +57,9 @@ static size_t scratch_size(const npuX_call *c) {
   const matmul_params *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
   if (a->ndim != 2 || y->ndim != 2 || a->dtype == NPU_DTYPE_I32) return 0;
+  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype))
+    return npuK_gemm_bf16_scratch_size(p->transpose_a, p->transpose_b, y->shape[0], y->shape[1],
+                                       a->shape[p->transpose_a ? 0 : 1], c->n_threads);
   return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
                                          a->shape[p->transpose_a ? 0 : 1], c->n_threads,
                                          (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,
