@@ -172,8 +172,8 @@ static void check_shape(int64_t m, int64_t n, int64_t k, int special) {
 }
 
 static void test_shapes(void) {
-  static const int64_t ms[] = {1, 2, 7, 8, 9, 17, 300};
-  static const int64_t ns[] = {1, 15, 16, 17, 32, 33, 70};
+  static const int64_t ms[] = {1, 2, 3, 4, 7, 8, 9, 17, 300};
+  static const int64_t ns[] = {1, 15, 16, 17, 32, 33, 70, 130};
   static const int64_t ks[] = {0, 1, 2, 3, 31, 64};
   for (size_t i = 0; i < sizeof ms / sizeof *ms; i++)
     for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)

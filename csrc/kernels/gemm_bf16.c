@@ -34,7 +34,7 @@
 
 #include "kernels/kernels.h"
 
-enum { MR = 8, NR = 32, MB = 256 };
+enum { MR = 8, NR = 32, MB = 256, TW = 128 };
 
 static int64_t pairs(int64_t k) { return (k + 1) / 2; }
 
@@ -46,8 +46,15 @@ static int64_t panel_words(int64_t k) { return pairs(k) * NR; }
 
 static int raw_b(int trans_b, int64_t m) { return !trans_b && m <= MR; }
 
+/* Columns a unit covers: a panel; raw rows (few of them) up to TW, so that one or two rows
+   still have 8 or more chains in flight. */
+static int64_t unit_width(int raw, int64_t m) {
+  return !raw || m > 4 ? NR : m > 2 ? 2 * NR : TW;
+}
+
 typedef struct bf_job {
   int trans_a, trans_b, level, raw;
+  int64_t uw; /* a unit's columns: unit_width */
   int64_t m, n, k, kp, n_panels, n_mblocks, n_units, n_slots;
   const uint16_t *a, *b;
   const npuK_epilogue *ep;
@@ -68,19 +75,19 @@ size_t npuK_gemm_bf16_scratch_size(int trans_a, int trans_b, int64_t m, int64_t 
 
 /* ---- the tile's end: epilogue on the float32 sums, then C as stored ---- */
 
-/* t (mr, nr; row stride NR) holds the sums of C's rows r0.., columns j0.. */
+/* t (mr, nr; row stride ld) holds the sums of C's rows r0.., columns j0.. */
 static void store_tile(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
-                       float *t) {
+                       float *t, int64_t ld) {
   const npuK_epilogue *ep = j->ep;
   if (ep && (ep->bias || ep->act != NPUK_ACT_NONE)) {
     npuK_epilogue e = {.bias = ep->bias ? ep->bias + j0 : NULL, .act = ep->act,
                        .alpha = ep->alpha, .slope = ep->slope ? ep->slope + j0 : NULL};
-    npuK_epilogue_f32(&e, mr, nr, NR, t);
+    npuK_epilogue_f32(&e, mr, nr, ld, t);
   }
   for (int64_t i = 0; i < mr; i++) {
     int64_t off = (r0 + i) * j->n + j0;
-    if (j->c_dtype == NPUK_F32) memcpy((float *)j->c + off, t + i * NR, (size_t)nr * sizeof *t);
-    else npuK_half_narrow(t + i * NR, j->c_dtype, (uint16_t *)j->c + off, nr);
+    if (j->c_dtype == NPUK_F32) memcpy((float *)j->c + off, t + i * ld, (size_t)nr * sizeof *t);
+    else npuK_half_narrow(t + i * ld, j->c_dtype, (uint16_t *)j->c + off, nr);
   }
 }
 
@@ -127,7 +134,7 @@ static void tile_level0(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int
       }
       t[i * NR + c] = acc;
     }
-  store_tile(j, r0, j0, mr, nr, t);
+  store_tile(j, r0, j0, mr, nr, t, NR);
 }
 
 /* ---- level 1: AVX512_BF16 ---- */
@@ -196,34 +203,55 @@ static void pack_panel(const bf_job *j, int64_t pn, uint32_t *dst) {
   }
 }
 
-/* The tile's chains: mr (constant) rows x 32 columns; A's pair (i, p) at a + i a_rs + p a_ps
-   (uint16 units; a_tail: the last pair, index kp - 1, is one element, read alone); B from the
-   packed panel bp, or (raw) from B's rows at column j0 as it goes. */
+/* The tile's chains: mr rows x nv vectors of 16 columns (both constants); A's pair (i, p) at
+   a + i a_rs + p a_ps (uint16 units; a_tail: the last pair, index kp - 1, is one element, read
+   alone); B from the packed panel bp (nv <= 2), or (raw) from B's rows at column j0 as it goes,
+   32 columns a group (the masks: the columns below nr).  Sums to t (mr, 16 nv; row stride TW). */
 static inline __attribute__((always_inline)) void
-tile_chains(const int mr, const int raw, const bf_job *j, const uint16_t *a, int64_t a_rs,
-            int64_t a_ps, int a_tail, const uint32_t *bp, int64_t j0, int64_t nr, float *t) {
-  __m512 acc[MR][2];
+tile_chains(const int mr, const int nv, const int raw, const bf_job *j, const uint16_t *a,
+            int64_t a_rs, int64_t a_ps, int a_tail, const uint32_t *bp, int64_t j0, int64_t nr,
+            float *t) {
+  __m512 acc[MR][8];
 #pragma GCC unroll 8
-  for (int i = 0; i < mr; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+    for (int v = 0; v < nv; v++) acc[i][v] = _mm512_setzero_ps();
   const int64_t kp = j->kp, full = a_tail ? kp - 1 : kp;
   const uint16_t *ar[MR];
 #pragma GCC unroll 8
   for (int i = 0; i < mr; i++) ar[i] = a + i * a_rs;
-  /* one pair: B's two vectors, then each row's broadcast pair (LOAD_A(i)) into its chains */
+  __mmask32 gm[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < (nv + 1) / 2; g++) {
+    int64_t len = nr - 32 * g;
+    gm[g] = len >= 32 ? 0xffffffffu : len <= 0 ? 0 : (__mmask32)((1u << len) - 1);
+  }
+  const __m512i idx_lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                          40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33,
+                                          1, 32, 0);
+  const __m512i idx_hi = _mm512_add_epi16(idx_lo, _mm512_set1_epi16(16));
+  /* one pair: B's vectors, then each row's broadcast pair (LOAD_A(i)) into its chains */
 #define PAIR(p, LOAD_A)                                                                      \
   do {                                                                                       \
-    __m512i b0, b1;                                                                          \
+    __m512i bv[8];                                                                           \
     if (raw) {                                                                               \
       const uint16_t *r0 = j->b + 2 * (p) * j->n + j0;                                       \
-      interleave32(r0, 2 * (p) + 1 < j->k ? r0 + j->n : NULL, nr, &b0, &b1);                 \
+      const int odd = 2 * (p) + 1 < j->k;                                                    \
+      _Pragma("GCC unroll 4") for (int g = 0; g < (nv + 1) / 2; g++) {                       \
+        __m512i x0 = _mm512_maskz_loadu_epi16(gm[g], r0 + 32 * g);                           \
+        __m512i x1 = odd ? _mm512_maskz_loadu_epi16(gm[g], r0 + j->n + 32 * g)               \
+                         : _mm512_setzero_si512();                                           \
+        bv[2 * g] = _mm512_permutex2var_epi16(x0, idx_lo, x1);                               \
+        if (2 * g + 1 < nv) bv[2 * g + 1] = _mm512_permutex2var_epi16(x0, idx_hi, x1);       \
+      }                                                                                      \
     } else {                                                                                 \
-      b0 = _mm512_loadu_si512(bp + (p) * NR);                                                \
-      b1 = _mm512_loadu_si512(bp + (p) * NR + 16);                                           \
+      _Pragma("GCC unroll 2") for (int v = 0; v < nv; v++)                                   \
+        bv[v] = _mm512_loadu_si512(bp + (p) * NR + 16 * v);                                  \
     }                                                                                        \
     _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) {                                   \
       __m512bh av = (__m512bh)_mm512_set1_epi32((int)(LOAD_A(i)));                           \
-      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], av, (__m512bh)b0);                             \
-      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], av, (__m512bh)b1);                             \
+      _Pragma("GCC unroll 8") for (int v = 0; v < nv; v++)                                   \
+        acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, (__m512bh)bv[v]);                        \
     }                                                                                        \
   } while (0)
   int64_t p = 0;
@@ -235,24 +263,51 @@ tile_chains(const int mr, const int raw, const bf_job *j, const uint16_t *a, int
 #undef A_PAIR
 #undef A_ONE
 #pragma GCC unroll 8
-  for (int i = 0; i < mr; i++) {
-    _mm512_storeu_ps(t + i * NR, acc[i][0]);
-    _mm512_storeu_ps(t + i * NR + 16, acc[i][1]);
-  }
+  for (int i = 0; i < mr; i++)
+#pragma GCC unroll 8
+    for (int v = 0; v < nv; v++) _mm512_storeu_ps(t + i * TW + 16 * v, acc[i][v]);
 }
 
-#define TILE_CASE(r)                                                                         \
-  case r:                                                                                    \
-    if (raw) tile_chains(r, 1, j, a, a_rs, a_ps, a_tail, bp, j0, nr, t);                     \
-    else tile_chains(r, 0, j, a, a_rs, a_ps, a_tail, bp, j0, nr, t);                         \
-    break;
+/* The instances: packed panels take 1 or 2 vectors; raw rows (m <= MR, one tile of rows) up
+   to TW / 16, as few rows leave registers for (at most 16 chains, at least 8 in flight for
+   one row: VDPBF16PS's latency). */
+#define TILE_FN(r, v, w)                                                                     \
+  static void tile_##r##_##v##_##w(const bf_job *j, const uint16_t *a, int64_t a_rs,         \
+                                   int64_t a_ps, int a_tail, const uint32_t *bp, int64_t j0, \
+                                   int64_t nr, float *t) {                                   \
+    tile_chains(r, v, w, j, a, a_rs, a_ps, a_tail, bp, j0, nr, t);                           \
+  }
+#define TILE_ROWS(r) TILE_FN(r, 1, 0) TILE_FN(r, 2, 0) TILE_FN(r, 1, 1) TILE_FN(r, 2, 1)
+TILE_ROWS(1) TILE_ROWS(2) TILE_ROWS(3) TILE_ROWS(4)
+TILE_ROWS(5) TILE_ROWS(6) TILE_ROWS(7) TILE_ROWS(8)
+TILE_FN(1, 4, 1) TILE_FN(1, 8, 1) TILE_FN(2, 4, 1) TILE_FN(2, 8, 1)
+TILE_FN(3, 4, 1) TILE_FN(4, 4, 1)
+#undef TILE_ROWS
+#undef TILE_FN
+
+typedef void (*tile_fn)(const bf_job *, const uint16_t *, int64_t, int64_t, int, const uint32_t *,
+                        int64_t, int64_t, float *);
+#define TILE_ENTRY(r) {{tile_##r##_1_0, tile_##r##_2_0}, {tile_##r##_1_1, tile_##r##_2_1}}
+static const tile_fn tiles12[MR][2][2] = {TILE_ENTRY(1), TILE_ENTRY(2), TILE_ENTRY(3),
+                                          TILE_ENTRY(4), TILE_ENTRY(5), TILE_ENTRY(6),
+                                          TILE_ENTRY(7), TILE_ENTRY(8)};
+#undef TILE_ENTRY
+
+/* the tile for mr rows, nr columns: the fewest vectors covering them that an instance has */
+static tile_fn pick_tile(int64_t mr, int64_t nr, int raw) {
+  int nv = (int)((nr + 15) / 16);
+  if (nv <= 2) return tiles12[mr - 1][raw][nv - 1];
+  if (mr == 1) return nv <= 4 ? tile_1_4_1 : tile_1_8_1;
+  if (mr == 2) return nv <= 4 ? tile_2_4_1 : tile_2_8_1;
+  return mr == 3 ? tile_3_4_1 : tile_4_4_1;
+}
 
 static void tile_level1(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
                         const uint32_t *bp) {
-  float t[MR * NR];
+  float t[MR * TW];
   const uint16_t *a;
   int64_t a_rs, a_ps;
-  int a_tail, raw = j->raw;
+  int a_tail;
   if (j->trans_a) { /* packed (kp, m): pair p of row r at word p m + r */
     a = (const uint16_t *)(j->apack + r0);
     a_rs = 2, a_ps = 2 * j->m, a_tail = 0;
@@ -260,14 +315,9 @@ static void tile_level1(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int
     a = j->a + r0 * j->k;
     a_rs = j->k, a_ps = 2, a_tail = j->k & 1;
   }
-  switch (mr) {
-    TILE_CASE(1) TILE_CASE(2) TILE_CASE(3) TILE_CASE(4)
-    TILE_CASE(5) TILE_CASE(6) TILE_CASE(7) TILE_CASE(8)
-  default: break;
-  }
-  store_tile(j, r0, j0, mr, nr, t);
+  pick_tile(mr, nr, j->raw)(j, a, a_rs, a_ps, a_tail, bp, j0, nr, t);
+  store_tile(j, r0, j0, mr, nr, t, TW);
 }
-#undef TILE_CASE
 
 /* rows 2p, 2p + 1 of A (k, m) into the pack, pairs [p0, p1) */
 static void pack_a_range(void *arg, int64_t p0, int64_t p1) {
@@ -302,7 +352,7 @@ static void units_range(void *arg, int64_t s0, int64_t s1) {
     int64_t packed = -1;
     for (int64_t u = u0; u < u1 && !npuK_stopped(j->pool); u++) {
       int64_t pn = u / j->n_mblocks, mb = u % j->n_mblocks;
-      int64_t j0 = pn * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
+      int64_t j0 = pn * j->uw, nr = j->n - j0 < j->uw ? j->n - j0 : j->uw;
       int64_t r_end = (mb + 1) * MB < j->m ? (mb + 1) * MB : j->m;
 #if HAVE_BF16_TILES
       if (j->level > 0 && panel && packed != pn) {
@@ -318,7 +368,8 @@ static void units_range(void *arg, int64_t s0, int64_t s1) {
           continue;
         }
 #endif
-        tile_level0(j, r0, j0, mr, nr);
+        for (int64_t c0 = 0; c0 < nr; c0 += NR) /* the twin: tiles of NR columns */
+          tile_level0(j, r0, j0 + c0, mr, nr - c0 < NR ? nr - c0 : NR);
       }
     }
     (void)packed;
@@ -336,7 +387,7 @@ void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, in
     for (int64_t r0 = 0; r0 < m; r0 += MR)
       for (int64_t j0 = 0; j0 < n; j0 += NR) {
         memset(t, 0, sizeof t);
-        store_tile(&j, r0, j0, m - r0 < MR ? m - r0 : MR, n - j0 < NR ? n - j0 : NR, t);
+        store_tile(&j, r0, j0, m - r0 < MR ? m - r0 : MR, n - j0 < NR ? n - j0 : NR, t, NR);
       }
     return;
   }
@@ -344,11 +395,12 @@ void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, in
   bf_job j = {.trans_a = trans_a, .trans_b = trans_b, .level = level, .m = m, .n = n, .k = k,
               .kp = pairs(k), .a = a, .b = b, .ep = ep, .c = c, .c_dtype = c_dtype,
               .pool = pool};
-  j.n_panels = (n + NR - 1) / NR;
+  j.raw = raw_b(trans_b, m);
+  j.uw = unit_width(j.raw, m);
+  j.n_panels = (n + j.uw - 1) / j.uw;
   j.n_mblocks = (m + MB - 1) / MB;
   j.n_units = j.n_panels * j.n_mblocks;
   j.n_slots = n_slots < 1 ? 1 : n_slots > j.n_units ? j.n_units : n_slots;
-  j.raw = raw_b(trans_b, m);
   uint32_t *words = scratch;
   if (level > 0) {
     j.apack = trans_a ? words : NULL;
