@@ -222,3 +222,61 @@ function TestBf16Gemm:test_training_steps_follow_the_widening_path()
   for _, v in ipairs(wide.logits) do lmax = math.max(lmax, math.abs(v)) end
   for i, v in ipairs(got.logits) do lu.assertAlmostEquals(v, wide.logits[i], 2 ^ -5 * lmax) end
 end
+
+-- aoe_mode 2 times a bf16dot step against widening its operands for sgemm / sgemv (the
+-- records list both), and the plan runs the winner; without the native path (the CPU, or
+-- NPU_NO_AVX512BF16) bfloat16 steps are not timed, as before.
+function TestBf16Gemm:test_aoe_times_bf16dot_against_widening()
+  local S = dofile(SPEC_DIR .. "/support.lua")
+  local dir = S.tmpdir()
+  local ok, err = pcall(function()
+    local g = npu.Graph()
+    local x = g:placeholder("float32", { 4, 300 }, "x")
+    local init = npu.initializers.glorot_uniform
+    local h = npu.layers.dense(x, 64, { activation = "relu", kernel_initializer = init { seed = 1 } })
+    local y = npu.layers.dense(h, 10, { kernel_initializer = init { seed = 2 } })
+    local feeds = { [x] = npu.random.uniform({ 4, 300 }, { seed = 3 }) }
+    local tuned = npu.Session { graph = g, options = { precision_mode = "allow_mix_precision_bf16",
+      export_compile_stat = 0, aoe_mode = "2", work_path = dir, op_compiler_cache_mode = "disable" } }
+    local plain = npu.Session { graph = g, options = { precision_mode = "allow_mix_precision_bf16" } }
+    tuned:run(g:global_variables_initializer())
+    plain:run(g:global_variables_initializer())
+    local e = tuned:explain(y, feeds)
+    local recs = {}
+    local f = io.open(dir .. "/npu_aoe_tuning.jsonl")
+    if f then
+      for l in f:lines() do
+        local r = S.json_decode(l)
+        recs[r.node] = r
+      end
+      f:close()
+    end
+    local gemms = 0
+    for _, s in ipairs(e.steps) do
+      if s.op == "fused_matmul" then
+        gemms = gemms + 1
+        local r = recs[s.node]
+        if native_here() then
+          lu.assertNotNil(r, s.node .. " timed")
+          local names = {}
+          for _, c in ipairs(r.candidates) do names[c.algo] = true end
+          lu.assertTrue(names.bf16dot and (names.sgemm or names.gemv), s.node)
+          lu.assertEquals(s.algo or "auto", r.algo == "sgemm" and "sgemm" or r.algo, s.node)
+          lu.assertStrContains(r.inputs[1], "bfloat16")
+        else
+          lu.assertNil(r, s.node .. " not timed")
+        end
+      end
+    end
+    lu.assertEquals(gemms, 2)
+    -- whichever runs, the results agree to bfloat16's precision
+    local a, b = flat(tuned:run(y, feeds):totable()), flat(plain:run(y, feeds):totable())
+    local peak = 0
+    for _, v in ipairs(b) do peak = math.max(peak, math.abs(v)) end
+    for i, v in ipairs(a) do lu.assertAlmostEquals(v, b[i], 2 ^ -6 * peak) end
+    tuned:close()
+    plain:close()
+  end)
+  S.rm_rf(dir)
+  if not ok then error(err, 0) end
+end
