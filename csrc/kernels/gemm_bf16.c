@@ -180,6 +180,31 @@ static void interleave_rows(const uint16_t *r0, const uint16_t *r1, int64_t len,
   }
 }
 
+/* r[i] (16 uint32 each) := the transpose: r[e][i] = old r[i][e]. */
+static inline __attribute__((always_inline)) void transpose16(__m512i *r) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) { /* pairs of rows, 32-bit interleaved */
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) { /* u[i + q]: element 4L + q of rows i..i+3, lane L */
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int q = 0; q < 4; q++) { /* lanes L of the four row groups make element 4L + q */
+    __m512i ab_lo = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x44);
+    __m512i ab_hi = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xee);
+    __m512i cd_lo = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x44);
+    __m512i cd_hi = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xee);
+    r[q] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0x88);
+    r[4 + q] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0xdd);
+    r[8 + q] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0x88);
+    r[12 + q] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0xdd);
+  }
+}
+
 /* Panel pn of op(B) into dst (kp, NR). */
 static void pack_panel(const bf_job *j, int64_t pn, uint32_t *dst) {
   int64_t j0 = pn * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
@@ -193,14 +218,20 @@ static void pack_panel(const bf_job *j, int64_t pn, uint32_t *dst) {
     }
     return;
   }
-  /* B (n, k): column c of op(B) is row j0 + c of B, its pairs adjacent */
-  int64_t kf = j->k / 2;
-  if (nr < NR) memset(dst, 0, (size_t)(j->kp * NR) * sizeof *dst);
-  for (int64_t c = 0; c < nr; c++) {
-    const uint16_t *row = j->b + (j0 + c) * j->k;
-    for (int64_t p = 0; p < kf; p++) dst[p * NR + c] = load_u32(row + 2 * p);
-    if (kf < j->kp) dst[kf * NR + c] = row[j->k - 1];
-  }
+  /* B (n, k): column c of op(B) is row j0 + c of B, its pairs adjacent: blocks of 16 rows x
+     16 pairs transposed in registers (rows past n zero, an odd k's last pair zero-padded) */
+  for (int64_t c0 = 0; c0 < NR; c0 += 16)
+    for (int64_t p0 = 0; p0 < j->kp; p0 += 16) {
+      int64_t len = j->k - 2 * p0 < 32 ? j->k - 2 * p0 : 32;
+      __mmask32 mk = len >= 32 ? 0xffffffffu : (__mmask32)((1u << len) - 1);
+      __m512i r[16];
+      for (int i = 0; i < 16; i++)
+        r[i] = c0 + i < nr ? _mm512_maskz_loadu_epi16(mk, j->b + (j0 + c0 + i) * j->k + 2 * p0)
+                           : _mm512_setzero_si512();
+      transpose16(r);
+      int64_t np = j->kp - p0 < 16 ? j->kp - p0 : 16;
+      for (int64_t e = 0; e < np; e++) _mm512_storeu_si512(dst + (p0 + e) * NR + c0, r[e]);
+    }
 }
 
 /* The tile's chains: mr rows x nv vectors of 16 columns (both constants); A's pair (i, p) at
