@@ -39,7 +39,7 @@ local function algos(sess, fetch, feeds)
   end
   return list
 end
-local cases = {}
+local cases = { _flat = flat }
 -- a matmul of every transpose combination, shapes off the tiles' edges, odd k
 function cases.matmul(opts)
   local out = {}
@@ -142,12 +142,7 @@ end
   return res
 end
 
-local function flat(t, out)
-  out = out or {}
-  if type(t) ~= "table" then out[#out + 1] = t return out end
-  for _, v in ipairs(t) do flat(v, out) end
-  return out
-end
+local flat = cases._flat
 
 -- The kernel's bound for one output of op(A) op(B) over bfloat16 values, then the rounding to
 -- bfloat16 of the stored output (half an ulp: at most 2^-8 of it).

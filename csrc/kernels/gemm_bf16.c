@@ -32,6 +32,7 @@
  */
 #include <string.h>
 
+#include "core/half.h"
 #include "kernels/kernels.h"
 
 enum { MR = 8, NR = 32, MB = 256, TW = 128 };
@@ -93,13 +94,6 @@ static void store_tile(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int6
 
 /* ---- level 0: the portable twin, VDPBF16PS emulated a lane at a time ---- */
 
-static float bf(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 /* x, or a zero of its sign when x is subnormal (the instruction's DAZ / FTZ) */
 static float flush(float x) {
   uint32_t u;
@@ -110,7 +104,7 @@ static float flush(float x) {
 }
 
 static float step(float acc, uint16_t a, uint16_t b) {
-  return flush(acc + flush(flush(bf(a)) * flush(bf(b))));
+  return flush(acc + flush(flush(npu_bf16_to_f32(a)) * flush(npu_bf16_to_f32(b))));
 }
 
 /* element (r, i) of op(A) and (i, c) of op(B), 0 past k */
