@@ -4,6 +4,13 @@
  * several repetitions, medians; prints the ratio (session throughput / raw throughput).
  *
  * Also: the cost of npu_session_run for a one-node graph from C (no Lua).
+ *
+ * Then (`bench_matmul bf16` runs this part alone) the GEMMs of the MLP 784-256-256-10 at batch
+ * 64 (forward, and the gradient products with their transposes) and at batch 1, on one thread:
+ * bfloat16 A and B computed as stored (npuK_gemm_bf16_ep, VDPBF16PS: algo BF16DOT), the same
+ * bfloat16 operands widened by blocks for sgemm / sgemv (the path without AVX512_BF16, algo
+ * AUTO), and float32 sgemm on float32 operands; C float32.  Interleaved rounds, medians, the
+ * ratios printed.
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -12,6 +19,7 @@
 #include <time.h>
 
 #include "include/npu.h"
+#include "kernels/kernels.h"
 #include "bench.h"
 
 #define REPS 15
@@ -22,7 +30,78 @@ static int fail(npu_context *ctx, const char *what, npu_status st) {
   return 1;
 }
 
-int main(void) {
+/* one GEMM shape: bf16 native, bf16 widening, float32 sgemm */
+static void bf16_shape(const char *what, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                       double *tot) {
+  float *af = malloc(sizeof(float) * (size_t)(m * k)), *bf = malloc(sizeof(float) * (size_t)(k * n));
+  uint16_t *ah = malloc(2 * (size_t)(m * k)), *bh = malloc(2 * (size_t)(k * n));
+  float *c = malloc(sizeof(float) * (size_t)(m * n));
+  for (int64_t i = 0; i < m * k; i++) af[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+  for (int64_t i = 0; i < k * n; i++) bf[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
+  npuK_cast(NULL, m * k, NPUK_F32, af, NPUK_BF16, ah);
+  npuK_cast(NULL, k * n, NPUK_F32, bf, NPUK_BF16, bh);
+  size_t s1 = npuK_gemm_bf16_scratch_size(ta, tb, m, n, k, 1);
+  size_t s2 = npuK_matmul_half_b_scratch_size(m, n, k, 1, NPUK_BF16, NPUK_BF16, NPUK_F32,
+                                              NPUK_GEMM_AUTO);
+  float *scratch = malloc((s1 > s2 ? s1 : s2) + 64);
+  enum { R = 31 };
+  double t[3][R];
+  int iters = (int)(2e7 / (double)(m * n * k)) + 1;
+  for (int r = -2; r < R; r++)
+    for (int v = 0; v < 3; v++) {
+      double t0 = now();
+      for (int i = 0; i < iters; i++) {
+        if (v == 0) npuK_gemm_bf16_ep(NULL, ta, tb, m, n, k, ah, bh, NULL, c, NPUK_F32, scratch, 1);
+        else if (v == 1)
+          npuK_matmul_half_b_algo_ep(NULL, ta, tb, m, n, k, ah, NPUK_BF16, bh, NPUK_BF16, NULL, c,
+                                     NPUK_F32, scratch, 1, NPUK_GEMM_AUTO);
+        else npuK_matmul_f32_blas(NULL, ta, tb, m, n, k, af, bf, c);
+      }
+      if (r >= 0) t[v][r] = (now() - t0) / iters;
+    }
+  double md[3], fl = 2.0 * (double)(m * n * k);
+  for (int v = 0; v < 3; v++) tot[v] += md[v] = median(t[v], R);
+  printf("  %-22s %4lldx%4lldx%4lld %c%c  %8.1f %8.1f %8.1f us  %6.1f %6.1f %6.1f GFLOP/s"
+         "  native/widen %.2f  native/f32 %.2f\n",
+         what, (long long)m, (long long)n, (long long)k, ta ? 'T' : 'N', tb ? 'T' : 'N',
+         md[0] * 1e6, md[1] * 1e6, md[2] * 1e6, fl / md[0] * 1e-9, fl / md[1] * 1e-9,
+         fl / md[2] * 1e-9, md[0] / md[1], md[0] / md[2]);
+  free(af), free(bf), free(ah), free(bh), free(c), free(scratch);
+}
+
+static void bench_bf16(void) {
+  openblas_set_num_threads(1);
+  printf("MLP 784-256-256-10 GEMMs, one thread, C float32 (native bf16 = VDPBF16PS: %s):\n",
+         npuK_bf16dot() ? "yes" : "no, the twin");
+  printf("  %-22s %14s %3s  %8s %8s %8s\n", "product", "m x n x k", "", "native", "widen",
+         "f32");
+  static const struct {
+    const char *what;
+    int ta, tb;
+    int64_t m, n, k;
+  } sh[] = {{"fwd 1", 0, 0, 64, 256, 784},    {"fwd 2", 0, 0, 64, 256, 256},
+            {"fwd 3", 0, 0, 64, 10, 256},     {"dX3 = dY W3^T", 0, 1, 64, 256, 10},
+            {"dW3 = H2^T dY", 1, 0, 256, 10, 64}, {"dX2 = dY W2^T", 0, 1, 64, 256, 256},
+            {"dW2 = H1^T dY", 1, 0, 256, 256, 64}, {"dW1 = X^T dY", 1, 0, 784, 256, 64},
+            {"batch 1: fwd 1", 0, 0, 1, 256, 784}, {"batch 1: fwd 2", 0, 0, 1, 256, 256},
+            {"batch 1: fwd 3", 0, 0, 1, 10, 256}};
+  double tot[3] = {0}, tot1[3] = {0};
+  for (size_t i = 0; i < sizeof sh / sizeof *sh; i++)
+    bf16_shape(sh[i].what, sh[i].ta, sh[i].tb, sh[i].m, sh[i].n, sh[i].k,
+               sh[i].m == 1 ? tot1 : tot);
+  printf("  batch 64 step's 8 GEMMs: native %.1f us, widen %.1f us, f32 %.1f us: "
+         "native/widen %.2f, native/f32 %.2f\n",
+         tot[0] * 1e6, tot[1] * 1e6, tot[2] * 1e6, tot[0] / tot[1], tot[0] / tot[2]);
+  printf("  batch 1 forward's 3 GEMMs: native %.1f us, widen %.1f us, f32 %.1f us: "
+         "native/widen %.2f, native/f32 %.2f\n",
+         tot1[0] * 1e6, tot1[1] * 1e6, tot1[2] * 1e6, tot1[0] / tot1[1], tot1[0] / tot1[2]);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "bf16")) {
+    bench_bf16();
+    return 0;
+  }
   npu_context *ctx;
   if (npu_context_new(NULL, &ctx)) return 1;
   npu_graph *g;
@@ -113,5 +192,6 @@ int main(void) {
   npu_tensor_release(b);
   npu_graph_release(g);
   npu_context_release(ctx);
+  bench_bf16();
   return 0;
 }

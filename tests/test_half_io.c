@@ -754,6 +754,10 @@ static void test_matmul_half_b(void) {
                   if (bd == NPUK_F16 && k > 0 && npuK_f16c() && __builtin_cpu_supports("fma") &&
                       npuK_gemm_uses_gemv(algo, m, n, k))
                     CHECK(gemv_within_bound(ta, tb, m, n, k, aw, bw, epp, c, cd));
+                  /* both bfloat16 under BF16DOT where the CPU has it: the native GEMM's own
+                     chains (tests/test_gemm_bf16.c), its bound (no subnormals here) */
+                  else if (npuK_gemm_bf16_takes(algo, ad, bd) && k > 0)
+                    CHECK(gemv_within_bound(ta, tb, m, n, k, aw, bw, epp, c, cd));
                   else
                     CHECK(narrowed_equal(cw, m * n, cd, c));
                   /* and every path (the float16-B panels and blocks included) against the

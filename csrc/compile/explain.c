@@ -260,7 +260,8 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
       [NPUK_CONV_IM2COL] = "im2col", [NPUK_CONV_WINOGRAD_2X3] = "winograd_2x3",
       [NPUK_CONV_DIRECT] = "direct"};
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
-      [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv"};
+      [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv",
+      [NPUK_GEMM_BF16DOT] = "bf16dot"};
   (void)e;
   /* conv2d, fused conv2d: npuK_conv_algo; conv2d_backprop_input: winograd_2x3 or null */
   bool is_conv = s->def->tune == NPUX_TUNE_CONV ||

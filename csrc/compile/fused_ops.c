@@ -44,6 +44,9 @@ static size_t matmul_scratch(const npuX_call *c) {
   const npuP_fused_matmul *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
   if (a->ndim != 2 || y->ndim != 2) return 0;
+  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype))
+    return npuK_gemm_bf16_scratch_size(p->transpose_a, p->transpose_b, y->shape[0], y->shape[1],
+                                       a->shape[p->transpose_a ? 0 : 1], c->n_threads);
   return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
                                          a->shape[p->transpose_a ? 0 : 1], c->n_threads,
                                          (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,

@@ -521,10 +521,28 @@ static npu_status rescratch(npuP_build *b, npuE_step *step, bool nested) {
   return s;
 }
 
+/* A matmul / fused_matmul step whose A and B reach the kernel stored bfloat16 (the precision
+   pass's NPUX_F_HALF_XY / _HALF_B: never widened), shapes known now, where the process has
+   native bfloat16 dot products (npuK_bf16dot: AVX512_BF16, NPU_NO_AVX512BF16 unset): the
+   native GEMM (kernels/gemm_bf16.c), VDPBF16PS on the operands as stored, where widening them
+   made the mixed-precision step slower than float32.  Its bound: k 2^-24 sum|a b| plus the
+   instruction's flush of subnormals (docs/numerics.md). */
+static bool bf16dot_takes(const npuE_plan *p, const npuE_step *s) {
+  if (s->def->tune != NPUX_TUNE_GEMM || s->host || s->dynamic || s->n_in < 2) return false;
+  if (s->widen && (s->widen[0] || s->widen[1])) return false;
+  const npuG_value *a = &p->values[s->in[0]], *b = &p->values[s->in[1]];
+  return a->dtype == NPU_DTYPE_BF16 && b->dtype == NPU_DTYPE_BF16 && a->ndim == 2 &&
+         b->ndim == 2 && npuK_bf16dot();
+}
+
 /* The rules of npuP_select_impl on one step. */
 static npu_status select_step(npuP_build *b, npuE_step *step, bool nested) {
   const struct npuP_impl_config *c = b->cfg->impl;
   const npuE_plan *p = b->plan;
+  if (bf16dot_takes(p, step)) { /* the one GEMM that computes on bfloat16, whatever the mode */
+    step->algo = NPUK_GEMM_BF16DOT;
+    return rescratch(b, step, nested);
+  }
   bool conv = step->def->tune == NPUX_TUNE_CONV; /* conv2d and the fused conv2d */
   if (conv && step->algo == NPUK_CONV_IM2COL && npuP_direct_fits(p, step)) {
     step->algo = NPUK_CONV_DIRECT;

@@ -12,11 +12,15 @@
  *                          the turned filter, else the scatter), and Winograd at 3x3 stride 1,
  *                          float32, under the same gate as conv2d's;
  *   matmul, fused_matmul   for at most GEMV_ROWS rows: sgemm, or each row as sgemv (the same
- *                          float32 sum over k, other order);
+ *                          float32 sum over k, other order); a step given the native bfloat16
+ *                          GEMM (bf16dot: A and B stored bfloat16, the CPU has AVX512_BF16)
+ *                          against widening its operands for sgemm / sgemv (the GEMV rule's
+ *                          choice, then the other for few rows), timed on bfloat16 operands;
  *   these and depthwise_conv2d, fused_depthwise_conv2d, max_pool, avg_pool
  *                          the threads the step runs on (all, half, one): the kernels give the
  *                          same bits at any thread count (docs/numerics.md, Determinism).
- * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands), at
+ * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands; the
+ * bf16dot steps above excepted), at
  * the top level and nested in cond branches and while loops at any depth.
  *
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
@@ -605,19 +609,34 @@ static void attrs_desc(sbuf *b, const npuE_step *s) {
 
 /* Whether the step can be run on synthetic inputs here: a kernel with fixed shapes, float32
    operands (constants may be of any dtype: they are used as they are), no float16 storage. */
+/* A GEMM step the compiler gave the native bfloat16 GEMM (implmode.c): A and B bfloat16 as
+   stored, C and a fused step's bias / slopes stored reduced too (the executor widens the
+   latter: widen flags past input 1 only).  Timed on reduced synthetic operands as it runs. */
+static bool bf16dot_step(const npuE_step *s) {
+  if (s->def->tune != NPUX_TUNE_GEMM || s->algo != NPUK_GEMM_BF16DOT) return false;
+  for (int i = 0; s->widen && i < s->n_in + s->n_out; i++)
+    if (s->widen[i] && (i < 2 || i >= s->n_in)) return false;
+  return true;
+}
+
+static bool bench_dtype(npu_dtype dt, bool reduced) {
+  return dt == NPU_DTYPE_F32 || (reduced && (dt == NPU_DTYPE_BF16 || dt == NPU_DTYPE_F16));
+}
+
 static bool benchable(const npuE_plan *p, const npuE_step *s, npu_tensor *const *known) {
-  if (s->def->kind != NPUX_KIND_KERNEL || !s->def->run || s->dynamic || s->widen ||
-      s->round_in >= 0 || s->round_out >= 0 || s->control ||
+  bool bf16 = bf16dot_step(s);
+  if (s->def->kind != NPUX_KIND_KERNEL || !s->def->run || s->dynamic || (s->widen && !bf16) ||
+      (!bf16 && (s->round_in >= 0 || s->round_out >= 0)) || s->control ||
       ((s->def->flags & NPUX_F_NO_FOLD) && !s->def->fused))
     return false;
   for (int i = 0; i < s->n_in; i++) {
     const npuG_value *v = &p->values[s->in[i]];
     if (known[s->in[i]]) continue;
-    if (v->dtype != NPU_DTYPE_F32 || !npuG_value_known(v)) return false;
+    if (!bench_dtype(v->dtype, bf16) || !npuG_value_known(v)) return false;
   }
   for (int i = 0; i < s->n_out; i++) {
     const npuG_value *v = &p->values[s->out[i]];
-    if (v->dtype != NPU_DTYPE_F32 || !npuG_value_known(v)) return false;
+    if (!bench_dtype(v->dtype, bf16) || !npuG_value_known(v)) return false;
   }
   return true;
 }
@@ -684,12 +703,16 @@ static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, b
       continue;
     }
     const npuG_value *d = &p->values[v];
-    npu_status st = npu_tensor_new(b->ctx, d->dtype, d->ndim, d->shape, &bn->in[bn->n_in]);
+    /* an operand the executor widens reaches the kernel as float32 */
+    npu_dtype dt = s->widen && s->widen[i] ? NPU_DTYPE_F32 : d->dtype;
+    npu_status st = npu_tensor_new(b->ctx, dt, d->ndim, d->shape, &bn->in[bn->n_in]);
     if (st) return st;
-    float *x = bn->in[bn->n_in++]->data;
-    for (int64_t k = 0; k < bn->in[bn->n_in - 1]->numel; k++) {
+    npu_tensor *in = bn->in[bn->n_in++];
+    for (int64_t k = 0; k < in->numel; k++) {
       seed = seed * 1664525u + 1013904223u;
-      x[k] = 0.5f + (float)(seed >> 8) / 16777216.0f;
+      float x = 0.5f + (float)(seed >> 8) / 16777216.0f;
+      if (dt == NPU_DTYPE_F32) ((float *)in->data)[k] = x;
+      else npuK_half_narrow(&x, (npuK_dtype)dt, (uint16_t *)in->data + k, 1);
     }
   }
   for (int i = 0; i < s->n_out; i++) {
@@ -790,7 +813,10 @@ static const char *conv_algo_name(int a) {
   return a == NPUK_CONV_WINOGRAD_2X3 ? "winograd_2x3" : a == NPUK_CONV_DIRECT ? "direct" : "im2col";
 }
 static const char *gemm_algo_name(int a) {
-  return a == NPUK_GEMM_GEMV ? "gemv" : a == NPUK_GEMM_SGEMM ? "sgemm" : "auto";
+  return a == NPUK_GEMM_GEMV      ? "gemv"
+         : a == NPUK_GEMM_SGEMM   ? "sgemm"
+         : a == NPUK_GEMM_BF16DOT ? "bf16dot"
+                                  : "auto";
 }
 /* conv2d_backprop_input: "default" is the op's own kernel (the direct kernel on the turned
    filter, im2col or the scatter, by shape: op_conv2d_backprop_input.c) */
@@ -808,9 +834,10 @@ static int algo_parse(npuX_tune k, const char *name) {
            : !strcmp(name, "direct")     ? NPUK_CONV_DIRECT
                                          : NPUK_CONV_IM2COL;
   if (k == NPUX_TUNE_GEMM)
-    return !strcmp(name, "gemv")    ? NPUK_GEMM_GEMV
-           : !strcmp(name, "sgemm") ? NPUK_GEMM_SGEMM
-                                    : NPUK_GEMM_AUTO;
+    return !strcmp(name, "gemv")      ? NPUK_GEMM_GEMV
+           : !strcmp(name, "sgemm")   ? NPUK_GEMM_SGEMM
+           : !strcmp(name, "bf16dot") ? NPUK_GEMM_BF16DOT
+                                      : NPUK_GEMM_AUTO;
   return 0;
 }
 
@@ -847,6 +874,8 @@ static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, i
     int64_t m, n, k;
     gemm_dims(b->plan, s, &m, &n, &k);
     int own = npuK_gemm_uses_gemv(NPUK_GEMM_AUTO, m, n, k) ? NPUK_GEMM_GEMV : NPUK_GEMM_SGEMM;
+    /* the native bfloat16 GEMM, the compiler's choice, against widening for OpenBLAS */
+    if (s->algo == NPUK_GEMM_BF16DOT) algos[n_algos++] = NPUK_GEMM_BF16DOT;
     algos[n_algos++] = own;
     if (m <= GEMV_ROWS && k > 0) algos[n_algos++] = own == NPUK_GEMM_GEMV ? NPUK_GEMM_SGEMM : NPUK_GEMM_GEMV;
   } else {

@@ -286,9 +286,20 @@ static void half_plan(half_job *h, int64_t m, int64_t n, int64_t k, int n_slots,
                    b_floats(&h->g, h->b_dtype, h->gemv_h);
 }
 
+int npuK_gemm_bf16_takes(int algo, npuK_dtype a_dtype, npuK_dtype b_dtype) {
+  return algo == NPUK_GEMM_BF16DOT && a_dtype == NPUK_BF16 && b_dtype == NPUK_BF16 &&
+         npuK_bf16dot();
+}
+
 size_t npuK_matmul_half_b_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
                                        npuK_dtype a_dtype, npuK_dtype b_dtype,
                                        npuK_dtype c_dtype, int algo) {
+  if (npuK_gemm_bf16_takes(algo, a_dtype, b_dtype)) { /* the most any transposes need */
+    size_t s0 = npuK_gemm_bf16_scratch_size(1, 1, m, n, k, n_slots);
+    size_t s1 = npuK_gemm_bf16_scratch_size(1, 0, m, n, k, n_slots);
+    return s0 > s1 ? s0 : s1;
+  }
+  if (algo == NPUK_GEMM_BF16DOT) algo = NPUK_GEMM_AUTO;
   if (m <= 0 || n <= 0 || (a_dtype == NPUK_F32 && b_dtype == NPUK_F32 && c_dtype == NPUK_F32))
     return 0;
   half_job h = {.a_dtype = a_dtype, .b_dtype = b_dtype, .c_dtype = c_dtype};
@@ -514,6 +525,11 @@ void npuK_matmul_half_b_algo_ep(const npuK_pool *pool, int trans_a, int trans_b,
     matmul_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, algo);
     return;
   }
+  if (npuK_gemm_bf16_takes(algo, a_dtype, b_dtype)) {
+    npuK_gemm_bf16_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, c_dtype, scratch, n_slots);
+    return;
+  }
+  if (algo == NPUK_GEMM_BF16DOT) algo = NPUK_GEMM_AUTO; /* not these operands, or not here */
   if (m <= 0 || n <= 0) return;
   half_job h = {.g = {.trans_a = trans_a, .trans_b = trans_b, .ep = ep, .pool = pool},
                 .a = a, .c = c, .a_dtype = a_dtype, .b_dtype = b_dtype, .c_dtype = c_dtype,

@@ -601,11 +601,38 @@ void npuK_matmul_f32_ref_ep(const npuK_pool *pool, int trans_a, int trans_b, int
  * blas.c (rows as sgemv for few rows, else sgemm), SGEMM / GEMV forcing one: chosen by the
  * tuner (compile/tuning.c).  Every one is a float32 sum over k (|c - exact| <= k 2^-23
  * sum|a b|), in other orders; the block plan, so thread independence, is the same.
+ * BF16DOT: A and B stored bfloat16 and computed as stored (npuK_gemm_bf16_ep, VDPBF16PS),
+ * where npuK_gemm_bf16_takes; elsewhere it runs as AUTO.  The compiler picks it for such
+ * steps when npuK_bf16dot() (compile/implmode.c).
  * npuK_matmul_half_algo_ep is npuK_matmul_half_ep with the algorithm; npuK_gemm_uses_gemv
  * says what a shape runs under an algorithm. */
 typedef enum npuK_gemm_algo {
-  NPUK_GEMM_AUTO = 0, NPUK_GEMM_SGEMM = 1, NPUK_GEMM_GEMV = 2, NPUK_GEMM_ALGO_COUNT
+  NPUK_GEMM_AUTO = 0, NPUK_GEMM_SGEMM = 1, NPUK_GEMM_GEMV = 2, NPUK_GEMM_BF16DOT = 3,
+  NPUK_GEMM_ALGO_COUNT
 } npuK_gemm_algo;
+/* Native bfloat16 GEMM (gemm_bf16.c): C (m, n) = op(A) op(B), A stored (m, k) or (k, m) if
+ * trans_a, B (k, n) or (n, k) if trans_b, both bfloat16; the epilogue (NULL: none) on the
+ * float32 sums; C stored float32, bfloat16 or float16 (narrowed as the Cast op narrows).
+ * Each output is one float32 chain over k in pairs, ascending, as VDPBF16PS computes it
+ * (products exact, sums rounded to nearest even, subnormal inputs read as zero and subnormal
+ * sums flushed): |c - exact| <= k 2^-24 sum|a b| + k 2^-126 for the operands with subnormals
+ * taken as zero, (k + 1) 2^-24 (|bias| + sum|a b|) + k 2^-126 with a bias (added after the
+ * sum); NaN / Inf propagate.  The same bits at any thread count and blocking.  _level: 1 the
+ * AVX512_BF16 tiles (where the CPU has them, whatever NPU_NO_AVX512BF16 says), 0 the portable
+ * twin emulating the instruction lane by lane (the same chains; tests).  _ep is level 1.
+ * scratch: npuK_gemm_bf16_scratch_size bytes (a transposed A packed, B's panels per slot). */
+size_t npuK_gemm_bf16_scratch_size(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+                                   int n_slots);
+void npuK_gemm_bf16_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                       int64_t k, const uint16_t *a, const uint16_t *b, const npuK_epilogue *ep,
+                       void *c, npuK_dtype c_dtype, void *scratch, int n_slots);
+void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                             int64_t n, int64_t k, const uint16_t *a, const uint16_t *b,
+                             const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
+                             void *scratch, int n_slots, int level);
+/* 1 when a step of this algorithm and these operand dtypes runs npuK_gemm_bf16_ep: algo
+ * BF16DOT, A and B bfloat16, npuK_bf16dot(). */
+int npuK_gemm_bf16_takes(int algo, npuK_dtype a_dtype, npuK_dtype b_dtype);
 void npuK_matmul_half_algo_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
                               int64_t n, int64_t k, const void *a, npuK_dtype a_dtype,
                               const float *b, const npuK_epilogue *ep, void *c,

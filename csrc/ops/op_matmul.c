@@ -2,7 +2,9 @@
  * op_matmul.c — matmul: C = op(A) op(B) for rank-2 A and B (TensorFlow MatMul with its
  * transpose_a / transpose_b attributes).  Trust list: a cube op, may run in float16.
  * Device: OpenBLAS sgemm/dgemm; under the precision pass A, B and C may be stored float16 /
- * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY, NPUX_F_HALF_B).
+ * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY, NPUX_F_HALF_B); A and
+ * B both bfloat16 on a CPU with AVX512_BF16: algorithm BF16DOT, the native bfloat16 GEMM on them
+ * as stored (kernels/gemm_bf16.c; chosen by compile/implmode.c).
  * Reference: the naive triple loop.  int32 (TensorFlow's int32 MatMul, e.g. in TF.js models): the
  * plain triple loop npuK_matmul_i32 on both paths, wrapping modulo 2^32 as TensorFlow; never
  * reduced.
@@ -57,6 +59,9 @@ static size_t scratch_size(const npuX_call *c) {
   const matmul_params *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
   if (a->ndim != 2 || y->ndim != 2 || a->dtype == NPU_DTYPE_I32) return 0;
+  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype))
+    return npuK_gemm_bf16_scratch_size(p->transpose_a, p->transpose_b, y->shape[0], y->shape[1],
+                                       a->shape[p->transpose_a ? 0 : 1], c->n_threads);
   return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
                                          a->shape[p->transpose_a ? 0 : 1], c->n_threads,
                                          (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,
