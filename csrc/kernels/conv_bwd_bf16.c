@@ -46,7 +46,7 @@
 typedef struct fb_job {
   const npuK_window2d *w;
   int64_t out_c, co16, n_pix, n_pairs, n_rows;
-  int64_t n_row_items, co_item; /* items: row ranges x channel ranges of co_item channels */
+  int64_t n_items, item_rows; /* items: ranges of item_rows df rows, every channel */
   const uint16_t *x, *dy;
   uint32_t *dyp;    /* [pair][co16]: (dy[2q][co], dy[2q+1][co]) */
   double *acc;      /* (n_rows, out_c) */
@@ -54,6 +54,14 @@ typedef struct fb_job {
   npuK_dtype df_dtype;
   int level;
 } fb_job;
+
+/* A block's x pairs: the 32 bits (x[2q][row], x[2q+1][row]) of pair q and the item's row r
+   at xp[q qs + r rs]: [pair][16 rows] (qs 16, rs 1) when 16 channels of one tap are packed
+   a pixel at a time, else [row][pair] (qs 1, rs FB_PAIRS), a row at a time. */
+typedef struct fb_xp {
+  uint32_t v[FB_PAIRS * FB_ROWS];
+  int64_t qs, rs;
+} fb_xp;
 
 size_t npuK_conv2d_backprop_filter_bf16_scratch_size(const npuK_window2d *w, int64_t out_c) {
   int64_t rows = w->k_h * w->k_w * w->c, co16 = (out_c + 15) / 16 * 16;
@@ -71,52 +79,64 @@ static void pack_dy(void *arg, int64_t q0, int64_t q1) {
     const uint16_t *b = 2 * q + 1 < j->n_pix ? a + oc : NULL;
     uint32_t *o = j->dyp + q * co16;
     int64_t co = 0;
-    for (; co < oc; co++) o[co] = (uint32_t)a[co] | (b ? (uint32_t)b[co] << 16 : 0);
+    if (b)
+      for (; co < oc; co++) o[co] = (uint32_t)a[co] | (uint32_t)b[co] << 16;
+    else
+      for (; co < oc; co++) o[co] = a[co];
     for (; co < co16; co++) o[co] = 0;
   }
 }
 
-/* Where pixel p's tap (0, 0) reads x: its image's first row and its (ih, iw). */
-typedef struct fb_pix {
-  int64_t img;     /* n in_h */
-  int64_t ih, iw;  /* oh s - pad_top, ow s - pad_left */
-} fb_pix;
+/* Pixel p0 as (image, oh, ow): the walks below go on from there without dividing. */
+typedef struct fb_at {
+  int64_t b, oh, ow;
+} fb_at;
 
-static void locate(const npuK_window2d *w, int64_t p0, int64_t n, fb_pix *pix) {
-  int64_t hw = w->out_h * w->out_w;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t p = p0 + i, b = p / hw, r = p % hw;
-    pix[i] = (fb_pix){b * w->in_h, (r / w->out_w) * w->stride_h - w->pad_top,
-                      (r % w->out_w) * w->stride_w - w->pad_left};
-  }
+static fb_at pixel_at(const npuK_window2d *w, int64_t p) {
+  int64_t hw = w->out_h * w->out_w, r = p % hw;
+  return (fb_at){p / hw, r / w->out_w, r % w->out_w};
 }
 
-/* x's element for pixel pix at row (kh, kw, ci), 0 in the padding */
-static inline uint16_t x_at(const fb_job *j, const fb_pix *pix, int64_t kh, int64_t kw,
-                            int64_t ci) {
+/* [row][pair]: row by row, each a run of the block's pixels by output rows: zero where the
+   tap's input row is padding, else x's row read at stride s_w c between the columns inside.
+   An odd last pixel's half is zero. */
+static void pack_rows(const fb_job *j, int64_t q0, int np, int64_t r0, int nr, fb_xp *xp) {
   const npuK_window2d *w = j->w;
-  int64_t ih = pix->ih + kh * w->dilation_h, iw = pix->iw + kw * w->dilation_w;
-  if (ih < 0 || ih >= w->in_h || iw < 0 || iw >= w->in_w) return 0;
-  return j->x[((pix->img + ih) * w->in_w + iw) * w->c + ci];
-}
-
-/* xp[q][r] for the block's np pairs (pixels from 2 q0) and the rows [r0, r0 + nr) */
-static void pack_x(const fb_job *j, int64_t q0, int np, int64_t r0, int nr, uint32_t *xp) {
-  const npuK_window2d *w = j->w;
-  fb_pix pix[2 * FB_PAIRS];
   int64_t p0 = 2 * q0, npix = j->n_pix - p0 < 2 * np ? j->n_pix - p0 : 2 * np;
-  locate(w, p0, npix, pix);
-  int64_t kk[FB_ROWS][3];
+  const fb_at first = pixel_at(w, p0);
+  const int64_t step = w->stride_w * w->c;
+  xp->qs = 1, xp->rs = FB_PAIRS;
   for (int r = 0; r < nr; r++) {
-    int64_t row = r0 + r, tap = row / w->c;
-    kk[r][0] = tap / w->k_w, kk[r][1] = tap % w->k_w, kk[r][2] = row % w->c;
-  }
-  for (int q = 0; q < np; q++) {
-    const fb_pix *a = &pix[2 * q], *b = 2 * q + 1 < npix ? &pix[2 * q + 1] : NULL;
-    uint32_t *o = xp + q * FB_ROWS;
-    for (int r = 0; r < nr; r++)
-      o[r] = (uint32_t)x_at(j, a, kk[r][0], kk[r][1], kk[r][2]) |
-             (b ? (uint32_t)x_at(j, b, kk[r][0], kk[r][1], kk[r][2]) << 16 : 0);
+    int64_t row = r0 + r, tap = row / w->c, ci = row % w->c;
+    int64_t kh = tap / w->k_w, kw = tap % w->k_w;
+    uint16_t *o = (uint16_t *)(xp->v + r * FB_PAIRS);
+    /* the output columns [lo, hi) whose input column ow s_w - pad_left + kw d_w is inside */
+    int64_t off = kw * w->dilation_w - w->pad_left, lo = 0, hi = w->out_w;
+    if (off < 0) lo = (-off + w->stride_w - 1) / w->stride_w;
+    if (hi > 0 && (hi - 1) * w->stride_w + off >= w->in_w)
+      hi = w->in_w - off > 0 ? (w->in_w - off - 1) / w->stride_w + 1 : 0;
+    if (hi < lo) hi = lo;
+    fb_at at = first;
+    for (int64_t i = 0; i < npix;) {
+      int64_t seg = w->out_w - at.ow < npix - i ? w->out_w - at.ow : npix - i;
+      int64_t ih = at.oh * w->stride_h - w->pad_top + kh * w->dilation_h;
+      uint16_t *d = o + i - at.ow; /* d[ow] is column ow's */
+      if (ih < 0 || ih >= w->in_h) {
+        memset(o + i, 0, (size_t)seg * sizeof *o);
+      } else {
+        const uint16_t *xr = j->x + ((at.b * w->in_h + ih) * w->in_w + off) * w->c + ci;
+        int64_t a = at.ow, e = at.ow + seg;
+        int64_t l = lo > a ? (lo < e ? lo : e) : a, h = hi < e ? (hi > l ? hi : l) : e;
+        for (int64_t ow = a; ow < l; ow++) d[ow] = 0;
+        if (step == 1) memcpy(d + l, xr + l, (size_t)(h - l) * sizeof *d);
+        else for (int64_t ow = l; ow < h; ow++) d[ow] = xr[ow * step];
+        for (int64_t ow = h; ow < e; ow++) d[ow] = 0;
+      }
+      i += seg;
+      at.ow = 0;
+      if (++at.oh == w->out_h) at.oh = 0, at.b++;
+    }
+    if (npix & 1) o[npix] = 0;
   }
 }
 
@@ -125,21 +145,21 @@ static inline void add_row(double *acc, const float *t, int64_t n) {
   for (int64_t l = 0; l < n; l++) acc[l] += (double)t[l];
 }
 
-/* The portable block: rows [r0, r0 + nr) x channels [c0, c1) over np pairs, VDPBF16PS's
-   order (pixel 2q + 1's product, then 2q's) in float32, subnormals flushed as it does. */
+/* The portable block: rows [r0, r0 + nr) x every channel over np pairs, VDPBF16PS's order
+   (pixel 2q + 1's product, then 2q's) in float32, subnormals flushed as it does. */
 static float ftz(float v) { return v > -0x1p-126f && v < 0x1p-126f ? 0.0f * v : v; }
 static float bf(uint32_t v) { return ftz(npu_bf16_to_f32((uint16_t)v)); }
 
-static void block_scalar(const fb_job *j, const uint32_t *xp, int64_t q0, int np, int64_t r0,
-                         int nr, int64_t c0, int64_t c1) {
+static void block_scalar(const fb_job *j, const fb_xp *xp, int64_t q0, int np, int64_t r0,
+                         int nr) {
   float t[64];
   for (int r = 0; r < nr; r++)
-    for (int64_t cb = c0; cb < c1; cb += 64) {
-      int64_t ce = cb + 64 < c1 ? cb + 64 : c1;
+    for (int64_t cb = 0; cb < j->out_c; cb += 64) {
+      int64_t ce = cb + 64 < j->out_c ? cb + 64 : j->out_c;
       for (int64_t co = cb; co < ce; co++) {
         float s = 0;
         for (int q = 0; q < np; q++) {
-          uint32_t a = xp[q * FB_ROWS + r], d = j->dyp[(q0 + q) * j->co16 + co];
+          uint32_t a = xp->v[q * xp->qs + r * xp->rs], d = j->dyp[(q0 + q) * j->co16 + co];
           s = ftz(s + ftz(bf(a >> 16) * bf(d >> 16)));
           s = ftz(s + ftz(bf(a & 0xffff) * bf(d & 0xffff)));
         }
@@ -158,21 +178,21 @@ static void block_scalar(const fb_job *j, const uint32_t *xp, int64_t q0, int np
 /* the block's rows [r, r + nr) of xp, df's rows [row, row + nr), x channels [co, co + 16 nv),
    into acc */
 static inline __attribute__((always_inline)) void
-fb_tile(const fb_job *j, const uint32_t *xp, int64_t q0, int np, int r, int64_t row,
+fb_tile(const fb_job *j, const fb_xp *xp, int64_t q0, int np, int r, int64_t row,
         const int nr, int64_t co, const int nv) {
   __m512 t[FB_TR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < nr; i++)
 #pragma GCC unroll 2
     for (int v = 0; v < nv; v++) t[i][v] = _mm512_setzero_ps();
-  const uint32_t *d = j->dyp + q0 * j->co16 + co;
-  for (int q = 0; q < np; q++, d += j->co16) {
+  const uint32_t *d = j->dyp + q0 * j->co16 + co, *xr = xp->v + r * xp->rs;
+  const int64_t qs = xp->qs, rs = xp->rs;
+  for (int q = 0; q < np; q++, d += j->co16, xr += qs) {
     __m512bh d0 = (__m512bh)_mm512_loadu_si512(d), d1 = d0;
     if (nv > 1) d1 = (__m512bh)_mm512_loadu_si512(d + 16);
-    const uint32_t *xr = xp + q * FB_ROWS + r;
 #pragma GCC unroll 8
     for (int i = 0; i < nr; i++) {
-      __m512bh b = (__m512bh)_mm512_set1_epi32((int)xr[i]);
+      __m512bh b = (__m512bh)_mm512_set1_epi32((int)xr[i * rs]);
       t[i][0] = _mm512_dpbf16_ps(t[i][0], b, d0);
       if (nv > 1) t[i][1] = _mm512_dpbf16_ps(t[i][1], b, d1);
     }
@@ -196,45 +216,91 @@ fb_tile(const fb_job *j, const uint32_t *xp, int64_t q0, int np, int r, int64_t 
 }
 
 static inline __attribute__((always_inline)) void
-fb_rows(const fb_job *j, const uint32_t *xp, int64_t q0, int np, int r, int64_t row,
-        const int nr, int64_t c0, int64_t c1) {
-  int64_t co = c0;
-  for (; co + 32 <= c1; co += 32) fb_tile(j, xp, q0, np, r, row, nr, co, 2);
-  if (co + 16 < c1) fb_tile(j, xp, q0, np, r, row, nr, co, 2);
-  else if (co < c1) fb_tile(j, xp, q0, np, r, row, nr, co, 1);
+fb_rows(const fb_job *j, const fb_xp *xp, int64_t q0, int np, int r, int64_t row,
+        const int nr) {
+  int64_t co = 0, oc = j->out_c;
+  for (; co + 32 <= oc; co += 32) fb_tile(j, xp, q0, np, r, row, nr, co, 2);
+  if (co + 16 < oc) fb_tile(j, xp, q0, np, r, row, nr, co, 2);
+  else if (co < oc) fb_tile(j, xp, q0, np, r, row, nr, co, 1);
 }
 
-static void block_native(const fb_job *j, const uint32_t *xp, int64_t q0, int np, int64_t r0,
-                         int nr, int64_t c0, int64_t c1) {
-  int r = 0; /* xp's row r is df's row r0 + r */
-  for (; r + 8 <= nr; r += 8) fb_rows(j, xp, q0, np, r, r0 + r, 8, c0, c1);
-  for (; r + 4 <= nr; r += 4) fb_rows(j, xp, q0, np, r, r0 + r, 4, c0, c1);
-  for (; r < nr; r++) fb_rows(j, xp, q0, np, r, r0 + r, 1, c0, c1);
-}
-
-/* The packing of x when the item's 16 rows are 16 channels of one tap (c % 16 == 0): one
-   256-bit load per pixel, the two pixels' channels interleaved by widening to 32 bits. */
-static void pack_x16(const fb_job *j, int64_t q0, int np, int64_t r0, uint32_t *xp) {
-  const npuK_window2d *w = j->w;
-  fb_pix pix[2 * FB_PAIRS];
-  int64_t p0 = 2 * q0, npix = j->n_pix - p0 < 2 * np ? j->n_pix - p0 : 2 * np;
-  locate(w, p0, npix, pix);
-  int64_t tap = r0 / w->c, kh = tap / w->k_w, kw = tap % w->k_w, ci = r0 % w->c;
-  for (int q = 0; q < np; q++) {
-    __m256i h[2];
-    for (int k = 0; k < 2; k++) {
-      h[k] = _mm256_setzero_si256();
-      if (2 * q + k >= npix) continue;
-      const fb_pix *p = &pix[2 * q + k];
-      int64_t ih = p->ih + kh * w->dilation_h, iw = p->iw + kw * w->dilation_w;
-      if (ih >= 0 && ih < w->in_h && iw >= 0 && iw < w->in_w)
-        h[k] = _mm256_loadu_si256(
-            (const void *)(j->x + ((p->img + ih) * w->in_w + iw) * w->c + ci));
-    }
-    __m512i v = _mm512_or_si512(_mm512_cvtepu16_epi32(h[0]),
-                                _mm512_slli_epi32(_mm512_cvtepu16_epi32(h[1]), 16));
-    _mm512_storeu_si512(xp + q * FB_ROWS, v);
+static void block_native(const fb_job *j, const fb_xp *xp, int64_t q0, int np, int64_t r0,
+                         int nr) {
+  /* tiles of 8 rows, then the rest in one (a first layer's 5 + 4 rows: one pass over dy
+     each); xp's row r is df's row r0 + r */
+  int r = 0;
+  for (; r + 8 <= nr; r += 8) fb_rows(j, xp, q0, np, r, r0 + r, 8);
+  switch (nr - r) {
+  case 7: fb_rows(j, xp, q0, np, r, r0 + r, 7); break;
+  case 6: fb_rows(j, xp, q0, np, r, r0 + r, 6); break;
+  case 5: fb_rows(j, xp, q0, np, r, r0 + r, 5); break;
+  case 4: fb_rows(j, xp, q0, np, r, r0 + r, 4); break;
+  case 3: fb_rows(j, xp, q0, np, r, r0 + r, 3); break;
+  case 2: fb_rows(j, xp, q0, np, r, r0 + r, 2); break;
+  case 1: fb_rows(j, xp, q0, np, r, r0 + r, 1); break;
+  default: break;
   }
+}
+
+/* pack_dy with AVX-512: 16 channels of both pixels a step, widened to 32 bits and merged */
+static void pack_dy_native(void *arg, int64_t q0, int64_t q1) {
+  const fb_job *j = arg;
+  const int64_t oc = j->out_c, co16 = j->co16;
+  for (int64_t q = q0; q < q1; q++) {
+    const uint16_t *a = j->dy + 2 * q * oc;
+    int has_b = 2 * q + 1 < j->n_pix;
+    uint32_t *o = j->dyp + q * co16;
+    for (int64_t co = 0; co < co16; co += 16) {
+      __mmask16 k = oc - co >= 16 ? 0xffff : (__mmask16)((1u << (oc - co)) - 1);
+      __m512i va = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, a + co));
+      __m512i vb = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(has_b ? k : 0, a + oc + co));
+      _mm512_storeu_si512(o + co, _mm512_or_si512(va, _mm512_slli_epi32(vb, 16)));
+    }
+  }
+}
+
+/* [pair][16 rows], the item's rows 16 channels of one tap (c % 16 == 0): one 256-bit load a
+   pixel, the two pixels of a pair interleaved by widening each to 32 bits; the pixels by runs
+   along output rows (the bounds checked a run at a time). */
+static void pack_x16(const fb_job *j, int64_t q0, int np, int64_t r0, fb_xp *xp) {
+  const npuK_window2d *w = j->w;
+  int64_t p0 = 2 * q0, npix = j->n_pix - p0 < 2 * np ? j->n_pix - p0 : 2 * np;
+  int64_t tap = r0 / w->c, kh = tap / w->k_w, kw = tap % w->k_w, ci = r0 % w->c;
+  int64_t off = kw * w->dilation_w - w->pad_left, lo = 0, hi = w->out_w;
+  if (off < 0) lo = (-off + w->stride_w - 1) / w->stride_w;
+  if (hi > 0 && (hi - 1) * w->stride_w + off >= w->in_w)
+    hi = w->in_w - off > 0 ? (w->in_w - off - 1) / w->stride_w + 1 : 0;
+  if (hi < lo) hi = lo;
+  const int64_t step = w->stride_w * w->c;
+  fb_at at = pixel_at(w, p0);
+  __m512i even = _mm512_setzero_si512();
+  uint32_t *o = xp->v;
+  xp->qs = FB_ROWS, xp->rs = 1;
+#define FB_PUT(h)                                                                            \
+  do {                                                                                       \
+    __m512i v_ = _mm512_cvtepu16_epi32(h);                                                   \
+    if (i & 1) _mm512_storeu_si512(o + (i >> 1) * FB_ROWS,                                   \
+                                   _mm512_or_si512(even, _mm512_slli_epi32(v_, 16)));        \
+    else even = v_;                                                                          \
+    i++;                                                                                     \
+  } while (0)
+  for (int64_t i = 0; i < npix;) {
+    int64_t seg = w->out_w - at.ow < npix - i ? w->out_w - at.ow : npix - i;
+    int64_t ih = at.oh * w->stride_h - w->pad_top + kh * w->dilation_h;
+    int64_t a = at.ow, e = at.ow + seg, l = a, h = a;
+    if (ih >= 0 && ih < w->in_h) {
+      l = lo > a ? (lo < e ? lo : e) : a;
+      h = hi < e ? (hi > l ? hi : l) : e;
+    }
+    const uint16_t *xr = j->x + ((at.b * w->in_h + ih) * w->in_w + off) * w->c + ci;
+    for (int64_t ow = a; ow < l; ow++) FB_PUT(_mm256_setzero_si256());
+    for (int64_t ow = l; ow < h; ow++) FB_PUT(_mm256_loadu_si256((const void *)(xr + ow * step)));
+    for (int64_t ow = h; ow < e; ow++) FB_PUT(_mm256_setzero_si256());
+    at.ow = 0;
+    if (++at.oh == w->out_h) at.oh = 0, at.b++;
+  }
+#undef FB_PUT
+  if (npix & 1) _mm512_storeu_si512(o + (npix >> 1) * FB_ROWS, even);
 }
 #pragma GCC pop_options
 #else
@@ -243,36 +309,31 @@ static void pack_x16(const fb_job *j, int64_t q0, int np, int64_t r0, uint32_t *
 
 static void items(void *arg, int64_t begin, int64_t end) {
   const fb_job *j = arg;
-  const npuK_window2d *w = j->w;
-  uint32_t xp[FB_PAIRS * FB_ROWS];
+  fb_xp xp;
   float row[64];
   for (int64_t it = begin; it < end; it++) {
-    int64_t r0 = it % j->n_row_items * FB_ROWS, c0 = it / j->n_row_items * j->co_item;
-    int nr = (int)(j->n_rows - r0 < FB_ROWS ? j->n_rows - r0 : FB_ROWS);
-    int64_t c1 = c0 + j->co_item < j->out_c ? c0 + j->co_item : j->out_c;
-    for (int r = 0; r < nr; r++)
-      for (int64_t co = c0; co < c1; co++) j->acc[(r0 + r) * j->out_c + co] = 0;
+    int64_t r0 = it * j->item_rows;
+    int nr = (int)(j->n_rows - r0 < j->item_rows ? j->n_rows - r0 : j->item_rows);
+    for (int64_t i = r0 * j->out_c; i < (r0 + nr) * j->out_c; i++) j->acc[i] = 0;
 #if FB_NATIVE
-    int fast = j->level > 0 && nr == FB_ROWS && w->c % FB_ROWS == 0;
-#else
-    (void)w;
+    int fast = j->level > 0 && nr == FB_ROWS && j->w->c % FB_ROWS == 0;
 #endif
     for (int64_t q0 = 0; q0 < j->n_pairs; q0 += FB_PAIRS) {
       int np = (int)(j->n_pairs - q0 < FB_PAIRS ? j->n_pairs - q0 : FB_PAIRS);
 #if FB_NATIVE
       if (j->level > 0) {
-        if (fast) pack_x16(j, q0, np, r0, xp);
-        else pack_x(j, q0, np, r0, nr, xp);
-        block_native(j, xp, q0, np, r0, nr, c0, c1);
+        if (fast) pack_x16(j, q0, np, r0, &xp);
+        else pack_rows(j, q0, np, r0, nr, &xp);
+        block_native(j, &xp, q0, np, r0, nr);
         continue;
       }
 #endif
-      pack_x(j, q0, np, r0, nr, xp);
-      block_scalar(j, xp, q0, np, r0, nr, c0, c1);
+      pack_rows(j, q0, np, r0, nr, &xp);
+      block_scalar(j, &xp, q0, np, r0, nr);
     }
     for (int r = 0; r < nr; r++) /* rounded to float32, then to the stored dtype */
-      for (int64_t cb = c0; cb < c1; cb += 64) {
-        int64_t n = c1 - cb < 64 ? c1 - cb : 64, at = (r0 + r) * j->out_c + cb;
+      for (int64_t cb = 0; cb < j->out_c; cb += 64) {
+        int64_t n = j->out_c - cb < 64 ? j->out_c - cb : 64, at = (r0 + r) * j->out_c + cb;
         for (int64_t l = 0; l < n; l++) row[l] = (float)j->acc[at + l];
         if (j->df_dtype == NPUK_F32) memcpy((float *)j->df + at, row, (size_t)n * sizeof *row);
         else npuK_half_narrow(row, j->df_dtype, (uint16_t *)j->df + at, n);
@@ -290,14 +351,18 @@ static void filter_grad_bf16(const npuK_pool *pool, const npuK_window2d *w, int6
               .acc = scratch, .df = df, .df_dtype = df_dtype, .level = level};
   j.n_pairs = (j.n_pix + 1) / 2;
   j.dyp = (uint32_t *)(j.acc + rows * out_c);
-  j.n_row_items = (rows + FB_ROWS - 1) / FB_ROWS;
-  /* few row ranges (a first layer: c = 1, 9 rows): split the channels too, in whole tiles,
-     so that both threads work (the split never changes a sum's order) */
-  j.co_item = j.n_row_items >= 4 || j.co16 <= 32 ? j.co16 : 32;
-  if (j.n_row_items < 4 && j.co16 == 32) j.co_item = 16;
-  int64_t n_co_items = (out_c + j.co_item - 1) / j.co_item;
-  npuK_parallel_for(pool, j.n_pairs, K_GRAIN_ELEMS / (j.co16 + 1) + 1, pack_dy, &j);
-  npuK_parallel_for(pool, j.n_row_items * n_co_items, 1, items, &j);
+  /* items of 16 rows; at least two where there are two rows (a first layer: c = 1, 9 rows
+     as 5 + 4), so that two threads both work; the split never changes a sum's order */
+  j.n_items = (rows + FB_ROWS - 1) / FB_ROWS;
+  if (j.n_items < 2 && rows >= 2) j.n_items = 2;
+  j.item_rows = (rows + j.n_items - 1) / j.n_items;
+  j.n_items = (rows + j.item_rows - 1) / j.item_rows;
+  npuK_range_fn pack = pack_dy;
+#if FB_NATIVE
+  if (level > 0) pack = pack_dy_native;
+#endif
+  npuK_parallel_for(pool, j.n_pairs, K_GRAIN_ELEMS / (j.co16 + 1) + 1, pack, &j);
+  npuK_parallel_for(pool, j.n_items, 1, items, &j);
 }
 
 void npuK_conv2d_backprop_filter_bf16(const npuK_pool *pool, const npuK_window2d *w,
