@@ -261,12 +261,17 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
       [NPUK_CONV_DIRECT] = "direct"};
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv"};
-  (void)e;
   /* conv2d, fused conv2d: npuK_conv_algo; conv2d_backprop_input: winograd_2x3 or null */
   bool is_conv = s->def->tune == NPUX_TUNE_CONV ||
                  (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
   bool is_gemm = s->def->tune == NPUX_TUNE_GEMM; /* matmul, fused matmul: npuK_gemm_algo */
-  str(w, is_conv && s->algo < NPUK_CONV_ALGO_COUNT   ? conv[s->algo]
+  /* a step computing on bfloat16 as stored (NPUX_F_BF16_DOT: its first two inputs stored
+     bfloat16 by the precision pass, which does that only where the CPU has AVX512_BF16) */
+  bool bf16_dot = (s->def->flags & NPUX_F_BF16_DOT) && !s->host && s->n_in >= 2 &&
+                  e->p->values[s->in[0]].dtype == NPU_DTYPE_BF16 &&
+                  e->p->values[s->in[1]].dtype == NPU_DTYPE_BF16;
+  str(w, bf16_dot ? "bf16_dot"
+         : is_conv && s->algo < NPUK_CONV_ALGO_COUNT ? conv[s->algo]
          : is_gemm && s->algo < NPUK_GEMM_ALGO_COUNT ? gemm[s->algo]
                                                      : NULL);
 }
