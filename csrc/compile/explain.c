@@ -266,8 +266,10 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
                  (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
   bool is_gemm = s->def->tune == NPUX_TUNE_GEMM; /* matmul, fused matmul: npuK_gemm_algo */
   /* a step computing on bfloat16 as stored (NPUX_F_BF16_DOT: its first two inputs stored
-     bfloat16 by the precision pass, which does that only where the CPU has AVX512_BF16) */
+     bfloat16 and not widened by the executor, which the precision pass decides so only where
+     the CPU has AVX512_BF16) */
   bool bf16_dot = (s->def->flags & NPUX_F_BF16_DOT) && !s->host && s->n_in >= 2 &&
+                  !(s->widen && (s->widen[0] || s->widen[1])) &&
                   e->p->values[s->in[0]].dtype == NPU_DTYPE_BF16 &&
                   e->p->values[s->in[1]].dtype == NPU_DTYPE_BF16;
   str(w, bf16_dot ? "bf16_dot"
