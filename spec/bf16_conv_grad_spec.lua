@@ -1,7 +1,8 @@
--- bf16_conv_grad_spec.lua — conv2d's filter gradient on bfloat16 as stored (mixed bfloat16
--- training: allow_mix_precision_bf16): where the CPU has AVX512_BF16 the step reads x and dy
--- as the precision pass stores them and computes by VDPBF16PS (kernels/conv_bwd_bf16.c,
--- explain's algo "bf16_dot"); NPU_NO_AVX512BF16=1 (a child process: the choice is a fact of
+-- bf16_conv_grad_spec.lua — conv2d's filter and input gradients on bfloat16 as stored (mixed
+-- bfloat16 training: allow_mix_precision_bf16): where the CPU has AVX512_BF16 the steps read
+-- x / the filter and dy as the precision pass stores them and compute by VDPBF16PS
+-- (kernels/conv_bwd_bf16.c, explain's algo "bf16_dot"); NPU_NO_AVX512BF16=1 (a child
+-- process: the choice is a fact of
 -- the process) or another CPU keeps the widening path.  Checked: which steps take it; the
 -- result against the exact sum of the same bfloat16 inputs (bfloat16-exact data whose float32
 -- sums are exact, so df is the exact sum rounded to bfloat16, to nearest even);
@@ -149,6 +150,77 @@ function TestBf16ConvGrad:test_nan_propagates_and_threads_give_the_same_bits()
   lu.assertEquals(nans, 9 * 32)
 end
 
+-- dx of conv2d_backprop_input by the definition (float64: exact here)
+local function oracle_dx(dys, fs, xshape, k, oc, stride, pad, oshape)
+  local n, h, w, c = table.unpack(xshape)
+  local oh, ow = oshape[2], oshape[3]
+  local dx = {}
+  for b = 0, n - 1 do
+    for ih = 0, h - 1 do
+      for iw = 0, w - 1 do
+        for ci = 0, c - 1 do
+          local s = 0.0
+          for kh = 0, k - 1 do
+            for kw = 0, k - 1 do
+              local th, tw = ih + pad - kh, iw + pad - kw
+              if th >= 0 and tw >= 0 and th % stride == 0 and tw % stride == 0 and
+                  th // stride < oh and tw // stride < ow then
+                local at = ((b * oh + th // stride) * ow + tw // stride) * oc
+                for co = 0, oc - 1 do
+                  s = s + dys[at + co + 1] * fs[((kh * k + kw) * c + ci) * oc + co + 1]
+                end
+              end
+            end
+          end
+          dx[#dx + 1] = s
+        end
+      end
+    end
+  end
+  return dx
+end
+
+-- conv2d_backprop_input likewise: SAME stride 1 (bench_cnn's case), stride 2 with an odd
+-- channel count, and 1 vs 2 threads
+function TestBf16ConvGrad:test_input_gradient_exact_inputs()
+  for _, cs in ipairs {
+    { xshape = { 2, 6, 7, 16 }, k = 3, oc = 32, stride = 1, padding = "SAME" },
+    { xshape = { 1, 8, 8, 3 }, k = 3, oc = 17, stride = 2, padding = "SAME" },
+  } do
+    local n, h, w, c = table.unpack(cs.xshape)
+    local oh, ow = math.ceil(h / cs.stride), math.ceil(w / cs.stride)
+    local pad = math.max((oh - 1) * cs.stride + cs.k - h, 0) // 2
+    local oshape = { n, oh, ow, cs.oc }
+    local g = npu.Graph()
+    local f = g:placeholder("float32", { cs.k, cs.k, c, cs.oc }, "f")
+    local dy = g:placeholder("float32", oshape, "dy")
+    local dx = g:op("conv2d_backprop_input", { f, dy }, { input_sizes = cs.xshape,
+      strides = { 1, cs.stride, cs.stride, 1 }, padding = cs.padding })
+    local fs, dys = eighths(cs.k * cs.k * c * cs.oc, 12), eighths(n * oh * ow * cs.oc, 13)
+    local feeds = { [f] = npu.tensor(fs, "float32"):reshape({ cs.k, cs.k, c, cs.oc }),
+      [dy] = npu.tensor(dys, "float32"):reshape(oshape) }
+    local n0 = npu.core.n_threads()
+    npu.core.set_n_threads(1)
+    local sess = session(g)
+    local algos = {}
+    for _, s in ipairs(sess:explain(dx, feeds).steps) do
+      if s.op == "conv2d_backprop_input" then algos[#algos + 1] = s.algo or "none" end
+    end
+    lu.assertEquals(algos, { NATIVE and "bf16_dot" or "none" })
+    local one = sess:run(dx, feeds)
+    npu.core.set_n_threads(2)
+    local two = session(g):run(dx, feeds)
+    npu.core.set_n_threads(n0)
+    lu.assertTrue(npu.allclose(one, two, 0, 0), "1 and 2 threads")
+    local got = S.flatten(one:totable())
+    local want = oracle_dx(dys, fs, cs.xshape, cs.k, cs.oc, cs.stride, pad, oshape)
+    lu.assertEquals(#got, #want)
+    for i = 1, #want do
+      lu.assertEquals(got[i], bf16(want[i]), ("dx[%d] vs %.9g"):format(i, want[i]))
+    end
+  end
+end
+
 -- the filter gradient of sum(conv2d(x, w) * r) by npu.gradients is conv2d_backprop_filter(x, r):
 -- on exact inputs, the exact sum rounded to bfloat16 (the step's df is stored bfloat16)
 function TestBf16ConvGrad:test_gradient_of_conv2d()
@@ -194,7 +266,7 @@ for i = 1, B do labels[i] = i % 4 end
 local feeds = { [x] = npu.random.uniform({ B, 8, 8, 1 }, { seed = 11 }), [y] = npu.tensor(labels, "int32") }
 local algos = {}
 for _, s in ipairs(sess:explain(train, feeds).steps) do
-  if s.op == "conv2d_backprop_filter" then algos[#algos + 1] = s.algo or "none" end
+  if s.op:find("^conv2d_backprop") then algos[#algos + 1] = s.algo or "none" end
 end
 print(table.concat(algos, " "))
 local out = {}
@@ -225,7 +297,8 @@ function TestBf16ConvGrad:test_training_native_against_widening()
   PRINT = nil
   lu.assertTrue(ok, tostring(err))
   local function algos(l) return l and l:match("^%a[%w_ ]*$") end
-  lu.assertEquals(algos(lines[1]), NATIVE and "bf16_dot bf16_dot" or "none none")
+  -- the second layer's input gradient, then both filter gradients
+  lu.assertEquals(algos(lines[1]), NATIVE and "bf16_dot bf16_dot bf16_dot" or "none none none")
   for i = 2, #lines do here[i - 1] = numbers(lines[i]) end
   local dir = S.tmpdir()
   local out = S.run_lua(dir, "NPU_NO_AVX512BF16=1", TRAIN)
@@ -234,7 +307,7 @@ function TestBf16ConvGrad:test_training_native_against_widening()
   for l in out:gmatch("[^\n]+") do
     if first then child[#child + 1] = numbers(l) else first = l end
   end
-  lu.assertEquals(first, "none none", out) -- NPU_NO_AVX512BF16=1: widened, as before
+  lu.assertEquals(first, "none none none", out) -- NPU_NO_AVX512BF16=1: widened, as before
   lu.assertEquals(#child, 3)
   if not NATIVE then -- the same path twice: the same bits
     lu.assertEquals(here, child)

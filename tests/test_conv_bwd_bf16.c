@@ -1,10 +1,13 @@
-/* test_conv_bwd_bf16.c: conv2d's filter gradient on bfloat16 as stored (conv_bwd_bf16.c)
+/* test_conv_bwd_bf16.c: conv2d's filter and input gradients on bfloat16 as stored
+ * (conv_bwd_bf16.c); the filter gradient
  * against a float64 oracle of the same bfloat16 inputs, within the bound kgrad.h states
  * (|df - exact| <= 129 2^-24 sum|x dy| + 2 n_terms 2^-126); strides 1 and 2, SAME and VALID,
  * dilation, odd pixel counts, one input channel, channel tails; the same bits on one thread,
  * two threads and ranges cut mid-way; a bfloat16 df the float32 one rounded; NaN and
  * infinities propagating; the portable path (level 0) against the same oracle.  The native
- * path runs where the CPU has AVX512_BF16 (npuK_bf16dot()); elsewhere it says it skipped. */
+ * path runs where the CPU has AVX512_BF16 (npuK_bf16dot()); elsewhere it says it skipped.
+ * The input gradient likewise, within k_h k_w out_c 2^-24 sum|dy f| + 2 k_h k_w out_c 2^-126
+ * (one chain per element), any stride and dilation, odd channel counts. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -223,6 +226,111 @@ static void check_subnormal(int native) {
   free(x), free(dy), free(exact), free(mag), free(f), free(scratch);
 }
 
+/* ---- input gradient ---- */
+
+/* dx by the definition, float64, and the sum of |dy f| */
+static void oracle_dx(const npuK_window2d *w, int64_t oc, const uint16_t *dy, const uint16_t *f,
+                      double *dx, double *mag) {
+  for (int64_t b = 0; b < w->n; b++)
+    for (int64_t ih = 0; ih < w->in_h; ih++)
+      for (int64_t iw = 0; iw < w->in_w; iw++)
+        for (int64_t ci = 0; ci < w->c; ci++) {
+          double s = 0, m = 0;
+          for (int64_t kh = 0; kh < w->k_h; kh++)
+            for (int64_t kw = 0; kw < w->k_w; kw++) {
+              int64_t th = ih + w->pad_top - kh * w->dilation_h;
+              int64_t tw = iw + w->pad_left - kw * w->dilation_w;
+              if (th < 0 || tw < 0 || th % w->stride_h || tw % w->stride_w) continue;
+              int64_t oh = th / w->stride_h, ow = tw / w->stride_w;
+              if (oh >= w->out_h || ow >= w->out_w) continue;
+              for (int64_t co = 0; co < oc; co++) {
+                double a = npu_bf16_to_f32(dy[((b * w->out_h + oh) * w->out_w + ow) * oc + co]);
+                double g = npu_bf16_to_f32(f[((kh * w->k_w + kw) * w->c + ci) * oc + co]);
+                s += a * g, m += fabs(a * g);
+              }
+            }
+          int64_t i = ((b * w->in_h + ih) * w->in_w + iw) * w->c + ci;
+          dx[i] = s, mag[i] = m;
+        }
+}
+
+static int within_dx(float got, double exact, double mag, int64_t k) {
+  return fabs((double)got - exact) <= (double)k * 0x1p-24 * mag + 2.0 * (double)k * 0x1p-126;
+}
+
+static void check_input_shape(const geo *g, int native) {
+  npuK_window2d w;
+  CHECK(make_window(g, &w) == 0);
+  const int64_t oc = g->out_c, nx = w.n * w.in_h * w.in_w * w.c, k = w.k_h * w.k_w * oc;
+  const int64_t ndy = w.n * w.out_h * w.out_w * oc, nf = w.k_h * w.k_w * w.c * oc;
+  uint16_t *dy = rand_bf16(ndy, 1.0), *f = rand_bf16(nf, 1.0);
+  double *exact = malloc((size_t)nx * sizeof *exact), *mag = malloc((size_t)nx * sizeof *mag);
+  float *d0 = malloc((size_t)nx * 4), *d1 = malloc((size_t)nx * 4), *d2 = malloc((size_t)nx * 4);
+  uint16_t *h = malloc((size_t)nx * 2);
+  void *scratch = malloc(npuK_conv2d_backprop_input_bf16_scratch_size(&w, oc));
+  oracle_dx(&w, oc, dy, f, exact, mag);
+  long bad = 0;
+  npuK_conv2d_backprop_input_bf16_level(NULL, &w, oc, dy, f, d0, NPUK_F32, scratch, 0);
+  for (int64_t i = 0; i < nx; i++) bad += !within_dx(d0[i], exact[i], mag[i], k);
+  CHECK_EQ_I64(bad, 0); /* portable */
+  if (native) {
+    bad = 0;
+    npuK_conv2d_backprop_input_bf16(NULL, &w, oc, dy, f, d1, NPUK_F32, scratch);
+    for (int64_t i = 0; i < nx; i++) bad += !within_dx(d1[i], exact[i], mag[i], k);
+    CHECK_EQ_I64(bad, 0);
+    CHECK(memcmp(d0, d1, (size_t)nx * 4) == 0); /* the portable loops' order, on normal numbers */
+    npuK_conv2d_backprop_input_bf16(&pool_two, &w, oc, dy, f, d2, NPUK_F32, scratch);
+    CHECK(memcmp(d1, d2, (size_t)nx * 4) == 0);
+    npuK_conv2d_backprop_input_bf16(&pool_thirds, &w, oc, dy, f, d2, NPUK_F32, scratch);
+    CHECK(memcmp(d1, d2, (size_t)nx * 4) == 0);
+    npuK_conv2d_backprop_input_bf16(&pool_two, &w, oc, dy, f, h, NPUK_BF16, scratch);
+    bad = 0;
+    for (int64_t i = 0; i < nx; i++) bad += h[i] != npu_f32_to_bf16(d1[i]);
+    CHECK_EQ_I64(bad, 0);
+  }
+  free(dy), free(f), free(exact), free(mag), free(d0), free(d1), free(d2), free(h), free(scratch);
+}
+
+/* NaN in dy reaches exactly the dx elements whose windows read it; infinities stay non-finite */
+static void check_input_nonfinite(void) {
+  geo g = {1, 6, 6, 16, 3, 3, 1, 1, 24, 1};
+  npuK_window2d w;
+  make_window(&g, &w);
+  const int64_t oc = g.out_c, nx = w.n * w.in_h * w.in_w * w.c;
+  const int64_t ndy = w.n * w.out_h * w.out_w * oc, nf = w.k_h * w.k_w * w.c * oc;
+  uint16_t *dy = rand_bf16(ndy, 1.0), *f = rand_bf16(nf, 1.0);
+  dy[(2 * w.out_w + 3) * oc + 7] = npu_f32_to_bf16(NAN);
+  dy[(5 * w.out_w + 0) * oc + 23] = npu_f32_to_bf16(INFINITY); /* the odd channel count's last */
+  double *exact = malloc((size_t)nx * sizeof *exact), *mag = malloc((size_t)nx * sizeof *mag);
+  float *d = malloc((size_t)nx * 4);
+  void *scratch = malloc(npuK_conv2d_backprop_input_bf16_scratch_size(&w, oc));
+  oracle_dx(&w, oc, dy, f, exact, mag);
+  for (int level = 0; level < 2; level++) {
+    npuK_conv2d_backprop_input_bf16_level(&pool_two, &w, oc, dy, f, d, NPUK_F32, scratch, level);
+    long missed = 0, extra = 0, n_bad = 0;
+    for (int64_t i = 0; i < nx; i++) {
+      missed += !isfinite(exact[i]) && isfinite(d[i]);
+      extra += isfinite(exact[i]) && !isfinite(d[i]);
+      n_bad += !isfinite(exact[i]);
+    }
+    CHECK_EQ_I64(missed, 0);
+    CHECK_EQ_I64(extra, 0);
+    CHECK(n_bad >= 9 * 16);
+  }
+  free(dy), free(f), free(exact), free(mag), free(d), free(scratch);
+}
+
+static const geo input_shapes[] = {
+    /* n  h   w   c  kh kw s  d  oc  same */
+    {2, 14, 14, 32, 3, 3, 1, 1, 64, 1},  /* bench_cnn's second layer's shape, one image less */
+    {1, 9, 11, 3, 3, 3, 1, 1, 24, 1},    /* 3 channels (a channel tail), rows not of 8 pixels */
+    {2, 8, 8, 16, 3, 3, 2, 1, 17, 1},    /* stride 2, an odd out_c */
+    {1, 10, 9, 40, 3, 3, 2, 1, 8, 0},    /* VALID stride 2, 40 channels: 32 + 8 */
+    {1, 9, 9, 16, 3, 3, 1, 2, 16, 1},    /* dilation 2 */
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0},      /* one of everything */
+    {2, 5, 6, 5, 2, 2, 1, 1, 33, 0},     /* 2x2 VALID, 33 channels out */
+};
+
 int main(void) {
   int native = npuK_bf16dot();
   if (!native) printf("test_conv_bwd_bf16: no AVX512_BF16 here: the native path skipped\n");
@@ -232,5 +340,8 @@ int main(void) {
   }
   check_nonfinite();
   check_subnormal(native);
+  for (size_t i = 0; i < sizeof input_shapes / sizeof input_shapes[0]; i++)
+    check_input_shape(&input_shapes[i], native);
+  check_input_nonfinite();
   return check_summary("test_conv_bwd_bf16");
 }

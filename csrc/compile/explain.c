@@ -265,13 +265,14 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   bool is_conv = s->def->tune == NPUX_TUNE_CONV ||
                  (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
   bool is_gemm = s->def->tune == NPUX_TUNE_GEMM; /* matmul, fused matmul: npuK_gemm_algo */
-  /* a step computing on bfloat16 as stored (NPUX_F_BF16_DOT: its first two inputs stored
+  /* a step computing on bfloat16 as stored (NPUX_F_BF16_DOT: its last two inputs stored
      bfloat16 and not widened by the executor, which the precision pass decides so only where
      the CPU has AVX512_BF16) */
+  const int a = s->n_in - 2, b = s->n_in - 1; /* the data inputs of conv2d's gradients */
   bool bf16_dot = (s->def->flags & NPUX_F_BF16_DOT) && !s->host && s->n_in >= 2 &&
-                  !(s->widen && (s->widen[0] || s->widen[1])) &&
-                  e->p->values[s->in[0]].dtype == NPU_DTYPE_BF16 &&
-                  e->p->values[s->in[1]].dtype == NPU_DTYPE_BF16;
+                  !(s->widen && (s->widen[a] || s->widen[b])) &&
+                  e->p->values[s->in[a]].dtype == NPU_DTYPE_BF16 &&
+                  e->p->values[s->in[b]].dtype == NPU_DTYPE_BF16;
   str(w, bf16_dot ? "bf16_dot"
          : is_conv && s->algo < NPUK_CONV_ALGO_COUNT ? conv[s->algo]
          : is_gemm && s->algo < NPUK_GEMM_ALGO_COUNT ? gemm[s->algo]

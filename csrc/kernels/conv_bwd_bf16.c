@@ -378,3 +378,212 @@ void npuK_conv2d_backprop_filter_bf16_level(const npuK_pool *pool, const npuK_wi
   filter_grad_bf16(pool, w, out_c, x, dy, df, df_dtype, scratch,
                    level > 0 && npuK_bf16dot() ? 1 : 0);
 }
+
+/* ---- the input gradient on bfloat16 as stored ------------------------------------------
+ * dx[n, ih, iw, ci] = the sum over the taps (kh, kw) whose output pixel (oh, ow) — oh s_h =
+ * ih + pad_top - kh d_h, likewise ow — lies in dy, and over co, of dy[n, oh, ow, co] *
+ * f[kh, kw, ci, co].  The reduction runs over (kh, kw, co), and co is contiguous in both dy
+ * (NHWC) and the HWIO filter's rows, so VDPBF16PS pairs channels (2j, 2j+1): dy's pair is
+ * read straight from memory as 32 bits and broadcast (no packing; an odd out_c's last pair
+ * is its one channel and a zero), the filter is interleaved once per call as
+ * fp[kh][kw][j][ci] = (f[.., ci, 2j], f[.., ci, 2j+1]), ci up to a multiple of 16 with zeros.
+ * A tile of up to 8 pixels of one dx row x 32 channels stays in 16 registers over every tap
+ * and pair; a tap whose dy row is outside is skipped for the whole tile, a pixel whose dy
+ * column is outside (or between strides) reads a zero pair.  Each element is one float32
+ * chain over (kh, kw, j) ascending — the pixel's place in a tile or the thread does not
+ * change it — so |dx - exact| <= k_h k_w out_c 2^-24 sum|dy f| + 2 k_h k_w out_c 2^-126
+ * (the direct kernel's one-chain form; subnormal inputs and results flushed as above).  A
+ * zero pair stands for a term the sum skips: the same value, but for an infinite or NaN
+ * filter element, which then makes NaN where the float32 kernel skips it. */
+
+#define BI_TP 8 /* dx pixels per tile */
+
+typedef struct bi_job {
+  const npuK_window2d *w;
+  int64_t out_c, n_pairs, c16;
+  const uint16_t *dy;
+  const uint32_t *fp; /* [k_h k_w][n_pairs][c16] */
+  void *dx;
+  npuK_dtype dx_dtype;
+  int level;
+} bi_job;
+
+size_t npuK_conv2d_backprop_input_bf16_scratch_size(const npuK_window2d *w, int64_t out_c) {
+  int64_t c16 = (w->c + 15) / 16 * 16;
+  return (size_t)(w->k_h * w->k_w * ((out_c + 1) / 2) * c16) * sizeof(uint32_t);
+}
+
+static void pack_filter(const bi_job *j, const uint16_t *f, uint32_t *fp) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->out_c, c = w->c;
+  for (int64_t tap = 0; tap < w->k_h * w->k_w; tap++)
+    for (int64_t p = 0; p < j->n_pairs; p++) {
+      uint32_t *o = fp + (tap * j->n_pairs + p) * j->c16;
+      for (int64_t ci = 0; ci < c; ci++) {
+        const uint16_t *r = f + (tap * c + ci) * oc + 2 * p;
+        o[ci] = (uint32_t)r[0] | (2 * p + 1 < oc ? (uint32_t)r[1] << 16 : 0);
+      }
+      for (int64_t ci = c; ci < j->c16; ci++) o[ci] = 0;
+    }
+}
+
+/* dy's pair p of pixel d (NULL: a zero pair), as VDPBF16PS reads it */
+static inline uint32_t dy_pair(const bi_job *j, const uint16_t *d, int64_t p) {
+  if (!d) return 0;
+  if (2 * p + 1 < j->out_c) {
+    uint32_t v;
+    memcpy(&v, d + 2 * p, sizeof v);
+    return v;
+  }
+  return d[2 * p];
+}
+
+/* The dy pixels of a tile's np dx pixels (from column iw0 of row ih of image b) for tap
+   (kh, kw): NULL where that tap reads none; 0 when the tap's dy row is outside for all. */
+static int tile_taps(const bi_job *j, int64_t b, int64_t ih, int64_t iw0, int np, int64_t kh,
+                     int64_t kw, const uint16_t **d) {
+  const npuK_window2d *w = j->w;
+  int64_t th = ih + w->pad_top - kh * w->dilation_h;
+  if (th < 0 || th % w->stride_h) return 0;
+  int64_t oh = th / w->stride_h;
+  if (oh >= w->out_h) return 0;
+  const uint16_t *row = j->dy + (b * w->out_h + oh) * w->out_w * j->out_c;
+  int any = 0;
+  for (int i = 0; i < np; i++) {
+    int64_t tw = iw0 + i + w->pad_left - kw * w->dilation_w, ow = tw / w->stride_w;
+    d[i] = tw >= 0 && tw % w->stride_w == 0 && ow < w->out_w ? row + ow * j->out_c : NULL;
+    any |= d[i] != NULL;
+  }
+  return any;
+}
+
+/* The portable tile: the same chains in scalar float32, VDPBF16PS's order within a pair. */
+static void bi_tile_scalar(const bi_job *j, int64_t b, int64_t ih, int64_t iw0, int np,
+                           int64_t c0, int nc, float *t /* [np][32] */) {
+  const npuK_window2d *w = j->w;
+  const uint16_t *d[BI_TP];
+  for (int i = 0; i < np * 32; i++) t[i] = 0;
+  for (int64_t kh = 0; kh < w->k_h; kh++)
+    for (int64_t kw = 0; kw < w->k_w; kw++) {
+      if (!tile_taps(j, b, ih, iw0, np, kh, kw, d)) continue;
+      const uint32_t *f = j->fp + (kh * w->k_w + kw) * j->n_pairs * j->c16 + c0;
+      for (int64_t p = 0; p < j->n_pairs; p++, f += j->c16)
+        for (int i = 0; i < np; i++) {
+          uint32_t a = dy_pair(j, d[i], p);
+          for (int l = 0; l < nc; l++) {
+            float s = t[i * 32 + l];
+            s = ftz(s + ftz(bf(a >> 16) * bf(f[l] >> 16)));
+            t[i * 32 + l] = ftz(s + ftz(bf(a & 0xffff) * bf(f[l] & 0xffff)));
+          }
+        }
+    }
+}
+
+#if FB_NATIVE
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+static inline __attribute__((always_inline)) void
+bi_tile_n(const bi_job *j, int64_t b, int64_t ih, int64_t iw0, const int np, int64_t c0,
+          const int nv, float *out /* [np][32] */) {
+  const npuK_window2d *w = j->w;
+  __m512 t[BI_TP][2];
+  const uint16_t *d[BI_TP];
+  const int odd = j->out_c & 1;
+#pragma GCC unroll 8
+  for (int i = 0; i < np; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) t[i][v] = _mm512_setzero_ps();
+  for (int64_t kh = 0; kh < w->k_h; kh++)
+    for (int64_t kw = 0; kw < w->k_w; kw++) {
+      if (!tile_taps(j, b, ih, iw0, np, kh, kw, d)) continue;
+      const uint32_t *f = j->fp + (kh * w->k_w + kw) * j->n_pairs * j->c16 + c0;
+      int64_t whole = j->n_pairs - odd; /* pairs read as 32 bits */
+      for (int64_t p = 0; p < j->n_pairs; p++, f += j->c16) {
+        __m512bh f0 = (__m512bh)_mm512_loadu_si512(f), f1 = f0;
+        if (nv > 1) f1 = (__m512bh)_mm512_loadu_si512(f + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < np; i++) {
+          uint32_t a = 0;
+          if (d[i]) {
+            if (p < whole) memcpy(&a, d[i] + 2 * p, sizeof a);
+            else a = d[i][2 * p];
+          }
+          __m512bh x = (__m512bh)_mm512_set1_epi32((int)a);
+          t[i][0] = _mm512_dpbf16_ps(t[i][0], x, f0);
+          if (nv > 1) t[i][1] = _mm512_dpbf16_ps(t[i][1], x, f1);
+        }
+      }
+    }
+#pragma GCC unroll 8
+  for (int i = 0; i < np; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < nv; v++) _mm512_storeu_ps(out + i * 32 + 16 * v, t[i][v]);
+}
+
+static void bi_tile_native(const bi_job *j, int64_t b, int64_t ih, int64_t iw0, int np,
+                           int64_t c0, int nc, float *out) {
+  int nv = nc > 16 ? 2 : 1;
+#define BI_CASE(k)                                                                           \
+  case k:                                                                                    \
+    if (nv == 2) bi_tile_n(j, b, ih, iw0, k, c0, 2, out);                                    \
+    else bi_tile_n(j, b, ih, iw0, k, c0, 1, out);                                            \
+    break;
+  switch (np) {
+    BI_CASE(8) BI_CASE(7) BI_CASE(6) BI_CASE(5) BI_CASE(4) BI_CASE(3) BI_CASE(2) BI_CASE(1)
+  default: break;
+  }
+#undef BI_CASE
+}
+#pragma GCC pop_options
+#endif
+
+/* items: dx rows (b, ih); each row's pixels by tiles of 8, its channels by 32 */
+static void bi_rows(void *arg, int64_t begin, int64_t end) {
+  const bi_job *j = arg;
+  const npuK_window2d *w = j->w;
+  float t[BI_TP * 32];
+  for (int64_t item = begin; item < end; item++) {
+    int64_t b = item / w->in_h, ih = item % w->in_h;
+    for (int64_t iw0 = 0; iw0 < w->in_w; iw0 += BI_TP) {
+      int np = (int)(w->in_w - iw0 < BI_TP ? w->in_w - iw0 : BI_TP);
+      for (int64_t c0 = 0; c0 < w->c; c0 += 32) {
+        int nc = (int)(w->c - c0 < 32 ? w->c - c0 : 32);
+#if FB_NATIVE
+        if (j->level > 0) bi_tile_native(j, b, ih, iw0, np, c0, nc, t);
+        else bi_tile_scalar(j, b, ih, iw0, np, c0, nc, t);
+#else
+        bi_tile_scalar(j, b, ih, iw0, np, c0, nc, t);
+#endif
+        for (int i = 0; i < np; i++) {
+          int64_t at = ((b * w->in_h + ih) * w->in_w + iw0 + i) * w->c + c0;
+          if (j->dx_dtype == NPUK_F32) memcpy((float *)j->dx + at, t + i * 32, (size_t)nc * sizeof *t);
+          else npuK_half_narrow(t + i * 32, j->dx_dtype, (uint16_t *)j->dx + at, nc);
+        }
+      }
+    }
+  }
+}
+
+static void input_grad_bf16(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                            const uint16_t *dy, const uint16_t *filter, void *dx,
+                            npuK_dtype dx_dtype, void *scratch, int level) {
+  if (w->n <= 0 || w->in_h <= 0 || w->in_w <= 0 || w->c <= 0) return;
+  bi_job j = {.w = w, .out_c = out_c, .n_pairs = (out_c + 1) / 2, .c16 = (w->c + 15) / 16 * 16,
+              .dy = dy, .fp = scratch, .dx = dx, .dx_dtype = dx_dtype, .level = level};
+  pack_filter(&j, filter, scratch);
+  npuK_parallel_for(pool, w->n * w->in_h, 1, bi_rows, &j);
+}
+
+void npuK_conv2d_backprop_input_bf16(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const uint16_t *dy, const uint16_t *filter,
+                                     void *dx, npuK_dtype dx_dtype, void *scratch) {
+  input_grad_bf16(pool, w, out_c, dy, filter, dx, dx_dtype, scratch, npuK_bf16dot());
+}
+
+void npuK_conv2d_backprop_input_bf16_level(const npuK_pool *pool, const npuK_window2d *w,
+                                           int64_t out_c, const uint16_t *dy,
+                                           const uint16_t *filter, void *dx,
+                                           npuK_dtype dx_dtype, void *scratch, int level) {
+  input_grad_bf16(pool, w, out_c, dy, filter, dx, dx_dtype, scratch,
+                  level > 0 && npuK_bf16dot() ? 1 : 0);
+}

@@ -136,6 +136,21 @@ void npuK_conv2d_backprop_filter_bf16_level(const npuK_pool *pool, const npuK_wi
                                             int64_t out_c, const uint16_t *x,
                                             const uint16_t *dy, void *df, npuK_dtype df_dtype,
                                             void *scratch, int level);
+/* conv2d_backprop_input on dy and the filter stored as bfloat16 (conv_bwd_bf16.c), by
+ * VDPBF16PS over pairs of output channels: run it only where npuK_bf16dot() is 1.  Any
+ * stride, dilation and padding; dx float32 or reduced (dx_dtype).  Each element is one float32
+ * chain over (kh, kw, channel pairs): |dx - exact| <= k_h k_w out_c 2^-24 sum|dy f| +
+ * 2 k_h k_w out_c 2^-126 (subnormals flushed); the same bits at any thread count.  scratch:
+ * npuK_conv2d_backprop_input_bf16_scratch_size bytes (the filter interleaved). */
+size_t npuK_conv2d_backprop_input_bf16_scratch_size(const npuK_window2d *w, int64_t out_c);
+void npuK_conv2d_backprop_input_bf16(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const uint16_t *dy, const uint16_t *filter,
+                                     void *dx, npuK_dtype dx_dtype, void *scratch);
+/* The same with the path chosen (tests): level 0 portable loops of the same order, 1 native. */
+void npuK_conv2d_backprop_input_bf16_level(const npuK_pool *pool, const npuK_window2d *w,
+                                           int64_t out_c, const uint16_t *dy,
+                                           const uint16_t *filter, void *dx,
+                                           npuK_dtype dx_dtype, void *scratch, int level);
 void npuK_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_window2d *w,
                                     int64_t out_c, const float *dy, const float *filter,
                                     float *dx);
