@@ -313,6 +313,7 @@ bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL
 	$(BENCH_WINOGRAD) 5
 	$(LUA) bench/versus_torch.lua
 	$(LUA) bench/mlp.lua
+	$(LUA) bench/cnn_mixed_bf16.lua
 	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua
 	$(LUA) bench/fusion.lua
