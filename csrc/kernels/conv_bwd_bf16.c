@@ -1,6 +1,7 @@
-/* conv_bwd_bf16.c: conv2d's filter gradient on bfloat16 operands as stored, by AVX512_BF16's
+/* conv_bwd_bf16.c: conv2d's gradients on bfloat16 operands as stored, by AVX512_BF16's
  * VDPBF16PS (mixed bf16 training: allow_mix_precision_bf16, mixed_bfloat16), instead of
- * widening x and dy into float32 copies and running conv_bwd.c's float32 tiles.
+ * widening them into float32 copies for conv_bwd.c's float32 kernels.  The filter gradient
+ * first; the input gradient below has its own header.
  *
  * df[kh, kw, ci, co] = the sum over the pixels p = (n, oh, ow) of x[n, ih, iw, ci] * dy[p, co]
  * (ih = oh s_h - pad_top + kh d_h, likewise iw; x outside is zero).  df is a GEMM, (k_h k_w c
@@ -9,14 +10,16 @@
  * order (n, oh, ow); an odd last pixel is paired with a zero (x and dy both zero):
  *   dy once per call, interleaved: dyp[q][co][2] (co up to a multiple of 16, zeros after
  *     out_c), so one zmm holds 16 output channels x the pair;
- *   x per block of FB_PAIRS pairs and per work item's rows (kh, kw, ci): xp[q][row] the 32
- *     bits (x[2q][row], x[2q+1][row]), zero where the tap reads padding, broadcast to every
- *     lane (vpbroadcastd).
+ *   x per block of FB_PAIRS pairs and per work item's rows (kh, kw, ci): the 32 bits
+ *     (x[2q][row], x[2q+1][row]), zero where the tap reads padding, broadcast to every lane
+ *     (vpbroadcastd); laid out [pair][16 rows] when the item's rows are 16 channels of one tap
+ *     (one vector load a pixel), else [row][pair] (runs of an output row copied a row at a
+ *     time: c = 1 first layers).
  * A tile of up to 8 rows x 32 channels stays in 16 zmm accumulators over a block's pairs;
  * each block's float32 sums go into float64 accumulators (scratch), rounded to float32 once
  * at the end (then, for a bfloat16 df, to bfloat16: the bits the executor's narrowing of a
- * float32 df would give).  Blocks are fixed by the shape, items (row ranges x channel ranges)
- * own their elements, so the bits do not depend on the thread count.
+ * float32 df would give).  Blocks are fixed by the shape, work items (ranges of rows, every
+ * channel) own their elements, so the bits do not depend on the thread count.
  *
  * Accuracy.  A bfloat16 product is exact in float32 (8 + 8 significand bits), so each block
  * is a float32 sum of at most m = 2 FB_PAIRS terms in a fixed order, then float64 across
@@ -28,10 +31,10 @@
  * propagates to every element it takes part in; as padding is a zero operand here rather
  * than a skipped term, an infinite dy also makes NaN (0 x inf) the elements of taps that
  * read padding at that pixel, which the float32 kernel leaves finite.
- * The portable path (no AVX512_BF16 or not x86-64: level 0) does the same pairs and blocks
- * in scalar float32 with the same order within a pair; it is only run where npuK_bf16dot()
- * is 0 through the _level entry point (tests), as the op reads bfloat16 as stored only where
- * it is 1.
+ * The portable path (level 0: no AVX512_BF16, not x86-64, or the _level entry point's
+ * choice) does the same pairs and blocks in scalar float32 with the same order within a pair
+ * and the same flushes; the ops never reach it, as they read bfloat16 as stored only where
+ * npuK_bf16dot() is 1 (the tests run it beside the native path).
  */
 #include <string.h>
 
@@ -172,6 +175,8 @@ static void block_scalar(const fb_job *j, const fb_xp *xp, int64_t q0, int np, i
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define FB_NATIVE 1
 #include <immintrin.h>
+
+#include "kernels/kacc512.h"
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
 
@@ -205,13 +210,7 @@ fb_tile(const fb_job *j, const fb_xp *xp, int64_t q0, int np, int r, int64_t row
       int64_t c = co + 16 * v, left = oc - c;
       if (left <= 0) continue;
       __mmask16 k = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
-      double *a = j->acc + (row + i) * oc + c;
-      __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(t[i][v]));
-      __m512d hi = _mm512_cvtps_pd(
-          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t[i][v]), 1)));
-      __mmask8 klo = (__mmask8)(k & 0xff), khi = (__mmask8)(k >> 8);
-      _mm512_mask_storeu_pd(a, klo, _mm512_add_pd(_mm512_maskz_loadu_pd(klo, a), lo));
-      _mm512_mask_storeu_pd(a + 8, khi, _mm512_add_pd(_mm512_maskz_loadu_pd(khi, a + 8), hi));
+      k_acc_f32x16_f64(j->acc + (row + i) * oc + c, t[i][v], k);
     }
 }
 
