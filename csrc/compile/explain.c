@@ -262,12 +262,20 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv",
       [NPUK_GEMM_BF16DOT] = "bf16dot"};
-  (void)e;
   /* conv2d, fused conv2d: npuK_conv_algo; conv2d_backprop_input: winograd_2x3 or null */
   bool is_conv = s->def->tune == NPUX_TUNE_CONV ||
                  (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
   bool is_gemm = s->def->tune == NPUX_TUNE_GEMM; /* matmul, fused matmul: npuK_gemm_algo */
-  str(w, is_conv && s->algo < NPUK_CONV_ALGO_COUNT   ? conv[s->algo]
+  /* a step computing on bfloat16 as stored (NPUX_F_BF16_DOT: its last two inputs stored
+     bfloat16 and not widened by the executor, which the precision pass decides so only where
+     the CPU has AVX512_BF16) */
+  const int a = s->n_in - 2, b = s->n_in - 1; /* the data inputs of conv2d's gradients */
+  bool bf16_dot = (s->def->flags & NPUX_F_BF16_DOT) && !s->host && s->n_in >= 2 &&
+                  !(s->widen && (s->widen[a] || s->widen[b])) &&
+                  e->p->values[s->in[a]].dtype == NPU_DTYPE_BF16 &&
+                  e->p->values[s->in[b]].dtype == NPU_DTYPE_BF16;
+  str(w, bf16_dot ? "bf16dot"
+         : is_conv && s->algo < NPUK_CONV_ALGO_COUNT ? conv[s->algo]
          : is_gemm && s->algo < NPUK_GEMM_ALGO_COUNT ? gemm[s->algo]
                                                      : NULL);
 }

@@ -53,6 +53,11 @@
  * which is asked for again here with the stored dtypes (it grows by those blocks; float32
  * plans keep theirs).  matmul also takes B (input 1, the weights) as stored (NPUX_F_HALF_B):
  * read by panels, or in registers by its matrix-vector path, instead of widened whole each run.
+ * conv2d's gradients (NPUX_F_BF16_DOT: conv2d_backprop_filter's x, dy and df,
+ * conv2d_backprop_input's filter, dy and dx) take their operands as stored when both data
+ * inputs are bfloat16 and the CPU has AVX512_BF16 (npuK_bf16dot(); NPU_NO_AVX512BF16=1 turns
+ * it off): they compute on bfloat16 by VDPBF16PS (kernels/conv_bwd_bf16.c, its own bounds)
+ * rather than on widened copies; otherwise the executor widens them, as for the steps below.
  * A host_func step keeps the graph's dtypes (its host returns Tout's; see decide).
  * For the other steps (softmax, batch_matmul, ...) and the other reduced operands of those
  * (weights, bias) the executor widens the reduced inputs into a float32
@@ -372,9 +377,16 @@ static bool moves_as_is(const npuE_plan *p, const npuE_step *st, const int *orig
 }
 
 /* Whether the kernel of st reads (writes) operand i — inputs, then outputs — as stored:
-   x and y of NPUX_F_HALF_XY, and B of NPUX_F_HALF_B. */
-static bool kernel_takes_stored(const npuE_step *st, int i) {
+   x and y of NPUX_F_HALF_XY, and B of NPUX_F_HALF_B; the last two inputs and output 0 of
+   NPUX_F_BF16_DOT when those inputs are stored bfloat16, the CPU computes on bfloat16
+   (npuK_bf16dot(), off with NPU_NO_AVX512BF16=1) and the step runs on the device (a host step
+   runs the float32 reference kernel). */
+static bool kernel_takes_stored(const npuE_plan *p, const npuE_step *st, int i) {
   unsigned f = st->def->flags;
+  if (f & NPUX_F_BF16_DOT)
+    return (i == st->n_in - 2 || i == st->n_in - 1 || i == st->n_in) && !st->host &&
+           st->n_in >= 2 && p->values[st->in[st->n_in - 2]].dtype == NPU_DTYPE_BF16 &&
+           p->values[st->in[st->n_in - 1]].dtype == NPU_DTYPE_BF16 && npuK_bf16dot();
   if (!(f & NPUX_F_HALF_XY)) return false;
   return i == 0 || i == st->n_in || (i == 1 && (f & NPUX_F_HALF_B));
 }
@@ -405,7 +417,8 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
   bool direct = (st->def->flags & NPUX_F_HALF_IO) != 0 ||
                 ((st->def->flags & NPUX_F_MOVES) && moves_as_is(p, st, orig));
   /* NPUX_F_HALF_XY: the kernel takes x (input 0) and y (output 0) as stored, so its scratch
-     (which now holds their blocks' float32 copies) is asked for again */
+     (which now holds their blocks' float32 copies) is asked for again; so for
+     NPUX_F_BF16_DOT (its scratch: the bfloat16 kernel's) */
   bool xy_reduced = false;
   int n_widen = 0;
   size_t bytes = 0;
@@ -414,8 +427,8 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
     if (d->dtype == p->values[orig[i]].dtype) continue;
     int *first = i < st->n_in ? &st->round_in : &st->round_out;
     if (*first < 0) *first = (int)d->dtype;
-    if (kernel_takes_stored(st, i)) xy_reduced = true;
-    if (direct || kernel_takes_stored(st, i)) continue;
+    if (kernel_takes_stored(p, st, i)) xy_reduced = true;
+    if (direct || kernel_takes_stored(p, st, i)) continue;
     n_widen++;
     bytes += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);
   }
@@ -428,7 +441,7 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
   for (int i = 0; i < n; i++)
     st->widen[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype !=
                        p->values[orig[i]].dtype &&
-                   !kernel_takes_stored(st, i);
+                   !kernel_takes_stored(p, st, i);
   if (bytes > p->round_size) p->round_size = bytes;
   if (n_widen > p->n_round_meta) p->n_round_meta = n_widen;
   return NPU_OK;

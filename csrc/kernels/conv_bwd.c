@@ -160,6 +160,8 @@ void npuK_conv2d_backprop_input_f32_gemm(const npuK_pool *pool, const npuK_windo
 #if defined(__x86_64__) && defined(__GNUC__)
 #define FG_FMA 1
 #include <immintrin.h>
+
+#include "kernels/kacc512.h"
 /* everything down to fg_range is compiled for AVX2 + FMA, and only run where the CPU has them */
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
@@ -389,13 +391,7 @@ fg512_tile(const float *const *xs, const float *const *dys, int np, int64_t ci0,
 #pragma GCC unroll 2
     for (int v = 0; v < nv; v++) {
       __mmask16 k = v + 1 < nv ? 0xffff : last;
-      double *a = acc + (ci0 + r) * oc + co0 + 16 * v;
-      __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(t[r][v]));
-      __m512d hi = _mm512_cvtps_pd(
-          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t[r][v]), 1)));
-      __mmask8 klo = (__mmask8)(k & 0xff), khi = (__mmask8)(k >> 8);
-      _mm512_mask_storeu_pd(a, klo, _mm512_add_pd(_mm512_maskz_loadu_pd(klo, a), lo));
-      _mm512_mask_storeu_pd(a + 8, khi, _mm512_add_pd(_mm512_maskz_loadu_pd(khi, a + 8), hi));
+      k_acc_f32x16_f64(acc + (ci0 + r) * oc + co0 + 16 * v, t[r][v], k);
     }
 }
 

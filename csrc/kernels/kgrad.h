@@ -117,6 +117,40 @@ void npuK_conv2d_backprop_filter_f32(const npuK_pool *pool, const npuK_window2d 
 void npuK_conv2d_backprop_filter_f32_level(const npuK_pool *pool, const npuK_window2d *w,
                                            int64_t out_c, const float *x, const float *dy,
                                            float *df, double *scratch, int level);
+/* conv2d_backprop_filter on x and dy stored as bfloat16 (conv_bwd_bf16.c), by AVX512_BF16's
+ * VDPBF16PS over pairs of pixels: run it only where npuK_bf16dot() is 1.  df float32 or
+ * bfloat16 (df_dtype NPUK_F32 or NPUK_BF16: the float32 result rounded once more).  Each
+ * element: float32 sums over blocks of 128 pixels (exact products, subnormal inputs and
+ * results flushed to zero), float64 across blocks, rounded once:
+ * |df - exact| <= 129 2^-24 sum|x dy| + 2 n out_h out_w 2^-126; the same bits at any thread
+ * count.  Padding is a zero operand: an infinite dy makes NaN in the taps that read padding
+ * at its pixel.  scratch: npuK_conv2d_backprop_filter_bf16_scratch_size bytes (float64
+ * accumulators, dy's interleaved pairs). */
+size_t npuK_conv2d_backprop_filter_bf16_scratch_size(const npuK_window2d *w, int64_t out_c);
+void npuK_conv2d_backprop_filter_bf16(const npuK_pool *pool, const npuK_window2d *w,
+                                      int64_t out_c, const uint16_t *x, const uint16_t *dy,
+                                      void *df, npuK_dtype df_dtype, void *scratch);
+/* The same with the path chosen (tests): level 0 the portable scalar loops (the same pairs,
+   blocks and order; they need no AVX512_BF16), 1 VDPBF16PS where npuK_bf16dot(). */
+void npuK_conv2d_backprop_filter_bf16_level(const npuK_pool *pool, const npuK_window2d *w,
+                                            int64_t out_c, const uint16_t *x,
+                                            const uint16_t *dy, void *df, npuK_dtype df_dtype,
+                                            void *scratch, int level);
+/* conv2d_backprop_input on dy and the filter stored as bfloat16 (conv_bwd_bf16.c), by
+ * VDPBF16PS over pairs of output channels: run it only where npuK_bf16dot() is 1.  Any
+ * stride, dilation and padding; dx float32 or reduced (dx_dtype).  Each element is one float32
+ * chain over (kh, kw, channel pairs): |dx - exact| <= k_h k_w out_c 2^-24 sum|dy f| +
+ * 2 k_h k_w out_c 2^-126 (subnormals flushed); the same bits at any thread count.  scratch:
+ * npuK_conv2d_backprop_input_bf16_scratch_size bytes (the filter interleaved). */
+size_t npuK_conv2d_backprop_input_bf16_scratch_size(const npuK_window2d *w, int64_t out_c);
+void npuK_conv2d_backprop_input_bf16(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const uint16_t *dy, const uint16_t *filter,
+                                     void *dx, npuK_dtype dx_dtype, void *scratch);
+/* The same with the path chosen (tests): level 0 portable loops of the same order, 1 native. */
+void npuK_conv2d_backprop_input_bf16_level(const npuK_pool *pool, const npuK_window2d *w,
+                                           int64_t out_c, const uint16_t *dy,
+                                           const uint16_t *filter, void *dx,
+                                           npuK_dtype dx_dtype, void *scratch, int level);
 void npuK_conv2d_backprop_input_f32(const npuK_pool *pool, const npuK_window2d *w,
                                     int64_t out_c, const float *dy, const float *filter,
                                     float *dx);

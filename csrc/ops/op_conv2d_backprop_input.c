@@ -24,6 +24,12 @@
  * at least 8 channels each side): that convolution by Winograd F(2x2, 3x3)
  * (kernels/winograd.c), with Winograd's rounding and bound (docs/numerics.md); explain shows
  * "winograd_2x3".  aoe_mode 2 times it against the default kernel under the same gate.
+ * Under mixed bfloat16 on a CPU with AVX512_BF16 (npuK_bf16dot()), the filter and dy reach
+ * the kernel as stored, bfloat16, and dx is written as stored (NPUX_F_BF16_DOT,
+ * compile/precision.c): VDPBF16PS over pairs of output channels, any stride
+ * (conv_bwd_bf16.c), |dx - exact| <= k_h k_w out_c 2^-24 sum|dy f| + 2 k_h k_w out_c 2^-126
+ * (kgrad.h); explain shows algo "bf16dot".  Elsewhere, or with NPU_NO_AVX512BF16=1, the
+ * executor widens them for the float32 kernels above.
  * Reference: the direct loops of kgrad.h (npuK_conv2d_backprop_input_f32).
  * The gradient of conv2d (ops/grad.c) builds this op with the attribute.
  */
@@ -117,10 +123,18 @@ static bool winograd(const npuX_call *c, const npuK_window2d *w) {
          npuK_conv2d_backprop_input_winograd_fits(w, c->in[c->n_inputs - 2]->shape[3]);
 }
 
+/* the filter and dy stored bfloat16 by the precision pass, which does that only where
+   npuK_bf16dot() (NPUX_F_BF16_DOT): the bfloat16 kernel; decided alike for scratch and run */
+static bool bf16_operands(const npuX_call *c) {
+  return c->in[c->n_inputs - 2]->dtype == NPU_DTYPE_BF16 &&
+         c->in[c->n_inputs - 1]->dtype == NPU_DTYPE_BF16;
+}
+
 static size_t scratch_size(const npuX_call *c) {
   npuK_window2d w;
   if (geometry(c, &w)) return 0;
   const int64_t out_c = c->in[c->n_inputs - 2]->shape[3];
+  if (bf16_operands(c)) return npuK_conv2d_backprop_input_bf16_scratch_size(&w, out_c);
   if (winograd(c, &w))
     return npuK_conv2d_backprop_input_f32_winograd_scratch_size(&w, out_c, c->n_threads);
   return npuK_conv2d_backprop_input_f32_scratch_size(&w, out_c, c->n_threads);
@@ -135,6 +149,9 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
                       "fit the input", c->node->name);
   if (reference)
     npuK_conv2d_backprop_input_f32(c->pool, &w, f->shape[3], dy->data, f->data, dx->data);
+  else if (bf16_operands(c)) /* as stored (NPUX_F_BF16_DOT): dx float32 or reduced */
+    npuK_conv2d_backprop_input_bf16(c->pool, &w, f->shape[3], dy->data, f->data, dx->data,
+                                    (npuK_dtype)dx->dtype, c->scratch);
   else if (winograd(c, &w))
     npuK_conv2d_backprop_input_f32_winograd(c->pool, &w, f->shape[3], dy->data, f->data,
                                             dx->data, c->scratch, c->n_threads);
@@ -149,6 +166,7 @@ static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
 const npu_op_def npuX_op_conv2d_backprop_input = {
     .name = "conv2d_backprop_input", .tf_type = "Conv2DBackpropInput", .min_inputs = 0,
-    .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .tune = NPUX_TUNE_CONV_INPUT, .parse = parse, .infer = infer,
+    .max_inputs = 3, .n_outputs = 1, .prec = NPUX_PREC_TRUST, .flags = NPUX_F_BF16_DOT,
+    .tune = NPUX_TUNE_CONV_INPUT, .parse = parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref,
     .tf_const_inputs = "input_sizes", .tf_const_inputs_first = true};

@@ -175,7 +175,14 @@ enum {
                                   one runs alone, never beside another run (session.c) */,
   NPUX_F_LIKE_LAST = 1u << 10  /* the last input's values are never read, only its shape
                                   (broadcast_like's `like`): the op folds to a constant when
-                                  the other inputs are constants and that shape is known */
+                                  the other inputs are constants and that shape is known */,
+  NPUX_F_BF16_DOT = 1u << 13   /* the (non-reference) kernel reads its last two inputs and
+                                  writes output 0 as stored when the precision pass stores those
+                                  inputs in bfloat16 and the CPU has native bfloat16 dot
+                                  products (npuK_bf16dot(): AVX512_BF16's VDPBF16PS), computing
+                                  on them instead of on float32 copies: conv2d_backprop_filter
+                                  and conv2d_backprop_input (precision.c; otherwise the
+                                  executor widens them as usual) */
 };
 
 /* What AOE tuning (compile/tuning.c) may choose for a step of the op, and so which of the
