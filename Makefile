@@ -292,12 +292,17 @@ $(BENCH_WINOGRAD): bench/bench_winograd.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 
+BENCH_CONV_BF16 = $(BUILD)/bench/bench_conv_bf16
+$(BENCH_CONV_BF16): bench/bench_conv_bf16.c bench/bench.h $(LIB_INT)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
+
 BENCH_CANCEL = $(BUILD)/bench/bench_cancel
 $(BENCH_CANCEL): bench/bench_cancel.c tests/cancel_graphs.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O2 -o $@ $< $(LIB_INT) $(LIBS)
 
-bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL) $(BENCH_WINOGRAD)
+bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL) $(BENCH_WINOGRAD) $(BENCH_CONV_BF16)
 	$(BENCH_BIN)
 	$(BENCH_REDUCE)
 	$(BENCH_CNN)

@@ -258,7 +258,7 @@ static void s_impl(jw *w, const ex *e, const npuE_step *s) {
 static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   static const char *const conv[NPUK_CONV_ALGO_COUNT] = {
       [NPUK_CONV_IM2COL] = "im2col", [NPUK_CONV_WINOGRAD_2X3] = "winograd_2x3",
-      [NPUK_CONV_DIRECT] = "direct"};
+      [NPUK_CONV_DIRECT] = "direct", [NPUK_CONV_DIRECT_BF16] = "direct_bf16"};
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv"};
   (void)e;

@@ -787,7 +787,10 @@ static npu_status time_candidates(npuP_build *b, npuE_step *s, cand *cs, int n, 
 /* ---------------------------------------------------------------- the operator pass */
 
 static const char *conv_algo_name(int a) {
-  return a == NPUK_CONV_WINOGRAD_2X3 ? "winograd_2x3" : a == NPUK_CONV_DIRECT ? "direct" : "im2col";
+  return a == NPUK_CONV_WINOGRAD_2X3  ? "winograd_2x3"
+         : a == NPUK_CONV_DIRECT      ? "direct"
+         : a == NPUK_CONV_DIRECT_BF16 ? "direct_bf16"
+                                      : "im2col";
 }
 static const char *gemm_algo_name(int a) {
   return a == NPUK_GEMM_GEMV ? "gemv" : a == NPUK_GEMM_SGEMM ? "sgemm" : "auto";
@@ -806,6 +809,7 @@ static int algo_parse(npuX_tune k, const char *name) {
   if (k == NPUX_TUNE_CONV)
     return !strcmp(name, "winograd_2x3") ? NPUK_CONV_WINOGRAD_2X3
            : !strcmp(name, "direct")     ? NPUK_CONV_DIRECT
+           : !strcmp(name, "direct_bf16") ? NPUK_CONV_DIRECT_BF16
                                          : NPUK_CONV_IM2COL;
   if (k == NPUX_TUNE_GEMM)
     return !strcmp(name, "gemv")    ? NPUK_GEMM_GEMV
@@ -825,7 +829,7 @@ static void gemm_dims(const npuE_plan *p, const npuE_step *s, int64_t *m, int64_
 /* The candidates of step s; candidate 0 is what the compiler chose. */
 static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, int T, bool widen,
                       cand *cs) {
-  int algos[3], n_algos = 0;
+  int algos[4], n_algos = 0;
   if (kind == NPUX_TUNE_CONV) {
     /* the compiler's choice, then the others: im2col always, direct where it takes the step,
        Winograd only where the session allows it (high_performance) or O1 widens */
@@ -833,6 +837,8 @@ static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, i
     if (s->algo != NPUK_CONV_IM2COL) algos[n_algos++] = NPUK_CONV_IM2COL;
     if (s->algo != NPUK_CONV_DIRECT && npuP_direct_fits(b->plan, s))
       algos[n_algos++] = NPUK_CONV_DIRECT;
+    if (s->algo != NPUK_CONV_DIRECT_BF16 && npuP_direct_bf16_fits(b, s))
+      algos[n_algos++] = NPUK_CONV_DIRECT_BF16;
     if (s->algo != NPUK_CONV_WINOGRAD_2X3 && (s->impl || widen) &&
         npuP_winograd_fits(b->plan, s))
       algos[n_algos++] = NPUK_CONV_WINOGRAD_2X3;
@@ -917,7 +923,7 @@ static void add_candidates(cJSON *r, npuX_tune kind, const cand *cs, int n) {
 static npu_status tune_step(npuP_build *b, npuE_step *s, npuX_tune kind, int T, const char *key,
                             const char *where) {
   npuP_tune_config *c = b->cfg->tune;
-  cand cs[9];
+  cand cs[12];
   int n = candidates(b, s, kind, T, c->widen, cs);
   if (n < 2) return NPU_OK;
   npu_status st = time_candidates(b, s, cs, n, c->deeper ? 4 * BUDGET_US : BUDGET_US);
@@ -955,7 +961,7 @@ static bool apply_record(npuP_build *b, npuE_step *s, npuX_tune kind, int T, con
   if (!cJSON_IsString(a) || !cJSON_IsNumber(t)) return false;
   /* O1's widening travels with its records: they are the user's opt-in */
   bool widen = b->cfg->tune->widen || cJSON_IsTrue(cJSON_GetObjectItem(r, "widened"));
-  cand cs[9];
+  cand cs[12];
   int n = candidates(b, s, kind, T, widen, cs), algo = algo_parse(kind, a->valuestring);
   for (int i = 0; i < n; i++)
     if ((kind == NPUX_TUNE_THREADS || cs[i].algo == algo) && cs[i].threads == t->valueint) {
