@@ -235,6 +235,30 @@ static void test_special(void) {
     CHECK(bad == 0 && n_nan > 0 && n_inf > 0);
     free(y);
   }
+  /* the fused 2x2 pool in registers meeting NaN and infinite sums, and an infinite and a NaN
+     bias: max_pool's rule on the epilogue's values (the unpooled output pooled) */
+  {
+    float bias[16];
+    for (int i = 0; i < 16; i++) bias[i] = urand();
+    bias[3] = INFINITY, bias[9] = NAN;
+    npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
+    npuK_window2d pw = window(1, 6, 7, oc, 2, 2, 2, 0);
+    const int64_t np = pw.out_h * pw.out_w * oc;
+    float *full = run_packed(&g, oc, NULL, 1, x, packed, &ep, NULL, NPUK_F32, ny, 0);
+    float *want = malloc((size_t)np * 4);
+    npuK_max_pool_f32(NULL, &pw, full, want);
+    for (int twin = 0; twin < 2; twin++) {
+      float *got = run_packed(&g, oc, &pool_two, 2, x, packed, &ep, &pw, NPUK_F32, np, twin);
+      long bad = 0, n_nan = 0;
+      for (int64_t i = 0; i < np; i++) {
+        bad += memcmp(&got[i], &want[i], 4) != 0 && !(isnan(got[i]) && isnan(want[i]));
+        n_nan += isnan(want[i]);
+      }
+      CHECK(bad == 0 && n_nan > 0);
+      free(got);
+    }
+    free(full), free(want);
+  }
   /* subnormal x (bfloat16 0x0001..0x007f and their negatives): read as zero, so every output
      is +0 where the exact sum is tiny but not zero — within the bound's subnormal terms */
   for (int64_t i = 0; i < nx; i++) x[i] = (uint16_t)((i % 127 + 1) | (i % 2 ? 0x8000 : 0));

@@ -59,6 +59,7 @@ typedef struct bf_job {
   const uint16_t *x, *fp;
   const npuK_epilogue *ep;
   int ep_inline, padded, native;
+  int pool22; /* the fused pool is 2x2 stride 2 inside the rows: pooled in registers */
   int64_t pad_w;
   void *y;
   npuK_dtype y_dtype;
@@ -292,6 +293,148 @@ static void bf_max4(float *dst, const float *const *src, int64_t c) {
   }
 }
 
+/* A 2x2 stride-2 max pool whose windows all lie inside the convolution's output, pooled in
+   registers (conv_direct.c's pool_tile512 on pairs of taps): a tile is the two convolution
+   rows 2q, 2q + 1 of pool row q times 2 np columns times 16 nv channels, 8 np nv
+   accumulators, sharing each pair's filter loads between the rows; a row whose window leaves
+   x vertically leaves out the taps there, as the row kernel does, so every sum is the row
+   kernel's.  Then as pool_tile512: without a NaN among the sums nor an infinite or NaN bias,
+   the four sums pooled first and the bias and relu applied once (rounding and relu are
+   monotone and vmaxps keeps the first of equals: the value and zero's sign of relu(s + b)
+   pooled); lanes where a NaN can appear take max_pool's rule on each relu(s + b). */
+#define BF_NP 3
+
+static inline __attribute__((always_inline)) void
+bf_pool_taps(__m512 (*acc)[2][2][2], const uint16_t *x0, const uint16_t *x1, const uint16_t *fp,
+             const bf_job *j, int64_t px, const int np, const int nv, const int use0,
+             const int use1) {
+  const int64_t full = j->len / 2, pstep = j->ocp * 2;
+  for (int64_t t = 0; t <= full; t++, x0 += 2, x1 += 2, fp += pstep) {
+    const int half = t == full; /* the half pair of an odd len, or past the end */
+    if (half && !(j->len & 1)) break;
+    __m512i f0 = _mm512_loadu_si512(fp), f1 = f0;
+    if (nv > 1) f1 = _mm512_loadu_si512(fp + 32);
+#pragma GCC unroll 3
+    for (int p = 0; p < np; p++)
+#pragma GCC unroll 2
+      for (int cc = 0; cc < 2; cc++) {
+        if (use0) {
+          const uint16_t *a = x0 + (2 * p + cc) * px;
+          __m512i xb = half ? _mm512_set1_epi32((int32_t)a[0]) : bf_pair(a);
+          acc[p][0][cc][0] = _mm512_dpbf16_ps(acc[p][0][cc][0], (__m512bh)xb, (__m512bh)f0);
+          if (nv > 1)
+            acc[p][0][cc][1] = _mm512_dpbf16_ps(acc[p][0][cc][1], (__m512bh)xb, (__m512bh)f1);
+        }
+        if (use1) {
+          const uint16_t *a = x1 + (2 * p + cc) * px;
+          __m512i xb = half ? _mm512_set1_epi32((int32_t)a[0]) : bf_pair(a);
+          acc[p][1][cc][0] = _mm512_dpbf16_ps(acc[p][1][cc][0], (__m512bh)xb, (__m512bh)f0);
+          if (nv > 1)
+            acc[p][1][cc][1] = _mm512_dpbf16_ps(acc[p][1][cc][1], (__m512bh)xb, (__m512bh)f1);
+        }
+      }
+  }
+}
+
+static inline __attribute__((always_inline)) void
+bf_pool_tile(const bf_job *j, const bf_view *v, int64_t r0, int64_t pc, const int np,
+             const int nv, __mmask16 last, int64_t c0, float *dst) {
+  const npuK_window2d *w = j->w;
+  const int64_t oc = j->oc, px = w->stride_w * w->c, fstep = j->pairs * j->ocp * 2;
+  int64_t a0, b0, a1, b1;
+  bf_kh_range(w, r0, &a0, &b0);
+  bf_kh_range(w, r0 + 1, &a1, &b1);
+  __m512 acc[BF_NP][2][2][2]; /* [pool column][row][column in the window][vector] */
+#pragma GCC unroll 3
+  for (int p = 0; p < np; p++)
+#pragma GCC unroll 2
+    for (int r = 0; r < 2; r++)
+#pragma GCC unroll 2
+      for (int cc = 0; cc < 2; cc++)
+#pragma GCC unroll 2
+        for (int q = 0; q < nv; q++) acc[p][r][cc][q] = _mm512_setzero_ps();
+  const int64_t col = 2 * pc * px;
+  const int64_t ih0 = r0 * w->stride_h - w->pad_top, ih1 = ih0 + w->stride_h;
+  const int64_t lo = a0 < a1 ? a0 : a1, hi = b0 > b1 ? b0 : b1;
+  for (int64_t kh = lo; kh < hi; kh++) {
+    const int use0 = kh >= a0 && kh < b0, use1 = kh >= a1 && kh < b1;
+    const uint16_t *x0 = v->at + (ih0 + kh - v->ih0) * v->rstride + col;
+    const uint16_t *x1 = v->at + (ih1 + kh - v->ih0) * v->rstride + col;
+    const uint16_t *fp = j->fp + kh * fstep + c0 * 2;
+    if (use0 && use1) bf_pool_taps(acc, x0, x1, fp, j, px, np, nv, 1, 1);
+    else if (use0) bf_pool_taps(acc, x0, x1, fp, j, px, np, nv, 1, 0);
+    else if (use1) bf_pool_taps(acc, x0, x1, fp, j, px, np, nv, 0, 1);
+  }
+  const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-__builtin_inff()),
+               inf = _mm512_set1_ps(__builtin_inff());
+  const int relu = j->ep_inline && j->ep->act == NPUK_ACT_RELU;
+#pragma GCC unroll 2
+  for (int q = 0; q < nv; q++) {
+    __mmask16 k = q + 1 < nv ? 0xffff : last, bad_b = 0;
+    __m512 b = zero;
+    if (j->ep_inline) {
+      b = _mm512_maskz_loadu_ps(k, j->ep->bias + c0 + 16 * q);
+      bad_b = _mm512_cmp_ps_mask(_mm512_abs_ps(b), inf, _CMP_NLT_UQ); /* inf or NaN */
+    }
+#pragma GCC unroll 3
+    for (int p = 0; p < np; p++) {
+      __m512 s00 = acc[p][0][0][q], s01 = acc[p][0][1][q], s10 = acc[p][1][0][q],
+             s11 = acc[p][1][1][q];
+      __mmask16 slow = bad_b | _mm512_cmp_ps_mask(s00, s01, _CMP_UNORD_Q) |
+                       _mm512_cmp_ps_mask(s10, s11, _CMP_UNORD_Q);
+      __m512 m = _mm512_max_ps(s01, s00);
+      m = _mm512_max_ps(s10, m);
+      m = _mm512_max_ps(s11, m);
+      if (j->ep_inline) m = _mm512_add_ps(m, b);
+      if (relu) m = _mm512_max_ps(m, zero); /* m not NaN: m <= 0 ? +0 : m */
+      if (__builtin_expect(slow & k, 0)) {
+        m = ninf;
+#pragma GCC unroll 2
+        for (int r = 0; r < 2; r++)
+#pragma GCC unroll 2
+          for (int cc = 0; cc < 2; cc++) {
+            __m512 sv = acc[p][r][cc][q];
+            if (j->ep_inline) {
+              sv = _mm512_add_ps(sv, b);
+              if (relu) sv = _mm512_mask_mov_ps(sv, _mm512_cmp_ps_mask(sv, zero, _CMP_LE_OQ), zero);
+            }
+            __mmask16 take = _mm512_cmp_ps_mask(sv, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(sv, sv, _CMP_UNORD_Q);
+            m = _mm512_mask_mov_ps(m, take, sv);
+          }
+      }
+      _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
+    }
+  }
+}
+
+/* Pool row q (pool->out_w pixels) into dst from the view of its two convolution rows. */
+static void bf_pool22(const bf_job *j, const bf_view *v, int64_t q, float *dst) {
+  const int64_t r0 = q % j->pw->out_h * 2, n = j->pw->out_w;
+  const int64_t n_tiles = (n + BF_NP - 1) / BF_NP, base = n / n_tiles, extra = n % n_tiles;
+  for (int64_t c0 = 0; c0 < j->oc; c0 += 32) {
+    int64_t left = j->oc - c0, pc = 0;
+    for (int64_t t = 0; t < n_tiles; t++) {
+      int64_t np = base + (t < extra);
+#define BF_POOL_NP(k)                                                                            \
+  if (left >= 32) bf_pool_tile(j, v, r0, pc, k, 2, 0xffff, c0, dst);                             \
+  else if (left > 16)                                                                            \
+    bf_pool_tile(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst);             \
+  else                                                                                           \
+    bf_pool_tile(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0,   \
+                 dst);
+      if (np == 3) {
+        BF_POOL_NP(3)
+      } else if (np == 2) {
+        BF_POOL_NP(2)
+      } else {
+        BF_POOL_NP(1)
+      }
+#undef BF_POOL_NP
+      pc += np;
+    }
+  }
+}
+
 #pragma GCC pop_options
 #endif
 
@@ -377,6 +520,12 @@ static void bf_pool_row(const bf_job *j, int64_t q, uint16_t *copy, float *rows,
   if (b > w->out_h) b = w->out_h;
   if (b > a) {
     bf_view v = bf_image(j, nb, a, b - a, copy);
+#if BF_NATIVE
+    if (j->pool22) {
+      bf_pool22(j, &v, q, dst);
+      return;
+    }
+#endif
     bf_rows(j, &v, a, b - a, rows);
   }
   for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
@@ -439,6 +588,10 @@ static void bf_run(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
   j.native = BF_NATIVE && native && npuK_bf16dot();
   j.ep_inline = j.native && ep && ep->bias &&
                 (ep->act == NPUK_ACT_NONE || ep->act == NPUK_ACT_RELU);
+  const npuK_window2d *pw = pool_window;
+  j.pool22 = j.native && pw && pw->k_h == 2 && pw->k_w == 2 && pw->stride_h == 2 &&
+             pw->stride_w == 2 && pw->pad_top == 0 && pw->pad_left == 0 &&
+             2 * pw->out_h <= w->out_h && 2 * pw->out_w <= w->out_w && (!ep || j.ep_inline);
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
   j.n_slots = bf_slots(w, pool_window, n_slots);
