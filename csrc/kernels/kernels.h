@@ -661,7 +661,9 @@ void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t 
  * and open to tuning.  IM2COL (the default, 0): npuK_conv2d_half_ep, above.  WINOGRAD_2X3:
  * F(2x2, 3x3) (winograd.c), 3x3 filters at stride 1 and dilation 1, float32 x and y; 2.25x
  * fewer multiplies, other rounding: |y - exact| <= gamma(c + 7) W per output, W the algorithm
- * run on absolute values (docs/numerics.md, "Winograd"), and no twin that gives its bits. */
+ * run on absolute values (docs/numerics.md, "Winograd"), and no twin that gives its bits.
+ * DIRECT: npuK_conv2d_direct_half_ep, below.  DIRECT_BF16: bfloat16 x and filter values by
+ * VDPBF16PS (npuK_conv2d_bf16_direct_ep, below), where npuK_bf16dot(); its own bound. */
 typedef enum npuK_conv_algo {
   NPUK_CONV_IM2COL = 0, NPUK_CONV_WINOGRAD_2X3 = 1, NPUK_CONV_DIRECT = 2,
   NPUK_CONV_DIRECT_BF16 = 3, NPUK_CONV_ALGO_COUNT
