@@ -179,3 +179,34 @@ function TestBf16Conv:test_cnn_layers_deterministic_and_close_to_the_widening_pa
     lu.assertTrue(math.abs(n.cnn[i] - w.cnn[i]) <= 2 ^ -6 * big, ("%d: %g vs %g"):format(i, n.cnn[i], w.cnn[i]))
   end
 end
+
+-- AOE (aoe_mode 2) times direct_bf16 beside direct and im2col on a bfloat16 convolution, where
+-- the CPU has the instructions; whatever wins, the output stays within the widening path's
+-- neighbourhood (both kernels' bounds, then the narrowing of y).
+function TestBf16Conv:test_aoe_times_it_beside_the_others()
+  local dir = S.tmpdir()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 2, 10, 10, 8 }, "x")
+  local f = g:const(npu.random.normal({ 3, 3, 8, 32 }, { seed = 3, stddev = 0.3 }), "w")
+  local y = npu.nn.conv2d(x, f, { padding = "SAME" })
+  local xv = npu.random.normal({ 2, 10, 10, 8 }, { seed = 4 })
+  local opts = { precision_mode = "allow_mix_precision_bf16", export_compile_stat = 0 }
+  local plain = npu.Session { graph = g, options = opts }
+  local want = plain:run(y, { [x] = xv })
+  plain:close()
+  local tuned = npu.Session { graph = g, options = { precision_mode = "allow_mix_precision_bf16",
+    export_compile_stat = 0, aoe_mode = "2", work_path = dir, op_compiler_cache_mode = "disable" } }
+  local got = tuned:run(y, { [x] = xv })
+  tuned:close()
+  local algos = {}
+  for line in io.lines(dir .. "/npu_aoe_tuning.jsonl") do
+    for _, c in ipairs(S.json_decode(line).candidates) do algos[c.algo] = true end
+  end
+  S.rm_rf(dir)
+  lu.assertTrue(algos.direct and algos.im2col, "direct and im2col timed")
+  lu.assertEquals(algos.direct_bf16 == true, cpu_has_bf16(), "direct_bf16 timed where the CPU has it")
+  local a, b = want:reshape({ -1 }):totable(), got:reshape({ -1 }):totable()
+  local big = 0
+  for i = 1, #a do big = math.max(big, math.abs(a[i])) end
+  for i = 1, #a do lu.assertTrue(math.abs(a[i] - b[i]) <= 2 ^ -7 * big, ("%d: %g vs %g"):format(i, a[i], b[i])) end
+end

@@ -16,8 +16,11 @@
  *   these and depthwise_conv2d, fused_depthwise_conv2d, max_pool, avg_pool
  *                          the threads the step runs on (all, half, one): the kernels give the
  *                          same bits at any thread count (docs/numerics.md, Determinism).
- * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands), at
- * the top level and nested in cond branches and while loops at any depth.
+ * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands), and
+ * convolution steps (conv2d, fused conv2d) whatever the precision mode stores (their reduced
+ * x and y as stored, other operands widened as the executor widens them: so direct_bf16 is
+ * timed against the widening kernels), at the top level and nested in cond branches and while
+ * loops at any depth.
  *
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
  * (constants as they are; other inputs filled with values in [0.5, 1.5)), after one warm-up
@@ -69,6 +72,7 @@
 
 #include "compile/fused_ops.h"
 #include "compile/tuning.h"
+#include "core/half.h"
 #include "core/pool.h"
 #include "options/options_int.h"
 
@@ -603,21 +607,29 @@ static void attrs_desc(sbuf *b, const npuE_step *s) {
   }
 }
 
+static bool reduced_dtype(npu_dtype dt) { return dt == NPU_DTYPE_F16 || dt == NPU_DTYPE_BF16; }
+
 /* Whether the step can be run on synthetic inputs here: a kernel with fixed shapes, float32
-   operands (constants may be of any dtype: they are used as they are), no float16 storage. */
+   operands (constants may be of any dtype: they are used as they are), no float16 storage —
+   except a convolution's under the precision modes (conv2d, the fused conv2d: their
+   algorithms include direct_bf16, which only such steps take), whose x and y the kernel takes
+   as stored and whose other reduced operands the executor widens (bench_new does the same). */
 static bool benchable(const npuE_plan *p, const npuE_step *s, npu_tensor *const *known) {
-  if (s->def->kind != NPUX_KIND_KERNEL || !s->def->run || s->dynamic || s->widen ||
-      s->round_in >= 0 || s->round_out >= 0 || s->control ||
+  const bool conv = s->def->tune == NPUX_TUNE_CONV;
+  if (s->def->kind != NPUX_KIND_KERNEL || !s->def->run || s->dynamic ||
+      (!conv && (s->widen || s->round_in >= 0 || s->round_out >= 0)) || s->control ||
       ((s->def->flags & NPUX_F_NO_FOLD) && !s->def->fused))
     return false;
   for (int i = 0; i < s->n_in; i++) {
     const npuG_value *v = &p->values[s->in[i]];
     if (known[s->in[i]]) continue;
-    if (v->dtype != NPU_DTYPE_F32 || !npuG_value_known(v)) return false;
+    bool half = conv && reduced_dtype(v->dtype) && (i == 0 || (s->widen && s->widen[i]));
+    if ((v->dtype != NPU_DTYPE_F32 && !half) || !npuG_value_known(v)) return false;
   }
   for (int i = 0; i < s->n_out; i++) {
     const npuG_value *v = &p->values[s->out[i]];
-    if (v->dtype != NPU_DTYPE_F32 || !npuG_value_known(v)) return false;
+    bool half = conv && reduced_dtype(v->dtype);
+    if ((v->dtype != NPU_DTYPE_F32 && !half) || !npuG_value_known(v)) return false;
   }
   return true;
 }
@@ -671,7 +683,10 @@ static void bench_free(bench *bn) {
   bn->u = NULL;
 }
 
-/* Inputs (constants as they are, the others filled in [0.5, 1.5)), outputs and scratch. */
+/* Inputs (constants as they are, the others filled in [0.5, 1.5)), outputs and scratch.  An
+   operand the executor widens for the step (s->widen) is given as the kernel gets it: float32,
+   a constant widened, the others filled with values of its stored dtype; an operand the kernel
+   takes as stored (a convolution's reduced x, y) is made in that dtype. */
 static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, bench *bn) {
   npuE_plan *p = b->plan;
   *bn = (bench){.ctx = b->ctx};
@@ -679,22 +694,35 @@ static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, b
   uint32_t seed = 12345;
   for (int i = 0; i < s->n_in; i++) {
     int v = s->in[i];
-    if (b->known[v]) {
+    const bool wide = s->widen && s->widen[i];
+    const npu_tensor *k = b->known[v];
+    if (k && !wide) {
       bn->in[bn->n_in++] = npu_tensor_retain(b->known[v]);
       continue;
     }
     const npuG_value *d = &p->values[v];
-    npu_status st = npu_tensor_new(b->ctx, d->dtype, d->ndim, d->shape, &bn->in[bn->n_in]);
+    npu_dtype dt = wide ? NPU_DTYPE_F32 : d->dtype;
+    npu_status st = npu_tensor_new(b->ctx, dt, d->ndim, d->shape, &bn->in[bn->n_in]);
     if (st) return st;
-    float *x = bn->in[bn->n_in++]->data;
-    for (int64_t k = 0; k < bn->in[bn->n_in - 1]->numel; k++) {
+    npu_tensor *t = bn->in[bn->n_in++];
+    if (k) {
+      npuK_cast(NULL, t->numel, (npuK_dtype)k->dtype, k->data, NPUK_F32, t->data);
+      continue;
+    }
+    for (int64_t e = 0; e < t->numel; e++) {
       seed = seed * 1664525u + 1013904223u;
-      x[k] = 0.5f + (float)(seed >> 8) / 16777216.0f;
+      float x = 0.5f + (float)(seed >> 8) / 16777216.0f;
+      /* a value of the stored dtype, stored as the kernel reads it */
+      uint16_t h = d->dtype == NPU_DTYPE_BF16 ? npu_f32_to_bf16(x) : npu_f32_to_f16(x);
+      if (d->dtype != NPU_DTYPE_F32) x = d->dtype == NPU_DTYPE_BF16 ? npu_bf16_to_f32(h) : npu_f16_to_f32(h);
+      if (dt == NPU_DTYPE_F32) ((float *)t->data)[e] = x;
+      else ((uint16_t *)t->data)[e] = h;
     }
   }
   for (int i = 0; i < s->n_out; i++) {
     const npuG_value *d = &p->values[s->out[i]];
-    npu_status st = npu_tensor_new(b->ctx, d->dtype, d->ndim, d->shape, &bn->out[bn->n_out]);
+    npu_dtype dt = s->widen && s->widen[s->n_in + i] ? NPU_DTYPE_F32 : d->dtype;
+    npu_status st = npu_tensor_new(b->ctx, dt, d->ndim, d->shape, &bn->out[bn->n_out]);
     if (st) return st;
     bn->n_out++;
   }
