@@ -288,7 +288,9 @@ static void s_index(jw *w, const ex *e, const npuE_step *s) { (void)e, num(w, s-
 /* a Winograd step's constant filter transformed once, at compile time (plan.c: prepare_steps):
    "winograd_filter", else null */
 static void s_prepared(jw *w, const ex *e, const npuE_step *s) {
-  (void)e, str(w, s->prepared ? "winograd_filter" : NULL);
+  (void)e, str(w, !s->prepared                           ? NULL
+                 : s->algo == NPUK_CONV_DIRECT_BF16 ? "bf16_filter"
+                                                    : "winograd_filter");
 }
 /* shaped when it runs: outputs and scratch sized from the actual inputs (exec.c run_dynamic) */
 static void s_dynamic(jw *w, const ex *e, const npuE_step *s) { (void)e, boolean(w, s->dynamic); }

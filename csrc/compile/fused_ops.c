@@ -188,10 +188,15 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
      such pairs where it takes them), whatever algorithm a tuning candidate names */
   bool reduced = c->in[0]->dtype != NPU_DTYPE_F32 || c->out[0]->dtype != NPU_DTYPE_F32;
   if (!reference && c->algo == NPUK_CONV_DIRECT_BF16 && c->in[0]->dtype == NPU_DTYPE_BF16) {
-    /* bfloat16 x by VDPBF16PS, the filter's bfloat16 values packed per call (op_conv2d.c) */
-    npuK_conv2d_bf16_direct_ep(c->pool, &w, p->out_c, c->in[0]->data, filter, ep,
-                               pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype, c->scratch,
-                               c->n_threads);
+    /* bfloat16 x by VDPBF16PS, a constant filter packed once (plan.c), else packed per call */
+    if (c->prepared)
+      npuK_conv2d_bf16_direct_packed_ep(c->pool, &w, p->out_c, c->in[0]->data, c->prepared, ep,
+                                        pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype,
+                                        c->scratch, c->n_threads);
+    else
+      npuK_conv2d_bf16_direct_ep(c->pool, &w, p->out_c, c->in[0]->data, filter, ep,
+                                 pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype,
+                                 c->scratch, c->n_threads);
     return NPU_OK;
   }
   if (!reference && (c->algo == NPUK_CONV_DIRECT || c->algo == NPUK_CONV_DIRECT_BF16 ||

@@ -55,6 +55,11 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   else if (c->algo == NPUK_CONV_WINOGRAD_2X3) /* float32 x and y only (compile/implmode.c) */
     npuK_conv2d_f32_winograd_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
                                 c->out[0]->data, c->scratch, c->n_threads);
+  else if (c->algo == NPUK_CONV_DIRECT_BF16 && x->dtype == NPU_DTYPE_BF16 && c->prepared)
+    /* a constant filter packed once (compile/plan.c) */
+    npuK_conv2d_bf16_direct_packed_ep(c->pool, &w, f->shape[3], x->data, c->prepared, NULL, NULL,
+                                      c->out[0]->data, (npuK_dtype)c->out[0]->dtype, c->scratch,
+                                      c->n_threads);
   else if (c->algo == NPUK_CONV_DIRECT_BF16 && x->dtype == NPU_DTYPE_BF16)
     /* x bfloat16 as stored; the filter widened from bfloat16 (compile/implmode.c): packed
        per call, or the widening kernel where its values are not bfloat16 */
