@@ -231,15 +231,6 @@ bf_cols(const bf_job *j, const uint16_t *xrow, int64_t xstep, int64_t nkh, int64
             c0, yo);
 }
 
-/* The valid kh [*kh0, *kh1) of output row oh. */
-static void bf_kh_range(const npuK_window2d *w, int64_t oh, int64_t *kh0, int64_t *kh1) {
-  int64_t ih0 = oh * w->stride_h - w->pad_top, a = 0, b = w->k_h;
-  if (ih0 < 0) a = -ih0 < b ? -ih0 : b;
-  if (ih0 + b > w->in_h) b = w->in_h - ih0 > a ? w->in_h - ih0 : a;
-  *kh0 = a;
-  *kh1 = b;
-}
-
 /* Rows [oh0, oh0 + nr): channel blocks outermost (a block's packed filter stays in L1), each
    row in tiles as even as BF_NW allows. */
 static void bf_rows_native(const bf_job *j, const bf_view *v, int64_t oh0, int64_t nr,
@@ -251,7 +242,7 @@ static void bf_rows_native(const bf_job *j, const bf_view *v, int64_t oh0, int64
   for (int64_t c0 = 0; c0 < j->oc; c0 += 32)
     for (int64_t r = 0; r < nr; r++) {
       int64_t oh = oh0 + r, kh0, kh1;
-      bf_kh_range(w, oh, &kh0, &kh1);
+      k_conv_kh_range(w, oh, &kh0, &kh1);
       const int64_t nkh = kh1 - kh0;
       float *yrow = yrows + r * row_floats;
       const uint16_t *xrow = v->at + (oh * w->stride_h - w->pad_top + kh0 - v->ih0) * v->rstride;
@@ -270,25 +261,6 @@ static void bf_rows_native(const bf_job *j, const bf_view *v, int64_t oh0, int64
       }
     }
   if (j->ep && !j->ep_inline) npuK_conv_epilogue_f32(j->ep, nr * ow_n, j->oc, yrows);
-}
-
-/* A 2x2 window's max: max_pool's rule (v > m || v is NaN ? v : m, from -inf, in (kh, kw)
-   order) is vmaxps(v, m) where no NaN is met (it keeps m on ties and unordered pairs), so
-   three maxes per vector; a vector holding a NaN takes the rule itself (k_max_rows). */
-static void bf_max4(float *dst, const float *const *src, int64_t c) {
-  for (int64_t i = 0; i < c; i += 16) {
-    __mmask16 k = c - i >= 16 ? 0xffff : (__mmask16)((1u << (c - i)) - 1);
-    __m512 a = _mm512_maskz_loadu_ps(k, src[0] + i), b = _mm512_maskz_loadu_ps(k, src[1] + i);
-    __m512 d = _mm512_maskz_loadu_ps(k, src[2] + i), e = _mm512_maskz_loadu_ps(k, src[3] + i);
-    if (_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(d, e, _CMP_UNORD_Q)) {
-      const float *part[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
-      k_max_rows(dst + i, part, 4, c - i >= 16 ? 16 : c - i);
-      continue;
-    }
-    __m512 m = _mm512_max_ps(b, a);
-    m = _mm512_max_ps(d, m);
-    _mm512_mask_storeu_ps(dst + i, k, _mm512_max_ps(e, m));
-  }
 }
 
 /* A 2x2 stride-2 max pool whose windows all lie inside the convolution's output, pooled in
@@ -340,8 +312,8 @@ bf_pool_tile(const bf_job *j, const bf_view *v, int64_t r0, int64_t pc, const in
   const npuK_window2d *w = j->w;
   const int64_t oc = j->oc, px = w->stride_w * w->c, fstep = j->pairs * j->ocp * 2;
   int64_t a0, b0, a1, b1;
-  bf_kh_range(w, r0, &a0, &b0);
-  bf_kh_range(w, r0 + 1, &a1, &b1);
+  k_conv_kh_range(w, r0, &a0, &b0);
+  k_conv_kh_range(w, r0 + 1, &a1, &b1);
   __m512 acc[BF_NP][2][2][2]; /* [pool column][row][column in the window][vector] */
 #pragma GCC unroll 3
   for (int p = 0; p < np; p++)
@@ -363,8 +335,7 @@ bf_pool_tile(const bf_job *j, const bf_view *v, int64_t r0, int64_t pc, const in
     else if (use0) bf_pool_taps(acc, x0, x1, fp, j, px, np, nv, 1, 0);
     else if (use1) bf_pool_taps(acc, x0, x1, fp, j, px, np, nv, 0, 1);
   }
-  const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-__builtin_inff()),
-               inf = _mm512_set1_ps(__builtin_inff());
+  const __m512 zero = _mm512_setzero_ps(), inf = _mm512_set1_ps(__builtin_inff());
   const int relu = j->ep_inline && j->ep->act == NPUK_ACT_RELU;
 #pragma GCC unroll 2
   for (int q = 0; q < nv; q++) {
@@ -376,30 +347,8 @@ bf_pool_tile(const bf_job *j, const bf_view *v, int64_t r0, int64_t pc, const in
     }
 #pragma GCC unroll 3
     for (int p = 0; p < np; p++) {
-      __m512 s00 = acc[p][0][0][q], s01 = acc[p][0][1][q], s10 = acc[p][1][0][q],
-             s11 = acc[p][1][1][q];
-      __mmask16 slow = bad_b | _mm512_cmp_ps_mask(s00, s01, _CMP_UNORD_Q) |
-                       _mm512_cmp_ps_mask(s10, s11, _CMP_UNORD_Q);
-      __m512 m = _mm512_max_ps(s01, s00);
-      m = _mm512_max_ps(s10, m);
-      m = _mm512_max_ps(s11, m);
-      if (j->ep_inline) m = _mm512_add_ps(m, b);
-      if (relu) m = _mm512_max_ps(m, zero); /* m not NaN: m <= 0 ? +0 : m */
-      if (__builtin_expect(slow & k, 0)) {
-        m = ninf;
-#pragma GCC unroll 2
-        for (int r = 0; r < 2; r++)
-#pragma GCC unroll 2
-          for (int cc = 0; cc < 2; cc++) {
-            __m512 sv = acc[p][r][cc][q];
-            if (j->ep_inline) {
-              sv = _mm512_add_ps(sv, b);
-              if (relu) sv = _mm512_mask_mov_ps(sv, _mm512_cmp_ps_mask(sv, zero, _CMP_LE_OQ), zero);
-            }
-            __mmask16 take = _mm512_cmp_ps_mask(sv, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(sv, sv, _CMP_UNORD_Q);
-            m = _mm512_mask_mov_ps(m, take, sv);
-          }
-      }
+      __m512 m = k_pool22_512(acc[p][0][0][q], acc[p][0][1][q], acc[p][1][0][q],
+                              acc[p][1][1][q], b, bad_b, k, j->ep_inline, relu);
       _mm512_mask_storeu_ps(dst + (pc + p) * oc + c0 + 16 * q, k, m);
     }
   }
@@ -438,22 +387,13 @@ static void bf_pool22(const bf_job *j, const bf_view *v, int64_t q, float *dst) 
 
 /* ---- views, pool rows, slots -------------------------------------------------------------- */
 
-static int bf_needs_pad(const npuK_window2d *w) {
-  return w->pad_left > 0 || (w->out_w - 1) * w->stride_w + w->k_w - w->pad_left > w->in_w;
-}
-
-static int64_t bf_pad_w(const npuK_window2d *w) {
-  int64_t need = (w->out_w - 1) * w->stride_w + w->k_w, have = w->pad_left + w->in_w;
-  return need > have ? need : have;
-}
-
 /* Floats of a slot's padded copy: the input rows one call reads (BF_ROWS output rows, or one
    pool row's convolution rows), bfloat16, two to a float. */
 static int64_t bf_copy_floats(const npuK_window2d *w, const npuK_window2d *pool) {
-  if (!bf_needs_pad(w)) return 0;
+  if (!k_conv_needs_pad(w)) return 0;
   int64_t r = pool ? pool->k_h : BF_ROWS, n = (r - 1) * w->stride_h + w->k_h;
   if (n > w->in_h) n = w->in_h;
-  return (n * bf_pad_w(w) * w->c + 1) / 2;
+  return (n * k_conv_pad_w(w) * w->c + 1) / 2;
 }
 
 /* Floats of a slot's float32 rows: a pool row's convolution rows, then (a reduced y) the
@@ -536,7 +476,7 @@ static void bf_pool_row(const bf_job *j, int64_t q, uint16_t *copy, float *rows,
       for (int64_t cc = c0; cc < c1; cc++) src[n_src++] = rows + ((r - a) * w->out_w + cc) * oc;
 #if BF_NATIVE
     if (j->native && n_src == 4) {
-      bf_max4(dst, src, oc);
+      k_max4_512(dst, src, oc);
       continue;
     }
 #endif
@@ -593,8 +533,8 @@ static void bf_run(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
   j.n_slots = bf_slots(w, pool_window, n_slots);
-  j.padded = bf_needs_pad(w);
-  j.pad_w = bf_pad_w(w);
+  j.padded = k_conv_needs_pad(w);
+  j.pad_w = k_conv_pad_w(w);
   j.copy_floats = bf_copy_floats(w, pool_window);
   j.rows_floats = bf_rows_floats(w, out_c, pool_window, y_dtype);
   j.slot_floats = j.copy_floats + j.rows_floats;
