@@ -297,23 +297,30 @@ $(BENCH_CONV_GRAD_BF16): bench/bench_conv_grad_bf16.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_INT) $(LIBS)
 
+BENCH_CONV_BF16 = $(BUILD)/bench/bench_conv_bf16
+$(BENCH_CONV_BF16): bench/bench_conv_bf16.c bench/bench.h $(LIB_INT)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
+
 BENCH_CANCEL = $(BUILD)/bench/bench_cancel
 $(BENCH_CANCEL): bench/bench_cancel.c tests/cancel_graphs.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O2 -o $@ $< $(LIB_INT) $(LIBS)
 
 bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL) $(BENCH_WINOGRAD) \
-       $(BENCH_CONV_GRAD_BF16)
+       $(BENCH_CONV_GRAD_BF16) $(BENCH_CONV_BF16)
 	$(BENCH_BIN)
 	$(BENCH_REDUCE)
 	$(BENCH_CNN)
 	$(BENCH_CONV_GRAD_BF16)
+	$(BENCH_CONV_BF16)
 	$(BENCH_MLP)
 	$(BENCH_CANCEL)
 	$(BENCH_WINOGRAD) 5
 	$(LUA) bench/versus_torch.lua
 	$(LUA) bench/mlp.lua
 	$(LUA) bench/cnn_mixed_bf16.lua
+	$(LUA) bench/bf16_models.lua
 	$(LUA) bench/reduce.lua
 	$(LUA) bench/run_overhead.lua
 	$(LUA) bench/fusion.lua

@@ -57,10 +57,11 @@ typedef struct npuE_step {
      npuX_call.algo; 0, the default, unless npuP_select_impl (compile/implmode.c) chose
      another.  Always 0 on the reference path. */
   uint8_t algo;
-  /* A Winograd conv2d / fused_conv2d step whose filter is a constant: its U (16, c, out_c),
-     computed once by allocate (plan.c) and handed to the kernel as npuX_call.prepared instead
+  /* A Winograd conv2d / fused_conv2d step whose filter is a constant: its U (16, c, out_c,
+     float32); a direct_bf16 one's: the filter packed (npuK_conv2d_bf16_filter_pack, bfloat16).
+     Computed once by allocate (plan.c) and handed to the kernel as npuX_call.prepared instead
      of transforming the filter each run (owned; prepared_bytes of it), else NULL. */
-  float *prepared;
+  void *prepared;
   size_t prepared_bytes;
   /* Tuning (compile/tuning.c: aoe_mode, the tuning records): the threads this step runs on
      (0: the context's), and where its algorithm and threads come from (NPUP_TUNED_*: 0 the

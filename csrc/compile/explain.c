@@ -258,7 +258,7 @@ static void s_impl(jw *w, const ex *e, const npuE_step *s) {
 static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   static const char *const conv[NPUK_CONV_ALGO_COUNT] = {
       [NPUK_CONV_IM2COL] = "im2col", [NPUK_CONV_WINOGRAD_2X3] = "winograd_2x3",
-      [NPUK_CONV_DIRECT] = "direct"};
+      [NPUK_CONV_DIRECT] = "direct", [NPUK_CONV_DIRECT_BF16] = "direct_bf16"};
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv",
       [NPUK_GEMM_BF16DOT] = "bf16dot"};
@@ -297,7 +297,9 @@ static void s_index(jw *w, const ex *e, const npuE_step *s) { (void)e, num(w, s-
 /* a Winograd step's constant filter transformed once, at compile time (plan.c: prepare_steps):
    "winograd_filter", else null */
 static void s_prepared(jw *w, const ex *e, const npuE_step *s) {
-  (void)e, str(w, s->prepared ? "winograd_filter" : NULL);
+  (void)e, str(w, !s->prepared                           ? NULL
+                 : s->algo == NPUK_CONV_DIRECT_BF16 ? "bf16_filter"
+                                                    : "winograd_filter");
 }
 /* shaped when it runs: outputs and scratch sized from the actual inputs (exec.c run_dynamic) */
 static void s_dynamic(jw *w, const ex *e, const npuE_step *s) { (void)e, boolean(w, s->dynamic); }

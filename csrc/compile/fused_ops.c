@@ -153,6 +153,9 @@ static size_t conv_scratch(const npuX_call *c) {
     return 0;
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     return npuK_conv2d_winograd_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads);
+  if (c->algo == NPUK_CONV_DIRECT_BF16)
+    return npuK_conv2d_bf16_direct_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads,
+                                                (npuK_dtype)c->out[0]->dtype);
   if (c->algo == NPUK_CONV_DIRECT)
     return npuK_conv2d_direct_half_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads,
                                                 (npuK_dtype)c->in[0]->dtype,
@@ -187,7 +190,20 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
   /* a pooled step with float16 / bfloat16 x or y has the direct kernel only (fusion.c fuses
      such pairs where it takes them), whatever algorithm a tuning candidate names */
   bool reduced = c->in[0]->dtype != NPU_DTYPE_F32 || c->out[0]->dtype != NPU_DTYPE_F32;
-  if (!reference && (c->algo == NPUK_CONV_DIRECT || (pooled && reduced))) {
+  if (!reference && c->algo == NPUK_CONV_DIRECT_BF16 && c->in[0]->dtype == NPU_DTYPE_BF16) {
+    /* bfloat16 x by VDPBF16PS, a constant filter packed once (plan.c), else packed per call */
+    if (c->prepared)
+      npuK_conv2d_bf16_direct_packed_ep(c->pool, &w, p->out_c, c->in[0]->data, c->prepared, ep,
+                                        pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype,
+                                        c->scratch, c->n_threads);
+    else
+      npuK_conv2d_bf16_direct_ep(c->pool, &w, p->out_c, c->in[0]->data, filter, ep,
+                                 pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype,
+                                 c->scratch, c->n_threads);
+    return NPU_OK;
+  }
+  if (!reference && (c->algo == NPUK_CONV_DIRECT || c->algo == NPUK_CONV_DIRECT_BF16 ||
+                     (pooled && reduced))) {
     npuK_conv2d_direct_half_ep(c->pool, &w, p->out_c, x, (npuK_dtype)c->in[0]->dtype, filter, ep,
                                pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype, c->scratch,
                                c->n_threads);

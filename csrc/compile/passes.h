@@ -62,6 +62,11 @@ bool npuP_impl_has_fast(const npu_op_def *def);
    the geometry and fused pool it takes), whatever its channels (the tuner times it). */
 bool npuP_winograd_fits(const npuE_plan *p, const npuE_step *s);
 bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s);
+/* npuP_direct_fits, and the step's x stored bfloat16, its filter bfloat16 values (stored
+   bfloat16 and widened by the executor, or a float32 constant whose values all are bfloat16,
+   which the precision pass keeps as it is), and npuK_bf16dot(): NPUK_CONV_DIRECT_BF16 takes
+   it. */
+bool npuP_direct_bf16_fits(const npuP_build *b, const npuE_step *s);
 /* compile/implmode.c: the filter of conv2d / fused conv2d step s when it is a float32 3x3
    constant (b->known) the step reads as it is (not widened; not a host or dynamic step): a
    Winograd step's U is then computed once (plan.c) and high_performance's rule is the

@@ -19,9 +19,12 @@
  *   these and depthwise_conv2d, fused_depthwise_conv2d, max_pool, avg_pool
  *                          the threads the step runs on (all, half, one): the kernels give the
  *                          same bits at any thread count (docs/numerics.md, Determinism).
- * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands; the
- * bf16dot steps above excepted), at
- * the top level and nested in cond branches and while loops at any depth.
+ * Only float32 steps with fixed shapes are tuned (no dynamic or float16-stored operands), but
+ * for two kinds of steps the precision modes store reduced: GEMM steps the compiler gave the
+ * native bfloat16 GEMM (bf16dot), and convolution steps (conv2d, fused conv2d), whose reduced
+ * x and y are taken as stored and other reduced operands widened as the executor widens them
+ * (so direct_bf16 is timed against the widening kernels); at the top level and nested in cond
+ * branches and while loops at any depth.
  *
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
  * (constants as they are; other inputs filled with values in [0.5, 1.5)), after one warm-up
@@ -73,6 +76,7 @@
 
 #include "compile/fused_ops.h"
 #include "compile/tuning.h"
+#include "core/half.h"
 #include "core/pool.h"
 #include "options/options_int.h"
 
@@ -607,8 +611,8 @@ static void attrs_desc(sbuf *b, const npuE_step *s) {
   }
 }
 
-/* Whether the step can be run on synthetic inputs here: a kernel with fixed shapes, float32
-   operands (constants may be of any dtype: they are used as they are), no float16 storage. */
+static bool reduced_dtype(npu_dtype dt) { return dt == NPU_DTYPE_F16 || dt == NPU_DTYPE_BF16; }
+
 /* A GEMM step the compiler gave the native bfloat16 GEMM (implmode.c): A and B bfloat16 as
    stored, C and a fused step's bias / slopes stored reduced too (the executor widens the
    latter: widen flags past input 1 only).  Timed on reduced synthetic operands as it runs. */
@@ -619,24 +623,29 @@ static bool bf16dot_step(const npuE_step *s) {
   return true;
 }
 
-static bool bench_dtype(npu_dtype dt, bool reduced) {
-  return dt == NPU_DTYPE_F32 || (reduced && (dt == NPU_DTYPE_BF16 || dt == NPU_DTYPE_F16));
-}
-
+/* Whether the step can be run on synthetic inputs here: a kernel with fixed shapes, float32
+   operands (constants may be of any dtype: they are used as they are), no float16 storage —
+   except a convolution's under the precision modes (conv2d, the fused conv2d: their
+   algorithms include direct_bf16, which only such steps take), whose x and y the kernel takes
+   as stored and whose other reduced operands the executor widens (bench_new does the same),
+   and a bf16dot GEMM step's (above). */
 static bool benchable(const npuE_plan *p, const npuE_step *s, npu_tensor *const *known) {
-  bool bf16 = bf16dot_step(s);
-  if (s->def->kind != NPUX_KIND_KERNEL || !s->def->run || s->dynamic || (s->widen && !bf16) ||
-      (!bf16 && (s->round_in >= 0 || s->round_out >= 0)) || s->control ||
+  const bool conv = s->def->tune == NPUX_TUNE_CONV, bf16 = bf16dot_step(s);
+  if (s->def->kind != NPUX_KIND_KERNEL || !s->def->run || s->dynamic ||
+      (!conv && !bf16 && (s->widen || s->round_in >= 0 || s->round_out >= 0)) || s->control ||
       ((s->def->flags & NPUX_F_NO_FOLD) && !s->def->fused))
     return false;
   for (int i = 0; i < s->n_in; i++) {
     const npuG_value *v = &p->values[s->in[i]];
     if (known[s->in[i]]) continue;
-    if (!bench_dtype(v->dtype, bf16) || !npuG_value_known(v)) return false;
+    bool half = reduced_dtype(v->dtype) &&
+                (bf16 || (conv && (i == 0 || (s->widen && s->widen[i]))));
+    if ((v->dtype != NPU_DTYPE_F32 && !half) || !npuG_value_known(v)) return false;
   }
   for (int i = 0; i < s->n_out; i++) {
     const npuG_value *v = &p->values[s->out[i]];
-    if (!bench_dtype(v->dtype, bf16) || !npuG_value_known(v)) return false;
+    bool half = (conv || bf16) && reduced_dtype(v->dtype);
+    if ((v->dtype != NPU_DTYPE_F32 && !half) || !npuG_value_known(v)) return false;
   }
   return true;
 }
@@ -690,7 +699,10 @@ static void bench_free(bench *bn) {
   bn->u = NULL;
 }
 
-/* Inputs (constants as they are, the others filled in [0.5, 1.5)), outputs and scratch. */
+/* Inputs (constants as they are, the others filled in [0.5, 1.5)), outputs and scratch.  An
+   operand the executor widens for the step (s->widen) is given as the kernel gets it: float32,
+   a constant widened, the others filled with values of its stored dtype; an operand the kernel
+   takes as stored (a convolution's reduced x, y) is made in that dtype. */
 static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, bench *bn) {
   npuE_plan *p = b->plan;
   *bn = (bench){.ctx = b->ctx};
@@ -698,26 +710,35 @@ static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, b
   uint32_t seed = 12345;
   for (int i = 0; i < s->n_in; i++) {
     int v = s->in[i];
-    if (b->known[v]) {
+    const bool wide = s->widen && s->widen[i];
+    const npu_tensor *k = b->known[v];
+    if (k && !wide) {
       bn->in[bn->n_in++] = npu_tensor_retain(b->known[v]);
       continue;
     }
     const npuG_value *d = &p->values[v];
-    /* an operand the executor widens reaches the kernel as float32 */
-    npu_dtype dt = s->widen && s->widen[i] ? NPU_DTYPE_F32 : d->dtype;
+    npu_dtype dt = wide ? NPU_DTYPE_F32 : d->dtype;
     npu_status st = npu_tensor_new(b->ctx, dt, d->ndim, d->shape, &bn->in[bn->n_in]);
     if (st) return st;
-    npu_tensor *in = bn->in[bn->n_in++];
-    for (int64_t k = 0; k < in->numel; k++) {
+    npu_tensor *t = bn->in[bn->n_in++];
+    if (k) {
+      npuK_cast(NULL, t->numel, (npuK_dtype)k->dtype, k->data, NPUK_F32, t->data);
+      continue;
+    }
+    for (int64_t e = 0; e < t->numel; e++) {
       seed = seed * 1664525u + 1013904223u;
       float x = 0.5f + (float)(seed >> 8) / 16777216.0f;
-      if (dt == NPU_DTYPE_F32) ((float *)in->data)[k] = x;
-      else npuK_half_narrow(&x, (npuK_dtype)dt, (uint16_t *)in->data + k, 1);
+      /* a value of the stored dtype, stored as the kernel reads it */
+      uint16_t h = d->dtype == NPU_DTYPE_BF16 ? npu_f32_to_bf16(x) : npu_f32_to_f16(x);
+      if (d->dtype != NPU_DTYPE_F32) x = d->dtype == NPU_DTYPE_BF16 ? npu_bf16_to_f32(h) : npu_f16_to_f32(h);
+      if (dt == NPU_DTYPE_F32) ((float *)t->data)[e] = x;
+      else ((uint16_t *)t->data)[e] = h;
     }
   }
   for (int i = 0; i < s->n_out; i++) {
     const npuG_value *d = &p->values[s->out[i]];
-    npu_status st = npu_tensor_new(b->ctx, d->dtype, d->ndim, d->shape, &bn->out[bn->n_out]);
+    npu_dtype dt = s->widen && s->widen[s->n_in + i] ? NPU_DTYPE_F32 : d->dtype;
+    npu_status st = npu_tensor_new(b->ctx, dt, d->ndim, d->shape, &bn->out[bn->n_out]);
     if (st) return st;
     bn->n_out++;
   }
@@ -810,7 +831,10 @@ static npu_status time_candidates(npuP_build *b, npuE_step *s, cand *cs, int n, 
 /* ---------------------------------------------------------------- the operator pass */
 
 static const char *conv_algo_name(int a) {
-  return a == NPUK_CONV_WINOGRAD_2X3 ? "winograd_2x3" : a == NPUK_CONV_DIRECT ? "direct" : "im2col";
+  return a == NPUK_CONV_WINOGRAD_2X3  ? "winograd_2x3"
+         : a == NPUK_CONV_DIRECT      ? "direct"
+         : a == NPUK_CONV_DIRECT_BF16 ? "direct_bf16"
+                                      : "im2col";
 }
 static const char *gemm_algo_name(int a) {
   return a == NPUK_GEMM_GEMV      ? "gemv"
@@ -832,6 +856,7 @@ static int algo_parse(npuX_tune k, const char *name) {
   if (k == NPUX_TUNE_CONV)
     return !strcmp(name, "winograd_2x3") ? NPUK_CONV_WINOGRAD_2X3
            : !strcmp(name, "direct")     ? NPUK_CONV_DIRECT
+           : !strcmp(name, "direct_bf16") ? NPUK_CONV_DIRECT_BF16
                                          : NPUK_CONV_IM2COL;
   if (k == NPUX_TUNE_GEMM)
     return !strcmp(name, "gemv")      ? NPUK_GEMM_GEMV
@@ -852,7 +877,7 @@ static void gemm_dims(const npuE_plan *p, const npuE_step *s, int64_t *m, int64_
 /* The candidates of step s; candidate 0 is what the compiler chose. */
 static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, int T, bool widen,
                       cand *cs) {
-  int algos[3], n_algos = 0;
+  int algos[4], n_algos = 0;
   if (kind == NPUX_TUNE_CONV) {
     /* the compiler's choice, then the others: im2col always, direct where it takes the step,
        Winograd only where the session allows it (high_performance) or O1 widens */
@@ -860,6 +885,8 @@ static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, i
     if (s->algo != NPUK_CONV_IM2COL) algos[n_algos++] = NPUK_CONV_IM2COL;
     if (s->algo != NPUK_CONV_DIRECT && npuP_direct_fits(b->plan, s))
       algos[n_algos++] = NPUK_CONV_DIRECT;
+    if (s->algo != NPUK_CONV_DIRECT_BF16 && npuP_direct_bf16_fits(b, s))
+      algos[n_algos++] = NPUK_CONV_DIRECT_BF16;
     if (s->algo != NPUK_CONV_WINOGRAD_2X3 && (s->impl || widen) &&
         npuP_winograd_fits(b->plan, s))
       algos[n_algos++] = NPUK_CONV_WINOGRAD_2X3;
@@ -946,7 +973,7 @@ static void add_candidates(cJSON *r, npuX_tune kind, const cand *cs, int n) {
 static npu_status tune_step(npuP_build *b, npuE_step *s, npuX_tune kind, int T, const char *key,
                             const char *where) {
   npuP_tune_config *c = b->cfg->tune;
-  cand cs[9];
+  cand cs[12];
   int n = candidates(b, s, kind, T, c->widen, cs);
   if (n < 2) return NPU_OK;
   npu_status st = time_candidates(b, s, cs, n, c->deeper ? 4 * BUDGET_US : BUDGET_US);
@@ -984,7 +1011,7 @@ static bool apply_record(npuP_build *b, npuE_step *s, npuX_tune kind, int T, con
   if (!cJSON_IsString(a) || !cJSON_IsNumber(t)) return false;
   /* O1's widening travels with its records: they are the user's opt-in */
   bool widen = b->cfg->tune->widen || cJSON_IsTrue(cJSON_GetObjectItem(r, "widened"));
-  cand cs[9];
+  cand cs[12];
   int n = candidates(b, s, kind, T, widen, cs), algo = algo_parse(kind, a->valuestring);
   for (int i = 0; i < n; i++)
     if ((kind == NPUX_TUNE_THREADS || cs[i].algo == algo) && cs[i].threads == t->valueint) {

@@ -108,15 +108,6 @@ int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_wi
   return !pool || npuK_conv2d_pool_fits(w, pool);
 }
 
-/* The row's valid kh [*kh0, *kh1). */
-static void direct_kh_range(const npuK_window2d *w, int64_t oh, int64_t *kh0, int64_t *kh1) {
-  int64_t ih0 = oh * w->stride_h - w->pad_top, a = 0, b = w->k_h;
-  if (ih0 < 0) a = -ih0 < b ? -ih0 : b;
-  if (ih0 + b > w->in_h) b = w->in_h - ih0 > a ? w->in_h - ih0 : a;
-  *kh0 = a;
-  *kh1 = b;
-}
-
 static int direct_ep_inline(const npuK_epilogue *ep) {
   return ep && ep->bias && (ep->act == NPUK_ACT_NONE || ep->act == NPUK_ACT_RELU);
 }
@@ -128,7 +119,7 @@ static void direct_row_scalar(const direct_job *j, const direct_view *v, int64_t
   const npuK_window2d *w = j->w;
   const int64_t oc = j->oc, c = w->c, len = w->k_w * c;
   int64_t kh0, kh1;
-  direct_kh_range(w, oh, &kh0, &kh1);
+  k_conv_kh_range(w, oh, &kh0, &kh1);
   for (int64_t ow = 0; ow < w->out_w; ow++) {
     float *yo = yrow + ow * oc;
     for (int64_t o = 0; o < oc; o++) yo[o] = 0;
@@ -235,7 +226,7 @@ static void direct_rows_avx2(const direct_job *j, const direct_view *v, int64_t 
   for (int64_t c0 = 0; c0 < j->oc; c0 += 16)
     for (int64_t r = 0; r < nr; r++) {
       int64_t oh = oh0 + r, kh0, kh1;
-      direct_kh_range(w, oh, &kh0, &kh1);
+      k_conv_kh_range(w, oh, &kh0, &kh1);
       const int64_t nkh = kh1 - kh0;
       float *yrow = yrows + r * row_floats;
       /* the view's row of the first valid kh (a row whose taps all lie above or below x has
@@ -407,7 +398,7 @@ static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_
   for (int64_t c0 = 0; c0 < j->oc; c0 += 32)
     for (int64_t r = 0; r < nr; r++) {
       int64_t oh = oh0 + r, kh0, kh1;
-      direct_kh_range(w, oh, &kh0, &kh1);
+      k_conv_kh_range(w, oh, &kh0, &kh1);
       const int64_t nkh = kh1 - kh0;
       float *yrow = hrows ? NULL : yrows + r * row_floats;
       uint16_t *hrow = hrows ? hrows + r * row_floats : NULL;
@@ -477,8 +468,8 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
   const int64_t oc = j->oc, c = w->c, px = w->stride_w * c, len = w->k_w * c,
                 fstep = len * oc;
   int64_t a0, b0, a1, b1;
-  direct_kh_range(w, r0, &a0, &b0);
-  direct_kh_range(w, r0 + 1, &a1, &b1);
+  k_conv_kh_range(w, r0, &a0, &b0);
+  k_conv_kh_range(w, r0 + 1, &a1, &b1);
   __m512 acc[DIRECT_NP][2][2][2]; /* [pool column][row][column in the window][vector] */
 #pragma GCC unroll 3
   for (int p = 0; p < np; p++)
@@ -500,8 +491,7 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
     else if (use0) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 0);
     else if (use1) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 0, 1);
   }
-  const __m512 zero = _mm512_setzero_ps(), ninf = _mm512_set1_ps(-__builtin_inff()),
-               inf = _mm512_set1_ps(__builtin_inff());
+  const __m512 zero = _mm512_setzero_ps(), inf = _mm512_set1_ps(__builtin_inff());
   const int relu = j->ep_inline && j->ep->act == NPUK_ACT_RELU;
 #pragma GCC unroll 2
   for (int q = 0; q < nv; q++) {
@@ -513,37 +503,10 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
     }
 #pragma GCC unroll 3
     for (int p = 0; p < np; p++) {
-      /* Fast: the pool of the four sums first, then the bias and relu once.  Rounding is
-         monotone (s <= s' gives fl(s + b) <= fl(s' + b)) and so is relu, so without a NaN
-         among the sums or the sums plus the bias, the max of the (s + b, relu) values is
-         fl(max s + b) then relu, and vmaxps(v, m) keeps m on ties as max_pool's rule keeps
-         the first: the same value, and the same zero's sign (fl(s + b) is -0 only for -0 + -0;
-         relu gives +0 either way).  A NaN needs a NaN sum, or a bias that is infinite or NaN:
-         those lanes take max_pool's rule on each (s + b, relu) below. */
-      __m512 s00 = acc[p][0][0][q], s01 = acc[p][0][1][q], s10 = acc[p][1][0][q],
-             s11 = acc[p][1][1][q];
-      __mmask16 slow = bad_b | _mm512_cmp_ps_mask(s00, s01, _CMP_UNORD_Q) |
-                       _mm512_cmp_ps_mask(s10, s11, _CMP_UNORD_Q);
-      __m512 m = _mm512_max_ps(s01, s00);
-      m = _mm512_max_ps(s10, m);
-      m = _mm512_max_ps(s11, m);
-      if (j->ep_inline) m = _mm512_add_ps(m, b);
-      if (relu) m = _mm512_max_ps(m, zero); /* m not NaN: m <= 0 ? +0 : m */
-      if (__builtin_expect(slow & k, 0)) {
-        m = ninf;
-#pragma GCC unroll 2
-        for (int r = 0; r < 2; r++)
-#pragma GCC unroll 2
-          for (int cc = 0; cc < 2; cc++) {
-            __m512 s = acc[p][r][cc][q];
-            if (j->ep_inline) {
-              s = _mm512_add_ps(s, b);
-              if (relu) s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
-            }
-            __mmask16 take = _mm512_cmp_ps_mask(s, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(s, s, _CMP_UNORD_Q);
-            m = _mm512_mask_mov_ps(m, take, s);
-          }
-      }
+      /* the pool of the four sums, then the bias and relu (kutil.h: NaN lanes by max_pool's
+         rule on each value) */
+      __m512 m = k_pool22_512(acc[p][0][0][q], acc[p][0][1][q], acc[p][1][0][q],
+                              acc[p][1][1][q], b, bad_b, k, j->ep_inline, relu);
       if (hdst) { /* out_c is a multiple of 8: k is 0xffff or 0xff */
         __m256i h = _mm512_cvtps_ph(m, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         uint16_t *d = hdst + (pc + p) * oc + c0 + 16 * q;
@@ -587,24 +550,12 @@ static void direct_pool22_avx512(const direct_job *j, const direct_view *v, int6
   }
 }
 
-/* direct_max4_avx2 with zmm loads: the rows were stored by zmm, and a load narrower than the
-   store it reads (a ymm from the upper half of a zmm store still in flight) is not forwarded
-   from the store but waits for it. */
+/* direct_max4_avx2 with zmm loads (kutil.h's k_max4_512): the rows were stored by zmm, and a
+   load narrower than the store it reads (a ymm from the upper half of a zmm store still in
+   flight) is not forwarded from the store but waits for it. */
 static void direct_max4_avx512(float *dst, const float *const *src, int n, int64_t c) {
   (void)n;
-  for (int64_t i = 0; i < c; i += 16) {
-    __mmask16 k = c - i >= 16 ? 0xffff : (__mmask16)((1u << (c - i)) - 1);
-    __m512 a = _mm512_maskz_loadu_ps(k, src[0] + i), b = _mm512_maskz_loadu_ps(k, src[1] + i);
-    __m512 d = _mm512_maskz_loadu_ps(k, src[2] + i), e = _mm512_maskz_loadu_ps(k, src[3] + i);
-    if (_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(d, e, _CMP_UNORD_Q)) {
-      const float *part[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
-      k_max_rows(dst + i, part, 4, c - i >= 16 ? 16 : c - i);
-      continue;
-    }
-    __m512 m = _mm512_max_ps(b, a);
-    m = _mm512_max_ps(d, m);
-    _mm512_mask_storeu_ps(dst + i, k, _mm512_max_ps(e, m));
-  }
+  k_max4_512(dst, src, c);
 }
 
 #pragma GCC pop_options
@@ -624,20 +575,10 @@ static int direct_have_avx2(void) {
 
 /* ---- rows, pool rows, slots --------------------------------------------------------------- */
 
-/* Whether some output column's window leaves x sideways; a padded row's columns. */
-static int direct_needs_pad(const npuK_window2d *w) {
-  return w->pad_left > 0 || (w->out_w - 1) * w->stride_w + w->k_w - w->pad_left > w->in_w;
-}
-
 /* Whether images are read through copies (direct_image): padding, or a reduced x, which the
    copy widens (the row kernels read float32 only). */
 static int direct_copies(const npuK_window2d *w, npuK_dtype x_dtype) {
-  return direct_needs_pad(w) || x_dtype != NPUK_F32;
-}
-
-static int64_t direct_pad_w(const npuK_window2d *w) {
-  int64_t need = (w->out_w - 1) * w->stride_w + w->k_w, have = w->pad_left + w->in_w;
-  return need > have ? need : have;
+  return k_conv_needs_pad(w) || x_dtype != NPUK_F32;
 }
 
 /* Input rows a padded copy holds: the whole image, or the most one call reads (rows of up to
@@ -648,8 +589,8 @@ static int64_t direct_pad_w(const npuK_window2d *w) {
    such copies, which float32 does not make) where a band is a few KiB, still in L1 when read. */
 static int64_t direct_band_rows(const npuK_window2d *w, const npuK_window2d *pool,
                                 npuK_dtype x_dtype) {
-  int banded = x_dtype != NPUK_F32 && !pool && !direct_needs_pad(w) && w->k_h <= w->stride_h;
-  if (!banded && w->in_h * direct_pad_w(w) * w->c <= DIRECT_PAD_FLOATS) return w->in_h;
+  int banded = x_dtype != NPUK_F32 && !pool && !k_conv_needs_pad(w) && w->k_h <= w->stride_h;
+  if (!banded && w->in_h * k_conv_pad_w(w) * w->c <= DIRECT_PAD_FLOATS) return w->in_h;
   int64_t r = pool ? pool->k_h : DIRECT_ROWS, n = (r - 1) * w->stride_h + w->k_h;
   return n < w->in_h ? n : w->in_h;
 }
@@ -658,7 +599,7 @@ static int64_t direct_pad_floats(const npuK_window2d *w, const npuK_window2d *po
                                  npuK_dtype x_dtype) {
   /* + the tag of the image a whole copy holds */
   return direct_copies(w, x_dtype)
-             ? direct_band_rows(w, pool, x_dtype) * direct_pad_w(w) * w->c + 2
+             ? direct_band_rows(w, pool, x_dtype) * k_conv_pad_w(w) * w->c + 2
              : 0;
 }
 
@@ -849,7 +790,7 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
   j.n_slots = direct_slots(w, pool_window, n_slots);
   j.padded = direct_copies(w, x_dtype);
-  j.pad_w = direct_pad_w(w);
+  j.pad_w = k_conv_pad_w(w);
   j.band_rows = direct_band_rows(w, pool_window, x_dtype);
   j.pad_floats = direct_pad_floats(w, pool_window, x_dtype);
   j.yrows_floats = direct_yrows_floats(w, out_c, pool_window, y_dtype);

@@ -688,9 +688,12 @@ void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t 
  * and open to tuning.  IM2COL (the default, 0): npuK_conv2d_half_ep, above.  WINOGRAD_2X3:
  * F(2x2, 3x3) (winograd.c), 3x3 filters at stride 1 and dilation 1, float32 x and y; 2.25x
  * fewer multiplies, other rounding: |y - exact| <= gamma(c + 7) W per output, W the algorithm
- * run on absolute values (docs/numerics.md, "Winograd"), and no twin that gives its bits. */
+ * run on absolute values (docs/numerics.md, "Winograd"), and no twin that gives its bits.
+ * DIRECT: npuK_conv2d_direct_half_ep, below.  DIRECT_BF16: bfloat16 x and filter values by
+ * VDPBF16PS (npuK_conv2d_bf16_direct_ep, below), where npuK_bf16dot(); its own bound. */
 typedef enum npuK_conv_algo {
-  NPUK_CONV_IM2COL = 0, NPUK_CONV_WINOGRAD_2X3 = 1, NPUK_CONV_DIRECT = 2, NPUK_CONV_ALGO_COUNT
+  NPUK_CONV_IM2COL = 0, NPUK_CONV_WINOGRAD_2X3 = 1, NPUK_CONV_DIRECT = 2,
+  NPUK_CONV_DIRECT_BF16 = 3, NPUK_CONV_ALGO_COUNT
 } npuK_conv_algo;
 /* conv2d with a max pool fused after the epilogue: y is the pool's output (n, pool->out_h,
  * pool->out_w, out_c), pool the pool's window over the convolution's output (pool->in_h ==
@@ -772,6 +775,48 @@ void npuK_conv2d_direct_half_level_ep(const npuK_pool *pool, const npuK_window2d
                                       const npuK_window2d *pool_window, void *y,
                                       npuK_dtype y_dtype, float *scratch, int n_slots,
                                       int level);
+/* DIRECT_BF16 (conv_bf16.c): the direct convolution computing on bfloat16 operands as stored,
+ * by VDPBF16PS (AVX512_BF16; npuK_bf16dot): x stored bfloat16, the filter's values bfloat16
+ * (float32 with the low 16 bits zero, as the executor widens a bfloat16 filter), y float32 or
+ * narrowed to y_dtype by npuK_half_narrow.  Taps in pairs of the flattened (kw, ci) index of
+ * each filter row; each output one float32 sum of exact products from +0, rounded to nearest
+ * even at each step, bfloat16 subnormal inputs read as zero and subnormal sums flushed:
+ * |y - exact| <= k 2^-23 sum|x f| + k 2^-126 + sum of the |x f| with a subnormal factor,
+ * k = k_h k_w c (docs/numerics.md, "Direct convolution").  Then the epilogue and the fused
+ * pool as DIRECT's rows path: the bits of these sums, npuK_conv_epilogue_f32 and max_pool.
+ * The same bits at any thread count.  Takes what DIRECT takes (npuK_conv2d_direct_fits).
+ *  _filter_pack: the filter (k_h, k_w, c, out_c) into the packed layout
+ *  [k_h][(k_w c + 1) / 2][out_c rounded up to 16][2] (npuK_conv2d_bf16_filter_size bytes),
+ *  zeros where no tap or channel is; -1 when some value is not bfloat16 (low bits set).
+ *  _packed_ep: the kernel on a packed filter; scratch _packed_scratch_size bytes.  _twin_ep:
+ *  the same sums in portable C (VDPBF16PS's arithmetic, flushes included), the CPU's
+ *  instructions unused: the test oracle, and what _packed_ep runs where npuK_bf16dot() is 0.
+ *  _ep: packs filter into scratch per call, or, where npuK_bf16dot() is 0 or the filter is
+ *  not bfloat16, runs npuK_conv2d_direct_half_ep (widening); scratch _scratch_size bytes. */
+int npuK_conv2d_bf16_direct_fits(const npuK_window2d *w, int64_t out_c,
+                                 const npuK_window2d *pool);
+size_t npuK_conv2d_bf16_filter_size(const npuK_window2d *w, int64_t out_c);
+int npuK_conv2d_bf16_filter_pack(const npuK_window2d *w, int64_t out_c, const float *filter,
+                                 uint16_t *packed);
+size_t npuK_conv2d_bf16_direct_packed_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                                   const npuK_window2d *pool, int n_slots,
+                                                   npuK_dtype y_dtype);
+void npuK_conv2d_bf16_direct_packed_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                       int64_t out_c, const uint16_t *x, const uint16_t *packed,
+                                       const npuK_epilogue *ep,
+                                       const npuK_window2d *pool_window, void *y,
+                                       npuK_dtype y_dtype, float *scratch, int n_slots);
+void npuK_conv2d_bf16_direct_twin_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                     int64_t out_c, const uint16_t *x, const uint16_t *packed,
+                                     const npuK_epilogue *ep, const npuK_window2d *pool_window,
+                                     void *y, npuK_dtype y_dtype, float *scratch, int n_slots);
+size_t npuK_conv2d_bf16_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                            const npuK_window2d *pool, int n_slots,
+                                            npuK_dtype y_dtype);
+void npuK_conv2d_bf16_direct_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
+                                const uint16_t *x, const float *filter, const npuK_epilogue *ep,
+                                const npuK_window2d *pool_window, void *y, npuK_dtype y_dtype,
+                                float *scratch, int n_slots);
 /* depthwise_conv2d likewise (x_dtype, y_dtype F32 too: then npuK_depthwise_conv2d_f32_ep and
  * no scratch): each slot's output rows go in bands whose input rows are widened at once, and
  * each output row is computed (epilogue included) in float32 and narrowed.  scratch:

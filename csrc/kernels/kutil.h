@@ -183,6 +183,88 @@ static inline void k_max_rows(float *dst, const float *const *src, int n, int64_
   }
 }
 
+/* The direct convolutions (conv_direct.c on float32, conv_bf16.c on bfloat16) share their
+   geometry: output row oh's valid filter rows [*kh0, *kh1) (those inside x), whether some
+   output column's window leaves x sideways (then images are copied with zero columns), and
+   the columns of such a padded row. */
+static inline void k_conv_kh_range(const npuK_window2d *w, int64_t oh, int64_t *kh0,
+                                   int64_t *kh1) {
+  int64_t ih0 = oh * w->stride_h - w->pad_top, a = 0, b = w->k_h;
+  if (ih0 < 0) a = -ih0 < b ? -ih0 : b;
+  if (ih0 + b > w->in_h) b = w->in_h - ih0 > a ? w->in_h - ih0 : a;
+  *kh0 = a;
+  *kh1 = b;
+}
+
+static inline int k_conv_needs_pad(const npuK_window2d *w) {
+  return w->pad_left > 0 || (w->out_w - 1) * w->stride_w + w->k_w - w->pad_left > w->in_w;
+}
+
+static inline int64_t k_conv_pad_w(const npuK_window2d *w) {
+  int64_t need = (w->out_w - 1) * w->stride_w + w->k_w, have = w->pad_left + w->in_w;
+  return need > have ? need : have;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* The direct convolutions' fused 2x2 pool in registers, one vector of channels (k: its lanes):
+   the four sums s00, s01 (first row), s10, s11 of each window to max_pool(relu(s + b)) —
+   without a NaN among the sums or the sums plus the bias, the four pooled first and the bias
+   and relu applied once (rounding and relu are monotone, so the max of the (s + b, relu)
+   values is fl(max s + b) then relu, and vmaxps(v, m) keeps m on ties as max_pool's rule
+   keeps the first: the same value and zero's sign; fl(s + b) is -0 only for -0 + -0, relu
+   gives +0 either way).  A NaN needs a NaN sum or a bias that is infinite or NaN (bad_b):
+   those lanes take max_pool's rule, (v > m || v is NaN) ? v : m from -inf in (kh, kw) order,
+   on each (s + b, relu).  ep: the bias b applied; relu: then relu. */
+static inline __attribute__((always_inline, target("avx512f"))) __m512
+k_pool22_512(__m512 s00, __m512 s01, __m512 s10, __m512 s11, __m512 b, __mmask16 bad_b,
+             __mmask16 k, int ep, int relu) {
+  const __m512 zero = _mm512_setzero_ps();
+  __mmask16 slow = bad_b | _mm512_cmp_ps_mask(s00, s01, _CMP_UNORD_Q) |
+                   _mm512_cmp_ps_mask(s10, s11, _CMP_UNORD_Q);
+  __m512 m = _mm512_max_ps(s01, s00);
+  m = _mm512_max_ps(s10, m);
+  m = _mm512_max_ps(s11, m);
+  if (ep) m = _mm512_add_ps(m, b);
+  if (relu) m = _mm512_max_ps(m, zero); /* m not NaN: m <= 0 ? +0 : m */
+  if (__builtin_expect(slow & k, 0)) {
+    const __m512 s[4] = {s00, s01, s10, s11};
+    m = _mm512_set1_ps(-__builtin_inff());
+    for (int i = 0; i < 4; i++) {
+      __m512 v = s[i];
+      if (ep) {
+        v = _mm512_add_ps(v, b);
+        if (relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LE_OQ), zero);
+      }
+      __mmask16 take = _mm512_cmp_ps_mask(v, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      m = _mm512_mask_mov_ps(m, take, v);
+    }
+  }
+  return m;
+}
+
+/* max_pool of four rows of c floats (a 2x2 window inside) into dst, 16 lanes at a time:
+   without NaNs max_pool's rule is vmaxps(v, m) (which keeps m when equal or unordered), so
+   three maxes a vector; a vector holding a NaN takes the rule itself (k_max_rows). */
+static inline __attribute__((target("avx512f"))) void
+k_max4_512(float *dst, const float *const *src, int64_t c) {
+  for (int64_t i = 0; i < c; i += 16) {
+    __mmask16 k = c - i >= 16 ? 0xffff : (__mmask16)((1u << (c - i)) - 1);
+    __m512 a = _mm512_maskz_loadu_ps(k, src[0] + i), b = _mm512_maskz_loadu_ps(k, src[1] + i);
+    __m512 d = _mm512_maskz_loadu_ps(k, src[2] + i), e = _mm512_maskz_loadu_ps(k, src[3] + i);
+    if (_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(d, e, _CMP_UNORD_Q)) {
+      const float *part[4] = {src[0] + i, src[1] + i, src[2] + i, src[3] + i};
+      k_max_rows(dst + i, part, 4, c - i >= 16 ? 16 : c - i);
+      continue;
+    }
+    __m512 m = _mm512_max_ps(b, a);
+    m = _mm512_max_ps(d, m);
+    _mm512_mask_storeu_ps(dst + i, k, _mm512_max_ps(e, m));
+  }
+}
+#endif
+
 /* conv.c: the epilogue of dense (rows, oc) output rows: bias + relu (or bias alone) in one
    vector pass, anything else npuK_epilogue_f32; the bits of npuK_epilogue_f32 either way. */
 void npuK_conv_epilogue_f32(const npuK_epilogue *ep, int64_t rows, int64_t oc, float *y);

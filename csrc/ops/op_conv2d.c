@@ -11,7 +11,9 @@
  * Device: im2col blocks + sgemm with per-thread scratch, or, where the compiler chose it
  * (npuX_call.algo; op_select_implmode high_performance), Winograd F(2x2, 3x3): other rounding,
  * bound in docs/numerics.md; or the direct kernel (the default where it fits; x and y as
- * stored too).  Reference: naive loops.
+ * stored too); or, for a bfloat16 x and filter where the CPU has AVX512_BF16, the direct
+ * kernel computing on bfloat16 by VDPBF16PS (NPUK_CONV_DIRECT_BF16, kernels/conv_bf16.c:
+ * other rounding, bound in docs/numerics.md).  Reference: naive loops.
  * Gradient: conv2d_backprop_input(filter, dy) and conv2d_backprop_filter(x, dy).
  */
 #include "ops/grad.h"
@@ -28,6 +30,9 @@ static size_t scratch_size(const npuX_call *c) {
   if (npuX_window_geometry(c->params, c->in[0], f->shape[0], f->shape[1], &w)) return 0;
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     return npuK_conv2d_winograd_scratch_size(&w, f->shape[3], NULL, c->n_threads);
+  if (c->algo == NPUK_CONV_DIRECT_BF16)
+    return npuK_conv2d_bf16_direct_scratch_size(&w, f->shape[3], NULL, c->n_threads,
+                                                (npuK_dtype)c->out[0]->dtype);
   if (c->algo == NPUK_CONV_DIRECT)
     return npuK_conv2d_direct_half_scratch_size(&w, f->shape[3], NULL, c->n_threads,
                                                 (npuK_dtype)c->in[0]->dtype,
@@ -50,7 +55,18 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   else if (c->algo == NPUK_CONV_WINOGRAD_2X3) /* float32 x and y only (compile/implmode.c) */
     npuK_conv2d_f32_winograd_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
                                 c->out[0]->data, c->scratch, c->n_threads);
-  else if (c->algo == NPUK_CONV_DIRECT) /* x and y as stored (NPUX_F_HALF_XY) */
+  else if (c->algo == NPUK_CONV_DIRECT_BF16 && x->dtype == NPU_DTYPE_BF16 && c->prepared)
+    /* a constant filter packed once (compile/plan.c) */
+    npuK_conv2d_bf16_direct_packed_ep(c->pool, &w, f->shape[3], x->data, c->prepared, NULL, NULL,
+                                      c->out[0]->data, (npuK_dtype)c->out[0]->dtype, c->scratch,
+                                      c->n_threads);
+  else if (c->algo == NPUK_CONV_DIRECT_BF16 && x->dtype == NPU_DTYPE_BF16)
+    /* x bfloat16 as stored; the filter widened from bfloat16 (compile/implmode.c): packed
+       per call, or the widening kernel where its values are not bfloat16 */
+    npuK_conv2d_bf16_direct_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
+                               c->out[0]->data, (npuK_dtype)c->out[0]->dtype, c->scratch,
+                               c->n_threads);
+  else if (c->algo == NPUK_CONV_DIRECT || c->algo == NPUK_CONV_DIRECT_BF16)
     npuK_conv2d_direct_half_ep(c->pool, &w, f->shape[3], x->data, (npuK_dtype)x->dtype, f->data,
                                NULL, NULL, c->out[0]->data, (npuK_dtype)c->out[0]->dtype,
                                c->scratch, c->n_threads);
