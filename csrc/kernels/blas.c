@@ -615,6 +615,36 @@ void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_
   npuK_parallel_for(pool, j.n_slots, 1, sgd_range, &j);
 }
 
+/* The product's bytes, rounded up so the GEMM's scratch after it starts 64-byte aligned. */
+static size_t sgd_product_bytes(int64_t m, int64_t n, npuK_dtype d_dtype) {
+  return ((size_t)(m * n) * npuK_dtype_size(d_dtype) + 63) & ~(size_t)63;
+}
+
+size_t npuK_matmul_half_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
+                                         npuK_dtype a_dtype, npuK_dtype b_dtype,
+                                         npuK_dtype d_dtype) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  return sgd_product_bytes(m, n, d_dtype) +
+         npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, b_dtype, d_dtype,
+                                         NPUK_GEMM_BF16DOT);
+}
+
+/* Two passes rather than one per block: the product comes from the matmul op's own call, so
+   its bits are the unfused plan's by construction (the widening path's sgemm blocks, and
+   BF16DOT's tiles, are those of a whole (m, n) call), and d, half w's size in bfloat16, is
+   read back from L2 for the 784 x 256 kernel of the MLP (docs/training.md). */
+void npuK_matmul_half_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                          int64_t k, const void *a, npuK_dtype a_dtype, const void *b,
+                          npuK_dtype b_dtype, npuK_dtype d_dtype, float lr, float *w,
+                          void *scratch, int n_slots) {
+  if (m <= 0 || n <= 0 || k <= 0 || !fits_blasint(m, n, k)) return; /* the caller's promise */
+  void *d = scratch;
+  float *gemm_scratch = (float *)((char *)scratch + sgd_product_bytes(m, n, d_dtype));
+  npuK_matmul_half_b_algo_ep(pool, trans_a, trans_b, m, n, k, a, a_dtype, b, b_dtype, NULL, d,
+                             d_dtype, gemm_scratch, n_slots, NPUK_GEMM_BF16DOT);
+  npuK_sgd_update_half(pool, m * n, lr, d, d_dtype, w);
+}
+
 void npuK_blas_set_threads(int n) {
   openblas_set_num_threads(n < 1 ? 1 : n);
 }
