@@ -368,17 +368,20 @@ static void test_matmul_half_sgd(void) {
           npuK_cast(NULL, mn, ddt, d, NPUK_F32, df);
           memcpy(want, w, (size_t)mn * 4);
           npuK_sgd_update_f32(NULL, mn, lr, df, want);
-          size_t bytes1 = npuK_matmul_half_sgd_scratch_size(m, n, k, 1, adt, bdt, ddt);
-          size_t bytes3 = npuK_matmul_half_sgd_scratch_size(m, n, k, 3, adt, bdt, ddt);
+          size_t bytes1 = npuK_matmul_half_sgd_scratch_size(m, n, k, 1, adt, bdt, ddt,
+                                                            NPUK_GEMM_BF16DOT);
+          size_t bytes3 = npuK_matmul_half_sgd_scratch_size(m, n, k, 3, adt, bdt, ddt,
+                                                            NPUK_GEMM_BF16DOT);
           CHECK(bytes1 >= (size_t)mn * npuK_dtype_size(ddt) && bytes3 >= bytes1);
           void *scratch = malloc(bytes3);
           float *w1 = malloc((size_t)mn * 4);
           memcpy(w1, w, (size_t)mn * 4);
-          npuK_matmul_half_sgd(NULL, ta, tb, m, n, k, a, adt, b, bdt, ddt, lr, w1, scratch, 1);
+          npuK_matmul_half_sgd(NULL, ta, tb, m, n, k, a, adt, b, bdt, ddt, lr, w1, scratch, 1,
+                               NPUK_GEMM_BF16DOT);
           CHECK(bits_equal(w1, want, (size_t)mn * 4));
           memcpy(w1, w, (size_t)mn * 4);
           npuK_matmul_half_sgd(&pool_odd, ta, tb, m, n, k, a, adt, b, bdt, ddt, lr, w1, scratch,
-                               3);
+                               3, NPUK_GEMM_BF16DOT);
           CHECK(bits_equal(w1, want, (size_t)mn * 4));
           if (s == 1) { /* the NaN in A reaches the outputs its row or column of op(A) makes */
             int any_nan = 0;
@@ -389,7 +392,7 @@ static void test_matmul_half_sgd(void) {
           free(mm_scratch); free(scratch); free(w1);
         }
   CHECK_EQ_I64((int64_t)npuK_matmul_half_sgd_scratch_size(3, 4, 0, 1, NPUK_BF16, NPUK_BF16,
-                                                          NPUK_BF16), 0);
+                                                          NPUK_BF16, NPUK_GEMM_BF16DOT), 0);
   /* the update alone, n not a multiple of its 1024-element blocks */
   int64_t n = 5000;
   float *df = rand_f32(n), *w = rand_f32(n), *w1 = malloc((size_t)n * 4), *want = malloc((size_t)n * 4);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compile/fused_ops.h"
 #include "compile/passes.h"
 #include "compile/tuning.h"
 #include "options/options_int.h"
@@ -266,7 +267,8 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   /* conv2d, fused conv2d: npuK_conv_algo; conv2d_backprop_input: winograd_2x3 or null */
   bool is_conv = s->def->tune == NPUX_TUNE_CONV ||
                  (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
-  bool is_gemm = s->def->tune == NPUX_TUNE_GEMM; /* matmul, fused matmul: npuK_gemm_algo */
+  /* matmul, fused matmul, and fused_apply_gradient_descent's GEMM: npuK_gemm_algo */
+  bool is_gemm = s->def->tune == NPUX_TUNE_GEMM || s->def == &npuP_op_fused_sgd;
   str(w, is_conv && s->algo < NPUK_CONV_ALGO_COUNT   ? conv[s->algo]
          : is_gemm && s->algo < NPUK_GEMM_ALGO_COUNT ? gemm[s->algo]
                                                      : NULL);

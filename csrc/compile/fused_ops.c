@@ -92,7 +92,8 @@ static size_t sgd_scratch(const npuX_call *c) {
   if (a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && p->product_dtype == NPU_DTYPE_F32)
     return npuK_matmul_sgd_scratch_size(m, n, k, c->n_threads);
   return npuK_matmul_half_sgd_scratch_size(m, n, k, c->n_threads, (npuK_dtype)a->dtype,
-                                           (npuK_dtype)b->dtype, (npuK_dtype)p->product_dtype);
+                                           (npuK_dtype)b->dtype, (npuK_dtype)p->product_dtype,
+                                           c->algo);
 }
 
 /* in: var (its storage, exclusive: exec.c), a, b, lr; out: var.  The pass checked shapes
@@ -119,7 +120,8 @@ static npu_status sgd_run(const npuX_call *c) {
   else
     npuK_matmul_half_sgd(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
                          (npuK_dtype)a->dtype, b->data, (npuK_dtype)b->dtype,
-                         (npuK_dtype)p->product_dtype, rate, w->data, c->scratch, c->n_threads);
+                         (npuK_dtype)p->product_dtype, rate, w->data, c->scratch, c->n_threads,
+                         c->algo);
   return NPU_OK;
 }
 

@@ -622,11 +622,10 @@ static size_t sgd_product_bytes(int64_t m, int64_t n, npuK_dtype d_dtype) {
 
 size_t npuK_matmul_half_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
                                          npuK_dtype a_dtype, npuK_dtype b_dtype,
-                                         npuK_dtype d_dtype) {
+                                         npuK_dtype d_dtype, int algo) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   return sgd_product_bytes(m, n, d_dtype) +
-         npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, b_dtype, d_dtype,
-                                         NPUK_GEMM_BF16DOT);
+         npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, b_dtype, d_dtype, algo);
 }
 
 /* Two passes rather than one per block: the product comes from the matmul op's own call, so
@@ -636,12 +635,12 @@ size_t npuK_matmul_half_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_
 void npuK_matmul_half_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                           int64_t k, const void *a, npuK_dtype a_dtype, const void *b,
                           npuK_dtype b_dtype, npuK_dtype d_dtype, float lr, float *w,
-                          void *scratch, int n_slots) {
+                          void *scratch, int n_slots, int algo) {
   if (m <= 0 || n <= 0 || k <= 0 || !fits_blasint(m, n, k)) return; /* the caller's promise */
   void *d = scratch;
   float *gemm_scratch = (float *)((char *)scratch + sgd_product_bytes(m, n, d_dtype));
   npuK_matmul_half_b_algo_ep(pool, trans_a, trans_b, m, n, k, a, a_dtype, b, b_dtype, NULL, d,
-                             d_dtype, gemm_scratch, n_slots, NPUK_GEMM_BF16DOT);
+                             d_dtype, gemm_scratch, n_slots, algo);
   npuK_sgd_update_half(pool, m * n, lr, d, d_dtype, w);
 }
 

@@ -665,20 +665,20 @@ void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_
                          float *scratch, int n_slots);
 /* The same under a reduced precision mode (ApplyGradientDescentFusionPass under mixed
  * precision): A and B stored as a_dtype / b_dtype (float32, float16, bfloat16), the product
- * stored as d_dtype.  The product is the matmul op's call on those operands (algorithm BF16DOT,
- * which is AUTO where npuK_gemm_bf16_takes does not hold: the algorithms the compiler gives a
- * matmul step of those dtypes), written whole into scratch as d_dtype, then w = w - lr * d
+ * stored as d_dtype.  The product is the matmul op's call on those operands with algo (the
+ * compiler gives the step BF16DOT where it would give the matmul BF16DOT: compile/implmode.c),
+ * written whole into scratch as d_dtype, then w = w - lr * d
  * widened (npuK_sgd_update_half): the bits of matmul, Cast to float32, mul and sub, without
  * the float32 gradient, the new value and the assign's copy.  Bound: the GEMM's (above, and
  * npuK_gemm_bf16_ep's with its subnormal flush), then d's rounding, then the two roundings
  * of mul and sub.  scratch: npuK_matmul_half_sgd_scratch_size bytes. */
 size_t npuK_matmul_half_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
                                          npuK_dtype a_dtype, npuK_dtype b_dtype,
-                                         npuK_dtype d_dtype);
+                                         npuK_dtype d_dtype, int algo);
 void npuK_matmul_half_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                           int64_t k, const void *a, npuK_dtype a_dtype, const void *b,
                           npuK_dtype b_dtype, npuK_dtype d_dtype, float lr, float *w,
-                          void *scratch, int n_slots);
+                          void *scratch, int n_slots, int algo);
 /* conv2d / depthwise_conv2d with an epilogue applied to each block of output pixels right
  * after it is computed (cols = output channels); same arguments and scratch as the plain
  * kernels, same bits as the plain kernel followed by bias_add and the activation. */
