@@ -11,16 +11,7 @@ local lu = require("luaunit")
 local npu = require("npu")
 
 -- Whether this process may use the native path: the CPU's flags and the environment.
-local function native_here()
-  local off = os.getenv("NPU_NO_AVX512BF16")
-  if off and off ~= "" and off ~= "0" then return false end
-  local f = io.open("/proc/cpuinfo")
-  if not f then return false end
-  local info = f:read("a")
-  f:close()
-  return info:find("avx512_bf16", 1, true) ~= nil and info:find("avx512bw", 1, true) ~= nil
-    and info:find("avx512vl", 1, true) ~= nil
-end
+local native_here = dofile(SPEC_DIR .. "/support.lua").bf16dot_here
 
 -- The graphs, as source so that the child process builds the very same ones.  Each case
 -- returns its fetched tensors' values (flat lists) and the algorithms of its GEMM steps.

@@ -101,16 +101,8 @@ local function census(e)
   return by_op, out_dtype
 end
 
--- Whether this process may use the native bfloat16 dot products (bf16_gemm_spec's test).
-local function native_here()
-  local off = os.getenv("NPU_NO_AVX512BF16")
-  if off and off ~= "" and off ~= "0" then return false end
-  local f = io.open("/proc/cpuinfo")
-  if not f then return false end
-  local info = f:read("a")
-  f:close()
-  return info:find("avx512_bf16", 1, true) ~= nil
-end
+-- Whether this process may use the native bfloat16 dot products.
+local native_here = support.bf16dot_here
 
 TestBf16Sgd = {}
 
