@@ -11,16 +11,7 @@ local lu = require("luaunit")
 local npu = require("npu")
 
 -- Whether this process may use the native path: the CPU's flags and the environment.
-local function native_here()
-  local off = os.getenv("NPU_NO_AVX512BF16")
-  if off and off ~= "" and off ~= "0" then return false end
-  local f = io.open("/proc/cpuinfo")
-  if not f then return false end
-  local info = f:read("a")
-  f:close()
-  return info:find("avx512_bf16", 1, true) ~= nil and info:find("avx512bw", 1, true) ~= nil
-    and info:find("avx512vl", 1, true) ~= nil
-end
+local native_here = dofile(SPEC_DIR .. "/support.lua").bf16dot_here
 
 -- The graphs, as source so that the child process builds the very same ones.  Each case
 -- returns its fetched tensors' values (flat lists) and the algorithms of its GEMM steps.
@@ -35,7 +26,9 @@ end
 local function algos(sess, fetch, feeds)
   local list = {}
   for _, s in ipairs(sess:explain(fetch, feeds).steps) do
-    if s.op == "matmul" or s.op == "fused_matmul" then list[#list + 1] = s.algo or "none" end
+    if s.op == "matmul" or s.op == "fused_matmul" or s.op == "fused_apply_gradient_descent" then
+      list[#list + 1] = s.algo or "none"
+    end
   end
   return list
 end
@@ -201,7 +194,7 @@ function TestBf16Gemm:test_training_steps_follow_the_widening_path()
   local native = native_here()
   local got, wide = cases.train(BF16)[1], widened("train")[1]
   -- every GEMM of the step (forward dense layers fused with their bias, the gradients'
-  -- products) runs natively
+  -- products, the weight gradients' fused into their SGD updates) runs natively
   lu.assertTrue(#got.algos >= 5)
   for _, a in ipairs(got.algos) do lu.assertEquals(a, native and "bf16dot" or "none") end
   for _, a in ipairs(wide.algos) do lu.assertEquals(a, "none") end

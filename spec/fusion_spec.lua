@@ -500,7 +500,8 @@ function TestFusionApplyGradientDescent:test_gradient_descent_optimizer_on_an_ml
 end
 
 -- What stays unfused: a fetched gradient, a learning rate of several elements, a product that
--- reads the variable it updates, a precision mode that stores products in float16.
+-- reads the variable it updates, force_fp16 (whose mul and sub are float16 too); the mixed
+-- modes fuse.
 function TestFusionApplyGradientDescent:test_leaves_what_it_cannot_update_in_place()
   local cases = {
     { "the gradient is fetched", function()
@@ -525,9 +526,17 @@ function TestFusionApplyGradientDescent:test_leaves_what_it_cannot_update_in_pla
     for _, st in ipairs(e_on.steps) do lu.assertNotEquals(st.op, "fused_apply_gradient_descent", c[1]) end
     assert_same_bits(on, off, c[1])
   end
+  -- force_fp16 computes mul and sub in float16 too: no float32 update to fuse into
   local g, w, step, feeds = sgd_graph(4, 6, 3, false, false)
-  local _, e = sgd_run(g, w, step, feeds, { precision_mode = "allow_mix_precision" })
-  for _, st in ipairs(e.steps) do lu.assertNotEquals(st.op, "fused_apply_gradient_descent", "mixed precision") end
+  local _, e = sgd_run(g, w, step, feeds, { precision_mode = "force_fp16" })
+  for _, st in ipairs(e.steps) do lu.assertNotEquals(st.op, "fused_apply_gradient_descent", "force_fp16") end
+  -- the mixed modes fuse, with the unfused plan's bits (bf16_sgd_spec.lua has the MLP)
+  for _, mode in ipairs { "allow_mix_precision", "allow_mix_precision_bf16" } do
+    local on, e_on = sgd_run(g, w, step, feeds, { precision_mode = mode })
+    local off = sgd_run(g, w, step, feeds, { precision_mode = mode }, SGD_OFF)
+    lu.assertEquals(op_counts(e_on).fused_apply_gradient_descent, 1, mode)
+    assert_same_bits(on, off, mode)
+  end
 end
 
 -- A fetched value of the variable keeps the value it had (the update copies first); the next
@@ -662,7 +671,8 @@ end
 
 -- What stays: relu_grad with no bias_add_grad of it, a bias_add_grad of another value, a
 -- reduced precision mode (relu_grad is gray, bias_add_grad block-listed); an update whose
--- learning rate has several elements, or whose gradient is a view of the variable.
+-- learning rate has several elements, or whose gradient is a view of the variable, or under
+-- force_fp16 (the mixed modes keep the update float32 and fuse it).
 function TestFusionTrainingStep:test_what_stays_unfused()
   local g = npu.Graph()
   local dy = g:placeholder("float32", { 8, 16 }, "dy")
@@ -689,9 +699,13 @@ function TestFusionTrainingStep:test_what_stays_unfused()
   local sess = session(g)
   sess:run(g:global_variables_initializer())
   lu.assertEquals(op_counts(sess:explain(step, feeds)).fused_gradient_descent_update, 1)
+  local forced = session(g, { precision_mode = "force_fp16" })
+  forced:run(g:global_variables_initializer())
+  lu.assertNil(op_counts(forced:explain(step, feeds)).fused_gradient_descent_update)
+  -- under a mixed mode the update stays float32 (the assign writes it): fused
   local mix = session(g, { precision_mode = "allow_mix_precision" })
   mix:run(g:global_variables_initializer())
-  lu.assertNil(op_counts(mix:explain(step, feeds)).fused_gradient_descent_update)
+  lu.assertEquals(op_counts(mix:explain(step, feeds)).fused_gradient_descent_update, 1)
   -- the fetched gradient is still read by the update (and is the unfused value)
   local before = sess:run(v)
   local got = sess:run({ grad, step }, feeds)

@@ -363,13 +363,15 @@ function TestPrecision:test_mixed_precision_training_keeps_updates_float32()
   sess:run(g:global_variables_initializer())
   local feeds = { [x] = npu.random.normal({ 8, 4 }, { seed = 12 }) }
   local e = sess:explain({ loss, train }, feeds)
-  local assigned, grad_dtype
-  for i, s in ipairs(e.steps) do
-    if s.op == "assign" then assigned = e.steps[i - 1] end
-    if s.op == "matmul" and s.node:match("^gradients/") then grad_dtype = s.outputs[1].dtype end
+  -- the weight gradient's matmul and the update are one step (ApplyGradientDescentFusionPass)
+  local update
+  for _, s in ipairs(e.steps) do
+    if s.op == "fused_apply_gradient_descent" then update = s end
   end
-  lu.assertEquals(grad_dtype, "float16")             -- the gradient's matmul is reduced
-  lu.assertEquals(assigned.outputs[1].dtype, "float32") -- the update w - lr * g is not
+  lu.assertEquals(update.inputs[2].dtype, "float16")  -- the gradient's matmul is reduced
+  lu.assertEquals(update.inputs[3].dtype, "float16")
+  lu.assertEquals(update.inputs[1].dtype, "float32")  -- the update w - lr * g is not
+  lu.assertEquals(update.outputs[1].dtype, "float32")
   local w0 = sess:run(w)
   sess:run(train, feeds)
   local w1 = sess:run(w)

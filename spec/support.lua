@@ -527,6 +527,19 @@ local function run_lua(dir, env, script)
   return out
 end
 
+-- Whether this process may use native bfloat16 dot products (the compiler's bf16dot): the
+-- CPU's flags (/proc/cpuinfo) and NPU_NO_AVX512BF16 unset or 0, as npuK_bf16dot() decides.
+local function bf16dot_here()
+  local off = os.getenv("NPU_NO_AVX512BF16")
+  if off and off ~= "" and off ~= "0" then return false end
+  local f = io.open("/proc/cpuinfo")
+  if not f then return false end
+  local info = f:read("a")
+  f:close()
+  return info:find("avx512_bf16", 1, true) ~= nil and info:find("avx512bw", 1, true) ~= nil
+    and info:find("avx512vl", 1, true) ~= nil
+end
+
 return {
   json_decode = json_decode,
   tfjson = tfjson,
@@ -538,6 +551,7 @@ return {
   steps_by_node = steps_by_node,
   FUSION_ALL_OFF = FUSION_ALL_OFF,
   fusion_session = fusion_session,
+  bf16dot_here = bf16dot_here,
   assert_same_bits = assert_same_bits,
   sh_quote = sh_quote,
   ls = ls,

@@ -334,6 +334,112 @@ static void test_matmul_sgd(void) {
   rng_state = saved_rng;
 }
 
+/* npuK_matmul_half_sgd: A and B stored bfloat16 / float16, the product rounded to d_dtype
+   before the update: the bits of the matmul call (BF16DOT where the process has it, else the
+   widening path), a Cast to float32 and mul then sub, at 1 and 3 slots; NaN and Inf in A
+   reach w.  npuK_sgd_update_half alone: a float32 d is npuK_sgd_update_f32's, a reduced one
+   that of d widened first. */
+static void test_matmul_half_sgd(void) {
+  uint64_t saved_rng = rng_state;
+  static const int64_t sizes[][3] = {{1, 300, 20}, {3, 70, 64}, {64, 256, 33}, {40, 1100, 64}};
+  static const npuK_dtype dts[][3] = {{NPUK_BF16, NPUK_BF16, NPUK_BF16},
+                                      {NPUK_F16, NPUK_F16, NPUK_F16},
+                                      {NPUK_BF16, NPUK_BF16, NPUK_F32}};
+  const float lr = 0.0123f;
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+          int64_t m = sizes[s][0], n = sizes[s][1], k = sizes[s][2], mn = m * n;
+          npuK_dtype adt = dts[t][0], bdt = dts[t][1], ddt = dts[t][2];
+          float *af = rand_f32(m * k), *bf = rand_f32(k * n), *w = rand_f32(mn);
+          if (s == 1) af[5] = NAN, af[k + 1] = INFINITY; /* rows 0 and 1 of op(A) or columns */
+          uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2);
+          npuK_cast(NULL, m * k, NPUK_F32, af, adt, a);
+          npuK_cast(NULL, k * n, NPUK_F32, bf, bdt, b);
+          /* the unfused steps: matmul into d_dtype, Cast to float32, mul then sub */
+          void *d = malloc((size_t)mn * 4);
+          float *df = malloc((size_t)mn * 4), *want = malloc((size_t)mn * 4);
+          size_t mm_bytes = npuK_matmul_half_b_scratch_size(m, n, k, 3, adt, bdt, ddt,
+                                                            NPUK_GEMM_BF16DOT);
+          float *mm_scratch = malloc(mm_bytes ? mm_bytes : 1);
+          npuK_matmul_half_b_algo_ep(NULL, ta, tb, m, n, k, a, adt, b, bdt, NULL, d, ddt,
+                                     mm_scratch, 1, NPUK_GEMM_BF16DOT);
+          npuK_cast(NULL, mn, ddt, d, NPUK_F32, df);
+          memcpy(want, w, (size_t)mn * 4);
+          npuK_sgd_update_f32(NULL, mn, lr, df, want);
+          size_t bytes1 = npuK_matmul_half_sgd_scratch_size(m, n, k, 1, adt, bdt, ddt,
+                                                            NPUK_GEMM_BF16DOT);
+          size_t bytes3 = npuK_matmul_half_sgd_scratch_size(m, n, k, 3, adt, bdt, ddt,
+                                                            NPUK_GEMM_BF16DOT);
+          /* the product's buffer, unless the native GEMM's tiles update w themselves */
+          CHECK(npuK_gemm_bf16_takes(NPUK_GEMM_BF16DOT, adt, bdt) ||
+                bytes1 >= (size_t)mn * npuK_dtype_size(ddt));
+          CHECK(bytes3 >= bytes1);
+          void *scratch = malloc(bytes3);
+          float *w1 = malloc((size_t)mn * 4);
+          memcpy(w1, w, (size_t)mn * 4);
+          npuK_matmul_half_sgd(NULL, ta, tb, m, n, k, a, adt, b, bdt, ddt, lr, w1, scratch, 1,
+                               NPUK_GEMM_BF16DOT);
+          CHECK(bits_equal(w1, want, (size_t)mn * 4));
+          memcpy(w1, w, (size_t)mn * 4);
+          npuK_matmul_half_sgd(&pool_odd, ta, tb, m, n, k, a, adt, b, bdt, ddt, lr, w1, scratch,
+                               3, NPUK_GEMM_BF16DOT);
+          CHECK(bits_equal(w1, want, (size_t)mn * 4));
+          if (adt == NPUK_BF16 && bdt == NPUK_BF16) { /* the tile path at both levels */
+            size_t gb = npuK_gemm_bf16_scratch_size(ta, tb, m, n, k, 3);
+            void *gs = malloc(gb ? gb : 1);
+            float *want0 = malloc((size_t)mn * 4);
+            npuK_gemm_bf16_level_ep(NULL, ta, tb, m, n, k, a, b, NULL, d, ddt, gs, 1, 0);
+            npuK_cast(NULL, mn, ddt, d, NPUK_F32, df);
+            memcpy(want0, w, (size_t)mn * 4);
+            npuK_sgd_update_f32(NULL, mn, lr, df, want0);
+            for (int level = 0; level < 2; level++) {
+              memcpy(w1, w, (size_t)mn * 4);
+              npuK_gemm_bf16_sgd_level(&pool_odd, ta, tb, m, n, k, a, b, ddt, lr, w1, gs, 3,
+                                       level);
+              CHECK(bits_equal(w1, want0, (size_t)mn * 4));
+            }
+            free(gs);
+            free(want0);
+          }
+          if (s == 1) { /* the NaN in A reaches the outputs its row or column of op(A) makes */
+            int any_nan = 0;
+            for (int64_t i = 0; i < mn; i++) any_nan |= isnan(w1[i]);
+            CHECK(any_nan);
+          }
+          free(af); free(bf); free(w); free(a); free(b); free(d); free(df); free(want);
+          free(mm_scratch); free(scratch); free(w1);
+        }
+  CHECK_EQ_I64((int64_t)npuK_matmul_half_sgd_scratch_size(3, 4, 0, 1, NPUK_BF16, NPUK_BF16,
+                                                          NPUK_BF16, NPUK_GEMM_BF16DOT), 0);
+  /* the update alone, n not a multiple of its 1024-element blocks */
+  int64_t n = 5000;
+  float *df = rand_f32(n), *w = rand_f32(n), *w1 = malloc((size_t)n * 4), *want = malloc((size_t)n * 4);
+  uint16_t *dh = malloc((size_t)n * 2);
+  df[17] = NAN, df[18] = -INFINITY;
+  for (int t = 0; t < 2; t++) {
+    npuK_dtype dt = t ? NPUK_F16 : NPUK_BF16;
+    npuK_cast(NULL, n, NPUK_F32, df, dt, dh);
+    float *wide = malloc((size_t)n * 4);
+    npuK_cast(NULL, n, dt, dh, NPUK_F32, wide);
+    memcpy(want, w, (size_t)n * 4);
+    npuK_sgd_update_f32(NULL, n, 0.5f, wide, want);
+    memcpy(w1, w, (size_t)n * 4);
+    npuK_sgd_update_half(&pool_odd, n, 0.5f, dh, dt, w1);
+    CHECK(bits_equal(w1, want, (size_t)n * 4));
+    CHECK(isnan(w1[17]) && w1[18] == INFINITY);
+    free(wide);
+  }
+  memcpy(want, w, (size_t)n * 4);
+  npuK_sgd_update_f32(NULL, n, 0.5f, df, want);
+  memcpy(w1, w, (size_t)n * 4);
+  npuK_sgd_update_half(NULL, n, 0.5f, df, NPUK_F32, w1);
+  CHECK(bits_equal(w1, want, (size_t)n * 4));
+  free(df); free(w); free(w1); free(want); free(dh);
+  rng_state = saved_rng;
+}
+
 /* ---- binary ------------------------------------------------------------------------------- */
 
 /* Broadcast strides of an input of shape (in_ndim, in_dims) against an output of out_ndim. */
@@ -2238,6 +2344,7 @@ int main(void) {
   test_matmul();
   test_matmul_small_m();
   test_matmul_sgd();
+  test_matmul_half_sgd();
   test_binary_f32();
   test_binary_f64();
   test_binary_i32();

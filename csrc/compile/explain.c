@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compile/fused_ops.h"
 #include "compile/passes.h"
 #include "compile/tuning.h"
 #include "options/options_int.h"
@@ -265,7 +266,8 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
   /* conv2d, fused conv2d: npuK_conv_algo; conv2d_backprop_input: winograd_2x3 or null */
   bool is_conv = s->def->tune == NPUX_TUNE_CONV ||
                  (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
-  bool is_gemm = s->def->tune == NPUX_TUNE_GEMM; /* matmul, fused matmul: npuK_gemm_algo */
+  /* matmul, fused matmul, and fused_apply_gradient_descent's GEMM: npuK_gemm_algo */
+  bool is_gemm = s->def->tune == NPUX_TUNE_GEMM || s->def == &npuP_op_fused_sgd;
   /* a step computing on bfloat16 as stored (NPUX_F_BF16_DOT: its last two inputs stored
      bfloat16 and not widened by the executor, which the precision pass decides so only where
      the CPU has AVX512_BF16) */

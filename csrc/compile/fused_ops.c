@@ -86,23 +86,42 @@ const npu_op_def npuP_op_fused_matmul = {
 
 static size_t sgd_scratch(const npuX_call *c) {
   const npuP_fused_sgd *p = c->params;
-  const npu_tensor *w = c->out[0], *a = c->in[1];
+  const npu_tensor *w = c->out[0], *a = c->in[1], *b = c->in[2];
   if (w->ndim != 2 || a->ndim != 2) return 0;
-  return npuK_matmul_sgd_scratch_size(w->shape[0], w->shape[1], a->shape[p->transpose_a ? 0 : 1],
-                                      c->n_threads);
+  int64_t m = w->shape[0], n = w->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
+  if (a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && p->product_dtype == NPU_DTYPE_F32)
+    return npuK_matmul_sgd_scratch_size(m, n, k, c->n_threads);
+  return npuK_matmul_half_sgd_scratch_size(m, n, k, c->n_threads, (npuK_dtype)a->dtype,
+                                           (npuK_dtype)b->dtype, (npuK_dtype)p->product_dtype,
+                                           c->algo);
 }
 
 /* in: var (its storage, exclusive: exec.c), a, b, lr; out: var.  The pass checked shapes
-   (0 < m, n, k <= INT_MAX) and float32; lr is read now, so a schedule's value counts. */
+   (0 < m, n, k <= INT_MAX) and float32 graph values; a and b may be stored reduced (the
+   precision pass: npuP_fused_sgd), var and lr stay float32.  lr is read now, so a schedule's
+   value counts. */
 static npu_status sgd_run(const npuX_call *c) {
   const npuP_fused_sgd *p = c->params;
-  npu_status st = check_f32(c, "fused_apply_gradient_descent");
-  if (st) return st;
   const npu_tensor *a = c->in[1], *b = c->in[2], *lr = c->in[3];
   npu_tensor *w = c->out[0];
-  npuK_matmul_f32_sgd(c->pool, p->transpose_a, p->transpose_b, w->shape[0], w->shape[1],
-                      a->shape[p->transpose_a ? 0 : 1], a->data, b->data,
-                      *(const float *)lr->data, w->data, c->scratch, c->n_threads);
+  if (c->in[0]->dtype != NPU_DTYPE_F32 || lr->dtype != NPU_DTYPE_F32 || w->dtype != NPU_DTYPE_F32 ||
+      !(a->dtype == NPU_DTYPE_F32 || npuX_is_half(a->dtype)) ||
+      !(b->dtype == NPU_DTYPE_F32 || npuX_is_half(b->dtype)))
+    return npuC_error(c->ctx, NPU_ERR_UNSUPPORTED,
+                      "fused_apply_gradient_descent '%s': the variable and lr must be float32 and "
+                      "the GEMM's operands float32, float16 or bfloat16 (got %s, %s, %s, %s)",
+                      c->node->name, npu_dtype_name(c->in[0]->dtype), npu_dtype_name(a->dtype),
+                      npu_dtype_name(b->dtype), npu_dtype_name(lr->dtype));
+  int64_t m = w->shape[0], n = w->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
+  float rate = *(const float *)lr->data;
+  if (a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && p->product_dtype == NPU_DTYPE_F32)
+    npuK_matmul_f32_sgd(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, rate,
+                        w->data, c->scratch, c->n_threads);
+  else
+    npuK_matmul_half_sgd(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
+                         (npuK_dtype)a->dtype, b->data, (npuK_dtype)b->dtype,
+                         (npuK_dtype)p->product_dtype, rate, w->data, c->scratch, c->n_threads,
+                         c->algo);
   return NPU_OK;
 }
 
@@ -372,11 +391,17 @@ const npu_op_def npuP_op_fused_relu_grad_bias_grad = {
 /* in: var (its storage, exclusive: exec.c), the gradient (var's shape), lr (one element);
    out: var.  lr is read now, so a schedule's value counts. */
 static npu_status sgd_update_run(const npuX_call *c) {
-  npu_status st = check_f32(c, "fused_gradient_descent_update");
-  if (st) return st;
+  const npu_tensor *d = c->in[1];
   npu_tensor *w = c->out[0];
-  npuK_sgd_update_f32(c->pool, w->numel, *(const float *)c->in[2]->data, c->in[1]->data,
-                      w->data);
+  if (c->in[0]->dtype != NPU_DTYPE_F32 || c->in[2]->dtype != NPU_DTYPE_F32 ||
+      w->dtype != NPU_DTYPE_F32 || !(d->dtype == NPU_DTYPE_F32 || npuX_is_half(d->dtype)))
+    return npuC_error(c->ctx, NPU_ERR_UNSUPPORTED,
+                      "fused_gradient_descent_update '%s': the variable and lr must be float32 "
+                      "and the gradient float32, float16 or bfloat16 (got %s, %s, %s)",
+                      c->node->name, npu_dtype_name(c->in[0]->dtype), npu_dtype_name(d->dtype),
+                      npu_dtype_name(c->in[2]->dtype));
+  npuK_sgd_update_half(c->pool, w->numel, *(const float *)c->in[2]->data, d->data,
+                       (npuK_dtype)d->dtype, w->data);
   return NPU_OK;
 }
 

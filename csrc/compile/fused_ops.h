@@ -21,9 +21,15 @@ typedef struct npuP_fused_matmul {
 
 /* fused_apply_gradient_descent: an assign step (kind NPUX_KIND_ASSIGN with a kernel: the
    executor hands it the variable's own storage, made exclusive, as input 0 and output 0);
-   inputs var (m, n), a, b, lr (one element); var = var - lr * (op(a) op(b)). */
+   inputs var (m, n), a, b, lr (one element); var = var - lr * (op(a) op(b)).  Under a mixed
+   precision mode the precision pass gives a and b the dtypes the matmul would have and sets
+   product_dtype to the dtype the matmul's output would be stored in (it reads `product`, the
+   matmul's graph output, to decide): the product is rounded to it before the update, as the
+   unfused plan's Cast back to float32 reads it.  product_dtype is NPU_DTYPE_F32 otherwise. */
 typedef struct npuP_fused_sgd {
   bool transpose_a, transpose_b;
+  int product;              /* value id of the matmul's output (gone from the plan) */
+  npu_dtype product_dtype;  /* set by the precision pass */
 } npuP_fused_sgd;
 
 /* fused_conv2d / fused_depthwise_conv2d: inputs x, filter [, bias (channels)] [, prelu slopes
@@ -68,7 +74,9 @@ extern const npu_op_def npuP_op_fused_max_pool_grad_relu;
    (kgrad.h: npuK_relu_grad_bias_grad_f32). */
 extern const npu_op_def npuP_op_fused_relu_grad_bias_grad;
 /* fused_gradient_descent_update: an assign step like fused_apply_gradient_descent; inputs var,
-   grad (var's shape), lr (one element); var = var - lr * grad, the bits of mul then sub. */
+   grad (var's shape), lr (one element); var = var - lr * grad, the bits of mul then sub.  The
+   gradient is read as stored (float32, or float16 / bfloat16 under a reduced mode: widened
+   exactly, as the Cast the precision pass would insert). */
 extern const npu_op_def npuP_op_fused_sgd_update;
 /* fused_log_softmax_grad: inputs z, a, b; d = log_softmax_grad(log_softmax(z), a * b) (a cross-
    entropy loss's gradient), and with a second output bias_add_grad(d); a or b may be one

@@ -651,13 +651,23 @@ static int lr_of(const fuser *f, const npuE_step *s, int d) {
   return is_f32(f, lr) && numel(value(f, lr)) == 1 ? lr : -1;
 }
 
+/* The precision modes the two gradient-descent passes fuse under: float32, and the mixed
+   modes, where the precision pass (decide_fused_sgd) gives the fused GEMM the matmul's reduced
+   operands and product dtype while the variable, lr and the update stay float32 — the bits of
+   the unfused plan (matmul stored reduced, Cast back, mul and sub in float32: the chain
+   TbeEltwiseFusionPass makes, kept float32 because the assign writes its result).  The other
+   reduced modes keep their steps. */
+static bool sgd_mode(const fuser *f) {
+  int mode = f->b->cfg->precision;
+  return mode == NPUP_ORIGIN || mode == NPUP_MIX_FP16 || mode == NPUP_MIX_BF16;
+}
+
 /* matmul d = op(a) op(b), then mul by a scalar lr, then sub from a variable's value, then the
    assign of that to the variable (tf.train.GradientDescentOptimizer's var - lr * grad for a
    dense layer's kernel): one step updating the variable block by block from the GEMM. */
 static npu_status fuse_apply_gradient_descent(fuser *f) {
   npuE_plan *p = f->p;
-  /* a reduced precision mode would store the gradient product in float16: keep its steps */
-  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
+  if (!sgd_mode(f)) return NPU_OK;
   for (int k = 0; k < p->n_steps; k++) {
     const npuE_step *mm = &p->steps[k];
     if (mm->def != &npuX_op_matmul || !is_f32(f, mm->out[0])) continue;
@@ -683,7 +693,8 @@ static npu_status fuse_apply_gradient_descent(fuser *f) {
       continue;
     npuP_fused_sgd *params = npuC_alloc(f->b->ctx, sizeof *params);
     if (!params) return NPU_ERR_NOMEM;
-    *params = (npuP_fused_sgd){.transpose_a = ta, .transpose_b = tb};
+    *params = (npuP_fused_sgd){.transpose_a = ta, .transpose_b = tb, .product = d,
+                               .product_dtype = NPU_DTYPE_F32};
     size_t scratch = npuK_matmul_sgd_scratch_size(m, n, kk, p->n_threads);
     pattern pt = {.steps = {k, km, ks, ka}, .n_steps = 4,
                   .in = {var, mm->in[0], mm->in[1], lr}, .n_in = 4, .out = as->out[0]};
@@ -704,7 +715,7 @@ static npu_status fuse_apply_gradient_descent(fuser *f) {
    is ApplyGradientDescentFusionPass's (it runs first). */
 static npu_status fuse_gradient_descent_update(fuser *f) {
   npuE_plan *p = f->p;
-  if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK; /* as the GEMM form: float32 only */
+  if (!sgd_mode(f)) return NPU_OK; /* as the GEMM form */
   for (int k = 0; k < p->n_steps; k++) {
     const npuE_step *mul = &p->steps[k];
     if (mul->def != &npuX_op_mul || mul->n_in != 2 || mul->in[0] == mul->in[1]) continue;

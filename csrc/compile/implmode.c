@@ -548,9 +548,12 @@ static npu_status rescratch(npuP_build *b, npuE_step *step, bool nested) {
    made the mixed-precision step slower than float32.  Its bound: k 2^-24 sum|a b| plus the
    instruction's flush of subnormals (docs/numerics.md). */
 static bool bf16dot_takes(const npuE_plan *p, const npuE_step *s) {
-  if (s->def->tune != NPUX_TUNE_GEMM || s->host || s->dynamic || s->n_in < 2) return false;
-  if (s->widen && (s->widen[0] || s->widen[1])) return false;
-  const npuG_value *a = &p->values[s->in[0]], *b = &p->values[s->in[1]];
+  /* fused_apply_gradient_descent (a mixed mode's): its GEMM, the matmul's, reads inputs 1, 2 */
+  int ia = s->def == &npuP_op_fused_sgd ? 1 : 0;
+  if ((s->def->tune != NPUX_TUNE_GEMM && !ia) || s->host || s->dynamic || s->n_in < ia + 2)
+    return false;
+  if (s->widen && (s->widen[ia] || s->widen[ia + 1])) return false;
+  const npuG_value *a = &p->values[s->in[ia]], *b = &p->values[s->in[ia + 1]];
   return a->dtype == NPU_DTYPE_BF16 && b->dtype == NPU_DTYPE_BF16 && a->ndim == 2 &&
          b->ndim == 2 && npuK_bf16dot();
 }

@@ -287,6 +287,42 @@ static void keep_epilogue_f32(const npuE_plan *p, const npuE_step *st, npu_dtype
     if (keep[k] >= 0 && keep[k] < st->n_in) want[keep[k]] = p->values[st->in[keep[k]]].dtype;
 }
 
+static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept);
+
+/* The dtype graph value v is stored in so far: its graph dtype if written so, else the reduced
+   one a step wrote. */
+static npu_dtype stored_dtype(const pr *r, int v) {
+  const int *rep = &r->rep[3 * v];
+  return rep[0] >= 0 || (rep[1] < 0 && rep[2] < 0) ? r->p->values[v].dtype
+         : rep[2] >= 0 ? NPU_DTYPE_BF16 : NPU_DTYPE_F16;
+}
+
+/* The gradient-descent steps fusion makes under a mixed mode (fusion.c: sgd_mode) update a
+   float32 variable, so their output keeps its dtype as any assigned value does, but the GEMM
+   inside fused_apply_gradient_descent is the matmul it absorbed: its A and B (inputs 1, 2) get
+   the dtypes decide gives that matmul alone (its node, lists, customize_dtypes line), and the
+   dtype it would store its product in goes to the step's params, so the step gives the bits of
+   the unfused plan.  fused_gradient_descent_update reads its gradient as stored. */
+static npu_status decide_fused_sgd(pr *r, const npuE_step *st, npu_dtype *want) {
+  if (!mode_rules[r->mode].mixed) return NPU_OK;
+  if (st->def == &npuP_op_fused_sgd_update) {
+    want[1] = stored_dtype(r, st->in[1]);
+    return NPU_OK;
+  }
+  npuP_fused_sgd *params = st->owned_params;
+  int in[2] = {st->in[1], st->in[2]}, out[1] = {params->product};
+  npuE_step mm = {.node = st->node, .def = &npuX_op_matmul, .n_in = 2, .n_out = 1, .in = in,
+                  .out = out, .round_in = -1, .round_out = -1};
+  npu_dtype mm_want[3];
+  bool kept;
+  npu_status s = decide(r, &mm, mm_want, &kept);
+  if (s) return s;
+  want[1] = mm_want[0];
+  want[2] = mm_want[1];
+  params->product_dtype = mm_want[2];
+  return NPU_OK;
+}
+
 /* want[]: the dtype each operand of st (inputs, then outputs) is stored in. *kept: the step
    keeps float32 on purpose (its outputs' state). */
 static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept) {
@@ -295,6 +331,8 @@ static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept
   for (int i = 0; i < n; i++)
     want[i] = p->values[i < st->n_in ? st->in[i] : st->out[i - st->n_in]].dtype;
   *kept = false;
+  if (st->def == &npuP_op_fused_sgd || st->def == &npuP_op_fused_sgd_update)
+    return decide_fused_sgd(r, st, want);
   if (st->def->kind != NPUX_KIND_KERNEL) return NPU_OK;
   /* a host function gets its inputs and returns its outputs in the graph's dtypes whatever the
      mode (the host returns Tout's dtypes, and its outputs' shapes, known only when it runs,
@@ -403,8 +441,11 @@ static bool moves_as_is(const npuE_plan *p, const npuE_step *st, const int *orig
    x and y of NPUX_F_HALF_XY, and B of NPUX_F_HALF_B; the last two inputs and output 0 of
    NPUX_F_BF16_DOT when those inputs are stored bfloat16, the CPU computes on bfloat16
    (npuK_bf16dot(), off with NPU_NO_AVX512BF16=1) and the step runs on the device (a host step
-   runs the float32 reference kernel). */
+   runs the float32 reference kernel); the GEMM operands of the fused gradient-descent update
+   and the gradient of the fused bias update. */
 static bool kernel_takes_stored(const npuE_plan *p, const npuE_step *st, int i) {
+  if (st->def == &npuP_op_fused_sgd) return i == 1 || i == 2; /* its GEMM's A and B */
+  if (st->def == &npuP_op_fused_sgd_update) return i == 1;    /* the gradient */
   unsigned f = st->def->flags;
   if (f & NPUX_F_BF16_DOT)
     return (i == st->n_in - 2 || i == st->n_in - 1 || i == st->n_in) && !st->host &&
@@ -533,8 +574,11 @@ npu_status npuP_assign_precision(npuP_build *b) {
     r.rep[3 * v] = v;
     r.rep[3 * v + 1] = r.rep[3 * v + 2] = -1;
   }
+  /* (the fused gradient-descent steps are assigns too, but they compute the new value from
+     their inputs: a GEMM's operands, a gradient; none of them is written into the variable) */
   for (int k = 0; k < n_old; k++)
-    if (p->steps[k].def->kind == NPUX_KIND_ASSIGN && p->steps[k].n_in > 1)
+    if (p->steps[k].def->kind == NPUX_KIND_ASSIGN && p->steps[k].n_in > 1 &&
+        p->steps[k].def != &npuP_op_fused_sgd && p->steps[k].def != &npuP_op_fused_sgd_update)
       r.assigned[p->steps[k].in[1]] = 1;
   /* Each old step moves to the new list (its buffers with it), after the casts it needs.  On
      failure the steps not yet placed move over unchanged, so the plan stays whole for

@@ -615,6 +615,42 @@ void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_
   npuK_parallel_for(pool, j.n_slots, 1, sgd_range, &j);
 }
 
+/* The product's bytes, rounded up so the GEMM's scratch after it starts 64-byte aligned. */
+static size_t sgd_product_bytes(int64_t m, int64_t n, npuK_dtype d_dtype) {
+  return ((size_t)(m * n) * npuK_dtype_size(d_dtype) + 63) & ~(size_t)63;
+}
+
+size_t npuK_matmul_half_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
+                                         npuK_dtype a_dtype, npuK_dtype b_dtype,
+                                         npuK_dtype d_dtype, int algo) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  if (npuK_gemm_bf16_takes(algo, a_dtype, b_dtype)) /* no product buffer: the tiles update w */
+    return npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, b_dtype, d_dtype, algo);
+  return sgd_product_bytes(m, n, d_dtype) +
+         npuK_matmul_half_b_scratch_size(m, n, k, n_slots, a_dtype, b_dtype, d_dtype, algo);
+}
+
+/* BF16DOT: each tile of the native GEMM updates w while in cache (npuK_gemm_bf16_sgd_level:
+   an output's bits do not depend on the tiling).  Otherwise two passes: the product from the
+   matmul op's own call, so its bits are the unfused plan's by construction (the widening
+   path's sgemm blocks are those of a whole (m, n) call), then the update reading it back. */
+void npuK_matmul_half_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                          int64_t k, const void *a, npuK_dtype a_dtype, const void *b,
+                          npuK_dtype b_dtype, npuK_dtype d_dtype, float lr, float *w,
+                          void *scratch, int n_slots, int algo) {
+  if (m <= 0 || n <= 0 || k <= 0 || !fits_blasint(m, n, k)) return; /* the caller's promise */
+  if (npuK_gemm_bf16_takes(algo, a_dtype, b_dtype)) {
+    npuK_gemm_bf16_sgd_level(pool, trans_a, trans_b, m, n, k, a, b, d_dtype, lr, w, scratch,
+                             n_slots, 1);
+    return;
+  }
+  void *d = scratch;
+  float *gemm_scratch = (float *)((char *)scratch + sgd_product_bytes(m, n, d_dtype));
+  npuK_matmul_half_b_algo_ep(pool, trans_a, trans_b, m, n, k, a, a_dtype, b, b_dtype, NULL, d,
+                             d_dtype, gemm_scratch, n_slots, algo);
+  npuK_sgd_update_half(pool, m * n, lr, d, d_dtype, w);
+}
+
 void npuK_blas_set_threads(int n) {
   openblas_set_num_threads(n < 1 ? 1 : n);
 }

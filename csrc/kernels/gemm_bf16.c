@@ -61,6 +61,8 @@ typedef struct bf_job {
   const npuK_epilogue *ep;
   void *c;
   npuK_dtype c_dtype;
+  float *w;  /* npuK_gemm_bf16_sgd: the variable updated instead of storing C */
+  float lr;
   uint32_t *apack, *panels;
   const npuK_pool *pool;
 } bf_job;
@@ -76,9 +78,37 @@ size_t npuK_gemm_bf16_scratch_size(int trans_a, int trans_b, int64_t m, int64_t 
 
 /* ---- the tile's end: epilogue on the float32 sums, then C as stored ---- */
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+static void sgd_row_avx512(const float *d, int round, float lr, float *w, int64_t n);
+#endif
+
+/* w[c] -= lr * d[c] for a row of sums d rounded to dt first (the bits of npuK_half_narrow then
+   widening: npu_f32_to_bf16 / _f16 are its reference), a multiply then a subtract as
+   npuK_sgd_update_f32.  Level 1 runs the bfloat16 (or float32) rows 16 lanes at a time. */
+static void sgd_row(const bf_job *j, const float *d, float *w, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  if (j->level > 0 && (j->c_dtype == NPUK_BF16 || j->c_dtype == NPUK_F32)) {
+    sgd_row_avx512(d, j->c_dtype == NPUK_BF16, j->lr, w, n);
+    return;
+  }
+#endif
+  const float lr = j->lr;
+  for (int64_t c = 0; c < n; c++) {
+    float x = d[c];
+    if (j->c_dtype == NPUK_BF16) x = npu_bf16_to_f32(npu_f32_to_bf16(x));
+    else if (j->c_dtype == NPUK_F16) x = npu_f16_to_f32(npu_f32_to_f16(x));
+    float step = lr * x;
+    w[c] = w[c] - step;
+  }
+}
+
 /* t (mr, nr; row stride ld) holds the sums of C's rows r0.., columns j0.. */
 static void store_tile(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
                        float *t, int64_t ld) {
+  if (j->w) { /* gradient descent: each row as C would store it, widened, then w - lr d */
+    for (int64_t i = 0; i < mr; i++) sgd_row(j, t + i * ld, j->w + (r0 + i) * j->n + j0, nr);
+    return;
+  }
   const npuK_epilogue *ep = j->ep;
   if (ep && (ep->bias || ep->act != NPUK_ACT_NONE)) {
     npuK_epilogue e = {.bias = ep->bias ? ep->bias + j0 : NULL, .act = ep->act,
@@ -344,6 +374,30 @@ static void tile_level1(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int
   store_tile(j, r0, j0, mr, nr, t, TW);
 }
 
+/* sgd_row's level 1: a float32 rounded to bfloat16 and widened again is its bits with the
+   low half cleared after adding 0x7fff + the kept half's lowest bit (round to nearest even);
+   a NaN keeps its high half with the quiet bit set (npu_f32_to_bf16). */
+static void sgd_row_avx512(const float *d, int round, float lr, float *w, int64_t n) {
+  const __m512 vlr = _mm512_set1_ps(lr);
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i high = _mm512_set1_epi32((int)0xffff0000u), quiet = _mm512_set1_epi32(0x400000);
+  for (int64_t c = 0; c < n; c += 16) {
+    __mmask16 m = n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);
+    __m512 x = _mm512_maskz_loadu_ps(m, d + c);
+    if (round) {
+      __m512i u = _mm512_castps_si512(x);
+      __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, bias),
+                                   _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+      __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+      r = _mm512_mask_or_epi32(r, nan, u, quiet);
+      x = _mm512_castsi512_ps(_mm512_and_si512(r, high));
+    }
+    __m512 step = _mm512_mul_ps(vlr, x);
+    __m512 wv = _mm512_maskz_loadu_ps(m, w + c);
+    _mm512_mask_storeu_ps(w + c, m, _mm512_sub_ps(wv, step));
+  }
+}
+
 /* rows 2p, 2p + 1 of A (k, m) into the pack, pairs [p0, p1) */
 static void pack_a_range(void *arg, int64_t p0, int64_t p1) {
   const bf_job *j = arg;
@@ -401,14 +455,15 @@ static void units_range(void *arg, int64_t s0, int64_t s1) {
   }
 }
 
-void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
-                             int64_t n, int64_t k, const uint16_t *a, const uint16_t *b,
-                             const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
-                             void *scratch, int n_slots, int level) {
+/* The GEMM of the two entries below: C stored, or (w non-NULL) w updated from each tile. */
+static void gemm_bf16(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                      int64_t k, const uint16_t *a, const uint16_t *b, const npuK_epilogue *ep,
+                      void *c, npuK_dtype c_dtype, float *w, float lr, void *scratch,
+                      int n_slots, int level) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) { /* empty sums: +0, then the epilogue */
     float t[MR * NR] = {0};
-    bf_job j = {.m = m, .n = n, .ep = ep, .c = c, .c_dtype = c_dtype};
+    bf_job j = {.m = m, .n = n, .ep = ep, .c = c, .c_dtype = c_dtype, .w = w, .lr = lr};
     for (int64_t r0 = 0; r0 < m; r0 += MR)
       for (int64_t j0 = 0; j0 < n; j0 += NR) {
         memset(t, 0, sizeof t);
@@ -419,7 +474,7 @@ void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, in
   if (!HAVE_BF16_TILES || !cpu_has_bf16()) level = 0;
   bf_job j = {.trans_a = trans_a, .trans_b = trans_b, .level = level, .m = m, .n = n, .k = k,
               .kp = pairs(k), .a = a, .b = b, .ep = ep, .c = c, .c_dtype = c_dtype,
-              .pool = pool};
+              .w = w, .lr = lr, .pool = pool};
   j.raw = raw_b(trans_b, m);
   j.uw = unit_width(j.raw, m);
   j.n_panels = (n + j.uw - 1) / j.uw;
@@ -435,6 +490,22 @@ void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, in
   if (j.apack) npuK_parallel_for(pool, j.kp, 16, pack_a_range, &j);
 #endif
   npuK_parallel_for(pool, j.n_slots, 1, units_range, &j);
+}
+
+void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                             int64_t n, int64_t k, const uint16_t *a, const uint16_t *b,
+                             const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
+                             void *scratch, int n_slots, int level) {
+  gemm_bf16(pool, trans_a, trans_b, m, n, k, a, b, ep, c, c_dtype, NULL, 0, scratch, n_slots,
+            level);
+}
+
+void npuK_gemm_bf16_sgd_level(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                              int64_t n, int64_t k, const uint16_t *a, const uint16_t *b,
+                              npuK_dtype d_dtype, float lr, float *w, void *scratch,
+                              int n_slots, int level) {
+  gemm_bf16(pool, trans_a, trans_b, m, n, k, a, b, NULL, NULL, d_dtype, w, lr, scratch,
+            n_slots, level);
 }
 
 void npuK_gemm_bf16_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,

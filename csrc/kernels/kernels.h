@@ -623,6 +623,16 @@ typedef enum npuK_gemm_algo {
  * scratch: npuK_gemm_bf16_scratch_size bytes (a transposed A packed, B's panels per slot). */
 size_t npuK_gemm_bf16_scratch_size(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                                    int n_slots);
+/* Gradient descent on it (npuK_matmul_half_sgd's BF16DOT path): each tile's float32 sums, the
+ * product d, rounded to d_dtype as C of that dtype would be stored (npuK_half_narrow), widened
+ * and applied to w (m, n) as w = w - lr * d (npuK_sgd_update_f32: multiply, then subtract)
+ * while in cache; C is never stored.  The bits of npuK_gemm_bf16_level_ep into a d_dtype C, a
+ * Cast to float32 and that update; each element of w is one tile's, so any thread count gives
+ * them.  k > 0.  Scratch: npuK_gemm_bf16_scratch_size's. */
+void npuK_gemm_bf16_sgd_level(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                              int64_t n, int64_t k, const uint16_t *a, const uint16_t *b,
+                              npuK_dtype d_dtype, float lr, float *w, void *scratch,
+                              int n_slots, int level);
 void npuK_gemm_bf16_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                        int64_t k, const uint16_t *a, const uint16_t *b, const npuK_epilogue *ep,
                        void *c, npuK_dtype c_dtype, void *scratch, int n_slots);
@@ -663,6 +673,23 @@ size_t npuK_matmul_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots
 void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                          int64_t k, const float *a, const float *b, float lr, float *w,
                          float *scratch, int n_slots);
+/* The same under a reduced precision mode (ApplyGradientDescentFusionPass under mixed
+ * precision): A and B stored as a_dtype / b_dtype (float32, float16, bfloat16), the product
+ * stored as d_dtype.  The product is the matmul op's on those operands with algo (the compiler
+ * gives the step BF16DOT where it would give the matmul BF16DOT: compile/implmode.c): under
+ * BF16DOT each tile of the native GEMM updates w while in cache (npuK_gemm_bf16_sgd_level),
+ * else the matmul's own call writes the product whole into scratch as d_dtype and w = w - lr
+ * * d is applied widened (npuK_sgd_update_half): the bits of matmul, Cast to float32, mul and
+ * sub either way, without the float32 gradient, the new value and the assign's copy.  Bound: the GEMM's (above, and
+ * npuK_gemm_bf16_ep's with its subnormal flush), then d's rounding, then the two roundings
+ * of mul and sub.  scratch: npuK_matmul_half_sgd_scratch_size bytes. */
+size_t npuK_matmul_half_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
+                                         npuK_dtype a_dtype, npuK_dtype b_dtype,
+                                         npuK_dtype d_dtype, int algo);
+void npuK_matmul_half_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                          int64_t k, const void *a, npuK_dtype a_dtype, const void *b,
+                          npuK_dtype b_dtype, npuK_dtype d_dtype, float lr, float *w,
+                          void *scratch, int n_slots, int algo);
 /* conv2d / depthwise_conv2d with an epilogue applied to each block of output pixels right
  * after it is computed (cols = output channels); same arguments and scratch as the plain
  * kernels, same bits as the plain kernel followed by bias_add and the activation. */

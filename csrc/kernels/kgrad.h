@@ -181,6 +181,11 @@ void npuK_reduce_all_bool(int ndim, const int64_t *dims, uint32_t axes_mask, con
 /* Gradient descent on a variable's storage: w[i] = w[i] - lr * d[i] for i < n, the product
  * rounded before the subtraction (the mul op then the sub op: their bits); d may be w. */
 void npuK_sgd_update_f32(const npuK_pool *pool, int64_t n, float lr, const float *d, float *w);
+/* The same with d stored as d_dtype (float32, float16 or bfloat16; d not w): each block of d
+ * widened exactly on the stack, then npuK_sgd_update_f32's arithmetic, so the bits of a Cast to
+ * float32 followed by mul and sub. */
+void npuK_sgd_update_half(const npuK_pool *pool, int64_t n, float lr, const void *d,
+                          npuK_dtype d_dtype, float *w);
 
 /* ---------------------------------------------------------------- segments (segment.c)
  * unsorted_segment_sum (TensorFlow UnsortedSegmentSum; the gradient of gather): x is

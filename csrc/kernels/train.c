@@ -122,3 +122,32 @@ void npuK_sgd_update_f32(const npuK_pool *pool, int64_t n, float lr, const float
   sgd_update_job j = {lr, d, w};
   npuK_parallel_for(pool, n, K_GRAIN_ELEMS, sgd_update_range, &j);
 }
+
+typedef struct sgd_update_half_job {
+  float lr;
+  const uint16_t *d;
+  npuK_dtype dt;
+  float *w;
+} sgd_update_half_job;
+
+/* Blocks of 1024: widened into a stack buffer that stays in L1 while the update reads it. */
+static void sgd_update_half_range(void *arg, int64_t begin, int64_t end) {
+  const sgd_update_half_job *j = arg;
+  float buf[1024];
+  for (int64_t i = begin; i < end; i += 1024) {
+    int64_t len = end - i < 1024 ? end - i : 1024;
+    npuK_cast(NULL, len, j->dt, j->d + i, NPUK_F32, buf);
+    sgd_update_job u = {j->lr, buf, j->w + i};
+    sgd_update_range(&u, 0, len);
+  }
+}
+
+void npuK_sgd_update_half(const npuK_pool *pool, int64_t n, float lr, const void *d,
+                          npuK_dtype d_dtype, float *w) {
+  if (d_dtype == NPUK_F32) {
+    npuK_sgd_update_f32(pool, n, lr, d, w);
+    return;
+  }
+  sgd_update_half_job j = {lr, d, d_dtype, w};
+  npuK_parallel_for(pool, n, K_GRAIN_ELEMS, sgd_update_half_range, &j);
+}
