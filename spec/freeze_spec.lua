@@ -120,6 +120,10 @@ function TestFreeze:test_lists_keep_variables()
   -- whitelist (TensorFlow's positional form): only those frozen
   local f2 = gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, { names[2], names[3] })
   lu.assertEquals(#f2:variables(), #names - 2)
+  -- TensorFlow's positional blacklist after a whitelist; {} is no options (all frozen)
+  local f4 = gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, { names[2], names[3] }, { names[3] })
+  lu.assertEquals(#f4:variables(), #names - 1)
+  lu.assertEquals(#gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, {}):variables(), 0)
   -- TensorFlow 2's spellings and the compat path
   local f3 = npu.compat.v1.graph_util.convert_variables_to_constants(m.sess, m.g, { "probs" },
     { variable_names_allowlist = { names[2] }, variable_names_denylist = { names[2] } })

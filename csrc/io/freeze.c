@@ -7,7 +7,7 @@
  * Why it matters here: a variable can change between runs, so a plan reads it at every run,
  * and under a reduced precision mode casts it at every run.  A const is rounded once when the
  * plan compiles, and constant filters are packed once per plan (Winograd, direct_bf16) and
- * folded into batch norms: docs/deployment.md.
+ * folded into batch norms: docs/import.md, "Freezing a trained graph for deployment".
  *
  * The copy replays the kept nodes in id order through npuX_add_op (ids are a topological
  * order, so inputs always exist), which redoes parse and shape inference and registers the

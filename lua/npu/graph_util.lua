@@ -6,7 +6,8 @@
 --
 -- Why: a variable can change between runs, so every run reads it, and under a reduced
 -- precision mode casts it to bfloat16 / float16 again; a const is rounded once when the plan
--- compiles, and constant filters are packed once per plan (docs/deployment.md).
+-- compiles, and constant filters are packed once per plan (docs/import.md, "Freezing a
+-- trained graph for deployment").
 -- Also reachable as npu.compat.v1.graph_util and npu.graph_util (TensorFlow 1.15's tf.graph_util).
 -- @module npu.graph_util
 local core = require("npu.core")
@@ -106,7 +107,8 @@ function M.convert_variables_to_constants(sess, graph, output_node_names, opts, 
     errors.raise(WHERE, "NPU_ERR_ARG", "argument 4 must be a table of options or the whitelist, got "
       .. errors.typename(opts))
   end
-  if opts ~= nil and (#opts > 0 or next(opts) == nil) then -- TensorFlow's positional lists
+  if opts ~= nil and next(opts) == nil then opts = nil end -- {}: no options
+  if opts ~= nil and #opts > 0 then -- TensorFlow's positional lists
     white, black = opts, blacklist
   elseif opts ~= nil then
     if blacklist ~= nil then
