@@ -17,6 +17,7 @@
 #include "core/pool.h"
 #include "dist/dist.h"
 #include "exec/observe.h"
+#include "io/freeze.h"
 #include "options/options_int.h"
 
 #define MAX_PLANS 64 /* beyond this the least recently compiled plan is dropped */
@@ -812,6 +813,57 @@ npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int *n_fold
   *n_steps = p->n_steps;
   *n_folded = p->n_folded;
   return NPU_OK;
+}
+
+/* ---- freezing (io/freeze.c) ---- */
+
+/* Which variables the outputs need and are to freeze: their indices (n_variables entries). */
+static npu_status freeze_list(npu_graph *g, int n_outputs, const int *output_nodes,
+                              const unsigned char *keep, int *vars, int *n_vars) {
+  npu_context *ctx = g->ctx;
+  bool *frozen = npuC_alloc(ctx, ((size_t)g->n_variables + 1) * sizeof *frozen);
+  bool *mark = npuC_alloc(ctx, ((size_t)g->n_nodes + 1) * sizeof *mark);
+  npu_status st = frozen && mark ? NPU_OK : NPU_ERR_NOMEM;
+  if (!st) {
+    for (int v = 0; v < g->n_variables; v++) frozen[v] = !(keep && keep[v]);
+    memset(mark, 0, ((size_t)g->n_nodes + 1) * sizeof *mark);
+    st = npuI_freeze_reach(g, n_outputs, output_nodes, frozen, mark);
+  }
+  *n_vars = 0;
+  for (int v = 0; !st && v < g->n_variables; v++)
+    if (frozen[v] && mark[g->variables[v].node]) vars[(*n_vars)++] = v;
+  npuC_free(ctx, frozen);
+  npuC_free(ctx, mark);
+  return st;
+}
+
+npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_outputs,
+                              const int *output_nodes, const unsigned char *keep,
+                              npu_graph **out) {
+  if (out) *out = NULL;
+  if (!s || !g || !out) return npuC_error(s ? s->ctx : NULL, NPU_ERR_ARG, "npu_session_freeze: NULL argument");
+  if (s->closed) return npuC_error(s->ctx, NPU_ERR_STATE, "npu_session_freeze: the session is closed");
+  if (g != s->cur->state.graph)
+    return npuC_error(s->ctx, NPU_ERR_STATE, "freezing a graph: the graph is not the session's "
+                      "(the values are read from the session running it)");
+  npu_context *ctx = s->ctx;
+  size_t nv = (size_t)g->n_variables + 1;
+  int *vars = npuC_alloc(ctx, nv * sizeof *vars);
+  int *fetch = npuC_alloc(ctx, nv * sizeof *fetch);
+  npu_tensor **values = npuC_alloc(ctx, nv * sizeof *values);
+  int n = 0;
+  npu_status st = vars && fetch && values ? NPU_OK : NPU_ERR_NOMEM;
+  if (!st) st = freeze_list(g, n_outputs, output_nodes, keep, vars, &n);
+  for (int i = 0; !st && i < n; i++) fetch[i] = npu_graph_output(g, g->variables[vars[i]].node, 0);
+  /* read as a script's sess:run(variables) would: one run, the values of now */
+  bool fetched = false;
+  if (!st && n > 0) fetched = !(st = npu_session_run(s, 0, NULL, NULL, n, fetch, values, 0, NULL));
+  if (!st) st = npu_graph_freeze(g, n_outputs, output_nodes, n, vars, values, out);
+  for (int i = 0; fetched && i < n; i++) npu_tensor_release(values[i]); /* the consts hold theirs */
+  npuC_free(ctx, vars);
+  npuC_free(ctx, fetch);
+  npuC_free(ctx, values);
+  return st;
 }
 
 /* ---- ranks (dist/dist.h) ---- */

@@ -6,6 +6,7 @@
  * npu_op_get_info; the allocation-failure sweep over npu_graph_add_variable and
  * npu_graph_add_variables_initializer.
  */
+#include <math.h>
 #include <string.h>
 
 #include "npu_test.h"
@@ -306,10 +307,110 @@ static void test_allocation_failure_sweep(void) {
   npu_context_release(ctx);
 }
 
+/* npu_session_freeze / npu_graph_freeze: the loss frozen after one training step keeps w and
+   b as consts of their names holding the trained values (step, which the loss does not read,
+   is left out with every initializer and the update); the frozen loss equals the session's;
+   keeping b a variable keeps its initializer; a wrong graph, an output id out of range and
+   the training assign are refused naming the culprit; the sweep over npu_session_freeze. */
+typedef struct freeze_case {
+  model m;
+  npu_session *s;
+  npu_graph *frozen;
+} freeze_case;
+
+static npu_status freeze_setup(npu_context *ctx, void *ud) {
+  freeze_case *c = ud;
+  TRY(build(ctx, &c->m));
+  TRY(npu_session_new(ctx, c->m.g, NULL, &c->s));
+  TRY(npu_session_run(c->s, 0, NULL, NULL, 0, NULL, NULL, 1, &c->m.init));
+  return npu_session_run(c->s, 0, NULL, NULL, 0, NULL, NULL, 1,
+                         (int[]){npu_graph_value_node(c->m.g, c->m.train)});
+}
+
+static npu_status freeze_run(npu_context *ctx, void *ud) {
+  (void)ctx;
+  freeze_case *c = ud;
+  int loss_node = npu_graph_value_node(c->m.g, c->m.loss);
+  return npu_session_freeze(c->s, c->m.g, 1, &loss_node, NULL, &c->frozen);
+}
+
+static void freeze_after(npu_context *ctx, npu_status st, void *ud) {
+  (void)ctx, (void)st;
+  freeze_case *c = ud;
+  npu_graph_release(c->frozen);
+  npu_session_release(c->s);
+  npu_graph_release(c->m.g);
+  *c = (freeze_case){0};
+}
+
+static void test_freeze(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  freeze_case c = {0};
+  npu_status st = freeze_setup(ctx, &c);
+  if (!st) st = freeze_run(ctx, &c);
+  CHECK(st == NPU_OK);
+  if (st) fprintf(stderr, "freeze: %s\n", npu_context_errmsg(ctx));
+  if (!st) {
+    npu_graph *f = c.frozen;
+    CHECK(npu_graph_n_variables(f) == 0);
+    int w = npu_graph_find_node(f, "w"), loss_v = -1;
+    CHECK(w >= 0 && strcmp(npu_graph_node_op(f, w), "const") == 0);
+    CHECK(npu_graph_find_node(f, "Variable") < 0); /* step: not needed */
+    CHECK(npu_graph_find_node(f, "w/Assign") < 0);
+    CHECK(npu_graph_find_value(f, npu_graph_node_name(c.m.g, npu_graph_value_node(c.m.g, c.m.loss)),
+                               &loss_v) == NPU_OK);
+    npu_session *fs = NULL;
+    npu_tensor *a = NULL, *b = NULL;
+    CHECK(npu_session_new(ctx, f, NULL, &fs) == NPU_OK);
+    CHECK(npu_session_run(fs, 0, NULL, NULL, 1, &loss_v, &a, 0, NULL) == NPU_OK);
+    CHECK(npu_session_run(c.s, 0, NULL, NULL, 1, &c.m.loss, &b, 0, NULL) == NPU_OK);
+    /* w = [0.8, 1.6, 2.4] after one step: loss = 0.64 + 2.56 + 5.76 + 0.5 */
+    CHECK(a && b && *(const float *)npu_tensor_data(a) == *(const float *)npu_tensor_data(b));
+    CHECK(a && fabsf(*(const float *)npu_tensor_data(a) - 9.46f) < 1e-5f);
+    npu_tensor_release(a);
+    npu_tensor_release(b);
+    npu_session_release(fs);
+    /* b kept a variable: it comes with its initializer */
+    int loss_node = npu_graph_value_node(c.m.g, c.m.loss);
+    unsigned char keep[3] = {0, 1, 0};
+    npu_graph *f2 = NULL;
+    CHECK(npu_session_freeze(c.s, c.m.g, 1, &loss_node, keep, &f2) == NPU_OK);
+    CHECK(npu_graph_n_variables(f2) == 1);
+    npu_variable_info vi;
+    CHECK(npu_graph_variable_info(f2, 0, &vi) == NPU_OK && strcmp(vi.name, "b") == 0 &&
+          vi.initializer >= 0 && vi.trainable == 1);
+    npu_graph_release(f2);
+    /* errors */
+    npu_graph *other = NULL, *bad = (npu_graph *)1;
+    CHECK(npu_graph_new(ctx, &other) == NPU_OK);
+    CHECK(npu_session_freeze(c.s, other, 1, &loss_node, NULL, &bad) == NPU_ERR_STATE && !bad);
+    CHECK(strstr(npu_context_errmsg(ctx), "not the session's") != NULL);
+    npu_graph_release(other);
+    int out_of_range = 1 << 20;
+    CHECK(npu_session_freeze(c.s, c.m.g, 1, &out_of_range, NULL, &bad) == NPU_ERR_ARG);
+    int train_node = npu_graph_value_node(c.m.g, c.m.train);
+    CHECK(npu_session_freeze(c.s, c.m.g, 1, &train_node, NULL, &bad) == NPU_ERR_UNSUPPORTED);
+    CHECK(strstr(npu_context_errmsg(ctx), "variable 'w'") != NULL);
+    int vidx = 0;
+    CHECK(npu_graph_freeze(c.m.g, 1, &loss_node, 1, &vidx, (npu_tensor *const[]){NULL}, &bad) ==
+          NPU_ERR_ARG);
+    CHECK(strstr(npu_context_errmsg(ctx), "'w'") != NULL && !bad);
+  }
+  freeze_after(ctx, st, &c);
+  CHECK(npu_context_live_bytes(ctx) == 0);
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.setup = freeze_setup, .run = freeze_run, .after = freeze_after,
+                           .ud = &c, .what = "freeze"});
+  CHECK(n_failures >= 10); /* work arrays, the fetch run, the new graph's nodes and names */
+  npu_context_release(ctx);
+}
+
 int main(void) {
   test_build_list_init_train();
   test_nodes_one_by_one();
   test_op_info();
   test_allocation_failure_sweep();
+  test_freeze();
   return check_summary("test_variables");
 }

@@ -1034,6 +1034,59 @@ static int l_hccl_available(lua_State *L) {
   return 1;
 }
 
+/* A node of g by the name a script gives (TensorFlow's output_node_names: "y"; "y:0" is
+   taken as its node), or -1. */
+static int node_by_name(npu_graph *g, const char *name) {
+  int node = npu_graph_find_node(g, name);
+  int v;
+  if (node < 0 && !npu_graph_find_value(g, name, &v)) node = npu_graph_value_node(g, v);
+  return node;
+}
+
+/* core.session_freeze(sess, g, output_names, keep_names) -> a new npu.Graph: the outputs'
+   ancestors with every variable they read frozen to the session's value, except those named
+   in keep_names (lua/npu/graph_util.lua checks the names and builds that list). */
+static int l_session_freeze(lua_State *L) {
+  const char *where = "npu.graph_util.convert_variables_to_constants";
+  npu_session *s = check_open(L, where);
+  npu_graph *g = npuB_check_graph(L, 2);
+  npuB_checktype(L, 3, LUA_TTABLE);
+  npuB_checktype(L, 4, LUA_TTABLE);
+  npuB_check_no_more(L, 4);
+  lua_Integer n_out = luaL_len(L, 3);
+  if (n_out < 1 || n_out > INT_MAX / (lua_Integer)sizeof(int))
+    npuB_fail(L, where, NPU_ERR_ARG, "output_node_names is empty: name the model's outputs");
+  int *outputs = lua_newuserdatauv(L, (size_t)n_out * sizeof *outputs, 0); /* no malloc here */
+  for (lua_Integer i = 0; i < n_out; i++) {
+    if (lua_geti(L, 3, i + 1) != LUA_TSTRING)
+      npuB_fail(L, where, NPU_ERR_ARG, "output_node_names[%d] is a %s, expected a node name",
+                (int)i + 1, luaL_typename(L, -1));
+    outputs[i] = node_by_name(g, lua_tostring(L, -1));
+    if (outputs[i] < 0)
+      npuB_fail(L, where, NPU_ERR_NOT_FOUND, "output node '%s' is not in the graph", lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  int n_vars = npu_graph_n_variables(g);
+  unsigned char *keep = lua_newuserdatauv(L, (size_t)n_vars + 1, 0);
+  memset(keep, 0, (size_t)n_vars + 1);
+  lua_Integer n_keep = luaL_len(L, 4);
+  for (lua_Integer i = 0; i < n_keep; i++) {
+    lua_geti(L, 4, i + 1);
+    const char *name = lua_tostring(L, -1);
+    int v = name ? npu_graph_find_variable(g, npu_graph_find_node(g, name)) : -1;
+    if (v < 0) npuB_fail(L, where, NPU_ERR_NOT_FOUND, "'%s' is not a variable of the graph",
+                         name ? name : luaL_typename(L, -1));
+    keep[v] = 1;
+    lua_pop(L, 1);
+  }
+  npuB_graph_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+  box->g = NULL;
+  luaL_setmetatable(L, NPUB_GRAPH);
+  npu_status st = npu_session_freeze(s, g, (int)n_out, outputs, keep, &box->g);
+  if (st) return npuB_raise(L, where, st);
+  return 1;
+}
+
 void npuB_open_session(lua_State *L) {
   static const luaL_Reg methods[] = {{"run", l_session_run},         {"close", l_session_close},
                                      {"closed", l_session_closed},   {"n_plans", l_session_n_plans},
@@ -1059,6 +1112,8 @@ void npuB_open_session(lua_State *L) {
   lua_setfield(L, -2, "Explain_mt");
   lua_pushcfunction(L, l_session_new);
   lua_setfield(L, -2, "session_new");
+  lua_pushcfunction(L, l_session_freeze);
+  lua_setfield(L, -2, "session_freeze");
   lua_pushcfunction(L, l_host_func);
   lua_setfield(L, -2, "host_func");
   lua_pushcfunction(L, l_register_host_op);

@@ -715,6 +715,25 @@ NPU_API npu_status npu_graph_export_graphdef(npu_graph *g, const char *path);
 /* The same bytes as a new 1-D uint8 tensor (owned by the caller; NULL on failure). */
 NPU_API npu_status npu_graph_serialize_graphdef(npu_graph *g, npu_tensor **out);
 
+/* A new graph (owned by the caller) holding what the output nodes need, frozen for inference
+   (TensorFlow's graph_util.convert_variables_to_constants): the outputs' ancestors through
+   inputs and control dependencies, in g's order and under g's node names, with each variable
+   variables[i] (an index, 0 <= variables[i] < npu_graph_n_variables(g)) replaced by a "const"
+   node of the variable's name holding values[i] (retained; of the variable's dtype and shape).
+   Placeholders stay; initializers, assigns and optimizer nodes the outputs do not need are
+   left out.  A variable the outputs need that is not in the list stays a variable, with its
+   initializer (and what that reads), so npu_graph_add_variables_initializer on the new graph
+   initialises it.  Graph-level options, keep_dtype marks, trainable flags and datasets come
+   along.  Why freeze: a const is rounded once when a plan compiles under a reduced precision
+   mode, and constant filters are packed once per plan; a variable is read (and cast) at every
+   run (docs/import.md, "Freezing a trained graph").  Errors: NPU_ERR_ARG (no outputs, an id
+   or index out of range, a value NULL or of another dtype or shape: the variable named),
+   NPU_ERR_UNSUPPORTED (a kept cond / while node, not copied yet; a kept assign writing a
+   frozen variable: both named), NPU_ERR_NOMEM.  g is only read; *out is NULL on failure.  Thread rules: those of g's context. */
+NPU_API npu_status npu_graph_freeze(npu_graph *g, int n_outputs, const int *output_nodes,
+                                    int n_frozen, const int *variables,
+                                    npu_tensor *const *values, npu_graph **out);
+
 /* ---------------------------------------------------------------- datasets */
 
 /* Input pipelines as tf.data describes them: an immutable, reference-counted description
@@ -1004,6 +1023,14 @@ NPU_API int npu_session_reduced_precision(const npu_session *s);
 /* The plan the last run (or explain) used: steps run per call and nodes folded to constants
    at compile time.  NPU_ERR_STATE when nothing has run yet. */
 NPU_API npu_status npu_session_last_plan(const npu_session *s, int *n_steps, int *n_folded);
+/* npu_graph_freeze with the session's values: g must be s's graph (else NPU_ERR_STATE); each
+   variable the output nodes need whose keep[variable index] is 0 (keep NULL: every one) is
+   read by one run of s fetching them, as npu_session_run would, and frozen to that value.
+   Errors: those of npu_graph_freeze and of that run (an uninitialised variable: NPU_ERR_STATE
+   naming it); *out is NULL on failure.  Thread rules: those of s. */
+NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_outputs,
+                                      const int *output_nodes, const unsigned char *keep,
+                                      npu_graph **out);
 /* Describes the plan npu_session_run would execute for this signature (same arguments, less
    fetch_out), without running it: the cached plan, or one compiled and cached now exactly as a
    run would.  *json_out receives JSON text owned by the caller, freed with npu_free on the

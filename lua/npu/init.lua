@@ -945,6 +945,12 @@ npu.model = model
 npu.load_model, npu.import_graph_def, npu.export_graph_def, npu.export_saved_model =
   model.load_model, model.import_graph_def, model.export_graph_def, model.export_saved_model
 
+-- Freezing a trained graph for deployment (lua/npu/graph_util.lua): tf.graph_util and
+-- tf.compat.v1.graph_util
+npu.graph_util = require("npu.graph_util")
+npu.compat.v1 = npu.compat.v1 or {}
+npu.compat.v1.graph_util = npu.graph_util
+
 -- TensorFlow 1.15 names for imports and ported scripts (lua/npu/tf_extra.lua)
 require("npu.tf_extra").install(npu)
 

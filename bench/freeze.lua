@@ -1,0 +1,96 @@
+-- freeze.lua — what freezing a trained graph (npu.graph_util.convert_variables_to_constants)
+-- buys at inference: the MLP 784-256-256-10 forward at batch 1 and 64, and bench_cnn's CNN
+-- (28x28x1 -> conv3x3x32 + relu -> max pool -> conv3x3x64 + relu -> max pool -> dense 10) at
+-- batch 32, each under float32 (must_keep_origin_dtype) and allow_mix_precision_bf16, with
+-- its weights as variables and frozen to consts.  Under bfloat16 a variable is cast to
+-- bfloat16 at every run; a const is stored bfloat16 once, when the plan compiles, and a
+-- constant convolution filter is packed once per plan (direct_bf16).  One thread; the four
+-- sessions of a model timed in turn (CPU time), REPS rounds, medians; µs per run.
+-- Usage: lua5.4 bench/freeze.lua [reps]
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+package.cpath = "./?.so;" .. package.cpath
+local npu = require("npu")
+local now = os.clock -- CPU time: one thread on a shared machine (wall time counts the others)
+local median = dofile("bench/util.lua").median
+local REPS = tonumber(arg[1]) or 15
+npu.core.set_n_threads(1)
+
+local init = npu.initializers.glorot_uniform
+local function mlp(batch)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { batch, 784 }, "x")
+  local h1 = npu.layers.dense(x, 256, { activation = "relu", kernel_initializer = init { seed = 1 } })
+  local h2 = npu.layers.dense(h1, 256, { activation = "relu", kernel_initializer = init { seed = 2 } })
+  npu.nn.softmax(npu.layers.dense(h2, 10, { kernel_initializer = init { seed = 3 } }), { name = "probs" })
+  return g, npu.random.uniform({ batch, 784 }, { seed = 8 })
+end
+
+local function cnn(batch)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { batch, 28, 28, 1 }, "x")
+  local h = npu.layers.conv2d(x, 32, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 1 } })
+  h = npu.nn.max_pool(h, 2, 2, "VALID")
+  h = npu.layers.conv2d(h, 64, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 2 } })
+  h = npu.nn.max_pool(h, 2, 2, "VALID")
+  local logits = npu.layers.dense(npu.reshape(h, { batch, 7 * 7 * 64 }), 10, { kernel_initializer = init { seed = 3 } })
+  npu.nn.softmax(logits, { name = "probs" })
+  return g, npu.random.uniform({ batch, 28, 28, 1 }, { seed = 8 })
+end
+
+-- The four sessions of one model: {float32, bf16} x {variables, frozen}, and how many cast
+-- steps each plan runs.
+local MODES = { "must_keep_origin_dtype", "allow_mix_precision_bf16" }
+local function sessions(build, batch)
+  local list = {}
+  for _, mode in ipairs(MODES) do
+    local g, xb = build(batch)
+    local sess = npu.Session { graph = g, options = { precision_mode = mode } }
+    sess:run(g:global_variables_initializer())
+    local frozen = npu.graph_util.convert_variables_to_constants(sess, g, { "probs" })
+    local fsess = npu.Session { graph = frozen, options = { precision_mode = mode } }
+    for _, s in ipairs { sess, fsess } do
+      local feeds = { ["x:0"] = xb }
+      local casts, algos = 0, {}
+      for _, st in ipairs(s:explain("probs:0", feeds).steps) do
+        if st.op == "cast" then casts = casts + 1 end
+        if st.algo then algos[#algos + 1] = st.algo end
+      end
+      list[#list + 1] = { sess = s, feeds = feeds, casts = casts, algos = table.concat(algos, ","),
+                          name = (mode:match("bf16") and "bf16" or "f32") .. (s == sess and " variables" or " frozen"),
+                          times = {} }
+    end
+    -- same inputs, same bits: the frozen graph rounds at the same points
+    local a = sess:run("probs:0", list[#list].feeds):totable()
+    local b = fsess:run("probs:0", list[#list].feeds):totable()
+    local equal = true
+    for r = 1, #a do equal = equal and table.concat(a[r], ",") == table.concat(b[r], ",") end
+    list[#list].bits_equal = equal
+  end
+  return list
+end
+
+local function bench(title, list, iters)
+  for _, c in ipairs(list) do for _ = 1, 3 do c.sess:run("probs:0", c.feeds) end end
+  for _ = 1, REPS do
+    for _, c in ipairs(list) do
+      local t0 = now()
+      for _ = 1, iters do c.sess:run("probs:0", c.feeds) end
+      c.times[#c.times + 1] = (now() - t0) / iters
+    end
+  end
+  print(title)
+  local base = median(list[1].times)
+  for i, c in ipairs(list) do
+    local t = median(c.times)
+    local vs_var = i % 2 == 0 and ("  frozen/variables %.2f"):format(t / median(list[i - 1].times)) or ""
+    print(("  %-15s %9.1f µs  x%.2f of f32 variables%s  (%d casts%s%s)"):format(c.name, t * 1e6,
+      t / base, vs_var, c.casts, c.algos ~= "" and "; " .. c.algos or "",
+      c.bits_equal ~= nil and ("; frozen bits %s"):format(c.bits_equal and "equal" or "DIFFER") or ""))
+  end
+end
+
+if not os.getenv("FREEZE_CNN_ONLY") then
+  bench("MLP 784-256-256-10 forward, batch 1", sessions(mlp, 1), 300)
+  bench("MLP 784-256-256-10 forward, batch 64", sessions(mlp, 64), 30)
+end
+bench("CNN 28x28x1 conv32-pool-conv64-pool-dense10 forward, batch 32", sessions(cnn, 32), 5)
