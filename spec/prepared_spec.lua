@@ -155,7 +155,10 @@ local function aoe_times(dir, constant)
     seen[#seen + 1] = ("%s/%d %.1f"):format(c.algo, c.threads, c.median_us)
   end
   local step
-  for _, s in ipairs(e.steps) do if s.node == "pconv" then step = s end end
+  for _, s in ipairs(e.steps) do if s.op == "conv2d" then step = s end end
+  lu.assertNotNil(step, "the conv2d step")
+  lu.assertEquals(step.tuned, "timed")
+  lu.assertEquals(step.algo, rec.algo, "the record applied")
   return best, table.concat(seen, ", "), step, got
 end
 
