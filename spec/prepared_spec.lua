@@ -182,3 +182,56 @@ function TestPrepared:test_aoe_times_direct_bf16_with_the_filter_packed_once()
   S.rm_rf(dir)
   if not ok then error(err, 0) end
 end
+
+-- Every allocation of compiling and running a plan with prepared filters (a direct_bf16 step's
+-- packed filter, a Winograd step's U) failing in turn: an npu.Error each time, nothing left
+-- allocated, and the run succeeding once no allocation fails.
+function TestPrepared:test_failed_allocations_while_preparing_leak_nothing()
+  local core = npu.core
+  local function case(prec, impl, shape, want)
+    return function()
+      local g = npu.Graph()
+      local x = g:placeholder("float32", shape, "x")
+      local c = shape[4]
+      local f = g:const(npu.random.normal({ 3, 3, c, c }, { seed = 5, stddev = 0.1 }), "w")
+      local y = npu.nn.conv2d(x, f, { padding = "SAME", name = "pc" })
+      local sess = npu.Session { graph = g, options = { precision_mode = prec,
+        op_select_implmode = impl, export_compile_stat = 0 } }
+      local feeds = { [x] = npu.random.normal(shape, { seed = 6 }) }
+      local steps = sess:explain(y, feeds).steps
+      local got = sess:run(y, feeds)
+      sess:close()
+      for _, s in ipairs(steps) do
+        if s.op == "conv2d" then lu.assertEquals(s.prepared, want) end
+      end
+      return got
+    end
+  end
+  local cases = { { "winograd", case("must_keep_origin_dtype", "high_performance", { 1, 14, 14, 64 },
+    "winograd_filter") } }
+  if cpu_has_bf16() then
+    cases[#cases + 1] = { "direct_bf16", case("allow_mix_precision_bf16", nil, { 1, 6, 6, 32 },
+      "bf16_filter") }
+  end
+  for _, c in ipairs(cases) do
+    local what, f = c[1], c[2]
+    f()
+    collectgarbage()
+    collectgarbage()
+    local base = core.live_bytes()
+    local n, ok, err = 0, nil, nil
+    repeat
+      n = n + 1
+      core._fail_after(n)
+      ok, err = pcall(f)
+      core._fail_after(0)
+      if ok then err = nil
+      else lu.assertTrue(npu.errors.is_error(err), what .. ": " .. tostring(err)) end
+      collectgarbage()
+      collectgarbage()
+      lu.assertEquals(core.live_bytes(), base, what .. ": bytes left after failing allocation " .. n)
+    until ok or n > 5000
+    lu.assertTrue(ok, what .. ": " .. tostring(err))
+    lu.assertTrue(n > 1, what .. ": no allocation to fail")
+  end
+end
