@@ -1868,7 +1868,7 @@ static void run_direct(const npuK_window2d *g, int64_t oc, const npuK_pool *pool
 /* Winograd with U computed once (npuK_conv2d_winograd_filter, then the _u_ep form) against the
    per-call transform, on a large c (the transform split over channels into several ranges):
    the same bits, with and without an epilogue and the fused pool, at other thread counts; the
-   scratch's U region, filled with NaN, is not read. */
+   _u_ep form's scratch (no U region), filled with NaN, is written before it is read. */
 static void test_conv_winograd_prepared(void) {
   const int64_t n = 2, h = 9, w = 12, c = 300, oc = 24;
   npuK_window2d g = make_window(n, h, w, c, 3, 3, 1, 1, 1, 1, 1);
@@ -1890,7 +1890,9 @@ static void test_conv_winograd_prepared(void) {
     int64_t m = k == 2 ? n * pw.out_h * pw.out_w * oc : ny;
     float *y1 = rand_f32(m), *y2 = rand_f32(m);
     run_winograd(&g, oc, &pool_two, 3, x, f, e, pp, y1);
-    size_t ss = npuK_conv2d_winograd_scratch_size(&g, oc, pp, 2);
+    /* U given, the scratch holds no U: exactly its size (valgrind would see an overrun) */
+    size_t ss = npuK_conv2d_winograd_u_scratch_size(&g, oc, pp, 2);
+    CHECK(ss + (size_t)(16 * g.c * oc) * 4 == npuK_conv2d_winograd_scratch_size(&g, oc, pp, 2));
     float *scratch = malloc(ss);
     for (size_t i = 0; i < ss / 4; i++) scratch[i] = NAN;
     npuK_conv2d_f32_winograd_u_ep(&pool_odd, &g, oc, x, u1, e, pp, y2, scratch, 2);

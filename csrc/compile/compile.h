@@ -59,8 +59,11 @@ typedef struct npuE_step {
   uint8_t algo;
   /* A Winograd conv2d / fused_conv2d step whose filter is a constant: its U (16, c, out_c,
      float32); a direct_bf16 one's: the filter packed (npuK_conv2d_bf16_filter_pack, bfloat16).
-     Computed once by allocate (plan.c) and handed to the kernel as npuX_call.prepared instead
-     of transforming the filter each run (owned; prepared_bytes of it), else NULL. */
+     Computed once after tuning, before memory planning (plan.c: prepare_plan), and handed to
+     the kernel as npuX_call.prepared instead of transforming the filter each run (owned;
+     prepared_bytes of it), else NULL.  It replaces input 1 (NPUX_F_PREPARED_FILTER): that
+     input is then never widened (widen[1] cleared) and the scratch has no room for the
+     per-call transform. */
   void *prepared;
   size_t prepared_bytes;
   /* Tuning (compile/tuning.c: aoe_mode, the tuning records): the threads this step runs on

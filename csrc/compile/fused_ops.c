@@ -170,8 +170,15 @@ static size_t conv_scratch(const npuX_call *c) {
   bool pooled;
   if (geometry(&npuP_op_fused_conv2d, p, c->in[0]->shape, c->in[1]->shape, &w, &pw, &pooled))
     return 0;
+  /* a prepared filter (NPUX_F_PREPARED_FILTER) needs no room for its per-call transform */
+  if (c->algo == NPUK_CONV_WINOGRAD_2X3 && c->prepared)
+    return npuK_conv2d_winograd_u_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads);
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     return npuK_conv2d_winograd_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads);
+  if (c->algo == NPUK_CONV_DIRECT_BF16 && c->prepared && c->in[0]->dtype == NPU_DTYPE_BF16)
+    return npuK_conv2d_bf16_direct_packed_scratch_size(&w, p->out_c, pooled ? &pw : NULL,
+                                                       c->n_threads,
+                                                       (npuK_dtype)c->out[0]->dtype);
   if (c->algo == NPUK_CONV_DIRECT_BF16)
     return npuK_conv2d_bf16_direct_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads,
                                                 (npuK_dtype)c->out[0]->dtype);
@@ -245,8 +252,10 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
 
 static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) {
   const npuP_fused_conv *p = c->params;
-  npu_status st = check_f32_xy(c, depthwise ? "fused_depthwise_conv2d" : "fused_conv2d",
-                               !reference);
+  /* a prepared filter replaces input 1 (NPUX_F_PREPARED_FILTER): the stored one, perhaps
+     reduced, is not read */
+  npu_status st = check_half_operands(c, depthwise ? "fused_depthwise_conv2d" : "fused_conv2d",
+                                      !reference, !reference && c->prepared);
   npuK_window2d w;
   if (!st) st = npuX_window_call(c, p->k_h, p->k_w, &w);
   if (st) return st;
@@ -279,7 +288,7 @@ static npu_status dw_ref(const npuX_call *c) { return conv_impl(c, true, true); 
 
 const npu_op_def npuP_op_fused_conv2d = {
     .name = "fused_conv2d", .tf_type = "_FusedConv2D", .min_inputs = 2, .max_inputs = 4,
-    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .fused = true, .tune = NPUX_TUNE_CONV, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY,
+    .n_outputs = 1, .prec = NPUX_PREC_TRUST, .fused = true, .tune = NPUX_TUNE_CONV, .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY | NPUX_F_PREPARED_FILTER,
     .scratch_size = conv_scratch, .run = conv_run, .run_ref = conv_ref};
 
 const npu_op_def npuP_op_fused_depthwise_conv2d = {

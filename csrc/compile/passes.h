@@ -73,6 +73,13 @@ bool npuP_direct_bf16_fits(const npuP_build *b, const npuE_step *s);
    constant-filter one; NULL otherwise. */
 const npu_tensor *npuP_winograd_constant_filter(const npuP_build *b, const npuE_step *s);
 bool npuP_backprop_input_winograd_fits(const npuE_plan *p, const npuE_step *s);
+/* compile/plan.c: the filter of step s (an op flagged NPUX_F_PREPARED_FILTER) transformed
+   once for algorithm algo where the plan runs it so: a Winograd step's constant float32 filter
+   as U, a direct_bf16 step's constant bfloat16-valued one packed.  *data (npuC_alloc'ed,
+   *bytes of it), or NULL when the step keeps the per-call transform.  The plan's steps get it
+   after tuning (npuE_step.prepared); tuning times its candidates with it (tuning.c). */
+npu_status npuP_prepare_filter(const npuP_build *b, const npuE_step *s, int algo, void **data,
+                               size_t *bytes);
 /* compile/verify.c: NPU_ERR_INTERNAL naming the pass `after` when the plan breaks an invariant
    (run after each pass when cfg->verify). */
 npu_status npuP_verify(npuP_build *b, const char *after);

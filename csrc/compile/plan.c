@@ -155,7 +155,8 @@ npu_status npuP_step_scratch(npu_context *ctx, npuE_plan *p, npuE_step *step,
   }
   npuX_call call = {.ctx = ctx, .n_threads = reference ? 1 : p->n_threads, .node = node,
                     .impl = step->impl, .algo = step->algo, .params = step->params, .n_inputs = step->n_in, .in = ptr,
-                    .n_outputs = step->n_out, .out = ptr + step->n_in};
+                    .n_outputs = step->n_out, .out = ptr + step->n_in,
+                    .prepared = step->prepared};
   step->scratch_size = step->def->scratch_size(&call);
   if (step->scratch_size > p->scratch_size) p->scratch_size = step->scratch_size;
   if (meta != meta_stack) {
@@ -569,9 +570,13 @@ static npu_status emit(compiling *c) {
 
 /* passes (compile/passes.h), each verified (NPU_VERIFY_PLANS) and dumped (DUMP_GE_GRAPH). */
 /* Tuning records and aoe_mode 2 choose among the implementations selection allows. */
+static npu_status prepare_plan(npuP_build *b);
+
+/* Implementation selection, tuning, then the prepared filters of the algorithms chosen. */
 static npu_status select_and_tune(npuP_build *b) {
   npu_status s = npuP_select_impl(b);
-  return s ? s : npuP_tune_steps(b);
+  if (!s) s = npuP_tune_steps(b);
+  return s ? s : prepare_plan(b);
 }
 
 /* The signature's description for subgraph tuning, once the steps are laid out (before the
@@ -694,14 +699,15 @@ static npu_status mark_fetch_only(npu_context *ctx, npuE_plan *p) {
 
 /* A direct_bf16 conv2d / fused conv2d step whose filter is a constant (stored bfloat16, or a
    float32 one whose values all are bfloat16) gets it packed once (kernels/conv_bf16.c's
-   layout), kept with the step: a 3x3x256x256 filter costs ~0.2 ms to pack, beside ~1.2 ms
-   for the convolution on 14x14 pixels.  A filter that is not bfloat16 after all is left to
-   the per-call path (which widens then). */
-static npu_status prepare_bf16(compiling *c, npuE_step *s) {
-  const npu_tensor *f = s->n_in >= 2 && !s->host && !s->dynamic ? c->b.known[s->in[1]] : NULL;
+   layout): a 3x3x256x256 filter costs ~0.2 ms to pack, beside ~1.2 ms for the convolution on
+   14x14 pixels.  A filter that is not bfloat16 after all is left to the per-call path (which
+   widens then): *packed stays NULL. */
+static npu_status prepare_bf16(const npuP_build *b, const npuE_step *s, void **packed,
+                               size_t *packed_bytes) {
+  const npu_tensor *f = s->n_in >= 2 && !s->host && !s->dynamic ? b->known[s->in[1]] : NULL;
   if (!f || f->ndim != 4 || (f->dtype != NPU_DTYPE_F32 && f->dtype != NPU_DTYPE_BF16))
     return NPU_OK;
-  npu_context *ctx = c->b.ctx;
+  npu_context *ctx = b->ctx;
   const npuK_window2d w = {.k_h = f->shape[0], .k_w = f->shape[1], .c = f->shape[2]};
   const int64_t oc = f->shape[3];
   size_t bytes = npuK_conv2d_bf16_filter_size(&w, oc);
@@ -710,47 +716,113 @@ static npu_status prepare_bf16(compiling *c, npuE_step *s) {
     if (!(wide = npuC_alloc(ctx, (size_t)f->numel * sizeof *wide))) return NPU_ERR_NOMEM;
     npuK_cast(NULL, f->numel, NPUK_BF16, f->data, NPUK_F32, wide);
   }
-  uint16_t *packed = bytes ? npuC_alloc(ctx, bytes) : NULL;
-  if (bytes && !packed) {
+  uint16_t *out = bytes ? npuC_alloc(ctx, bytes) : NULL;
+  if (bytes && !out) {
     npuC_free(ctx, wide);
     return NPU_ERR_NOMEM;
   }
-  if (packed && npuK_conv2d_bf16_filter_pack(&w, oc, wide ? wide : f->data, packed) == 0) {
-    s->prepared = packed;
-    s->prepared_bytes = bytes;
+  if (out && npuK_conv2d_bf16_filter_pack(&w, oc, wide ? wide : f->data, out) == 0) {
+    *packed = out;
+    *packed_bytes = bytes;
   } else {
-    npuC_free(ctx, packed);
+    npuC_free(ctx, out);
   }
   npuC_free(ctx, wide);
   return NPU_OK;
 }
 
-/* A Winograd conv2d / fused conv2d step whose filter is a float32 constant (a Const, or folded:
-   ConvBatchnormFusionPass's scaled filter) gets U = G g G^T once, by the kernel's own code (the
-   same floats as its per-call transform), kept with the step (npuE_step.prepared).  A variable
-   filter (training), a widened one, the reference path and host steps keep the per-call
-   transform.  Nested blocks too: their constants are the plan's. */
-static npu_status prepare_steps(compiling *c, npuE_step *steps, int n) {
+npu_status npuP_prepare_filter(const npuP_build *b, const npuE_step *s, int algo, void **data,
+                               size_t *bytes) {
+  *data = NULL;
+  *bytes = 0;
+  if (!(s->def->flags & NPUX_F_PREPARED_FILTER) || b->cfg->reference) return NPU_OK;
+  if (algo == NPUK_CONV_DIRECT_BF16) return prepare_bf16(b, s, data, bytes);
+  const npu_tensor *f =
+      algo == NPUK_CONV_WINOGRAD_2X3 ? npuP_winograd_constant_filter(b, s) : NULL;
+  size_t n = f ? npuK_conv2d_winograd_filter_size(f->shape[2], f->shape[3]) : 0;
+  if (!n) return NPU_OK;
+  if (!(*data = npuC_alloc(b->ctx, n))) return NPU_ERR_NOMEM;
+  *bytes = n;
+  npuK_conv2d_winograd_filter(NULL, f->shape[2], f->shape[3], f->data, *data);
+  return NPU_OK;
+}
+
+/* Each step's prepared filter (npuP_prepare_filter for its algorithm), kept with the step
+   (npuE_step.prepared); nested blocks too: their constants are the plan's.  The op's
+   NPUX_F_PREPARED_FILTER says the prepared data replaces input 1, so a reduced filter's widen
+   flag goes (the executor widened it each run for nothing: arena traffic, and its float32
+   copy's bytes in the widening buffer), and the step's scratch is asked for again with
+   .prepared (no room for a per-call transform).  *changed: some step's buffers shrank. */
+static npu_status prepare_steps(npuP_build *b, npuE_step *steps, int n, bool *changed) {
   for (int k = 0; k < n; k++) {
     npuE_step *s = &steps[k];
-    for (int b = 0; s->control && b < 2; b++) {
-      npu_status st = prepare_steps(c, s->control->block[b].steps, s->control->block[b].n_steps);
+    for (int j = 0; s->control && j < 2; j++) {
+      npu_status st = prepare_steps(b, s->control->block[j].steps,
+                                    s->control->block[j].n_steps, changed);
       if (st) return st;
     }
-    if (s->algo == NPUK_CONV_DIRECT_BF16) {
-      npu_status st = prepare_bf16(c, s);
+    npu_status st = npuP_prepare_filter(b, s, s->algo, &s->prepared, &s->prepared_bytes);
+    if (st || !s->prepared) {
       if (st) return st;
       continue;
     }
-    const npu_tensor *f =
-        s->algo == NPUK_CONV_WINOGRAD_2X3 ? npuP_winograd_constant_filter(&c->b, s) : NULL;
-    if (!f) continue;
-    size_t bytes = npuK_conv2d_winograd_filter_size(f->shape[2], f->shape[3]);
-    if (!bytes) continue;
-    if (!(s->prepared = npuC_alloc(c->b.ctx, bytes))) return NPU_ERR_NOMEM;
-    s->prepared_bytes = bytes;
-    npuK_conv2d_winograd_filter(NULL, f->shape[2], f->shape[3], f->data, s->prepared);
+    *changed = true;
+    if (s->widen && s->widen[1]) {
+      s->widen[1] = 0;
+      bool any = false;
+      for (int i = 0; i < s->n_in + s->n_out; i++) any |= s->widen[i] != 0;
+      if (!any) {
+        npuC_free(b->ctx, s->widen);
+        s->widen = NULL;
+      }
+    }
+    if (s->def->scratch_size) {
+      size_t keep = b->plan->scratch_size;
+      st = npuP_step_scratch(b->ctx, b->plan, s, &b->graph->nodes[s->node], false);
+      b->plan->scratch_size = keep;
+      if (st) return st;
+    }
   }
+  return NPU_OK;
+}
+
+/* The plan's widening buffer, its stand-ins and its scratch: the largest step's again, after
+   prepare_steps shrank some. */
+typedef struct buffer_max {
+  const npuE_plan *p;
+  size_t round, scratch;
+  int meta;
+} buffer_max;
+
+static void step_buffers(void *ud, const npuE_step *s, int depth, const npuE_step *parent,
+                         int b) {
+  (void)depth, (void)parent, (void)b;
+  buffer_max *m = ud;
+  size_t round = 0;
+  int meta = 0;
+  for (int i = 0; s->widen && i < s->n_in + s->n_out; i++) {
+    if (!s->widen[i]) continue;
+    const npuG_value *d = &m->p->values[i < s->n_in ? s->in[i] : s->out[i - s->n_in]];
+    round += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);
+    meta++;
+  }
+  if (round > m->round) m->round = round;
+  if (meta > m->meta) m->meta = meta;
+  if (s->scratch_size > m->scratch) m->scratch = s->scratch_size;
+}
+
+/* After implementation selection and tuning (the algorithms are final), before memory
+   planning (which places the steps' scratch and widening buffers by the sizes left here). */
+static npu_status prepare_plan(npuP_build *b) {
+  npuE_plan *p = b->plan;
+  bool changed = false;
+  npu_status s = b->cfg->reference ? NPU_OK : prepare_steps(b, p->steps, p->n_steps, &changed);
+  if (s || !changed) return s;
+  buffer_max m = {.p = p};
+  npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, step_buffers, &m);
+  p->round_size = m.round;
+  p->n_round_meta = m.meta;
+  p->scratch_size = m.scratch;
   return NPU_OK;
 }
 
@@ -779,10 +851,6 @@ static npu_status allocate(compiling *c) {
   p->all_steps = npuC_alloc(ctx, (size_t)(p->n_all_steps ? p->n_all_steps : 1) *
                                      sizeof *p->all_steps);
   if (!p->all_steps) return NPU_ERR_NOMEM;
-  if (!p->reference) {
-    npu_status s = prepare_steps(c, p->steps, p->n_steps);
-    if (s) return s;
-  }
   p->n_all_steps = p->n_steps;
   npuP_walk_steps(p->steps, p->n_steps, 0, NULL, 0, number_step, p);
   return p->iterations > 1 ? mark_fetch_only(ctx, p) : NPU_OK;

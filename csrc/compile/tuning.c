@@ -28,8 +28,8 @@
  *
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
  * (constants as they are; other inputs filled with values in [0.5, 1.5)), after one warm-up
- * call each (a Winograd candidate on a constant filter with its U computed once beforehand,
- * as the plan runs it), in interleaved rounds (each round runs every candidate once, so a
+ * call each (a Winograd or direct_bf16 candidate on a constant filter with its U / packed
+ * filter made once beforehand by npuP_prepare_filter, as the plan runs it), in interleaved rounds (each round runs every candidate once, so a
  * burst of load hits them alike), and is judged by its median.  The compiler's own choice is candidate 0
  * and keeps its place unless another median is at least MARGIN faster.  A nested step is
  * timed the same way, on its own: the loop or branch around it is not run (how often a loop
@@ -685,7 +685,9 @@ typedef struct bench {
   npu_tensor *in[16];
   npu_tensor *out[NPUX_MAX_OUTPUTS];
   void *scratch;
-  float *u; /* a constant filter's Winograd U, as plan.c prepares it for the run */
+  /* by algorithm: a constant filter prepared as plan.c does for the run (npuP_prepare_filter:
+     Winograd's U, direct_bf16's packed filter), or NULL */
+  void *prepared[NPUK_CONV_ALGO_COUNT];
   int n_in, n_out;
 } bench;
 
@@ -693,10 +695,10 @@ static void bench_free(bench *bn) {
   for (int i = 0; i < bn->n_in; i++) npu_tensor_release(bn->in[i]);
   for (int i = 0; i < bn->n_out; i++) npu_tensor_release(bn->out[i]);
   npuC_free(bn->ctx, bn->scratch);
-  npuC_free(bn->ctx, bn->u);
+  for (int a = 0; a < NPUK_CONV_ALGO_COUNT; a++) npuC_free(bn->ctx, bn->prepared[a]);
   bn->n_in = bn->n_out = 0;
   bn->scratch = NULL;
-  bn->u = NULL;
+  memset(bn->prepared, 0, sizeof bn->prepared);
 }
 
 /* Inputs (constants as they are, the others filled in [0.5, 1.5)), outputs and scratch.  An
@@ -746,20 +748,30 @@ static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, b
   return NPU_OK;
 }
 
-/* A Winograd candidate on a step whose filter is a constant is timed as the plan will run it:
-   with U computed once here, outside the timed calls (plan.c's prepare_steps does the same
-   for the chosen algorithm, by the same test), not with the per-call transform, which would
-   undervalue Winograd on small inference layers. */
+/* A Winograd or direct_bf16 candidate on a step whose filter is a constant is timed as the
+   plan will run it: with the filter prepared once here (npuP_prepare_filter, what plan.c
+   gives the chosen algorithm), outside the timed calls, not with the per-call transform or
+   packing, which would undervalue the candidate on small inference layers. */
 static npu_status bench_prepare(npuP_build *b, const npuE_step *s, const cand *cs, int n,
                                 bench *bn) {
-  bool winograd = false;
-  for (int i = 0; i < n; i++) winograd |= cs[i].algo == NPUK_CONV_WINOGRAD_2X3;
-  const npu_tensor *f = winograd ? npuP_winograd_constant_filter(b, s) : NULL;
-  size_t bytes = f ? npuK_conv2d_winograd_filter_size(f->shape[2], f->shape[3]) : 0;
-  if (!bytes) return NPU_OK;
-  if (!(bn->u = npuC_alloc(b->ctx, bytes))) return NPU_ERR_NOMEM;
-  npuK_conv2d_winograd_filter(NULL, f->shape[2], f->shape[3], f->data, bn->u);
+  if (!(s->def->flags & NPUX_F_PREPARED_FILTER)) return NPU_OK;
+  for (int i = 0; i < n; i++) {
+    int a = cs[i].algo;
+    if (a < 0 || a >= NPUK_CONV_ALGO_COUNT || bn->prepared[a]) continue;
+    size_t bytes;
+    npu_status st = npuP_prepare_filter(b, s, a, &bn->prepared[a], &bytes);
+    if (st) return st;
+  }
   return NPU_OK;
+}
+
+/* What a call of step s with algorithm algo is given as npuX_call.prepared: a plan's step
+   its own (subgraph tuning times compiled plans, their scratch sized for it), else what
+   bench_prepare made. */
+static const void *bench_prepared(const npuE_step *s, const bench *bn, int algo) {
+  if (!(s->def->flags & NPUX_F_PREPARED_FILTER) || algo < 0 || algo >= NPUK_CONV_ALGO_COUNT)
+    return NULL;
+  return algo == s->algo && s->prepared ? s->prepared : bn->prepared[algo];
 }
 
 /* One call of step s's kernel with algorithm algo on `threads` threads; its time in us, or a
@@ -773,7 +785,7 @@ static double bench_once(npuP_build *b, const npuE_step *s, bench *bn, int algo,
                     .params = s->owned_params ? s->owned_params : s->params,
                     .n_inputs = s->n_in, .in = bn->in, .n_outputs = s->n_out, .out = bn->out,
                     .scratch = bn->scratch, .impl = s->impl, .algo = algo,
-                    .prepared = algo == NPUK_CONV_WINOGRAD_2X3 ? bn->u : NULL};
+                    .prepared = bench_prepared(s, bn, algo)};
   int64_t t0 = npuC_now_ns();
   npu_status st = s->def->run(&call);
   int64_t t1 = npuC_now_ns();

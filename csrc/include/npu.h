@@ -1045,7 +1045,9 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
                  "algo": "direct", "im2col" or "winograd_2x3" (conv2d steps), "sgemm" or "gemv"
                  (matmul steps tuning forced), else null, "index": k,
                  "prepared": "winograd_filter" (a Winograd step whose constant filter was
-                 transformed once, at compile time) or null, "dynamic": false, "placement": "device" or "host"}, ...],
+                 transformed once, at compile time), "bf16_filter" (a direct_bf16 step's
+                 constant filter packed once; the stored filter is then not widened per run)
+                 or null, "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "aliased_values": n,
                  "live_peak_bytes": n, "own_bytes": n,

@@ -753,9 +753,11 @@ void npuK_conv2d_f32_winograd_ep(const npuK_pool *pool, const npuK_window2d *w, 
 /* Winograd's filter transform U = G g G^T (16, c, out_c), of filter (3, 3, c, out_c), as the
  * kernel computes it (the same floats): a constant filter's U computed once (compile/plan.c)
  * for the _u_ep form, which takes U instead of the filter and skips the transform each call
- * (its scratch as npuK_conv2d_winograd_scratch_size, U's region unused).  _filter_size: U's
- * bytes. */
+ * (its scratch: npuK_conv2d_winograd_u_scratch_size, the other's less U's 16 c out_c
+ * floats).  _filter_size: U's bytes. */
 size_t npuK_conv2d_winograd_filter_size(int64_t c, int64_t out_c);
+size_t npuK_conv2d_winograd_u_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                           const npuK_window2d *pool, int n_slots);
 void npuK_conv2d_winograd_filter(const npuK_pool *pool, int64_t c, int64_t out_c,
                                  const float *filter, float *u);
 void npuK_conv2d_f32_winograd_u_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,

@@ -73,6 +73,13 @@ size_t npuK_conv2d_winograd_scratch_size(const npuK_window2d *w, int64_t out_c,
          sizeof(float);
 }
 
+/* The _u_ep form's scratch: no room for U, which the caller holds. */
+size_t npuK_conv2d_winograd_u_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                           const npuK_window2d *pool, int n_slots) {
+  size_t all = npuK_conv2d_winograd_scratch_size(w, out_c, pool, n_slots);
+  return all ? all - (size_t)(16 * w->c * out_c) * sizeof(float) : 0;
+}
+
 typedef struct wino_job {
   const npuK_window2d *w, *pool;
   wino_plan p;
@@ -280,7 +287,8 @@ void npuK_conv2d_winograd_filter(const npuK_pool *pool, int64_t c, int64_t out_c
   filter_transform(pool, &j, u);
 }
 
-/* filter or u (U given: the transform is skipped, the scratch's U region unused) */
+/* filter or u (U given: the transform is skipped and the scratch has no U region: it starts
+   with the zeros, npuK_conv2d_winograd_u_scratch_size) */
 static void winograd(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
                      const float *x, const float *filter, const float *u,
                      const npuK_epilogue *ep, const npuK_window2d *pool_window, float *y,
@@ -289,7 +297,7 @@ static void winograd(const npuK_pool *pool, const npuK_window2d *w, int64_t out_
                 .y = y, .stop = pool};
   wino_plan_init(&j.p, w, out_c, pool_window, n_slots);
   if (j.p.tiles == 0 || out_c == 0) return;
-  j.zeros = scratch + 16 * w->c * out_c;
+  j.zeros = u ? scratch : scratch + 16 * w->c * out_c;
   j.slots = j.zeros + w->c;
   j.slot_floats = slot_floats(&j.p, w, out_c);
   memset(j.zeros, 0, (size_t)w->c * sizeof *j.zeros);

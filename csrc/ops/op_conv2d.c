@@ -13,7 +13,9 @@
  * bound in docs/numerics.md; or the direct kernel (the default where it fits; x and y as
  * stored too); or, for a bfloat16 x and filter where the CPU has AVX512_BF16, the direct
  * kernel computing on bfloat16 by VDPBF16PS (NPUK_CONV_DIRECT_BF16, kernels/conv_bf16.c:
- * other rounding, bound in docs/numerics.md).  Reference: naive loops.
+ * other rounding, bound in docs/numerics.md).  A constant filter is transformed once for
+ * the last two (npuX_call.prepared: U, the packed filter; NPUX_F_PREPARED_FILTER), the
+ * stored filter then unread.  Reference: naive loops.
  * Gradient: conv2d_backprop_input(filter, dy) and conv2d_backprop_filter(x, dy).
  */
 #include "ops/grad.h"
@@ -28,8 +30,14 @@ static size_t scratch_size(const npuX_call *c) {
   const npu_tensor *f = c->in[1];
   npuK_window2d w;
   if (npuX_window_geometry(c->params, c->in[0], f->shape[0], f->shape[1], &w)) return 0;
+  /* a prepared filter (NPUX_F_PREPARED_FILTER) needs no room for its per-call transform */
+  if (c->algo == NPUK_CONV_WINOGRAD_2X3 && c->prepared)
+    return npuK_conv2d_winograd_u_scratch_size(&w, f->shape[3], NULL, c->n_threads);
   if (c->algo == NPUK_CONV_WINOGRAD_2X3)
     return npuK_conv2d_winograd_scratch_size(&w, f->shape[3], NULL, c->n_threads);
+  if (c->algo == NPUK_CONV_DIRECT_BF16 && c->prepared && c->in[0]->dtype == NPU_DTYPE_BF16)
+    return npuK_conv2d_bf16_direct_packed_scratch_size(&w, f->shape[3], NULL, c->n_threads,
+                                                       (npuK_dtype)c->out[0]->dtype);
   if (c->algo == NPUK_CONV_DIRECT_BF16)
     return npuK_conv2d_bf16_direct_scratch_size(&w, f->shape[3], NULL, c->n_threads,
                                                 (npuK_dtype)c->out[0]->dtype);
@@ -86,5 +94,5 @@ static npu_status grad(npuX_grad *gc) {
 const npu_op_def npuX_op_conv2d = {
     .name = "conv2d", .tf_type = "Conv2D",
     .args = "strides,padding,data_format,dilations", .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY, .tune = NPUX_TUNE_CONV, .parse = npuX_conv_parse, .infer = infer,
+    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY | NPUX_F_PREPARED_FILTER, .tune = NPUX_TUNE_CONV, .parse = npuX_conv_parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};

@@ -130,8 +130,10 @@ struct npuX_call {
   /* The session's communicator (the hcom_* ops), NULL where there is none. */
   const npuX_comm *comm;
   /* An operand the compiler transformed once for the step's algorithm (npuE_step.prepared:
-     a Winograd step's constant filter as U, npuK_conv2d_winograd_filter), or NULL: the
-     kernel transforms its input itself each call. */
+     a Winograd step's constant filter as U, npuK_conv2d_winograd_filter; a direct_bf16
+     step's packed, npuK_conv2d_bf16_filter_pack), or NULL: the kernel transforms its input
+     itself each call.  Set, it replaces input 1, whose data the kernel then never reads (it
+     may be the reduced stored filter: NPUX_F_PREPARED_FILTER); scratch_size sees it too. */
   const void *prepared;
 };
 
@@ -182,7 +184,15 @@ enum {
                                   products (npuK_bf16dot(): AVX512_BF16's VDPBF16PS), computing
                                   on them instead of on float32 copies: conv2d_backprop_filter
                                   and conv2d_backprop_input (precision.c; otherwise the
-                                  executor widens them as usual) */
+                                  executor widens them as usual) */,
+  NPUX_F_PREPARED_FILTER = 1u << 14 /* a step of the op may be given npuX_call.prepared (a
+                                  constant filter transformed once for its algorithm by
+                                  compile/plan.c), which then replaces input 1, the filter:
+                                  the kernel reads only that input's shape.  So the executor
+                                  does not widen a reduced filter for a prepared step (plan.c
+                                  clears its widen flag before memory planning sizes the
+                                  widening buffer), and the op's scratch_size sees .prepared
+                                  (no room for a per-call transform) */
 };
 
 /* What AOE tuning (compile/tuning.c) may choose for a step of the op, and so which of the
