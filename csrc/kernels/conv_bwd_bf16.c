@@ -123,17 +123,19 @@ static void pack_rows(const fb_job *j, int64_t q0, int np, int64_t r0, int nr, f
     for (int64_t i = 0; i < npix;) {
       int64_t seg = w->out_w - at.ow < npix - i ? w->out_w - at.ow : npix - i;
       int64_t ih = at.oh * w->stride_h - w->pad_top + kh * w->dilation_h;
-      uint16_t *d = o + i - at.ow; /* d[ow] is column ow's */
+      uint16_t *d = o + i; /* d[ow - at.ow] is column ow's */
       if (ih < 0 || ih >= w->in_h) {
-        memset(o + i, 0, (size_t)seg * sizeof *o);
+        memset(d, 0, (size_t)seg * sizeof *d);
       } else {
-        const uint16_t *xr = j->x + ((at.b * w->in_h + ih) * w->in_w + off) * w->c + ci;
+        /* x's row ih from the tap's first column (off; which may be left of x: only the
+           columns [lo, hi) inside are read) */
+        const uint16_t *xr = j->x + ((at.b * w->in_h + ih) * w->in_w) * w->c + ci;
         int64_t a = at.ow, e = at.ow + seg;
         int64_t l = lo > a ? (lo < e ? lo : e) : a, h = hi < e ? (hi > l ? hi : l) : e;
-        for (int64_t ow = a; ow < l; ow++) d[ow] = 0;
-        if (step == 1) memcpy(d + l, xr + l, (size_t)(h - l) * sizeof *d);
-        else for (int64_t ow = l; ow < h; ow++) d[ow] = xr[ow * step];
-        for (int64_t ow = h; ow < e; ow++) d[ow] = 0;
+        for (int64_t ow = a; ow < l; ow++) d[ow - a] = 0;
+        if (step == 1) memcpy(d + (l - a), xr + (l + off) * w->c, (size_t)(h - l) * sizeof *d);
+        else for (int64_t ow = l; ow < h; ow++) d[ow - a] = xr[ow * step + off * w->c];
+        for (int64_t ow = h; ow < e; ow++) d[ow - a] = 0;
       }
       i += seg;
       at.ow = 0;
@@ -289,9 +291,11 @@ static void pack_x16(const fb_job *j, int64_t q0, int np, int64_t r0, fb_xp *xp)
       l = lo > a ? (lo < e ? lo : e) : a;
       h = hi < e ? (hi > l ? hi : l) : e;
     }
-    const uint16_t *xr = j->x + ((at.b * w->in_h + ih) * w->in_w + off) * w->c + ci;
+    /* row ih (only when inside: l < h) from column off, which may be left of x */
+    const uint16_t *xr = l < h ? j->x + ((at.b * w->in_h + ih) * w->in_w) * w->c + ci : NULL;
     for (int64_t ow = a; ow < l; ow++) FB_PUT(_mm256_setzero_si256());
-    for (int64_t ow = l; ow < h; ow++) FB_PUT(_mm256_loadu_si256((const void *)(xr + ow * step)));
+    for (int64_t ow = l; ow < h; ow++)
+      FB_PUT(_mm256_loadu_si256((const void *)(xr + ow * step + off * w->c)));
     for (int64_t ow = h; ow < e; ow++) FB_PUT(_mm256_setzero_si256());
     at.ow = 0;
     if (++at.oh == w->out_h) at.oh = 0, at.b++;
