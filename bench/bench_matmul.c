@@ -10,7 +10,7 @@
  * bfloat16 A and B computed as stored (npuK_gemm_bf16_ep, VDPBF16PS: algo BF16DOT), the same
  * bfloat16 operands widened by blocks for sgemm / sgemv (the path without AVX512_BF16, algo
  * AUTO), and float32 sgemm on float32 operands; C float32.  Interleaved rounds, medians, the
- * ratios printed.
+ * ratios printed; last, the peak of VDPBF16PS and of float32 FMA on one core (bench_peak).
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -69,6 +69,58 @@ static void bf16_shape(const char *what, int ta, int tb, int64_t m, int64_t n, i
   free(af), free(bf), free(ah), free(bh), free(c), free(scratch);
 }
 
+/* The instructions' own peak on one core, for the GEMM figures to be read against: VDPBF16PS
+   (32 products and 32 adds a zmm) and float32 VFMADD231PS (16 and 16) on 12 independent
+   register chains, nothing loaded; GFLOP/s of CPU time, medians of interleaved rounds. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define PEAK_CHAINS 12
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), noinline)) static float
+peak_dpbf16(long n) {
+  __m512 acc[PEAK_CHAINS];
+  __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a; /* 1.0 pairs: no overflow */
+  for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_setzero_ps();
+  for (long r = 0; r < n; r++)
+#pragma GCC unroll 12
+    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  float s = 0;
+  for (int i = 0; i < PEAK_CHAINS; i++) s += _mm512_reduce_add_ps(acc[i]);
+  return s;
+}
+__attribute__((target("avx512f,fma"), noinline)) static float peak_fma(long n) {
+  __m512 acc[PEAK_CHAINS], a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-9f);
+  for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_setzero_ps();
+  for (long r = 0; r < n; r++)
+#pragma GCC unroll 12
+    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+  float s = 0;
+  for (int i = 0; i < PEAK_CHAINS; i++) s += _mm512_reduce_add_ps(acc[i]);
+  return s;
+}
+static void bench_peak(void) {
+  if (!npuK_bf16dot()) return; /* AVX512_BF16 absent (or turned off): nothing to measure */
+  enum { R = 15 };
+  const long n = 2000000;
+  double t[2][R];
+  volatile float sink = 0;
+  for (int r = 0; r < R; r++) { /* CPU time: the core's, whoever else shares the machine */
+    double t0 = cpu_now();
+    sink += peak_dpbf16(n);
+    t[0][r] = cpu_now() - t0;
+    t0 = cpu_now();
+    sink += peak_fma(n);
+    t[1][r] = cpu_now() - t0;
+  }
+  double flops = (double)n * PEAK_CHAINS, bf = flops * 64 / median(t[0], R) * 1e-9,
+         f32 = flops * 32 / median(t[1], R) * 1e-9;
+  printf("  peak, one core, registers only: VDPBF16PS %.0f GFLOP/s, float32 FMA %.0f GFLOP/s "
+         "(%.2fx)\n", bf, f32, bf / f32);
+  (void)sink;
+}
+#else
+static void bench_peak(void) {}
+#endif
+
 static void bench_bf16(void) {
   openblas_set_num_threads(1);
   printf("MLP 784-256-256-10 GEMMs, one thread, C float32 (native bf16 = VDPBF16PS: %s):\n",
@@ -95,6 +147,7 @@ static void bench_bf16(void) {
   printf("  batch 1 forward's 3 GEMMs: native %.1f us, widen %.1f us, f32 %.1f us: "
          "native/widen %.2f, native/f32 %.2f\n",
          tot1[0] * 1e6, tot1[1] * 1e6, tot1[2] * 1e6, tot1[0] / tot1[1], tot1[0] / tot1[2]);
+  bench_peak();
 }
 
 int main(int argc, char **argv) {

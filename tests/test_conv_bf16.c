@@ -277,6 +277,33 @@ static void test_special(void) {
   }
 }
 
+/* Operands of every exponent (subnormals, Inf, NaN among them): the twin takes each product
+   unrounded and flushes only the sum, as VDPBF16PS does (k_dpbf16_step), so the two give the
+   same bits at float32's range ends too (NaNs aside: the hardware's is its own). */
+static void test_range_ends(void) {
+  if (!npuK_bf16dot()) return;
+  static const conv_case cs[] = {{1, 6, 7, 3, 3, 3, 1, 24, 1}, {1, 5, 6, 1, 3, 3, 1, 16, 0}};
+  for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+    npuK_window2d g = window(cs[c].n, cs[c].h, cs[c].w, cs[c].c, cs[c].k_h, cs[c].k_w, cs[c].s,
+                             cs[c].same);
+    const int64_t oc = cs[c].oc, nx = g.n * g.in_h * g.in_w * g.c,
+                  nf = g.k_h * g.k_w * g.c * oc, ny = g.n * g.out_h * g.out_w * oc;
+    uint16_t *x = malloc((size_t)nx * 2);
+    float *f = malloc((size_t)nf * 4);
+    for (int64_t i = 0; i < nx; i++) x[i] = (uint16_t)((urand() + 1) * 32768);
+    for (int64_t i = 0; i < nf; i++) f[i] = from_bf16((uint16_t)((urand() + 1) * 32768));
+    uint16_t *packed = malloc(npuK_conv2d_bf16_filter_size(&g, oc));
+    CHECK(npuK_conv2d_bf16_filter_pack(&g, oc, f, packed) == 0);
+    float *y = run_packed(&g, oc, NULL, 1, x, packed, NULL, NULL, NPUK_F32, ny, 0);
+    float *yt = run_packed(&g, oc, NULL, 1, x, packed, NULL, NULL, NPUK_F32, ny, 1);
+    long diff = 0;
+    for (int64_t i = 0; i < ny; i++)
+      diff += !(isnan(y[i]) && isnan(yt[i])) && memcmp(y + i, yt + i, 4) != 0;
+    CHECK(diff == 0);
+    free(x), free(f), free(packed), free(y), free(yt);
+  }
+}
+
 int main(void) {
   static const conv_case cs[] = {
       {2, 28, 28, 1, 3, 3, 1, 32, 1},  /* the CNN's first layer: c = 1, pairs over kw */
@@ -291,6 +318,7 @@ int main(void) {
   printf("  npuK_bf16dot: %d\n", npuK_bf16dot());
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) test_case(&cs[i]);
   test_special();
+  test_range_ends();
   printf("  largest |y - exact| / (2^-24 sum|x f|): %.2f; VDPBF16PS %s the twin's bits\n",
          worst_ratio, !npuK_bf16dot() ? "(absent) vs" : native_equals_twin ? "gives" : "differs from");
   if (npuK_bf16dot()) CHECK(native_equals_twin);

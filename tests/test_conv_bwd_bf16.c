@@ -331,6 +331,47 @@ static const geo input_shapes[] = {
     {2, 5, 6, 5, 2, 2, 1, 1, 33, 0},     /* 2x2 VALID, 33 channels out */
 };
 
+/* bfloat16 bit patterns of every exponent (subnormals, Inf and NaN among them) */
+static uint16_t *wild_bf16(int64_t n) {
+  uint16_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  for (int64_t i = 0; i < n; i++) v[i] = (uint16_t)((urand() + 1.0) * 32768.0);
+  return v;
+}
+
+/* the same floats, but that NaNs may differ in sign and payload */
+static long count_diff(const float *a, const float *b, int64_t n) {
+  long d = 0;
+  for (int64_t i = 0; i < n; i++)
+    d += !(isnan(a[i]) && isnan(b[i])) && memcmp(a + i, b + i, sizeof *a) != 0;
+  return d;
+}
+
+/* Products beyond float32's range and sums flushed at its bottom: the portable path takes
+   each product unrounded and flushes only the sum, as VDPBF16PS does (k_dpbf16_step), so
+   both give the same bits on operands of any exponent (c % 16 == 0 takes pack_x16, c = 3
+   pack_rows). */
+static void check_range_ends(int native) {
+  static const geo gs[] = {{1, 6, 6, 16, 3, 3, 1, 1, 20, 1}, {1, 5, 7, 3, 3, 3, 2, 1, 17, 1}};
+  for (size_t s = 0; s < sizeof gs / sizeof gs[0] && native; s++) {
+    npuK_window2d w;
+    CHECK(make_window(&gs[s], &w) == 0);
+    const int64_t oc = gs[s].out_c, nx = w.n * w.in_h * w.in_w * w.c;
+    const int64_t ndy = w.n * w.out_h * w.out_w * oc, nf = w.k_h * w.k_w * w.c * oc;
+    uint16_t *x = wild_bf16(nx), *dy = wild_bf16(ndy), *f = wild_bf16(nf);
+    float *a = malloc((size_t)(nf > nx ? nf : nx) * 4), *b = malloc((size_t)(nf > nx ? nf : nx) * 4);
+    size_t ss = npuK_conv2d_backprop_filter_bf16_scratch_size(&w, oc),
+           si = npuK_conv2d_backprop_input_bf16_scratch_size(&w, oc);
+    void *scratch = malloc(ss > si ? ss : si);
+    npuK_conv2d_backprop_filter_bf16_level(NULL, &w, oc, x, dy, a, NPUK_F32, scratch, 0);
+    npuK_conv2d_backprop_filter_bf16_level(NULL, &w, oc, x, dy, b, NPUK_F32, scratch, 1);
+    CHECK_EQ_I64(count_diff(a, b, nf), 0);
+    npuK_conv2d_backprop_input_bf16_level(NULL, &w, oc, dy, f, a, NPUK_F32, scratch, 0);
+    npuK_conv2d_backprop_input_bf16_level(NULL, &w, oc, dy, f, b, NPUK_F32, scratch, 1);
+    CHECK_EQ_I64(count_diff(a, b, nx), 0);
+    free(x), free(dy), free(f), free(a), free(b), free(scratch);
+  }
+}
+
 int main(void) {
   int native = npuK_bf16dot();
   if (!native) printf("test_conv_bwd_bf16: no AVX512_BF16 here: the native path skipped\n");
@@ -343,5 +384,6 @@ int main(void) {
   for (size_t i = 0; i < sizeof input_shapes / sizeof input_shapes[0]; i++)
     check_input_shape(&input_shapes[i], native);
   check_input_nonfinite();
+  check_range_ends(native);
   return check_summary("test_conv_bwd_bf16");
 }

@@ -221,9 +221,58 @@ static void test_order(void) {
   CHECK(c[1] == c[0]);
 }
 
+/* VDPBF16PS adds each exact product to the sum with one rounding (as a fused multiply-add
+   would), then flushes a subnormal result: a product is neither rounded to Inf on its own when
+   beyond float32's range nor flushed before it is added.  The twin must do the same, or it
+   stops being the instruction's bits at the range's ends (the shapes above never go there). */
+#define POW2(e, neg) ((uint16_t)(((neg) ? 0x8000 : 0) | (127 + (e)) << 7)) /* +-2^e, bfloat16 */
+static void test_range_ends(void) {
+  const struct {
+    uint16_t a[2], b[2]; /* element 1's product is added first */
+    float want;
+  } cases[] = {
+      /* -2^-140 alone: the sum -2^-140 flushed to -0, not +0 + (-0 flushed first) */
+      {{POW2(-70, 1), 0}, {POW2(-70, 0), 0}, -0.0f},
+      /* 2^-126 - 2^-140 is subnormal: flushed to +0 (the product flushed first kept 2^-126) */
+      {{POW2(-70, 1), POW2(-63, 0)}, {POW2(-70, 0), POW2(-63, 0)}, 0.0f},
+      /* 2^-126 - 2^-160 rounds to 2^-126, a normal: kept (tininess after rounding) */
+      {{POW2(-80, 1), POW2(-63, 0)}, {POW2(-80, 0), POW2(-63, 0)}, 0x1p-126f},
+      /* -2^129 overflows the sum to -Inf, and -Inf + 2^129 stays -Inf (not Inf - Inf = NaN) */
+      {{POW2(127, 0), POW2(127, 1)}, {POW2(2, 0), POW2(2, 0)}, -__builtin_inff()},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int level = 0; level < 2; level++) {
+      float c = 1234;
+      void *s = scratch_for(0, 0, 1, 1, 2, 1);
+      npuK_gemm_bf16_level_ep(NULL, 0, 0, 1, 1, 2, cases[i].a, cases[i].b, NULL, &c, NPUK_F32,
+                              s, 1, level);
+      free(s);
+      CHECK(npu_f32_bits(c) == npu_f32_bits(cases[i].want));
+      if (npu_f32_bits(c) != npu_f32_bits(cases[i].want))
+        fprintf(stderr, "  range case %zu level %d: got %a, want %a\n", i, level, c,
+                cases[i].want);
+    }
+  /* bfloat16 values of every exponent, random signs and significands: the tiles give the
+     twin's bits (where the CPU has the instruction; else both are the twin) */
+  const int64_t m = 5, n = 37, k = 41;
+  uint16_t *a = malloc((size_t)(m * k) * 2), *b = malloc((size_t)(k * n) * 2);
+  for (int64_t i = 0; i < m * k; i++) a[i] = (uint16_t)(urand() * 65536);
+  for (int64_t i = 0; i < k * n; i++) b[i] = (uint16_t)(urand() * 65536);
+  for (int t = 0; t < 4; t++) {
+    float c0[5 * 37], c1[5 * 37];
+    void *s = scratch_for(t & 1, t >> 1, m, n, k, 1);
+    npuK_gemm_bf16_level_ep(NULL, t & 1, t >> 1, m, n, k, a, b, NULL, c0, NPUK_F32, s, 1, 0);
+    npuK_gemm_bf16_level_ep(NULL, t & 1, t >> 1, m, n, k, a, b, NULL, c1, NPUK_F32, s, 1, 1);
+    CHECK(same_bits(c0, c1, m * n, NPUK_F32));
+    free(s);
+  }
+  free(a), free(b);
+}
+
 int main(void) {
   printf("native bfloat16 dot products here: %s\n", npuK_bf16dot() ? "yes" : "no");
   test_order();
+  test_range_ends();
   test_special();
   test_shapes();
   return check_summary("test_gemm_bf16");

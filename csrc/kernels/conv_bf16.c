@@ -18,7 +18,8 @@
  * over channels keeps c = 1 at 2 taps per instruction.
  *
  * Arithmetic (Intel SDM, VDPBF16PS): per float32 lane, acc += x[t+1] f[t+1], then acc +=
- * x[t] f[t], each product exact, each sum rounded to nearest even; bfloat16 subnormal inputs
+ * x[t] f[t], each product exact (also beyond float32's range: kutil.h's k_dpbf16_step), each
+ * sum rounded to nearest even; bfloat16 subnormal inputs
  * are read as zero, subnormal results flushed to zero, MXCSR ignored.  Each output is one
  * float32 sum over its valid taps in (kh, pair) order from +0: |y - exact| <= k 2^-23
  * sum|x f| (k = k_h k_w c) plus, for the flushes, the terms with a subnormal factor and k
@@ -31,7 +32,7 @@
  * each slot takes a contiguous run.  Where a window leaves x sideways, the rows a call reads
  * are copied (bfloat16) into the slot's scratch with zero columns around them; rows above or
  * below x are skipped (their taps left out).  Without the CPU's instructions (or with
- * NPU_NO_AVX512BF16=1) the portable twin computes the same sums with the same flushes in C.
+ * NPU_NO_AVX512BF16=1) the portable twin computes the same sums in C (k_dpbf16_step).
  */
 #include <math.h>
 #include <string.h>
@@ -106,17 +107,6 @@ int npuK_conv2d_bf16_filter_pack(const npuK_window2d *w, int64_t out_c, const fl
 
 /* ---- the portable twin: VDPBF16PS's arithmetic in C --------------------------------------- */
 
-static float bf_flush(float v) { return fabsf(v) < 0x1p-126f ? copysignf(0.0f, v) : v; }
-
-/* A bfloat16 as VDPBF16PS reads it: subnormals as zero of their sign. */
-static float bf_in(uint16_t h) {
-  float v;
-  uint32_t u = (uint32_t)h << 16;
-  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-  memcpy(&v, &u, sizeof v);
-  return v;
-}
-
 static void bf_row_scalar(const bf_job *j, const bf_view *v, int64_t oh, float *yrow) {
   const npuK_window2d *w = j->w;
   const int64_t oc = j->oc, len = j->len, px = w->stride_w * w->c;
@@ -130,9 +120,9 @@ static void bf_row_scalar(const bf_job *j, const bf_view *v, int64_t oh, float *
         const uint16_t *xp = v->at + (ih0 + kh - v->ih0) * v->rstride + ow * px;
         const uint16_t *fp = j->fp + kh * j->pairs * j->ocp * 2 + o * 2;
         for (int64_t p = 0; p < j->pairs; p++, fp += j->ocp * 2) {
-          float x0 = bf_in(xp[2 * p]), x1 = 2 * p + 1 < len ? bf_in(xp[2 * p + 1]) : 0;
-          acc = bf_flush(acc + bf_flush(x1 * bf_in(fp[1])));
-          acc = bf_flush(acc + bf_flush(x0 * bf_in(fp[0])));
+          float x0 = k_bf16_daz(xp[2 * p]), x1 = 2 * p + 1 < len ? k_bf16_daz(xp[2 * p + 1]) : 0;
+          acc = k_dpbf16_step(acc, x1, k_bf16_daz(fp[1]));
+          acc = k_dpbf16_step(acc, x0, k_bf16_daz(fp[0]));
         }
       }
       yo[o] = acc;

@@ -21,7 +21,7 @@
  * float32 df would give).  Blocks are fixed by the shape, work items (ranges of rows, every
  * channel) own their elements, so the bits do not depend on the thread count.
  *
- * Accuracy.  A bfloat16 product is exact in float32 (8 + 8 significand bits), so each block
+ * Accuracy.  A bfloat16 product is exact (8 + 8 significand bits), so each block
  * is a float32 sum of at most m = 2 FB_PAIRS terms in a fixed order, then float64 across
  * the b blocks, then one rounding: |df - exact| <= (m + 1) 2^-24 sum|x dy| (+ b 2^-53 sum,
  * folded in) — the float32 kernels' "k 2^-24 sum|a b|" form with k = m + 1, whatever the
@@ -32,8 +32,8 @@
  * than a skipped term, an infinite dy also makes NaN (0 x inf) the elements of taps that
  * read padding at that pixel, which the float32 kernel leaves finite.
  * The portable path (level 0: no AVX512_BF16, not x86-64, or the _level entry point's
- * choice) does the same pairs and blocks in scalar float32 with the same order within a pair
- * and the same flushes; the ops never reach it, as they read bfloat16 as stored only where
+ * choice) does the same pairs and blocks a step at a time as the instruction adds
+ * (kutil.h's k_dpbf16_step), in the same order within a pair; the ops never reach it, as they read bfloat16 as stored only where
  * npuK_bf16dot() is 1 (the tests run it beside the native path).
  */
 #include <string.h>
@@ -123,17 +123,19 @@ static void pack_rows(const fb_job *j, int64_t q0, int np, int64_t r0, int nr, f
     for (int64_t i = 0; i < npix;) {
       int64_t seg = w->out_w - at.ow < npix - i ? w->out_w - at.ow : npix - i;
       int64_t ih = at.oh * w->stride_h - w->pad_top + kh * w->dilation_h;
-      uint16_t *d = o + i - at.ow; /* d[ow] is column ow's */
+      uint16_t *d = o + i; /* d[ow - at.ow] is column ow's */
       if (ih < 0 || ih >= w->in_h) {
-        memset(o + i, 0, (size_t)seg * sizeof *o);
+        memset(d, 0, (size_t)seg * sizeof *d);
       } else {
-        const uint16_t *xr = j->x + ((at.b * w->in_h + ih) * w->in_w + off) * w->c + ci;
+        /* x's row ih from the tap's first column (off; which may be left of x: only the
+           columns [lo, hi) inside are read) */
+        const uint16_t *xr = j->x + ((at.b * w->in_h + ih) * w->in_w) * w->c + ci;
         int64_t a = at.ow, e = at.ow + seg;
         int64_t l = lo > a ? (lo < e ? lo : e) : a, h = hi < e ? (hi > l ? hi : l) : e;
-        for (int64_t ow = a; ow < l; ow++) d[ow] = 0;
-        if (step == 1) memcpy(d + l, xr + l, (size_t)(h - l) * sizeof *d);
-        else for (int64_t ow = l; ow < h; ow++) d[ow] = xr[ow * step];
-        for (int64_t ow = h; ow < e; ow++) d[ow] = 0;
+        for (int64_t ow = a; ow < l; ow++) d[ow - a] = 0;
+        if (step == 1) memcpy(d + (l - a), xr + (l + off) * w->c, (size_t)(h - l) * sizeof *d);
+        else for (int64_t ow = l; ow < h; ow++) d[ow - a] = xr[ow * step + off * w->c];
+        for (int64_t ow = h; ow < e; ow++) d[ow - a] = 0;
       }
       i += seg;
       at.ow = 0;
@@ -149,9 +151,7 @@ static inline void add_row(double *acc, const float *t, int64_t n) {
 }
 
 /* The portable block: rows [r0, r0 + nr) x every channel over np pairs, VDPBF16PS's order
-   (pixel 2q + 1's product, then 2q's) in float32, subnormals flushed as it does. */
-static float ftz(float v) { return v > -0x1p-126f && v < 0x1p-126f ? 0.0f * v : v; }
-static float bf(uint32_t v) { return ftz(npu_bf16_to_f32((uint16_t)v)); }
+   (pixel 2q + 1's product, then 2q's) a step at a time as it adds (k_dpbf16_step). */
 
 static void block_scalar(const fb_job *j, const fb_xp *xp, int64_t q0, int np, int64_t r0,
                          int nr) {
@@ -163,8 +163,8 @@ static void block_scalar(const fb_job *j, const fb_xp *xp, int64_t q0, int np, i
         float s = 0;
         for (int q = 0; q < np; q++) {
           uint32_t a = xp->v[q * xp->qs + r * xp->rs], d = j->dyp[(q0 + q) * j->co16 + co];
-          s = ftz(s + ftz(bf(a >> 16) * bf(d >> 16)));
-          s = ftz(s + ftz(bf(a & 0xffff) * bf(d & 0xffff)));
+          s = k_dpbf16_step(s, k_bf16_daz((uint16_t)(a >> 16)), k_bf16_daz((uint16_t)(d >> 16)));
+          s = k_dpbf16_step(s, k_bf16_daz((uint16_t)a), k_bf16_daz((uint16_t)d));
         }
         t[co - cb] = s;
       }
@@ -291,9 +291,11 @@ static void pack_x16(const fb_job *j, int64_t q0, int np, int64_t r0, fb_xp *xp)
       l = lo > a ? (lo < e ? lo : e) : a;
       h = hi < e ? (hi > l ? hi : l) : e;
     }
-    const uint16_t *xr = j->x + ((at.b * w->in_h + ih) * w->in_w + off) * w->c + ci;
+    /* row ih (only when inside: l < h) from column off, which may be left of x */
+    const uint16_t *xr = l < h ? j->x + ((at.b * w->in_h + ih) * w->in_w) * w->c + ci : NULL;
     for (int64_t ow = a; ow < l; ow++) FB_PUT(_mm256_setzero_si256());
-    for (int64_t ow = l; ow < h; ow++) FB_PUT(_mm256_loadu_si256((const void *)(xr + ow * step)));
+    for (int64_t ow = l; ow < h; ow++)
+      FB_PUT(_mm256_loadu_si256((const void *)(xr + ow * step + off * w->c)));
     for (int64_t ow = h; ow < e; ow++) FB_PUT(_mm256_setzero_si256());
     at.ow = 0;
     if (++at.oh == w->out_h) at.oh = 0, at.b++;
@@ -456,7 +458,7 @@ static int tile_taps(const bi_job *j, int64_t b, int64_t ih, int64_t iw0, int np
   return any;
 }
 
-/* The portable tile: the same chains in scalar float32, VDPBF16PS's order within a pair. */
+/* The portable tile: the same chains by k_dpbf16_step, VDPBF16PS's order within a pair. */
 static void bi_tile_scalar(const bi_job *j, int64_t b, int64_t ih, int64_t iw0, int np,
                            int64_t c0, int nc, float *t /* [np][32] */) {
   const npuK_window2d *w = j->w;
@@ -471,8 +473,10 @@ static void bi_tile_scalar(const bi_job *j, int64_t b, int64_t ih, int64_t iw0, 
           uint32_t a = dy_pair(j, d[i], p);
           for (int l = 0; l < nc; l++) {
             float s = t[i * 32 + l];
-            s = ftz(s + ftz(bf(a >> 16) * bf(f[l] >> 16)));
-            t[i * 32 + l] = ftz(s + ftz(bf(a & 0xffff) * bf(f[l] & 0xffff)));
+            s = k_dpbf16_step(s, k_bf16_daz((uint16_t)(a >> 16)),
+                              k_bf16_daz((uint16_t)(f[l] >> 16)));
+            t[i * 32 + l] =
+                k_dpbf16_step(s, k_bf16_daz((uint16_t)a), k_bf16_daz((uint16_t)f[l]));
           }
         }
     }

@@ -5,9 +5,10 @@
  *
  * The sum: every output is one float32 chain over k in pairs, ascending: for pair p (elements
  * 2p and 2p + 1 of the row of op(A) and the column of op(B)) acc += a[2p+1] b[2p+1], then
- * acc += a[2p] b[2p] (VDPBF16PS, Intel SDM): each product is exact in float32, each sum rounds
- * to nearest even, subnormal inputs (|x| < 2^-126) count as zero and subnormal results are
- * flushed to zero; an odd k's last pair has a zero partner.  So |c - exact| <= k 2^-24 sum|a b|
+ * acc += a[2p] b[2p] (VDPBF16PS, Intel SDM): each product is exact (16 significant bits; one
+ * beyond float32's range is added as it is, not first rounded to Inf or flushed), each sum
+ * rounds to nearest even, subnormal inputs (|x| < 2^-126) count as zero and subnormal results
+ * are flushed to zero (kutil.h's k_dpbf16_step); an odd k's last pair has a zero partner.  So |c - exact| <= k 2^-24 sum|a b|
  * (first order) for the operands with their subnormals taken as zero, plus k 2^-126 for the
  * flushes; NaN and Inf propagate as in float32 arithmetic.  The epilogue (bias, then the
  * activation: npuK_epilogue_f32) runs on the float32 sums, and a reduced C is narrowed from
@@ -16,8 +17,8 @@
  *
  * The chain is held in a register from the first pair to the last (no blocking over k), so
  * nothing but (a, b, k) decides an output's bits: not the tiles, not the thread count, not
- * whether B was packed.  The portable twin (level 0) runs the same chains with float32
- * arithmetic that emulates the instruction (tests compare the two bit for bit).
+ * whether B was packed.  The portable twin (level 0) runs the same chains a step at a time
+ * with k_dpbf16_step (tests compare the two bit for bit, at the range's ends too).
  *
  * Layout (level 1): op(B) in panels of NR = 32 columns, k in pairs: a panel is (kp, 32) uint32,
  * element (p, j) the two bfloat16 b[2p][j], b[2p+1][j] (two zmm per pair); op(A) by pairs as
@@ -33,7 +34,7 @@
 #include <string.h>
 
 #include "core/half.h"
-#include "kernels/kernels.h"
+#include "kernels/kutil.h"
 
 enum { MR = 8, NR = 32, MB = 256, TW = 128 };
 
@@ -124,19 +125,6 @@ static void store_tile(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int6
 
 /* ---- level 0: the portable twin, VDPBF16PS emulated a lane at a time ---- */
 
-/* x, or a zero of its sign when x is subnormal (the instruction's DAZ / FTZ) */
-static float flush(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-
-static float step(float acc, uint16_t a, uint16_t b) {
-  return flush(acc + flush(flush(npu_bf16_to_f32(a)) * flush(npu_bf16_to_f32(b))));
-}
-
 /* element (r, i) of op(A) and (i, c) of op(B), 0 past k */
 static uint16_t at_a(const bf_job *j, int64_t r, int64_t i) {
   if (i >= j->k) return 0;
@@ -153,8 +141,10 @@ static void tile_level0(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int
     for (int64_t c = 0; c < nr; c++) {
       float acc = 0.0f;
       for (int64_t p = 0; p < j->kp; p++) {
-        acc = step(acc, at_a(j, r0 + i, 2 * p + 1), at_b(j, 2 * p + 1, j0 + c));
-        acc = step(acc, at_a(j, r0 + i, 2 * p), at_b(j, 2 * p, j0 + c));
+        acc = k_dpbf16_step(acc, k_bf16_daz(at_a(j, r0 + i, 2 * p + 1)),
+                            k_bf16_daz(at_b(j, 2 * p + 1, j0 + c)));
+        acc = k_dpbf16_step(acc, k_bf16_daz(at_a(j, r0 + i, 2 * p)),
+                            k_bf16_daz(at_b(j, 2 * p, j0 + c)));
       }
       t[i * NR + c] = acc;
     }

@@ -8,8 +8,10 @@
 #ifndef NPU_KERNELS_KUTIL_H
 #define NPU_KERNELS_KUTIL_H
 
+#include <math.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "kernels/kernels.h"
 
 #define K_MAX_OPS 3
@@ -181,6 +183,22 @@ static inline void k_max_rows(float *dst, const float *const *src, int n, int64_
     }
     dst[i] = m;
   }
+}
+
+/* VDPBF16PS's arithmetic a step at a time, for the portable twins of the bfloat16 kernels
+   (gemm_bf16.c, conv_bf16.c, conv_bwd_bf16.c), measured against the instruction here: an
+   input as it reads it (a bfloat16 subnormal is a zero of its sign), and acc + a b as it adds:
+   the exact product (not first rounded to float32, so it neither overflows to Inf nor is
+   flushed on its own), one rounding to nearest even, a subnormal result (after rounding)
+   flushed to a zero of its sign.  A bfloat16 product has 16 significant bits, so inside
+   float32's range this is the float32 product then the float32 sum. */
+static inline float k_bf16_daz(uint16_t h) {
+  return npu_bits_f32((uint32_t)h << 16 & ((h & 0x7f80u) ? 0xffffffffu : 0x80000000u));
+}
+
+static inline float k_dpbf16_step(float acc, float a, float b) {
+  float r = fmaf(a, b, acc);
+  return fabsf(r) < 0x1p-126f ? copysignf(0.0f, r) : r;
 }
 
 /* The direct convolutions (conv_direct.c on float32, conv_bf16.c on bfloat16) share their
