@@ -15,20 +15,7 @@ local S = dofile(SPEC_DIR .. "/support.lua")
 
 -- the native path runs here: the CPU has AVX512_BF16 (with the F/BW/VL it needs) and the
 -- environment does not turn it off (npuK_bf16dot())
-local function native_here()
-  local off = os.getenv("NPU_NO_AVX512BF16")
-  if off and off ~= "" and off ~= "0" then return false end
-  local f = io.open("/proc/cpuinfo")
-  if not f then return false end
-  local info = f:read("a")
-  f:close()
-  local flags = info:match("\nflags%s*:([^\n]*)") or ""
-  for _, need in ipairs { "avx512_bf16", "avx512f", "avx512bw", "avx512vl" } do
-    if not (" " .. flags .. " "):find(" " .. need .. " ", 1, true) then return false end
-  end
-  return true
-end
-local NATIVE = native_here()
+local NATIVE = S.bf16dot_here()
 
 local function session(g, mode)
   return npu.Session { graph = g, options = { precision_mode = mode or "allow_mix_precision_bf16" } }

@@ -182,3 +182,13 @@ function TestFreeze:test_errors_name_the_culprit()
   raises("NPU_ERR_STATE", "'v'", function() gu.convert_variables_to_constants(fresh, g, { "out" }) end)
 end
 
+
+-- TensorFlow's empty whitelist freezes nothing; a bare {} is no options here (every variable
+-- frozen), so the empty whitelist is spelled as a keyword
+function TestFreeze:test_empty_whitelist_freezes_nothing()
+  local m = trained("force_fp32")
+  local n = #m.g:variables()
+  lu.assertEquals(#gu.convert_variables_to_constants(m.sess, m.g, { "probs" },
+    { variable_names_whitelist = {} }):variables(), n)
+  lu.assertEquals(#gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, {}):variables(), 0)
+end

@@ -527,17 +527,28 @@ local function run_lua(dir, env, script)
   return out
 end
 
--- Whether this process may use native bfloat16 dot products (the compiler's bf16dot): the
--- CPU's flags (/proc/cpuinfo) and NPU_NO_AVX512BF16 unset or 0, as npuK_bf16dot() decides.
-local function bf16dot_here()
-  local off = os.getenv("NPU_NO_AVX512BF16")
-  if off and off ~= "" and off ~= "0" then return false end
+-- Whether the CPU has native bfloat16 dot products: AVX512_BF16 and the AVX-512 F/BW/VL it
+-- needs, whole words of /proc/cpuinfo's flags line (what npuK_bf16dot() asks the CPU).  For a
+-- child process run with NPU_NO_AVX512BF16 unset (`env -u`).
+local function cpu_has_bf16dot()
   local f = io.open("/proc/cpuinfo")
   if not f then return false end
   local info = f:read("a")
   f:close()
-  return info:find("avx512_bf16", 1, true) ~= nil and info:find("avx512bw", 1, true) ~= nil
-    and info:find("avx512vl", 1, true) ~= nil
+  local flags = " " .. (info:match("\nflags%s*:([^\n]*)") or info:match("^flags%s*:([^\n]*)") or "") .. " "
+  for _, need in ipairs { "avx512_bf16", "avx512f", "avx512bw", "avx512vl" } do
+    if not flags:find(" " .. need .. " ", 1, true) then return false end
+  end
+  return true
+end
+
+-- Whether this process may use native bfloat16 dot products (the compiler's bf16dot, direct_bf16
+-- and the convolution gradients' bf16dot): the CPU has them and NPU_NO_AVX512BF16 is unset or 0,
+-- as npuK_bf16dot() decides.  The one copy the bf16 specs share.
+local function bf16dot_here()
+  local off = os.getenv("NPU_NO_AVX512BF16")
+  if off and off ~= "" and off ~= "0" then return false end
+  return cpu_has_bf16dot()
 end
 
 return {
@@ -552,6 +563,7 @@ return {
   FUSION_ALL_OFF = FUSION_ALL_OFF,
   fusion_session = fusion_session,
   bf16dot_here = bf16dot_here,
+  cpu_has_bf16dot = cpu_has_bf16dot,
   assert_same_bits = assert_same_bits,
   sh_quote = sh_quote,
   ls = ls,

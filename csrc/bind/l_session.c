@@ -1054,8 +1054,11 @@ static int l_session_freeze(lua_State *L) {
   npuB_checktype(L, 4, LUA_TTABLE);
   npuB_check_no_more(L, 4);
   lua_Integer n_out = luaL_len(L, 3);
-  if (n_out < 1 || n_out > INT_MAX / (lua_Integer)sizeof(int))
+  if (n_out < 1)
     npuB_fail(L, where, NPU_ERR_ARG, "output_node_names is empty: name the model's outputs");
+  if (n_out > INT_MAX / (lua_Integer)sizeof(int))
+    npuB_fail(L, where, NPU_ERR_ARG, "output_node_names has %lld entries: too many",
+              (long long)n_out);
   int *outputs = lua_newuserdatauv(L, (size_t)n_out * sizeof *outputs, 0); /* no malloc here */
   for (lua_Integer i = 0; i < n_out; i++) {
     if (lua_geti(L, 3, i + 1) != LUA_TSTRING)

@@ -614,8 +614,9 @@ static void attrs_desc(sbuf *b, const npuE_step *s) {
 static bool reduced_dtype(npu_dtype dt) { return dt == NPU_DTYPE_F16 || dt == NPU_DTYPE_BF16; }
 
 /* A GEMM step the compiler gave the native bfloat16 GEMM (implmode.c): A and B bfloat16 as
-   stored, C and a fused step's bias / slopes stored reduced too (the executor widens the
-   latter: widen flags past input 1 only).  Timed on reduced synthetic operands as it runs. */
+   stored, C as stored (reduced or float32); a fused step's bias / slopes float32
+   (precision.c: keep_epilogue_f32), or reduced by a customize_dtypes line and then widened by
+   the executor (widen flags past input 1 only).  Timed on synthetic operands as it runs. */
 static bool bf16dot_step(const npuE_step *s) {
   if (s->def->tune != NPUX_TUNE_GEMM || s->algo != NPUK_GEMM_BF16DOT) return false;
   for (int i = 0; s->widen && i < s->n_in + s->n_out; i++)

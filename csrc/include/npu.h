@@ -1042,8 +1042,11 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
                  "absorbed": ["node", ...], "inputs": [V...], "outputs": [V...],
                  "round_in": null or "float16", "round_out": ..., "scratch_bytes": 0,
                  "impl": "high_precision" or "high_performance",
-                 "algo": "direct", "im2col" or "winograd_2x3" (conv2d steps), "sgemm" or "gemv"
-                 (matmul steps tuning forced), else null, "index": k,
+                 "algo": "direct", "im2col", "winograd_2x3" or "direct_bf16" (conv2d steps),
+                 "sgemm" or "gemv" (matmul steps tuning forced), "bf16dot" (matmul, fused
+                 matmul and fused_apply_gradient_descent steps on the native bfloat16 GEMM;
+                 conv2d_backprop_filter / _input reading bfloat16 operands as stored), else
+                 null, "index": k,
                  "prepared": "winograd_filter" (a Winograd step whose constant filter was
                  transformed once, at compile time), "bf16_filter" (a direct_bf16 step's
                  constant filter packed once; the stored filter is then not widened per run)

@@ -74,7 +74,9 @@ local OPTS = { "variable_names_whitelist", "variable_names_blacklist",
 -- @tparam[opt] table|{string,...} opts `variable_names_whitelist` (only these are frozen),
 --   `variable_names_blacklist` (these stay variables); `variable_names_allowlist` and
 --   `variable_names_denylist` are TensorFlow 2's names for the same.  TensorFlow's positional
---   form works too: a list here is the whitelist, and a 5th argument the blacklist.
+--   form works too: a list here is the whitelist, and a 5th argument the blacklist.  An empty
+--   table `{}` is no options (every variable frozen), not an empty whitelist, which in
+--   TensorFlow freezes none: write `{variable_names_whitelist = {}}` for that.
 -- @param[opt] blacklist with a list as 4th argument, the blacklist
 -- @treturn Graph the frozen graph
 -- @raise NPU_ERR_NOT_FOUND (an output node or a listed variable not in the graph, named);
