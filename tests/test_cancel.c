@@ -107,7 +107,10 @@ static void test_winograd_stops_inside(npu_context *ctx) {
     CHECK(strstr(npu_context_errmsg(ctx), "timeout_in_ms =") != NULL);
     if (strstr(npu_context_errmsg(ctx), "(conv2d)") && in_step > 0.05 * conv_cpu) {
       inside++;
-      CHECK(in_step < 0.5 * conv_cpu);
+      /* without checks inside the kernel a stop inside comes at the step's end (in_step about
+         conv_cpu); with them, soon after the deadline, wherever in the convolution that falls
+         (under ThreadSanitizer the only deadline inside may fall past its middle: 136 of 247 ms) */
+      CHECK(in_step < 0.9 * conv_cpu);
       printf("test_cancel: Winograd convolution %.1f ms of CPU, stopped after %.2f ms in it\n",
              conv_cpu, in_step);
     }
