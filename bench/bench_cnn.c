@@ -380,8 +380,8 @@ static int build(net *n, const twin *t) {
 #define N_MODES 2 /* forward, train step */
 
 int main(int argc, char **argv) {
-  tick = bench_clock();
   int reps = argc > 1 ? atoi(argv[1]) : 41, only_threads = argc > 2 ? atoi(argv[2]) : 0;
+  tick = bench_clock(only_threads);
   if (reps < 1) reps = 1;
   precision = argc > 3 ? argv[3] : getenv("BENCH_PRECISION");
   if (precision && !*precision) precision = NULL;

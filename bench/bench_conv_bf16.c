@@ -47,7 +47,7 @@ static uint16_t to_bf16(float v) {
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 15, only_threads = argc > 2 ? atoi(argv[2]) : 0;
   if (rounds < 1) rounds = 1;
-  double (*tick)(void) = bench_clock();
+  double (*tick)(void) = bench_clock(only_threads);
   npu_context *ctx;
   if (npu_context_new(NULL, &ctx)) return 1;
   static const layer layers[] = {{"cnn1 32x28x28x1->32 pool", 32, 28, 1, 32, 1},

@@ -5,7 +5,9 @@
  * NPU_NO_AVX512BF16=1), and bfloat16 as stored by VDPBF16PS (conv_bwd_bf16.c); the same
  * for the second layer's input gradient (npuK_conv2d_backprop_input_f32_gemm: the direct
  * kernel on the turned filter).  Repetitions
- * interleaved, medians, CPU time; ratios to float32 printed.  Usage: bench_conv_grad_bf16 [reps] */
+ * interleaved, medians, this thread's CPU time (all of the work: no pool, OpenBLAS at one
+ * thread; see bench_clock); ratios to float32 printed.  Usage: bench_conv_grad_bf16 [reps] */
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -23,6 +25,9 @@ typedef struct layer {
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 15;
   if (reps < 1) reps = 1;
+  /* one thread: no context sets it here, and a kernel that falls back to sgemm would otherwise
+     run on OpenBLAS's threads, beside the clock */
+  openblas_set_num_threads(1);
   static const layer layers[] = {{"conv1 28x28x1->32", 32, 28, 28, 1, 32},
                                  {"conv2 14x14x32->64", 32, 14, 14, 32, 64}};
   int native = npuK_bf16dot();
@@ -48,7 +53,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 3; k++) t[k] = malloc((size_t)reps * sizeof(double));
     for (int r = -2; r < reps; r++)
       for (int k = 0; k < 3; k++) {
-        double t0 = cpu_now();
+        double t0 = thread_cpu_now();
         if (k == 0) {
           npuK_conv2d_backprop_filter_f32(NULL, &w, L->out_c, xf, dyf, df, acc);
         } else if (k == 1 || !native) {
@@ -59,7 +64,7 @@ int main(int argc, char **argv) {
         } else {
           npuK_conv2d_backprop_filter_bf16(NULL, &w, L->out_c, x, dy, dh, NPUK_BF16, scratch);
         }
-        if (r >= 0) t[k][r] = cpu_now() - t0;
+        if (r >= 0) t[k][r] = thread_cpu_now() - t0;
       }
     double m[3];
     for (int k = 0; k < 3; k++) m[k] = median(t[k], reps);
@@ -76,7 +81,7 @@ int main(int argc, char **argv) {
       for (int64_t i = 0; i < nf; i++) fh[i] = npu_f32_to_bf16(ff[i] = (float)rand() / RAND_MAX - 0.5f);
       for (int r = -2; r < reps; r++)
         for (int k = 0; k < 3; k++) {
-          double t0 = cpu_now();
+          double t0 = thread_cpu_now();
           if (k == 0) {
             npuK_conv2d_backprop_input_f32_gemm(NULL, &w, L->out_c, dyf, ff, dxf, gs, 1);
           } else if (k == 1 || !native) {
@@ -87,7 +92,7 @@ int main(int argc, char **argv) {
           } else {
             npuK_conv2d_backprop_input_bf16(NULL, &w, L->out_c, dy, fh, dxh, NPUK_BF16, bs);
           }
-          if (r >= 0) t[k][r] = cpu_now() - t0;
+          if (r >= 0) t[k][r] = thread_cpu_now() - t0;
         }
       for (int k = 0; k < 3; k++) m[k] = median(t[k], reps);
       printf("%-20s input gradient: float32 %.3f ms (%.0f GFLOP/s)  bf16 widened %.3f ms (%.2fx)  "

@@ -348,9 +348,9 @@ static void precision_options(const char *mode) {
 }
 
 int main(int argc, char **argv) {
-  tick = bench_clock();
   if (argc > 1) reps = atoi(argv[1]);
   if (argc > 2) threads = atoi(argv[2]);
+  tick = bench_clock(threads);
   if (reps < 1 || reps > MAX_REPS || threads < 1 || threads > 64) {
     fprintf(stderr, "usage: bench_mlp [reps (1..%d) [threads [precision]]]\n", MAX_REPS);
     return 2;

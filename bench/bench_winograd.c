@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 9, only_threads = argc > 2 ? atoi(argv[2]) : 0;
   int only_batch = argc > 3 ? atoi(argv[3]) : 0;
   if (rounds < 1) rounds = 1;
-  double (*tick)(void) = bench_clock();
+  double (*tick)(void) = bench_clock(only_threads);
   npu_context *ctx;
   if (npu_context_new(NULL, &ctx)) return 1;
   static const int64_t batches[] = {1, 8, 32}, sizes[] = {7, 14, 28, 56};

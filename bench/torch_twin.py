@@ -6,8 +6,9 @@ as bench/bench_mlp.c and bench/bench_cnn.c, timed in PyTorch eager and TorchScri
 
 prints one line per case, "case<TAB>name<TAB>eager ms<TAB>torchscript ms<TAB>note", each the
 median of REPS timings (each timing a loop of a few runs, after warm-ups), in wall time, or with
-"cpu" in the process's CPU time (time.process_time: as BENCH_CPU_TIME makes our benches do).  On an import failure
-it prints "skipped<TAB>reason" and exits 0, so the driver can say why.
+"cpu" in the process's CPU time (time.process_time; BENCH_CPU_TIME times our benches at one
+thread in the timing thread's, which there does all of their work: see bench/bench.h).  On an
+import failure it prints "skipped<TAB>reason" and exits 0, so the driver can say why.
 
 With "bf16" the same cases run in eager mode twice, alternating rep by rep: under
 torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's mixed precision: matrix products and

@@ -11,9 +11,9 @@
 -- thread means one device thread (OpenBLAS at one inside the session, as the context sets
 -- it), OpenBLAS at one for the twin, torch.set_num_threads(1) and OPENBLAS_NUM_THREADS=1 for
 -- PyTorch (whose matrix products run on the same Debian OpenBLAS, its convolutions on oneDNN).
--- Clocks: at one thread every side is timed in its process's CPU time (BENCH_CPU_TIME,
--- time.process_time), which leaves out the waits for a core on a shared machine with more
--- runnable threads than cores (the build machine: load 10 on 2 cores); at two threads in wall
+-- Clocks: at one thread every side is timed in CPU time (BENCH_CPU_TIME: the timing thread's,
+-- see bench/bench.h; time.process_time), which leaves out the waits for a core on a shared
+-- machine with more runnable threads than cores (the build machine: load 10 on 2 cores); at two threads in wall
 -- time (CPU time would add the threads up), so that column is only meaningful on a quiet machine.
 -- Data layout: ours NHWC; PyTorch both NCHW and channels_last (NHWC in memory), the faster
 -- counted (torch_twin.py).  PyTorch is optional: without /usr/bin/python3 and its torch the
@@ -150,7 +150,7 @@ for _, threads in ipairs(thread_counts) do
   end
   print(("%d thread(s), %s: median over %d rounds of each process's median of %d reps, ms; ratios ours / other"
     .. " (< 1: ours faster; against PyTorch the median of the rounds' ratios)")
-    :format(threads, threads == 1 and "process CPU time" or "wall time", rounds, reps))
+    :format(threads, threads == 1 and "CPU time" or "wall time", rounds, reps))
   print(("%-26s %8s %8s %8s %8s   %7s %7s %7s"):format("case", "ours", "hand C", "eager", "script",
     "/hand", "/eager", "/script"))
   for _, case in ipairs(order) do
@@ -176,7 +176,7 @@ for _, threads in ipairs(thread_counts) do
   if bf16 then
     print(("%d thread(s), %s: ours under %s (the table above's float32 runs beside it) vs PyTorch eager"
       .. " under autocast bfloat16 (its float32 eager timed alternately in the same process); ms,"
-      .. " medians as above"):format(threads, threads == 1 and "process CPU time" or "wall time", MIXED))
+      .. " medians as above"):format(threads, threads == 1 and "CPU time" or "wall time", MIXED))
     print(("%-28s %9s %9s %8s %8s %9s   %9s %9s %9s"):format("case", "ours bf16", "no dpbf16", "autocast",
       "ours f32", "torch f32", "/autocast", "ours b/f", "torch b/f"))
     for _, case in ipairs(order) do
