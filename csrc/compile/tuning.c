@@ -691,6 +691,8 @@ typedef struct bench {
   void *prepared[NPUK_CONV_ALGO_COUNT];
   int n_in, n_out;
 } bench;
+/* bench.prepared is indexed by a convolution's or a GEMM's algorithm (bf16dot's packed B) */
+_Static_assert((int)NPUK_GEMM_ALGO_COUNT <= (int)NPUK_CONV_ALGO_COUNT, "bench.prepared too small");
 
 static void bench_free(bench *bn) {
   for (int i = 0; i < bn->n_in; i++) npu_tensor_release(bn->in[i]);
@@ -749,8 +751,8 @@ static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, b
   return NPU_OK;
 }
 
-/* A Winograd or direct_bf16 candidate on a step whose filter is a constant is timed as the
-   plan will run it: with the filter prepared once here (npuP_prepare_filter, what plan.c
+/* A Winograd or direct_bf16 candidate on a step whose filter is a constant (a bf16dot one
+   on a matmul whose B is a constant) is timed as the plan will run it: with it prepared once here (npuP_prepare_filter, what plan.c
    gives the chosen algorithm), outside the timed calls, not with the per-call transform or
    packing, which would undervalue the candidate on small inference layers. */
 static npu_status bench_prepare(npuP_build *b, const npuE_step *s, const cand *cs, int n,
