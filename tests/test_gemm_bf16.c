@@ -145,11 +145,11 @@ static const npuK_dtype cds[] = {NPUK_F32, NPUK_BF16, NPUK_F16};
 static void check_packed(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a,
                          const uint16_t *b, const npuK_epilogue *epp, npuK_dtype cd,
                          const void *c1) {
-  size_t pb = npuK_gemm_bf16_packed_size(n, k), cb = (size_t)(m * n) * npuK_dtype_size(cd);
+  size_t pb = npuK_gemm_bf16_packed_size(m, n, k), cb = (size_t)(m * n) * npuK_dtype_size(cd);
   CHECK(k > 0 || pb == 0);
   uint32_t *pk = malloc(pb ? pb : 1);
   memset(pk, 0x3c, pb ? pb : 1);
-  npuK_gemm_bf16_pack_b(tb, n, k, b, pk);
+  npuK_gemm_bf16_pack_b(tb, m, n, k, b, pk);
   for (int level = 0; level <= 1; level++)
     for (int slots = 1; slots <= 3; slots++) {
       size_t sz = npuK_gemm_bf16_packed_scratch_size(ta, m, k);

@@ -748,11 +748,14 @@ static npu_status prepare_bf16_b(const npuP_build *b, const npuE_step *s, void *
   bool tb = s->def == &npuP_op_fused_matmul ? ((const npuP_fused_matmul *)params)->transpose_b
                                             : npuX_matmul_transpose_b(params);
   int64_t n = bt->shape[tb ? 0 : 1], k = bt->shape[tb ? 1 : 0];
-  size_t bytes = npuK_gemm_bf16_packed_size(n, k);
+  /* the panels' width follows the product's rows (shapes are static here: not s->dynamic) */
+  const npuG_value *y = &b->plan->values[s->out[0]];
+  int64_t m = y->ndim == 2 ? y->shape[0] : 0;
+  size_t bytes = npuK_gemm_bf16_packed_size(m, n, k);
   if (!bytes) return NPU_OK; /* an empty B: the per-call path has nothing to pack either */
   uint32_t *out = npuC_alloc(b->ctx, bytes);
   if (!out) return NPU_ERR_NOMEM;
-  npuK_gemm_bf16_pack_b(tb, n, k, bt->data, out);
+  npuK_gemm_bf16_pack_b(tb, m, n, k, bt->data, out);
   *packed = out;
   *packed_bytes = bytes;
   return NPU_OK;

@@ -29,7 +29,8 @@
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
  * (constants as they are; other inputs filled with values in [0.5, 1.5)), after one warm-up
  * call each (a Winograd or direct_bf16 candidate on a constant filter with its U / packed
- * filter made once beforehand by npuP_prepare_filter, as the plan runs it), in interleaved rounds (each round runs every candidate once, so a
+ * filter made once beforehand by npuP_prepare_filter, as the plan runs it; a bf16dot one on a
+ * matmul's constant B with B's panels likewise), in interleaved rounds (each round runs every candidate once, so a
  * burst of load hits them alike), and is judged by its median.  The compiler's own choice is candidate 0
  * and keeps its place unless another median is at least MARGIN faster.  A nested step is
  * timed the same way, on its own: the loop or branch around it is not run (how often a loop

@@ -33,9 +33,11 @@
  *
  * Packed once (npuK_gemm_bf16_pack_b, the _packed entries): a constant B (a frozen graph's
  * weights) is laid out as all its panels one after the other, once per plan
- * (compile/plan.c), and every call reads them in place: no per-call packing, no raw path
- * (few rows read the panels too, units of up to TW columns spanning consecutive panels).
- * Same chains, so the same bits as packing per call.
+ * (compile/plan.c), and every call reads them in place: no per-call packing, no raw path.
+ * The panels are as wide as the units for the plan's m (packed_width: 32 columns, up to TW
+ * for few rows), so a few-row tile reads each pair's columns from one contiguous run as the
+ * raw path reads B's rows (with 32-column panels a batch-1 product ran ~15 % slower than
+ * raw).  Same chains, so the same bits as packing per call.
  */
 #include <string.h>
 
@@ -72,6 +74,7 @@ typedef struct bf_job {
   float lr;
   uint32_t *apack, *panels;
   const uint32_t *prepacked; /* B's panels packed once (npuK_gemm_bf16_pack_b), or NULL */
+  int64_t pw; /* the panels' width in columns: NR, or packed_width(m) for prepacked ones */
   const npuK_pool *pool;
 } bf_job;
 
@@ -84,26 +87,30 @@ size_t npuK_gemm_bf16_scratch_size(int trans_a, int trans_b, int64_t m, int64_t 
   return (size_t)words * sizeof(uint32_t);
 }
 
-size_t npuK_gemm_bf16_packed_size(int64_t n, int64_t k) {
-  if (n <= 0 || k <= 0) return 0;
-  return (size_t)(((n + NR - 1) / NR) * panel_words(k)) * sizeof(uint32_t);
+/* The width of B's panels packed once for m rows: the units' (unit_width, as if raw). */
+static int64_t packed_width(int64_t m) { return unit_width(m <= MR, m); }
+
+size_t npuK_gemm_bf16_packed_size(int64_t m, int64_t n, int64_t k) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  int64_t w = packed_width(m);
+  return (size_t)(((n + w - 1) / w) * pairs(k) * w) * sizeof(uint32_t);
 }
 
 /* Portable on purpose: it runs once per plan (~0.3 ms for 784 x 256 here), not per call. */
-void npuK_gemm_bf16_pack_b(int trans_b, int64_t n, int64_t k, const uint16_t *b,
+void npuK_gemm_bf16_pack_b(int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *b,
                            uint32_t *dst) {
-  if (n <= 0 || k <= 0) return;
-  const int64_t kp = pairs(k), n_panels = (n + NR - 1) / NR;
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  const int64_t kp = pairs(k), w = packed_width(m), n_panels = (n + w - 1) / w;
   for (int64_t pn = 0; pn < n_panels; pn++)
     for (int64_t p = 0; p < kp; p++)
-      for (int64_t c = 0; c < NR; c++) {
-        int64_t col = pn * NR + c;
+      for (int64_t c = 0; c < w; c++) {
+        int64_t col = pn * w + c;
         uint32_t lo = 0, hi = 0;
         if (col < n) {
           lo = trans_b ? b[col * k + 2 * p] : b[2 * p * n + col];
           if (2 * p + 1 < k) hi = trans_b ? b[col * k + 2 * p + 1] : b[(2 * p + 1) * n + col];
         }
-        dst[(pn * kp + p) * NR + c] = lo | hi << 16;
+        dst[(pn * kp + p) * w + c] = lo | hi << 16;
       }
 }
 
@@ -168,7 +175,7 @@ static uint16_t at_a(const bf_job *j, int64_t r, int64_t i) {
 static uint16_t at_b(const bf_job *j, int64_t i, int64_t c) {
   if (i >= j->k) return 0;
   if (j->prepacked) {
-    uint32_t w = j->prepacked[(c / NR) * panel_words(j->k) + (i / 2) * NR + c % NR];
+    uint32_t w = j->prepacked[(c / j->pw) * j->kp * j->pw + (i / 2) * j->pw + c % j->pw];
     return (uint16_t)(i & 1 ? w >> 16 : w & 0xffff);
   }
   return j->trans_b ? j->b[c * j->k + i] : j->b[i * j->n + c];
@@ -289,8 +296,8 @@ static void pack_panel(const bf_job *j, int64_t pn, uint32_t *dst) {
 
 /* The tile's chains: mr rows x nv vectors of 16 columns (both constants); A's pair (i, p) at
    a + i a_rs + p a_ps (uint16 units; a_tail: the last pair, index kp - 1, is one element, read
-   alone); B from the packed panel bp (vector v: panel v / 2 from bp, panels kp NR words
-   apart: more than one only where B was packed once), or (raw) from B's rows at column j0 as it goes,
+   alone); B from the packed panel bp (j->pw columns wide: NR, or up to TW where B was packed
+   once), or (raw) from B's rows at column j0 as it goes,
    32 columns a group (the masks: the columns below nr).  Sums to t (mr, 16 nv; row stride TW). */
 static inline __attribute__((always_inline)) void
 tile_chains(const int mr, const int nv, const int raw, const bf_job *j, const uint16_t *a,
@@ -331,7 +338,7 @@ tile_chains(const int mr, const int nv, const int raw, const bf_job *j, const ui
       }                                                                                      \
     } else {                                                                                 \
       _Pragma("GCC unroll 2") for (int v = 0; v < nv; v++)                                   \
-        bv[v] = _mm512_loadu_si512(bp + (v >> 1) * kp * NR + (p) * NR + 16 * (v & 1));      \
+        bv[v] = _mm512_loadu_si512(bp + (p) * j->pw + 16 * v);                               \
     }                                                                                        \
     _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) {                                   \
       __m512bh av = (__m512bh)_mm512_set1_epi32((int)(LOAD_A(i)));                           \
@@ -466,7 +473,7 @@ static void units_range(void *arg, int64_t s0, int64_t s1) {
       int64_t j0 = pn * j->uw, nr = j->n - j0 < j->uw ? j->n - j0 : j->uw;
       int64_t r_end = (mb + 1) * MB < j->m ? (mb + 1) * MB : j->m;
       const uint32_t *panel =
-          j->prepacked ? j->prepacked + (j0 / NR) * panel_words(j->k) : slot_panel;
+          j->prepacked ? j->prepacked + pn * j->kp * j->pw : slot_panel; /* pw == uw */
 #if HAVE_BF16_TILES
       if (j->level > 0 && slot_panel && packed != pn) {
         pack_panel(j, pn, slot_panel);
@@ -510,7 +517,8 @@ static void gemm_bf16(const npuK_pool *pool, int trans_a, int trans_b, int64_t m
               .kp = pairs(k), .a = a, .b = b, .ep = ep, .c = c, .c_dtype = c_dtype,
               .w = w, .lr = lr, .pool = pool, .prepacked = prepacked};
   j.raw = !prepacked && raw_b(trans_b, m);
-  j.uw = unit_width(prepacked ? m <= MR : j.raw, m);
+  j.uw = prepacked ? packed_width(m) : unit_width(j.raw, m);
+  j.pw = prepacked ? j.uw : NR;
   j.n_panels = (n + j.uw - 1) / j.uw;
   j.n_mblocks = (m + MB - 1) / MB;
   j.n_units = j.n_panels * j.n_mblocks;
