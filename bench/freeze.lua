@@ -5,8 +5,8 @@
 -- its weights as variables and frozen to consts.  Under bfloat16 a variable is cast to
 -- bfloat16 at every run; a const is stored bfloat16 once, when the plan compiles, and a
 -- constant convolution filter (direct_bf16) or GEMM B (bf16dot) is packed once per plan.
--- One thread; the four
--- sessions of a model timed in turn (CPU time), REPS rounds, medians; µs per run.
+-- One thread; the four sessions of a model timed in turn (CPU time), REPS rounds, medians;
+-- µs per run.
 -- Usage: lua5.4 bench/freeze.lua [reps]
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath
