@@ -4,8 +4,9 @@
 -- batch 32, each under float32 (must_keep_origin_dtype) and allow_mix_precision_bf16, with
 -- its weights as variables and frozen to consts.  Under bfloat16 a variable is cast to
 -- bfloat16 at every run; a const is stored bfloat16 once, when the plan compiles, and a
--- constant convolution filter is packed once per plan (direct_bf16).  One thread; the four
--- sessions of a model timed in turn (CPU time), REPS rounds, medians; µs per run.
+-- constant convolution filter (direct_bf16) or GEMM B (bf16dot) is packed once per plan.
+-- One thread; the four sessions of a model timed in turn (CPU time), REPS rounds, medians;
+-- µs per run.
 -- Usage: lua5.4 bench/freeze.lua [reps]
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath

@@ -140,6 +140,28 @@ static int same_bits(const void *x, const void *y, int64_t n, npuK_dtype dt) {
 
 static const npuK_dtype cds[] = {NPUK_F32, NPUK_BF16, NPUK_F16};
 
+/* B packed once (npuK_gemm_bf16_pack_b) and read by the _packed entry: the bits of c1 (the
+   per-call packing at level 1), at both levels and any slots, in exactly the scratch asked */
+static void check_packed(int ta, int tb, int64_t m, int64_t n, int64_t k, const uint16_t *a,
+                         const uint16_t *b, const npuK_epilogue *epp, npuK_dtype cd,
+                         const void *c1) {
+  size_t pb = npuK_gemm_bf16_packed_size(m, n, k), cb = (size_t)(m * n) * npuK_dtype_size(cd);
+  CHECK(k > 0 || pb == 0);
+  uint32_t *pk = malloc(pb ? pb : 1);
+  memset(pk, 0x3c, pb ? pb : 1);
+  npuK_gemm_bf16_pack_b(tb, m, n, k, b, pk);
+  for (int level = 0; level <= 1; level++)
+    for (int slots = 1; slots <= 3; slots++) {
+      size_t sz = npuK_gemm_bf16_packed_scratch_size(ta, m, k);
+      void *s = malloc(sz ? sz : 1), *c = alloc_out(m * n, cd);
+      npuK_gemm_bf16_packed_level_ep(slots > 1 ? &two : NULL, ta, m, n, k, a, pk, epp, c, cd,
+                                     s, slots, level);
+      CHECK(level ? memcmp(c, c1, cb) == 0 : same_bits(c, c1, m * n, cd));
+      free(s), free(c);
+    }
+  free(pk);
+}
+
 /* one shape: every transpose, C dtype, epilogue; twin, slots, threads */
 static void check_shape(int64_t m, int64_t n, int64_t k, int special) {
   uint16_t *a = rand_bf16(m * k, special), *b = rand_bf16(k * n, special);
@@ -166,6 +188,7 @@ static void check_shape(int64_t m, int64_t n, int64_t k, int special) {
           CHECK(memcmp(c1, c2, cb) == 0); /* threads and slots change no bit */
           free(c2), free(s2);
         }
+        check_packed(ta, tb, m, n, k, a, b, epp, cd, c1);
         free(c1), free(c0);
       }
   free(a), free(b), free(bias);

@@ -296,12 +296,14 @@ static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
   (void)e, num(w, (int64_t)s->scratch_size);
 }
 static void s_index(jw *w, const ex *e, const npuE_step *s) { (void)e, num(w, s->index); }
-/* a Winograd step's constant filter transformed once, at compile time (plan.c: prepare_steps):
-   "winograd_filter", else null */
+/* a step's constant operand transformed once, at compile time (plan.c: prepare_steps): a
+   Winograd filter ("winograd_filter"), a direct_bf16 filter ("bf16_filter"), a bf16dot
+   GEMM's B ("bf16_weights"), else null.  GEMM and convolution algorithms share numbers. */
 static void s_prepared(jw *w, const ex *e, const npuE_step *s) {
-  (void)e, str(w, !s->prepared                           ? NULL
-                 : s->algo == NPUK_CONV_DIRECT_BF16 ? "bf16_filter"
-                                                    : "winograd_filter");
+  (void)e, str(w, !s->prepared                              ? NULL
+                 : s->def->tune == NPUX_TUNE_GEMM          ? "bf16_weights"
+                 : s->algo == NPUK_CONV_DIRECT_BF16        ? "bf16_filter"
+                                                           : "winograd_filter");
 }
 /* shaped when it runs: outputs and scratch sized from the actual inputs (exec.c run_dynamic) */
 static void s_dynamic(jw *w, const ex *e, const npuE_step *s) { (void)e, boolean(w, s->dynamic); }

@@ -44,6 +44,10 @@ static size_t matmul_scratch(const npuX_call *c) {
   const npuP_fused_matmul *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
   if (a->ndim != 2 || y->ndim != 2) return 0;
+  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype) &&
+      c->prepared) /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
+    return npuK_gemm_bf16_packed_scratch_size(p->transpose_a, y->shape[0],
+                                              a->shape[p->transpose_a ? 0 : 1]);
   if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype))
     return npuK_gemm_bf16_scratch_size(p->transpose_a, p->transpose_b, y->shape[0], y->shape[1],
                                        a->shape[p->transpose_a ? 0 : 1], c->n_threads);
@@ -66,6 +70,11 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
   if (reference)
     npuK_matmul_f32_ref_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                            &ep, y->data);
+  else if (c->prepared &&
+           npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype))
+    /* a constant B packed once by the plan (plan.c): B itself is not read */
+    npuK_gemm_bf16_packed_ep(c->pool, p->transpose_a, m, n, k, a->data, c->prepared, &ep,
+                             y->data, (npuK_dtype)y->dtype, c->scratch, c->n_threads);
   else /* A, B and C as stored (NPUX_F_HALF_XY, _HALF_B) */
     npuK_matmul_half_b_algo_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
                                (npuK_dtype)a->dtype, b->data, (npuK_dtype)b->dtype, &ep,
@@ -79,7 +88,7 @@ static npu_status matmul_ref(const npuX_call *c) { return matmul_impl(c, true); 
 const npu_op_def npuP_op_fused_matmul = {
     .name = "fused_matmul", .tf_type = "_FusedMatMul", .min_inputs = 3, .max_inputs = 4,
     .n_outputs = 1, .prec = NPUX_PREC_TRUST, .fused = true, .tune = NPUX_TUNE_GEMM,
-    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY | NPUX_F_HALF_B,
+    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_XY | NPUX_F_HALF_B | NPUX_F_PREPARED_FILTER,
     .scratch_size = matmul_scratch, .run = matmul_run, .run_ref = matmul_ref};
 
 /* ---- gradient descent through the gradient's GEMM (ApplyGradientDescentFusionPass) ---- */

@@ -16,6 +16,7 @@
  */
 #include <string.h>
 
+#include "compile/fused_ops.h"
 #include "compile/generalize.h"
 #include "compile/passes.h"
 #include "compile/precision.h"
@@ -731,11 +732,42 @@ static npu_status prepare_bf16(const npuP_build *b, const npuE_step *s, void **p
   return NPU_OK;
 }
 
+/* A bf16dot matmul / fused_matmul step whose B is a constant stored bfloat16 (a frozen
+   graph's weights under a bfloat16 mode, cast once at compile time) gets B's panels packed
+   once (kernels/gemm_bf16.c's layout): the kernel packed them on every call before, ~1/3 of
+   the MLP's time at batch 1.  A's dtype and the CPU must be what the kernel takes
+   (npuK_gemm_bf16_takes), else the step runs another path and *packed stays NULL. */
+static npu_status prepare_bf16_b(const npuP_build *b, const npuE_step *s, void **packed,
+                                 size_t *packed_bytes) {
+  const npu_tensor *bt = s->n_in >= 2 && !s->host && !s->dynamic ? b->known[s->in[1]] : NULL;
+  if (!bt || bt->ndim != 2 || bt->dtype != NPU_DTYPE_BF16 || (s->widen && s->widen[1]) ||
+      !npuK_gemm_bf16_takes(NPUK_GEMM_BF16DOT, (npuK_dtype)b->plan->values[s->in[0]].dtype,
+                            NPUK_BF16))
+    return NPU_OK;
+  const void *params = s->owned_params ? s->owned_params : s->params;
+  bool tb = s->def == &npuP_op_fused_matmul ? ((const npuP_fused_matmul *)params)->transpose_b
+                                            : npuX_matmul_transpose_b(params);
+  int64_t n = bt->shape[tb ? 0 : 1], k = bt->shape[tb ? 1 : 0];
+  /* the panels' width follows the product's rows (shapes are static here: not s->dynamic) */
+  const npuG_value *y = &b->plan->values[s->out[0]];
+  int64_t m = y->ndim == 2 ? y->shape[0] : 0;
+  size_t bytes = npuK_gemm_bf16_packed_size(m, n, k);
+  if (!bytes) return NPU_OK; /* an empty B: the per-call path has nothing to pack either */
+  uint32_t *out = npuC_alloc(b->ctx, bytes);
+  if (!out) return NPU_ERR_NOMEM;
+  npuK_gemm_bf16_pack_b(tb, m, n, k, bt->data, out);
+  *packed = out;
+  *packed_bytes = bytes;
+  return NPU_OK;
+}
+
 npu_status npuP_prepare_filter(const npuP_build *b, const npuE_step *s, int algo, void **data,
                                size_t *bytes) {
   *data = NULL;
   *bytes = 0;
   if (!(s->def->flags & NPUX_F_PREPARED_FILTER) || b->cfg->reference) return NPU_OK;
+  if (s->def->tune == NPUX_TUNE_GEMM) /* matmul, fused_matmul: B; their own algorithms */
+    return algo == NPUK_GEMM_BF16DOT ? prepare_bf16_b(b, s, data, bytes) : NPU_OK;
   if (algo == NPUK_CONV_DIRECT_BF16) return prepare_bf16(b, s, data, bytes);
   const npu_tensor *f =
       algo == NPUK_CONV_WINOGRAD_2X3 ? npuP_winograd_constant_filter(b, s) : NULL;

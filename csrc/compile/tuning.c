@@ -29,7 +29,8 @@
  * Timing: a candidate runs the step's own kernel on synthetic inputs of the step's shapes
  * (constants as they are; other inputs filled with values in [0.5, 1.5)), after one warm-up
  * call each (a Winograd or direct_bf16 candidate on a constant filter with its U / packed
- * filter made once beforehand by npuP_prepare_filter, as the plan runs it), in interleaved rounds (each round runs every candidate once, so a
+ * filter made once beforehand by npuP_prepare_filter, as the plan runs it; a bf16dot one on a
+ * matmul's constant B with B's panels likewise), in interleaved rounds (each round runs every candidate once, so a
  * burst of load hits them alike), and is judged by its median.  The compiler's own choice is candidate 0
  * and keeps its place unless another median is at least MARGIN faster.  A nested step is
  * timed the same way, on its own: the loop or branch around it is not run (how often a loop
@@ -691,6 +692,8 @@ typedef struct bench {
   void *prepared[NPUK_CONV_ALGO_COUNT];
   int n_in, n_out;
 } bench;
+/* bench.prepared is indexed by a convolution's or a GEMM's algorithm (bf16dot's packed B) */
+_Static_assert((int)NPUK_GEMM_ALGO_COUNT <= (int)NPUK_CONV_ALGO_COUNT, "bench.prepared too small");
 
 static void bench_free(bench *bn) {
   for (int i = 0; i < bn->n_in; i++) npu_tensor_release(bn->in[i]);
@@ -749,8 +752,8 @@ static npu_status bench_new(npuP_build *b, const npuE_step *s, size_t scratch, b
   return NPU_OK;
 }
 
-/* A Winograd or direct_bf16 candidate on a step whose filter is a constant is timed as the
-   plan will run it: with the filter prepared once here (npuP_prepare_filter, what plan.c
+/* A Winograd or direct_bf16 candidate on a step whose filter is a constant (a bf16dot one
+   on a matmul whose B is a constant) is timed as the plan will run it: with it prepared once here (npuP_prepare_filter, what plan.c
    gives the chosen algorithm), outside the timed calls, not with the per-call transform or
    packing, which would undervalue the candidate on small inference layers. */
 static npu_status bench_prepare(npuP_build *b, const npuE_step *s, const cand *cs, int n,

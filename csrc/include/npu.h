@@ -1049,7 +1049,9 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
                  null, "index": k,
                  "prepared": "winograd_filter" (a Winograd step whose constant filter was
                  transformed once, at compile time), "bf16_filter" (a direct_bf16 step's
-                 constant filter packed once; the stored filter is then not widened per run)
+                 constant filter packed once; the stored filter is then not widened per run),
+                 "bf16_weights" (a bf16dot matmul / fused matmul step's constant B, stored
+                 bfloat16, packed once into the native GEMM's panels instead of per call)
                  or null, "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "aliased_values": n,
@@ -1068,7 +1070,7 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
    the most bytes live at one step (no arena can be smaller); own_bytes are kernel outputs with
    buffers of their own (fetched, or OP_NO_REUSE_MEM); total_bytes = arena + own + the
    constants the steps read (constant_bytes, which counts prepared_bytes: the Winograd filters
-   transformed once from constant ones) + scratch and widening buffers when not in the arena.
+   transformed once from constant ones, direct_bf16's packed filters, bf16dot's packed B) + scratch and widening buffers when not in the arena.
    arena_shared: static_memory_policy 2/4, the arena is the session's (arena_bytes is this
    plan's need).  NPU_MEMORY_PLAN=0 turns planning off (planning false, arena 0).
    placement: mixed computing (mix_compile_mode): "host" for a step that runs on the calling

@@ -30,6 +30,14 @@
  *
  * Threads: units are (panel, block of MB rows), by shape only; slot s takes units
  * [s U / S, (s + 1) U / S) and packs the panels it meets into its part of scratch.
+ *
+ * Packed once (npuK_gemm_bf16_pack_b, the _packed entries): a constant B (a frozen graph's
+ * weights) is laid out as all its panels one after the other, once per plan
+ * (compile/plan.c), and every call reads them in place: no per-call packing, no raw path.
+ * The panels are as wide as the units for the plan's m (packed_width: 32 columns, up to TW
+ * for few rows), so a few-row tile reads each pair's columns from one contiguous run as the
+ * raw path reads B's rows (with 32-column panels a batch-1 product ran ~15 % slower than
+ * raw).  Same chains, so the same bits as packing per call.
  */
 #include <string.h>
 
@@ -65,6 +73,8 @@ typedef struct bf_job {
   float *w;  /* npuK_gemm_bf16_sgd: the variable updated instead of storing C */
   float lr;
   uint32_t *apack, *panels;
+  const uint32_t *prepacked; /* B's panels packed once (npuK_gemm_bf16_pack_b), or NULL */
+  int64_t pw; /* the panels' width in columns: NR, or packed_width(m) for prepacked ones */
   const npuK_pool *pool;
 } bf_job;
 
@@ -75,6 +85,38 @@ size_t npuK_gemm_bf16_scratch_size(int trans_a, int trans_b, int64_t m, int64_t 
   int64_t slots = n_slots < 1 ? 1 : n_slots > n_units ? n_units : n_slots;
   int64_t words = apack_words(trans_a, m, k) + (raw_b(trans_b, m) ? 0 : slots * panel_words(k));
   return (size_t)words * sizeof(uint32_t);
+}
+
+/* The width of B's panels packed once for m rows: the units' (unit_width, as if raw). */
+static int64_t packed_width(int64_t m) { return unit_width(m <= MR, m); }
+
+size_t npuK_gemm_bf16_packed_size(int64_t m, int64_t n, int64_t k) {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  int64_t w = packed_width(m);
+  return (size_t)(((n + w - 1) / w) * pairs(k) * w) * sizeof(uint32_t);
+}
+
+/* Portable on purpose: it runs once per plan (~0.3 ms for 784 x 256 here), not per call. */
+void npuK_gemm_bf16_pack_b(int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *b,
+                           uint32_t *dst) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  const int64_t kp = pairs(k), w = packed_width(m), n_panels = (n + w - 1) / w;
+  for (int64_t pn = 0; pn < n_panels; pn++)
+    for (int64_t p = 0; p < kp; p++)
+      for (int64_t c = 0; c < w; c++) {
+        int64_t col = pn * w + c;
+        uint32_t lo = 0, hi = 0;
+        if (col < n) {
+          lo = trans_b ? b[col * k + 2 * p] : b[2 * p * n + col];
+          if (2 * p + 1 < k) hi = trans_b ? b[col * k + 2 * p + 1] : b[(2 * p + 1) * n + col];
+        }
+        dst[(pn * kp + p) * w + c] = lo | hi << 16;
+      }
+}
+
+size_t npuK_gemm_bf16_packed_scratch_size(int trans_a, int64_t m, int64_t k) {
+  if (m <= 0 || k <= 0) return 0;
+  return (size_t)apack_words(trans_a, m, k) * sizeof(uint32_t);
 }
 
 /* ---- the tile's end: epilogue on the float32 sums, then C as stored ---- */
@@ -132,6 +174,10 @@ static uint16_t at_a(const bf_job *j, int64_t r, int64_t i) {
 }
 static uint16_t at_b(const bf_job *j, int64_t i, int64_t c) {
   if (i >= j->k) return 0;
+  if (j->prepacked) {
+    uint32_t w = j->prepacked[(c / j->pw) * j->kp * j->pw + (i / 2) * j->pw + c % j->pw];
+    return (uint16_t)(i & 1 ? w >> 16 : w & 0xffff);
+  }
   return j->trans_b ? j->b[c * j->k + i] : j->b[i * j->n + c];
 }
 
@@ -250,7 +296,8 @@ static void pack_panel(const bf_job *j, int64_t pn, uint32_t *dst) {
 
 /* The tile's chains: mr rows x nv vectors of 16 columns (both constants); A's pair (i, p) at
    a + i a_rs + p a_ps (uint16 units; a_tail: the last pair, index kp - 1, is one element, read
-   alone); B from the packed panel bp (nv <= 2), or (raw) from B's rows at column j0 as it goes,
+   alone); B from the packed panel bp (j->pw columns wide: NR, or up to TW where B was packed
+   once), or (raw) from B's rows at column j0 as it goes,
    32 columns a group (the masks: the columns below nr).  Sums to t (mr, 16 nv; row stride TW). */
 static inline __attribute__((always_inline)) void
 tile_chains(const int mr, const int nv, const int raw, const bf_job *j, const uint16_t *a,
@@ -291,7 +338,7 @@ tile_chains(const int mr, const int nv, const int raw, const bf_job *j, const ui
       }                                                                                      \
     } else {                                                                                 \
       _Pragma("GCC unroll 2") for (int v = 0; v < nv; v++)                                   \
-        bv[v] = _mm512_loadu_si512(bp + (p) * NR + 16 * v);                                  \
+        bv[v] = _mm512_loadu_si512(bp + (p) * j->pw + 16 * v);                               \
     }                                                                                        \
     _Pragma("GCC unroll 8") for (int i = 0; i < mr; i++) {                                   \
       __m512bh av = (__m512bh)_mm512_set1_epi32((int)(LOAD_A(i)));                           \
@@ -327,6 +374,8 @@ TILE_ROWS(1) TILE_ROWS(2) TILE_ROWS(3) TILE_ROWS(4)
 TILE_ROWS(5) TILE_ROWS(6) TILE_ROWS(7) TILE_ROWS(8)
 TILE_FN(1, 4, 1) TILE_FN(1, 8, 1) TILE_FN(2, 4, 1) TILE_FN(2, 8, 1)
 TILE_FN(3, 4, 1) TILE_FN(4, 4, 1)
+TILE_FN(1, 4, 0) TILE_FN(1, 8, 0) TILE_FN(2, 4, 0) TILE_FN(2, 8, 0)
+TILE_FN(3, 4, 0) TILE_FN(4, 4, 0)
 #undef TILE_ROWS
 #undef TILE_FN
 
@@ -342,9 +391,9 @@ static const tile_fn tiles12[MR][2][2] = {TILE_ENTRY(1), TILE_ENTRY(2), TILE_ENT
 static tile_fn pick_tile(int64_t mr, int64_t nr, int raw) {
   int nv = (int)((nr + 15) / 16);
   if (nv <= 2) return tiles12[mr - 1][raw][nv - 1];
-  if (mr == 1) return nv <= 4 ? tile_1_4_1 : tile_1_8_1;
-  if (mr == 2) return nv <= 4 ? tile_2_4_1 : tile_2_8_1;
-  return mr == 3 ? tile_3_4_1 : tile_4_4_1;
+  if (mr == 1) return nv <= 4 ? (raw ? tile_1_4_1 : tile_1_4_0) : raw ? tile_1_8_1 : tile_1_8_0;
+  if (mr == 2) return nv <= 4 ? (raw ? tile_2_4_1 : tile_2_4_0) : raw ? tile_2_8_1 : tile_2_8_0;
+  return mr == 3 ? (raw ? tile_3_4_1 : tile_3_4_0) : raw ? tile_4_4_1 : tile_4_4_0;
 }
 
 static void tile_level1(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
@@ -416,16 +465,18 @@ static int cpu_has_bf16(void) {
 static void units_range(void *arg, int64_t s0, int64_t s1) {
   const bf_job *j = arg;
   for (int64_t s = s0; s < s1; s++) {
-    uint32_t *panel = j->panels ? j->panels + s * panel_words(j->k) : NULL;
+    uint32_t *slot_panel = j->panels ? j->panels + s * panel_words(j->k) : NULL;
     int64_t u0 = s * j->n_units / j->n_slots, u1 = (s + 1) * j->n_units / j->n_slots;
     int64_t packed = -1;
     for (int64_t u = u0; u < u1 && !npuK_stopped(j->pool); u++) {
       int64_t pn = u / j->n_mblocks, mb = u % j->n_mblocks;
       int64_t j0 = pn * j->uw, nr = j->n - j0 < j->uw ? j->n - j0 : j->uw;
       int64_t r_end = (mb + 1) * MB < j->m ? (mb + 1) * MB : j->m;
+      const uint32_t *panel =
+          j->prepacked ? j->prepacked + pn * j->kp * j->pw : slot_panel; /* pw == uw */
 #if HAVE_BF16_TILES
-      if (j->level > 0 && panel && packed != pn) {
-        pack_panel(j, pn, panel);
+      if (j->level > 0 && slot_panel && packed != pn) {
+        pack_panel(j, pn, slot_panel);
         packed = pn;
       }
 #endif
@@ -449,7 +500,7 @@ static void units_range(void *arg, int64_t s0, int64_t s1) {
 static void gemm_bf16(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                       int64_t k, const uint16_t *a, const uint16_t *b, const npuK_epilogue *ep,
                       void *c, npuK_dtype c_dtype, float *w, float lr, void *scratch,
-                      int n_slots, int level) {
+                      int n_slots, int level, const uint32_t *prepacked) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) { /* empty sums: +0, then the epilogue */
     float t[MR * NR] = {0};
@@ -464,9 +515,10 @@ static void gemm_bf16(const npuK_pool *pool, int trans_a, int trans_b, int64_t m
   if (!HAVE_BF16_TILES || !cpu_has_bf16()) level = 0;
   bf_job j = {.trans_a = trans_a, .trans_b = trans_b, .level = level, .m = m, .n = n, .k = k,
               .kp = pairs(k), .a = a, .b = b, .ep = ep, .c = c, .c_dtype = c_dtype,
-              .w = w, .lr = lr, .pool = pool};
-  j.raw = raw_b(trans_b, m);
-  j.uw = unit_width(j.raw, m);
+              .w = w, .lr = lr, .pool = pool, .prepacked = prepacked};
+  j.raw = !prepacked && raw_b(trans_b, m);
+  j.uw = prepacked ? packed_width(m) : unit_width(j.raw, m);
+  j.pw = prepacked ? j.uw : NR;
   j.n_panels = (n + j.uw - 1) / j.uw;
   j.n_mblocks = (m + MB - 1) / MB;
   j.n_units = j.n_panels * j.n_mblocks;
@@ -474,7 +526,7 @@ static void gemm_bf16(const npuK_pool *pool, int trans_a, int trans_b, int64_t m
   uint32_t *words = scratch;
   if (level > 0) {
     j.apack = trans_a ? words : NULL;
-    j.panels = j.raw ? NULL : words + apack_words(trans_a, m, k);
+    j.panels = j.raw || prepacked ? NULL : words + apack_words(trans_a, m, k);
   }
 #if HAVE_BF16_TILES
   if (j.apack) npuK_parallel_for(pool, j.kp, 16, pack_a_range, &j);
@@ -487,7 +539,7 @@ void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, in
                              const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
                              void *scratch, int n_slots, int level) {
   gemm_bf16(pool, trans_a, trans_b, m, n, k, a, b, ep, c, c_dtype, NULL, 0, scratch, n_slots,
-            level);
+            level, NULL);
 }
 
 void npuK_gemm_bf16_sgd_level(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
@@ -495,7 +547,7 @@ void npuK_gemm_bf16_sgd_level(const npuK_pool *pool, int trans_a, int trans_b, i
                               npuK_dtype d_dtype, float lr, float *w, void *scratch,
                               int n_slots, int level) {
   gemm_bf16(pool, trans_a, trans_b, m, n, k, a, b, NULL, NULL, d_dtype, w, lr, scratch,
-            n_slots, level);
+            n_slots, level, NULL);
 }
 
 void npuK_gemm_bf16_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
@@ -503,4 +555,20 @@ void npuK_gemm_bf16_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t 
                        void *c, npuK_dtype c_dtype, void *scratch, int n_slots) {
   npuK_gemm_bf16_level_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, c_dtype, scratch,
                           n_slots, 1);
+}
+
+void npuK_gemm_bf16_packed_level_ep(const npuK_pool *pool, int trans_a, int64_t m, int64_t n,
+                                    int64_t k, const uint16_t *a, const uint32_t *packed_b,
+                                    const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
+                                    void *scratch, int n_slots, int level) {
+  gemm_bf16(pool, trans_a, 0, m, n, k, a, NULL, ep, c, c_dtype, NULL, 0, scratch, n_slots,
+            level, packed_b);
+}
+
+void npuK_gemm_bf16_packed_ep(const npuK_pool *pool, int trans_a, int64_t m, int64_t n,
+                              int64_t k, const uint16_t *a, const uint32_t *packed_b,
+                              const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
+                              void *scratch, int n_slots) {
+  npuK_gemm_bf16_packed_level_ep(pool, trans_a, m, n, k, a, packed_b, ep, c, c_dtype, scratch,
+                                 n_slots, 1);
 }

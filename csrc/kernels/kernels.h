@@ -640,6 +640,25 @@ void npuK_gemm_bf16_level_ep(const npuK_pool *pool, int trans_a, int trans_b, in
                              int64_t n, int64_t k, const uint16_t *a, const uint16_t *b,
                              const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
                              void *scratch, int n_slots, int level);
+/* B packed once (a constant B: compile/plan.c, once per plan; "bf16_weights" in explain)
+ * for products of m rows: npuK_gemm_bf16_packed_size bytes (uint32 panels of 32 to 128
+ * columns as m decides, k in pairs), filled from B (k, n), or (n, k) if trans_b, by
+ * npuK_gemm_bf16_pack_b (portable: any CPU).  The _packed entries, given the same m, read it
+ * in place of B: the same chains, so the bits of npuK_gemm_bf16_level_ep at the same level,
+ * with no per-call packing; scratch: npuK_gemm_bf16_packed_scratch_size bytes (a transposed
+ * A packed, nothing for B). */
+size_t npuK_gemm_bf16_packed_size(int64_t m, int64_t n, int64_t k);
+void npuK_gemm_bf16_pack_b(int trans_b, int64_t m, int64_t n, int64_t k, const uint16_t *b,
+                           uint32_t *dst);
+size_t npuK_gemm_bf16_packed_scratch_size(int trans_a, int64_t m, int64_t k);
+void npuK_gemm_bf16_packed_ep(const npuK_pool *pool, int trans_a, int64_t m, int64_t n,
+                              int64_t k, const uint16_t *a, const uint32_t *packed_b,
+                              const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
+                              void *scratch, int n_slots);
+void npuK_gemm_bf16_packed_level_ep(const npuK_pool *pool, int trans_a, int64_t m, int64_t n,
+                                    int64_t k, const uint16_t *a, const uint32_t *packed_b,
+                                    const npuK_epilogue *ep, void *c, npuK_dtype c_dtype,
+                                    void *scratch, int n_slots, int level);
 /* 1 when a step of this algorithm and these operand dtypes runs npuK_gemm_bf16_ep: algo
  * BF16DOT, A and B bfloat16, npuK_bf16dot(). */
 int npuK_gemm_bf16_takes(int algo, npuK_dtype a_dtype, npuK_dtype b_dtype);

@@ -59,6 +59,10 @@ static size_t scratch_size(const npuX_call *c) {
   const matmul_params *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
   if (a->ndim != 2 || y->ndim != 2 || a->dtype == NPU_DTYPE_I32) return 0;
+  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype) &&
+      c->prepared) /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
+    return npuK_gemm_bf16_packed_scratch_size(p->transpose_a, y->shape[0],
+                                              a->shape[p->transpose_a ? 0 : 1]);
   if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype))
     return npuK_gemm_bf16_scratch_size(p->transpose_a, p->transpose_b, y->shape[0], y->shape[1],
                                        a->shape[p->transpose_a ? 0 : 1], c->n_threads);
@@ -81,6 +85,11 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   } else if (reference) {
     npuK_matmul_f32_ref(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                         y->data);
+  } else if (c->prepared &&
+             npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype)) {
+    /* a constant B packed once by the plan (plan.c): B itself is not read */
+    npuK_gemm_bf16_packed_ep(c->pool, p->transpose_a, m, n, k, a->data, c->prepared, NULL,
+                             y->data, (npuK_dtype)y->dtype, c->scratch, c->n_threads);
   } else { /* A, B and C as stored (NPUX_F_HALF_XY, _HALF_B): float32, or float16 / bfloat16 */
     npuK_matmul_half_b_algo_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
                                (npuK_dtype)a->dtype, b->data, (npuK_dtype)b->dtype, NULL,
@@ -115,12 +124,16 @@ static npu_status grad(npuX_grad *gc) {
   return gc->status;
 }
 
+bool npuX_matmul_transpose_b(const void *params) {
+  return ((const matmul_params *)params)->transpose_b;
+}
+
 static npu_status run(const npuX_call *c) { return run_impl(c, false); }
 static npu_status run_ref(const npuX_call *c) { return run_impl(c, true); }
 
 const npu_op_def npuX_op_matmul = {
     .name = "matmul", .tf_type = "MatMul", .args = "transpose_a,transpose_b",
     .min_inputs = 2, .max_inputs = 2, .n_outputs = 1,
-    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY | NPUX_F_HALF_B, .tune = NPUX_TUNE_GEMM,
+    .prec = NPUX_PREC_TRUST, .flags = NPUX_F_HALF_XY | NPUX_F_HALF_B | NPUX_F_PREPARED_FILTER, .tune = NPUX_TUNE_GEMM,
     .parse = parse, .infer = infer,
     .scratch_size = scratch_size, .run = run, .run_ref = run_ref, .grad = grad};

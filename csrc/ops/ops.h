@@ -186,8 +186,9 @@ enum {
                                   and conv2d_backprop_input (precision.c; otherwise the
                                   executor widens them as usual) */,
   NPUX_F_PREPARED_FILTER = 1u << 14 /* a step of the op may be given npuX_call.prepared (a
-                                  constant filter transformed once for its algorithm by
-                                  compile/plan.c), which then replaces input 1, the filter:
+                                  constant filter, or a GEMM's constant B (matmul,
+                                  fused_matmul: bf16dot's panels), transformed once for its
+                                  algorithm by compile/plan.c), which then replaces input 1:
                                   the kernel reads only that input's shape.  So the executor
                                   does not widen a reduced filter for a prepared step (plan.c
                                   clears its widen flag before memory planning sizes the
@@ -254,6 +255,9 @@ enum {
 #undef NPU_OP
   NPUX_OP_COUNT
 };
+/* A matmul step's transpose_b (its params; compile/plan.c packs a constant B by it). */
+bool npuX_matmul_transpose_b(const void *params);
+
 #define NPU_OP(name) extern const npu_op_def npuX_op_##name;
 #include "ops/ops.def"
 #undef NPU_OP
