@@ -44,6 +44,8 @@
  *    "node":...,"context":...,"attrs":...,"impl":...,"threads_max":N,"fingerprint":...,
  *    "algo":...,"threads":N,
  *    "fusion_off":[...],"candidates":[{"algo":...,"threads":N,"median_us":x},...],
+ *    (a candidate timed with its constant filter or weights prepared once, as the plan runs
+ *    it, also has "prepared":true)
  *    "written":unix,"atime":unix,"checksum":"<16 hex>"}
  * The checksum is FNV-1a 64 of the line up to `,"checksum"`.  key identifies what was timed
  * (op type, shapes, dtypes, attributes, implementation mode, the context's thread count, and
@@ -680,6 +682,7 @@ static void step_key(const npuE_plan *p, const npuE_step *s, int threads, const 
 typedef struct cand {
   int algo, threads;
   double median_us;
+  bool prepared; /* timed with the step's constant operand prepared once (bench_prepare) */
 } cand;
 
 typedef struct bench {
@@ -827,6 +830,7 @@ static npu_status time_candidates(npuP_build *b, npuE_step *s, cand *cs, int n, 
   for (int i = 0; !st && i < n; i++) {
     double us = bench_once(b, s, &bn, cs[i].algo, cs[i].threads);
     cs[i].median_us = us < 0 ? -1 : 0;
+    cs[i].prepared = bench_prepared(s, &bn, cs[i].algo) != NULL;
     warm += us > 0 ? us : 0;
   }
   int rounds = warm > 0 ? (int)(budget / warm) : MAX_ROUNDS;
@@ -929,7 +933,7 @@ static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, i
   if (T >= 4) threads[n_threads++] = T / 2;
   int n = 0;
   for (int a = 0; a < n_algos; a++)
-    for (int t = 0; t < n_threads; t++) cs[n++] = (cand){algos[a], threads[t], 0};
+    for (int t = 0; t < n_threads; t++) cs[n++] = (cand){.algo = algos[a], .threads = threads[t]};
   return n;
 }
 
@@ -981,6 +985,7 @@ static void add_candidates(cJSON *r, npuX_tune kind, const cand *cs, int n) {
     if (kind != NPUX_TUNE_NONE) cJSON_AddStringToObject(o, "algo", algo_name(kind, cs[i].algo));
     cJSON_AddNumberToObject(o, "threads", cs[i].threads);
     cJSON_AddNumberToObject(o, "median_us", cs[i].median_us < 0 ? -1 : (double)(int64_t)(cs[i].median_us * 1000) / 1000);
+    if (cs[i].prepared) cJSON_AddTrueToObject(o, "prepared");
     cJSON_AddItemToArray(arr, o);
   }
 }
