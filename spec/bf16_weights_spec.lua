@@ -143,10 +143,9 @@ function TestBf16Weights:test_the_widening_path_prepares_nothing()
 end
 
 -- AOE (aoe_mode 2): the bf16dot candidate of a matmul whose B is a constant is timed with B
--- packed once beforehand (what plan.c gives the chosen algorithm), as the plan runs it.  Nine
--- rows (more than a tile, so the per-call path packs) by a 1024 x 1024 B: packing B is about
--- half a per-call bf16dot call here (105 us against 203 us), so the constant B's candidate is
--- timed well below its fed twin's.
+-- packed once beforehand (what plan.c gives the chosen algorithm), as the plan runs it; the
+-- record marks such candidates "prepared".  Nine rows (more than a tile, so the per-call path
+-- packs) by a 1024 x 1024 B, constant or fed.
 local function aoe_times(dir, constant)
   local npu = require("npu")
   local g = npu.Graph()
@@ -156,33 +155,8 @@ local function aoe_times(dir, constant)
   local y = g:op("matmul", { x, b }, {}, "pmm")
   local feeds = { [x] = npu.random.normal({ 9, 1024 }, { seed = 42 }) }
   if not constant then feeds[b] = w end
-  local wd = dir .. (constant and "/const" or "/fed")
-  os.execute("mkdir -p " .. S.sh_quote(wd))
-  local sess = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2",
-    work_path = wd, op_compiler_cache_mode = "disable",
-    precision_mode = "allow_mix_precision_bf16" } }
-  local e = sess:explain(y, feeds)
-  local got = sess:run(y, feeds)
-  sess:close()
-  local rec
-  for l in io.lines(wd .. "/npu_aoe_tuning.jsonl") do
-    local r = S.json_decode(l)
-    if r.node == "pmm" then rec = r end
-  end
-  lu.assertNotNil(rec, "a record for pmm")
-  local best, seen, prepared = nil, {}, nil
-  for _, c in ipairs(rec.candidates) do
-    if c.algo == "bf16dot" then
-      if not best or c.median_us < best then best = c.median_us end
-      prepared = prepared == nil and c.prepared == true or (prepared and c.prepared == true)
-    end
-    seen[#seen + 1] = ("%s/%d %.1f%s"):format(c.algo, c.threads, c.median_us, c.prepared and " prepared" or "")
-  end
-  local step
-  for _, s in ipairs(e.steps) do if s.op == "matmul" then step = s end end
-  lu.assertNotNil(step, "the matmul step")
-  lu.assertEquals(step.algo, rec.algo, "the record applied")
-  return best, table.concat(seen, ", "), step, got, prepared
+  return S.aoe_tune_bf16(dir, constant and "const" or "fed", g, y, feeds, "pmm", "matmul",
+    "bf16dot")
 end
 
 function TestBf16Weights:test_aoe_times_bf16dot_with_b_packed_once()
@@ -190,14 +164,14 @@ function TestBf16Weights:test_aoe_times_bf16dot_with_b_packed_once()
   local npu = require("npu")
   local dir = S.tmpdir()
   local ok, err = pcall(function()
-    local tc, seen_c, sc, yc, pc = aoe_times(dir, true)
-    local tf, seen_f, sf, yf, pf = aoe_times(dir, false)
-    lu.assertNotNil(tc, "bf16dot timed (constant): " .. seen_c)
-    lu.assertNotNil(tf, "bf16dot timed (fed): " .. seen_f)
+    local _, sc, yc, pc, seen_c = aoe_times(dir, true)
+    local _, sf, yf, pf, seen_f = aoe_times(dir, false)
+    lu.assertNotNil(pc, "bf16dot timed (constant): " .. seen_c)
+    lu.assertNotNil(pf, "bf16dot timed (fed): " .. seen_f)
     -- timed as the plan runs it: with the constant B packed once (the record says so; which
     -- is faster is a benchmark's question, not a spec's), a fed B packed per call
     lu.assertTrue(pc, "the constant B's bf16dot candidates timed prepared: " .. seen_c)
-    lu.assertFalse(pf == true, "a fed B is never prepared: " .. seen_f)
+    lu.assertFalse(pf, "a fed B is never prepared: " .. seen_f)
     lu.assertEquals(sc.prepared, sc.algo == "bf16dot" and "bf16_weights" or nil, seen_c)
     if sc.algo == "bf16dot" and sf.algo == "bf16dot" then
       lu.assertTrue(npu.allclose(yc, yf, 0, 0), "packed once or per call: the same bits")

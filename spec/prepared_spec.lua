@@ -11,14 +11,6 @@ local lu = require("luaunit")
 local npu = require("npu")
 local S = dofile(SPEC_DIR .. "/support.lua")
 
-local function cpu_has_bf16()
-  local f = io.open("/proc/cpuinfo")
-  if not f then return false end
-  local s = f:read("a")
-  f:close()
-  return s:find("avx512_bf16", 1, true) ~= nil
-end
-
 -- conv 3x3 (5 -> 16) + bias + relu (one fused_conv2d step), x bfloat16-exact, the filter a
 -- constant or fed; prints, per line: the conv step's algo, prepared and scratch,
 -- the plan's round_bytes, and the outputs at 1 and 2 threads.
@@ -89,7 +81,7 @@ function TestPrepared:test_a_prepared_bf16_filter_is_not_widened_each_run()
   local r = run("-u NPU_NO_AVX512BF16")
   local c, f = r.const, r.fed
   lu.assertEquals(c.op, "fused_conv2d")
-  if not cpu_has_bf16() then -- nothing prepared here: the widening path below is all there is
+  if not S.cpu_has_bf16dot() then -- nothing prepared here: the widening path below is all there is
     lu.assertEquals(c.prepared, "nil")
     return
   end
@@ -119,14 +111,12 @@ function TestPrepared:test_the_widening_path_still_widens_the_filter()
   lu.assertEquals(r.const.y1, r.const.y2)
   -- and the native path gives the widening kernel's bits (bfloat16-exact inputs: both sums are
   -- exact in float32 at these magnitudes)
-  if cpu_has_bf16() then lu.assertEquals(run("-u NPU_NO_AVX512BF16").const.y1, r.const.y1) end
+  if S.cpu_has_bf16dot() then lu.assertEquals(run("-u NPU_NO_AVX512BF16").const.y1, r.const.y1) end
 end
 
 -- AOE: the direct_bf16 candidate of a constant filter is timed with the filter packed once
--- beforehand (what plan.c gives the chosen algorithm), not packed per call.  A 3x3, 256 ->
--- 256 filter over 1x3x3 pixels: packing it (~0.2 ms) is most of a per-call direct_bf16
--- call, so the constant filter's candidate is timed far below its fed twin's (which does
--- pack per call, as its plan runs it).  Before, both were timed packing per call.
+-- beforehand (what plan.c gives the chosen algorithm), not packed per call; the record marks
+-- such candidates "prepared".  A 3x3, 256 -> 256 filter over 1x3x3 pixels, constant or fed.
 local function aoe_times(dir, constant)
   local g = npu.Graph()
   local x = g:placeholder("float32", { 1, 3, 3, 256 }, "x")
@@ -135,48 +125,23 @@ local function aoe_times(dir, constant)
   local y = npu.nn.conv2d(x, f, { padding = "SAME", name = "pconv" })
   local feeds = { [x] = npu.random.normal({ 1, 3, 3, 256 }, { seed = 42 }) }
   if not constant then feeds[f] = w end
-  local wd = dir .. (constant and "/const" or "/fed")
-  os.execute("mkdir -p " .. S.sh_quote(wd))
-  local sess = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2",
-    work_path = wd, op_compiler_cache_mode = "disable",
-    precision_mode = "allow_mix_precision_bf16" } }
-  local e = sess:explain(y, feeds)
-  local got = sess:run(y, feeds)
-  sess:close()
-  local rec
-  for l in io.lines(wd .. "/npu_aoe_tuning.jsonl") do
-    local r = S.json_decode(l)
-    if r.node == "pconv" then rec = r end
-  end
-  lu.assertNotNil(rec, "a record for pconv")
-  local best, seen, prepared = nil, {}, nil
-  for _, c in ipairs(rec.candidates) do
-    if c.algo == "direct_bf16" then
-      if not best or c.median_us < best then best = c.median_us end
-      prepared = prepared == nil and c.prepared == true or (prepared and c.prepared == true)
-    end
-    seen[#seen + 1] = ("%s/%d %.1f%s"):format(c.algo, c.threads, c.median_us, c.prepared and " prepared" or "")
-  end
-  local step
-  for _, s in ipairs(e.steps) do if s.op == "conv2d" then step = s end end
-  lu.assertNotNil(step, "the conv2d step")
-  lu.assertEquals(step.tuned, "timed")
-  lu.assertEquals(step.algo, rec.algo, "the record applied")
-  return best, table.concat(seen, ", "), step, got, prepared
+  return S.aoe_tune_bf16(dir, constant and "const" or "fed", g, y, feeds, "pconv", "conv2d",
+    "direct_bf16")
 end
 
 function TestPrepared:test_aoe_times_direct_bf16_with_the_filter_packed_once()
-  if not cpu_has_bf16() then return end -- no direct_bf16 candidate without the instructions
+  if not S.bf16dot_here() then return end -- no direct_bf16 candidate without the instructions
   local dir = S.tmpdir()
   local ok, err = pcall(function()
-    local tc, seen_c, sc, yc, pc = aoe_times(dir, true)
-    local tf, seen_f, sf, yf, pf = aoe_times(dir, false)
-    lu.assertNotNil(tc, "direct_bf16 timed (constant): " .. seen_c)
-    lu.assertNotNil(tf, "direct_bf16 timed (fed): " .. seen_f)
+    local _, sc, yc, pc, seen_c = aoe_times(dir, true)
+    local _, sf, yf, pf, seen_f = aoe_times(dir, false)
+    lu.assertEquals(sc.tuned, "timed")
+    lu.assertNotNil(pc, "direct_bf16 timed (constant): " .. seen_c)
+    lu.assertNotNil(pf, "direct_bf16 timed (fed): " .. seen_f)
     -- timed as the plan runs it: with the constant filter packed once (the record says so;
     -- which is faster is a benchmark's question, not a spec's), a fed one packed per call
     lu.assertTrue(pc, "the constant filter's direct_bf16 candidates timed prepared: " .. seen_c)
-    lu.assertFalse(pf == true, "a fed filter is never prepared: " .. seen_f)
+    lu.assertFalse(pf, "a fed filter is never prepared: " .. seen_f)
     -- prepared exactly when the record is direct_bf16; either way the same bits as the fed twin
     -- where both run direct_bf16
     lu.assertEquals(sc.prepared, sc.algo == "direct_bf16" and "bf16_filter" or nil, seen_c)
@@ -214,7 +179,7 @@ function TestPrepared:test_failed_allocations_while_preparing_leak_nothing()
   end
   local cases = { { "winograd", case("must_keep_origin_dtype", "high_performance", { 1, 14, 14, 64 },
     "winograd_filter") } }
-  if cpu_has_bf16() then
+  if S.bf16dot_here() then
     cases[#cases + 1] = { "direct_bf16", case("allow_mix_precision_bf16", nil, { 1, 6, 6, 32 },
       "bf16_filter") }
   end

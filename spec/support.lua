@@ -551,6 +551,40 @@ local function bf16dot_here()
   return cpu_has_bf16dot()
 end
 
+-- Tunes fetch y of graph g once (aoe_mode 2 under allow_mix_precision_bf16, its records in
+-- dir/sub) and returns what the AOE specs of prepared operands look at: the record of node
+-- `node`, the plan's step of op `op` (explained before the run), the run's result, and for the
+-- record's candidates of algorithm `algo` whether every one was timed with the constant operand
+-- prepared once (true), none or some were not (false), or there were none (nil), with a
+-- listing of all candidates for messages.
+local function aoe_tune_bf16(dir, sub, g, y, feeds, node, op, algo)
+  local npu, lu = require("npu"), require("luaunit")
+  local wd = dir .. "/" .. sub
+  os.execute("mkdir -p " .. sh_quote(wd))
+  local sess = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2",
+    work_path = wd, op_compiler_cache_mode = "disable",
+    precision_mode = "allow_mix_precision_bf16" } }
+  local e = sess:explain(y, feeds)
+  local got = sess:run(y, feeds)
+  sess:close()
+  local rec
+  for l in io.lines(wd .. "/npu_aoe_tuning.jsonl") do
+    local r = json_decode(l)
+    if r.node == node then rec = r end
+  end
+  lu.assertNotNil(rec, "a record for " .. node)
+  local prepared, seen = nil, {}
+  for _, c in ipairs(rec.candidates) do
+    if c.algo == algo then prepared = (prepared ~= false) and c.prepared == true end
+    seen[#seen + 1] = ("%s/%d %.1f%s"):format(c.algo, c.threads, c.median_us, c.prepared and " prepared" or "")
+  end
+  local step
+  for _, st in ipairs(e.steps) do if st.op == op then step = st end end
+  lu.assertNotNil(step, "the " .. op .. " step")
+  lu.assertEquals(step.algo, rec.algo, "the record applied")
+  return rec, step, got, prepared, table.concat(seen, ", ")
+end
+
 return {
   json_decode = json_decode,
   tfjson = tfjson,
@@ -563,6 +597,7 @@ return {
   FUSION_ALL_OFF = FUSION_ALL_OFF,
   fusion_session = fusion_session,
   bf16dot_here = bf16dot_here,
+  aoe_tune_bf16 = aoe_tune_bf16,
   cpu_has_bf16dot = cpu_has_bf16dot,
   assert_same_bits = assert_same_bits,
   sh_quote = sh_quote,
