@@ -38,9 +38,19 @@ local args, bf16 = {}, false
 for _, a in ipairs(arg or {}) do
   if a == "--bf16" then bf16 = true else args[#args + 1] = a end
 end
-local rounds, reps = tonumber(args[1]) or 5, tonumber(args[2]) or 9
+-- an unknown option or a word where a count belongs is a mistake, not a default
+for i, a in ipairs(args) do
+  local n = tonumber(a)
+  if not n or n < 1 or n ~= math.floor(n) then
+    io.stderr:write(("versus_torch: argument '%s' is not --bf16 or a positive count "
+      .. "(usage: [--bf16] [ROUNDS] [REPS] [THREADS...])\n"):format(a))
+    os.exit(2)
+  end
+  args[i] = n
+end
+local rounds, reps = args[1] or 5, args[2] or 9
 local thread_counts = {}
-for i = 3, #args do thread_counts[#thread_counts + 1] = tonumber(args[i]) end
+for i = 3, #args do thread_counts[#thread_counts + 1] = args[i] end
 if #thread_counts == 0 then thread_counts = { 1, 2 } end
 
 local PY = os.getenv("NPU_TORCH_PYTHON") or "/usr/bin/python3"
