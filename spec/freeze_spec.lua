@@ -192,3 +192,41 @@ function TestFreeze:test_empty_whitelist_freezes_nothing()
     { variable_names_whitelist = {} }):variables(), n)
   lu.assertEquals(#gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, {}):variables(), 0)
 end
+
+-- Mistakes that once passed without a word
+function TestFreeze:test_false_option_is_not_absent()
+  -- `false or allowlist` read as no whitelist: every variable frozen
+  local m = trained("force_fp32")
+  raises("NPU_ERR_ARG", "variable_names_whitelist must be a list of variable names, got boolean",
+    function()
+      gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, { variable_names_whitelist = false })
+    end)
+  raises("NPU_ERR_ARG", "variable_names_denylist must be a list of variable names, got boolean",
+    function()
+      gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, { variable_names_denylist = false })
+    end)
+end
+
+function TestFreeze:test_output_of_another_graph()
+  -- looked up by name alone, it froze this graph's node of the same name
+  local m = trained("force_fp32")
+  local other = trained("force_fp32")
+  raises("NPU_ERR_ARG", "output_node_names[2] ('probs:0') is a node of another graph",
+    function() gu.convert_variables_to_constants(m.sess, m.g, { "probs", other.probs }) end)
+  raises("NPU_ERR_ARG", "output_node_names[1] ('probs') is a node of another graph",
+    function() gu.convert_variables_to_constants(m.sess, m.g, { other.probs:op() }) end)
+  -- this graph's own Output still names its node
+  local frozen = gu.convert_variables_to_constants(m.sess, m.g, { m.probs })
+  lu.assertEquals(#frozen:variables(), 0)
+  lu.assertNotNil(frozen:get_operation_by_name("probs"))
+end
+
+function TestFreeze:test_empty_table_with_positional_blacklist()
+  -- TensorFlow's ([], ["w"]) freezes nothing; {} here meant no whitelist and froze the rest
+  local m = trained("force_fp32")
+  local name = m.g:variables()[1]:name():gsub(":0$", "")
+  raises("NPU_ERR_ARG", "argument 4 is {} with a blacklist as argument 5",
+    function() gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, {}, { name }) end)
+  -- nil as argument 4 keeps the positional blacklist working
+  lu.assertEquals(#gu.convert_variables_to_constants(m.sess, m.g, { "probs" }, nil, { name }):variables(), 1)
+end

@@ -19,10 +19,18 @@ local WHERE = "npu.graph_util.convert_variables_to_constants"
 
 -- A node name from what a script names an output by: "probs", "probs:0", an Output or an
 -- Operation (TensorFlow takes node names; the binding takes "probs:0" as its node too).
-local function node_name(v, i)
+local function node_name(v, i, graph)
   if type(v) == "string" then return v end
   local ok, name = pcall(function() return v:name() end)
-  if ok and type(name) == "string" then return name end
+  if ok and type(name) == "string" then
+    -- by name alone, another graph's "probs" would freeze this graph's node of that name
+    local gok, owner = pcall(function() return v:graph() end)
+    if gok and owner ~= nil and not rawequal(owner, graph) then
+      errors.raise(WHERE, "NPU_ERR_ARG", ("output_node_names[%d] ('%s') is a node of another graph "
+        .. "than argument 2"):format(i, name))
+    end
+    return name
+  end
   errors.raise(WHERE, "NPU_ERR_ARG", ("output_node_names[%d] is a %s, expected a node name")
     :format(i, errors.typename(v)))
 end
@@ -76,7 +84,8 @@ local OPTS = { "variable_names_whitelist", "variable_names_blacklist",
 --   `variable_names_denylist` are TensorFlow 2's names for the same.  TensorFlow's positional
 --   form works too: a list here is the whitelist, and a 5th argument the blacklist.  An empty
 --   table `{}` is no options (every variable frozen), not an empty whitelist, which in
---   TensorFlow freezes none: write `{variable_names_whitelist = {}}` for that.
+--   TensorFlow freezes none: write `{variable_names_whitelist = {}}` for that ({} with a 5th
+--   argument is an error, as it reads two ways).
 -- @param[opt] blacklist with a list as 4th argument, the blacklist
 -- @treturn Graph the frozen graph
 -- @raise NPU_ERR_NOT_FOUND (an output node or a listed variable not in the graph, named);
@@ -99,7 +108,7 @@ function M.convert_variables_to_constants(sess, graph, output_node_names, opts, 
   end
   errors.check_list(WHERE, "output_node_names", output_node_names)
   local outputs = {}
-  for i, v in ipairs(output_node_names) do outputs[i] = node_name(v, i) end
+  for i, v in ipairs(output_node_names) do outputs[i] = node_name(v, i, graph) end
   if #outputs == 0 then
     errors.raise(WHERE, "NPU_ERR_ARG", "output_node_names is empty: name the model's outputs")
   end
@@ -108,6 +117,11 @@ function M.convert_variables_to_constants(sess, graph, output_node_names, opts, 
   if opts ~= nil and type(opts) ~= "table" then
     errors.raise(WHERE, "NPU_ERR_ARG", "argument 4 must be a table of options or the whitelist, got "
       .. errors.typename(opts))
+  end
+  if opts ~= nil and next(opts) == nil and blacklist ~= nil then
+    -- TensorFlow's positional [] with a blacklist freezes nothing; {} here is no options
+    errors.raise(WHERE, "NPU_ERR_ARG", "argument 4 is {} with a blacklist as argument 5: pass nil "
+      .. "for no whitelist, or {variable_names_whitelist = {}} to freeze nothing")
   end
   if opts ~= nil and next(opts) == nil then opts = nil end -- {}: no options
   if opts ~= nil and #opts > 0 then -- TensorFlow's positional lists
@@ -118,6 +132,13 @@ function M.convert_variables_to_constants(sess, graph, output_node_names, opts, 
         .. "not with an options table: give variable_names_blacklist in it")
     end
     errors.check_keys(WHERE, opts, OPTS, "option")
+    -- false would read as absent below (`a or b`), freezing every variable without a word
+    for _, k in ipairs(OPTS) do
+      if opts[k] ~= nil and type(opts[k]) ~= "table" then
+        errors.raise(WHERE, "NPU_ERR_ARG", ("%s must be a list of variable names, got %s")
+          :format(k, errors.typename(opts[k])))
+      end
+    end
     if opts.variable_names_whitelist ~= nil and opts.variable_names_allowlist ~= nil then
       errors.raise(WHERE, "NPU_ERR_ARG", "give variable_names_whitelist or variable_names_allowlist, not both")
     end
