@@ -106,6 +106,8 @@ static float *run_packed(const npuK_window2d *g, int64_t oc, const npuK_pool *po
 }
 
 static double worst_ratio = 0;
+/* set: x and f drawn non-negative, so the sums do not cancel */
+static int all_positive = 0;
 static int native_equals_twin = 1;
 
 static void test_case(const conv_case *cc) {
@@ -115,8 +117,8 @@ static void test_case(const conv_case *cc) {
                 ny = g.n * g.out_h * g.out_w * oc, k = g.k_h * g.k_w * g.c;
   uint16_t *x = malloc((size_t)nx * 2);
   float *f = malloc((size_t)nf * 4), *bias = malloc((size_t)oc * 4);
-  for (int64_t i = 0; i < nx; i++) x[i] = to_bf16(urand() * 4);
-  for (int64_t i = 0; i < nf; i++) f[i] = from_bf16(to_bf16(urand()));
+  for (int64_t i = 0; i < nx; i++) x[i] = to_bf16((all_positive ? fabsf(urand()) : urand()) * 4);
+  for (int64_t i = 0; i < nf; i++) f[i] = from_bf16(to_bf16(all_positive ? fabsf(urand()) : urand()));
   for (int64_t i = 0; i < oc; i++) bias[i] = urand();
   size_t fs = npuK_conv2d_bf16_filter_size(&g, oc);
   CHECK(fs == (size_t)(g.k_h * ((g.k_w * g.c + 1) / 2) * ((oc + 15) / 16 * 16) * 2) * 2);
@@ -317,6 +319,13 @@ int main(void) {
   };
   printf("  npuK_bf16dot: %d\n", npuK_bf16dot());
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) test_case(&cs[i]);
+  /* a long reduction, k = 3 * 3 * 256 = 2304 terms at the inner pixels: mixed signs, then
+     all positive (no cancelling) */
+  const conv_case deep = {1, 4, 5, 256, 3, 3, 1, 16, 1};
+  test_case(&deep);
+  all_positive = 1;
+  test_case(&deep);
+  all_positive = 0;
   test_special();
   test_range_ends();
   printf("  largest |y - exact| / (2^-24 sum|x f|): %.2f; VDPBF16PS %s the twin's bits\n",

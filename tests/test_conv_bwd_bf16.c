@@ -66,9 +66,13 @@ static double urand(void) { /* xorshift64, in [-1, 1) */
   return (double)(rng >> 11) / (double)(1ull << 52) - 1.0;
 }
 
+/* set: rand_bf16 draws non-negative values, so the sums do not cancel */
+static int all_positive = 0;
+
 static uint16_t *rand_bf16(int64_t n, double scale) {
   uint16_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  for (int64_t i = 0; i < n; i++) v[i] = npu_f32_to_bf16((float)(urand() * scale));
+  for (int64_t i = 0; i < n; i++)
+    v[i] = npu_f32_to_bf16((float)((all_positive ? fabs(urand()) : urand()) * scale));
   return v;
 }
 
@@ -384,6 +388,15 @@ int main(void) {
   for (size_t i = 0; i < sizeof input_shapes / sizeof input_shapes[0]; i++)
     check_input_shape(&input_shapes[i], native);
   check_input_nonfinite();
+  /* long reductions, mixed signs then all positive (no cancelling): the filter gradient over
+     32 x 28 x 28 = 25088 pixels, the input gradient over 3 * 3 * 256 = 2304 terms */
+  const geo long_filter = {32, 28, 28, 1, 3, 3, 1, 1, 32, 1}; /* bench_cnn's first layer */
+  const geo long_input = {1, 6, 6, 4, 3, 3, 1, 1, 256, 1};
+  for (all_positive = 0; all_positive < 2; all_positive++) {
+    check_shape(&long_filter, 1.0, native);
+    check_input_shape(&long_input, native);
+  }
+  all_positive = 0;
   check_range_ends(native);
   return check_summary("test_conv_bwd_bf16");
 }

@@ -56,10 +56,15 @@ static uint16_t to_bf16(float f) {
   return h;
 }
 
+/* set: rand_bf16 draws from [0, 2) instead, so sums do not cancel (the bound's sum|a b| is
+   then the sum itself: the widest error a long chain can pile up) */
+static int all_positive = 0;
+
 /* n bfloat16 values in [-2, 2); special: a few NaN / Inf / subnormals / signed zeros */
 static uint16_t *rand_bf16(int64_t n, int special) {
   uint16_t *v = malloc((size_t)(n ? n : 1) * sizeof *v);
-  for (int64_t i = 0; i < n; i++) v[i] = to_bf16((urand() - 0.5f) * 4);
+  for (int64_t i = 0; i < n; i++)
+    v[i] = to_bf16(all_positive ? urand() * 2 : (urand() - 0.5f) * 4);
   if (special && n > 6) {
     v[1] = 0x0001; /* the smallest subnormal */
     v[2] = 0x807f; /* a negative subnormal */
@@ -206,6 +211,16 @@ static void test_shapes(void) {
   check_shape(5, 40, 129, 0);
 }
 
+/* a reduction of k = 4099 terms (odd: a last pair half empty), few rows and columns: the
+   float32 chains' rounding grows with k, so the bound is checked where it has room to fail;
+   mixed signs (cancelling) and all positive (not) */
+static void test_long_k(void) {
+  check_shape(3, 17, 4099, 0);
+  all_positive = 1;
+  check_shape(3, 17, 4099, 0);
+  all_positive = 0;
+}
+
 /* subnormal inputs count as zero; NaN and Inf propagate */
 static void test_special(void) {
   check_shape(9, 33, 13, 1);
@@ -298,5 +313,6 @@ int main(void) {
   test_range_ends();
   test_special();
   test_shapes();
+  test_long_k();
   return check_summary("test_gemm_bf16");
 }
