@@ -257,6 +257,10 @@ enum {
 };
 /* A matmul step's transpose_b (its params; compile/plan.c packs a constant B by it). */
 bool npuX_matmul_transpose_b(const void *params);
+/* The scratch bytes of a matmul step (the matmul op's or a fused matmul's) whose inputs 0 and 1
+   are A and B and output 0 is C, for the kernel the step will run: the native bfloat16 GEMM's
+   (with B packed once by the plan when c->prepared) or the widening path's. */
+size_t npuX_matmul_scratch(const npuX_call *c, bool transpose_a, bool transpose_b);
 
 #define NPU_OP(name) extern const npu_op_def npuX_op_##name;
 #include "ops/ops.def"
