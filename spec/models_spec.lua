@@ -465,7 +465,6 @@ end
 -- Every allocation of an import (and of an export) failing in turn: a clean NPU_ERR_NOMEM
 -- and nothing left allocated.
 function TestGraphDef:test_allocation_failure_sweep()
-  local core = npu.core
   local tmp = tmpdir()
   local text = graph_json({
     node("out", "Identity", { "sum:0", "^w" }),
@@ -484,28 +483,7 @@ function TestGraphDef:test_allocation_failure_sweep()
     { "export", function() return model.export_graph_def((model.import_graph_def(pb))) end },
   }
   for _, case in ipairs(cases) do
-    collectgarbage()
-    collectgarbage()
-    local base = core.live_bytes()
-    local n, done = 0, false
-    while not done do
-      n = n + 1
-      core._fail_after(n)
-      local ok, err = pcall(case[2])
-      core._fail_after(0)
-      if ok then err = nil end
-      if ok then
-        done = true
-      else
-        lu.assertEquals(npu.error_code(err), "NPU_ERR_NOMEM", case[1] .. " allocation " .. n .. ": " .. tostring(err))
-      end
-      collectgarbage()
-      collectgarbage()
-      lu.assertEquals(core.live_bytes(), base, case[1] .. ": bytes left after failing allocation " .. n ..
-        " (" .. tostring(err) .. ")")
-      lu.assertTrue(n < 10000)
-    end
-    lu.assertTrue(n > 5, case[1])
+    S.sweep_allocations(case[1], case[2], { code = "NPU_ERR_NOMEM", max = 10000, min_failed = 5 })
   end
   rmdir(tmp)
 end

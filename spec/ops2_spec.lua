@@ -55,14 +55,7 @@ local function assert_close(got, want, tol, what)
   end
 end
 
-local function assert_error(fn, code, parts)
-  local ok, err = pcall(fn)
-  lu.assertFalse(ok, "expected an error")
-  err = tostring(err)
-  lu.assertStrContains(tostring(err), code)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(err), p) end
-  return err
-end
+local assert_error = S.assert_error
 
 local function values(out)
   local t = out:totable()

@@ -28,47 +28,9 @@ local lcg, numel, nest, flatten, strides_of, unravel, offset, copy, as_number, s
 -- Helpers
 -- ------------------------------------------------------------------------------------------
 
--- kinds: "grid" k/32 in [-4, 4] (default, exact in float32), "pos" (0, 8], "int" integers in
--- [-20, 20], "nz" integers in [-9, 9] without 0, "bool" true/false, "few" integers in [-2, 2]
--- (many ties), "small" k/32 in [-1, 1].
-local function rand_data(seed, shape, kind)
-  local r = lcg(seed)
-  local out = {}
-  for i = 1, numel(shape) do
-    local u = r()
-    if kind == "bool" then out[i] = u % 2 == 1
-    elseif kind == "int" then out[i] = u % 41 - 20
-    elseif kind == "nz" then local v = u % 19 - 9; out[i] = v == 0 and 5 or v
-    elseif kind == "few" then out[i] = u % 5 - 2
-    elseif kind == "pos" then out[i] = (u % 256 + 1) / 32
-    elseif kind == "small" then out[i] = (u % 65 - 32) / 32
-    else out[i] = (u % 257 - 128) / 32 end
-  end
-  return out
-end
+local rand_data, assert_close, assert_error = S.rand_data, S.assert_allclose, S.assert_error
 
 local function f32(x) return (string.unpack("f", string.pack("f", x))) end
-
-local function assert_close(got, want, rtol, atol, what)
-  lu.assertEquals(#got, #want, what .. ": element count")
-  for i = 1, #want do
-    local g, w = as_number(got[i]), as_number(want[i])
-    if w ~= w then
-      if g == g then lu.fail(("%s: element %d is %s, expected NaN"):format(what, i, tostring(g))) end
-    elseif math.abs(g - w) > atol + rtol * math.abs(w) then
-      lu.fail(("%s: element %d is %.9g, expected %.9g"):format(what, i, g, w))
-    end
-  end
-end
-
-local function assert_error(fn, code, parts)
-  local ok, err = pcall(fn)
-  lu.assertFalse(ok, "expected an error")
-  err = tostring(err)
-  lu.assertStrContains(tostring(err), code)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(err), p) end
-  return err
-end
 
 local function close(s) if s.close then s:close() end end
 

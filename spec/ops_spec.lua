@@ -22,57 +22,13 @@ local lcg, numel, nest, flatten, strides_of, unravel, offset, copy, as_number, s
   S.lcg, S.numel, S.nest, S.flatten, S.strides_of, S.unravel, S.offset, S.copy, S.as_number,
   S.seed_of
 
--- kind: "grid" (k/32 in [-4, 4], the default), "pos" (in (0, 8]), "int" (integers in
--- [-20, 20]), "wide" (k/4 in [-300, 300], for saturating casts), "small" (k/32 in [-1, 1]).
-local function rand_data(seed, shape, kind)
-  local r = lcg(seed)
-  local out = {}
-  for i = 1, numel(shape) do
-    local u = r()
-    if kind == "int" then out[i] = u % 41 - 20
-    elseif kind == "pos" then out[i] = (u % 256 + 1) / 32
-    elseif kind == "wide" then out[i] = (u % 2401 - 1200) / 4
-    elseif kind == "small" then out[i] = (u % 65 - 32) / 32
-    else out[i] = (u % 257 - 128) / 32 end
-  end
-  return out
-end
+local rand_data, assert_close, assert_error = S.rand_data, S.assert_allclose, S.assert_error
 
 local function shape_str(s)
   if s == nil then return "nil" end
   local parts = {}
   for i, d in ipairs(s) do parts[i] = tostring(d) end
   return "{" .. table.concat(parts, ",") .. "}"
-end
-
-local function assert_close(got, want, rtol, atol, what)
-  lu.assertEquals(#got, #want, what .. ": element count")
-  for i = 1, #want do
-    local g, w = as_number(got[i]), as_number(want[i])
-    if math.type(w) == "integer" and (math.type(g) == "integer" or g == math.floor(g)) then
-      if g ~= w then
-        lu.fail(("%s: element %d is %s, expected %s"):format(what, i, tostring(g), tostring(w)))
-      end
-    elseif w ~= w then
-      if g == g then lu.fail(("%s: element %d is %s, expected NaN"):format(what, i, tostring(g))) end
-    elseif math.abs(g - w) > atol + rtol * math.abs(w) then
-      lu.fail(("%s: element %d is %.9g, expected %.9g (rtol %g, atol %g)"):format(what, i, g, w,
-        rtol, atol))
-    end
-  end
-end
-
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  lu.assertFalse(ok, "expected an error")
-  return tostring(err)
-end
-
-local function assert_error(fn, code, parts)
-  local msg = error_of(fn)
-  lu.assertStrContains(tostring(msg), code)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(msg), p) end
-  return msg
 end
 
 local function close_session(s)
