@@ -270,28 +270,38 @@ function TestModelErrors:test_corrupt_pb()
   rmdir(tmp)
 end
 
-function TestModelErrors:test_unknown_and_unsupported_dtypes()
-  needs_models()
+-- The liveness model in a fresh directory with its weights, and a function loading its
+-- model.json with `found` (which the text must hold) replaced by `by`: the error that raises,
+-- whose code must be `code`.  The directory goes with rmdir.
+local function liveness_edited()
   local tmp = tmpdir()
   local text, bin = copy_model("liveness")
   write(tmp .. "/liveness.bin", bin)
-  -- a DataType name TensorFlow does not have
+  local n = 0
+  local function load_edited(found, by, code)
+    lu.assertStrContains(text, found)
+    n = n + 1
+    local path = ("%s/edit%d.json"):format(tmp, n)
+    write(path, (text:gsub(found:gsub("%p", "%%%0"), by)))
+    return expect_error(code, model.load_model, path)
+  end
+  return load_edited, tmp
+end
+
+function TestModelErrors:test_unknown_and_unsupported_dtypes()
+  needs_models()
+  local load_edited, tmp = liveness_edited()
   local placeholder = '"name":"conv2d_1_input","op":"Placeholder","attr":{"shape":{"shape":{"dim":[{"size":"-1"},{"size":"32"},{"size":"32"},{"size":"3"}]}},"dtype":{"type":"DT_FLOAT"}}'
-  lu.assertStrContains(text, placeholder)
-  write(tmp .. "/a.json", (text:gsub(placeholder:gsub("%p", "%%%0"), (placeholder:gsub("DT_FLOAT", "DT_FLOAT99")))))
-  local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/a.json")
+  -- a DataType name TensorFlow does not have
+  local err = load_edited(placeholder, (placeholder:gsub("DT_FLOAT", "DT_FLOAT99")), "NPU_ERR_FORMAT")
   lu.assertStrContains(tostring(err), "unknown dtype 'DT_FLOAT99'")
   lu.assertStrContains(tostring(err), "conv2d_1_input")
   -- a TensorFlow dtype this device lacks
-  write(tmp .. "/b.json", (text:gsub(placeholder:gsub("%p", "%%%0"), (placeholder:gsub("DT_FLOAT", "DT_STRING")))))
-  err = expect_error("NPU_ERR_UNSUPPORTED", model.load_model, tmp .. "/b.json")
+  err = load_edited(placeholder, (placeholder:gsub("DT_FLOAT", "DT_STRING")), "NPU_ERR_UNSUPPORTED")
   lu.assertStrContains(tostring(err), "DT_STRING")
   lu.assertStrContains(tostring(err), "conv2d_1_input")
   -- a weights manifest dtype TensorFlow.js does not have
-  local entry = '"shape":[2],"dtype":"int32"'
-  lu.assertStrContains(text, entry)
-  write(tmp .. "/c.json", (text:gsub(entry:gsub("%p", "%%%0"), '"shape":[2],"dtype":"int33"')))
-  err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/c.json")
+  err = load_edited('"shape":[2],"dtype":"int32"', '"shape":[2],"dtype":"int33"', "NPU_ERR_FORMAT")
   lu.assertStrContains(tostring(err), "weight 'StatefulPartitionedCall/sequential_1/flatten_1/Const'")
   lu.assertStrContains(tostring(err), "int33")
   rmdir(tmp)
@@ -299,13 +309,9 @@ end
 
 function TestModelErrors:test_weights_not_matching_their_shapes()
   needs_models()
-  local tmp = tmpdir()
-  local text, bin = copy_model("liveness")
-  write(tmp .. "/liveness.bin", bin)
+  local load_edited, tmp = liveness_edited()
   local entry = '"name":"StatefulPartitionedCall/sequential_1/dense_2/BiasAdd/ReadVariableOp","shape":[2]'
-  lu.assertStrContains(text, entry)
-  write(tmp .. "/m.json", (text:gsub(entry:gsub("%p", "%%%0"), (entry:gsub("%[2%]", "[1,2]")))))
-  local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/m.json")
+  local err = load_edited(entry, (entry:gsub("%[2%]", "[1,2]")), "NPU_ERR_FORMAT")
   lu.assertStrContains(tostring(err), "dense_2/BiasAdd/ReadVariableOp")
   lu.assertStrContains(tostring(err), "[1,2]")
   lu.assertStrContains(tostring(err), "declares [2]")
