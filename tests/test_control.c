@@ -109,7 +109,8 @@ static npu_status scenario(npu_context *ctx, void *ud, int check_values) {
 static void test_scenario_values_and_sweep(void) {
   handles h = {0};
   scenario_values_and_sweep(&(checked_scenario){
-      .play = scenario, .release = release_all, .ud = &h, .what = "control", .threads = 2, .min_failures = 30});
+      .play = scenario, .release = release_all, .ud = &h, .what = "control", .threads = 2,
+      .min_failures = 30});
 }
 
 /* Regions misused: each a clear status and message, the graph unchanged. */
