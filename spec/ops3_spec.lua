@@ -34,12 +34,6 @@ local function f32(x) return (string.unpack("f", string.pack("f", x))) end
 
 local function close(s) if s.close then s:close() end end
 
-local function tensor_of(inp)
-  if numel(inp.shape) == 0 then return npu.zeros(inp.shape, inp.dtype) end
-  local v = #inp.shape == 0 and inp.data[1] or nest(inp.data, inp.shape)
-  return npu.tensor(v, inp.dtype)
-end
-
 local function flat_of(t)
   local v = t:totable()
   if type(v) ~= "table" then return { v } end
@@ -615,29 +609,7 @@ local function run_forward(c)
   local want_dtype = c.out_dtype or (c.op:match("^select") and inputs[2].dtype) or inputs[1].dtype
   if c.op:match("^resize_bilinear") then want_dtype = F32 end
   if c.op == "conv2d_backprop_input" then want_dtype = F32 end
-  local rtol, atol = c.rtol or 1e-6, c.atol or 1e-6
-  if want_dtype == F64 then rtol, atol = math.min(rtol, 1e-12), math.min(atol, 1e-12) end
-
-  local g = npu.Graph()
-  local phs, feeds = {}, {}
-  for i, inp in ipairs(inputs) do
-    phs[i] = g:placeholder(inp.dtype, inp.shape, "in" .. i)
-    feeds[phs[i]] = tensor_of(inp)
-  end
-  local y = g:op(c.op, phs, c.attrs)
-  lu.assertEquals(y:shape(), want_shape, c.name .. ": inferred shape")
-  lu.assertEquals(y:dtype(), want_dtype, c.name .. ": inferred dtype")
-  local results = {}
-  for _, path in ipairs({ "device", "reference" }) do
-    local sess = npu.Session { graph = g, options = path == "reference" and { use_off_line = false } or nil }
-    local out = sess:run(y, feeds)
-    lu.assertEquals(out:shape(), want_shape, c.name .. " (" .. path .. "): shape")
-    lu.assertEquals(out:dtype(), want_dtype, c.name .. " (" .. path .. "): dtype")
-    results[path] = flat_of(out)
-    assert_close(results[path], want, rtol, atol, c.name .. " (" .. path .. ")")
-    close(sess)
-  end
-  assert_close(results.device, results.reference, rtol, atol, c.name .. ": device vs reference")
+  S.check_forward(c, inputs, want, want_shape, want_dtype)
 end
 
 TestOps3Forward = {}

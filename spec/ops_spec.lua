@@ -742,33 +742,7 @@ end
 local function run_forward(c)
   local inputs = make_inputs(c)
   local want, want_shape = c.expect(table.unpack(inputs))
-  local want_dtype = c.out_dtype or inputs[1].dtype
-  local rtol, atol = c.rtol or 1e-6, c.atol or 1e-6
-  if want_dtype == "float64" then rtol, atol = math.min(rtol, 1e-12), math.min(atol, 1e-12) end
-
-  local g = npu.Graph()
-  local phs, feeds = {}, {}
-  for i, inp in ipairs(inputs) do
-    phs[i] = g:placeholder(inp.dtype, inp.shape, "in" .. i)
-    feeds[phs[i]] = npu.tensor(nest(inp.data, inp.shape), inp.dtype)
-  end
-  local y = g:op(c.op, phs, c.attrs)
-  lu.assertEquals(y:shape(), want_shape, c.name .. ": inferred shape")
-  lu.assertEquals(y:dtype(), want_dtype, c.name .. ": inferred dtype")
-
-  local results = {}
-  for _, path in ipairs({ "device", "reference" }) do
-    local sess = npu.Session { graph = g, options = path == "reference" and { use_off_line = false } or nil }
-    local out = sess:run(y, feeds)
-    lu.assertEquals(out:shape(), want_shape, c.name .. " (" .. path .. "): shape")
-    lu.assertEquals(out:dtype(), want_dtype, c.name .. " (" .. path .. "): dtype")
-    local got = #want_shape == 0 and { out:totable() } or flatten(out:totable())
-    assert_close(got, want, rtol, atol, c.name .. " (" .. path .. ")")
-    results[path] = got
-    close_session(sess)
-  end
-  -- device against reference, tighter than against the double-precision oracle
-  assert_close(results.device, results.reference, rtol, atol, c.name .. ": device vs reference")
+  S.check_forward(c, inputs, want, want_shape, c.out_dtype or inputs[1].dtype)
 end
 
 TestOpsForward = {}

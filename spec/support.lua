@@ -189,6 +189,40 @@ local function assert_allclose(got, want, rtol, atol, what)
   end
 end
 
+-- An op spec's forward case c: op c.op with attributes c.attrs on placeholders fed inputs (each
+-- { shape =, dtype =, data = flat values }), run by the device kernels and by the reference
+-- ones (use_off_line = false).  The inferred and the computed shapes and dtypes must be
+-- want_shape and want_dtype, each path's values within (c.rtol, c.atol) (default 1e-6, at most
+-- 1e-12 for float64) of want (assert_allclose), and the two paths as close to each other.
+local function check_forward(c, inputs, want, want_shape, want_dtype)
+  local npu, lu = require("npu"), require("luaunit")
+  local rtol, atol = c.rtol or 1e-6, c.atol or 1e-6
+  if want_dtype == "float64" then rtol, atol = math.min(rtol, 1e-12), math.min(atol, 1e-12) end
+  local g = npu.Graph()
+  local phs, feeds = {}, {}
+  for i, inp in ipairs(inputs) do
+    phs[i] = g:placeholder(inp.dtype, inp.shape, "in" .. i)
+    feeds[phs[i]] = numel(inp.shape) == 0 and npu.zeros(inp.shape, inp.dtype) or
+        npu.tensor(nest(inp.data, inp.shape), inp.dtype)
+  end
+  local y = g:op(c.op, phs, c.attrs)
+  lu.assertEquals(y:shape(), want_shape, c.name .. ": inferred shape")
+  lu.assertEquals(y:dtype(), want_dtype, c.name .. ": inferred dtype")
+  local results = {}
+  for _, path in ipairs({ "device", "reference" }) do
+    local sess <close> = npu.Session { graph = g,
+      options = path == "reference" and { use_off_line = false } or nil }
+    local out = sess:run(y, feeds)
+    lu.assertEquals(out:shape(), want_shape, c.name .. " (" .. path .. "): shape")
+    lu.assertEquals(out:dtype(), want_dtype, c.name .. " (" .. path .. "): dtype")
+    local v = out:totable()
+    results[path] = type(v) == "table" and flatten(v) or { v }
+    assert_allclose(results[path], want, rtol, atol, c.name .. " (" .. path .. ")")
+  end
+  -- device against reference, tighter than against the double-precision oracle
+  assert_allclose(results.device, results.reference, rtol, atol, c.name .. ": device vs reference")
+end
+
 -- The analytic gradient grad of scalar L in float64 placeholder ph (fed in feeds) against
 -- central differences: h = 1e-6, |analytic - numeric| <= 1e-6 * (1 + |numeric|).
 local function check_gradient(sess, L, grad, ph, feeds, what)
@@ -734,6 +768,7 @@ return {
   assert_close = assert_close,
   assert_allclose = assert_allclose,
   rand_data = rand_data,
+  check_forward = check_forward,
   numel = numel,
   nest = nest,
   flatten = flatten,
