@@ -757,14 +757,7 @@ local OWN_OPS = { "add", "sub", "mul", "div", "maximum", "minimum", "neg", "relu
   "slice", "pad", "cast", "reduce_sum", "reduce_mean", "reduce_max", "argmax", "matmul" }
 
 function TestOpsForward.test_every_op_is_covered()
-  local covered = {}
-  for _, c in ipairs(cases) do covered[c.op] = true end
-  local missing = {}
-  for _, name in ipairs(OWN_OPS) do
-    if not npu.ops[name] then missing[#missing + 1] = name .. " (not in the op table)"
-    elseif not covered[name] then missing[#missing + 1] = name end
-  end
-  lu.assertEquals(missing, {}, "ops without a forward case")
+  S.assert_ops_covered(cases, OWN_OPS)
 end
 
 -- ------------------------------------------------------------------------------------------

@@ -223,6 +223,20 @@ local function check_forward(c, inputs, want, want_shape, want_dtype)
   assert_allclose(results.device, results.reference, rtol, atol, c.name .. ": device vs reference")
 end
 
+-- An op spec covers its ops: each of own_ops is in the op table and is the op of one of cases
+-- (its forward cases) at least.
+local function assert_ops_covered(cases, own_ops)
+  local npu, lu = require("npu"), require("luaunit")
+  local covered = {}
+  for _, c in ipairs(cases) do covered[c.op] = true end
+  local missing = {}
+  for _, name in ipairs(own_ops) do
+    if not npu.ops[name] then missing[#missing + 1] = name .. " (not in the op table)"
+    elseif not covered[name] then missing[#missing + 1] = name end
+  end
+  lu.assertEquals(missing, {}, "ops without a forward case")
+end
+
 -- The analytic gradient grad of scalar L in float64 placeholder ph (fed in feeds) against
 -- central differences: h = 1e-6, |analytic - numeric| <= 1e-6 * (1 + |numeric|).
 local function check_gradient(sess, L, grad, ph, feeds, what)
@@ -769,6 +783,7 @@ return {
   assert_allclose = assert_allclose,
   rand_data = rand_data,
   check_forward = check_forward,
+  assert_ops_covered = assert_ops_covered,
   numel = numel,
   nest = nest,
   flatten = flatten,
