@@ -117,21 +117,20 @@ local function add_model_tests(name)
     if PENDING[name] then lu.skip(name .. ": " .. PENDING[name]) end
   end
 
-  TestModels["test_" .. name .. "_float32_matches_reference"] = function()
-    guard()
-    local g, info = model.load_model(json)
-    local feeds, refs = load_case(dir, info)
-    local ys = run_model(g, info, feeds, "must_keep_origin_dtype")
-    check_outputs(name, info, ys, refs, TOL_F32, "must_keep_origin_dtype")
+  -- the model under precision_mode mode against its reference outputs, within tol
+  local function against_reference(mode, tol)
+    return function()
+      guard()
+      local g, info = model.load_model(json)
+      local feeds, refs = load_case(dir, info)
+      local ys = run_model(g, info, feeds, mode)
+      check_outputs(name, info, ys, refs, tol, mode)
+    end
   end
-
-  TestModels["test_" .. name .. "_force_fp16_within_half_tolerance"] = function()
-    guard()
-    local g, info = model.load_model(json)
-    local feeds, refs = load_case(dir, info)
-    local ys = run_model(g, info, feeds, "force_fp16")
-    check_outputs(name, info, ys, refs, TOL_F16, "force_fp16")
-  end
+  TestModels["test_" .. name .. "_float32_matches_reference"] =
+    against_reference("must_keep_origin_dtype", TOL_F32)
+  TestModels["test_" .. name .. "_force_fp16_within_half_tolerance"] =
+    against_reference("force_fp16", TOL_F16)
 
   TestModels["test_" .. name .. "_pb_round_trip"] = function()
     guard()
