@@ -99,12 +99,7 @@ local function totables(list)
   return t
 end
 
-local function expect_error(code, fn, ...)
-  local ok, err = pcall(fn, ...)
-  lu.assertFalse(ok, "expected " .. code)
-  lu.assertEquals(npu.error_code(err), code, tostring(err))
-  return tostring(err)
-end
+local function expect_error(code, fn, ...) return S.expect_error(code, nil, fn, ...) end
 
 -- ---- the exporter ---------------------------------------------------------------------------
 

@@ -209,12 +209,7 @@ local function copy_model(name, tmp)
   return text, bin
 end
 
-local function expect_error(code, fn, ...)
-  local ok, err = pcall(fn, ...)
-  lu.assertFalse(ok, "expected " .. code)
-  lu.assertEquals(npu.error_code(err), code, err)
-  return err
-end
+local function expect_error(code, fn, ...) return S.expect_error(code, nil, fn, ...) end
 
 function TestModelErrors:test_missing_weight_file()
   needs_models()

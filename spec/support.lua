@@ -586,6 +586,18 @@ local function assert_error(fn, code, parts)
   return msg
 end
 
+-- fn(...) must raise an npu error of code `code` (nil: any error) whose message holds each of
+-- parts (a list, or nil); returns the message.
+local function expect_error(code, parts, fn, ...)
+  local lu, npu = require("luaunit"), require("npu")
+  local ok, err = pcall(fn, ...)
+  lu.assertFalse(ok, "expected " .. (code or "an error"))
+  if code then lu.assertEquals(npu.error_code(err), code, tostring(err)) end
+  err = tostring(err)
+  for _, p in ipairs(parts or {}) do lu.assertStrContains(err, p) end
+  return err
+end
+
 -- A fresh empty directory under the system's temporary directory, and a value whose __close
 -- removes it, so that a test's directory goes even when an assertion fails halfway:
 -- `local dir, _ <close> = S.tmpdir()`.  rm_rf removes a tree; exists says whether a path is
@@ -772,6 +784,7 @@ return {
   run_lua = run_lua,
   fails = fails,
   assert_error = assert_error,
+  expect_error = expect_error,
   sweep_allocations = sweep_allocations,
   pb_varint = pb_varint,
   pb_field = pb_field,
