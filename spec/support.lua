@@ -571,8 +571,8 @@ local function sweep_allocations(what, f, opts)
     collectgarbage()
     lu.assertEquals(core.live_bytes(), base,
       what .. ": bytes left after failing allocation " .. n .. " (error: " .. err .. ")")
-  until ok or n > (opts.max or 5000)
-  lu.assertTrue(ok, what .. ": still failing after " .. n .. " allocations")
+    lu.assertTrue(ok or n < (opts.max or 5000), what .. ": still failing after " .. n .. " allocations")
+  until ok
   lu.assertTrue(n - 1 >= (opts.min_failed or 1), what .. ": " .. (n - 1) .. " allocations to fail")
   return n
 end
