@@ -198,49 +198,44 @@ for _ = 1, ROUNDS do
   end
 end
 
-print(("force_fp16 time / float32 time, one device thread, median of %d alternating runs, then of %d rounds"):format(REPS, ROUNDS))
-local head = ("%-26s %9s %9s"):format("model", "f32 ms", "f16 ms")
-for _, c in ipairs(configs) do
-  if not c.bf16_only then head = head .. (" %9s"):format(c.label) end
-end
-print(head)
-print(("-"):rep(#head))
-for _, name in ipairs(names) do
-  local r = rows[name]
-  if not r or not r.F16C then
-    print(("%-26s not runnable"):format(name))
-  else
-    local line = ("%-26s %9.3f %9.3f"):format(name, median(r.F16C.f32), median(r.F16C.f16))
-    for _, c in ipairs(configs) do
-      if not c.bf16_only then
-        line = line .. (r[c.label] and ("   %6.3fx"):format(median(r[c.label].ratio)) or "         -")
+-- One table: per model, the float32 and `key` median times (ms, column `label`), the median
+-- `ratio` of each configuration that keep(c) accepts, then extra(r)'s cells under extra_head.
+local function print_table(label, key, ratio, keep, extra_head, extra)
+  local head = ("%-26s %9s %9s"):format("model", "f32 ms", label)
+  for _, c in ipairs(configs) do
+    if keep(c) then head = head .. (" %9s"):format(c.label) end
+  end
+  head = head .. extra_head
+  print(head)
+  print(("-"):rep(#head))
+  for _, name in ipairs(names) do
+    local r = rows[name]
+    if not r or not r.F16C then
+      print(("%-26s not runnable"):format(name))
+    else
+      local line = ("%-26s %9.3f %9.3f"):format(name, median(r.F16C.f32), median(r.F16C[key]))
+      for _, c in ipairs(configs) do
+        if keep(c) then
+          line = line .. (r[c.label] and ("   %6.3fx"):format(median(r[c.label][ratio])) or "         -")
+        end
       end
+      print(line .. extra(r))
     end
-    print(line)
   end
 end
+
+print(("force_fp16 time / float32 time, one device thread, median of %d alternating runs, then of %d rounds"):format(REPS, ROUNDS))
+print_table("f16 ms", "f16", "ratio", function(c) return not c.bf16_only end, "",
+  function() return "" end)
 
 print()
 print(("allow_mix_precision_bf16 (bf16) against float32 (f32) and force_fp16 (f16), the same runs:"
   .. " time ratio per configuration, plan total (explain's memory.total_bytes, KiB), largest output"
   .. " error / peak |reference| (the models' output_<j>.npy; the synthetic graphs' float32 outputs)"))
-head = ("%-26s %9s %9s"):format("model", "f32 ms", "bf16 ms")
-for _, c in ipairs(configs) do head = head .. (" %9s"):format(c.label) end
-head = head .. (" %8s %8s %8s %9s %9s %9s"):format("f32 KiB", "f16 KiB", "bf16 KiB", "f32 err", "f16 err", "bf16 err")
-print(head)
-print(("-"):rep(#head))
-for _, name in ipairs(names) do
-  local r = rows[name]
-  if not r or not r.F16C then
-    print(("%-26s not runnable"):format(name))
-  else
-    local line = ("%-26s %9.3f %9.3f"):format(name, median(r.F16C.f32), median(r.F16C.bf16))
-    for _, c in ipairs(configs) do
-      line = line .. (r[c.label] and ("   %6.3fx"):format(median(r[c.label].bratio)) or "         -")
-    end
+print_table("bf16 ms", "bf16", "bratio", function() return true end,
+  (" %8s %8s %8s %9s %9s %9s"):format("f32 KiB", "f16 KiB", "bf16 KiB", "f32 err", "f16 err", "bf16 err"),
+  function(r)
     local b, e = r.F16C.bytes, r.F16C.err
-    line = line .. (" %8d %8d %8d %9.2g %9.2g %9.2g"):format(b[1] // 1024, b[2] // 1024, b[3] // 1024,
+    return (" %8d %8d %8d %9.2g %9.2g %9.2g"):format(b[1] // 1024, b[2] // 1024, b[3] // 1024,
       e[1], e[2], e[3])
-    print(line)
-  end
-end
+  end)

@@ -8,7 +8,8 @@
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath
 local npu = require("npu")
-local median = dofile("bench/util.lua").median
+local util = dofile("bench/util.lua")
+local median = util.median
 local REPS = tonumber(arg and arg[1]) or 9
 npu.core.set_n_threads(1)
 
@@ -22,15 +23,7 @@ end
 
 -- A session training the MLP under the mode; returns a function timing n steps (CPU s/step).
 local function trainer(mode, switches)
-  local g = npu.Graph()
-  local x = g:placeholder("float32", { 64, 784 }, "x")
-  local y = g:placeholder("int32", { 64 }, "y")
-  local init = npu.initializers.glorot_uniform
-  local h1 = npu.layers.dense(x, 256, { activation = "relu", kernel_initializer = init { seed = 1 } })
-  local h2 = npu.layers.dense(h1, 256, { activation = "relu", kernel_initializer = init { seed = 2 } })
-  local logits = npu.layers.dense(h2, 10, { kernel_initializer = init { seed = 3 } })
-  local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits { labels = y, logits = logits })
-  local train_op = npu.train.GradientDescentOptimizer(0.01):minimize(loss)
+  local g, x, y, train_op = util.mlp_sgd(npu, 64)
   local sess = npu.Session { graph = g, options = { precision_mode = mode, fusion_switch_file = switches } }
   sess:run(g:global_variables_initializer())
   local labels = {}

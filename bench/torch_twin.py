@@ -149,17 +149,29 @@ def main():
             model(xc).backward(dl)
         res["train step"] = (timeit(train(CNN().to(memory_format=fmt).train(), cnn_step), 3),
                              timeit(train(torch.jit.script(CNN().to(memory_format=fmt).train()), cnn_step), 3, 12))
-        for what, (e, s) in res.items():
-            b = best.setdefault(what, [None, None, "", ""])
-            if b[0] is None or e < b[0]:
-                b[0], b[2] = e, layout
-            if b[1] is None or s < b[1]:
-                b[1], b[3] = s, layout
+        keep_fastest(best, layout, res)
+    print_cases(out, best, "eager", "script")
+
+
+def keep_fastest(best, layout, res):
+    """best[case] = [column 1's fastest ms, column 2's, the layout of each]: res (case -> the
+    two columns' ms in this layout) folded in."""
+    for what, (t1, t2) in res.items():
+        b = best.setdefault(what, [None, None, "", ""])
+        if b[0] is None or t1 < b[0]:
+            b[0], b[2] = t1, layout
+        if b[1] is None or t2 < b[1]:
+            b[1], b[3] = t2, layout
+
+
+def print_cases(out, best, name1, name2):
+    """Prints the cases of out, then the CNN's at the faster layout of each column (the note
+    names the columns name1 and name2 and their layouts)."""
     for what in ("forward", "train step"):
-        e, s, le, ls = best[what]
-        out.append(("cnn b32 " + what, e, s, "eager %s, script %s" % (le, ls)))
-    for name, e, s, note in out:
-        print("case\t%s\t%.6f\t%.6f\t%s" % (name, e, s, note))
+        t1, t2, l1, l2 = best[what]
+        out.append(("cnn b32 " + what, t1, t2, "%s %s, %s %s" % (name1, l1, name2, l2)))
+    for name, t1, t2, note in out:
+        print("case\t%s\t%.6f\t%.6f\t%s" % (name, t1, t2, note))
 
 
 def mixed_cases(torch, nn, F, MLP, CNN, reps, clock):
@@ -229,17 +241,8 @@ def mixed_cases(torch, nn, F, MLP, CNN, reps, clock):
         res = {"forward": timeit2(infer(cnn, xc, False, True), infer(cnn, xc, False, False), 5),
                "train step": timeit2(train(CNN().to(memory_format=fmt).train(), cnn_step, True),
                                      train(CNN().to(memory_format=fmt).train(), cnn_step, False), 3)}
-        for what, (mx, fp) in res.items():
-            b = best.setdefault(what, [None, None, "", ""])
-            if b[0] is None or mx < b[0]:
-                b[0], b[2] = mx, layout
-            if b[1] is None or fp < b[1]:
-                b[1], b[3] = fp, layout
-    for what in ("forward", "train step"):
-        mx, fp, lm, lf = best[what]
-        out.append(("cnn b32 " + what, mx, fp, "autocast %s, float32 %s" % (lm, lf)))
-    for name, mx, fp, note in out:
-        print("case\t%s\t%.6f\t%.6f\t%s" % (name, mx, fp, note))
+        keep_fastest(best, layout, res)
+    print_cases(out, best, "autocast", "float32")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 -- bench/util.lua — what the Lua benchmarks share (loaded with dofile(ROOT .. "/bench/util.lua");
--- not a benchmark itself): the median of a list of times, two things timed alternately, and
--- the shared models that are there.
+-- not a benchmark itself): the median of a list of times, two things timed alternately, the
+-- shared models that are there, and the MLP training graph.
 local util = {}
 
 -- The median of the numbers in t (sorts t in place; the upper one of an even count's two).
@@ -40,6 +40,24 @@ function util.model_names(dir)
   end
   p:close()
   return names
+end
+
+-- The MLP the benchmarks train (bench_mlp.c's): batch x 784 -> 256 relu -> 256 relu -> 10
+-- (glorot_uniform weights, seeds 1, 2, 3), the mean softmax cross-entropy against int32
+-- labels, gradient descent at lr 0.01, in a new graph of npu (the module under test, which
+-- versus.lua's workers load from another build).  Returns the graph, the x and label
+-- placeholders and the train op.
+function util.mlp_sgd(npu, batch)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { batch, 784 }, "x")
+  local labels = g:placeholder("int32", { batch }, "y")
+  local init = npu.initializers.glorot_uniform
+  local h1 = npu.layers.dense(x, 256, { activation = "relu", kernel_initializer = init { seed = 1 } })
+  local h2 = npu.layers.dense(h1, 256, { activation = "relu", kernel_initializer = init { seed = 2 } })
+  local logits = npu.layers.dense(h2, 10, { kernel_initializer = init { seed = 3 } })
+  local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits {
+    labels = labels, logits = logits })
+  return g, x, labels, npu.train.GradientDescentOptimizer(0.01):minimize(loss)
 end
 
 return util

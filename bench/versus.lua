@@ -9,7 +9,8 @@
 --   lua5.4 bench/versus.lua /tmp/base --instructions [N]   (instructions per run, callgrind)
 local here = arg and arg[0] and arg[0]:match("^(.*)/bench/[^/]*$") or "."
 
-local median = dofile(here .. "/bench/util.lua").median
+local util = dofile(here .. "/bench/util.lua")
+local median = util.median
 
 if arg[1] ~= "--worker" then -- the driver
   local other_root = arg[1]
@@ -171,15 +172,7 @@ compare("CNN 28x28 conv32-pool-conv64-pool-10, b32", function(npu)
 end)
 
 compare("MLP SGD step, batch 64", function(npu)
-  local g = npu.Graph()
-  local x = g:placeholder("float32", { 64, 784 }, "x")
-  local labels = g:placeholder("int32", { 64 }, "y")
-  local init = npu.initializers.glorot_uniform
-  local h1 = npu.layers.dense(x, 256, { activation = "relu", kernel_initializer = init { seed = 1 } })
-  local h2 = npu.layers.dense(h1, 256, { activation = "relu", kernel_initializer = init { seed = 2 } })
-  local logits = npu.layers.dense(h2, 10, { kernel_initializer = init { seed = 3 } })
-  local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits { labels = labels, logits = logits })
-  local train = npu.train.GradientDescentOptimizer(0.01):minimize(loss)
+  local g, x, labels, train = util.mlp_sgd(npu, 64)
   local sess = npu.Session { graph = g, options = { graph_run_mode = 1 } }
   sess:run(g:global_variables_initializer())
   local ys = {}

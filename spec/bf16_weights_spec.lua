@@ -161,24 +161,7 @@ end
 
 function TestBf16Weights:test_aoe_times_bf16dot_with_b_packed_once()
   if not S.bf16dot_here() then return end -- no bf16dot candidate without the instructions
-  local npu = require("npu")
-  local dir = S.tmpdir()
-  local ok, err = pcall(function()
-    local _, sc, yc, pc, seen_c = aoe_times(dir, true)
-    local _, sf, yf, pf, seen_f = aoe_times(dir, false)
-    lu.assertNotNil(pc, "bf16dot timed (constant): " .. seen_c)
-    lu.assertNotNil(pf, "bf16dot timed (fed): " .. seen_f)
-    -- timed as the plan runs it: with the constant B packed once (the record says so; which
-    -- is faster is a benchmark's question, not a spec's), a fed B packed per call
-    lu.assertTrue(pc, "the constant B's bf16dot candidates timed prepared: " .. seen_c)
-    lu.assertFalse(pf, "a fed B is never prepared: " .. seen_f)
-    lu.assertEquals(sc.prepared, sc.algo == "bf16dot" and "bf16_weights" or nil, seen_c)
-    if sc.algo == "bf16dot" and sf.algo == "bf16dot" then
-      lu.assertTrue(npu.allclose(yc, yf, 0, 0), "packed once or per call: the same bits")
-    end
-  end)
-  S.rm_rf(dir)
-  if not ok then error(err, 0) end
+  S.aoe_check_prepared(aoe_times, "bf16dot", "bf16_weights")
 end
 
 -- Every allocation of compiling and running a plan with B packed once failing in turn: an
@@ -186,7 +169,6 @@ end
 function TestBf16Weights:test_failed_allocations_while_packing_leak_nothing()
   if not S.bf16dot_here() then return end
   local npu = require("npu")
-  local core = npu.core
   local function f()
     local g = npu.Graph()
     local x = g:placeholder("float32", { 2, 33 }, "x")
@@ -204,21 +186,5 @@ function TestBf16Weights:test_failed_allocations_while_packing_leak_nothing()
     return got
   end
   f()
-  collectgarbage()
-  collectgarbage()
-  local base = core.live_bytes()
-  local n, ok, err = 0, nil, nil
-  repeat
-    n = n + 1
-    core._fail_after(n)
-    ok, err = pcall(f)
-    core._fail_after(0)
-    if ok then err = nil
-    else lu.assertTrue(npu.errors.is_error(err), tostring(err)) end
-    collectgarbage()
-    collectgarbage()
-    lu.assertEquals(core.live_bytes(), base, "bytes left after failing allocation " .. n)
-  until ok or n > 5000
-  lu.assertTrue(ok, tostring(err))
-  lu.assertTrue(n > 1, "no allocation to fail")
+  S.sweep_allocations("matmul with B packed once", f)
 end

@@ -36,12 +36,7 @@ local function run_both(g, fetches, feeds)
   return results.device
 end
 
-local function expect_error(code, f, ...)
-  local ok, err = pcall(f, ...)
-  lu.assertFalse(ok, "expected " .. code)
-  lu.assertEquals(npu.error_code(err), code, tostring(err))
-  return tostring(err)
-end
+local function expect_error(code, f, ...) return S.expect_error(code, nil, f, ...) end
 
 TestDynamicShapeWhere = {}
 

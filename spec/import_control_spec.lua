@@ -11,14 +11,8 @@ local lu = require("luaunit")
 local npu = require("npu")
 local model = require("npu.model")
 
-local function expect_error(code, parts, fn, ...)
-  local ok, err = pcall(fn, ...)
-  lu.assertFalse(ok, "expected " .. (code or "an error"))
-  if code then lu.assertEquals(npu.error_code(err), code, tostring(err)) end
-  err = tostring(err)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(err), p) end
-  return err
-end
+local S = dofile(SPEC_DIR .. "/support.lua")
+local expect_error = S.expect_error
 
 -- ---- model.json builders ---------------------------------------------------------------------
 

@@ -99,12 +99,7 @@ local function totables(list)
   return t
 end
 
-local function expect_error(code, fn, ...)
-  local ok, err = pcall(fn, ...)
-  lu.assertFalse(ok, "expected " .. code)
-  lu.assertEquals(npu.error_code(err), code, tostring(err))
-  return tostring(err)
-end
+local function expect_error(code, fn, ...) return S.expect_error(code, nil, fn, ...) end
 
 -- ---- the exporter ---------------------------------------------------------------------------
 
@@ -283,27 +278,14 @@ end
 -- Every allocation of an export with the new rules failing in turn: a clean NPU_ERR_NOMEM
 -- and nothing left allocated.
 function TestExportTF:test_allocation_failure_sweep()
-  local core = npu.core
   local g = npu.Graph()
   local x = g:placeholder("float32", { 4, 6 }, "x")
   g:op("split", { x }, { num_split = 2 }, "s")
   g:op("pad", { x }, { paddings = { 1, 0, 0, 2 }, constant_values = 1 }, "p")
   g:op("fill", {}, { dims = { 2 }, value = 3 }, "f")
   npu.reduce_mean(x, { name = "m" })
-  collectgarbage()
-  local base = core.live_bytes()
-  local n = 0
-  repeat
-    n = n + 1
-    core._fail_after(n)
-    local ok, err = pcall(model.export_graph_def, g)
-    core._fail_after(0)
-    if not ok then lu.assertEquals(npu.error_code(err), "NPU_ERR_NOMEM", err) end
-    collectgarbage()
-    collectgarbage()
-    lu.assertEquals(core.live_bytes(), base, "bytes left after failing allocation " .. n)
-  until ok or n > 5000
-  lu.assertTrue(n > 3)
+  S.sweep_allocations("export_graph_def", function() return model.export_graph_def(g) end,
+    { code = "NPU_ERR_NOMEM", min_failed = 3 })
 end
 
 -- ---- import: aliases and expansions ---------------------------------------------------------
@@ -534,28 +516,14 @@ end
 -- Every allocation of imports that expand (NonMaxSuppressionV4, a cast before ResizeBilinear)
 -- failing in turn: a clean NPU_ERR_NOMEM and nothing left allocated.
 function TestImportAliases:test_allocation_failure_sweep()
-  local core = npu.core
   local texts = {
     nms_graph("NonMaxSuppressionV4", 4),
     json_graph({ jplaceholder("img", { 1, 2, 2, 1 }, "DT_UINT8"), jconst("size", "DT_INT32", { 2 }, { 3, 3 }),
       jnode("r", "ResizeBilinear", { "img", "size" }, '"T": {"type": "DT_UINT8"}') }),
   }
   for t, text in ipairs(texts) do
-    collectgarbage()
-    collectgarbage()
-    local base = core.live_bytes()
-    local n = 0
-    repeat
-      n = n + 1
-      core._fail_after(n)
-      local ok, err = pcall(model.import_graph_def, text)
-      core._fail_after(0)
-      if ok then err = nil else lu.assertEquals(npu.error_code(err), "NPU_ERR_NOMEM", err) end
-      collectgarbage()
-      collectgarbage()
-      lu.assertEquals(core.live_bytes(), base, ("graph %d: bytes left after failing allocation %d"):format(t, n))
-    until ok or n > 5000
-    lu.assertTrue(n > 5)
+    S.sweep_allocations("graph " .. t, function() return model.import_graph_def(text) end,
+      { code = "NPU_ERR_NOMEM", min_failed = 5 })
   end
 end
 

@@ -164,15 +164,18 @@ function TestMemory:test_fetched_intermediates_and_identities_keep_their_values(
   end
 end
 
--- iterations_per_loop: the steps run 4 times per call; intermediates are rewritten each time.
-function TestMemory:test_a_loop_reuses_the_arena_every_iteration()
+-- A loop of 4 iterations per call (iterations_per_loop) over batches of 8 drawn from 0..63
+-- (repeated): doubled = 2 * batch, shifted = between(doubled) + 1, its sum added to variable
+-- total.  Checks the explained plan's report and returns it with a function that runs two calls
+-- and checks total after each (the sums of 2 i + 1 over 0..31, then over 0..63).
+local function doubling_loop(between)
   local g = npu.Graph()
   local xs = npu.range(0, 64, 1, "float32")
   local ds = npu.data.Dataset.from_tensor_slices(xs):batch(8, { drop_remainder = true }):repeat_()
   local b = ds:make_one_shot_iterator(g):get_next()
   local total = g:variable(npu.zeros({}), "total")
   local doubled = npu.mul(b, 2, { name = "doubled" })
-  local shifted = npu.add(doubled, 1, { name = "shifted" })
+  local shifted = npu.add(between(doubled), 1, { name = "shifted" })
   local step = npu.assign(total, total + npu.reduce_sum(shifted))
   local sess = npu.Session { graph = g, options = { iterations_per_loop = 4 } }
   sess:run(g:global_variables_initializer())
@@ -180,18 +183,25 @@ function TestMemory:test_a_loop_reuses_the_arena_every_iteration()
   local e = sess:explain({ total, loop })
   lu.assertEquals(e.iterations, 4)
   check_report(e)
+  return e, function()
+    local want = 0
+    for i = 0, 31 do want = want + 2 * i + 1 end
+    lu.assertEquals(sess:run({ total, loop })[1]:item(), want)
+    for i = 32, 63 do want = want + 2 * i + 1 end
+    lu.assertEquals(sess:run({ total, loop })[1]:item(), want)
+  end
+end
+
+-- iterations_per_loop: the steps run 4 times per call; intermediates are rewritten each time.
+function TestMemory:test_a_loop_reuses_the_arena_every_iteration()
+  local e, run_twice = doubling_loop(function(doubled) return doubled end)
   local function memory_of(name)
     for _, s in ipairs(e.steps) do
       if s.node == name then return s.outputs[1].memory end
     end
   end
   lu.assertEquals(memory_of("doubled"), "arena")
-  -- batches 0..7, 8..15, ...: each adds 2 * sum + 8
-  local want = 0
-  for i = 0, 31 do want = want + 2 * i + 1 end
-  lu.assertEquals(sess:run({ total, loop })[1]:item(), want)
-  for i = 32, 63 do want = want + 2 * i + 1 end
-  lu.assertEquals(sess:run({ total, loop })[1]:item(), want)
+  run_twice()
 end
 
 -- Two signatures, run alternately; with static_memory_policy 2 they share one arena (grown
@@ -363,30 +373,14 @@ end
 -- iterations_per_loop: the aliased chain is rewritten every iteration, its sum carried in a
 -- variable.
 function TestMemory:test_an_aliased_reshape_in_a_loop()
-  local g = npu.Graph()
-  local xs = npu.range(0, 64, 1, "float32")
-  local ds = npu.data.Dataset.from_tensor_slices(xs):batch(8, { drop_remainder = true }):repeat_()
-  local b = ds:make_one_shot_iterator(g):get_next()
-  local total = g:variable(npu.zeros({}), "total")
-  local doubled = npu.mul(b, 2, { name = "doubled" })
-  local flat = npu.reshape(doubled, { 2, 4 }, { name = "flat" })
-  local wide = npu.expand_dims(flat, 0, { name = "wide" })
-  local shifted = npu.add(wide, 1, { name = "shifted" })
-  local step = npu.assign(total, total + npu.reduce_sum(shifted))
-  local sess = npu.Session { graph = g, options = { iterations_per_loop = 4 } }
-  sess:run(g:global_variables_initializer())
-  local loop = npu.util.set_iteration_per_loop(sess, step, 4)
-  local e = sess:explain({ total, loop })
-  lu.assertEquals(e.iterations, 4)
-  check_report(e)
+  local e, run_twice = doubling_loop(function(doubled)
+    local flat = npu.reshape(doubled, { 2, 4 }, { name = "flat" })
+    return npu.expand_dims(flat, 0, { name = "wide" })
+  end)
   local v = outputs_of(e)
   lu.assertEquals(v.flat.alias_of, "doubled:0")
   lu.assertEquals(v.wide.alias_of, "flat:0")
-  local want = 0
-  for i = 0, 31 do want = want + 2 * i + 1 end
-  lu.assertEquals(sess:run({ total, loop })[1]:item(), want)
-  for i = 32, 63 do want = want + 2 * i + 1 end
-  lu.assertEquals(sess:run({ total, loop })[1]:item(), want)
+  run_twice()
 end
 
 -- static_memory_policy 2 (the session's shared arena) keeps the aliases; the results match.

@@ -3,6 +3,7 @@
 -- name was misspelt, the nearest valid one; the position is the user's line (this file).
 local lu = require("luaunit")
 local npu = require("npu")
+local S = dofile(SPEC_DIR .. "/support.lua")
 
 TestMistakes = {}
 
@@ -471,23 +472,7 @@ function TestMistakes:test_new_bindings_under_allocation_failure()
   for _, c in ipairs(cases) do
     local what, f = c[1], c[2]
     f() -- once through (the directory, lazily built tables)
-    collectgarbage()
-    collectgarbage()
-    local base = core.live_bytes()
-    local n, ok, err = 0, nil, nil
-    repeat
-      n = n + 1
-      core._fail_after(n)
-      ok, err = pcall(f)
-      core._fail_after(0)
-      if ok then err = nil -- the result, dropped
-      else lu.assertTrue(npu.errors.is_error(err), what .. ": " .. tostring(err)) end
-      collectgarbage()
-      collectgarbage()
-      lu.assertEquals(core.live_bytes(), base, what .. ": bytes left after failing allocation " .. n)
-    until ok or n > 5000
-    lu.assertTrue(ok, what .. ": " .. tostring(err))
-    lu.assertTrue(n > 1, what .. ": no allocation to fail")
+    S.sweep_allocations(what, f)
   end
   os.execute("rm -rf '" .. dir .. "'")
 end

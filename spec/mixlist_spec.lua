@@ -293,7 +293,6 @@ end
 -- ---- allocation failures ----
 
 function TestMixlist:test_allocation_failure_sweep()
-  local core = npu.core
   local lists = file('{"black-list": {"to-add": ["Softmax"], "to-remove": ["Exp"]}, "white-list": {"to-add": ["Relu"]}}')
   local cfg = file("OpType::Relu:InputDtype:float16,OutputDtype:float16\nr::OutputDtype:float32\n")
   local g = npu.Graph()
@@ -308,27 +307,7 @@ function TestMixlist:test_allocation_failure_sweep()
   end
   for _, mode in ipairs { "allow_mix_precision", "force_fp16" } do
     local want = scenario(mode)
-    collectgarbage()
-    collectgarbage()
-    local base = core.live_bytes()
-    local n, done = 0, false
-    while not done do
-      n = n + 1
-      core._fail_after(n)
-      local ok, err = pcall(scenario, mode)
-      core._fail_after(0)
-      if ok then
-        done = true
-        lu.assertTrue(same(err, want))
-      else
-        lu.assertEquals(npu.error_code(err), "NPU_ERR_NOMEM", mode .. " allocation " .. n .. ": " .. tostring(err))
-      end
-      err = nil
-      collectgarbage()
-      collectgarbage()
-      lu.assertEquals(core.live_bytes(), base, mode .. ": bytes left after failing allocation " .. n)
-      lu.assertTrue(n < 10000)
-    end
-    lu.assertTrue(n > 20, mode)
+    support.sweep_allocations(mode, function() return scenario(mode) end, { code = "NPU_ERR_NOMEM",
+      max = 10000, min_failed = 20, check = function(got) lu.assertTrue(same(got, want)) end })
   end
 end

@@ -117,21 +117,20 @@ local function add_model_tests(name)
     if PENDING[name] then lu.skip(name .. ": " .. PENDING[name]) end
   end
 
-  TestModels["test_" .. name .. "_float32_matches_reference"] = function()
-    guard()
-    local g, info = model.load_model(json)
-    local feeds, refs = load_case(dir, info)
-    local ys = run_model(g, info, feeds, "must_keep_origin_dtype")
-    check_outputs(name, info, ys, refs, TOL_F32, "must_keep_origin_dtype")
+  -- the model under precision_mode mode against its reference outputs, within tol
+  local function against_reference(mode, tol)
+    return function()
+      guard()
+      local g, info = model.load_model(json)
+      local feeds, refs = load_case(dir, info)
+      local ys = run_model(g, info, feeds, mode)
+      check_outputs(name, info, ys, refs, tol, mode)
+    end
   end
-
-  TestModels["test_" .. name .. "_force_fp16_within_half_tolerance"] = function()
-    guard()
-    local g, info = model.load_model(json)
-    local feeds, refs = load_case(dir, info)
-    local ys = run_model(g, info, feeds, "force_fp16")
-    check_outputs(name, info, ys, refs, TOL_F16, "force_fp16")
-  end
+  TestModels["test_" .. name .. "_float32_matches_reference"] =
+    against_reference("must_keep_origin_dtype", TOL_F32)
+  TestModels["test_" .. name .. "_force_fp16_within_half_tolerance"] =
+    against_reference("force_fp16", TOL_F16)
 
   TestModels["test_" .. name .. "_pb_round_trip"] = function()
     guard()
@@ -210,12 +209,7 @@ local function copy_model(name, tmp)
   return text, bin
 end
 
-local function expect_error(code, fn, ...)
-  local ok, err = pcall(fn, ...)
-  lu.assertFalse(ok, "expected " .. code)
-  lu.assertEquals(npu.error_code(err), code, err)
-  return err
-end
+local function expect_error(code, fn, ...) return S.expect_error(code, nil, fn, ...) end
 
 function TestModelErrors:test_missing_weight_file()
   needs_models()
@@ -270,28 +264,38 @@ function TestModelErrors:test_corrupt_pb()
   rmdir(tmp)
 end
 
-function TestModelErrors:test_unknown_and_unsupported_dtypes()
-  needs_models()
+-- The liveness model in a fresh directory with its weights, and a function loading its
+-- model.json with `found` (which the text must hold) replaced by `by`: the error that raises,
+-- whose code must be `code`.  The directory goes with rmdir.
+local function liveness_edited()
   local tmp = tmpdir()
   local text, bin = copy_model("liveness")
   write(tmp .. "/liveness.bin", bin)
-  -- a DataType name TensorFlow does not have
+  local n = 0
+  local function load_edited(found, by, code)
+    lu.assertStrContains(text, found)
+    n = n + 1
+    local path = ("%s/edit%d.json"):format(tmp, n)
+    write(path, (text:gsub(found:gsub("%p", "%%%0"), by)))
+    return expect_error(code, model.load_model, path)
+  end
+  return load_edited, tmp
+end
+
+function TestModelErrors:test_unknown_and_unsupported_dtypes()
+  needs_models()
+  local load_edited, tmp = liveness_edited()
   local placeholder = '"name":"conv2d_1_input","op":"Placeholder","attr":{"shape":{"shape":{"dim":[{"size":"-1"},{"size":"32"},{"size":"32"},{"size":"3"}]}},"dtype":{"type":"DT_FLOAT"}}'
-  lu.assertStrContains(text, placeholder)
-  write(tmp .. "/a.json", (text:gsub(placeholder:gsub("%p", "%%%0"), (placeholder:gsub("DT_FLOAT", "DT_FLOAT99")))))
-  local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/a.json")
+  -- a DataType name TensorFlow does not have
+  local err = load_edited(placeholder, (placeholder:gsub("DT_FLOAT", "DT_FLOAT99")), "NPU_ERR_FORMAT")
   lu.assertStrContains(tostring(err), "unknown dtype 'DT_FLOAT99'")
   lu.assertStrContains(tostring(err), "conv2d_1_input")
   -- a TensorFlow dtype this device lacks
-  write(tmp .. "/b.json", (text:gsub(placeholder:gsub("%p", "%%%0"), (placeholder:gsub("DT_FLOAT", "DT_STRING")))))
-  err = expect_error("NPU_ERR_UNSUPPORTED", model.load_model, tmp .. "/b.json")
+  err = load_edited(placeholder, (placeholder:gsub("DT_FLOAT", "DT_STRING")), "NPU_ERR_UNSUPPORTED")
   lu.assertStrContains(tostring(err), "DT_STRING")
   lu.assertStrContains(tostring(err), "conv2d_1_input")
   -- a weights manifest dtype TensorFlow.js does not have
-  local entry = '"shape":[2],"dtype":"int32"'
-  lu.assertStrContains(text, entry)
-  write(tmp .. "/c.json", (text:gsub(entry:gsub("%p", "%%%0"), '"shape":[2],"dtype":"int33"')))
-  err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/c.json")
+  err = load_edited('"shape":[2],"dtype":"int32"', '"shape":[2],"dtype":"int33"', "NPU_ERR_FORMAT")
   lu.assertStrContains(tostring(err), "weight 'StatefulPartitionedCall/sequential_1/flatten_1/Const'")
   lu.assertStrContains(tostring(err), "int33")
   rmdir(tmp)
@@ -299,13 +303,9 @@ end
 
 function TestModelErrors:test_weights_not_matching_their_shapes()
   needs_models()
-  local tmp = tmpdir()
-  local text, bin = copy_model("liveness")
-  write(tmp .. "/liveness.bin", bin)
+  local load_edited, tmp = liveness_edited()
   local entry = '"name":"StatefulPartitionedCall/sequential_1/dense_2/BiasAdd/ReadVariableOp","shape":[2]'
-  lu.assertStrContains(text, entry)
-  write(tmp .. "/m.json", (text:gsub(entry:gsub("%p", "%%%0"), (entry:gsub("%[2%]", "[1,2]")))))
-  local err = expect_error("NPU_ERR_FORMAT", model.load_model, tmp .. "/m.json")
+  local err = load_edited(entry, (entry:gsub("%[2%]", "[1,2]")), "NPU_ERR_FORMAT")
   lu.assertStrContains(tostring(err), "dense_2/BiasAdd/ReadVariableOp")
   lu.assertStrContains(tostring(err), "[1,2]")
   lu.assertStrContains(tostring(err), "declares [2]")
@@ -465,7 +465,6 @@ end
 -- Every allocation of an import (and of an export) failing in turn: a clean NPU_ERR_NOMEM
 -- and nothing left allocated.
 function TestGraphDef:test_allocation_failure_sweep()
-  local core = npu.core
   local tmp = tmpdir()
   local text = graph_json({
     node("out", "Identity", { "sum:0", "^w" }),
@@ -484,28 +483,7 @@ function TestGraphDef:test_allocation_failure_sweep()
     { "export", function() return model.export_graph_def((model.import_graph_def(pb))) end },
   }
   for _, case in ipairs(cases) do
-    collectgarbage()
-    collectgarbage()
-    local base = core.live_bytes()
-    local n, done = 0, false
-    while not done do
-      n = n + 1
-      core._fail_after(n)
-      local ok, err = pcall(case[2])
-      core._fail_after(0)
-      if ok then err = nil end
-      if ok then
-        done = true
-      else
-        lu.assertEquals(npu.error_code(err), "NPU_ERR_NOMEM", case[1] .. " allocation " .. n .. ": " .. tostring(err))
-      end
-      collectgarbage()
-      collectgarbage()
-      lu.assertEquals(core.live_bytes(), base, case[1] .. ": bytes left after failing allocation " .. n ..
-        " (" .. tostring(err) .. ")")
-      lu.assertTrue(n < 10000)
-    end
-    lu.assertTrue(n > 5, case[1])
+    S.sweep_allocations(case[1], case[2], { code = "NPU_ERR_NOMEM", max = 10000, min_failed = 5 })
   end
   rmdir(tmp)
 end

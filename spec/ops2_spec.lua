@@ -55,14 +55,7 @@ local function assert_close(got, want, tol, what)
   end
 end
 
-local function assert_error(fn, code, parts)
-  local ok, err = pcall(fn)
-  lu.assertFalse(ok, "expected an error")
-  err = tostring(err)
-  lu.assertStrContains(tostring(err), code)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(err), p) end
-  return err
-end
+local assert_error = S.assert_error
 
 local function values(out)
   local t = out:totable()
@@ -871,14 +864,7 @@ local OWN_OPS = { "pack", "unpack", "strided_slice", "gather", "gather_nd", "spl
   "stop_gradient" }
 
 function TestOps2Forward.test_every_op_is_covered()
-  local covered = {}
-  for _, c in ipairs(cases) do covered[c.op] = true end
-  local missing = {}
-  for _, name in ipairs(OWN_OPS) do
-    if not npu.ops[name] then missing[#missing + 1] = name .. " (not in the op table)"
-    elseif not covered[name] then missing[#missing + 1] = name end
-  end
-  lu.assertEquals(missing, {}, "ops without a forward case")
+  S.assert_ops_covered(cases, OWN_OPS)
 end
 
 -- ------------------------------------------------------------------------------------------

@@ -28,55 +28,11 @@ local lcg, numel, nest, flatten, strides_of, unravel, offset, copy, as_number, s
 -- Helpers
 -- ------------------------------------------------------------------------------------------
 
--- kinds: "grid" k/32 in [-4, 4] (default, exact in float32), "pos" (0, 8], "int" integers in
--- [-20, 20], "nz" integers in [-9, 9] without 0, "bool" true/false, "few" integers in [-2, 2]
--- (many ties), "small" k/32 in [-1, 1].
-local function rand_data(seed, shape, kind)
-  local r = lcg(seed)
-  local out = {}
-  for i = 1, numel(shape) do
-    local u = r()
-    if kind == "bool" then out[i] = u % 2 == 1
-    elseif kind == "int" then out[i] = u % 41 - 20
-    elseif kind == "nz" then local v = u % 19 - 9; out[i] = v == 0 and 5 or v
-    elseif kind == "few" then out[i] = u % 5 - 2
-    elseif kind == "pos" then out[i] = (u % 256 + 1) / 32
-    elseif kind == "small" then out[i] = (u % 65 - 32) / 32
-    else out[i] = (u % 257 - 128) / 32 end
-  end
-  return out
-end
+local rand_data, assert_close, assert_error = S.rand_data, S.assert_allclose, S.assert_error
 
 local function f32(x) return (string.unpack("f", string.pack("f", x))) end
 
-local function assert_close(got, want, rtol, atol, what)
-  lu.assertEquals(#got, #want, what .. ": element count")
-  for i = 1, #want do
-    local g, w = as_number(got[i]), as_number(want[i])
-    if w ~= w then
-      if g == g then lu.fail(("%s: element %d is %s, expected NaN"):format(what, i, tostring(g))) end
-    elseif math.abs(g - w) > atol + rtol * math.abs(w) then
-      lu.fail(("%s: element %d is %.9g, expected %.9g"):format(what, i, g, w))
-    end
-  end
-end
-
-local function assert_error(fn, code, parts)
-  local ok, err = pcall(fn)
-  lu.assertFalse(ok, "expected an error")
-  err = tostring(err)
-  lu.assertStrContains(tostring(err), code)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(err), p) end
-  return err
-end
-
 local function close(s) if s.close then s:close() end end
-
-local function tensor_of(inp)
-  if numel(inp.shape) == 0 then return npu.zeros(inp.shape, inp.dtype) end
-  local v = #inp.shape == 0 and inp.data[1] or nest(inp.data, inp.shape)
-  return npu.tensor(v, inp.dtype)
-end
 
 local function flat_of(t)
   local v = t:totable()
@@ -653,29 +609,7 @@ local function run_forward(c)
   local want_dtype = c.out_dtype or (c.op:match("^select") and inputs[2].dtype) or inputs[1].dtype
   if c.op:match("^resize_bilinear") then want_dtype = F32 end
   if c.op == "conv2d_backprop_input" then want_dtype = F32 end
-  local rtol, atol = c.rtol or 1e-6, c.atol or 1e-6
-  if want_dtype == F64 then rtol, atol = math.min(rtol, 1e-12), math.min(atol, 1e-12) end
-
-  local g = npu.Graph()
-  local phs, feeds = {}, {}
-  for i, inp in ipairs(inputs) do
-    phs[i] = g:placeholder(inp.dtype, inp.shape, "in" .. i)
-    feeds[phs[i]] = tensor_of(inp)
-  end
-  local y = g:op(c.op, phs, c.attrs)
-  lu.assertEquals(y:shape(), want_shape, c.name .. ": inferred shape")
-  lu.assertEquals(y:dtype(), want_dtype, c.name .. ": inferred dtype")
-  local results = {}
-  for _, path in ipairs({ "device", "reference" }) do
-    local sess = npu.Session { graph = g, options = path == "reference" and { use_off_line = false } or nil }
-    local out = sess:run(y, feeds)
-    lu.assertEquals(out:shape(), want_shape, c.name .. " (" .. path .. "): shape")
-    lu.assertEquals(out:dtype(), want_dtype, c.name .. " (" .. path .. "): dtype")
-    results[path] = flat_of(out)
-    assert_close(results[path], want, rtol, atol, c.name .. " (" .. path .. ")")
-    close(sess)
-  end
-  assert_close(results.device, results.reference, rtol, atol, c.name .. ": device vs reference")
+  S.check_forward(c, inputs, want, want_shape, want_dtype)
 end
 
 TestOps3Forward = {}
@@ -701,14 +635,7 @@ local TF_TYPES = { prelu = "Prelu", leaky_relu = "LeakyRelu", pow = "Pow",
   resize_nearest_neighbor = "ResizeNearestNeighbor" }
 
 function TestOps3Forward.test_every_op_is_covered()
-  local covered = {}
-  for _, c in ipairs(cases) do covered[c.op] = true end
-  local missing = {}
-  for _, name in ipairs(OWN_OPS) do
-    if not npu.ops[name] then missing[#missing + 1] = name .. " (not in the op table)"
-    elseif not covered[name] then missing[#missing + 1] = name end
-  end
-  lu.assertEquals(missing, {}, "ops without a forward case")
+  S.assert_ops_covered(cases, OWN_OPS)
 end
 
 function TestOps3Forward.test_tf_types()

@@ -24,14 +24,7 @@ local function run_both(g, fetches, feeds)
   return out[1], out[2]
 end
 
-local function expect_error(code, parts, fn, ...)
-  local ok, err = pcall(fn, ...)
-  lu.assertFalse(ok, "expected " .. (code or "an error"))
-  if code then lu.assertEquals(npu.error_code(err), code, tostring(err)) end
-  err = tostring(err)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(err), p) end
-  return err
-end
+local expect_error = S.expect_error
 
 local function values(t) return t:totable() end
 

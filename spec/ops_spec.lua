@@ -22,57 +22,13 @@ local lcg, numel, nest, flatten, strides_of, unravel, offset, copy, as_number, s
   S.lcg, S.numel, S.nest, S.flatten, S.strides_of, S.unravel, S.offset, S.copy, S.as_number,
   S.seed_of
 
--- kind: "grid" (k/32 in [-4, 4], the default), "pos" (in (0, 8]), "int" (integers in
--- [-20, 20]), "wide" (k/4 in [-300, 300], for saturating casts), "small" (k/32 in [-1, 1]).
-local function rand_data(seed, shape, kind)
-  local r = lcg(seed)
-  local out = {}
-  for i = 1, numel(shape) do
-    local u = r()
-    if kind == "int" then out[i] = u % 41 - 20
-    elseif kind == "pos" then out[i] = (u % 256 + 1) / 32
-    elseif kind == "wide" then out[i] = (u % 2401 - 1200) / 4
-    elseif kind == "small" then out[i] = (u % 65 - 32) / 32
-    else out[i] = (u % 257 - 128) / 32 end
-  end
-  return out
-end
+local rand_data, assert_close, assert_error = S.rand_data, S.assert_allclose, S.assert_error
 
 local function shape_str(s)
   if s == nil then return "nil" end
   local parts = {}
   for i, d in ipairs(s) do parts[i] = tostring(d) end
   return "{" .. table.concat(parts, ",") .. "}"
-end
-
-local function assert_close(got, want, rtol, atol, what)
-  lu.assertEquals(#got, #want, what .. ": element count")
-  for i = 1, #want do
-    local g, w = as_number(got[i]), as_number(want[i])
-    if math.type(w) == "integer" and (math.type(g) == "integer" or g == math.floor(g)) then
-      if g ~= w then
-        lu.fail(("%s: element %d is %s, expected %s"):format(what, i, tostring(g), tostring(w)))
-      end
-    elseif w ~= w then
-      if g == g then lu.fail(("%s: element %d is %s, expected NaN"):format(what, i, tostring(g))) end
-    elseif math.abs(g - w) > atol + rtol * math.abs(w) then
-      lu.fail(("%s: element %d is %.9g, expected %.9g (rtol %g, atol %g)"):format(what, i, g, w,
-        rtol, atol))
-    end
-  end
-end
-
-local function error_of(fn, ...)
-  local ok, err = pcall(fn, ...)
-  lu.assertFalse(ok, "expected an error")
-  return tostring(err)
-end
-
-local function assert_error(fn, code, parts)
-  local msg = error_of(fn)
-  lu.assertStrContains(tostring(msg), code)
-  for _, p in ipairs(parts or {}) do lu.assertStrContains(tostring(msg), p) end
-  return msg
 end
 
 local function close_session(s)
@@ -786,33 +742,7 @@ end
 local function run_forward(c)
   local inputs = make_inputs(c)
   local want, want_shape = c.expect(table.unpack(inputs))
-  local want_dtype = c.out_dtype or inputs[1].dtype
-  local rtol, atol = c.rtol or 1e-6, c.atol or 1e-6
-  if want_dtype == "float64" then rtol, atol = math.min(rtol, 1e-12), math.min(atol, 1e-12) end
-
-  local g = npu.Graph()
-  local phs, feeds = {}, {}
-  for i, inp in ipairs(inputs) do
-    phs[i] = g:placeholder(inp.dtype, inp.shape, "in" .. i)
-    feeds[phs[i]] = npu.tensor(nest(inp.data, inp.shape), inp.dtype)
-  end
-  local y = g:op(c.op, phs, c.attrs)
-  lu.assertEquals(y:shape(), want_shape, c.name .. ": inferred shape")
-  lu.assertEquals(y:dtype(), want_dtype, c.name .. ": inferred dtype")
-
-  local results = {}
-  for _, path in ipairs({ "device", "reference" }) do
-    local sess = npu.Session { graph = g, options = path == "reference" and { use_off_line = false } or nil }
-    local out = sess:run(y, feeds)
-    lu.assertEquals(out:shape(), want_shape, c.name .. " (" .. path .. "): shape")
-    lu.assertEquals(out:dtype(), want_dtype, c.name .. " (" .. path .. "): dtype")
-    local got = #want_shape == 0 and { out:totable() } or flatten(out:totable())
-    assert_close(got, want, rtol, atol, c.name .. " (" .. path .. ")")
-    results[path] = got
-    close_session(sess)
-  end
-  -- device against reference, tighter than against the double-precision oracle
-  assert_close(results.device, results.reference, rtol, atol, c.name .. ": device vs reference")
+  S.check_forward(c, inputs, want, want_shape, c.out_dtype or inputs[1].dtype)
 end
 
 TestOpsForward = {}
@@ -827,14 +757,7 @@ local OWN_OPS = { "add", "sub", "mul", "div", "maximum", "minimum", "neg", "relu
   "slice", "pad", "cast", "reduce_sum", "reduce_mean", "reduce_max", "argmax", "matmul" }
 
 function TestOpsForward.test_every_op_is_covered()
-  local covered = {}
-  for _, c in ipairs(cases) do covered[c.op] = true end
-  local missing = {}
-  for _, name in ipairs(OWN_OPS) do
-    if not npu.ops[name] then missing[#missing + 1] = name .. " (not in the op table)"
-    elseif not covered[name] then missing[#missing + 1] = name end
-  end
-  lu.assertEquals(missing, {}, "ops without a forward case")
+  S.assert_ops_covered(cases, OWN_OPS)
 end
 
 -- ------------------------------------------------------------------------------------------

@@ -131,33 +131,13 @@ end
 
 function TestPrepared:test_aoe_times_direct_bf16_with_the_filter_packed_once()
   if not S.bf16dot_here() then return end -- no direct_bf16 candidate without the instructions
-  local dir = S.tmpdir()
-  local ok, err = pcall(function()
-    local _, sc, yc, pc, seen_c = aoe_times(dir, true)
-    local _, sf, yf, pf, seen_f = aoe_times(dir, false)
-    lu.assertEquals(sc.tuned, "timed")
-    lu.assertNotNil(pc, "direct_bf16 timed (constant): " .. seen_c)
-    lu.assertNotNil(pf, "direct_bf16 timed (fed): " .. seen_f)
-    -- timed as the plan runs it: with the constant filter packed once (the record says so;
-    -- which is faster is a benchmark's question, not a spec's), a fed one packed per call
-    lu.assertTrue(pc, "the constant filter's direct_bf16 candidates timed prepared: " .. seen_c)
-    lu.assertFalse(pf, "a fed filter is never prepared: " .. seen_f)
-    -- prepared exactly when the record is direct_bf16; either way the same bits as the fed twin
-    -- where both run direct_bf16
-    lu.assertEquals(sc.prepared, sc.algo == "direct_bf16" and "bf16_filter" or nil, seen_c)
-    if sc.algo == "direct_bf16" and sf.algo == "direct_bf16" then
-      lu.assertTrue(npu.allclose(yc, yf, 0, 0), "packed once or per call: the same bits")
-    end
-  end)
-  S.rm_rf(dir)
-  if not ok then error(err, 0) end
+  S.aoe_check_prepared(aoe_times, "direct_bf16", "bf16_filter")
 end
 
 -- Every allocation of compiling and running a plan with prepared filters (a direct_bf16 step's
 -- packed filter, a Winograd step's U) failing in turn: an npu.Error each time, nothing left
 -- allocated, and the run succeeding once no allocation fails.
 function TestPrepared:test_failed_allocations_while_preparing_leak_nothing()
-  local core = npu.core
   local function case(prec, impl, shape, want)
     return function()
       local g = npu.Graph()
@@ -186,22 +166,6 @@ function TestPrepared:test_failed_allocations_while_preparing_leak_nothing()
   for _, c in ipairs(cases) do
     local what, f = c[1], c[2]
     f()
-    collectgarbage()
-    collectgarbage()
-    local base = core.live_bytes()
-    local n, ok, err = 0, nil, nil
-    repeat
-      n = n + 1
-      core._fail_after(n)
-      ok, err = pcall(f)
-      core._fail_after(0)
-      if ok then err = nil
-      else lu.assertTrue(npu.errors.is_error(err), what .. ": " .. tostring(err)) end
-      collectgarbage()
-      collectgarbage()
-      lu.assertEquals(core.live_bytes(), base, what .. ": bytes left after failing allocation " .. n)
-    until ok or n > 5000
-    lu.assertTrue(ok, what .. ": " .. tostring(err))
-    lu.assertTrue(n > 1, what .. ": no allocation to fail")
+    S.sweep_allocations(what, f)
   end
 end

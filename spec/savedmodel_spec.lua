@@ -292,15 +292,22 @@ function TestSavedModel:test_export_errors()
   lu.assertNotNil(x)
 end
 
+-- The directory of a SavedModel TensorFlow wrote: $env, else ../shared/models/<name>/00000123;
+-- the test skips when it holds none (what names the kind in the message).
+local function written_by_tensorflow(env, name, what)
+  local dir = os.getenv(env) or (ROOT_DIR .. "/../shared/models/" .. name .. "/00000123")
+  if not S.exists(dir .. "/saved_model.pb") then
+    lu.skip("no " .. what .. " written by TensorFlow here (" .. dir .. ")")
+  end
+  return dir
+end
+
 -- TensorFlow Serving's own test model (written by TensorFlow 1.x: VariableV2, a Snappy
 -- index), when a copy is at ../shared/models/saved_model_half_plus_two_cpu/00000123 or
 -- $NPU_TF_SAVED_MODEL: y = 0.5 x + 2, y3 = 0.5 x2 + 3.
 function TestSavedModel:test_written_by_tensorflow()
-  local dir = os.getenv("NPU_TF_SAVED_MODEL") or
-    (ROOT_DIR .. "/../shared/models/saved_model_half_plus_two_cpu/00000123")
-  if not S.exists(dir .. "/saved_model.pb") then
-    lu.skip("no SavedModel written by TensorFlow here (" .. dir .. ")")
-  end
+  local dir = written_by_tensorflow("NPU_TF_SAVED_MODEL", "saved_model_half_plus_two_cpu",
+    "SavedModel")
   local g, info = npu.load_model(dir)
   lu.assertEquals(info.signatures, { "classify_x_to_y", "regress_x2_to_y3", "regress_x_to_y",
                                      "regress_x_to_y2", "serving_default" })
@@ -557,11 +564,8 @@ end
 -- ../shared/models/saved_model_half_plus_two_tf2_cpu/00000123 or $NPU_TF2_SAVED_MODEL:
 -- predict y = 0.5 x + 2, regress_x2_to_y3 y = 0.5 x + 3.
 function TestSavedModelTF2:test_written_by_tensorflow()
-  local dir = os.getenv("NPU_TF2_SAVED_MODEL") or
-    (ROOT_DIR .. "/../shared/models/saved_model_half_plus_two_tf2_cpu/00000123")
-  if not S.exists(dir .. "/saved_model.pb") then
-    lu.skip("no TF2 SavedModel written by TensorFlow here (" .. dir .. ")")
-  end
+  local dir = written_by_tensorflow("NPU_TF2_SAVED_MODEL", "saved_model_half_plus_two_tf2_cpu",
+    "TF2 SavedModel")
   local g, info = npu.load_model(dir)
   lu.assertEquals(info.signatures, { "__saved_model_init_op", "classify_x2_to_y3", "classify_x_to_y",
                                      "regress_x2_to_y3", "regress_x_to_y", "regress_x_to_y2",

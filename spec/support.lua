@@ -1,10 +1,11 @@
 -- spec/support.lua — helpers shared by the specs (loaded with dofile(SPEC_DIR ..
 -- "/support.lua"); not a spec itself: spec/run.lua only runs *_spec.lua): a small LCG for
 -- deterministic pseudo-random data, naive shape and index helpers, flat <-> nested tables,
--- gradients against central differences and an elementwise comparison, whole-file read/write, protobuf wire format, JSON
--- and CSV readers, TensorFlow.js model.json builders, a graph with a loop and a cond, a
--- dataset-fed counting loop, the largest difference of two tensors, temporary
--- directories and a Lua subprocess on this checkout.
+-- the op specs' data, gradients against central differences, elementwise comparisons, error
+-- checks, whole-file read/write, protobuf wire format, JSON and CSV readers, TensorFlow.js
+-- model.json builders, a graph with a loop and a cond, a dataset-fed counting loop, the
+-- largest difference of two tensors, temporary directories, a Lua subprocess on this checkout
+-- and the allocation-failure sweep.
 local function lcg(seed)
   local s = seed
   return function()
@@ -144,6 +145,96 @@ local function assert_close(got, want, tol, what)
       lu.fail(("%s [%d]: got %.12g, want %.12g"):format(what, i, got[i], want[i]))
     end
   end
+end
+
+-- Data for the op specs: numel(shape) values from lcg(seed), of a kind: "grid" (the default:
+-- k/32 in [-4, 4], exact in float32), "pos" (k/32 in (0, 8]), "int" (integers in [-20, 20]),
+-- "nz" (integers in [-9, 9] without 0), "few" (integers in [-2, 2]: many ties), "small"
+-- (k/32 in [-1, 1]), "wide" (k/4 in [-300, 300], for saturating casts), "bool" (true/false).
+local function rand_data(seed, shape, kind)
+  local r = lcg(seed)
+  local out = {}
+  for i = 1, numel(shape) do
+    local u = r()
+    if kind == "bool" then out[i] = u % 2 == 1
+    elseif kind == "int" then out[i] = u % 41 - 20
+    elseif kind == "nz" then local v = u % 19 - 9; out[i] = v == 0 and 5 or v
+    elseif kind == "few" then out[i] = u % 5 - 2
+    elseif kind == "pos" then out[i] = (u % 256 + 1) / 32
+    elseif kind == "wide" then out[i] = (u % 2401 - 1200) / 4
+    elseif kind == "small" then out[i] = (u % 65 - 32) / 32
+    else out[i] = (u % 257 - 128) / 32 end
+  end
+  return out
+end
+
+-- Two flat lists element by element (booleans as 0 / 1): |got - want| <= atol + rtol |want|,
+-- NaN where want is NaN, and exactly equal where want is an integer and got integral (integer
+-- results have no rounding to forgive).  what names the failure.
+local function assert_allclose(got, want, rtol, atol, what)
+  local lu = require("luaunit")
+  lu.assertEquals(#got, #want, what .. ": element count")
+  for i = 1, #want do
+    local g, w = as_number(got[i]), as_number(want[i])
+    if math.type(w) == "integer" and (math.type(g) == "integer" or g == math.floor(g)) then
+      if g ~= w then
+        lu.fail(("%s: element %d is %s, expected %s"):format(what, i, tostring(g), tostring(w)))
+      end
+    elseif w ~= w then
+      if g == g then lu.fail(("%s: element %d is %s, expected NaN"):format(what, i, tostring(g))) end
+    elseif math.abs(g - w) > atol + rtol * math.abs(w) then
+      lu.fail(("%s: element %d is %.9g, expected %.9g (rtol %g, atol %g)"):format(what, i, g, w,
+        rtol, atol))
+    end
+  end
+end
+
+-- An op spec's forward case c: op c.op with attributes c.attrs on placeholders fed inputs (each
+-- { shape =, dtype =, data = flat values }), run by the device kernels and by the reference
+-- ones (use_off_line = false).  The inferred and the computed shapes and dtypes must be
+-- want_shape and want_dtype, each path's values within (c.rtol, c.atol) (default 1e-6, at most
+-- 1e-12 for float64) of want (assert_allclose), and the two paths as close to each other.
+local function check_forward(c, inputs, want, want_shape, want_dtype)
+  local npu, lu = require("npu"), require("luaunit")
+  local rtol, atol = c.rtol or 1e-6, c.atol or 1e-6
+  if want_dtype == "float64" then rtol, atol = math.min(rtol, 1e-12), math.min(atol, 1e-12) end
+  local g = npu.Graph()
+  local phs, feeds = {}, {}
+  for i, inp in ipairs(inputs) do
+    phs[i] = g:placeholder(inp.dtype, inp.shape, "in" .. i)
+    feeds[phs[i]] = numel(inp.shape) == 0 and npu.zeros(inp.shape, inp.dtype) or
+        npu.tensor(nest(inp.data, inp.shape), inp.dtype)
+  end
+  local y = g:op(c.op, phs, c.attrs)
+  lu.assertEquals(y:shape(), want_shape, c.name .. ": inferred shape")
+  lu.assertEquals(y:dtype(), want_dtype, c.name .. ": inferred dtype")
+  local results = {}
+  for _, path in ipairs({ "device", "reference" }) do
+    local sess <close> = npu.Session { graph = g,
+      options = path == "reference" and { use_off_line = false } or nil }
+    local out = sess:run(y, feeds)
+    lu.assertEquals(out:shape(), want_shape, c.name .. " (" .. path .. "): shape")
+    lu.assertEquals(out:dtype(), want_dtype, c.name .. " (" .. path .. "): dtype")
+    local v = out:totable()
+    results[path] = type(v) == "table" and flatten(v) or { v }
+    assert_allclose(results[path], want, rtol, atol, c.name .. " (" .. path .. ")")
+  end
+  -- device against reference, tighter than against the double-precision oracle
+  assert_allclose(results.device, results.reference, rtol, atol, c.name .. ": device vs reference")
+end
+
+-- An op spec covers its ops: each of own_ops is in the op table and is the op of one of cases
+-- (its forward cases) at least.
+local function assert_ops_covered(cases, own_ops)
+  local npu, lu = require("npu"), require("luaunit")
+  local covered = {}
+  for _, c in ipairs(cases) do covered[c.op] = true end
+  local missing = {}
+  for _, name in ipairs(own_ops) do
+    if not npu.ops[name] then missing[#missing + 1] = name .. " (not in the op table)"
+    elseif not covered[name] then missing[#missing + 1] = name end
+  end
+  lu.assertEquals(missing, {}, "ops without a forward case")
 end
 
 -- The analytic gradient grad of scalar L in float64 placeholder ph (fed in feeds) against
@@ -447,6 +538,66 @@ local function fails(f, ...)
   return tostring(err), err
 end
 
+-- The allocation-failure sweep: f run with its first allocation failing, then its second, ...
+-- until it runs through (npu.core._fail_after).  Each failed run must raise an npu.Error (whose
+-- code is opts.code, when given) and leave the live bytes what they were before the sweep
+-- (after a full garbage collection, the error or result dropped); the sweep must end within
+-- opts.max attempts (default 5000) after failing at least opts.min_failed allocations (default
+-- 1: there was one to fail).  opts.check, when given, is called with the successful run's result.  what
+-- names the case in messages.  Returns the number of attempts.
+local function sweep_allocations(what, f, opts)
+  opts = opts or {}
+  local lu, npu = require("luaunit"), require("npu")
+  local core = npu.core
+  collectgarbage()
+  collectgarbage()
+  local base = core.live_bytes()
+  local n, ok, res = 0, false, nil
+  repeat
+    n = n + 1
+    core._fail_after(n)
+    ok, res = pcall(f)
+    core._fail_after(0)
+    local err = not ok and tostring(res) or "none"
+    if ok then
+      if opts.check then opts.check(res) end
+    elseif opts.code then
+      lu.assertEquals(npu.error_code(res), opts.code, what .. ": allocation " .. n .. ": " .. err)
+    else
+      lu.assertTrue(npu.errors.is_error(res), what .. ": allocation " .. n .. ": " .. err)
+    end
+    res = nil
+    collectgarbage()
+    collectgarbage()
+    lu.assertEquals(core.live_bytes(), base,
+      what .. ": bytes left after failing allocation " .. n .. " (error: " .. err .. ")")
+    lu.assertTrue(ok or n < (opts.max or 5000), what .. ": still failing after " .. n .. " allocations")
+  until ok
+  lu.assertTrue(n - 1 >= (opts.min_failed or 1), what .. ": " .. (n - 1) .. " allocations to fail")
+  return n
+end
+
+-- fn() must raise an error whose message holds code and each of parts; returns the message.
+local function assert_error(fn, code, parts)
+  local lu = require("luaunit")
+  local msg = fails(fn)
+  lu.assertStrContains(msg, code)
+  for _, p in ipairs(parts or {}) do lu.assertStrContains(msg, p) end
+  return msg
+end
+
+-- fn(...) must raise an npu error of code `code` (nil: any error) whose message holds each of
+-- parts (a list, or nil); returns the message.
+local function expect_error(code, parts, fn, ...)
+  local lu, npu = require("luaunit"), require("npu")
+  local ok, err = pcall(fn, ...)
+  lu.assertFalse(ok, "expected " .. (code or "an error"))
+  if code then lu.assertEquals(npu.error_code(err), code, tostring(err)) end
+  err = tostring(err)
+  for _, p in ipairs(parts or {}) do lu.assertStrContains(err, p) end
+  return err
+end
+
 -- A fresh empty directory under the system's temporary directory, and a value whose __close
 -- removes it, so that a test's directory goes even when an assertion fails halfway:
 -- `local dir, _ <close> = S.tmpdir()`.  rm_rf removes a tree; exists says whether a path is
@@ -585,6 +736,28 @@ local function aoe_tune_bf16(dir, sub, g, y, feeds, node, op, algo)
   return rec, step, got, prepared, table.concat(seen, ", ")
 end
 
+-- The AOE spec of an operand a plan prepares once (a GEMM's B, a convolution's filter):
+-- tune(dir, constant) builds the graph with that operand constant, or fed, and returns
+-- aoe_tune_bf16's values.  The candidates of algorithm algo must be timed as the plan runs them:
+-- with the constant operand prepared once (the step says `prepared`, as the record does),
+-- a fed one packed per call (which is faster is a benchmark's question, not a spec's); where
+-- both records chose algo, prepared once or per call gives the same bits.
+local function aoe_check_prepared(tune, algo, prepared)
+  local npu, lu = require("npu"), require("luaunit")
+  local dir, _ <close> = tmpdir()
+  local _, sc, yc, pc, seen_c = tune(dir, true)
+  local _, sf, yf, pf, seen_f = tune(dir, false)
+  lu.assertEquals(sc.tuned, "timed")
+  lu.assertNotNil(pc, algo .. " timed (constant): " .. seen_c)
+  lu.assertNotNil(pf, algo .. " timed (fed): " .. seen_f)
+  lu.assertTrue(pc, "the constant operand's " .. algo .. " candidates timed prepared: " .. seen_c)
+  lu.assertFalse(pf, "a fed operand is never prepared: " .. seen_f)
+  lu.assertEquals(sc.prepared, sc.algo == algo and prepared or nil, seen_c)
+  if sc.algo == algo and sf.algo == algo then
+    lu.assertTrue(npu.allclose(yc, yf, 0, 0), "prepared once or per call: the same bits")
+  end
+end
+
 return {
   json_decode = json_decode,
   tfjson = tfjson,
@@ -598,6 +771,7 @@ return {
   fusion_session = fusion_session,
   bf16dot_here = bf16dot_here,
   aoe_tune_bf16 = aoe_tune_bf16,
+  aoe_check_prepared = aoe_check_prepared,
   cpu_has_bf16dot = cpu_has_bf16dot,
   assert_same_bits = assert_same_bits,
   sh_quote = sh_quote,
@@ -609,6 +783,9 @@ return {
   read_csv = read_csv,
   run_lua = run_lua,
   fails = fails,
+  assert_error = assert_error,
+  expect_error = expect_error,
+  sweep_allocations = sweep_allocations,
   pb_varint = pb_varint,
   pb_field = pb_field,
   pb_fields = pb_fields,
@@ -616,6 +793,10 @@ return {
   central_differences = central_differences,
   check_gradient = check_gradient,
   assert_close = assert_close,
+  assert_allclose = assert_allclose,
+  rand_data = rand_data,
+  check_forward = check_forward,
+  assert_ops_covered = assert_ops_covered,
   numel = numel,
   nest = nest,
   flatten = flatten,

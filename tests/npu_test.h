@@ -35,6 +35,13 @@
  * and returns the number of attempts that failed with NPU_ERR_NOMEM: the caller checks that the
  * sweep went through enough allocations.
  *
+ * scenario_values_and_sweep(&(checked_scenario){...}): the two runs most suites give their
+ * scenario, written once as play(ctx, ud, check_values): played with values checked on a fresh
+ * context of `threads` threads (0: the default) by scenario_run_once, then with values unchecked
+ * (an allocation failing ends a run early) under sweep_alloc_failures on a fresh context of 2
+ * threads, which must fail more than `min_failures` allocations; release(ud) (optional) frees
+ * what a run left.
+ *
  * Header-only and includes check.h: include it (or check.h alone) from one .c file per
  * executable.
  */
@@ -190,6 +197,53 @@ static inline int sweep_alloc_failures(npu_context *ctx, const scenario_def *sw)
   }
   CHECK(n_ok == want_ok); /* the scenario ran through without a failing allocation */
   return n_failures;
+}
+
+typedef struct checked_scenario {
+  npu_status (*play)(npu_context *ctx, void *ud, int check_values);
+  void (*release)(void *ud); /* optional */
+  void *ud;
+  const char *what;  /* as scenario_def's */
+  int threads;       /* the values run's context (0: the default) */
+  int min_failures;  /* the sweep fails more allocations than this */
+} checked_scenario;
+
+/* scenario_def's ud while a checked_scenario plays: which run it is */
+typedef struct checked_run {
+  const checked_scenario *cs;
+  int check_values;
+} checked_run;
+
+static inline npu_status checked_run_play(npu_context *ctx, void *ud) {
+  const checked_run *r = ud;
+  return r->cs->play(ctx, r->cs->ud, r->check_values);
+}
+
+static inline void checked_run_release(npu_context *ctx, npu_status st, void *ud) {
+  const checked_run *r = ud;
+  (void)ctx, (void)st;
+  if (r->cs->release) r->cs->release(r->cs->ud);
+}
+
+static inline void scenario_values_and_sweep(const checked_scenario *cs) {
+  checked_run values = {cs, 1}, sweep = {cs, 0};
+  npu_context *ctx;
+  npu_context_config cfg = {.n_threads = cs->threads};
+  CHECK(npu_context_new(cs->threads ? &cfg : NULL, &ctx) == NPU_OK);
+  if (!ctx) return;
+  scenario_run_once(ctx, &(scenario_def){.run = checked_run_play, .after = checked_run_release,
+                                         .ud = &values, .what = cs->what});
+  npu_context_release(ctx);
+  CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
+  if (!ctx) return;
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.run = checked_run_play, .after = checked_run_release, .ud = &sweep,
+                           .what = cs->what});
+  CHECK(n_failures > cs->min_failures); /* the sweep went through the scenario's allocations */
+  if (n_failures <= cs->min_failures)
+    fprintf(stderr, "%s: %d allocations failed in the sweep, more than %d expected\n",
+            cs->what ? cs->what : "scenario", n_failures, cs->min_failures);
+  npu_context_release(ctx);
 }
 
 /* ---- files and the log ---- */

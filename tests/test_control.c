@@ -13,7 +13,8 @@ typedef struct handles {
   npu_tensor *x, *n, *p, *out[2];
 } handles;
 
-static void release_all(handles *h) {
+static void release_all(void *ud) {
+  handles *h = ud;
   for (int i = 0; i < 2; i++) npu_tensor_release(h->out[i]);
   npu_tensor_release(h->x);
   npu_tensor_release(h->n);
@@ -30,7 +31,8 @@ static npu_status binary(npu_graph *g, const char *op, int a, int b, int *value)
 
 /* (i, v) = (0, x); while i < n: (i + 1, concat(v, v)); then y = p ? v * 2 : v - v; returns
    y and i. */
-static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
+static npu_status scenario(npu_context *ctx, void *ud, int check_values) {
+  handles *h = ud;
   TRY(npu_graph_new(ctx, &h->g));
   npu_graph *g = h->g;
   int64_t s3[] = {3}, any[] = {-1};
@@ -104,30 +106,11 @@ static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
   return NPU_OK;
 }
 
-static npu_status run_checking_values(npu_context *ctx, void *h) { return scenario(ctx, h, 1); }
-static npu_status run_only(npu_context *ctx, void *h) { return scenario(ctx, h, 0); }
-
-static void after_release(npu_context *ctx, npu_status st, void *h) {
-  (void)ctx, (void)st;
-  release_all(h);
-}
-
-static void test_values(void) {
-  npu_context *ctx;
-  CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
+static void test_scenario_values_and_sweep(void) {
   handles h = {0};
-  scenario_run_once(ctx, &(scenario_def){.run = run_checking_values, .after = after_release, .ud = &h});
-  npu_context_release(ctx);
-}
-
-static void test_allocation_failure_sweep(void) {
-  npu_context *ctx;
-  CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
-  handles h = {0};
-  int n_failures = sweep_alloc_failures(
-      ctx, &(scenario_def){.run = run_only, .after = after_release, .ud = &h, .what = "control"});
-  CHECK(n_failures > 30);
-  npu_context_release(ctx);
+  scenario_values_and_sweep(&(checked_scenario){
+      .play = scenario, .release = release_all, .ud = &h, .what = "control", .threads = 2,
+      .min_failures = 30});
 }
 
 /* Regions misused: each a clear status and message, the graph unchanged. */
@@ -324,10 +307,9 @@ static void test_placeholder_in_a_region(void) {
 }
 
 int main(void) {
-  test_values();
+  test_scenario_values_and_sweep();
   test_region_errors();
   test_build_errors();
   test_placeholder_in_a_region();
-  test_allocation_failure_sweep();
   return check_summary("test_control");
 }

@@ -115,9 +115,63 @@ static void oracle(const npuK_window2d *w, int64_t oc, const uint16_t *x, const 
         }
 }
 
-static int within(float got, double exact, double mag, int64_t n_terms) {
-  double bound = 129.0 * 0x1p-24 * mag + 2.0 * (double)n_terms * 0x1p-126;
+/* |got - exact| <= rel 2^-24 mag + 2 terms 2^-126: the gradients' bounds (kgrad.h) */
+static int within_bound(float got, double exact, double mag, double rel, int64_t terms) {
+  double bound = rel * 0x1p-24 * mag + 2.0 * (double)terms * 0x1p-126;
   return fabs((double)got - exact) <= bound;
+}
+
+/* the filter gradient's: 129 2^-24 sum|x dy| + 2 n_terms 2^-126 */
+static int within(float got, double exact, double mag, int64_t n_terms) {
+  return within_bound(got, exact, mag, 129.0, n_terms);
+}
+
+/* A gradient kernel under test (the filter's or the input's: the same signature), its _level
+   twin, its bfloat16 operands (x and dy, or dy and the filter), its n outputs' oracle and bound
+   (within_bound's rel and terms). */
+typedef struct bwd_case {
+  void (*fn)(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c, const uint16_t *a,
+             const uint16_t *b, void *out, npuK_dtype out_dtype, void *scratch);
+  void (*level)(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c, const uint16_t *a,
+                const uint16_t *b, void *out, npuK_dtype out_dtype, void *scratch, int level);
+  const uint16_t *a, *b;
+  int64_t n;
+  const double *exact, *mag;
+  double rel;
+  int64_t terms;
+} bwd_case;
+
+/* Every path of one case: the portable level within the bound of the oracle; where native, the
+   native entry too, with the portable loops' bits (VDPBF16PS adds a pair's products one after
+   the other, as the portable loops do: on normal numbers their bits), the same bits on two
+   threads and on ranges cut in thirds, and a bfloat16 output the float32 one rounded. */
+static void check_paths(const npuK_window2d *w, int64_t oc, const bwd_case *c, void *scratch,
+                        int native) {
+  const int64_t n = c->n;
+  float *o0 = malloc((size_t)n * 4), *o1 = malloc((size_t)n * 4), *o2 = malloc((size_t)n * 4);
+  uint16_t *h = malloc((size_t)n * 2);
+  long bad = 0;
+  c->level(NULL, w, oc, c->a, c->b, o0, NPUK_F32, scratch, 0);
+  for (int64_t i = 0; i < n; i++)
+    bad += !within_bound(o0[i], c->exact[i], c->mag[i], c->rel, c->terms);
+  CHECK_EQ_I64(bad, 0); /* portable */
+  if (native) {
+    bad = 0;
+    c->fn(NULL, w, oc, c->a, c->b, o1, NPUK_F32, scratch);
+    for (int64_t i = 0; i < n; i++)
+      bad += !within_bound(o1[i], c->exact[i], c->mag[i], c->rel, c->terms);
+    CHECK_EQ_I64(bad, 0);
+    CHECK(memcmp(o0, o1, (size_t)n * 4) == 0);
+    c->fn(&pool_two, w, oc, c->a, c->b, o2, NPUK_F32, scratch);
+    CHECK(memcmp(o1, o2, (size_t)n * 4) == 0);
+    c->fn(&pool_thirds, w, oc, c->a, c->b, o2, NPUK_F32, scratch);
+    CHECK(memcmp(o1, o2, (size_t)n * 4) == 0);
+    c->fn(&pool_two, w, oc, c->a, c->b, h, NPUK_BF16, scratch);
+    bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += h[i] != npu_f32_to_bf16(o1[i]);
+    CHECK_EQ_I64(bad, 0);
+  }
+  free(o0), free(o1), free(o2), free(h);
 }
 
 /* one shape: every path against the oracle, the native one's bits on every pool */
@@ -129,34 +183,13 @@ static void check_shape(const geo *g, double x_scale, int native) {
   const int64_t n_terms = w.n * w.out_h * w.out_w;
   uint16_t *x = rand_bf16(nx, x_scale), *dy = rand_bf16(ndy, 1.0);
   double *exact = malloc((size_t)nf * sizeof *exact), *mag = malloc((size_t)nf * sizeof *mag);
-  float *f0 = malloc((size_t)nf * 4), *f1 = malloc((size_t)nf * 4), *f2 = malloc((size_t)nf * 4);
-  uint16_t *h = malloc((size_t)nf * 2);
   void *scratch = malloc(npuK_conv2d_backprop_filter_bf16_scratch_size(&w, oc));
   oracle(&w, oc, x, dy, exact, mag);
-
-  long bad = 0;
-  npuK_conv2d_backprop_filter_bf16_level(NULL, &w, oc, x, dy, f0, NPUK_F32, scratch, 0);
-  for (int64_t i = 0; i < nf; i++) bad += !within(f0[i], exact[i], mag[i], n_terms);
-  CHECK_EQ_I64(bad, 0); /* portable */
-  if (native) {
-    bad = 0;
-    npuK_conv2d_backprop_filter_bf16(NULL, &w, oc, x, dy, f1, NPUK_F32, scratch);
-    for (int64_t i = 0; i < nf; i++) bad += !within(f1[i], exact[i], mag[i], n_terms);
-    CHECK_EQ_I64(bad, 0);
-    /* VDPBF16PS adds the pair's products one after the other, as the portable loops do:
-       on normal numbers their bits */
-    CHECK(memcmp(f0, f1, (size_t)nf * 4) == 0);
-    npuK_conv2d_backprop_filter_bf16(&pool_two, &w, oc, x, dy, f2, NPUK_F32, scratch);
-    CHECK(memcmp(f1, f2, (size_t)nf * 4) == 0);
-    npuK_conv2d_backprop_filter_bf16(&pool_thirds, &w, oc, x, dy, f2, NPUK_F32, scratch);
-    CHECK(memcmp(f1, f2, (size_t)nf * 4) == 0);
-    npuK_conv2d_backprop_filter_bf16(&pool_two, &w, oc, x, dy, h, NPUK_BF16, scratch);
-    bad = 0;
-    for (int64_t i = 0; i < nf; i++) bad += h[i] != npu_f32_to_bf16(f1[i]);
-    CHECK_EQ_I64(bad, 0);
-  }
-  free(x), free(dy), free(exact), free(mag), free(f0), free(f1), free(f2), free(h);
-  free(scratch);
+  check_paths(&w, oc,
+              &(bwd_case){npuK_conv2d_backprop_filter_bf16, npuK_conv2d_backprop_filter_bf16_level,
+                          x, dy, nf, exact, mag, 129.0, n_terms},
+              scratch, native);
+  free(x), free(dy), free(exact), free(mag), free(scratch);
 }
 
 static const geo shapes[] = {
@@ -258,10 +291,6 @@ static void oracle_dx(const npuK_window2d *w, int64_t oc, const uint16_t *dy, co
         }
 }
 
-static int within_dx(float got, double exact, double mag, int64_t k) {
-  return fabs((double)got - exact) <= (double)k * 0x1p-24 * mag + 2.0 * (double)k * 0x1p-126;
-}
-
 static void check_input_shape(const geo *g, int native) {
   npuK_window2d w;
   CHECK(make_window(g, &w) == 0);
@@ -269,30 +298,13 @@ static void check_input_shape(const geo *g, int native) {
   const int64_t ndy = w.n * w.out_h * w.out_w * oc, nf = w.k_h * w.k_w * w.c * oc;
   uint16_t *dy = rand_bf16(ndy, 1.0), *f = rand_bf16(nf, 1.0);
   double *exact = malloc((size_t)nx * sizeof *exact), *mag = malloc((size_t)nx * sizeof *mag);
-  float *d0 = malloc((size_t)nx * 4), *d1 = malloc((size_t)nx * 4), *d2 = malloc((size_t)nx * 4);
-  uint16_t *h = malloc((size_t)nx * 2);
   void *scratch = malloc(npuK_conv2d_backprop_input_bf16_scratch_size(&w, oc));
   oracle_dx(&w, oc, dy, f, exact, mag);
-  long bad = 0;
-  npuK_conv2d_backprop_input_bf16_level(NULL, &w, oc, dy, f, d0, NPUK_F32, scratch, 0);
-  for (int64_t i = 0; i < nx; i++) bad += !within_dx(d0[i], exact[i], mag[i], k);
-  CHECK_EQ_I64(bad, 0); /* portable */
-  if (native) {
-    bad = 0;
-    npuK_conv2d_backprop_input_bf16(NULL, &w, oc, dy, f, d1, NPUK_F32, scratch);
-    for (int64_t i = 0; i < nx; i++) bad += !within_dx(d1[i], exact[i], mag[i], k);
-    CHECK_EQ_I64(bad, 0);
-    CHECK(memcmp(d0, d1, (size_t)nx * 4) == 0); /* the portable loops' order, on normal numbers */
-    npuK_conv2d_backprop_input_bf16(&pool_two, &w, oc, dy, f, d2, NPUK_F32, scratch);
-    CHECK(memcmp(d1, d2, (size_t)nx * 4) == 0);
-    npuK_conv2d_backprop_input_bf16(&pool_thirds, &w, oc, dy, f, d2, NPUK_F32, scratch);
-    CHECK(memcmp(d1, d2, (size_t)nx * 4) == 0);
-    npuK_conv2d_backprop_input_bf16(&pool_two, &w, oc, dy, f, h, NPUK_BF16, scratch);
-    bad = 0;
-    for (int64_t i = 0; i < nx; i++) bad += h[i] != npu_f32_to_bf16(d1[i]);
-    CHECK_EQ_I64(bad, 0);
-  }
-  free(dy), free(f), free(exact), free(mag), free(d0), free(d1), free(d2), free(h), free(scratch);
+  check_paths(&w, oc,
+              &(bwd_case){npuK_conv2d_backprop_input_bf16, npuK_conv2d_backprop_input_bf16_level,
+                          dy, f, nx, exact, mag, (double)k, k},
+              scratch, native);
+  free(dy), free(f), free(exact), free(mag), free(scratch);
 }
 
 /* NaN in dy reaches exactly the dx elements whose windows read it; infinities stay non-finite */

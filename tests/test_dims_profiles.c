@@ -18,7 +18,8 @@ typedef struct handles {
   npu_tensor *x, *out;
 } handles;
 
-static void release_all(handles *h) {
+static void release_all(void *ud) {
+  handles *h = ud;
   npu_tensor_release(h->out);
   npu_tensor_release(h->x);
   npu_session_release(h->s);
@@ -86,7 +87,8 @@ static npu_status dynamic_plans(npu_context *ctx, handles *h, int y, int x, int 
   return NPU_OK;
 }
 
-static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
+static npu_status scenario(npu_context *ctx, void *ud, int check_values) {
+  handles *h = ud;
   TRY(npu_graph_new(ctx, &h->g));
   int64_t shape[] = {1, -1};
   npu_attr a[] = {{.name = "dtype", .type = NPU_ATTR_DTYPE, .u.i = NPU_DTYPE_F32},
@@ -134,35 +136,13 @@ static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
   return dynamic_plans(ctx, h, y, x, check_values);
 }
 
-static npu_status run_checking_values(npu_context *ctx, void *h) { return scenario(ctx, h, 1); }
-static npu_status run_only(npu_context *ctx, void *h) { return scenario(ctx, h, 0); }
-
-static void after_release(npu_context *ctx, npu_status st, void *h) {
-  (void)ctx, (void)st;
-  release_all(h);
-}
-
-static void test_scenario_values(void) {
-  npu_context *ctx;
-  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+static void test_scenario_values_and_sweep(void) {
   handles h = {0};
-  scenario_run_once(ctx,
-                    &(scenario_def){.run = run_checking_values, .after = after_release, .ud = &h});
-  npu_context_release(ctx);
-}
-
-static void test_allocation_failure_sweep(void) {
-  npu_context *ctx;
-  CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
-  handles h = {0};
-  int n_failures =
-      sweep_alloc_failures(ctx, &(scenario_def){.run = run_only, .after = after_release, .ud = &h});
-  CHECK(n_failures > 20);
-  npu_context_release(ctx);
+  scenario_values_and_sweep(&(checked_scenario){
+      .play = scenario, .release = release_all, .ud = &h, .min_failures = 20});
 }
 
 int main(void) {
-  test_scenario_values();
-  test_allocation_failure_sweep();
+  test_scenario_values_and_sweep();
   return check_summary("test_dims_profiles");
 }

@@ -75,7 +75,8 @@ static void test_set_get_and_refusals(void) {
 /* A training session; y's config makes its runs inference (force_fp16 by default), so the
    result is float16-rounded where the session's own would be exact; then a conflicting
    config on x fails the run naming both nodes. */
-static npu_status scenario(npu_context *ctx, bool check_values) {
+static npu_status scenario(npu_context *ctx, void *ud, int check_values) {
+  (void)ud;
   npu_graph *g = NULL;
   npu_options *o = NULL;
   npu_session *s = NULL;
@@ -130,34 +131,12 @@ static npu_status scenario(npu_context *ctx, bool check_values) {
   return st;
 }
 
-static npu_status run_checking_values(npu_context *ctx, void *ud) {
-  (void)ud;
-  return scenario(ctx, true);
-}
-
-static npu_status run_only(npu_context *ctx, void *ud) {
-  (void)ud;
-  return scenario(ctx, false);
-}
-
-static void test_scenario_values(void) {
-  npu_context *ctx;
-  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
-  scenario_run_once(ctx, &(scenario_def){.run = run_checking_values});
-  npu_context_release(ctx);
-}
-
-static void test_allocation_failure_sweep(void) {
-  npu_context *ctx;
-  CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
-  int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.run = run_only});
-  CHECK(n_failures > 20);
-  npu_context_release(ctx);
+static void test_scenario_values_and_sweep(void) {
+  scenario_values_and_sweep(&(checked_scenario){.play = scenario, .min_failures = 20});
 }
 
 int main(void) {
   test_set_get_and_refusals();
-  test_scenario_values();
-  test_allocation_failure_sweep();
+  test_scenario_values_and_sweep();
   return check_summary("test_exec_config");
 }

@@ -16,7 +16,8 @@ typedef struct handles {
   npu_tensor *w, *x, *out[3];
 } handles;
 
-static void release_all(handles *h) {
+static void release_all(void *ud) {
+  handles *h = ud;
   for (int i = 0; i < 3; i++) npu_tensor_release(h->out[i]);
   npu_tensor_release(h->x);
   npu_tensor_release(h->w);
@@ -28,7 +29,8 @@ static void release_all(handles *h) {
 
 /* Builds y = softmax(relu(x W + 1)), a variable v initialised to W and a sum over a conv; runs
    the initializer, then y and the conv for two batch sizes. */
-static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
+static npu_status scenario(npu_context *ctx, void *ud, int check_values) {
+  handles *h = ud;
   TRY(npu_graph_new(ctx, &h->g));
   npu_graph *g = h->g;
   int64_t xs[] = {-1, 3}, ws[] = {3, 2};
@@ -134,31 +136,10 @@ static npu_status scenario(npu_context *ctx, handles *h, int check_values) {
   return NPU_OK;
 }
 
-static npu_status run_checking_values(npu_context *ctx, void *h) { return scenario(ctx, h, 1); }
-static npu_status run_only(npu_context *ctx, void *h) { return scenario(ctx, h, 0); }
-
-static void after_release(npu_context *ctx, npu_status st, void *h) {
-  (void)ctx, (void)st;
-  release_all(h);
-}
-
-static void test_scenario_values(void) {
-  npu_context *ctx;
-  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+static void test_scenario_values_and_sweep(void) {
   handles h = {0};
-  scenario_run_once(ctx,
-                    &(scenario_def){.run = run_checking_values, .after = after_release, .ud = &h});
-  npu_context_release(ctx);
-}
-
-static void test_allocation_failure_sweep(void) {
-  npu_context *ctx;
-  CHECK(npu_context_new(&(npu_context_config){.n_threads = 2}, &ctx) == NPU_OK);
-  handles h = {0};
-  int n_failures =
-      sweep_alloc_failures(ctx, &(scenario_def){.run = run_only, .after = after_release, .ud = &h});
-  CHECK(n_failures > 20); /* the sweep really went through the scenario's allocations */
-  npu_context_release(ctx);
+  scenario_values_and_sweep(&(checked_scenario){
+      .play = scenario, .release = release_all, .ud = &h, .min_failures = 20});
 }
 
 static void test_errors(void) {
@@ -205,8 +186,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
-  test_scenario_values();
+  test_scenario_values_and_sweep();
   test_errors();
-  test_allocation_failure_sweep();
   return check_summary("test_session");
 }

@@ -42,19 +42,7 @@ static npu_status check_f32(const npuX_call *c, const char *op) {
 
 static size_t matmul_scratch(const npuX_call *c) {
   const npuP_fused_matmul *p = c->params;
-  const npu_tensor *a = c->in[0], *y = c->out[0];
-  if (a->ndim != 2 || y->ndim != 2) return 0;
-  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype) &&
-      c->prepared) /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
-    return npuK_gemm_bf16_packed_scratch_size(p->transpose_a, y->shape[0],
-                                              a->shape[p->transpose_a ? 0 : 1]);
-  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype))
-    return npuK_gemm_bf16_scratch_size(p->transpose_a, p->transpose_b, y->shape[0], y->shape[1],
-                                       a->shape[p->transpose_a ? 0 : 1], c->n_threads);
-  return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
-                                         a->shape[p->transpose_a ? 0 : 1], c->n_threads,
-                                         (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,
-                                         (npuK_dtype)y->dtype, c->algo);
+  return npuX_matmul_scratch(c, p->transpose_a, p->transpose_b);
 }
 
 static npu_status matmul_impl(const npuX_call *c, bool reference) {

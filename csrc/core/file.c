@@ -43,6 +43,20 @@ FILE *npuC_fopen_regular(const char *path, const char **why) {
   return f;
 }
 
+npu_status npuC_open_input(npu_context *ctx, const char *fn, const char *path, FILE **f) {
+  *f = NULL;
+  if (!ctx) return NPU_ERR_ARG;
+  if (!path) return npuC_error(ctx, NPU_ERR_ARG, "%s: path is NULL", fn);
+  const char *why;
+  *f = npuC_fopen_regular(path, &why);
+  if (!*f) return npuC_error(ctx, NPU_ERR_IO, "%s: '%s': %s", fn, path, why);
+  return NPU_OK;
+}
+
+npu_status npuC_io_error(npu_context *ctx, const char *fn, const char *path, int err) {
+  return npuC_error(ctx, NPU_ERR_IO, "%s: '%s': %s", fn, path, strerror(err));
+}
+
 npu_status npuC_read_file(npu_context *ctx, const char *path, const char *what, char **out,
                           size_t *len) {
   *out = NULL;

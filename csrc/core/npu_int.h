@@ -123,6 +123,12 @@ npu_status npuC_read_file(npu_context *ctx, const char *path, const char *what, 
    directory or a device is refused.  NULL on failure with *why the reason (strerror, or
    "not a regular file"). */
 FILE *npuC_fopen_regular(const char *path, const char **why);
+/* The start of a public loader fn (npu_tensor_load_npy, npu_safetensors_load) once its out-param
+   is cleared: NPU_ERR_ARG for a NULL ctx or path, else path opened by npuC_fopen_regular into *f
+   (NULL on failure), NPU_ERR_IO "<fn>: '<path>': <reason>" when it cannot be.  npuC_io_error
+   sets that message for a later read's errno err. */
+npu_status npuC_open_input(npu_context *ctx, const char *fn, const char *path, FILE **f);
+npu_status npuC_io_error(npu_context *ctx, const char *fn, const char *path, int err);
 /* core/file.c: creates the directories leading to path (mkdir -p of its dirname) /
    directory dir itself and those leading to it; NPU_ERR_IO "<what>: cannot create directory
    '<dir>': <reason>". */

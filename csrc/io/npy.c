@@ -236,10 +236,6 @@ static void byteswap(void *data, int64_t n, size_t esize) {
     }
 }
 
-static npu_status io_error(npu_context *ctx, const char *what, const char *path, int err) {
-  return npuC_error(ctx, NPU_ERR_IO, "%s: '%s': %s", what, path, strerror(err));
-}
-
 static size_t read_le(const unsigned char *b, int n) {
   size_t v = 0;
   for (int i = n - 1; i >= 0; i--) v = (v << 8) | b[i];
@@ -250,19 +246,16 @@ npu_status npu_tensor_load_npy(npu_context *ctx, const char *path, npu_tensor **
   static const char fn[] = "npu_tensor_load_npy";
   if (!out) return npuC_error(ctx, NPU_ERR_ARG, "%s: out is NULL", fn);
   *out = NULL;
-  if (!ctx) return NPU_ERR_ARG;
-  if (!path) return npuC_error(ctx, NPU_ERR_ARG, "%s: path is NULL", fn);
-  const char *why;
-  FILE *f = npuC_fopen_regular(path, &why);
-  if (!f) return npuC_error(ctx, NPU_ERR_IO, "%s: '%s': %s", fn, path, why);
+  FILE *f;
+  npu_status st = npuC_open_input(ctx, fn, path, &f);
+  if (st) return st;
 
-  npu_status st = NPU_OK;
   char *text = NULL;
   npu_tensor *t = NULL;
   unsigned char pre[12];
   size_t got = fread(pre, 1, 8, f);
   if (got < 8) {
-    if (ferror(f)) st = io_error(ctx, fn, path, errno);
+    if (ferror(f)) st = npuC_io_error(ctx, fn, path, errno);
     else if (got >= NPY_MAGIC_LEN && memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) == 0)
       st = npuC_error(ctx, NPU_ERR_FORMAT, "%s: '%s': truncated: the file ends inside the .npy "
                       "preamble", fn, path);
@@ -284,7 +277,7 @@ npu_status npu_tensor_load_npy(npu_context *ctx, const char *path, npu_tensor **
     goto done;
   }
   if (fread(pre + 8, 1, (size_t)len_bytes, f) != (size_t)len_bytes) {
-    st = ferror(f) ? io_error(ctx, fn, path, errno)
+    st = ferror(f) ? npuC_io_error(ctx, fn, path, errno)
                    : npuC_error(ctx, NPU_ERR_FORMAT, "%s: '%s': truncated: the file ends inside "
                                 "the header length", fn, path);
     goto done;
@@ -302,7 +295,7 @@ npu_status npu_tensor_load_npy(npu_context *ctx, const char *path, npu_tensor **
   }
   got = fread(text, 1, hlen, f);
   if (got != hlen) {
-    st = ferror(f) ? io_error(ctx, fn, path, errno)
+    st = ferror(f) ? npuC_io_error(ctx, fn, path, errno)
                    : npuC_error(ctx, NPU_ERR_FORMAT, "%s: '%s': truncated: the header needs %zu "
                                 "bytes, the file has %zu", fn, path, hlen, got);
     goto done;
@@ -335,7 +328,7 @@ npu_status npu_tensor_load_npy(npu_context *ctx, const char *path, npu_tensor **
   long here = ftell(f), file_end = -1;
   if (here >= 0 && fseek(f, 0, SEEK_END) == 0) file_end = ftell(f);
   if (here < 0 || file_end < here || fseek(f, here, SEEK_SET) != 0) {
-    st = io_error(ctx, fn, path, errno ? errno : EIO);
+    st = npuC_io_error(ctx, fn, path, errno ? errno : EIO);
     goto done;
   }
   int64_t numel = npuT_numel(h.ndim, h.shape);
@@ -357,7 +350,7 @@ npu_status npu_tensor_load_npy(npu_context *ctx, const char *path, npu_tensor **
   got = t->nbytes ? fread(t->data, 1, t->nbytes, f) : 0;
   if (got != t->nbytes) {
     char sb[96];
-    st = ferror(f) ? io_error(ctx, fn, path, errno)
+    st = ferror(f) ? npuC_io_error(ctx, fn, path, errno)
                    : npuC_error(ctx, NPU_ERR_FORMAT, "%s: '%s': truncated: %s %s needs %zu bytes "
                                 "of data, the file has %zu", fn, path, h.descr,
                                 npuC_shape_str(sb, sizeof sb, h.ndim, h.shape), t->nbytes, got);
@@ -441,7 +434,7 @@ npu_status npu_tensor_save_npy(npu_context *ctx, const npu_tensor *t, const char
   char header[640];
   size_t hn = build_header(header, descr, t->ndim, t->shape);
   FILE *f = fopen(path, "wb");
-  if (!f) return io_error(ctx, fn, path, errno);
+  if (!f) return npuC_io_error(ctx, fn, path, errno);
   int ok = fwrite(header, 1, hn, f) == hn;
   if (ok && t->nbytes) ok = fwrite(t->data, 1, t->nbytes, f) == t->nbytes;
   int err = errno;
@@ -451,7 +444,7 @@ npu_status npu_tensor_save_npy(npu_context *ctx, const npu_tensor *t, const char
   }
   if (!ok) {
     remove(path);
-    return io_error(ctx, fn, path, err);
+    return npuC_io_error(ctx, fn, path, err);
   }
   return NPU_OK;
 }

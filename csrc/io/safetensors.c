@@ -46,10 +46,6 @@ struct npu_safetensors {
   char *metadata; /* JSON text or NULL */
 };
 
-static npu_status io_error(npu_context *ctx, const char *fn, const char *path, int err) {
-  return npuC_error(ctx, NPU_ERR_IO, "%s: '%s': %s", fn, path, strerror(err));
-}
-
 /* ==================================================================== save */
 
 static bool metadata_ok(const cJSON *m) {
@@ -125,7 +121,7 @@ npu_status npu_safetensors_save(npu_context *ctx, const char *path, int n,
   if (!f) {
     int err = errno;
     free(json);
-    return io_error(ctx, fn, path, err);
+    return npuC_io_error(ctx, fn, path, err);
   }
   static const char spaces[8] = "        ";
   bool ok = fwrite(prefix, 1, 8, f) == 8 && fwrite(json, 1, len, f) == len &&
@@ -140,7 +136,7 @@ npu_status npu_safetensors_save(npu_context *ctx, const char *path, int n,
   }
   if (!ok) {
     remove(path);
-    return io_error(ctx, fn, path, err ? err : EIO);
+    return npuC_io_error(ctx, fn, path, err ? err : EIO);
   }
   return NPU_OK;
 }
@@ -352,15 +348,12 @@ npu_status npu_safetensors_load(npu_context *ctx, const char *path, npu_safetens
   static const char fn[] = "npu_safetensors_load";
   if (!out) return npuC_error(ctx, NPU_ERR_ARG, "%s: out is NULL", fn);
   *out = NULL;
-  if (!ctx) return NPU_ERR_ARG;
-  if (!path) return npuC_error(ctx, NPU_ERR_ARG, "%s: path is NULL", fn);
-  const char *why;
-  FILE *f = npuC_fopen_regular(path, &why);
-  if (!f) return npuC_error(ctx, NPU_ERR_IO, "%s: '%s': %s", fn, path, why);
-  npu_status s = NPU_OK;
+  FILE *f;
+  npu_status s = npuC_open_input(ctx, fn, path, &f);
+  if (s) return s;
   long file_size = -1;
   if (fseek(f, 0, SEEK_END) == 0) file_size = ftell(f);
-  if (file_size < 0 || fseek(f, 0, SEEK_SET) != 0) s = io_error(ctx, fn, path, errno);
+  if (file_size < 0 || fseek(f, 0, SEEK_SET) != 0) s = npuC_io_error(ctx, fn, path, errno);
   unsigned char prefix[8];
   uint64_t n_header = 0;
   if (!s && (file_size < 8 || fread(prefix, 1, 8, f) != 8))

@@ -275,20 +275,29 @@ __attribute__((target("avx2,f16c"))) static void bf16_to_f32_hw(const uint16_t *
   for (; i < n; i++) y[i] = npu_bf16_to_f32(x[i]);
 }
 
-/* Every x86-64 CPU with AVX2 has F16C (Intel since Haswell, AMD since Excavator); asking for
-   AVX2 also works with clang, whose __builtin_cpu_supports does not know "f16c".  The answer,
-   with NPU_NO_F16C, is a fact of the process, looked up once and kept (the one cached value in
-   the kernels, as an ifunc keeps its choice; threads racing to fill it store the same value). */
-static int have_f16c(void) {
-  static atomic_int known; /* 0: not yet looked up, 1: no, 2: yes */
-  int k = atomic_load_explicit(&known, memory_order_relaxed);
+/* A CPU feature the kernels choose by is a fact of the process: probed once and kept in *known
+   (0: not yet looked up, 1: no, 2: yes), as an ifunc keeps its choice; threads racing to fill it
+   store the same value.  The environment variable env_off, set to anything but "" or "0", turns
+   the feature off, so that tests and benchmarks can run the portable path on the same CPU. */
+static int probe_once(atomic_int *known, const char *env_off, int (*probe)(void)) {
+  int k = atomic_load_explicit(known, memory_order_relaxed);
   if (k == 0) {
-    const char *off = getenv("NPU_NO_F16C");
+    const char *off = getenv(env_off);
     __builtin_cpu_init();
-    k = __builtin_cpu_supports("avx2") && !(off && *off && strcmp(off, "0") != 0) ? 2 : 1;
-    atomic_store_explicit(&known, k, memory_order_relaxed);
+    k = probe() && !(off && *off && strcmp(off, "0") != 0) ? 2 : 1;
+    atomic_store_explicit(known, k, memory_order_relaxed);
   }
   return k == 2;
+}
+
+/* Every x86-64 CPU with AVX2 has F16C (Intel since Haswell, AMD since Excavator); asking for
+   AVX2 also works with clang, whose __builtin_cpu_supports does not know "f16c".  NPU_NO_F16C
+   turns it off. */
+static int cpu_has_f16c(void) { return __builtin_cpu_supports("avx2") != 0; }
+
+static int have_f16c(void) {
+  static atomic_int known;
+  return probe_once(&known, "NPU_NO_F16C", cpu_has_f16c);
 }
 #else
 #define CAST_F16C 0
@@ -303,24 +312,19 @@ int npuK_f16c(void) {
 }
 
 /* Native bfloat16 dot products (AVX512_BF16's VDPBF16PS, with the AVX-512 F/BW/VL it needs):
-   looked up once as have_f16c is, and off when the environment sets NPU_NO_AVX512BF16 (not
-   "0"), so that tests and benchmarks can run the widening path on the same CPU.  gcc 12's
-   __builtin_cpu_supports knows "avx512bf16"; a compiler that does not gets 0 (widening). */
+   probed once as F16C is, and off when the environment sets NPU_NO_AVX512BF16 (not "0").  gcc
+   12's __builtin_cpu_supports knows "avx512bf16"; a compiler that does not gets 0 (widening). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+static int cpu_has_bf16dot(void) {
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+}
+#endif
+
 int npuK_bf16dot(void) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  static atomic_int known; /* 0: not yet looked up, 1: no, 2: yes */
-  int k = atomic_load_explicit(&known, memory_order_relaxed);
-  if (k == 0) {
-    const char *off = getenv("NPU_NO_AVX512BF16");
-    __builtin_cpu_init();
-    k = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f") &&
-                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                !(off && *off && strcmp(off, "0") != 0)
-            ? 2
-            : 1;
-    atomic_store_explicit(&known, k, memory_order_relaxed);
-  }
-  return k == 2;
+  static atomic_int known;
+  return probe_once(&known, "NPU_NO_AVX512BF16", cpu_has_bf16dot);
 #else
   return 0;
 #endif

@@ -9,17 +9,11 @@
  */
 #include "ops/ops.h"
 
-typedef struct d2s_params {
-  int64_t block;
-} d2s_params;
-_Static_assert(sizeof(d2s_params) <= sizeof(npuG_params), "params too big");
-
 static npu_status infer(npuX_infer *ic, const void *params) {
-  const d2s_params *p = params;
   const npuG_value *x = &ic->in[0];
   npuG_value *y = &ic->out[0];
-  const int64_t b = p->block;
-  npu_status st = npuX_block_size_infer(ic);
+  int64_t b;
+  npu_status st = npuX_block_size_infer(ic, params, &b);
   if (st || x->ndim < 0) return st;
   char sx[96];
   if (x->shape[3] >= 0 && x->shape[3] % (b * b))
@@ -34,9 +28,8 @@ static npu_status infer(npuX_infer *ic, const void *params) {
 }
 
 static npu_status run_impl(const npuX_call *c, bool reference) {
-  const d2s_params *p = c->params;
   const npu_tensor *x = c->in[0];
-  const int64_t b = p->block;
+  const int64_t b = ((const npuX_block_size_params *)c->params)->block;
   const int64_t dims[6] = {x->shape[0], x->shape[1], x->shape[2], b, b, x->shape[3] / (b * b)};
   return npuX_block_size_run(c, dims, reference);
 }

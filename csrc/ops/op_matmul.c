@@ -57,19 +57,8 @@ static npu_status infer(npuX_infer *ic, const void *params) {
 /* Scratch only for A or C stored float16 / bfloat16 (NPUX_F_HALF_XY): their blocks in float32. */
 static size_t scratch_size(const npuX_call *c) {
   const matmul_params *p = c->params;
-  const npu_tensor *a = c->in[0], *y = c->out[0];
-  if (a->ndim != 2 || y->ndim != 2 || a->dtype == NPU_DTYPE_I32) return 0;
-  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype) &&
-      c->prepared) /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
-    return npuK_gemm_bf16_packed_scratch_size(p->transpose_a, y->shape[0],
-                                              a->shape[p->transpose_a ? 0 : 1]);
-  if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype))
-    return npuK_gemm_bf16_scratch_size(p->transpose_a, p->transpose_b, y->shape[0], y->shape[1],
-                                       a->shape[p->transpose_a ? 0 : 1], c->n_threads);
-  return npuK_matmul_half_b_scratch_size(y->shape[0], y->shape[1],
-                                         a->shape[p->transpose_a ? 0 : 1], c->n_threads,
-                                         (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype,
-                                         (npuK_dtype)y->dtype, c->algo);
+  if (c->in[0]->dtype == NPU_DTYPE_I32) return 0;
+  return npuX_matmul_scratch(c, p->transpose_a, p->transpose_b);
 }
 
 static npu_status run_impl(const npuX_call *c, bool reference) {
@@ -126,6 +115,19 @@ static npu_status grad(npuX_grad *gc) {
 
 bool npuX_matmul_transpose_b(const void *params) {
   return ((const matmul_params *)params)->transpose_b;
+}
+
+size_t npuX_matmul_scratch(const npuX_call *c, bool transpose_a, bool transpose_b) {
+  const npu_tensor *a = c->in[0], *y = c->out[0];
+  if (a->ndim != 2 || y->ndim != 2) return 0;
+  npuK_dtype a_dtype = (npuK_dtype)a->dtype, b_dtype = (npuK_dtype)c->in[1]->dtype;
+  int64_t m = y->shape[0], n = y->shape[1], k = a->shape[transpose_a ? 0 : 1];
+  if (npuK_gemm_bf16_takes(c->algo, a_dtype, b_dtype))
+    return c->prepared /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
+               ? npuK_gemm_bf16_packed_scratch_size(transpose_a, m, k)
+               : npuK_gemm_bf16_scratch_size(transpose_a, transpose_b, m, n, k, c->n_threads);
+  return npuK_matmul_half_b_scratch_size(m, n, k, c->n_threads, a_dtype, b_dtype,
+                                         (npuK_dtype)y->dtype, c->algo);
 }
 
 static npu_status run(const npuX_call *c) { return run_impl(c, false); }

@@ -22,15 +22,13 @@ static npu_status parse(npuX_infer *ic, void *params) {
 static npu_status infer(npuX_infer *ic, const void *params) {
   const npuG_value *x = &ic->in[0];
   npuG_value *y = &ic->out[0];
-  int64_t block[M_MAX], pads[2 * M_MAX];
+  int64_t block[M_MAX], pads[2 * M_MAX], prod;
   int m;
-  npu_status st = npuX_block_infer(ic, operand_names, params, block, pads, &m);
+  npu_status st = npuX_block_infer(ic, operand_names, params, block, pads, &m, &prod);
   if (st || m < 0) return st;
   char sx[96], sb[96], sp[96];
-  int64_t prod = 1;
   for (int i = 0; i < m; i++) {
     int64_t dim = x->shape[i + 1];
-    prod *= block[i];
     if (dim < 0) continue;
     int64_t padded = dim + pads[2 * i] + pads[2 * i + 1];
     if (padded % block[i])
@@ -47,10 +45,8 @@ static npu_status infer(npuX_infer *ic, const void *params) {
 
 static npu_status run(const npuX_call *c) {
   const npu_tensor *x = c->in[0];
-  int64_t block[M_MAX], pads[2 * M_MAX];
-  int m = npuX_block_values(c, c->params, block, pads);
-  int64_t inner = 1;
-  for (int d = m + 1; d < x->ndim; d++) inner *= x->shape[d];
+  int64_t block[M_MAX], pads[2 * M_MAX], inner;
+  int m = npuX_block_values(c, c->params, block, pads, &inner);
   npuK_space_to_batch(c->pool, npu_dtype_size(x->dtype), m, x->shape[0], x->shape + 1, block,
                       pads, inner, x->data, c->out[0]->data);
   return NPU_OK;

@@ -183,7 +183,8 @@ static npu_status block_operands(npuX_infer *ic, const char *const names[2],
 }
 
 npu_status npuX_block_infer(npuX_infer *ic, const char *const names[2],
-                            const npuX_block_params *p, int64_t *block, int64_t *pads, int *m) {
+                            const npuX_block_params *p, int64_t *block, int64_t *pads, int *m,
+                            int64_t *prod) {
   const npuG_value *x = &ic->in[0];
   npuG_value *y = &ic->out[0];
   ic->n_outputs = 1;
@@ -200,15 +201,20 @@ npu_status npuX_block_infer(npuX_infer *ic, const char *const names[2],
                       npuX_shape(sx, x), *m);
   for (int d = 0; d < x->ndim; d++) y->shape[d] = d > *m ? x->shape[d] : -1;
   if (!known) *m = -1;
+  *prod = 1;
+  for (int i = 0; i < *m; i++) *prod *= block[i];
   return NPU_OK;
 }
 
 int npuX_block_values(const npuX_call *c, const npuX_block_params *p, int64_t *block,
-                      int64_t *pads) {
+                      int64_t *pads, int64_t *inner) {
+  const npu_tensor *x = c->in[0];
   int m = p->n_block;
   if (p->o.slot[0] >= 0) m = npuX_tensor_ints(c->in[p->o.slot[0]], block, M_MAX);
   else memcpy(block, p->block, sizeof p->block);
   if (p->o.slot[1] >= 0) npuX_tensor_ints(c->in[p->o.slot[1]], pads, 2 * M_MAX);
   else memcpy(pads, p->pads, sizeof p->pads);
+  *inner = 1;
+  for (int d = m + 1; d < x->ndim; d++) *inner *= x->shape[d];
   return m;
 }

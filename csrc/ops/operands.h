@@ -66,11 +66,14 @@ typedef struct npuX_block_params {
 } npuX_block_params;
 npu_status npuX_block_parse(npuX_infer *ic, const char *const names[2], npuX_block_params *p);
 /* infer: y = x's dtype and rank, dims after the M spatial ones copied, the others -1; block,
-   pads and *m (M) read and checked.  *m is -1 when the op can tell nothing more. */
+   pads, *m (M) and *prod (block's product) read and checked.  *m is -1 when the op can tell
+   nothing more. */
 npu_status npuX_block_infer(npuX_infer *ic, const char *const names[2],
-                            const npuX_block_params *p, int64_t *block, int64_t *pads, int *m);
-/* run: the operands' values; returns M. */
+                            const npuX_block_params *p, int64_t *block, int64_t *pads, int *m,
+                            int64_t *prod);
+/* run: the operands' values and *inner, the element count of x's dims after the M spatial
+   ones (the rows the kernels copy); returns M. */
 int npuX_block_values(const npuX_call *c, const npuX_block_params *p, int64_t *block,
-                      int64_t *pads);
+                      int64_t *pads, int64_t *inner);
 
 #endif

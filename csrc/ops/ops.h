@@ -257,6 +257,10 @@ enum {
 };
 /* A matmul step's transpose_b (its params; compile/plan.c packs a constant B by it). */
 bool npuX_matmul_transpose_b(const void *params);
+/* The scratch bytes of a matmul step (the matmul op's or a fused matmul's) whose inputs 0 and 1
+   are A and B and output 0 is C, for the kernel the step will run: the native bfloat16 GEMM's
+   (with B packed once by the plan when c->prepared) or the widening path's. */
+size_t npuX_matmul_scratch(const npuX_call *c, bool transpose_a, bool transpose_b);
 
 #define NPU_OP(name) extern const npu_op_def npuX_op_##name;
 #include "ops/ops.def"
@@ -461,11 +465,14 @@ typedef struct npuX_window_params {
 npu_status npuX_window_parse(npuX_infer *ic, npuX_window_kind kind, npuX_window_params *p);
 /* data_format: "NHWC" (default) only; "NCHW" is NPU_ERR_UNSUPPORTED (bias_add shares it). */
 npu_status npuX_check_nhwc(npuX_infer *ic);
-/* depth_to_space / space_to_depth (params: int64_t block_size, first): parse; the start of
-   infer (output NHWC, dims -1; x rank-4 checked when known); run: x viewed as dims[6],
-   transposed by (0, 1, 3, 2, 4, 5). */
+/* depth_to_space / space_to_depth (params: npuX_block_size_params): parse; the start of
+   infer (output NHWC, dims -1; x rank-4 checked when known; *block the block size); run: x
+   viewed as dims[6], transposed by (0, 1, 3, 2, 4, 5). */
+typedef struct npuX_block_size_params {
+  int64_t block;
+} npuX_block_size_params;
 npu_status npuX_block_size_parse(npuX_infer *ic, void *params);
-npu_status npuX_block_size_infer(npuX_infer *ic);
+npu_status npuX_block_size_infer(npuX_infer *ic, const void *params, int64_t *block);
 npu_status npuX_block_size_run(const npuX_call *c, const int64_t dims[6], bool reference);
 const char *npuX_padding_name(npuX_padding mode);
 /* Output size and padding before along spatial axis a (0 = h, 1 = w); -1 when the window

@@ -259,8 +259,10 @@ size_t npuX_pool_scratch(const npuX_call *c) {
 
 /* ---- depth_to_space, space_to_depth: a b x b block moved between space and channels ---- */
 
+_Static_assert(sizeof(npuX_block_size_params) <= sizeof(npuG_params), "params too big");
+
 npu_status npuX_block_size_parse(npuX_infer *ic, void *params) {
-  int64_t *block = params;
+  int64_t *block = &((npuX_block_size_params *)params)->block;
   *block = -1;
   npu_status st = npuX_attr_int(ic, "block_size", block);
   if (!st) st = npuX_check_nhwc(ic);
@@ -271,8 +273,9 @@ npu_status npuX_block_size_parse(npuX_infer *ic, void *params) {
   return st;
 }
 
-npu_status npuX_block_size_infer(npuX_infer *ic) {
+npu_status npuX_block_size_infer(npuX_infer *ic, const void *params, int64_t *block) {
   const npuG_value *x = &ic->in[0];
+  *block = ((const npuX_block_size_params *)params)->block;
   ic->n_outputs = 1;
   ic->out[0] = (npuG_value){.dtype = x->dtype, .ndim = 4, .shape = {-1, -1, -1, -1}};
   char sx[96];
