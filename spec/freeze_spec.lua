@@ -167,7 +167,7 @@ function TestFreeze:test_errors_name_the_culprit()
     end)
   -- the outputs reach an assign writing a variable being frozen: the training op
   local train_name = m.train_op:name()
-  raises("NPU_ERR_UNSUPPORTED", "which writes variable",
+  raises("NPU_ERR_ARG", "which writes variable",
     function() gu.convert_variables_to_constants(m.sess, m.g, { train_name }) end)
   -- another graph than the session's
   local other = trained("force_fp32")
