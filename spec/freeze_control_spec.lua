@@ -100,6 +100,13 @@ local function cond_model(m)
     function() return m.x * 2 end)
 end
 
+-- the same after a cond the output does not need (left out: the kept cond's regions are
+-- renumbered in the frozen graph)
+local function cond_after_unused_cond(m)
+  npu.cond(m.p, function() return npu.matmul(m.x, m.w) end, function() return m.x end)
+  return cond_model(m)
+end
+
 -- a while loop whose body multiplies by w n times
 local function while_model(m)
   local r = npu.while_loop(function(i) return npu.less(i, m.n) end,
@@ -139,6 +146,19 @@ function TestFreezeControl:test_cond_reads_a_variable_in_one_branch()
   lu.assertEquals(ops.cond, 1)
   lu.assertEquals(ops.const >= 2, true)
   lu.assertEquals(placeholders(frozen), { p = true, n = false })
+  -- the unused cond is left out, and the kept one runs the frozen graph's regions 1 and 2
+  local m2 = trained(cond_after_unused_cond)
+  local f2, ops2 = check_frozen(m2, { { 1, true, 0 }, { 2, false, 0 } })
+  lu.assertEquals(ops2.cond, 1)
+  local regions = {}
+  for i = 0, f2:n_nodes() - 1 do
+    local r = f2:node_region(i)
+    if r > 0 then regions[r] = true end
+  end
+  lu.assertEquals(regions, { true, true }, "then's nodes in region 1; else's (x * 2) in 2")
+  local max_before = 0
+  for i = 0, m2.g:n_nodes() - 1 do max_before = math.max(max_before, m2.g:node_region(i)) end
+  lu.assertTrue(max_before >= 4, "the kept cond ran regions 3 and 4 in the trained graph")
 end
 
 function TestFreezeControl:test_while_body_reads_a_variable()
