@@ -397,6 +397,35 @@ function TestFreezeControl:test_tensor_array_loop()
   lu.assertNotNil(ops.tensor_array_write)
 end
 
+-- map_fn (a loop over a TensorArray) reading v, under a case (a chain of conds) reading v:
+-- v tripled in the session, so the frozen graph holds {3, 6, 9}.
+function TestFreezeControl:test_map_fn_and_case()
+  local g = npu.Graph()
+  local _ <close> = g:as_default()
+  local x = g:placeholder(F32, { 5, 3 }, "x")
+  local a = g:placeholder(F32, {}, "a")
+  local v = g:variable(npu.tensor({ 1, 2, 3 }, F32), "v")
+  local m = npu.map_fn(function(e) return e * v end, x)
+  local c = npu.case({ { npu.less(a, 0), function() return m * 2 end },
+    { npu.equal(a, 0), function() return m + v end } }, { default = function() return m - v end })
+  npu.identity(c, { name = "out" })
+  local sess <close> = npu.Session { graph = g }
+  sess:run(g:global_variables_initializer())
+  sess:run(npu.assign(v, v * 3))
+  local frozen = gu.convert_variables_to_constants(sess, g, { "out" })
+  lu.assertEquals(#frozen:variables(), 0)
+  lu.assertEquals(ops_of(frozen).cond, 2)
+  local fs <close> = npu.Session { graph = frozen }
+  local xb = npu.random.uniform({ 5, 3 }, { seed = 1 })
+  for _, av in ipairs({ -1, 0, 1 }) do
+    local got = fs:run("out:0", { ["x:0"] = xb, ["a:0"] = npu.tensor(av, F32) })
+    same_bits(got, sess:run(c, { [x] = xb, [a] = npu.tensor(av, F32) }), "a = " .. av)
+    if av == 0 then
+      lu.assertAlmostEquals(got:totable()[2][3], xb:totable()[2][3] * 9 + 9, 1e-5)
+    end
+  end
+end
+
 function TestFreezeControl:test_bf16_same_bits()
   for _, build in ipairs({ nested_model, tensor_array_model }) do
     local m = trained_control(build, "allow_mix_precision_bf16")
