@@ -1,7 +1,8 @@
 -- freeze.lua — what freezing a trained graph (npu.graph_util.convert_variables_to_constants)
 -- buys at inference: the MLP 784-256-256-10 forward at batch 1 and 64, and bench_cnn's CNN
 -- (28x28x1 -> conv3x3x32 + relu -> max pool -> conv3x3x64 + relu -> max pool -> dense 10) at
--- batch 32, each under float32 (must_keep_origin_dtype) and allow_mix_precision_bf16, with
+-- batch 32, and a recurrent cell in a while loop (h = tanh(h W + b), 20 iterations, 256
+-- wide, batch 1: the weights read inside the loop body), each under float32 (must_keep_origin_dtype) and allow_mix_precision_bf16, with
 -- its weights as variables and frozen to consts.  Under bfloat16 a variable is cast to
 -- bfloat16 at every run; a const is stored bfloat16 once, when the plan compiles, and a
 -- constant convolution filter (direct_bf16) or GEMM B (bf16dot) is packed once per plan.
@@ -36,6 +37,17 @@ local function cnn(batch)
   local logits = npu.layers.dense(npu.reshape(h, { batch, 7 * 7 * 64 }), 10, { kernel_initializer = init { seed = 3 } })
   npu.nn.softmax(logits, { name = "probs" })
   return g, npu.random.uniform({ batch, 28, 28, 1 }, { seed = 8 })
+end
+
+local function rnn(batch)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { batch, 256 }, "x")
+  local w = g:variable(npu.random.normal({ 256, 256 }, { stddev = 0.06, seed = 1 }), "w")
+  local b = g:variable(npu.zeros({ 256 }), "b")
+  local r = npu.while_loop(function(i) return npu.less(i, 20) end,
+    function(i, h) return i + 1, npu.tanh(npu.matmul(h, w) + b) end, { 0, x })
+  npu.nn.softmax(r[2], { name = "probs" })
+  return g, npu.random.uniform({ batch, 256 }, { seed = 8 })
 end
 
 -- The four sessions of one model: {float32, bf16} x {variables, frozen}, and how many cast
@@ -90,8 +102,13 @@ local function bench(title, list, iters)
   end
 end
 
+if os.getenv("FREEZE_RNN_ONLY") then
+  bench("RNN cell 256 wide in a while loop of 20 iterations, batch 1", sessions(rnn, 1), 100)
+  return
+end
 if not os.getenv("FREEZE_CNN_ONLY") then
   bench("MLP 784-256-256-10 forward, batch 1", sessions(mlp, 1), 300)
   bench("MLP 784-256-256-10 forward, batch 64", sessions(mlp, 64), 30)
 end
+bench("RNN cell 256 wide in a while loop of 20 iterations, batch 1", sessions(rnn, 1), 100)
 bench("CNN 28x28x1 conv32-pool-conv64-pool-dense10 forward, batch 32", sessions(cnn, 32), 5)

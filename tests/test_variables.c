@@ -390,7 +390,7 @@ static void test_freeze(void) {
     int out_of_range = 1 << 20;
     CHECK(npu_session_freeze(c.s, c.m.g, 1, &out_of_range, NULL, &bad) == NPU_ERR_ARG);
     int train_node = npu_graph_value_node(c.m.g, c.m.train);
-    CHECK(npu_session_freeze(c.s, c.m.g, 1, &train_node, NULL, &bad) == NPU_ERR_UNSUPPORTED);
+    CHECK(npu_session_freeze(c.s, c.m.g, 1, &train_node, NULL, &bad) == NPU_ERR_ARG);
     CHECK(strstr(npu_context_errmsg(ctx), "variable 'w'") != NULL);
     int vidx = 0;
     CHECK(npu_graph_freeze(c.m.g, 1, &loss_node, 1, &vidx, (npu_tensor *const[]){NULL}, &bad) ==
@@ -406,11 +406,139 @@ static void test_freeze(void) {
   npu_context_release(ctx);
 }
 
+/* Freezing control flow through the C API: (i, h) = (0, x); while i < 3: (i + 1, h * w);
+   y = cond(p, h * w, h), the else region empty (it returns h as is).  w = [1, 2, 3] is
+   doubled once in the session before freezing (w = [2, 4, 6]), so y = x * w^4 = [16, 256,
+   1296] with x = 1.  The frozen graph keeps the loop and the cond (two regions each renumbered,
+   the empty one copied empty), holds w as a const, and computes the session's bits; the sweep
+   fails every allocation of npu_session_freeze on it. */
+typedef struct control_case {
+  npu_graph *g;
+  npu_session *s;
+  npu_graph *frozen;
+  int y, init, dbl;
+} control_case;
+
+static npu_status control_setup(npu_context *ctx, void *ud) {
+  control_case *c = ud;
+  TRY(npu_graph_new(ctx, &c->g));
+  npu_graph *g = c->g;
+  static const float w0[] = {1, 2, 3}, ones[] = {1, 1, 1}, two[] = {2};
+  static const int64_t three[] = {3};
+  int init_w, w, x, two_v, doubled, zero, n, one, p;
+  TRY(const_f32(ctx, g, "w_init", 1, three, w0, &init_w));
+  TRY(npu_graph_add_variable(g, "w", init_w, &w));
+  TRY(const_f32(ctx, g, "x", 1, three, ones, &x));
+  TRY(const_f32(ctx, g, "two", 0, NULL, two, &two_v));
+  TRY(binary(g, "mul", w, two_v, &doubled));
+  TRY(binary(g, "assign", w, doubled, &c->dbl));
+  npu_tensor *t;
+  TRY(npu_tensor_new(ctx, NPU_DTYPE_I32, 0, NULL, &t));
+  *(int32_t *)npu_tensor_data(t) = 0;
+  TRY(graph_const(g, "zero", t, &zero));
+  TRY(npu_tensor_new(ctx, NPU_DTYPE_I32, 0, NULL, &t));
+  *(int32_t *)npu_tensor_data(t) = 3;
+  TRY(graph_const(g, "n", t, &n));
+  TRY(npu_tensor_new(ctx, NPU_DTYPE_BOOL, 0, NULL, &t));
+  *(uint8_t *)npu_tensor_data(t) = 1;
+  TRY(graph_const(g, "p", t, &p));
+  int loop, i, h, pred, i1, h1, node;
+  TRY(npu_graph_region_begin(g, &loop));
+  TRY(graph_loop_var(g, "i", NPU_DTYPE_I32, 0, 0, NULL, &i));
+  TRY(graph_loop_var(g, "h", NPU_DTYPE_F32, 1, 1, three, &h));
+  TRY(binary(g, "less", i, n, &pred));
+  TRY(npu_tensor_new(ctx, NPU_DTYPE_I32, 0, NULL, &t));
+  *(int32_t *)npu_tensor_data(t) = 1;
+  TRY(graph_const(g, "one", t, &one));
+  TRY(binary(g, "add", i, one, &i1));
+  TRY(binary(g, "mul", h, w, &h1));
+  TRY(npu_graph_region_end(g, loop));
+  npu_attr wa[] = {{.name = "region", .type = NPU_ATTR_INT, .u.i = loop}};
+  TRY(npu_graph_add_op(g, "while", "loop", 5, (int[]){zero, x, pred, i1, h1}, 1, wa, &node));
+  int hn = npu_graph_output(g, node, 1), then_r, else_r, yt;
+  TRY(npu_graph_region_begin(g, &then_r));
+  TRY(binary(g, "mul", hn, w, &yt));
+  TRY(npu_graph_region_end(g, then_r));
+  TRY(npu_graph_region_begin(g, &else_r));
+  TRY(npu_graph_region_end(g, else_r));
+  npu_attr ca[] = {{.name = "then_region", .type = NPU_ATTR_INT, .u.i = then_r},
+                   {.name = "else_region", .type = NPU_ATTR_INT, .u.i = else_r}};
+  TRY(npu_graph_add_op(g, "cond", "y", 3, (int[]){p, yt, hn}, 2, ca, &node));
+  c->y = out0(g, node);
+  TRY(npu_graph_add_variables_initializer(g, NULL, &c->init));
+  TRY(npu_session_new(ctx, g, NULL, &c->s));
+  TRY(npu_session_run(c->s, 0, NULL, NULL, 0, NULL, NULL, 1, &c->init));
+  return npu_session_run(c->s, 0, NULL, NULL, 0, NULL, NULL, 1,
+                         (int[]){npu_graph_value_node(g, c->dbl)});
+}
+
+static npu_status control_run(npu_context *ctx, void *ud) {
+  (void)ctx;
+  control_case *c = ud;
+  int y_node = npu_graph_value_node(c->g, c->y);
+  return npu_session_freeze(c->s, c->g, 1, &y_node, NULL, &c->frozen);
+}
+
+static void control_after(npu_context *ctx, npu_status st, void *ud) {
+  (void)ctx, (void)st;
+  control_case *c = ud;
+  npu_graph_release(c->frozen);
+  npu_session_release(c->s);
+  npu_graph_release(c->g);
+  *c = (control_case){0};
+}
+
+static void test_freeze_control_flow(void) {
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  control_case c = {0};
+  npu_status st = control_setup(ctx, &c);
+  if (!st) st = control_run(ctx, &c);
+  CHECK(st == NPU_OK);
+  if (st) fprintf(stderr, "freeze control: %s\n", npu_context_errmsg(ctx));
+  if (!st) {
+    npu_graph *f = c.frozen;
+    CHECK(npu_graph_n_variables(f) == 0);
+    int w = npu_graph_find_node(f, "w"), loop = npu_graph_find_node(f, "loop"),
+        y = npu_graph_find_node(f, "y");
+    CHECK(w >= 0 && strcmp(npu_graph_node_op(f, w), "const") == 0);
+    CHECK(loop >= 0 && strcmp(npu_graph_node_op(f, loop), "while") == 0);
+    CHECK(y >= 0 && strcmp(npu_graph_node_op(f, y), "cond") == 0);
+    CHECK(npu_graph_find_node(f, "w/Assign") < 0 && npu_graph_find_node(f, "two") < 0);
+    /* i, h, less, one, add, mul in the loop's region; mul in then's; else's empty */
+    int n_in_regions = 0;
+    for (int id = 0; id < npu_graph_n_nodes(f); id++) n_in_regions += npu_graph_node_region(f, id) > 0;
+    CHECK(n_in_regions == 7);
+    npu_session *fs = NULL;
+    npu_tensor *a = NULL, *b = NULL;
+    int fy = out0(f, y);
+    CHECK(npu_session_new(ctx, f, NULL, &fs) == NPU_OK);
+    CHECK(npu_session_run(fs, 0, NULL, NULL, 1, &fy, &a, 0, NULL) == NPU_OK);
+    CHECK(npu_session_run(c.s, 0, NULL, NULL, 1, &c.y, &b, 0, NULL) == NPU_OK);
+    static const float want[] = {16, 256, 1296};
+    for (int k = 0; a && b && k < 3; k++) {
+      CHECK(((const float *)npu_tensor_data(a))[k] == ((const float *)npu_tensor_data(b))[k]);
+      CHECK_NEAR(((const float *)npu_tensor_data(a))[k], want[k], 0);
+    }
+    npu_tensor_release(a);
+    npu_tensor_release(b);
+    npu_session_release(fs);
+  }
+  control_after(ctx, st, &c);
+  CHECK(npu_context_live_bytes(ctx) == 0);
+  int n_failures = sweep_alloc_failures(
+      ctx, &(scenario_def){.setup = control_setup, .run = control_run, .after = control_after,
+                           .ud = &c, .what = "freeze control flow"});
+  CHECK(n_failures >= 12); /* as test_freeze's, and the regions of the copy */
+  npu_context_release(ctx);
+}
+
 int main(void) {
   test_build_list_init_train();
   test_nodes_one_by_one();
   test_op_info();
   test_allocation_failure_sweep();
   test_freeze();
+  test_freeze_control_flow();
   return check_summary("test_variables");
 }

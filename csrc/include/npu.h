@@ -726,10 +726,14 @@ NPU_API npu_status npu_graph_serialize_graphdef(npu_graph *g, npu_tensor **out);
    initialises it.  Graph-level options, keep_dtype marks, trainable flags and datasets come
    along.  Why freeze: a const is rounded once when a plan compiles under a reduced precision
    mode, and constant filters are packed once per plan; a variable is read (and cast) at every
-   run (docs/import.md, "Freezing a trained graph").  Errors: NPU_ERR_ARG (no outputs, an id
-   or index out of range, a value NULL or of another dtype or shape: the variable named),
-   NPU_ERR_UNSUPPORTED (a kept cond / while node, not copied yet; a kept assign writing a
-   frozen variable: both named), NPU_ERR_NOMEM.  g is only read; *out is NULL on failure.  Thread rules: those of g's context. */
+   run (docs/import.md, "Freezing a trained graph").  Control flow is copied: a kept cond /
+   while keeps its regions (renumbered in the new graph; of each, what its results need and a
+   loop's every loop_var), and a frozen variable read inside a region, at any depth, becomes a
+   const the region reads.  Errors: NPU_ERR_ARG (no outputs, an id or index out of range, a
+   value NULL or of another dtype or shape: the variable named; a kept assign writing a
+   frozen variable, at the top level or in a region: the assign and the variable named; an
+   output inside a region, or a control dependency into a region not kept: the node and its
+   cond / while named), NPU_ERR_NOMEM.  g is only read; *out is NULL on failure.  Thread rules: those of g's context. */
 NPU_API npu_status npu_graph_freeze(npu_graph *g, int n_outputs, const int *output_nodes,
                                     int n_frozen, const int *variables,
                                     npu_tensor *const *values, npu_graph **out);

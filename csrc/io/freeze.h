@@ -10,9 +10,10 @@
 /* Marks in mark[node] (g->n_nodes entries, zeroed by the caller) the nodes a frozen graph of
    these outputs keeps: the outputs' ancestors through inputs and control dependencies, and
    for each kept variable that stays a variable (frozen[variable index] false) its initializer
-   and that initializer's ancestors.  frozen: g's n_variables entries.  Errors: NPU_ERR_ARG (a
-   node id not of g, no outputs), NPU_ERR_UNSUPPORTED (a kept cond / while node or a node of a
-   region, named), NPU_ERR_NOMEM; mark is then partly filled. */
+   and that initializer's ancestors; and every loop_var of a kept while.  frozen: g's
+   n_variables entries.  Errors: NPU_ERR_ARG (a node id not of g, no outputs, an output inside
+   a region, a kept node of a region whose cond / while is not kept: named), NPU_ERR_NOMEM;
+   mark is then partly filled. */
 npu_status npuI_freeze_reach(npu_graph *g, int n_outputs, const int *output_nodes,
                              const bool *frozen, bool *mark);
 

@@ -104,3 +104,10 @@ void npuX_cond_regions(const npuG_node *node, int *then_region, int *else_region
   *then_region = (int)p->region[0];
   *else_region = (int)p->region[1];
 }
+
+void npuX_control_regions(const npuG_node *node, int r[2]) {
+  r[0] = r[1] = 0;
+  const npu_op_def *def = npuX_op(node->op);
+  if (def->kind == NPUX_KIND_COND) npuX_cond_regions(node, &r[0], &r[1]);
+  else if (def->kind == NPUX_KIND_WHILE) r[0] = npuX_while_region(node);
+}

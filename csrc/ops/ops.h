@@ -281,6 +281,8 @@ bool npuX_loop_var_has_shape(const npuG_node *node);
 /* cond / while (op_cond.c, op_while.c): region ids; a while's maximum_iterations (-1: none). */
 void npuX_cond_regions(const npuG_node *node, int *then_region, int *else_region);
 int npuX_while_region(const npuG_node *node);
+/* The regions a cond (then, else) or while (its region, 0) node runs; 0, 0 for any other node. */
+void npuX_control_regions(const npuG_node *node, int r[2]);
 int64_t npuX_while_max_iterations(const npuG_node *node);
 /* Build-time checks of control nodes (op_cond.c): region (attribute attr) can be run by the
    node being built; input i, a result of region, is visible inside it (what names it). */

@@ -74,7 +74,9 @@ local OPTS = { "variable_names_whitelist", "variable_names_blacklist",
 -- Identity "w/read", stay as they are); placeholders stay; initializers, assigns, gradients
 -- and optimizer nodes the outputs do not need are left out.  A variable kept a variable (by
 -- the lists below) keeps its initializer, so `frozen:global_variables_initializer()` works.
--- The values are read by one run of sess, as `sess:run(variables)` would.
+-- The values are read by one run of sess, as `sess:run(variables)` would.  Conds and while
+-- loops (TensorArray loops, imported If / While) are kept, and a variable read inside a
+-- branch or loop body becomes a const the branch or body reads.
 -- @tparam Session sess the session holding the trained values
 -- @tparam Graph graph the session's graph (TensorFlow passes `sess.graph_def`)
 -- @tparam {string,...}|string output_node_names node names ("probs"; "probs:0", an Output or
@@ -90,8 +92,9 @@ local OPTS = { "variable_names_whitelist", "variable_names_blacklist",
 -- @treturn Graph the frozen graph
 -- @raise NPU_ERR_NOT_FOUND (an output node or a listed variable not in the graph, named);
 --   NPU_ERR_STATE (a variable the outputs need is not initialised in sess, named; a graph
---   that is not the session's); NPU_ERR_UNSUPPORTED (the outputs need an assign writing a
---   frozen variable, or a cond / while loop); NPU_ERR_ARG for malformed arguments
+--   that is not the session's); NPU_ERR_ARG (the outputs need an assign writing a frozen
+--   variable, at the top level or in a loop body; an output inside a cond branch or loop
+--   body), and for malformed arguments
 -- @usage local frozen = npu.graph_util.convert_variables_to_constants(sess, g, {"probs"})
 -- npu.export_graph_def(frozen, "model.pb")
 function M.convert_variables_to_constants(sess, graph, output_node_names, opts, blacklist, ...)
