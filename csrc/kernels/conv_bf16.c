@@ -81,8 +81,13 @@ size_t npuK_conv2d_bf16_filter_size(const npuK_window2d *w, int64_t out_c) {
   return (size_t)(w->k_h * bf_pairs(w) * bf_ocp(out_c) * 2) * sizeof(uint16_t);
 }
 
-int npuK_conv2d_bf16_filter_pack(const npuK_window2d *w, int64_t out_c, const float *filter,
-                                 uint16_t *packed) {
+/* The packing of both filter forms: float32 words whose values are bfloat16 (the executor's
+   widening of a stored bfloat16 filter, or a constant's values) or the bfloat16 itself
+   (stored16: a variable's Cast read as stored).  The packed words are the same for the same
+   values: a bfloat16 b widens to the float32 word b << 16.  Returns the low halves of every
+   float32 value, OR-ed (0 when all are bfloat16; always 0 for stored16). */
+static uint32_t bf_pack(const npuK_window2d *w, int64_t out_c, const void *filter, int stored16,
+                        uint16_t *packed) {
   const int64_t len = w->k_w * w->c, pairs = bf_pairs(w), ocp = bf_ocp(out_c);
   uint32_t low = 0; /* the low halves of every value, OR-ed: 0 when all are bfloat16 */
   for (int64_t kh = 0; kh < w->k_h; kh++)
@@ -90,19 +95,33 @@ int npuK_conv2d_bf16_filter_pack(const npuK_window2d *w, int64_t out_c, const fl
       /* one 32-bit word per output channel: tap 2p in its low half, 2p + 1 (or zero) high;
          as words (memcpy: no aliasing), so the loop runs in vector lanes */
       uint16_t *d = packed + (kh * pairs + p) * ocp * 2;
-      const float *s0 = filter + (kh * len + 2 * p) * out_c;
-      const float *s1 = 2 * p + 1 < len ? s0 + out_c : NULL;
-      for (int64_t o = 0; o < out_c; o++) {
-        uint32_t a, b = 0, word;
-        memcpy(&a, s0 + o, sizeof a);
-        if (s1) memcpy(&b, s1 + o, sizeof b);
-        low |= (a | b) & 0xffffu;
-        word = (b & 0xffff0000u) | (a >> 16);
-        memcpy(d + 2 * o, &word, sizeof word);
+      const int64_t at = (kh * len + 2 * p) * out_c;
+      const int has1 = 2 * p + 1 < len;
+      if (stored16) {
+        const uint16_t *s0 = (const uint16_t *)filter + at, *s1 = has1 ? s0 + out_c : s0;
+        for (int64_t o = 0; o < out_c; o++) {
+          uint32_t word = (has1 ? (uint32_t)s1[o] << 16 : 0) | s0[o];
+          memcpy(d + 2 * o, &word, sizeof word);
+        }
+      } else {
+        const float *s0 = (const float *)filter + at, *s1 = has1 ? s0 + out_c : s0;
+        for (int64_t o = 0; o < out_c; o++) {
+          uint32_t a, b = 0, word;
+          memcpy(&a, s0 + o, sizeof a);
+          if (has1) memcpy(&b, s1 + o, sizeof b);
+          low |= (a | b) & 0xffffu;
+          word = (b & 0xffff0000u) | (a >> 16);
+          memcpy(d + 2 * o, &word, sizeof word);
+        }
       }
       memset(d + 2 * out_c, 0, (size_t)(ocp - out_c) * 2 * sizeof *d);
     }
-  return low ? -1 : 0;
+  return low;
+}
+
+int npuK_conv2d_bf16_filter_pack(const npuK_window2d *w, int64_t out_c, const float *filter,
+                                 uint16_t *packed) {
+  return bf_pack(w, out_c, filter, 0, packed) ? -1 : 0;
 }
 
 /* ---- the portable twin: VDPBF16PS's arithmetic in C --------------------------------------- */
@@ -573,6 +592,26 @@ void npuK_conv2d_bf16_direct_ep(const npuK_pool *pool, const npuK_window2d *w, i
                                y_dtype, scratch, n_slots);
     return;
   }
+  bf_run(pool, w, out_c, x, packed, ep, pool_window, y, y_dtype,
+         scratch + bf_filter_floats(w, out_c), n_slots, 1);
+}
+
+size_t npuK_conv2d_bf16_direct_stored_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                                   const npuK_window2d *pool, int n_slots,
+                                                   npuK_dtype y_dtype) {
+  return bf_filter_floats(w, out_c) * sizeof(float) +
+         npuK_conv2d_bf16_direct_packed_scratch_size(w, out_c, pool, n_slots, y_dtype);
+}
+
+void npuK_conv2d_bf16_direct_stored_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                       int64_t out_c, const uint16_t *x, const uint16_t *filter,
+                                       const npuK_epilogue *ep,
+                                       const npuK_window2d *pool_window, void *y,
+                                       npuK_dtype y_dtype, float *scratch, int n_slots) {
+  /* every value is bfloat16 by its storage: nothing to check, no widening fallback (without
+     the CPU's instructions bf_run takes the portable twin, the same sums) */
+  uint16_t *packed = (uint16_t *)scratch;
+  bf_pack(w, out_c, filter, 1, packed);
   bf_run(pool, w, out_c, x, packed, ep, pool_window, y, y_dtype,
          scratch + bf_filter_floats(w, out_c), n_slots, 1);
 }
