@@ -208,3 +208,82 @@ function TestBf16Conv:test_aoe_times_it_beside_the_others()
   for i = 1, #a do big = math.max(big, math.abs(a[i])) end
   for i = 1, #a do lu.assertTrue(math.abs(a[i] - b[i]) <= 2 ^ -7 * big, ("%d: %g vs %g"):format(i, a[i], b[i])) end
 end
+
+-- A variable's filter (a training graph's) under allow_mix_precision_bf16: its Cast writes it
+-- bfloat16 and direct_bf16 reads that as stored (plan.c: prepare_steps), where the executor
+-- widened it to float32 each run and the kernel checked and packed it again.  The same
+-- arithmetic, so the same bits as the same values given as constants (packed once at compile
+-- time), at 1 and 2 threads; explain's widened lists no input of the convolutions and the plan
+-- has nothing left to widen (round_bytes 0), where the widening path (NPU_NO_AVX512BF16=1, a
+-- child process) widens each filter (input 1).
+local VARIABLE_FILTERS = [[
+local npu = require("npu")
+local function exact(shape, scale, seed)
+  local n, t = 1, {}
+  for _, d in ipairs(shape) do n = n * d end
+  for i = 1, n do t[i] = ((i * 37 + seed * 11) % 31 - 15) / 16 * scale end
+  return npu.tensor(t, "float32"):reshape(shape)
+end
+local function graph(variable)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 4, 12, 12, 3 }, "x")
+  local function param(t, name) return variable and g:variable(t, name) or g:const(t, name) end
+  local h = npu.nn.relu(npu.nn.bias_add(npu.nn.conv2d(x, param(exact({ 3, 3, 3, 16 }, 0.5, 1), "f1"),
+    { padding = "SAME" }), param(exact({ 16 }, 0.1, 2), "b1")))
+  h = npu.nn.max_pool(h, { ksize = 2, strides = 2, padding = "VALID" })
+  local y = npu.nn.conv2d(h, param(exact({ 3, 3, 16, 32 }, 0.25, 3), "f2"), { padding = "SAME" })
+  local sess = npu.Session { graph = g, options = { precision_mode = "allow_mix_precision_bf16",
+    export_compile_stat = 0 } }
+  if variable then sess:run(g:global_variables_initializer()) end
+  local feeds = { [x] = exact({ 4, 12, 12, 3 }, 1, 4) }
+  return sess, y, feeds, sess:explain(y, feeds)
+end
+]]
+
+local function conv_steps(e)
+  local out = {}
+  for _, s in ipairs(e.steps) do
+    if s.op:find("conv2d") then out[#out + 1] = s end
+  end
+  return out
+end
+
+function TestBf16Conv:test_a_variable_filter_is_read_as_stored()
+  local graph = load(VARIABLE_FILTERS .. "\nreturn graph")()
+  local vs, vy, vf, ve = graph(true)
+  local cs, cy, cf, ce = graph(false)
+  local native = S.bf16dot_here()
+  local steps = conv_steps(ve)
+  lu.assertEquals(#steps, 2)
+  for _, s in ipairs(steps) do
+    lu.assertEquals(s.algo, native and "direct_bf16" or "direct", s.op)
+    lu.assertNil(s.prepared, s.op .. ": a variable is not packed at compile time")
+    lu.assertEquals(s.widened, native and {} or { 1 }, s.op .. ": the filter widened only without the instructions")
+  end
+  for _, s in ipairs(conv_steps(ce)) do
+    lu.assertEquals(s.algo, native and "direct_bf16" or "direct", s.op)
+    lu.assertEquals(s.widened, {}, s.op)
+  end
+  if native then lu.assertEquals(ve.memory.round_bytes, 0, "nothing widened") end
+  local n0 = npu.core.n_threads()
+  for _, t in ipairs({ 1, 2 }) do
+    npu.core.set_n_threads(t)
+    local a, b = vs:run(vy, vf), cs:run(cy, cf)
+    S.assert_same_bits(a, b, ("variable vs constant filters, %d thread(s)"):format(t))
+  end
+  npu.core.set_n_threads(n0)
+  vs:close()
+  cs:close()
+  if not native then return end
+  -- the widening path widens each run the filter this one reads as stored
+  local out = S.run_lua(".", "NPU_NO_AVX512BF16=1", VARIABLE_FILTERS .. [[
+local _, _, _, e = graph(true)
+for _, s in ipairs(e.steps) do
+  if s.op:find("conv2d") then print("step", s.algo, table.concat(s.widened, ",")) end
+end
+print("round", e.memory.round_bytes)
+]])
+  lu.assertStrContains(out, "step\tdirect\t1\nstep\tdirect\t1\n")
+  local round = tonumber(out:match("round\t(%d+)"))
+  lu.assertEquals(round, 4 * 3 * 3 * 16 * 32, out) -- the larger filter's float32 copy
+end

@@ -87,9 +87,9 @@ function TestPrepared:test_a_prepared_bf16_filter_is_not_widened_each_run()
   end
   lu.assertEquals({ c.algo, c.prepared }, { "direct_bf16", "bf16_filter" })
   lu.assertEquals({ f.algo, f.prepared }, { "direct_bf16", "nil" })
-  -- the fed filter is widened for the step (its float32 copy is the widening buffer); the
-  -- prepared constant one is not widened at all
-  lu.assertEquals(f.round, FILTER_F32)
+  -- neither is widened: the prepared constant one is not read, the fed one (cast to bfloat16
+  -- each run) is read as stored and packed per call (plan.c: reads_stored_filter)
+  lu.assertEquals(f.round, 0)
   lu.assertEquals(c.round, 0)
   -- no room for per-call packing in the prepared step's scratch: at least the packed filter
   -- (3 rows of 8 channel pairs of 16 lanes, bfloat16) less

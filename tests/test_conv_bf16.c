@@ -194,6 +194,21 @@ static void test_case(const conv_case *cc) {
       want = wide;
     }
     CHECK(memcmp(want, got, (size_t)ny * 4) == 0);
+    /* the filter stored bfloat16 (a variable's Cast, read as stored): the packed form's bits
+       (its portable twin's on a CPU without the instructions: the same sums), at 2 slots
+       and a bfloat16 y too, in less scratch than the per-call form's */
+    uint16_t *fb = malloc((size_t)nf * 2);
+    for (int64_t i = 0; i < nf; i++) fb[i] = to_bf16(f[i]);
+    size_t sts = npuK_conv2d_bf16_direct_stored_scratch_size(&g, oc, NULL, 2, NPUK_BF16);
+    CHECK(sts <= npuK_conv2d_bf16_direct_scratch_size(&g, oc, NULL, 2, NPUK_BF16));
+    float *ssc = malloc(sts), *sgot = malloc((size_t)ny * 4);
+    npuK_conv2d_bf16_direct_stored_ep(&pool_two, &g, oc, x, fb, &ep, NULL, sgot, NPUK_F32, ssc, 2);
+    CHECK(memcmp(full, sgot, (size_t)ny * 4) == 0);
+    uint16_t *sh = malloc((size_t)ny * 2), *shw = malloc((size_t)ny * 2);
+    npuK_conv2d_bf16_direct_stored_ep(&pool_two, &g, oc, x, fb, &ep, NULL, sh, NPUK_BF16, ssc, 2);
+    npuK_half_narrow(full, NPUK_BF16, shw, ny);
+    CHECK(memcmp(sh, shw, (size_t)ny * 2) == 0);
+    free(fb), free(ssc), free(sgot), free(sh), free(shw);
     /* a filter value with low bits set: not bfloat16, so the widening kernel's bits */
     f[nf / 2] = nextafterf(f[nf / 2], 2.0f);
     CHECK(npuK_conv2d_bf16_filter_pack(&g, oc, f, packed) == -1);

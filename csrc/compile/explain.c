@@ -251,6 +251,16 @@ static void rounding(jw *w, int dtype) {
 }
 static void s_round_in(jw *w, const ex *e, const npuE_step *s) { (void)e, rounding(w, s->round_in); }
 static void s_round_out(jw *w, const ex *e, const npuE_step *s) { (void)e, rounding(w, s->round_out); }
+/* the inputs (numbers from 0) the executor widens from their stored float16 / bfloat16 into
+   float32 copies before the kernel runs (npuE_step.widen: compile/precision.c, less what
+   plan.c's prepare_steps lets the kernel read as stored) */
+static void s_widened(jw *w, const ex *e, const npuE_step *s) {
+  (void)e;
+  open_(w, '[');
+  for (int i = 0; s->widen && i < s->n_in; i++)
+    if (s->widen[i]) num(w, i);
+  close_(w, ']');
+}
 /* compile/implmode.c: which of the op's kernels runs (every op has a high_precision one) */
 static void s_impl(jw *w, const ex *e, const npuE_step *s) {
   (void)e, str(w, s->impl ? "high_performance" : "high_precision");
@@ -324,6 +334,7 @@ static const struct {
     {"outputs", s_outputs},
     {"round_in", s_round_in},
     {"round_out", s_round_out},
+    {"widened", s_widened},
     {"scratch_bytes", s_scratch},
     {"impl", s_impl},
     {"algo", s_algo},

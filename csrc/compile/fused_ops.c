@@ -112,8 +112,8 @@ static npu_status sgd_run(const npuX_call *c) {
   int64_t m = w->shape[0], n = w->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
   float rate = *(const float *)lr->data;
   if (a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && p->product_dtype == NPU_DTYPE_F32)
-    npuK_matmul_f32_sgd(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, rate,
-                        w->data, c->scratch, c->n_threads);
+    npuK_matmul_f32_sgd_algo(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
+                             b->data, rate, w->data, c->scratch, c->n_threads, c->algo);
   else
     npuK_matmul_half_sgd(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
                          (npuK_dtype)a->dtype, b->data, (npuK_dtype)b->dtype,
@@ -176,6 +176,11 @@ static size_t conv_scratch(const npuX_call *c) {
     return npuK_conv2d_bf16_direct_packed_scratch_size(&w, p->out_c, pooled ? &pw : NULL,
                                                        c->n_threads,
                                                        (npuK_dtype)c->out[0]->dtype);
+  if (c->algo == NPUK_CONV_DIRECT_BF16 && c->in[1]->dtype == NPU_DTYPE_BF16 &&
+      c->in[0]->dtype == NPU_DTYPE_BF16) /* a variable's filter read as stored (plan.c) */
+    return npuK_conv2d_bf16_direct_stored_scratch_size(&w, p->out_c, pooled ? &pw : NULL,
+                                                       c->n_threads,
+                                                       (npuK_dtype)c->out[0]->dtype);
   if (c->algo == NPUK_CONV_DIRECT_BF16)
     return npuK_conv2d_bf16_direct_scratch_size(&w, p->out_c, pooled ? &pw : NULL, c->n_threads,
                                                 (npuK_dtype)c->out[0]->dtype);
@@ -219,6 +224,10 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
       npuK_conv2d_bf16_direct_packed_ep(c->pool, &w, p->out_c, c->in[0]->data, c->prepared, ep,
                                         pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype,
                                         c->scratch, c->n_threads);
+    else if (c->in[1]->dtype == NPU_DTYPE_BF16) /* a variable's, read as stored (plan.c) */
+      npuK_conv2d_bf16_direct_stored_ep(c->pool, &w, p->out_c, c->in[0]->data, c->in[1]->data,
+                                        ep, pooled ? &pw : NULL, y,
+                                        (npuK_dtype)c->out[0]->dtype, c->scratch, c->n_threads);
     else
       npuK_conv2d_bf16_direct_ep(c->pool, &w, p->out_c, c->in[0]->data, filter, ep,
                                  pooled ? &pw : NULL, y, (npuK_dtype)c->out[0]->dtype,
@@ -250,9 +259,12 @@ static npu_status conv_special(const npuX_call *c, bool reference, const npuK_ep
 static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) {
   const npuP_fused_conv *p = c->params;
   /* a prepared filter replaces input 1 (NPUX_F_PREPARED_FILTER): the stored one, perhaps
-     reduced, is not read */
+     reduced, is not read; direct_bf16 reads a bfloat16 x's variable filter stored bfloat16
+     (plan.c: prepare_steps) */
+  bool stored_f = !depthwise && c->algo == NPUK_CONV_DIRECT_BF16 &&
+                  c->in[0]->dtype == NPU_DTYPE_BF16 && c->in[1]->dtype == NPU_DTYPE_BF16;
   npu_status st = check_half_operands(c, depthwise ? "fused_depthwise_conv2d" : "fused_conv2d",
-                                      !reference, !reference && c->prepared);
+                                      !reference, !reference && (c->prepared || stored_f));
   npuK_window2d w;
   if (!st) st = npuX_window_call(c, p->k_h, p->k_w, &w);
   if (st) return st;

@@ -779,12 +779,28 @@ npu_status npuP_prepare_filter(const npuP_build *b, const npuE_step *s, int algo
   return NPU_OK;
 }
 
+/* Whether direct_bf16 step s reads its filter stored bfloat16 as it is: a variable's (a
+   training graph's), which the precision pass's Cast wrote bfloat16 and the executor would
+   widen each run only for the kernel to check its values and pack them again
+   (kernels/conv_bf16.c: npuK_conv2d_bf16_direct_stored_ep packs the same words from the
+   bfloat16).  The algorithm is final only here, after tuning, so the precision pass leaves the
+   widen flag for this pass to drop.  x must be bfloat16 too (the ops run the stored-filter
+   kernel only then) and the step on the device. */
+static bool reads_stored_filter(const npuE_plan *p, const npuE_step *s) {
+  return s->algo == NPUK_CONV_DIRECT_BF16 && s->def->tune == NPUX_TUNE_CONV && !s->prepared &&
+         !s->host && !s->dynamic && s->n_in >= 2 && s->widen && s->widen[1] &&
+         !s->widen[0] && p->values[s->in[0]].dtype == NPU_DTYPE_BF16 &&
+         p->values[s->in[1]].dtype == NPU_DTYPE_BF16;
+}
+
 /* Each step's prepared filter (npuP_prepare_filter for its algorithm), kept with the step
    (npuE_step.prepared); nested blocks too: their constants are the plan's.  The op's
    NPUX_F_PREPARED_FILTER says the prepared data replaces input 1, so a reduced filter's widen
    flag goes (the executor widened it each run for nothing: arena traffic, and its float32
    copy's bytes in the widening buffer), and the step's scratch is asked for again with
-   .prepared (no room for a per-call transform).  *changed: some step's buffers shrank. */
+   .prepared (no room for a per-call transform).  So for a filter the kernel reads as stored
+   (reads_stored_filter): no widening, its scratch the stored-filter kernel's.  *changed: some
+   step's buffers changed. */
 static npu_status prepare_steps(npuP_build *b, npuE_step *steps, int n, bool *changed) {
   for (int k = 0; k < n; k++) {
     npuE_step *s = &steps[k];
@@ -794,10 +810,8 @@ static npu_status prepare_steps(npuP_build *b, npuE_step *steps, int n, bool *ch
       if (st) return st;
     }
     npu_status st = npuP_prepare_filter(b, s, s->algo, &s->prepared, &s->prepared_bytes);
-    if (st || !s->prepared) {
-      if (st) return st;
-      continue;
-    }
+    if (st) return st;
+    if (!s->prepared && !reads_stored_filter(b->plan, s)) continue;
     *changed = true;
     if (s->widen && s->widen[1]) {
       s->widen[1] = 0;

@@ -61,7 +61,9 @@
  * A host_func step keeps the graph's dtypes (its host returns Tout's; see decide).
  * The bias and prelu slopes of a fused convolution or matmul stay float32 in every mode
  * (keep_epilogue_f32).  For the other steps (softmax, batch_matmul, ...) and the other reduced
- * operands of those (weights) the executor widens the reduced inputs into a float32
+ * operands of those (weights: widen flags set here; plan.c's prepare_steps drops a conv
+ * filter's once the algorithm is final where direct_bf16 reads it prepared or, stored
+ * bfloat16, as stored) the executor widens the reduced inputs into a float32
  * buffer (p->round_buf, or the step's place in the memory arena), lets the kernel write its reduced outputs there, and narrows them into their slots
  * (exec.c; npuE_step.widen says which operands).  Either way a float16 value is exactly what
  * rounding to float16 gives, and results equal rounding float32 values at the same points bit for

@@ -16,6 +16,12 @@
  *                          GEMM (bf16dot: A and B stored bfloat16, the CPU has AVX512_BF16)
  *                          against widening its operands for sgemm / sgemv (the GEMV rule's
  *                          choice, then the other for few rows), timed on bfloat16 operands;
+ *   fused_apply_gradient_descent  (ApplyGradientDescentFusionPass: a weight gradient's matmul
+ *                          with the update applied block by block) the matmul's candidates
+ *                          above, timed on the fused step itself, update included: the
+ *                          matmul it absorbed is gone from the plan, and its GEMM runs here
+ *                          in blocks, each updating the variable while in cache, so a
+ *                          record of the plain matmul would time another thing;
  *   these and depthwise_conv2d, fused_depthwise_conv2d, max_pool, avg_pool
  *                          the threads the step runs on (all, half, one): the kernels give the
  *                          same bits at any thread count (docs/numerics.md, Determinism).
@@ -587,12 +593,18 @@ static void window_desc(sbuf *b, const npuX_window_params *w) {
       (long long)w->explicit_pad[2], (long long)w->explicit_pad[3]);
 }
 
+/* What the tuner chooses for step s: its op's kind, but for the fused gradient-descent step
+   (its op an assign), whose GEMM is the absorbed matmul's: a GEMM's algorithms. */
+static npuX_tune tune_kind(const npuE_step *s) {
+  return s->def == &npuP_op_fused_sgd ? NPUX_TUNE_GEMM : s->def->tune;
+}
+
 /* The attributes that make a step's kernel call (beyond shapes and dtypes).  A tuned op's
    params: the fused ones' npuP_fused_conv / npuP_fused_matmul, the window ops'
    npuX_window_params, matmul's two transpose flags. */
 static void attrs_desc(sbuf *b, const npuE_step *s) {
   const void *prm = s->owned_params ? s->owned_params : s->params;
-  npuX_tune k = s->def->tune;
+  npuX_tune k = tune_kind(s);
   if (s->def->fused && (k == NPUX_TUNE_CONV || k == NPUX_TUNE_THREADS)) {
     const npuP_fused_conv *f = prm;
     window_desc(b, &f->window);
@@ -604,6 +616,10 @@ static void attrs_desc(sbuf *b, const npuE_step *s) {
     }
   } else if (k == NPUX_TUNE_CONV || k == NPUX_TUNE_THREADS || k == NPUX_TUNE_CONV_INPUT) {
     window_desc(b, prm); /* conv2d_backprop_input's params start with its window too */
+  } else if (s->def == &npuP_op_fused_sgd) {
+    const npuP_fused_sgd *f = prm;
+    put(b, "ta%d tb%d product %s", f->transpose_a, f->transpose_b,
+        npu_dtype_name(f->product_dtype));
   } else if (k == NPUX_TUNE_GEMM && s->def->fused) {
     const npuP_fused_matmul *f = prm;
     put(b, "ta%d tb%d bias%d act%d/%g slope%d", f->transpose_a, f->transpose_b,
@@ -627,6 +643,21 @@ static bool bf16dot_step(const npuE_step *s) {
   return true;
 }
 
+/* The fused gradient-descent step: shapes fixed, nothing widened; its GEMM's A and B (inputs
+   1, 2) as the precision pass stored them (float32, or reduced under a mixed mode: the kernel
+   reads them as stored), the variable, lr and the output float32.  Its kernel updates the
+   synthetic output in place, as the plan's run updates the variable. */
+static bool sgd_benchable(const npuE_plan *p, const npuE_step *s, npu_tensor *const *known) {
+  if (s->dynamic || s->widen || s->host || s->n_in != 4 || s->n_out != 1) return false;
+  for (int i = 0; i < s->n_in + s->n_out; i++) {
+    const npuG_value *v = &p->values[i < s->n_in ? s->in[i] : s->out[i - s->n_in]];
+    if (i < s->n_in && known[s->in[i]]) continue;
+    bool half = (i == 1 || i == 2) && reduced_dtype(v->dtype);
+    if ((v->dtype != NPU_DTYPE_F32 && !half) || !npuG_value_known(v)) return false;
+  }
+  return true;
+}
+
 /* Whether the step can be run on synthetic inputs here: a kernel with fixed shapes, float32
    operands (constants may be of any dtype: they are used as they are), no float16 storage —
    except a convolution's under the precision modes (conv2d, the fused conv2d: their
@@ -635,6 +666,7 @@ static bool bf16dot_step(const npuE_step *s) {
    and a bf16dot GEMM step's (above). */
 static bool benchable(const npuE_plan *p, const npuE_step *s, npu_tensor *const *known) {
   const bool conv = s->def->tune == NPUX_TUNE_CONV, bf16 = bf16dot_step(s);
+  if (s->def == &npuP_op_fused_sgd) return sgd_benchable(p, s, known);
   if (s->def->kind != NPUX_KIND_KERNEL || !s->def->run || s->dynamic ||
       (!conv && !bf16 && (s->widen || s->round_in >= 0 || s->round_out >= 0)) || s->control ||
       ((s->def->flags & NPUX_F_NO_FOLD) && !s->def->fused))
@@ -889,8 +921,10 @@ static int algo_parse(npuX_tune k, const char *name) {
 /* m, n, k of a matmul step. */
 static void gemm_dims(const npuE_plan *p, const npuE_step *s, int64_t *m, int64_t *n, int64_t *k) {
   const void *prm = s->owned_params ? s->owned_params : s->params;
-  bool ta = ((const bool *)prm)[0]; /* both params structs start with transpose_a */
-  const npuG_value *a = &p->values[s->in[0]], *y = &p->values[s->out[0]];
+  bool ta = ((const bool *)prm)[0]; /* the three params structs start with transpose_a */
+  /* the fused gradient-descent step: A is input 1, the variable (output 0) the product's shape */
+  const int ia = s->def == &npuP_op_fused_sgd ? 1 : 0;
+  const npuG_value *a = &p->values[s->in[ia]], *y = &p->values[s->out[0]];
   *m = y->shape[0], *n = y->shape[1], *k = a->shape[ta ? 0 : 1];
 }
 
@@ -1050,7 +1084,7 @@ static npu_status tune_one(npuP_build *b, npuE_step *step, int T, const char *wh
                            bool nested) {
   npuP_tune_config *c = b->cfg->tune;
   npuE_plan *p = b->plan;
-  npuX_tune kind = step->def->tune;
+  npuX_tune kind = tune_kind(step);
   if (kind == NPUX_TUNE_NONE || !benchable(p, step, b->known)) return NPU_OK;
   char key[1024];
   step_key(p, step, T, where, key, sizeof key);

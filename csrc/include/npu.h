@@ -1044,7 +1044,10 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
       "iterations": 1, "feeds": [V...], "fetches": [V...],
       "steps": [{"op": "matmul", "node": "MatMul", "pass": null or "...FusionPass",
                  "absorbed": ["node", ...], "inputs": [V...], "outputs": [V...],
-                 "round_in": null or "float16", "round_out": ..., "scratch_bytes": 0,
+                 "round_in": null or "float16", "round_out": ...,
+                 "widened": [1, ...] (the inputs, numbered from 0, the executor widens from
+                 their stored float16 / bfloat16 into float32 copies for the kernel; [] when
+                 the kernel reads every input as stored), "scratch_bytes": 0,
                  "impl": "high_precision" or "high_performance",
                  "algo": "direct", "im2col", "winograd_2x3" or "direct_bf16" (conv2d steps),
                  "sgemm" or "gemv" (matmul steps tuning forced), "bf16dot" (matmul, fused

@@ -557,9 +557,9 @@ typedef struct sgd_job {
   int64_t n_blocks, n_slots, slot_floats;
 } sgd_job;
 
-static void sgd_plan(sgd_job *j, int64_t m, int64_t n, int64_t k, int n_slots) {
+static void sgd_plan(sgd_job *j, int64_t m, int64_t n, int64_t k, int n_slots, int algo) {
   j->g.m = m, j->g.n = n, j->g.k = k;
-  j->g.gemv = use_gemv(m, n, k);
+  j->g.gemv = pick_gemv(algo, m, n, k); /* the block plan does not depend on it */
   plan_blocks(&j->g, &j->n_blocks);
   j->n_slots = n_slots < 1 ? 1 : n_slots;
   if (j->n_slots > j->n_blocks) j->n_slots = j->n_blocks;
@@ -569,7 +569,7 @@ static void sgd_plan(sgd_job *j, int64_t m, int64_t n, int64_t k, int n_slots) {
 size_t npuK_matmul_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots) {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
   sgd_job j = {0};
-  sgd_plan(&j, m, n, k, n_slots);
+  sgd_plan(&j, m, n, k, n_slots, NPUK_GEMM_AUTO);
   return (size_t)(j.n_slots * j.slot_floats) * sizeof(float);
 }
 
@@ -605,14 +605,21 @@ static void sgd_range(void *arg, int64_t s0, int64_t s1) {
   }
 }
 
-void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
-                         int64_t k, const float *a, const float *b, float lr, float *w,
-                         float *scratch, int n_slots) {
+void npuK_matmul_f32_sgd_algo(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                              int64_t n, int64_t k, const float *a, const float *b, float lr,
+                              float *w, float *scratch, int n_slots, int algo) {
   if (m <= 0 || n <= 0 || k <= 0 || !fits_blasint(m, n, k)) return; /* the caller's promise */
   sgd_job j = {.g = {.trans_a = trans_a, .trans_b = trans_b, .a = a, .b = b}, .lr = lr, .w = w,
                .scratch = scratch};
-  sgd_plan(&j, m, n, k, n_slots);
+  sgd_plan(&j, m, n, k, n_slots, algo);
   npuK_parallel_for(pool, j.n_slots, 1, sgd_range, &j);
+}
+
+void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                         int64_t k, const float *a, const float *b, float lr, float *w,
+                         float *scratch, int n_slots) {
+  npuK_matmul_f32_sgd_algo(pool, trans_a, trans_b, m, n, k, a, b, lr, w, scratch, n_slots,
+                           NPUK_GEMM_AUTO);
 }
 
 /* The product's bytes, rounded up so the GEMM's scratch after it starts 64-byte aligned. */

@@ -28,8 +28,9 @@
  * npuK_conv_epilogue_f32, then max_pool (valid positions in (kh, kw) order, NaN kept).  Each
  * output depends only on its taps, so neither the split nor the thread count changes a bit.
  *
- * Work as conv_direct.c's: items are output rows, up to BF_ROWS per call, or the pool's rows;
- * each slot takes a contiguous run.  Where a window leaves x sideways, the rows a call reads
+ * Work as conv_direct.c's (the structure around the tiles is kutil.h's, shared with it: slots,
+ * even tile widths, channel blocks, the epilogue in registers, pool rows): items are output
+ * rows, up to BF_ROWS per call, or the pool's rows; each slot takes a contiguous run.  Where a window leaves x sideways, the rows a call reads
  * are copied (bfloat16) into the slot's scratch with zero columns around them; rows above or
  * below x are skipped (their taps left out).  Without the CPU's instructions (or with
  * NPU_NO_AVX512BF16=1) the portable twin computes the same sums in C (k_dpbf16_step).
@@ -81,8 +82,13 @@ size_t npuK_conv2d_bf16_filter_size(const npuK_window2d *w, int64_t out_c) {
   return (size_t)(w->k_h * bf_pairs(w) * bf_ocp(out_c) * 2) * sizeof(uint16_t);
 }
 
-int npuK_conv2d_bf16_filter_pack(const npuK_window2d *w, int64_t out_c, const float *filter,
-                                 uint16_t *packed) {
+/* The packing of both filter forms: float32 words whose values are bfloat16 (the executor's
+   widening of a stored bfloat16 filter, or a constant's values) or the bfloat16 itself
+   (stored16: a variable's Cast read as stored).  The packed words are the same for the same
+   values: a bfloat16 b widens to the float32 word b << 16.  Returns the low halves of every
+   float32 value, OR-ed (0 when all are bfloat16; always 0 for stored16). */
+static uint32_t bf_pack(const npuK_window2d *w, int64_t out_c, const void *filter, int stored16,
+                        uint16_t *packed) {
   const int64_t len = w->k_w * w->c, pairs = bf_pairs(w), ocp = bf_ocp(out_c);
   uint32_t low = 0; /* the low halves of every value, OR-ed: 0 when all are bfloat16 */
   for (int64_t kh = 0; kh < w->k_h; kh++)
@@ -90,19 +96,33 @@ int npuK_conv2d_bf16_filter_pack(const npuK_window2d *w, int64_t out_c, const fl
       /* one 32-bit word per output channel: tap 2p in its low half, 2p + 1 (or zero) high;
          as words (memcpy: no aliasing), so the loop runs in vector lanes */
       uint16_t *d = packed + (kh * pairs + p) * ocp * 2;
-      const float *s0 = filter + (kh * len + 2 * p) * out_c;
-      const float *s1 = 2 * p + 1 < len ? s0 + out_c : NULL;
-      for (int64_t o = 0; o < out_c; o++) {
-        uint32_t a, b = 0, word;
-        memcpy(&a, s0 + o, sizeof a);
-        if (s1) memcpy(&b, s1 + o, sizeof b);
-        low |= (a | b) & 0xffffu;
-        word = (b & 0xffff0000u) | (a >> 16);
-        memcpy(d + 2 * o, &word, sizeof word);
+      const int64_t at = (kh * len + 2 * p) * out_c;
+      const int has1 = 2 * p + 1 < len;
+      if (stored16) {
+        const uint16_t *s0 = (const uint16_t *)filter + at, *s1 = has1 ? s0 + out_c : s0;
+        for (int64_t o = 0; o < out_c; o++) {
+          uint32_t word = (has1 ? (uint32_t)s1[o] << 16 : 0) | s0[o];
+          memcpy(d + 2 * o, &word, sizeof word);
+        }
+      } else {
+        const float *s0 = (const float *)filter + at, *s1 = has1 ? s0 + out_c : s0;
+        for (int64_t o = 0; o < out_c; o++) {
+          uint32_t a, b = 0, word;
+          memcpy(&a, s0 + o, sizeof a);
+          if (has1) memcpy(&b, s1 + o, sizeof b);
+          low |= (a | b) & 0xffffu;
+          word = (b & 0xffff0000u) | (a >> 16);
+          memcpy(d + 2 * o, &word, sizeof word);
+        }
       }
       memset(d + 2 * out_c, 0, (size_t)(ocp - out_c) * 2 * sizeof *d);
     }
-  return low ? -1 : 0;
+  return low;
+}
+
+int npuK_conv2d_bf16_filter_pack(const npuK_window2d *w, int64_t out_c, const float *filter,
+                                 uint16_t *packed) {
+  return bf_pack(w, out_c, filter, 0, packed) ? -1 : 0;
 }
 
 /* ---- the portable twin: VDPBF16PS's arithmetic in C --------------------------------------- */
@@ -186,20 +206,8 @@ bf_tile(const bf_job *j, const uint16_t *xr, int64_t xstep, int64_t nkh, int64_t
       }
     }
   }
-  if (j->ep_inline) { /* conv.c's bias_relu_block, lane by lane: v + b, then v <= 0 ? 0 : v */
-    const int relu = j->ep->act == NPUK_ACT_RELU;
-    const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 2
-    for (int q = 0; q < nv; q++) {
-      __m512 b = _mm512_maskz_loadu_ps(q + 1 < nv ? 0xffff : last, j->ep->bias + c0 + 16 * q);
-#pragma GCC unroll 12
-      for (int o = 0; o < nw; o++) {
-        __m512 s = _mm512_add_ps(acc[o][q], b);
-        if (relu) s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
-        acc[o][q] = s;
-      }
-    }
-  }
+  if (j->ep_inline)
+    k_tile_bias_relu_512(acc, nw, nv, last, j->ep->bias + c0, j->ep->act == NPUK_ACT_RELU);
 #pragma GCC unroll 12
   for (int o = 0; o < nw; o++)
 #pragma GCC unroll 2
@@ -212,13 +220,10 @@ bf_cols(const bf_job *j, const uint16_t *xrow, int64_t xstep, int64_t nkh, int64
         int64_t ow, const int nw, int64_t c0, float *yrow) {
   const uint16_t *xr = xrow + ow * j->w->stride_w * j->w->c;
   float *yo = yrow + ow * j->oc;
-  int64_t left = j->oc - c0;
-  if (left >= 32) bf_tile(j, xr, xstep, nkh, kh0, nw, 2, 0xffff, c0, yo);
-  else if (left > 16)
-    bf_tile(j, xr, xstep, nkh, kh0, nw, 2, (__mmask16)((1u << (left - 16)) - 1), c0, yo);
-  else
-    bf_tile(j, xr, xstep, nkh, kh0, nw, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1),
-            c0, yo);
+  const int64_t left = j->oc - c0;
+#define BF_TILE(nv, last) bf_tile(j, xr, xstep, nkh, kh0, nw, nv, last, c0, yo)
+  K_CHANNEL_TILES(left, BF_TILE);
+#undef BF_TILE
 }
 
 /* Rows [oh0, oh0 + nr): channel blocks outermost (a block's packed filter stays in L1), each
@@ -227,8 +232,8 @@ static void bf_rows_native(const bf_job *j, const bf_view *v, int64_t oh0, int64
                            float *yrows) {
   const npuK_window2d *w = j->w;
   const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
-  const int64_t n_tiles = (ow_n + BF_NW - 1) / BF_NW, base = ow_n / n_tiles,
-                extra = ow_n % n_tiles;
+  int64_t base, extra;
+  const int64_t n_tiles = k_even_tiles(ow_n, BF_NW, &base, &extra);
   for (int64_t c0 = 0; c0 < j->oc; c0 += 32)
     for (int64_t r = 0; r < nr; r++) {
       int64_t oh = oh0 + r, kh0, kh1;
@@ -305,14 +310,7 @@ bf_pool_tile(const bf_job *j, const bf_view *v, int64_t r0, int64_t pc, const in
   k_conv_kh_range(w, r0, &a0, &b0);
   k_conv_kh_range(w, r0 + 1, &a1, &b1);
   __m512 acc[BF_NP][2][2][2]; /* [pool column][row][column in the window][vector] */
-#pragma GCC unroll 3
-  for (int p = 0; p < np; p++)
-#pragma GCC unroll 2
-    for (int r = 0; r < 2; r++)
-#pragma GCC unroll 2
-      for (int cc = 0; cc < 2; cc++)
-#pragma GCC unroll 2
-        for (int q = 0; q < nv; q++) acc[p][r][cc][q] = _mm512_setzero_ps();
+  k_pool22_zero_512(acc, np, nv);
   const int64_t col = 2 * pc * px;
   const int64_t ih0 = r0 * w->stride_h - w->pad_top, ih1 = ih0 + w->stride_h;
   const int64_t lo = a0 < a1 ? a0 : a1, hi = b0 > b1 ? b0 : b1;
@@ -325,16 +323,12 @@ bf_pool_tile(const bf_job *j, const bf_view *v, int64_t r0, int64_t pc, const in
     else if (use0) bf_pool_taps(acc, x0, x1, fp, j, px, np, nv, 1, 0);
     else if (use1) bf_pool_taps(acc, x0, x1, fp, j, px, np, nv, 0, 1);
   }
-  const __m512 zero = _mm512_setzero_ps(), inf = _mm512_set1_ps(__builtin_inff());
   const int relu = j->ep_inline && j->ep->act == NPUK_ACT_RELU;
 #pragma GCC unroll 2
   for (int q = 0; q < nv; q++) {
-    __mmask16 k = q + 1 < nv ? 0xffff : last, bad_b = 0;
-    __m512 b = zero;
-    if (j->ep_inline) {
-      b = _mm512_maskz_loadu_ps(k, j->ep->bias + c0 + 16 * q);
-      bad_b = _mm512_cmp_ps_mask(_mm512_abs_ps(b), inf, _CMP_NLT_UQ); /* inf or NaN */
-    }
+    __mmask16 k = q + 1 < nv ? 0xffff : last, bad_b;
+    __m512 b = k_pool22_bias_512(j->ep_inline, j->ep_inline ? j->ep->bias + c0 + 16 * q : NULL,
+                                 k, &bad_b);
 #pragma GCC unroll 3
     for (int p = 0; p < np; p++) {
       __m512 m = k_pool22_512(acc[p][0][0][q], acc[p][0][1][q], acc[p][1][0][q],
@@ -346,27 +340,23 @@ bf_pool_tile(const bf_job *j, const bf_view *v, int64_t r0, int64_t pc, const in
 
 /* Pool row q (pool->out_w pixels) into dst from the view of its two convolution rows. */
 static void bf_pool22(const bf_job *j, const bf_view *v, int64_t q, float *dst) {
-  const int64_t r0 = q % j->pw->out_h * 2, n = j->pw->out_w;
-  const int64_t n_tiles = (n + BF_NP - 1) / BF_NP, base = n / n_tiles, extra = n % n_tiles;
+  const int64_t r0 = q % j->pw->out_h * 2;
+  int64_t base, extra;
+  const int64_t n_tiles = k_even_tiles(j->pw->out_w, BF_NP, &base, &extra);
   for (int64_t c0 = 0; c0 < j->oc; c0 += 32) {
-    int64_t left = j->oc - c0, pc = 0;
+    const int64_t left = j->oc - c0;
+    int64_t pc = 0;
     for (int64_t t = 0; t < n_tiles; t++) {
       int64_t np = base + (t < extra);
-#define BF_POOL_NP(k)                                                                            \
-  if (left >= 32) bf_pool_tile(j, v, r0, pc, k, 2, 0xffff, c0, dst);                             \
-  else if (left > 16)                                                                            \
-    bf_pool_tile(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst);             \
-  else                                                                                           \
-    bf_pool_tile(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0,   \
-                 dst);
-      if (np == 3) {
-        BF_POOL_NP(3)
-      } else if (np == 2) {
-        BF_POOL_NP(2)
-      } else {
-        BF_POOL_NP(1)
-      }
-#undef BF_POOL_NP
+#define BF_POOL3(nv, last) bf_pool_tile(j, v, r0, pc, 3, nv, last, c0, dst)
+#define BF_POOL2(nv, last) bf_pool_tile(j, v, r0, pc, 2, nv, last, c0, dst)
+#define BF_POOL1(nv, last) bf_pool_tile(j, v, r0, pc, 1, nv, last, c0, dst)
+      if (np == 3) K_CHANNEL_TILES(left, BF_POOL3);
+      else if (np == 2) K_CHANNEL_TILES(left, BF_POOL2);
+      else K_CHANNEL_TILES(left, BF_POOL1);
+#undef BF_POOL3
+#undef BF_POOL2
+#undef BF_POOL1
       pc += np;
     }
   }
@@ -395,16 +385,11 @@ static int64_t bf_rows_floats(const npuK_window2d *w, int64_t out_c, const npuK_
   return n;
 }
 
-static int64_t bf_slots(const npuK_window2d *w, const npuK_window2d *pool, int n_slots) {
-  int64_t items = pool ? pool->n * pool->out_h : w->n * w->out_h, s = n_slots < 1 ? 1 : n_slots;
-  return s < items ? s : items;
-}
-
 size_t npuK_conv2d_bf16_direct_packed_scratch_size(const npuK_window2d *w, int64_t out_c,
                                                    const npuK_window2d *pool, int n_slots,
                                                    npuK_dtype y_dtype) {
   int64_t per = bf_copy_floats(w, pool) + bf_rows_floats(w, out_c, pool, y_dtype);
-  return (size_t)(bf_slots(w, pool, n_slots) * per) * sizeof(float);
+  return (size_t)(k_conv_slots(w, pool, n_slots) * per) * sizeof(float);
 }
 
 /* The view of image nb for output rows [oh0, oh0 + nr): x itself, or the rows they read
@@ -442,10 +427,9 @@ static void bf_rows(const bf_job *j, const bf_view *v, int64_t oh0, int64_t nr, 
    rows, then pooled into dst as max_pool visits its windows. */
 static void bf_pool_row(const bf_job *j, int64_t q, uint16_t *copy, float *rows, float *dst) {
   const npuK_window2d *w = j->w, *pw = j->pw;
-  const int64_t oc = j->oc, nb = q / pw->out_h;
-  int64_t a = q % pw->out_h * pw->stride_h - pw->pad_top, b = a + pw->k_h;
-  if (a < 0) a = 0;
-  if (b > w->out_h) b = w->out_h;
+  const int64_t nb = q / pw->out_h;
+  int64_t a, b;
+  k_conv_pool_rows(w, pw, q % pw->out_h, &a, &b);
   if (b > a) {
     bf_view v = bf_image(j, nb, a, b - a, copy);
 #if BF_NATIVE
@@ -456,22 +440,11 @@ static void bf_pool_row(const bf_job *j, int64_t q, uint16_t *copy, float *rows,
 #endif
     bf_rows(j, &v, a, b - a, rows);
   }
-  for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
-    int64_t c0 = pc * pw->stride_w - pw->pad_left, c1 = c0 + pw->k_w;
-    if (c0 < 0) c0 = 0;
-    if (c1 > w->out_w) c1 = w->out_w;
-    const float *src[64]; /* valid positions in (kh, kw) order (windows fit: pool_fits) */
-    int n_src = 0;
-    for (int64_t r = a; r < b; r++)
-      for (int64_t cc = c0; cc < c1; cc++) src[n_src++] = rows + ((r - a) * w->out_w + cc) * oc;
+  k_max_fn max4 = k_max_rows;
 #if BF_NATIVE
-    if (j->native && n_src == 4) {
-      k_max4_512(dst, src, oc);
-      continue;
-    }
+  if (j->native) max4 = k_max4_512_fn;
 #endif
-    k_max_rows(dst, src, n_src, oc);
-  }
+  k_conv_pool_cols(w, pw, a, b, rows, j->oc, dst, max4, k_max_rows);
 }
 
 static void bf_range(void *arg, int64_t begin, int64_t end) {
@@ -514,15 +487,11 @@ static void bf_run(const npuK_pool *pool, const npuK_window2d *w, int64_t out_c,
               .len = w->k_w * w->c, .pairs = bf_pairs(w), .x = x, .fp = packed, .ep = ep,
               .y = y, .y_dtype = y_dtype, .scratch = scratch, .pool = pool};
   j.native = BF_NATIVE && native && npuK_bf16dot();
-  j.ep_inline = j.native && ep && ep->bias &&
-                (ep->act == NPUK_ACT_NONE || ep->act == NPUK_ACT_RELU);
-  const npuK_window2d *pw = pool_window;
-  j.pool22 = j.native && pw && pw->k_h == 2 && pw->k_w == 2 && pw->stride_h == 2 &&
-             pw->stride_w == 2 && pw->pad_top == 0 && pw->pad_left == 0 &&
-             2 * pw->out_h <= w->out_h && 2 * pw->out_w <= w->out_w && (!ep || j.ep_inline);
+  j.ep_inline = j.native && k_conv_ep_inline(ep);
+  j.pool22 = j.native && k_conv_pool22_inside(w, pool_window) && (!ep || j.ep_inline);
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
-  j.n_slots = bf_slots(w, pool_window, n_slots);
+  j.n_slots = k_conv_slots(w, pool_window, n_slots);
   j.padded = k_conv_needs_pad(w);
   j.pad_w = k_conv_pad_w(w);
   j.copy_floats = bf_copy_floats(w, pool_window);
@@ -573,6 +542,26 @@ void npuK_conv2d_bf16_direct_ep(const npuK_pool *pool, const npuK_window2d *w, i
                                y_dtype, scratch, n_slots);
     return;
   }
+  bf_run(pool, w, out_c, x, packed, ep, pool_window, y, y_dtype,
+         scratch + bf_filter_floats(w, out_c), n_slots, 1);
+}
+
+size_t npuK_conv2d_bf16_direct_stored_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                                   const npuK_window2d *pool, int n_slots,
+                                                   npuK_dtype y_dtype) {
+  return bf_filter_floats(w, out_c) * sizeof(float) +
+         npuK_conv2d_bf16_direct_packed_scratch_size(w, out_c, pool, n_slots, y_dtype);
+}
+
+void npuK_conv2d_bf16_direct_stored_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                       int64_t out_c, const uint16_t *x, const uint16_t *filter,
+                                       const npuK_epilogue *ep,
+                                       const npuK_window2d *pool_window, void *y,
+                                       npuK_dtype y_dtype, float *scratch, int n_slots) {
+  /* every value is bfloat16 by its storage: nothing to check, no widening fallback (without
+     the CPU's instructions bf_run takes the portable twin, the same sums) */
+  uint16_t *packed = (uint16_t *)scratch;
+  bf_pack(w, out_c, filter, 1, packed);
   bf_run(pool, w, out_c, x, packed, ep, pool_window, y, y_dtype,
          scratch + bf_filter_floats(w, out_c), n_slots, 1);
 }

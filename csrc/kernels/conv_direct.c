@@ -108,10 +108,6 @@ int npuK_conv2d_direct_fits(const npuK_window2d *w, int64_t out_c, const npuK_wi
   return !pool || npuK_conv2d_pool_fits(w, pool);
 }
 
-static int direct_ep_inline(const npuK_epilogue *ep) {
-  return ep && ep->bias && (ep->act == NPUK_ACT_NONE || ep->act == NPUK_ACT_RELU);
-}
-
 /* ---- the portable twin: the same chains by fmaf ------------------------------------------- */
 
 static void direct_row_scalar(const direct_job *j, const direct_view *v, int64_t oh,
@@ -221,8 +217,8 @@ static void direct_rows_avx2(const direct_job *j, const direct_view *v, int64_t 
   const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
   /* each row in tiles as even as DIRECT_NW allows (14 columns: 5, 5, 4 rather than 6, 6, 2:
      a narrow tile waits on its few accumulators' latency) */
-  const int64_t n_tiles = (ow_n + DIRECT_NW - 1) / DIRECT_NW, base = ow_n / n_tiles,
-                extra = ow_n % n_tiles;
+  int64_t base, extra;
+  const int64_t n_tiles = k_even_tiles(ow_n, DIRECT_NW, &base, &extra);
   for (int64_t c0 = 0; c0 < j->oc; c0 += 16)
     for (int64_t r = 0; r < nr; r++) {
       int64_t oh = oh0 + r, kh0, kh1;
@@ -336,21 +332,8 @@ direct_tile512(const direct_job *j, const float *xr, int64_t xstep, int64_t nkh,
       }
     }
   }
-  if (j->ep_inline) { /* conv.c's bias_relu_block, lane by lane: v + b, then v <= 0 ? 0 : v */
-    const int relu = j->ep->act == NPUK_ACT_RELU;
-    const __m512 zero = _mm512_setzero_ps();
-#pragma GCC unroll 2
-    for (int v = 0; v < nv; v++) {
-      __m512 b = v + 1 < nv ? _mm512_loadu_ps(j->ep->bias + c0 + 16 * v)
-                            : _mm512_maskz_loadu_ps(last, j->ep->bias + c0 + 16 * v);
-#pragma GCC unroll 12
-      for (int o = 0; o < nw; o++) {
-        __m512 s = _mm512_add_ps(acc[o][v], b);
-        if (relu) s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
-        acc[o][v] = s;
-      }
-    }
-  }
+  if (j->ep_inline)
+    k_tile_bias_relu_512(acc, nw, nv, last, j->ep->bias + c0, j->ep->act == NPUK_ACT_RELU);
   if (ho) { /* tile_narrow: out_c is a multiple of 8, so a last mask is 0xffff or 0xff */
 #pragma GCC unroll 12
     for (int o = 0; o < nw; o++)
@@ -379,22 +362,18 @@ direct_cols512(const direct_job *j, const float *xrow, int64_t xstep, int64_t nk
   const float *xr = xrow + ow * j->w->stride_w * j->w->c;
   float *yo = hrow ? NULL : yrow + ow * j->oc;
   uint16_t *ho = hrow ? hrow + ow * j->oc : NULL;
-  int64_t left = j->oc - c0;
-  if (left >= 32) direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, 0xffff, c0, yo, ho);
-  else if (left > 16)
-    direct_tile512(j, xr, xstep, nkh, kh0, nw, 2, (__mmask16)((1u << (left - 16)) - 1), c0, yo,
-                   ho);
-  else
-    direct_tile512(j, xr, xstep, nkh, kh0, nw, 1,
-                   left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0, yo, ho);
+  const int64_t left = j->oc - c0;
+#define DIRECT_TILE(nv, last) direct_tile512(j, xr, xstep, nkh, kh0, nw, nv, last, c0, yo, ho)
+  K_CHANNEL_TILES(left, DIRECT_TILE);
+#undef DIRECT_TILE
 }
 
 static void direct_rows_avx512(const direct_job *j, const direct_view *v, int64_t oh0,
                                int64_t nr, float *yrows, uint16_t *hrows) {
   const npuK_window2d *w = j->w;
   const int64_t ow_n = w->out_w, row_floats = ow_n * j->oc;
-  const int64_t n_tiles = (ow_n + DIRECT_NW512 - 1) / DIRECT_NW512, base = ow_n / n_tiles,
-                extra = ow_n % n_tiles;
+  int64_t base, extra;
+  const int64_t n_tiles = k_even_tiles(ow_n, DIRECT_NW512, &base, &extra);
   for (int64_t c0 = 0; c0 < j->oc; c0 += 32)
     for (int64_t r = 0; r < nr; r++) {
       int64_t oh = oh0 + r, kh0, kh1;
@@ -471,14 +450,7 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
   k_conv_kh_range(w, r0, &a0, &b0);
   k_conv_kh_range(w, r0 + 1, &a1, &b1);
   __m512 acc[DIRECT_NP][2][2][2]; /* [pool column][row][column in the window][vector] */
-#pragma GCC unroll 3
-  for (int p = 0; p < np; p++)
-#pragma GCC unroll 2
-    for (int r = 0; r < 2; r++)
-#pragma GCC unroll 2
-      for (int cc = 0; cc < 2; cc++)
-#pragma GCC unroll 2
-        for (int q = 0; q < nv; q++) acc[p][r][cc][q] = _mm512_setzero_ps();
+  k_pool22_zero_512(acc, np, nv);
   const int64_t col = 2 * pc * px; /* the first window column's first tap, in a view row */
   const int64_t ih0 = r0 * w->stride_h - w->pad_top, ih1 = ih0 + w->stride_h;
   const int64_t lo = a0 < a1 ? a0 : a1, hi = b0 > b1 ? b0 : b1;
@@ -491,16 +463,12 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
     else if (use0) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 1, 0);
     else if (use1) pool_taps512(acc, x0, x1, fp, len, oc, px, np, nv, last, 0, 1);
   }
-  const __m512 zero = _mm512_setzero_ps(), inf = _mm512_set1_ps(__builtin_inff());
   const int relu = j->ep_inline && j->ep->act == NPUK_ACT_RELU;
 #pragma GCC unroll 2
   for (int q = 0; q < nv; q++) {
-    __mmask16 k = q + 1 < nv ? 0xffff : last, bad_b = 0;
-    __m512 b = zero;
-    if (j->ep_inline) {
-      b = _mm512_maskz_loadu_ps(k, j->ep->bias + c0 + 16 * q);
-      bad_b = _mm512_cmp_ps_mask(_mm512_abs_ps(b), inf, _CMP_NLT_UQ); /* inf or NaN */
-    }
+    __mmask16 k = q + 1 < nv ? 0xffff : last, bad_b;
+    __m512 b = k_pool22_bias_512(j->ep_inline, j->ep_inline ? j->ep->bias + c0 + 16 * q : NULL,
+                                 k, &bad_b);
 #pragma GCC unroll 3
     for (int p = 0; p < np; p++) {
       /* the pool of the four sums, then the bias and relu (kutil.h: NaN lanes by max_pool's
@@ -523,39 +491,26 @@ pool_tile512(const direct_job *j, const direct_view *v, int64_t r0, int64_t pc, 
 static void direct_pool22_avx512(const direct_job *j, const direct_view *v, int64_t q,
                                  float *dst, uint16_t *hdst) {
   const npuK_window2d *pw = j->pw;
-  const int64_t r0 = q % pw->out_h * 2, n = pw->out_w;
-  const int64_t n_tiles = (n + DIRECT_NP - 1) / DIRECT_NP, base = n / n_tiles,
-                extra = n % n_tiles;
+  const int64_t r0 = q % pw->out_h * 2;
+  int64_t base, extra;
+  const int64_t n_tiles = k_even_tiles(pw->out_w, DIRECT_NP, &base, &extra);
   for (int64_t c0 = 0; c0 < j->oc; c0 += 32) {
-    int64_t left = j->oc - c0, pc = 0;
+    const int64_t left = j->oc - c0;
+    int64_t pc = 0;
     for (int64_t t = 0; t < n_tiles; t++) {
       int64_t np = base + (t < extra);
-#define DIRECT_POOL_NP(k)                                                                        \
-  if (left >= 32) pool_tile512(j, v, r0, pc, k, 2, 0xffff, c0, dst, hdst);                       \
-  else if (left > 16)                                                                            \
-    pool_tile512(j, v, r0, pc, k, 2, (__mmask16)((1u << (left - 16)) - 1), c0, dst, hdst);       \
-  else                                                                                           \
-    pool_tile512(j, v, r0, pc, k, 1, left == 16 ? 0xffff : (__mmask16)((1u << left) - 1), c0,   \
-                 dst, hdst);
-      if (np == 3) {
-        DIRECT_POOL_NP(3)
-      } else if (np == 2) {
-        DIRECT_POOL_NP(2)
-      } else {
-        DIRECT_POOL_NP(1)
-      }
-#undef DIRECT_POOL_NP
+#define POOL_TILE3(nv, last) pool_tile512(j, v, r0, pc, 3, nv, last, c0, dst, hdst)
+#define POOL_TILE2(nv, last) pool_tile512(j, v, r0, pc, 2, nv, last, c0, dst, hdst)
+#define POOL_TILE1(nv, last) pool_tile512(j, v, r0, pc, 1, nv, last, c0, dst, hdst)
+      if (np == 3) K_CHANNEL_TILES(left, POOL_TILE3);
+      else if (np == 2) K_CHANNEL_TILES(left, POOL_TILE2);
+      else K_CHANNEL_TILES(left, POOL_TILE1);
+#undef POOL_TILE3
+#undef POOL_TILE2
+#undef POOL_TILE1
       pc += np;
     }
   }
-}
-
-/* direct_max4_avx2 with zmm loads (kutil.h's k_max4_512): the rows were stored by zmm, and a
-   load narrower than the store it reads (a ymm from the upper half of a zmm store still in
-   flight) is not forwarded from the store but waits for it. */
-static void direct_max4_avx512(float *dst, const float *const *src, int n, int64_t c) {
-  (void)n;
-  k_max4_512(dst, src, c);
 }
 
 #pragma GCC pop_options
@@ -610,17 +565,12 @@ static int64_t direct_yrows_floats(const npuK_window2d *w, int64_t out_c,
   return (pool ? pool->out_w : DIRECT_ROWS * w->out_w) * out_c;
 }
 
-static int64_t direct_slots(const npuK_window2d *w, const npuK_window2d *pool, int n_slots) {
-  int64_t items = pool ? pool->n * pool->out_h : w->n * w->out_h, s = n_slots < 1 ? 1 : n_slots;
-  return s < items ? s : items;
-}
-
 size_t npuK_conv2d_direct_half_scratch_size(const npuK_window2d *w, int64_t out_c,
                                             const npuK_window2d *pool, int n_slots,
                                             npuK_dtype x_dtype, npuK_dtype y_dtype) {
   int64_t per = direct_pad_floats(w, pool, x_dtype) + (pool ? pool->k_h * w->out_w * out_c : 0) +
                 direct_yrows_floats(w, out_c, pool, y_dtype);
-  return (size_t)(direct_slots(w, pool, n_slots) * per) * sizeof(float);
+  return (size_t)(k_conv_slots(w, pool, n_slots) * per) * sizeof(float);
 }
 
 size_t npuK_conv2d_direct_scratch_size(const npuK_window2d *w, int64_t out_c,
@@ -672,15 +622,6 @@ static direct_view direct_image(const direct_job *j, int64_t nb, int64_t oh0, in
   return v;
 }
 
-/* The convolution rows [*a, *b) pool row q of its image reads. */
-static void direct_pool_rows(const direct_job *j, int64_t q, int64_t *a, int64_t *b) {
-  const npuK_window2d *pw = j->pw;
-  *a = q * pw->stride_h - pw->pad_top;
-  *b = *a + pw->k_h;
-  if (*a < 0) *a = 0;
-  if (*b > j->w->out_h) *b = j->w->out_h;
-}
-
 /* Pool row q (of the n * out_h): its convolution rows [a, b) computed into rows, then pooled
    into dst; q_end: where the slot's pool rows end. */
 static void direct_pool_row(const direct_job *j, int64_t q, int64_t q_end, float *padbuf,
@@ -688,24 +629,15 @@ static void direct_pool_row(const direct_job *j, int64_t q, int64_t q_end, float
   const npuK_window2d *w = j->w, *pw = j->pw;
   const int64_t oc = j->oc, nb = q / pw->out_h;
   int64_t a, b, a_end, b_end, q_last = q_end < (nb + 1) * pw->out_h ? q_end : (nb + 1) * pw->out_h;
-  direct_pool_rows(j, q % pw->out_h, &a, &b);
-  direct_pool_rows(j, (q_last - 1) % pw->out_h, &a_end, &b_end);
+  k_conv_pool_rows(w, pw, q % pw->out_h, &a, &b);
+  k_conv_pool_rows(w, pw, (q_last - 1) % pw->out_h, &a_end, &b_end);
   direct_view v = direct_image(j, nb, a, b - a, b_end > b ? b_end : b, padbuf);
   if (j->pool22) {
     j->pool22(j, &v, q, dst, hdst);
     return;
   }
   if (b > a) j->rows(j, &v, a, b - a, rows, NULL);
-  for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
-    int64_t c0 = pc * pw->stride_w - pw->pad_left, c1 = c0 + pw->k_w;
-    if (c0 < 0) c0 = 0;
-    if (c1 > w->out_w) c1 = w->out_w;
-    const float *src[64]; /* valid positions in (kh, kw) order, as max_pool visits them */
-    int n_src = 0;
-    for (int64_t r = a; r < b; r++)
-      for (int64_t cc = c0; cc < c1; cc++) src[n_src++] = rows + ((r - a) * w->out_w + cc) * oc;
-    (n_src == 4 ? j->max4 : j->max_rows)(dst, src, n_src, oc);
-  }
+  k_conv_pool_cols(w, pw, a, b, rows, oc, dst, j->max4, j->max_rows);
 }
 
 static void direct_range(void *arg, int64_t begin, int64_t end) {
@@ -769,18 +701,15 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
     j.max4 = direct_max4_avx2;
     if (level >= 2 && direct_have_avx512()) {
       j.rows = direct_rows_avx512;
-      j.max4 = direct_max4_avx512;
-      const npuK_window2d *pw = pool_window;
-      if (pw && pw->k_h == 2 && pw->k_w == 2 && pw->stride_h == 2 && pw->stride_w == 2 &&
-          pw->pad_top == 0 && pw->pad_left == 0 && 2 * pw->out_h <= w->out_h &&
-          2 * pw->out_w <= w->out_w && (!ep || direct_ep_inline(ep)))
+      j.max4 = k_max4_512_fn; /* zmm loads of rows the zmm tiles stored */
+      if (k_conv_pool22_inside(w, pool_window) && (!ep || k_conv_ep_inline(ep)))
         j.pool22 = direct_pool22_avx512;
     }
   }
 #else
   (void)level;
 #endif
-  j.ep_inline = j.rows != direct_rows_scalar && direct_ep_inline(ep);
+  j.ep_inline = j.rows != direct_rows_scalar && k_conv_ep_inline(ep);
 #if DIRECT_AVX2
   j.tile_narrow = j.rows == direct_rows_avx512 && y_dtype == NPUK_F16 && !pool_window &&
                   (!ep || j.ep_inline);
@@ -788,7 +717,7 @@ static void direct_run(const npuK_pool *pool, const npuK_window2d *w, int64_t ou
 #endif
   j.n_items = pool_window ? pool_window->n * pool_window->out_h : w->n * w->out_h;
   if (j.n_items <= 0 || out_c <= 0 || w->out_w <= 0) return;
-  j.n_slots = direct_slots(w, pool_window, n_slots);
+  j.n_slots = k_conv_slots(w, pool_window, n_slots);
   j.padded = direct_copies(w, x_dtype);
   j.pad_w = k_conv_pad_w(w);
   j.band_rows = direct_band_rows(w, pool_window, x_dtype);

@@ -692,6 +692,12 @@ size_t npuK_matmul_sgd_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots
 void npuK_matmul_f32_sgd(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                          int64_t k, const float *a, const float *b, float lr, float *w,
                          float *scratch, int n_slots);
+/* The same with the GEMM's rows as sgemm or sgemv calls by algo (npuK_gemm_algo: SGEMM, GEMV,
+ * or AUTO: the rule, which npuK_matmul_f32_sgd follows), as a tuned matmul step runs them
+ * (compile/tuning.c times the fused step's choices itself); the same scratch. */
+void npuK_matmul_f32_sgd_algo(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                              int64_t n, int64_t k, const float *a, const float *b, float lr,
+                              float *w, float *scratch, int n_slots, int algo);
 /* The same under a reduced precision mode (ApplyGradientDescentFusionPass under mixed
  * precision): A and B stored as a_dtype / b_dtype (float32, float16, bfloat16), the product
  * stored as d_dtype.  The product is the matmul op's on those operands with algo (the compiler
@@ -840,7 +846,10 @@ void npuK_conv2d_direct_half_level_ep(const npuK_pool *pool, const npuK_window2d
  *  the same sums in portable C (VDPBF16PS's arithmetic, flushes included), the CPU's
  *  instructions unused: the test oracle, and what _packed_ep runs where npuK_bf16dot() is 0.
  *  _ep: packs filter into scratch per call, or, where npuK_bf16dot() is 0 or the filter is
- *  not bfloat16, runs npuK_conv2d_direct_half_ep (widening); scratch _scratch_size bytes. */
+ *  not bfloat16, runs npuK_conv2d_direct_half_ep (widening); scratch _scratch_size bytes.
+ *  _stored_ep: the filter stored bfloat16 (HWIO, a variable's Cast read as stored: no float32
+ *  copy, no check), packed into scratch per call into the words _filter_pack makes of its
+ *  widened values, so the bits of _ep on that widening; scratch _stored_scratch_size bytes. */
 int npuK_conv2d_bf16_direct_fits(const npuK_window2d *w, int64_t out_c,
                                  const npuK_window2d *pool);
 size_t npuK_conv2d_bf16_filter_size(const npuK_window2d *w, int64_t out_c);
@@ -865,6 +874,14 @@ void npuK_conv2d_bf16_direct_ep(const npuK_pool *pool, const npuK_window2d *w, i
                                 const uint16_t *x, const float *filter, const npuK_epilogue *ep,
                                 const npuK_window2d *pool_window, void *y, npuK_dtype y_dtype,
                                 float *scratch, int n_slots);
+size_t npuK_conv2d_bf16_direct_stored_scratch_size(const npuK_window2d *w, int64_t out_c,
+                                                   const npuK_window2d *pool, int n_slots,
+                                                   npuK_dtype y_dtype);
+void npuK_conv2d_bf16_direct_stored_ep(const npuK_pool *pool, const npuK_window2d *w,
+                                       int64_t out_c, const uint16_t *x, const uint16_t *filter,
+                                       const npuK_epilogue *ep,
+                                       const npuK_window2d *pool_window, void *y,
+                                       npuK_dtype y_dtype, float *scratch, int n_slots);
 /* depthwise_conv2d likewise (x_dtype, y_dtype F32 too: then npuK_depthwise_conv2d_f32_ep and
  * no scratch): each slot's output rows go in bands whose input rows are widened at once, and
  * each output row is computed (epilogue included) in float32 and narrowed.  scratch:

@@ -223,6 +223,66 @@ static inline int64_t k_conv_pad_w(const npuK_window2d *w) {
   return need > have ? need : have;
 }
 
+/* ... and the structure of their work around the register tiles (one copy, so the two kernels
+   cannot drift apart; all of it outside the tiles' loops).  Items are output rows, or with a
+   fused pool the pool's rows, and each of at most n_slots slots takes a contiguous run. */
+static inline int64_t k_conv_slots(const npuK_window2d *w, const npuK_window2d *pool,
+                                   int n_slots) {
+  int64_t items = pool ? pool->n * pool->out_h : w->n * w->out_h, s = n_slots < 1 ? 1 : n_slots;
+  return s < items ? s : items;
+}
+
+/* Whether the tiles apply the epilogue in their registers: a bias, then relu or nothing (the
+   lane by lane bias_relu_block of conv.c); any other runs on the rows afterwards. */
+static inline int k_conv_ep_inline(const npuK_epilogue *ep) {
+  return ep && ep->bias && (ep->act == NPUK_ACT_NONE || ep->act == NPUK_ACT_RELU);
+}
+
+/* Whether fused pool pw is 2x2 stride 2 with every window inside the convolution's output:
+   then its rows are pooled in registers (k_pool22_512) instead of stored and pooled. */
+static inline int k_conv_pool22_inside(const npuK_window2d *w, const npuK_window2d *pw) {
+  return pw && pw->k_h == 2 && pw->k_w == 2 && pw->stride_h == 2 && pw->stride_w == 2 &&
+         pw->pad_top == 0 && pw->pad_left == 0 && 2 * pw->out_h <= w->out_h &&
+         2 * pw->out_w <= w->out_w;
+}
+
+/* n columns in tiles of at most `most`, as even as that allows: *base each, the first *extra
+   one more; returns the number of tiles. */
+static inline int64_t k_even_tiles(int64_t n, int64_t most, int64_t *base, int64_t *extra) {
+  int64_t tiles = (n + most - 1) / most;
+  *base = n / tiles;
+  *extra = n % tiles;
+  return tiles;
+}
+
+/* The convolution rows [*a, *b) that row q of a pool's output (its row in the image) reads. */
+static inline void k_conv_pool_rows(const npuK_window2d *w, const npuK_window2d *pw, int64_t q,
+                                    int64_t *a, int64_t *b) {
+  *a = q * pw->stride_h - pw->pad_top;
+  *b = *a + pw->k_h;
+  if (*a < 0) *a = 0;
+  if (*b > w->out_h) *b = w->out_h;
+}
+
+/* Pool row q's pixels from its convolution rows [a, b) (rows: their out_w oc floats each,
+   epilogue applied), in max_pool's order with its NaN rule: max4 for a window of four valid
+   positions, max_rows for the others (both k_max_rows' bits). */
+typedef void (*k_max_fn)(float *dst, const float *const *src, int n, int64_t c);
+static inline void k_conv_pool_cols(const npuK_window2d *w, const npuK_window2d *pw, int64_t a,
+                                    int64_t b, const float *rows, int64_t oc, float *dst,
+                                    k_max_fn max4, k_max_fn max_rows) {
+  for (int64_t pc = 0; pc < pw->out_w; pc++, dst += oc) {
+    int64_t c0 = pc * pw->stride_w - pw->pad_left, c1 = c0 + pw->k_w;
+    if (c0 < 0) c0 = 0;
+    if (c1 > w->out_w) c1 = w->out_w;
+    const float *src[64]; /* valid positions in (kh, kw) order (windows fit: pool_fits) */
+    int n_src = 0;
+    for (int64_t r = a; r < b; r++)
+      for (int64_t cc = c0; cc < c1; cc++) src[n_src++] = rows + ((r - a) * w->out_w + cc) * oc;
+    (n_src == 4 ? max4 : max_rows)(dst, src, n_src, oc);
+  }
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
@@ -262,6 +322,59 @@ k_pool22_512(__m512 s00, __m512 s01, __m512 s10, __m512 s11, __m512 b, __mmask16
   return m;
 }
 
+/* The AVX-512 tiles take 32 output channels from c0 (two vectors, nv 2) or the 1 to 31 left
+   (the last vector's lanes: mask last).  TILE(nv, last) is the tile call; nv and last are
+   constants in each branch, so each inlined tile keeps its accumulators in registers. */
+#define K_CHANNEL_TILES(left, TILE)                                                              \
+  do {                                                                                           \
+    if ((left) >= 32) TILE(2, (__mmask16)0xffff);                                                \
+    else if ((left) > 16) TILE(2, (__mmask16)((1u << ((left) - 16)) - 1));                       \
+    else TILE(1, (left) == 16 ? (__mmask16)0xffff : (__mmask16)((1u << (left)) - 1));           \
+  } while (0)
+
+/* A tile's nw x nv accumulators (channels c0.., the last vector's lanes: last) plus the bias,
+   then relu when asked: conv.c's bias_relu_block lane by lane, v + b then v <= 0 ? 0 : v. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+k_tile_bias_relu_512(__m512 (*acc)[2], const int nw, const int nv, __mmask16 last,
+                     const float *bias, int relu) {
+  const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int v = 0; v < nv; v++) {
+    __m512 b = v + 1 < nv ? _mm512_loadu_ps(bias + 16 * v) : _mm512_maskz_loadu_ps(last, bias + 16 * v);
+#pragma GCC unroll 12
+    for (int o = 0; o < nw; o++) {
+      __m512 s = _mm512_add_ps(acc[o][v], b);
+      if (relu) s = _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(s, zero, _CMP_LE_OQ), zero);
+      acc[o][v] = s;
+    }
+  }
+}
+
+/* A 2x2 pool tile's accumulators, [pool column][row][column in the window][vector], np pool
+   columns of nv vectors: zeroed. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+k_pool22_zero_512(__m512 (*acc)[2][2][2], const int np, const int nv) {
+#pragma GCC unroll 3
+  for (int p = 0; p < np; p++)
+#pragma GCC unroll 2
+    for (int r = 0; r < 2; r++)
+#pragma GCC unroll 2
+      for (int cc = 0; cc < 2; cc++)
+#pragma GCC unroll 2
+        for (int q = 0; q < nv; q++) acc[p][r][cc][q] = _mm512_setzero_ps();
+}
+
+/* k_pool22_512's bias for the lanes k of channels from bias (zero without an inline
+   epilogue: ep 0) and the lanes where it is infinite or NaN (*bad_b). */
+static inline __attribute__((always_inline, target("avx512f"))) __m512
+k_pool22_bias_512(int ep, const float *bias, __mmask16 k, __mmask16 *bad_b) {
+  *bad_b = 0;
+  if (!ep) return _mm512_setzero_ps();
+  __m512 b = _mm512_maskz_loadu_ps(k, bias);
+  *bad_b = _mm512_cmp_ps_mask(_mm512_abs_ps(b), _mm512_set1_ps(__builtin_inff()), _CMP_NLT_UQ);
+  return b;
+}
+
 /* max_pool of four rows of c floats (a 2x2 window inside) into dst, 16 lanes at a time:
    without NaNs max_pool's rule is vmaxps(v, m) (which keeps m when equal or unordered), so
    three maxes a vector; a vector holding a NaN takes the rule itself (k_max_rows). */
@@ -280,6 +393,15 @@ k_max4_512(float *dst, const float *const *src, int64_t c) {
     m = _mm512_max_ps(d, m);
     _mm512_mask_storeu_ps(dst + i, k, _mm512_max_ps(e, m));
   }
+}
+
+/* k_max4_512 as a k_max_fn (the direct convolutions' max4, k_conv_pool_cols), n being 4.  The
+   rows were stored by zmm, and a narrower load than the store it reads (a ymm from the upper
+   half of a zmm store still in flight) is not forwarded from the store but waits for it. */
+static inline __attribute__((target("avx512f"))) void
+k_max4_512_fn(float *dst, const float *const *src, int n, int64_t c) {
+  (void)n;
+  k_max4_512(dst, src, c);
 }
 #endif
 

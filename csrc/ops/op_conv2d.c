@@ -15,7 +15,8 @@
  * kernel computing on bfloat16 by VDPBF16PS (NPUK_CONV_DIRECT_BF16, kernels/conv_bf16.c:
  * other rounding, bound in docs/numerics.md).  A constant filter is transformed once for
  * the last two (npuX_call.prepared: U, the packed filter; NPUX_F_PREPARED_FILTER), the
- * stored filter then unread.  Reference: naive loops.
+ * stored filter then unread; a variable's filter (a training graph's) stored bfloat16 is read
+ * as stored by direct_bf16, not widened by the executor (plan.c: prepare_steps).  Reference: naive loops.
  * Gradient: conv2d_backprop_input(filter, dy) and conv2d_backprop_filter(x, dy).
  */
 #include "ops/grad.h"
@@ -37,6 +38,10 @@ static size_t scratch_size(const npuX_call *c) {
     return npuK_conv2d_winograd_scratch_size(&w, f->shape[3], NULL, c->n_threads);
   if (c->algo == NPUK_CONV_DIRECT_BF16 && c->prepared && c->in[0]->dtype == NPU_DTYPE_BF16)
     return npuK_conv2d_bf16_direct_packed_scratch_size(&w, f->shape[3], NULL, c->n_threads,
+                                                       (npuK_dtype)c->out[0]->dtype);
+  if (c->algo == NPUK_CONV_DIRECT_BF16 && f->dtype == NPU_DTYPE_BF16 &&
+      c->in[0]->dtype == NPU_DTYPE_BF16) /* a variable's filter read as stored (plan.c) */
+    return npuK_conv2d_bf16_direct_stored_scratch_size(&w, f->shape[3], NULL, c->n_threads,
                                                        (npuK_dtype)c->out[0]->dtype);
   if (c->algo == NPUK_CONV_DIRECT_BF16)
     return npuK_conv2d_bf16_direct_scratch_size(&w, f->shape[3], NULL, c->n_threads,
@@ -66,6 +71,13 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   else if (c->algo == NPUK_CONV_DIRECT_BF16 && x->dtype == NPU_DTYPE_BF16 && c->prepared)
     /* a constant filter packed once (compile/plan.c) */
     npuK_conv2d_bf16_direct_packed_ep(c->pool, &w, f->shape[3], x->data, c->prepared, NULL, NULL,
+                                      c->out[0]->data, (npuK_dtype)c->out[0]->dtype, c->scratch,
+                                      c->n_threads);
+  else if (c->algo == NPUK_CONV_DIRECT_BF16 && x->dtype == NPU_DTYPE_BF16 &&
+           f->dtype == NPU_DTYPE_BF16)
+    /* a variable's filter stored bfloat16 by its Cast, read as stored (plan.c: prepare_steps
+       leaves it unwidened under this algorithm), packed per call */
+    npuK_conv2d_bf16_direct_stored_ep(c->pool, &w, f->shape[3], x->data, f->data, NULL, NULL,
                                       c->out[0]->data, (npuK_dtype)c->out[0]->dtype, c->scratch,
                                       c->n_threads);
   else if (c->algo == NPUK_CONV_DIRECT_BF16 && x->dtype == NPU_DTYPE_BF16)
