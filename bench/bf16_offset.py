@@ -4,17 +4,28 @@
 # as bench/half.lua and bench/bf16_paired.lua do (largest |p - p64| over the peak |p64|, p64 the
 # unrounded float64 outputs), averaged over the inputs.  Written for emotion (seven class
 # probabilities, a softmax of seven logits that are means over 8x8 positions):
-#   /usr/bin/python3 bench/bf16_offset.py [N] [DRAWS] [MODEL_DIR]   (default 200 40 emotion)
+#   /usr/bin/python3 bench/bf16_offset.py [--stochastic] [N] [DRAWS] [MODEL_DIR]
+#                                                          (default 200 40 emotion)
+#   /usr/bin/python3 bench/bf16_offset.py --layers DIR [MODEL_DIR]
+#     instead checks our plans op by op: DIR as `lua5.4 bench/bf16_paired.lua --dump DIR` writes
+#     it (each step's output under both bfloat16 plans, float32 and bfloat16 biases); each op is
+#     recomputed here from our values of its inputs, in float64 with the plan's roundings, and
+#     compared with ours: per op, elements that differ / elements (largest difference over the
+#     op's peak |value|), and how many differ by more than one bfloat16 ulp plus the float32
+#     sum's bound (k 2^-23 sum|x w|, k the taps: docs/numerics.md).  A wrong cast or a misread bias differs almost everywhere; the sums'
+#     float32 order against float64 flips a rounding now and then.
 # Prints, per rounding recipe (activations, weights, which biases rounded to bfloat16):
 #   mean err            the mean error over the N inputs
-#   sys err             the same with every logit's mean error over the inputs removed first:
+#   less offset         the same with every logit's mean error over the inputs removed first:
 #                       what is left once the fixed (input-independent) offset is gone
 #   offset              each logit's mean error (the fixed part), in units of 1e-3
 #   sd                  the rms over logits of each logit's standard deviation over the inputs
-# Then DRAWS recipes whose biases are rounded stochastically (to the bfloat16 value below or
-# above, with the probabilities that make the rounding unbiased: other roundings as likely as
-# nearest's, and of the same size), activations and weights as the plan rounds them: where
-# nearest-rounded biases and float32 biases fall in that distribution of mean errors.
+# Then DRAWS recipes with activations and weights rounded as the plan rounds them and each
+# bias moved by the distance nearest rounding moves it, up or down at random (the sizes of
+# nearest rounding's offsets, their directions drawn; --stochastic: each bias rounded to the
+# bfloat16 value below or above it, unbiased, the nearer the likelier): where nearest-rounded
+# and float32 biases fall among those mean errors.  Each draw is one forward run of the N
+# inputs: 40 draws of 200 took 18 minutes on this shared machine, most of the script's time.
 import os
 import sys
 
@@ -24,10 +35,58 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bf16_emulate import MODELS, Model, rnd  # noqa: E402
 
-N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
-DRAWS = int(sys.argv[2]) if len(sys.argv) > 2 else 40
-m = Model(sys.argv[3] if len(sys.argv) > 3 else os.path.join(MODELS, 'emotion'))
 bf = torch.bfloat16
+
+
+def layers(D, m):
+    """The op-by-op check of the dumps in D (see the header)."""
+    names = [line.split()[1].split(':')[0] for line in open(os.path.join(D, 'names.txt'))]
+    at = {n: i + 1 for i, n in enumerate(names)}
+    k = 1
+    while os.path.exists(os.path.join(D, 'x_%d.npy' % k)):
+        for plan, bdt in (('after', None), ('before', bf)):
+            def ours(name):
+                return torch.from_numpy(np.load(os.path.join(D, '%s_%d_%d.npy' % (plan, k, at[name]))).astype(np.float64))
+            V, cells, beyond = {}, [], [0]
+            for n in m.nodes:
+                name = n['name']
+                if n['op'] == 'Const':
+                    w = m.W[name]
+                    V[name] = torch.from_numpy(w.astype(np.float64)) if w.dtype != np.int32 else w
+                elif n['op'] == 'Placeholder':  # the plan's first step casts the feed to bfloat16
+                    V[name] = rnd(torch.from_numpy(np.load(os.path.join(D, 'x_%d.npy' % k)).astype(np.float64)), bf)
+                elif name in at:
+                    xs = [V[i.split(':')[0]] for i in n['input']]
+                    act = None if n['op'] in ('Mean', 'Softmax', 'Identity') else bf
+                    want, got = m.layer(n, xs, act=act, wdt=bf, bdt=bdt).numpy(), ours(name)
+                    d = np.abs(want - got.numpy())
+                    # unrounded (float32) outputs: count what float32 itself cannot explain
+                    cut = 0 if act is not None else 1e-6 * np.abs(want).max()
+                    cells.append('%d/%d(%.1g)' % ((d > cut).sum(), d.size, d.max() / max(np.abs(want).max(), 1e-30)))
+                    if act is not None:  # beyond one bfloat16 ulp plus the float32 sum's bound?
+                        big = np.maximum(np.abs(want), np.abs(got.numpy()))
+                        ulp = np.ldexp(1.0, np.floor(np.log2(np.where(big > 0, big, 1))).astype(int) - 7)
+                        bound = ulp
+                        if n['op'] in ('_FusedConv2D', 'DepthwiseConv2dNative'):
+                            w = xs[1].shape
+                            taps = w[0] * w[1] * (w[2] if n['op'] == '_FusedConv2D' else 1)
+                            mags = m.layer(n, [torch.abs(t) for t in xs], wdt=bf, bdt=bdt).numpy()
+                            bound = ulp + taps * 2.0 ** -23 * mags
+                        beyond[0] += int((d > bound).sum())
+                    V[name] = got  # the next op reads ours
+            print('input %d, %s (%d elements beyond 1 bfloat16 ulp + k 2^-23 sum|x w|):' % (k, plan, beyond[0]),
+                  ' '.join(cells))
+        k += 1
+
+
+if len(sys.argv) > 2 and sys.argv[1] == '--layers':
+    layers(sys.argv[2], Model(sys.argv[3] if len(sys.argv) > 3 else os.path.join(MODELS, 'emotion')))
+    sys.exit(0)
+STOCHASTIC = '--stochastic' in sys.argv
+argv = [a for a in sys.argv if a != '--stochastic']
+N = int(argv[1]) if len(argv) > 1 else 200
+DRAWS = int(argv[2]) if len(argv) > 2 else 40
+m = Model(argv[3] if len(argv) > 3 else os.path.join(MODELS, 'emotion'))
 # the logits: the input of the output's softmax
 soft = next(n for n in m.nodes if n['op'] == 'Softmax')
 LOGITS = soft['input'][0].split(':')[0]
@@ -56,7 +115,7 @@ def report(label, p, logits):
     d = logits - L64
     off = d.mean(axis=0)
     e = errs(p)
-    print('%-38s mean err %.3e  sys err %.3e  offset %s  sd %.1f' % (
+    print('%-38s mean err %.3e  less offset %.3e  offset %s  sd %.1f' % (
         label, e.mean(), errs(softmax(logits - off)).mean(),
         ' '.join('%+5.1f' % (1e3 * o) for o in off), 1e3 * np.sqrt((d.std(axis=0) ** 2).mean())))
     return e
@@ -88,27 +147,44 @@ print('paired over %d inputs: after / before mean err %.3f (bootstrap 95 %% %.3f
       ' %d inputs, median per-input ratio %.2f' % (N, E['after'].mean() / E['before'].mean(),
                                                     *np.percentile(boot, [2.5, 97.5]), (r > 1).sum(), np.median(r)))
 
+
+
+def flipped(rng):
+    """The biases moved by nearest rounding's distances |round(b) - b|, each in a random direction:
+    an offset of the same sizes as nearest rounding's, its signs drawn."""
+    out = {}
+    for b in m.biases:
+        v = m.W[b].astype(np.float64)
+        d = np.abs(rnd(torch.from_numpy(v.copy()), bf).numpy() - v)
+        out[b] = v + np.where(rng.random(v.shape) < 0.5, -d, d)
+    return out
+
+
+def stochastic(rng):
+    """The biases rounded to the bfloat16 value below or above, unbiased (the nearer one the more
+    likely): other roundings, larger on average than nearest's."""
+    out = {}
+    for b in m.biases:
+        v = m.W[b].astype(np.float32)
+        lo = torch.from_numpy(v.copy()).to(bf)  # nearest; find the neighbours around v
+        lo64 = lo.to(torch.float64).numpy()
+        # the bfloat16 neighbour on the other side of v (nextafter in bfloat16's 8 bits)
+        bits = lo.view(torch.int16).numpy().astype(np.int32)
+        step = np.where((lo64 < v) == (lo64 >= 0), 1, -1)
+        other = torch.from_numpy((bits + step).astype(np.int16)).view(bf).to(torch.float64).numpy()
+        other = np.where(lo64 == v, lo64, other)
+        a, c = np.minimum(lo64, other), np.maximum(lo64, other)
+        up = rng.random(v.shape) < np.where(c > a, (v - a) / np.where(c > a, c - a, 1), 0)
+        out[b] = np.where(up, c, a)
+    return out
+
+
 if DRAWS:
     rng = np.random.default_rng(3)
-    means = []
-    for _ in range(DRAWS):
-        consts = {}
-        for b in m.biases:
-            v = m.W[b].astype(np.float32)
-            lo = torch.from_numpy(v.copy()).to(bf)  # nearest; find the neighbours around v
-            lo64 = lo.to(torch.float64).numpy()
-            # the bfloat16 neighbour on the other side of v (nextafter in bfloat16's 8 bits)
-            bits = lo.view(torch.int16).numpy().astype(np.int32)
-            step = np.where((lo64 < v) == (lo64 >= 0), 1, -1)
-            other = torch.from_numpy((bits + step).astype(np.int16)).view(bf).to(torch.float64).numpy()
-            other = np.where(lo64 == v, lo64, other)
-            a, c = np.minimum(lo64, other), np.maximum(lo64, other)
-            up = rng.random(v.shape) < np.where(c > a, (v - a) / np.where(c > a, c - a, 1), 0)
-            consts[b] = np.where(up, c, a)
-        p, _ = forward(act=bf, wdt=bf, consts=consts)
-        means.append(errs(p).mean())
-    means = np.sort(np.array(means))
-    print('%d stochastic roundings of the biases: mean err min %.3e, quartiles %.3e %.3e %.3e, max %.3e;'
+    draw, label = (stochastic, 'stochastic roundings of the biases') if STOCHASTIC else \
+        (flipped, 'bias offsets of nearest rounding\'s sizes in random directions')
+    means = np.sort(np.array([errs(forward(act=bf, wdt=bf, consts=draw(rng))[0]).mean() for _ in range(DRAWS)]))
+    print('%d %s: mean err min %.3e, quartiles %.3e %.3e %.3e, max %.3e;'
           ' nearest rounding (%.3e) below %d of them, float32 biases (%.3e) below %d' % (
-              DRAWS, means[0], *np.percentile(means, [25, 50, 75]), means[-1], E['before'].mean(),
+              DRAWS, label, means[0], *np.percentile(means, [25, 50, 75]), means[-1], E['before'].mean(),
               (means > E['before'].mean()).sum(), E['after'].mean(), (means > E['after'].mean()).sum()))
