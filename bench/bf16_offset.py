@@ -12,8 +12,10 @@
 #     recomputed here from our values of its inputs, in float64 with the plan's roundings, and
 #     compared with ours: per op, elements that differ / elements (largest difference over the
 #     op's peak |value|), and how many differ by more than one bfloat16 ulp plus the float32
-#     sum's bound (k 2^-23 sum|x w|, k the taps: docs/numerics.md).  A wrong cast or a misread bias differs almost everywhere; the sums'
-#     float32 order against float64 flips a rounding now and then.
+#     sum's bound (k 2^-23 sum|x w|, k the taps: docs/numerics.md).  A misread bias shows in
+#     many elements (held to the other plan's recipe, emotion's dumps differ in 1-34 % of each
+#     fused convolution's); the sums' float32 order against float64 flips a rounding now and
+#     then (values near a tie, or cancelling to near zero).
 # Prints, per rounding recipe (activations, weights, which biases rounded to bfloat16):
 #   mean err            the mean error over the N inputs
 #   less offset         the same with every logit's mean error over the inputs removed first:
@@ -25,7 +27,8 @@
 # nearest rounding's offsets, their directions drawn; --stochastic: each bias rounded to the
 # bfloat16 value below or above it, unbiased, the nearer the likelier): where nearest-rounded
 # and float32 biases fall among those mean errors.  Each draw is one forward run of the N
-# inputs: 40 draws of 200 took 18 minutes on this shared machine, most of the script's time.
+# inputs: the default run (15 recipes, then 40 draws, of 200 inputs) took 18-22 minutes on
+# the shared 2-core machine of docs/compiler.md's figures.
 import os
 import sys
 
