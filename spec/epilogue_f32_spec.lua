@@ -88,3 +88,48 @@ function TestEpilogueF32:test_float32_plans_and_the_reference_are_unchanged()
   ys = run { precision_mode = "allow_mix_precision_bf16", use_off_line = false }
   lu.assertTrue(all_equal(ys, FRAC))
 end
+
+-- The same exact values through the direct convolution kernels: 16 -> 16 channels (what
+-- npuK_conv2d_direct_fits takes; the steps above, 2 channels, run im2col), 3x3 SAME on ones of
+-- 6x6, so border and interior pixels sum different counts of taps.  Output channel j's filter
+-- holds -j/16 at the centre tap of each input channel and 0 elsewhere, so every pixel sums -j
+-- exactly, in any order; the bias j + FRAC leaves FRAC, float32 or bfloat16 alike.  Where the
+-- CPU has AVX512_BF16 the step is direct_bf16 (bfloat16 filter and x by VDPBF16PS), else direct
+-- (x widened): both add the float32 bias (the emotion model's plan runs both kinds of step;
+-- docs/compiler.md, What bfloat16 costs in accuracy).
+function TestEpilogueF32:test_the_direct_kernels_add_the_float32_bias()
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 1, 6, 6, 16 }, "x")
+  local fv, bv = {}, {}
+  for kh = 1, 3 do
+    fv[kh] = {}
+    for kw = 1, 3 do
+      fv[kh][kw] = {}
+      for c = 1, 16 do
+        fv[kh][kw][c] = {}
+        for j = 1, 16 do fv[kh][kw][c][j] = (kh == 2 and kw == 2) and -j / 16 or 0 end
+      end
+    end
+  end
+  for j = 1, 16 do bv[j] = j + FRAC end
+  local y = npu.nn.bias_add(g:op("conv2d", { x, g:const(npu.tensor(fv, "float32")) },
+    { strides = 1, padding = "SAME" }, "c"), g:const(npu.tensor(bv, "float32")))
+  local feeds = { [x] = npu.ones({ 1, 6, 6, 16 }) }
+  local want = support.bf16dot_here() and "direct_bf16" or "direct"
+  for _, opts in ipairs {
+    { precision_mode = "allow_mix_precision_bf16" },
+    { precision_mode = "allow_mix_precision_bf16", op_select_implmode = "high_performance" } } do
+    local sess = npu.Session { graph = g, options = opts }
+    local algo
+    for _, st in ipairs(sess:explain(y, feeds).steps) do
+      if st.op == "fused_conv2d" then
+        algo = st.algo
+        lu.assertEquals(st.inputs[1].dtype, "bfloat16")
+        lu.assertEquals(st.inputs[3].dtype, "float32")
+      end
+    end
+    lu.assertEquals(algo, want)
+    lu.assertTrue(all_equal({ sess:run(y, feeds) }, FRAC))
+    sess:close()
+  end
+end
