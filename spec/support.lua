@@ -551,6 +551,20 @@ local function bf16dot_here()
   return cpu_has_bf16dot()
 end
 
+-- Whether this process runs float32 GEMMs on our AVX-512F tiles (the compiler's f32tile,
+-- kernels/gemm_f32.c): the CPU has AVX-512F and NPU_NO_AVX512 is unset or 0, as npuK_avx512f()
+-- decides.
+local function f32tile_here()
+  local off = os.getenv("NPU_NO_AVX512")
+  if off and off ~= "" and off ~= "0" then return false end
+  local f = io.open("/proc/cpuinfo")
+  if not f then return false end
+  local info = f:read("a")
+  f:close()
+  local flags = " " .. (info:match("\nflags%s*:([^\n]*)") or info:match("^flags%s*:([^\n]*)") or "") .. " "
+  return flags:find(" avx512f ", 1, true) ~= nil
+end
+
 -- Tunes fetch y of graph g once (aoe_mode 2 under allow_mix_precision_bf16, its records in
 -- dir/sub) and returns what the AOE specs of prepared operands look at: the record of node
 -- `node`, the plan's step of op `op` (explained before the run), the run's result, and for the
@@ -597,6 +611,7 @@ return {
   FUSION_ALL_OFF = FUSION_ALL_OFF,
   fusion_session = fusion_session,
   bf16dot_here = bf16dot_here,
+  f32tile_here = f32tile_here,
   aoe_tune_bf16 = aoe_tune_bf16,
   cpu_has_bf16dot = cpu_has_bf16dot,
   assert_same_bits = assert_same_bits,

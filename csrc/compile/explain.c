@@ -262,7 +262,7 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
       [NPUK_CONV_DIRECT] = "direct", [NPUK_CONV_DIRECT_BF16] = "direct_bf16"};
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv",
-      [NPUK_GEMM_BF16DOT] = "bf16dot"};
+      [NPUK_GEMM_BF16DOT] = "bf16dot", [NPUK_GEMM_F32TILE] = "f32tile"};
   /* conv2d, fused conv2d: npuK_conv_algo; conv2d_backprop_input: winograd_2x3 or null */
   bool is_conv = s->def->tune == NPUX_TUNE_CONV ||
                  (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
