@@ -1045,8 +1045,9 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
                  "algo": "direct", "im2col", "winograd_2x3" or "direct_bf16" (conv2d steps),
                  "sgemm" or "gemv" (matmul steps tuning forced), "bf16dot" (matmul, fused
                  matmul and fused_apply_gradient_descent steps on the native bfloat16 GEMM;
-                 conv2d_backprop_filter / _input reading bfloat16 operands as stored), else
-                 null, "index": k,
+                 conv2d_backprop_filter / _input reading bfloat16 operands as stored),
+                 "f32tile" (float32 matmul, fused matmul and fused_apply_gradient_descent
+                 steps on our AVX-512F GEMM tiles), else null, "index": k,
                  "prepared": "winograd_filter" (a Winograd step whose constant filter was
                  transformed once, at compile time), "bf16_filter" (a direct_bf16 step's
                  constant filter packed once; the stored filter is then not widened per run),

@@ -609,7 +609,7 @@ void npuK_matmul_f32_ref_ep(const npuK_pool *pool, int trans_a, int trans_b, int
  * where npuK_gemm_bf16_takes; elsewhere it runs as AUTO.  The compiler picks it for such
  * steps when npuK_bf16dot() (compile/implmode.c).
  * F32TILE: A, B and C float32, computed by our own AVX-512F tiles (npuK_gemm_f32_ep) where
- * npuK_gemm_f32_takes; elsewhere it runs as AUTO.  The compiler picks it for float32 GEMM
+ * npuK_gemm_f32_takes and the call has its scratch; elsewhere it runs as AUTO.  The compiler picks it for float32 GEMM
  * steps of npuK_gemm_f32_wins's shapes (compile/implmode.c), the tuner times it.
  * npuK_matmul_half_algo_ep is npuK_matmul_half_ep with the algorithm; npuK_gemm_uses_gemv
  * says what a shape runs under an algorithm. */
