@@ -152,7 +152,8 @@ static void pack_panel(const f32_job *j, int64_t pn, float *dst) {
    B from the panel bp (rows NR apart), or in place (j->raw: rows n apart, masked past nr).
    Then C's rows (masked past nr), or w's update. */
 static inline __attribute__((always_inline)) void tile_chains(const int mr, const int nv,
-                                                              const int ta, const f32_job *j,
+                                                              const int ta, const int masked,
+                                                              const f32_job *j,
                                                               const float *a, const float *bp,
                                                               int64_t r0, int64_t j0,
                                                               int64_t nr) {
@@ -167,8 +168,8 @@ static inline __attribute__((always_inline)) void tile_chains(const int mr, cons
   __mmask16 m1 = nr >= 32 ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
   const float *ap = a;
   for (int64_t p = 0; p < k; p++, ap += a_step, bp += b_step) {
-    __m512 b0 = _mm512_maskz_loadu_ps(m0, bp);
-    __m512 b1 = nv > 1 ? _mm512_maskz_loadu_ps(m1, bp + 16) : b0;
+    __m512 b0 = masked ? _mm512_maskz_loadu_ps(m0, bp) : _mm512_loadu_ps(bp);
+    __m512 b1 = nv == 1 ? b0 : masked ? _mm512_maskz_loadu_ps(m1, bp + 16) : _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 8
     for (int i = 0; i < mr; i++) {
       __m512 av = _mm512_set1_ps(ap[i * a_row]);
@@ -197,29 +198,36 @@ static inline __attribute__((always_inline)) void tile_chains(const int mr, cons
   }
 }
 
-#define TILE_FN(r, v, t)                                                                     \
-  static void tile_##r##_##v##_##t(const f32_job *j, const float *a, const float *bp,        \
-                                   int64_t r0, int64_t j0, int64_t nr) {                     \
-    tile_chains(r, v, t, j, a, bp, r0, j0, nr);                                              \
+#define TILE_FN(r, v, t, k)                                                                  \
+  static void tile_##r##_##v##_##t##_##k(const f32_job *j, const float *a, const float *bp,  \
+                                         int64_t r0, int64_t j0, int64_t nr) {               \
+    tile_chains(r, v, t, k, j, a, bp, r0, j0, nr);                                           \
   }
-#define TILE_ROWS(r) TILE_FN(r, 1, 0) TILE_FN(r, 2, 0) TILE_FN(r, 1, 1) TILE_FN(r, 2, 1)
+#define TILE_MASK(r, v, t) TILE_FN(r, v, t, 0) TILE_FN(r, v, t, 1)
+#define TILE_ROWS(r) TILE_MASK(r, 1, 0) TILE_MASK(r, 2, 0) TILE_MASK(r, 1, 1) TILE_MASK(r, 2, 1)
 TILE_ROWS(1) TILE_ROWS(2) TILE_ROWS(3) TILE_ROWS(4)
 TILE_ROWS(5) TILE_ROWS(6) TILE_ROWS(7) TILE_ROWS(8)
 #undef TILE_ROWS
+#undef TILE_MASK
 #undef TILE_FN
 
 typedef void (*tile_fn)(const f32_job *, const float *, const float *, int64_t, int64_t,
                         int64_t);
-#define TILE_ENTRY(r) {{tile_##r##_1_0, tile_##r##_2_0}, {tile_##r##_1_1, tile_##r##_2_1}}
-static const tile_fn tiles[MR][2][2] = {TILE_ENTRY(1), TILE_ENTRY(2), TILE_ENTRY(3),
-                                        TILE_ENTRY(4), TILE_ENTRY(5), TILE_ENTRY(6),
-                                        TILE_ENTRY(7), TILE_ENTRY(8)};
+/* [rows - 1][A transposed][two vectors][B's loads masked] */
+#define TILE_V(r, v, t) {tile_##r##_##v##_##t##_0, tile_##r##_##v##_##t##_1}
+#define TILE_ENTRY(r) {{TILE_V(r, 1, 0), TILE_V(r, 2, 0)}, {TILE_V(r, 1, 1), TILE_V(r, 2, 1)}}
+static const tile_fn tiles[MR][2][2][2] = {TILE_ENTRY(1), TILE_ENTRY(2), TILE_ENTRY(3),
+                                           TILE_ENTRY(4), TILE_ENTRY(5), TILE_ENTRY(6),
+                                           TILE_ENTRY(7), TILE_ENTRY(8)};
 #undef TILE_ENTRY
+#undef TILE_V
 
 static void tile_level1(const f32_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
                         const float *bp) {
   const float *a = j->trans_a ? j->a + r0 : j->a + r0 * j->k;
-  tiles[mr - 1][j->trans_a][nr > 16](j, a, bp, r0, j0, nr);
+  /* B read in place past n needs masked loads; a packed panel is zero there */
+  const int nv = nr > 16 ? 2 : 1, masked = j->raw && nr < 16 * nv;
+  tiles[mr - 1][j->trans_a][nv - 1][masked](j, a, bp, r0, j0, nr);
   if (!j->w) epilogue_tile(j, r0, j0, mr, nr);
 }
 
