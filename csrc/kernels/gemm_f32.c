@@ -125,8 +125,9 @@ static void pack_panel(const f32_job *j, int64_t pn, float *dst) {
     __mmask16 m1 = nr >= 32 ? 0xffff : nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0;
     for (int64_t p = 0; p < j->k; p++) {
       const float *r = j->b + p * j->n + j0;
-      _mm512_storeu_ps(dst + p * NR, _mm512_maskz_loadu_ps(m0, r));
-      _mm512_storeu_ps(dst + p * NR + 16, _mm512_maskz_loadu_ps(m1, r + 16));
+      _mm512_storeu_ps(dst + p * NR, nr == NR ? _mm512_loadu_ps(r) : _mm512_maskz_loadu_ps(m0, r));
+      _mm512_storeu_ps(dst + p * NR + 16,
+                       nr == NR ? _mm512_loadu_ps(r + 16) : _mm512_maskz_loadu_ps(m1, r + 16));
     }
     return;
   }
@@ -137,10 +138,12 @@ static void pack_panel(const f32_job *j, int64_t pn, float *dst) {
       int64_t len = j->k - p0 < 16 ? j->k - p0 : 16;
       __mmask16 mk = (__mmask16)(len >= 16 ? 0xffff : (1u << len) - 1);
       __m512i r[16];
-      for (int i = 0; i < 16; i++)
-        r[i] = c0 + i < nr ? _mm512_castps_si512(
-                                 _mm512_maskz_loadu_ps(mk, j->b + (j0 + c0 + i) * j->k + p0))
-                           : _mm512_setzero_si512();
+      for (int i = 0; i < 16; i++) { /* (unmasked where whole: a masked load costs more) */
+        const float *row = j->b + (j0 + c0 + i) * j->k + p0;
+        r[i] = c0 + i >= nr ? _mm512_setzero_si512()
+               : len == 16  ? _mm512_castps_si512(_mm512_loadu_ps(row))
+                            : _mm512_castps_si512(_mm512_maskz_loadu_ps(mk, row));
+      }
       k_transpose16x32(r);
       for (int64_t e = 0; e < len; e++)
         _mm512_storeu_ps(dst + (p0 + e) * NR + c0, _mm512_castsi512_ps(r[e]));
