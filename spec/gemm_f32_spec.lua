@@ -235,3 +235,41 @@ function TestGemmF32:test_the_tuner_times_f32tile()
     if st.op == "matmul" then lu.assertTrue(st.algo == "f32tile" or st.algo == "sgemm", tostring(st.algo)) end
   end
 end
+
+-- A constant B (frozen weights) is packed into the tiles' panels once per plan (explain's
+-- prepared "f32_weights", no scratch): the same bits as the same product with B fed, for B
+-- stored (k, n) and transposed (n, k), plain and with bias + relu.
+function TestGemmF32:test_constant_weights_packed_once_same_bits()
+  if not support.f32tile_here() then lu.skip("no AVX-512F here, or NPU_NO_AVX512 set") end
+  local A = npu.random.normal({ 37, 129 }, { seed = 4 })
+  for _, tb in ipairs { false, true } do
+    for _, fused in ipairs { false, true } do
+      local B = npu.random.normal(tb and { 45, 129 } or { 129, 45 }, { seed = 5 })
+      local bias = npu.random.normal({ 45 }, { seed = 6 })
+      local function build(constant)
+        local g = npu.Graph()
+        local a = g:placeholder("float32", { 37, 129 }, "a")
+        local b = constant and g:const(B, "w") or g:placeholder("float32", B:shape(), "w")
+        local y = g:op("matmul", { a, b }, { transpose_b = tb }, "y")
+        if fused then y = npu.nn.relu(npu.nn.bias_add(y, g:const(bias, "bias"))) end
+        local feeds = { [a] = A }
+        if not constant then feeds[b] = B end
+        local sess = npu.Session { graph = g, options = { export_compile_stat = 0 } }
+        local step
+        for _, st in ipairs(sess:explain(y, feeds).steps) do
+          if st.op == "matmul" or st.op == "fused_matmul" then step = st end
+        end
+        return sess:run(y, feeds), step
+      end
+      local what = ("transpose_b %s, fused %s"):format(tb, fused)
+      local fed, s_fed = build(false)
+      local const, s_const = build(true)
+      lu.assertEquals(s_const.algo, "f32tile", what)
+      lu.assertEquals(s_const.prepared, "f32_weights", what)
+      lu.assertEquals(s_const.scratch_bytes, 0, what)
+      lu.assertNil(s_fed.prepared, what)
+      lu.assertTrue(s_fed.scratch_bytes > 0, what) -- B read in place or packed per call
+      support.assert_same_bits(const, fed, what)
+    end
+  end
+end

@@ -5,7 +5,8 @@
  * (|bias| + sum|a b|); NaN where the oracle has NaN, the same infinity.  All four transpose
  * combinations, m / n / k on and off the tile edges (m % 8, n % 32 and n <= 16, k = 1, odd
  * and long k), the epilogues.  The AVX-512F tiles against the portable twin (fmaf) bit for
- * bit, 1 against 2 real threads and 1..3 slots bit for bit, the fused gradient descent
+ * bit, 1 against 2 real threads and 1..3 slots bit for bit, B packed once against B as
+ * stored bit for bit, the fused gradient descent
  * against the product then w - lr d bit for bit.  Where the CPU lacks AVX-512F the level-1
  * calls run the twin, and the comparisons still hold.
  */
@@ -123,6 +124,15 @@ static void one(int ta, int tb, int64_t m, int64_t n, int64_t k, int special, in
   npuK_gemm_f32_level_ep(NULL, ta, tb, m, n, k, a, b, e, c1, s1, 1, 1);
   npuK_gemm_f32_level_ep(NULL, ta, tb, m, n, k, a, b, e, c0, NULL, 1, 0);
   npuK_gemm_f32_level_ep(&two, ta, tb, m, n, k, a, b, e, c2, s3, 3, 1);
+  if (k > 0) { /* B packed once: the same chains, both levels */
+    float *packed = malloc(npuK_gemm_f32_packed_size(n, k)), *cp = alloc_out(m * n);
+    npuK_gemm_f32_pack_b(tb, n, k, b, packed);
+    npuK_gemm_f32_packed_level_ep(&two, ta, m, n, k, a, packed, e, cp, 3, 1);
+    CHECK(same_bits(c1, cp, m * n));
+    npuK_gemm_f32_packed_level_ep(NULL, ta, m, n, k, a, packed, e, cp, 1, 0);
+    CHECK(same_bits(c1, cp, m * n));
+    free(packed), free(cp);
+  }
   CHECK(within_bound(ta, tb, m, n, k, a, b, e, c1));
   CHECK(same_bits(c1, c0, m * n));
   CHECK(same_bits(c1, c2, m * n));

@@ -298,10 +298,12 @@ static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
 static void s_index(jw *w, const ex *e, const npuE_step *s) { (void)e, num(w, s->index); }
 /* a step's constant operand transformed once, at compile time (plan.c: prepare_steps): a
    Winograd filter ("winograd_filter"), a direct_bf16 filter ("bf16_filter"), a bf16dot
-   GEMM's B ("bf16_weights"), else null.  GEMM and convolution algorithms share numbers. */
+   GEMM's B ("bf16_weights"), an f32tile GEMM's B ("f32_weights"), else null.  GEMM and
+   convolution algorithms share numbers. */
 static void s_prepared(jw *w, const ex *e, const npuE_step *s) {
   (void)e, str(w, !s->prepared                              ? NULL
-                 : s->def->tune == NPUX_TUNE_GEMM          ? "bf16_weights"
+                 : s->def->tune == NPUX_TUNE_GEMM
+                     ? (s->algo == NPUK_GEMM_F32TILE ? "f32_weights" : "bf16_weights")
                  : s->algo == NPUK_CONV_DIRECT_BF16        ? "bf16_filter"
                                                            : "winograd_filter");
 }

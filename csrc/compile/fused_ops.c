@@ -44,6 +44,9 @@ static size_t matmul_scratch(const npuX_call *c) {
   const npuP_fused_matmul *p = c->params;
   const npu_tensor *a = c->in[0], *y = c->out[0];
   if (a->ndim != 2 || y->ndim != 2) return 0;
+  if (c->prepared && npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype,
+                                         (npuK_dtype)c->in[1]->dtype, (npuK_dtype)y->dtype))
+    return 0; /* f32tile on B packed once: no scratch */
   if (npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)c->in[1]->dtype) &&
       c->prepared) /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
     return npuK_gemm_bf16_packed_scratch_size(p->transpose_a, y->shape[0],
@@ -70,6 +73,11 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
   if (reference)
     npuK_matmul_f32_ref_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                            &ep, y->data);
+  else if (c->prepared && npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype,
+                                              (npuK_dtype)b->dtype, (npuK_dtype)y->dtype))
+    /* a constant B packed once by the plan (plan.c): B itself is not read */
+    npuK_gemm_f32_packed_level_ep(c->pool, p->transpose_a, m, n, k, a->data, c->prepared, &ep,
+                                  y->data, c->n_threads, 1);
   else if (c->prepared &&
            npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype))
     /* a constant B packed once by the plan (plan.c): B itself is not read */

@@ -1052,8 +1052,9 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
                  transformed once, at compile time), "bf16_filter" (a direct_bf16 step's
                  constant filter packed once; the stored filter is then not widened per run),
                  "bf16_weights" (a bf16dot matmul / fused matmul step's constant B, stored
-                 bfloat16, packed once into the native GEMM's panels instead of per call)
-                 or null, "dynamic": false, "placement": "device" or "host"}, ...],
+                 bfloat16, packed once into the native GEMM's panels instead of per call),
+                 "f32_weights" (an f32tile matmul / fused matmul step's constant float32 B,
+                 packed once into the tiles' panels) or null, "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "aliased_values": n,
                  "live_peak_bytes": n, "own_bytes": n,

@@ -29,6 +29,11 @@
  * Threads: units are (panel, block of MB rows), by shape only; slot s takes units
  * [s U / S, (s + 1) U / S) and packs the panels it meets into its part of scratch.
  *
+ * Packed once (npuK_gemm_f32_pack_b, npuK_gemm_f32_packed_level_ep): a constant B (a frozen
+ * graph's weights) is laid out as all its panels one after the other once per plan
+ * (compile/plan.c, "f32_weights" in explain) and every call reads them in place: no per-call
+ * packing of a transposed B, no scratch.  Same chains, so the same bits.
+ *
  * Gradient descent (npuK_gemm_f32_sgd_level): the tile's sums, as a float32 C would store
  * them, update w in place, w - lr d as a multiply then a subtract (npuK_sgd_update_f32's
  * bits), with no C, no scratch for it and no second pass.
@@ -59,6 +64,7 @@ typedef struct f32_job {
   float *w; /* npuK_gemm_f32_sgd_level: the variable updated instead of storing C */
   float lr;
   float *panels; /* scratch: each slot's panel (k, NR) */
+  const float *prepacked; /* B's panels packed once (npuK_gemm_f32_pack_b), or NULL */
   const npuK_pool *pool;
 } f32_job;
 
@@ -73,6 +79,21 @@ size_t npuK_gemm_f32_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots) 
   int64_t units = n_units_of(m, n);
   int64_t slots = n_slots < 1 ? 1 : n_slots > units ? units : n_slots;
   return (size_t)(slots * panel_floats(k)) * sizeof(float);
+}
+
+size_t npuK_gemm_f32_packed_size(int64_t n, int64_t k) {
+  if (n <= 0 || k <= 0) return 0;
+  return (size_t)(((n + NR - 1) / NR) * panel_floats(k)) * sizeof(float);
+}
+
+/* Portable on purpose: it runs once per plan, not per call. */
+void npuK_gemm_f32_pack_b(int trans_b, int64_t n, int64_t k, const float *b, float *dst) {
+  for (int64_t pn = 0; pn < (n + NR - 1) / NR; pn++)
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t c = 0; c < NR; c++) {
+        int64_t col = pn * NR + c;
+        dst[(pn * k + p) * NR + c] = col >= n ? 0.0f : trans_b ? b[col * k + p] : b[p * n + col];
+      }
 }
 
 /* The tile's end, on sums already in C's place (rows r0.., columns j0..): the epilogue. */
@@ -90,6 +111,7 @@ static float at_a(const f32_job *j, int64_t r, int64_t i) {
   return j->trans_a ? j->a[i * j->m + r] : j->a[r * j->k + i];
 }
 static float at_b(const f32_job *j, int64_t i, int64_t c) {
+  if (j->prepacked) return j->prepacked[((c / NR) * j->k + i) * NR + c % NR];
   return j->trans_b ? j->b[c * j->k + i] : j->b[i * j->n + c];
 }
 
@@ -260,7 +282,7 @@ static void units_range(void *arg, int64_t s0, int64_t s1) {
       int64_t j0 = pn * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
       int64_t r_end = (mb + 1) * MB < j->m ? (mb + 1) * MB : j->m;
 #if HAVE_F32_TILES
-      if (j->level > 0 && !j->raw && packed != pn) {
+      if (j->level > 0 && !j->raw && !j->prepacked && packed != pn) {
         pack_panel(j, pn, panel);
         packed = pn;
       }
@@ -269,7 +291,10 @@ static void units_range(void *arg, int64_t s0, int64_t s1) {
         int64_t mr = r_end - r0 < MR ? r_end - r0 : MR;
 #if HAVE_F32_TILES
         if (j->level > 0) {
-          tile_level1(j, r0, j0, mr, nr, j->raw ? j->b + j0 : panel);
+          tile_level1(j, r0, j0, mr, nr,
+                      j->prepacked ? j->prepacked + pn * panel_floats(j->k)
+                      : j->raw     ? j->b + j0
+                                   : panel);
           continue;
         }
 #endif
@@ -283,7 +308,8 @@ static void units_range(void *arg, int64_t s0, int64_t s1) {
 /* The GEMM of the entries below: C stored, or (w non-NULL) w updated from each tile. */
 static void gemm_f32(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                      int64_t k, const float *a, const float *b, const npuK_epilogue *ep, float *c,
-                     float *w, float lr, void *scratch, int n_slots, int level) {
+                     float *w, float lr, void *scratch, int n_slots, int level,
+                     const float *prepacked) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) { /* empty sums: +0, then the epilogue (or w - lr 0) */
     f32_job j = {.m = m, .n = n, .k = 0, .ep = ep, .c = c, .w = w, .lr = lr};
@@ -294,13 +320,14 @@ static void gemm_f32(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
   }
   if (!HAVE_F32_TILES || !cpu_has_avx512f()) level = 0;
   f32_job j = {.trans_a = trans_a, .trans_b = trans_b, .level = level, .m = m, .n = n, .k = k,
-               .a = a, .b = b, .ep = ep, .c = c, .w = w, .lr = lr, .pool = pool};
+               .a = a, .b = b, .ep = ep, .c = c, .w = w, .lr = lr, .pool = pool,
+               .prepacked = prepacked};
   j.n_panels = (n + NR - 1) / NR;
   j.n_mblocks = (m + MB - 1) / MB;
   j.n_units = j.n_panels * j.n_mblocks;
   j.n_slots = n_slots < 1 ? 1 : n_slots > j.n_units ? j.n_units : n_slots;
-  j.raw = level > 0 && reads_b_in_place(trans_b, m, n, k);
-  j.panels = level > 0 ? scratch : NULL;
+  j.raw = level > 0 && !prepacked && reads_b_in_place(trans_b, m, n, k);
+  j.panels = level > 0 && !prepacked ? scratch : NULL;
   npuK_parallel_for(pool, j.n_slots, 1, units_range, &j);
 }
 
@@ -308,17 +335,25 @@ void npuK_gemm_f32_level_ep(const npuK_pool *pool, int trans_a, int trans_b, int
                             int64_t n, int64_t k, const float *a, const float *b,
                             const npuK_epilogue *ep, float *c, void *scratch, int n_slots,
                             int level) {
-  gemm_f32(pool, trans_a, trans_b, m, n, k, a, b, ep, c, NULL, 0, scratch, n_slots, level);
+  gemm_f32(pool, trans_a, trans_b, m, n, k, a, b, ep, c, NULL, 0, scratch, n_slots, level,
+           NULL);
 }
 
 void npuK_gemm_f32_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                       int64_t k, const float *a, const float *b, const npuK_epilogue *ep,
                       float *c, void *scratch, int n_slots) {
-  gemm_f32(pool, trans_a, trans_b, m, n, k, a, b, ep, c, NULL, 0, scratch, n_slots, 1);
+  gemm_f32(pool, trans_a, trans_b, m, n, k, a, b, ep, c, NULL, 0, scratch, n_slots, 1, NULL);
 }
 
 void npuK_gemm_f32_sgd_level(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
                              int64_t n, int64_t k, const float *a, const float *b, float lr,
                              float *w, void *scratch, int n_slots, int level) {
-  gemm_f32(pool, trans_a, trans_b, m, n, k, a, b, NULL, NULL, w, lr, scratch, n_slots, level);
+  gemm_f32(pool, trans_a, trans_b, m, n, k, a, b, NULL, NULL, w, lr, scratch, n_slots, level,
+           NULL);
+}
+
+void npuK_gemm_f32_packed_level_ep(const npuK_pool *pool, int trans_a, int64_t m, int64_t n,
+                                   int64_t k, const float *a, const float *packed_b,
+                                   const npuK_epilogue *ep, float *c, int n_slots, int level) {
+  gemm_f32(pool, trans_a, 0, m, n, k, a, NULL, ep, c, NULL, 0, NULL, n_slots, level, packed_b);
 }

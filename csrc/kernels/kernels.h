@@ -633,7 +633,16 @@ void npuK_gemm_f32_level_ep(const npuK_pool *pool, int trans_a, int trans_b, int
                             int64_t n, int64_t k, const float *a, const float *b,
                             const npuK_epilogue *ep, float *c, void *scratch, int n_slots,
                             int level);
-/* Gradient descent on it (npuK_matmul_f32_sgd_algo's F32TILE path): each tile's sums d update
+/* B packed once (a constant B: compile/plan.c, once per plan; "f32_weights" in explain):
+ * npuK_gemm_f32_packed_size bytes (panels of 32 columns), filled from B (k, n), or (n, k) if
+ * trans_b, by npuK_gemm_f32_pack_b (portable: any CPU).  _packed_level_ep reads it in place
+ * of B: the same chains, so the bits of npuK_gemm_f32_level_ep at the same level; no scratch. */
+size_t npuK_gemm_f32_packed_size(int64_t n, int64_t k);
+void npuK_gemm_f32_pack_b(int trans_b, int64_t n, int64_t k, const float *b, float *dst);
+void npuK_gemm_f32_packed_level_ep(const npuK_pool *pool, int trans_a, int64_t m, int64_t n,
+                                   int64_t k, const float *a, const float *packed_b,
+                                   const npuK_epilogue *ep, float *c, int n_slots, int level);
+/* Gradient descent on it (fused_apply_gradient_descent's F32TILE path): each tile's sums d update
  * w (m, n) as w = w - lr * d (npuK_sgd_update_f32: multiply, then subtract) while in
  * registers; C is never stored.  The bits of npuK_gemm_f32_level_ep then that update, at any
  * thread count.  Scratch: npuK_gemm_f32_scratch_size's. */
