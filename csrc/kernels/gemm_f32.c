@@ -14,8 +14,11 @@
  * with fmaf (correctly rounded, C99), and the tests compare the two bit for bit.
  *
  * Why not OpenBLAS: on the training step's shapes (64 x 256 x 784 and its gradients, ~77
- * MFLOP each) OpenBLAS's sgemm runs ~97 GFLOP/s on this CPU (Zen 4), and a plain 8 x 32 tile
- * without k blocking ~10 % faster, packing included (docs/training.md, "The floor").
+ * MFLOP in all) OpenBLAS's sgemm runs 88-100 GFLOP/s on this CPU (Zen 4, one thread), these
+ * tiles 111-115 where B is stored (k, n), ~97 where a transposed B is packed per call
+ * (docs/training.md, "The floor"; bench/bench_gemm_f32.c).  Both operands stay in L2 at these
+ * shapes, so neither packing A nor blocking over k buys anything; beyond them
+ * (npuK_gemm_f32_wins) OpenBLAS keeps the product.
  *
  * Layout: op(B) in panels of NR = 32 columns, (k, 32), packed per call into the slot's
  * scratch (zeros past n), or read in place from a B stored (k, n) that fits the L2 cache
@@ -23,7 +26,8 @@
  * rows k apart, of a transposed A 8 consecutive floats of row i.  A tile is MR = 8 rows x 32
  * columns: 16 accumulators, per step two loads of B, MR broadcasts and 2 MR FMAs; the last
  * rows (m % 8) and a panel of 16 or fewer columns take smaller instances; columns past n are
- * masked on store.  The instances are unrolled by pragmas on constant bounds (as gemm_bf16.c),
+ * masked on store, and on B's loads only where B is read in place (a masked load a step cost
+ * ~10 %: 102 against 115 GFLOP/s).  The instances are unrolled by pragmas on constant bounds (as gemm_bf16.c),
  * so the accumulators stay in registers at -O2.
  *
  * Threads: units are (panel, block of MB rows), by shape only; slot s takes units
@@ -47,9 +51,10 @@ enum { MR = 8, NR = 32, MB = 256 };
 
 /* B (k, n) is read in place, row p of the panel at B + p n + j0, rather than packed, when the
    tiles of a panel are few (m <= MR: each panel is read once) or all of B fits the L2 cache
-   (RAW_MAX_B floats: 1 MiB here); measured on Zen 4, one thread: 64 x 256 x 784 103 GFLOP/s
-   in place against 95 packed per call, 8 x 256 x 784 98 against 57, but 256 x 1024 x 1024
-   30 against 39 (B's rows 4 KiB apart and beyond L2).  A transposed B is always packed. */
+   (RAW_MAX_B floats: 1 MiB here); measured on Zen 4, one thread, B's loads masked in both:
+   64 x 256 x 784 103 GFLOP/s in place against 95 packed per call, 8 x 256 x 784 98 against
+   57, but 256 x 1024 x 1024 30 against 39 (B's rows 4 KiB apart and beyond L2).  A
+   transposed B is always packed. */
 enum { RAW_MAX_B = 1 << 18 };
 static int reads_b_in_place(int trans_b, int64_t m, int64_t n, int64_t k) {
   return !trans_b && (m <= MR || n * k <= RAW_MAX_B);
