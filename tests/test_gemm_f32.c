@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "npu_test.h"
 #include "pool_two.h"
 #include "kernels/kernels.h"
 #include "kernels/kgrad.h"
@@ -127,6 +127,56 @@ static void one(int ta, int tb, int64_t m, int64_t n, int64_t k, int special, in
   free(a), free(b), free(bias), free(c1), free(c0), free(c2), free(s1), free(s3);
 }
 
+/* A session on y = x W with W a float32 constant of f32tile's shapes (x 16 x 64, W 64 x 48):
+   the plan packs W once (plan.c prepare_f32_b); y checked against the tiles called directly
+   on the same operands when want is given. */
+static npu_status frozen_run(npu_context *ctx, void *want) {
+  npu_graph *g = NULL;
+  npu_session *s = NULL;
+  npu_tensor *xt = NULL, *wt = NULL, *yt = NULL;
+  int64_t xs[] = {16, 64}, ws[] = {64, 48};
+  int x, w, y;
+  npu_status st = npu_graph_new(ctx, &g);
+  if (!st) st = graph_placeholder(g, "x", NPU_DTYPE_F32, 2, xs, &x);
+  if (!st) st = npu_tensor_new(ctx, NPU_DTYPE_F32, 2, ws, &wt);
+  if (!st) {
+    float *d = npu_tensor_data(wt);
+    for (int i = 0; i < 64 * 48; i++) d[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    st = graph_const(g, "w", wt, &w); /* releases wt */
+  }
+  if (!st) st = graph_op(g, "matmul", "y", 2, (int[]){x, w}, &y);
+  if (!st) st = npu_session_new(ctx, g, NULL, &s);
+  if (!st) st = npu_tensor_new(ctx, NPU_DTYPE_F32, 2, xs, &xt);
+  if (!st) {
+    float *d = npu_tensor_data(xt);
+    for (int i = 0; i < 16 * 64; i++) d[i] = (float)((i * 53) % 97) / 48.0f - 1.0f;
+    st = npu_session_run(s, 1, &x, &xt, 1, &y, &yt, 0, NULL);
+  }
+  if (!st && want) CHECK(same_bits(npu_tensor_data(yt), want, 16 * 48));
+  npu_tensor_release(yt);
+  npu_tensor_release(xt);
+  npu_session_release(s);
+  npu_graph_release(g);
+  return st;
+}
+
+/* The frozen product through a session (its packed W the plan's), against the kernel; then
+   every allocation of it failed in turn: NPU_ERR_NOMEM, nothing leaked. */
+static void test_frozen_weights_session(void) {
+  float xv[16 * 64], wv[64 * 48], want[16 * 48];
+  for (int i = 0; i < 64 * 48; i++) wv[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+  for (int i = 0; i < 16 * 64; i++) xv[i] = (float)((i * 53) % 97) / 48.0f - 1.0f;
+  npuK_gemm_f32_level_ep(NULL, 0, 0, 16, 48, 64, xv, wv, NULL, want, NULL, 1, 0);
+  npu_context *ctx;
+  CHECK(npu_context_new(&(npu_context_config){.n_threads = 1}, &ctx) == NPU_OK);
+  scenario_run_once(ctx, &(scenario_def){.run = frozen_run, .ud = want, .what = "frozen"});
+  int n_failures = sweep_alloc_failures(ctx, &(scenario_def){.run = frozen_run,
+                                                              .what = "frozen sweep"});
+  CHECK(n_failures > 10);
+  CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+  npu_context_release(ctx);
+}
+
 int main(void) {
   static const int64_t shapes[][3] = {
       {1, 1, 1},    {8, 32, 1},    {7, 33, 5},   {9, 31, 17},  {16, 16, 64}, {3, 10, 256},
@@ -152,5 +202,6 @@ int main(void) {
   CHECK(!npuK_gemm_f32_takes(NPUK_GEMM_F32TILE, NPUK_F16, NPUK_F32, NPUK_F32));
   CHECK(!npuK_gemm_f32_wins(1, 256, 784)); /* batch one keeps the matrix-vector products */
   CHECK(npuK_gemm_f32_wins(64, 256, 784) == npuK_avx512f());
+  test_frozen_weights_session();
   return check_summary("test_gemm_f32");
 }
