@@ -287,6 +287,11 @@ $(BENCH_MLP): bench/bench_mlp.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
 
+BENCH_GEMM_F32 = $(BUILD)/bench/bench_gemm_f32
+$(BENCH_GEMM_F32): bench/bench_gemm_f32.c bench/bench.h $(LIB_INT)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(LIB_INT) $(LIBS)
+
 BENCH_WINOGRAD = $(BUILD)/bench/bench_winograd
 $(BENCH_WINOGRAD): bench/bench_winograd.c bench/bench.h $(LIB_INT)
 	@mkdir -p $(dir $@)
@@ -307,7 +312,7 @@ $(BENCH_CANCEL): bench/bench_cancel.c tests/cancel_graphs.h $(LIB_INT)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -O2 -o $@ $< $(LIB_INT) $(LIBS)
 
-bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL) $(BENCH_WINOGRAD) \
+bench: all $(BENCH_BIN) $(BENCH_REDUCE) $(BENCH_CNN) $(BENCH_MLP) $(BENCH_CANCEL) $(BENCH_WINOGRAD) $(BENCH_GEMM_F32) \
        $(BENCH_CONV_GRAD_BF16) $(BENCH_CONV_BF16)
 	$(BENCH_BIN)
 	$(BENCH_REDUCE)

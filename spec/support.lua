@@ -678,19 +678,23 @@ local function run_lua(dir, env, script)
   return out
 end
 
--- Whether the CPU has native bfloat16 dot products: AVX512_BF16 and the AVX-512 F/BW/VL it
--- needs, whole words of /proc/cpuinfo's flags line (what npuK_bf16dot() asks the CPU).  For a
--- child process run with NPU_NO_AVX512BF16 unset (`env -u`).
-local function cpu_has_bf16dot()
+-- Whether /proc/cpuinfo's flags line has every word of needs.
+local function cpu_has(needs)
   local f = io.open("/proc/cpuinfo")
   if not f then return false end
   local info = f:read("a")
   f:close()
   local flags = " " .. (info:match("\nflags%s*:([^\n]*)") or info:match("^flags%s*:([^\n]*)") or "") .. " "
-  for _, need in ipairs { "avx512_bf16", "avx512f", "avx512bw", "avx512vl" } do
+  for _, need in ipairs(needs) do
     if not flags:find(" " .. need .. " ", 1, true) then return false end
   end
   return true
+end
+-- Whether the CPU has native bfloat16 dot products: AVX512_BF16 and the AVX-512 F/BW/VL it
+-- needs (what npuK_bf16dot() asks the CPU).  For a child process run with NPU_NO_AVX512BF16
+-- unset (`env -u`).
+local function cpu_has_bf16dot()
+  return cpu_has { "avx512_bf16", "avx512f", "avx512bw", "avx512vl" }
 end
 
 -- Whether this process may use native bfloat16 dot products (the compiler's bf16dot, direct_bf16
@@ -700,6 +704,15 @@ local function bf16dot_here()
   local off = os.getenv("NPU_NO_AVX512BF16")
   if off and off ~= "" and off ~= "0" then return false end
   return cpu_has_bf16dot()
+end
+
+-- Whether this process runs float32 GEMMs on our AVX-512F tiles (the compiler's f32tile,
+-- kernels/gemm_f32.c): the CPU has AVX-512F and NPU_NO_AVX512 is unset or 0, as npuK_avx512f()
+-- decides.
+local function f32tile_here()
+  local off = os.getenv("NPU_NO_AVX512")
+  if off and off ~= "" and off ~= "0" then return false end
+  return cpu_has { "avx512f" }
 end
 
 -- Tunes fetch y of graph g once (aoe_mode 2 under allow_mix_precision_bf16, its records in
@@ -770,6 +783,7 @@ return {
   FUSION_ALL_OFF = FUSION_ALL_OFF,
   fusion_session = fusion_session,
   bf16dot_here = bf16dot_here,
+  f32tile_here = f32tile_here,
   aoe_tune_bf16 = aoe_tune_bf16,
   aoe_check_prepared = aoe_check_prepared,
   cpu_has_bf16dot = cpu_has_bf16dot,

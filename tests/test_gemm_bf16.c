@@ -12,37 +12,13 @@
  * the twin, and the comparisons still hold.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "pool_two.h"
 #include "core/half.h"
 #include "kernels/kernels.h"
-
-/* A pool of two real threads: the first half of the range on a new thread, the rest here. */
-typedef struct half_arg {
-  npuK_range_fn fn;
-  void *arg;
-  int64_t b, e;
-} half_arg;
-static void *run_half(void *p) {
-  half_arg *h = p;
-  h->fn(h->arg, h->b, h->e);
-  return NULL;
-}
-static void two_for(void *self, int64_t n, int64_t grain, npuK_range_fn fn, void *arg) {
-  (void)self, (void)grain;
-  half_arg h = {fn, arg, 0, n / 2};
-  pthread_t t;
-  if (n < 2 || pthread_create(&t, NULL, run_half, &h)) {
-    fn(arg, 0, n);
-    return;
-  }
-  fn(arg, n / 2, n);
-  pthread_join(t, NULL);
-}
-static const npuK_pool two = {two_for, NULL, NULL};
 
 static uint32_t rng = 2024;
 static float urand(void) {

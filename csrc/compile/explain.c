@@ -272,7 +272,7 @@ static void s_algo(jw *w, const ex *e, const npuE_step *s) {
       [NPUK_CONV_DIRECT] = "direct", [NPUK_CONV_DIRECT_BF16] = "direct_bf16"};
   static const char *const gemm[NPUK_GEMM_ALGO_COUNT] = {
       [NPUK_GEMM_AUTO] = NULL, [NPUK_GEMM_SGEMM] = "sgemm", [NPUK_GEMM_GEMV] = "gemv",
-      [NPUK_GEMM_BF16DOT] = "bf16dot"};
+      [NPUK_GEMM_BF16DOT] = "bf16dot", [NPUK_GEMM_F32TILE] = "f32tile"};
   /* conv2d, fused conv2d: npuK_conv_algo; conv2d_backprop_input: winograd_2x3 or null */
   bool is_conv = s->def->tune == NPUX_TUNE_CONV ||
                  (s->def == &npuX_op_conv2d_backprop_input && s->algo == NPUK_CONV_WINOGRAD_2X3);
@@ -308,10 +308,12 @@ static void s_scratch(jw *w, const ex *e, const npuE_step *s) {
 static void s_index(jw *w, const ex *e, const npuE_step *s) { (void)e, num(w, s->index); }
 /* a step's constant operand transformed once, at compile time (plan.c: prepare_steps): a
    Winograd filter ("winograd_filter"), a direct_bf16 filter ("bf16_filter"), a bf16dot
-   GEMM's B ("bf16_weights"), else null.  GEMM and convolution algorithms share numbers. */
+   GEMM's B ("bf16_weights"), an f32tile GEMM's B ("f32_weights"), else null.  GEMM and
+   convolution algorithms share numbers. */
 static void s_prepared(jw *w, const ex *e, const npuE_step *s) {
   (void)e, str(w, !s->prepared                              ? NULL
-                 : s->def->tune == NPUX_TUNE_GEMM          ? "bf16_weights"
+                 : s->def->tune == NPUX_TUNE_GEMM
+                     ? (s->algo == NPUK_GEMM_F32TILE ? "f32_weights" : "bf16_weights")
                  : s->algo == NPUK_CONV_DIRECT_BF16        ? "bf16_filter"
                                                            : "winograd_filter");
 }

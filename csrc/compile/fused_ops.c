@@ -58,6 +58,11 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
   if (reference)
     npuK_matmul_f32_ref_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                            &ep, y->data);
+  else if (c->prepared && npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype,
+                                              (npuK_dtype)b->dtype, (npuK_dtype)y->dtype))
+    /* a constant B packed once by the plan (plan.c): B itself is not read */
+    npuK_gemm_f32_packed_level_ep(c->pool, p->transpose_a, m, n, k, a->data, c->prepared, &ep,
+                                  y->data, c->n_threads, 1);
   else if (c->prepared &&
            npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype))
     /* a constant B packed once by the plan (plan.c): B itself is not read */
@@ -86,6 +91,9 @@ static size_t sgd_scratch(const npuX_call *c) {
   const npu_tensor *w = c->out[0], *a = c->in[1], *b = c->in[2];
   if (w->ndim != 2 || a->ndim != 2) return 0;
   int64_t m = w->shape[0], n = w->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
+  if (npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype,
+                          (npuK_dtype)p->product_dtype)) /* B's panels only: no product */
+    return npuK_gemm_f32_scratch_size(m, n, k, c->n_threads);
   if (a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && p->product_dtype == NPU_DTYPE_F32)
     return npuK_matmul_sgd_scratch_size(m, n, k, c->n_threads);
   return npuK_matmul_half_sgd_scratch_size(m, n, k, c->n_threads, (npuK_dtype)a->dtype,
@@ -111,7 +119,11 @@ static npu_status sgd_run(const npuX_call *c) {
                       npu_dtype_name(b->dtype), npu_dtype_name(lr->dtype));
   int64_t m = w->shape[0], n = w->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
   float rate = *(const float *)lr->data;
-  if (a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && p->product_dtype == NPU_DTYPE_F32)
+  if (npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype,
+                          (npuK_dtype)p->product_dtype)) /* each tile updates w in registers */
+    npuK_gemm_f32_sgd_level(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
+                            rate, w->data, c->scratch, c->n_threads, 1);
+  else if (a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && p->product_dtype == NPU_DTYPE_F32)
     npuK_matmul_f32_sgd_algo(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data,
                              b->data, rate, w->data, c->scratch, c->n_threads, c->algo);
   else

@@ -558,12 +558,38 @@ static bool bf16dot_takes(const npuE_plan *p, const npuE_step *s) {
          b->ndim == 2 && npuK_bf16dot();
 }
 
+/* A float32 matmul / fused_matmul step, shapes known now, none of its operands widened, of
+   the shapes where our AVX-512F tiles beat OpenBLAS here (npuK_gemm_f32_wins: the training
+   step's GEMMs, kernels/gemm_f32.c); the fused SGD step too (the gradient's GEMM on inputs 1
+   and 2 updates the variable from each tile, compile/fused_ops.c), when its product is
+   float32.  Its bound: k 2^-24 sum|a b|, OpenBLAS's form (docs/numerics.md). */
+static bool f32tile_takes(const npuE_plan *p, const npuE_step *s) {
+  const int ia = s->def == &npuP_op_fused_sgd ? 1 : 0;
+  if ((s->def->tune != NPUX_TUNE_GEMM && !ia) || s->host || s->dynamic || s->n_in < ia + 2 ||
+      s->widen || s->round_in >= 0 || s->round_out >= 0)
+    return false;
+  const void *prm = s->owned_params ? s->owned_params : s->params;
+  if (ia && ((const npuP_fused_sgd *)prm)->product_dtype != NPU_DTYPE_F32) return false;
+  const npuG_value *a = &p->values[s->in[ia]], *b = &p->values[s->in[ia + 1]],
+                   *y = &p->values[s->out[0]];
+  if (a->dtype != NPU_DTYPE_F32 || b->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32 ||
+      a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
+    return false;
+  const bool ta = *(const bool *)prm; /* the three params structs start with transpose_a */
+  int64_t m = y->shape[0], n = y->shape[1], k = a->shape[ta ? 0 : 1];
+  return m > 0 && n > 0 && k > 0 && npuK_gemm_f32_wins(m, n, k);
+}
+
 /* The rules of npuP_select_impl on one step. */
 static npu_status select_step(npuP_build *b, npuE_step *step, bool nested) {
   const struct npuP_impl_config *c = b->cfg->impl;
   const npuE_plan *p = b->plan;
   if (bf16dot_takes(p, step)) { /* the one GEMM that computes on bfloat16, whatever the mode */
     step->algo = NPUK_GEMM_BF16DOT;
+    return rescratch(b, step, nested);
+  }
+  if (step->algo == NPUK_GEMM_AUTO && f32tile_takes(p, step)) { /* our float32 tiles */
+    step->algo = NPUK_GEMM_F32TILE;
     return rescratch(b, step, nested);
   }
   bool conv = step->def->tune == NPUX_TUNE_CONV; /* conv2d and the fused conv2d */

@@ -761,13 +761,40 @@ static npu_status prepare_bf16_b(const npuP_build *b, const npuE_step *s, void *
   return NPU_OK;
 }
 
+/* An f32tile matmul / fused_matmul step whose B is a float32 constant (a frozen graph's
+   weights) gets B's panels packed once (kernels/gemm_f32.c's layout): a transposed B was
+   packed on every call, and the step needs no scratch.  A, B and C must be what the kernel
+   takes (npuK_gemm_f32_takes), else *packed stays NULL. */
+static npu_status prepare_f32_b(const npuP_build *b, const npuE_step *s, void **packed,
+                                size_t *packed_bytes) {
+  const npu_tensor *bt = s->n_in >= 2 && !s->host && !s->dynamic ? b->known[s->in[1]] : NULL;
+  if (!bt || bt->ndim != 2 || s->widen ||
+      !npuK_gemm_f32_takes(NPUK_GEMM_F32TILE, (npuK_dtype)b->plan->values[s->in[0]].dtype,
+                           (npuK_dtype)bt->dtype, (npuK_dtype)b->plan->values[s->out[0]].dtype))
+    return NPU_OK;
+  const void *params = s->owned_params ? s->owned_params : s->params;
+  bool tb = s->def == &npuP_op_fused_matmul ? ((const npuP_fused_matmul *)params)->transpose_b
+                                            : npuX_matmul_transpose_b(params);
+  int64_t n = bt->shape[tb ? 0 : 1], k = bt->shape[tb ? 1 : 0];
+  size_t bytes = npuK_gemm_f32_packed_size(n, k);
+  if (!bytes) return NPU_OK; /* an empty B: nothing to pack */
+  float *out = npuC_alloc(b->ctx, bytes);
+  if (!out) return NPU_ERR_NOMEM;
+  npuK_gemm_f32_pack_b(tb, n, k, bt->data, out);
+  *packed = out;
+  *packed_bytes = bytes;
+  return NPU_OK;
+}
+
 npu_status npuP_prepare_filter(const npuP_build *b, const npuE_step *s, int algo, void **data,
                                size_t *bytes) {
   *data = NULL;
   *bytes = 0;
   if (!(s->def->flags & NPUX_F_PREPARED_FILTER) || b->cfg->reference) return NPU_OK;
   if (s->def->tune == NPUX_TUNE_GEMM) /* matmul, fused_matmul: B; their own algorithms */
-    return algo == NPUK_GEMM_BF16DOT ? prepare_bf16_b(b, s, data, bytes) : NPU_OK;
+    return algo == NPUK_GEMM_BF16DOT   ? prepare_bf16_b(b, s, data, bytes)
+           : algo == NPUK_GEMM_F32TILE ? prepare_f32_b(b, s, data, bytes)
+                                       : NPU_OK;
   if (algo == NPUK_CONV_DIRECT_BF16) return prepare_bf16(b, s, data, bytes);
   const npu_tensor *f =
       algo == NPUK_CONV_WINOGRAD_2X3 ? npuP_winograd_constant_filter(b, s) : NULL;

@@ -717,6 +717,10 @@ typedef struct cand {
   bool prepared; /* timed with the step's constant operand prepared once (bench_prepare) */
 } cand;
 
+/* bench.prepared is indexed by a convolution's or a GEMM's algorithm (bf16dot's packed B) */
+#define N_PREPARED                                                                           \
+  ((int)NPUK_GEMM_ALGO_COUNT > (int)NPUK_CONV_ALGO_COUNT ? (int)NPUK_GEMM_ALGO_COUNT           \
+                                                         : (int)NPUK_CONV_ALGO_COUNT)
 typedef struct bench {
   npu_context *ctx;
   npu_tensor *in[16];
@@ -724,17 +728,15 @@ typedef struct bench {
   void *scratch;
   /* by algorithm: a constant filter prepared as plan.c does for the run (npuP_prepare_filter:
      Winograd's U, direct_bf16's packed filter), or NULL */
-  void *prepared[NPUK_CONV_ALGO_COUNT];
+  void *prepared[N_PREPARED];
   int n_in, n_out;
 } bench;
-/* bench.prepared is indexed by a convolution's or a GEMM's algorithm (bf16dot's packed B) */
-_Static_assert((int)NPUK_GEMM_ALGO_COUNT <= (int)NPUK_CONV_ALGO_COUNT, "bench.prepared too small");
 
 static void bench_free(bench *bn) {
   for (int i = 0; i < bn->n_in; i++) npu_tensor_release(bn->in[i]);
   for (int i = 0; i < bn->n_out; i++) npu_tensor_release(bn->out[i]);
   npuC_free(bn->ctx, bn->scratch);
-  for (int a = 0; a < NPUK_CONV_ALGO_COUNT; a++) npuC_free(bn->ctx, bn->prepared[a]);
+  for (int a = 0; a < N_PREPARED; a++) npuC_free(bn->ctx, bn->prepared[a]);
   bn->n_in = bn->n_out = 0;
   bn->scratch = NULL;
   memset(bn->prepared, 0, sizeof bn->prepared);
@@ -796,7 +798,7 @@ static npu_status bench_prepare(npuP_build *b, const npuE_step *s, const cand *c
   if (!(s->def->flags & NPUX_F_PREPARED_FILTER)) return NPU_OK;
   for (int i = 0; i < n; i++) {
     int a = cs[i].algo;
-    if (a < 0 || a >= NPUK_CONV_ALGO_COUNT || bn->prepared[a]) continue;
+    if (a < 0 || a >= N_PREPARED || bn->prepared[a]) continue;
     size_t bytes;
     npu_status st = npuP_prepare_filter(b, s, a, &bn->prepared[a], &bytes);
     if (st) return st;
@@ -808,7 +810,7 @@ static npu_status bench_prepare(npuP_build *b, const npuE_step *s, const cand *c
    its own (subgraph tuning times compiled plans, their scratch sized for it), else what
    bench_prepare made. */
 static const void *bench_prepared(const npuE_step *s, const bench *bn, int algo) {
-  if (!(s->def->flags & NPUX_F_PREPARED_FILTER) || algo < 0 || algo >= NPUK_CONV_ALGO_COUNT)
+  if (!(s->def->flags & NPUX_F_PREPARED_FILTER) || algo < 0 || algo >= N_PREPARED)
     return NULL;
   return algo == s->algo && s->prepared ? s->prepared : bn->prepared[algo];
 }
@@ -892,6 +894,7 @@ static const char *gemm_algo_name(int a) {
   return a == NPUK_GEMM_GEMV      ? "gemv"
          : a == NPUK_GEMM_SGEMM   ? "sgemm"
          : a == NPUK_GEMM_BF16DOT ? "bf16dot"
+         : a == NPUK_GEMM_F32TILE ? "f32tile"
                                   : "auto";
 }
 /* conv2d_backprop_input: "default" is the op's own kernel (the direct kernel on the turned
@@ -914,6 +917,7 @@ static int algo_parse(npuX_tune k, const char *name) {
     return !strcmp(name, "gemv")      ? NPUK_GEMM_GEMV
            : !strcmp(name, "sgemm")   ? NPUK_GEMM_SGEMM
            : !strcmp(name, "bf16dot") ? NPUK_GEMM_BF16DOT
+           : !strcmp(name, "f32tile") ? NPUK_GEMM_F32TILE
                                       : NPUK_GEMM_AUTO;
   return 0;
 }
@@ -926,6 +930,13 @@ static void gemm_dims(const npuE_plan *p, const npuE_step *s, int64_t *m, int64_
   const int ia = s->def == &npuP_op_fused_sgd ? 1 : 0;
   const npuG_value *a = &p->values[s->in[ia]], *y = &p->values[s->out[0]];
   *m = y->shape[0], *n = y->shape[1], *k = a->shape[ta ? 0 : 1];
+}
+
+/* Whether a GEMM step's A, B and C are float32 values, none widened: F32TILE's operands. */
+static bool all_f32(const npuE_plan *p, const npuE_step *s) {
+  if (s->n_in < 2 || s->widen) return false;
+  return p->values[s->in[0]].dtype == NPU_DTYPE_F32 && p->values[s->in[1]].dtype == NPU_DTYPE_F32 &&
+         p->values[s->out[0]].dtype == NPU_DTYPE_F32;
 }
 
 /* The candidates of step s; candidate 0 is what the compiler chose. */
@@ -957,7 +968,13 @@ static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, i
     int own = npuK_gemm_uses_gemv(NPUK_GEMM_AUTO, m, n, k) ? NPUK_GEMM_GEMV : NPUK_GEMM_SGEMM;
     /* the native bfloat16 GEMM, the compiler's choice, against widening for OpenBLAS */
     if (s->algo == NPUK_GEMM_BF16DOT) algos[n_algos++] = NPUK_GEMM_BF16DOT;
+    /* our float32 tiles (kernels/gemm_f32.c): the compiler's choice first where it made it,
+       else timed against OpenBLAS on any float32 GEMM with k > 0 on an AVX-512F CPU */
+    bool f32 = s->algo != NPUK_GEMM_BF16DOT && k > 0 && npuK_avx512f() &&
+               all_f32(b->plan, s);
+    if (f32 && s->algo == NPUK_GEMM_F32TILE) algos[n_algos++] = NPUK_GEMM_F32TILE;
     algos[n_algos++] = own;
+    if (f32 && s->algo != NPUK_GEMM_F32TILE) algos[n_algos++] = NPUK_GEMM_F32TILE;
     if (m <= GEMV_ROWS && k > 0) algos[n_algos++] = own == NPUK_GEMM_GEMV ? NPUK_GEMM_SGEMM : NPUK_GEMM_GEMV;
   } else {
     algos[n_algos++] = s->algo;

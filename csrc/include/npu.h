@@ -1052,14 +1052,16 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
                  "algo": "direct", "im2col", "winograd_2x3" or "direct_bf16" (conv2d steps),
                  "sgemm" or "gemv" (matmul steps tuning forced), "bf16dot" (matmul, fused
                  matmul and fused_apply_gradient_descent steps on the native bfloat16 GEMM;
-                 conv2d_backprop_filter / _input reading bfloat16 operands as stored), else
-                 null, "index": k,
+                 conv2d_backprop_filter / _input reading bfloat16 operands as stored),
+                 "f32tile" (float32 matmul, fused matmul and fused_apply_gradient_descent
+                 steps on our AVX-512F GEMM tiles), else null, "index": k,
                  "prepared": "winograd_filter" (a Winograd step whose constant filter was
                  transformed once, at compile time), "bf16_filter" (a direct_bf16 step's
                  constant filter packed once; the stored filter is then not widened per run),
                  "bf16_weights" (a bf16dot matmul / fused matmul step's constant B, stored
-                 bfloat16, packed once into the native GEMM's panels instead of per call)
-                 or null, "dynamic": false, "placement": "device" or "host"}, ...],
+                 bfloat16, packed once into the native GEMM's panels instead of per call),
+                 "f32_weights" (an f32tile matmul / fused matmul step's constant float32 B,
+                 packed once into the tiles' panels) or null, "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "aliased_values": n,
                  "live_peak_bytes": n, "own_bytes": n,

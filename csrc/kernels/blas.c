@@ -291,9 +291,29 @@ int npuK_gemm_bf16_takes(int algo, npuK_dtype a_dtype, npuK_dtype b_dtype) {
          npuK_bf16dot();
 }
 
+int npuK_gemm_f32_takes(int algo, npuK_dtype a_dtype, npuK_dtype b_dtype, npuK_dtype c_dtype) {
+  return algo == NPUK_GEMM_F32TILE && a_dtype == NPUK_F32 && b_dtype == NPUK_F32 &&
+         c_dtype == NPUK_F32 && npuK_avx512f();
+}
+
+/* F32TILE's shapes (measured here, Zen 4, one thread, bench/bench_gemm_f32.c, docs/training.md
+   "The floor"): from F32_MIN_M rows (fewer keep sgemv / OpenBLAS's small-matrix kernel: 4 x
+   256 x 784 runs ~1.2x faster as sgemv rows) and F32_MIN_N columns (10 columns: one masked
+   vector a row, 5-20 % slower than sgemm), while A stays in L2 (F32_MAX_A floats: every panel
+   of B re-reads all of A, and without blocking over k or m that is L3 traffic beyond it: 512 x
+   512 x 512 ran 2x slower than sgemm, 64 x 256 x 4096 up to 3x) and a panel of B, k x 32
+   floats, does too (F32_MAX_K). */
+enum { F32_MIN_M = 8, F32_MIN_N = 32, F32_MAX_K = 4096, F32_MAX_A = 1 << 17 };
+int npuK_gemm_f32_wins(int64_t m, int64_t n, int64_t k) {
+  return npuK_avx512f() && m >= F32_MIN_M && n >= F32_MIN_N && k <= F32_MAX_K &&
+         m * k <= F32_MAX_A;
+}
+
 size_t npuK_matmul_half_b_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots,
                                        npuK_dtype a_dtype, npuK_dtype b_dtype,
                                        npuK_dtype c_dtype, int algo) {
+  if (npuK_gemm_f32_takes(algo, a_dtype, b_dtype, c_dtype))
+    return npuK_gemm_f32_scratch_size(m, n, k, n_slots);
   if (npuK_gemm_bf16_takes(algo, a_dtype, b_dtype)) { /* the most any transposes need */
     size_t s0 = npuK_gemm_bf16_scratch_size(1, 1, m, n, k, n_slots);
     size_t s1 = npuK_gemm_bf16_scratch_size(1, 0, m, n, k, n_slots);
@@ -521,6 +541,12 @@ void npuK_matmul_half_b_algo_ep(const npuK_pool *pool, int trans_a, int trans_b,
                                 const void *b, npuK_dtype b_dtype, const npuK_epilogue *ep,
                                 void *c, npuK_dtype c_dtype, float *scratch, int n_slots,
                                 int algo) {
+  /* (a float32 GEMM asked for no scratch before F32TILE: without it, it runs as AUTO) */
+  if (npuK_gemm_f32_takes(algo, a_dtype, b_dtype, c_dtype) && scratch) {
+    npuK_gemm_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, scratch, n_slots);
+    return;
+  }
+  if (algo == NPUK_GEMM_F32TILE) algo = NPUK_GEMM_AUTO; /* not these operands, or not here */
   if (a_dtype == NPUK_F32 && b_dtype == NPUK_F32 && c_dtype == NPUK_F32) {
     matmul_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, algo);
     return;

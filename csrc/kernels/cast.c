@@ -330,6 +330,24 @@ int npuK_bf16dot(void) {
 #endif
 }
 
+/* AVX-512F for the float32 GEMM's tiles (gemm_f32.c): looked up once as npuK_bf16dot, off
+   when the environment sets NPU_NO_AVX512 (not "0"). */
+int npuK_avx512f(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static atomic_int known; /* 0: not yet looked up, 1: no, 2: yes */
+  int k = atomic_load_explicit(&known, memory_order_relaxed);
+  if (k == 0) {
+    const char *off = getenv("NPU_NO_AVX512");
+    __builtin_cpu_init();
+    k = __builtin_cpu_supports("avx512f") && !(off && *off && strcmp(off, "0") != 0) ? 2 : 1;
+    atomic_store_explicit(&known, k, memory_order_relaxed);
+  }
+  return k == 2;
+#else
+  return 0;
+#endif
+}
+
 void npuK_half_widen(npuK_dtype dt, const void *x, float *y, int64_t n) {
   const uint16_t *h = x;
   if (n <= 0) return;

@@ -204,6 +204,7 @@ static void tile_level0(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+#include "kernels/kacc512.h"
 
 static inline uint32_t load_u32(const uint16_t *p) {
   uint32_t u;
@@ -240,31 +241,6 @@ static void interleave_rows(const uint16_t *r0, const uint16_t *r1, int64_t len,
   }
 }
 
-/* r[i] (16 uint32 each) := the transpose: r[e][i] = old r[i][e]. */
-static inline __attribute__((always_inline)) void transpose16(__m512i *r) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 16; i += 2) { /* pairs of rows, 32-bit interleaved */
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) { /* u[i + q]: element 4L + q of rows i..i+3, lane L */
-    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  for (int q = 0; q < 4; q++) { /* lanes L of the four row groups make element 4L + q */
-    __m512i ab_lo = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x44);
-    __m512i ab_hi = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xee);
-    __m512i cd_lo = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x44);
-    __m512i cd_hi = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xee);
-    r[q] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0x88);
-    r[4 + q] = _mm512_shuffle_i32x4(ab_lo, cd_lo, 0xdd);
-    r[8 + q] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0x88);
-    r[12 + q] = _mm512_shuffle_i32x4(ab_hi, cd_hi, 0xdd);
-  }
-}
-
 /* Panel pn of op(B) into dst (kp, NR). */
 static void pack_panel(const bf_job *j, int64_t pn, uint32_t *dst) {
   int64_t j0 = pn * NR, nr = j->n - j0 < NR ? j->n - j0 : NR;
@@ -288,7 +264,7 @@ static void pack_panel(const bf_job *j, int64_t pn, uint32_t *dst) {
       for (int i = 0; i < 16; i++)
         r[i] = c0 + i < nr ? _mm512_maskz_loadu_epi16(mk, j->b + (j0 + c0 + i) * j->k + 2 * p0)
                            : _mm512_setzero_si512();
-      transpose16(r);
+      k_transpose16x32(r);
       int64_t np = j->kp - p0 < 16 ? j->kp - p0 : 16;
       for (int64_t e = 0; e < np; e++) _mm512_storeu_si512(dst + (p0 + e) * NR + c0, r[e]);
     }

@@ -370,6 +370,10 @@ int npuK_f16c(void);
  * unset: the kernels that compute on bfloat16 operands as stored (rather than widening them
  * to float32) run only then.  A fact of the process, looked up once. */
 int npuK_bf16dot(void);
+/* 1 when the CPU has AVX-512F and NPU_NO_AVX512 is unset (or "0"): the float32 GEMM's tiles
+ * (gemm_f32.c, algorithm F32TILE) run only then; the switch lets tests and benchmarks run
+ * OpenBLAS's path on the same CPU.  A fact of the process, looked up once. */
+int npuK_avx512f(void);
 
 /* ---------------------------------------------------------------- convolution (conv.c)
  * Window geometry shared by conv2d, depthwise_conv2d and the pools. Input x is NHWC
@@ -604,12 +608,53 @@ void npuK_matmul_f32_ref_ep(const npuK_pool *pool, int trans_a, int trans_b, int
  * BF16DOT: A and B stored bfloat16 and computed as stored (npuK_gemm_bf16_ep, VDPBF16PS),
  * where npuK_gemm_bf16_takes; elsewhere it runs as AUTO.  The compiler picks it for such
  * steps when npuK_bf16dot() (compile/implmode.c).
+ * F32TILE: A, B and C float32, computed by our own AVX-512F tiles (npuK_gemm_f32_ep) where
+ * npuK_gemm_f32_takes and the call has its scratch; elsewhere it runs as AUTO.  The compiler picks it for float32 GEMM
+ * steps of npuK_gemm_f32_wins's shapes (compile/implmode.c), the tuner times it.
  * npuK_matmul_half_algo_ep is npuK_matmul_half_ep with the algorithm; npuK_gemm_uses_gemv
  * says what a shape runs under an algorithm. */
 typedef enum npuK_gemm_algo {
   NPUK_GEMM_AUTO = 0, NPUK_GEMM_SGEMM = 1, NPUK_GEMM_GEMV = 2, NPUK_GEMM_BF16DOT = 3,
-  NPUK_GEMM_ALGO_COUNT
+  NPUK_GEMM_F32TILE = 4, NPUK_GEMM_ALGO_COUNT
 } npuK_gemm_algo;
+/* Float32 GEMM by AVX-512F register tiles (gemm_f32.c): C (m, n) = op(A) op(B), A stored
+ * (m, k) or (k, m) if trans_a, B (k, n) or (n, k) if trans_b, all float32; the epilogue (NULL:
+ * none) on the stored sums.  Each output is one float32 chain of fmas over k, ascending:
+ * |c - exact| <= k 2^-24 sum|a b|, (k + 1) 2^-24 (|bias| + sum|a b|) with a bias (added after
+ * the sum); NaN / Inf propagate.  The same bits at any thread count and tiling.  _level: 1 the
+ * AVX-512F tiles (where the CPU has them, whatever NPU_NO_AVX512 says), 0 the portable twin
+ * (fmaf: the same chains; tests).  _ep is level 1.  scratch: npuK_gemm_f32_scratch_size bytes
+ * (B's panels, one per slot; level 0 reads none). */
+size_t npuK_gemm_f32_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots);
+void npuK_gemm_f32_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
+                      int64_t k, const float *a, const float *b, const npuK_epilogue *ep,
+                      float *c, void *scratch, int n_slots);
+void npuK_gemm_f32_level_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                            int64_t n, int64_t k, const float *a, const float *b,
+                            const npuK_epilogue *ep, float *c, void *scratch, int n_slots,
+                            int level);
+/* B packed once (a constant B: compile/plan.c, once per plan; "f32_weights" in explain):
+ * npuK_gemm_f32_packed_size bytes (panels of 32 columns), filled from B (k, n), or (n, k) if
+ * trans_b, by npuK_gemm_f32_pack_b (portable: any CPU).  _packed_level_ep reads it in place
+ * of B: the same chains, so the bits of npuK_gemm_f32_level_ep at the same level; no scratch. */
+size_t npuK_gemm_f32_packed_size(int64_t n, int64_t k);
+void npuK_gemm_f32_pack_b(int trans_b, int64_t n, int64_t k, const float *b, float *dst);
+void npuK_gemm_f32_packed_level_ep(const npuK_pool *pool, int trans_a, int64_t m, int64_t n,
+                                   int64_t k, const float *a, const float *packed_b,
+                                   const npuK_epilogue *ep, float *c, int n_slots, int level);
+/* Gradient descent on it (fused_apply_gradient_descent's F32TILE path): each tile's sums d update
+ * w (m, n) as w = w - lr * d (npuK_sgd_update_f32: multiply, then subtract) while in
+ * registers; C is never stored.  The bits of npuK_gemm_f32_level_ep then that update, at any
+ * thread count.  Scratch: npuK_gemm_f32_scratch_size's. */
+void npuK_gemm_f32_sgd_level(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
+                             int64_t n, int64_t k, const float *a, const float *b, float lr,
+                             float *w, void *scratch, int n_slots, int level);
+/* 1 when a step of this algorithm and these dtypes runs npuK_gemm_f32_ep: algo F32TILE, A, B
+ * and C float32, npuK_avx512f(). */
+int npuK_gemm_f32_takes(int algo, npuK_dtype a_dtype, npuK_dtype b_dtype, npuK_dtype c_dtype);
+/* The shapes the compiler gives F32TILE (measured on Zen 4 against OpenBLAS: kernels/blas.c,
+ * docs/training.md "The floor"); 0 where npuK_avx512f() is 0. */
+int npuK_gemm_f32_wins(int64_t m, int64_t n, int64_t k);
 /* Native bfloat16 GEMM (gemm_bf16.c): C (m, n) = op(A) op(B), A stored (m, k) or (k, m) if
  * trans_a, B (k, n) or (n, k) if trans_b, both bfloat16; the epilogue (NULL: none) on the
  * float32 sums; C stored float32, bfloat16 or float16 (narrowed as the Cast op narrows).

@@ -4,7 +4,9 @@
  * Device: OpenBLAS sgemm/dgemm; under the precision pass A, B and C may be stored float16 /
  * bfloat16, widened and narrowed a GEMM block at a time (NPUX_F_HALF_XY, NPUX_F_HALF_B); A and
  * B both bfloat16 on a CPU with AVX512_BF16: algorithm BF16DOT, the native bfloat16 GEMM on them
- * as stored (kernels/gemm_bf16.c; chosen by compile/implmode.c).
+ * as stored (kernels/gemm_bf16.c; chosen by compile/implmode.c).  Float32 of the shapes where
+ * it wins: algorithm F32TILE, our AVX-512F tiles (kernels/gemm_f32.c), a constant B packed
+ * once by the plan.
  * Reference: the naive triple loop.  int32 (TensorFlow's int32 MatMul, e.g. in TF.js models): the
  * plain triple loop npuK_matmul_i32 on both paths, wrapping modulo 2^32 as TensorFlow; never
  * reduced.
@@ -74,6 +76,11 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
   } else if (reference) {
     npuK_matmul_f32_ref(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                         y->data);
+  } else if (c->prepared && npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype,
+                                                (npuK_dtype)b->dtype, (npuK_dtype)y->dtype)) {
+    /* a constant B packed once by the plan (plan.c): B itself is not read */
+    npuK_gemm_f32_packed_level_ep(c->pool, p->transpose_a, m, n, k, a->data, c->prepared, NULL,
+                                  y->data, c->n_threads, 1);
   } else if (c->prepared &&
              npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype)) {
     /* a constant B packed once by the plan (plan.c): B itself is not read */
@@ -122,6 +129,8 @@ size_t npuX_matmul_scratch(const npuX_call *c, bool transpose_a, bool transpose_
   if (a->ndim != 2 || y->ndim != 2) return 0;
   npuK_dtype a_dtype = (npuK_dtype)a->dtype, b_dtype = (npuK_dtype)c->in[1]->dtype;
   int64_t m = y->shape[0], n = y->shape[1], k = a->shape[transpose_a ? 0 : 1];
+  if (c->prepared && npuK_gemm_f32_takes(c->algo, a_dtype, b_dtype, (npuK_dtype)y->dtype))
+    return 0; /* f32tile on B packed once: no scratch */
   if (npuK_gemm_bf16_takes(c->algo, a_dtype, b_dtype))
     return c->prepared /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
                ? npuK_gemm_bf16_packed_scratch_size(transpose_a, m, k)
