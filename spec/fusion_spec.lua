@@ -749,7 +749,9 @@ end
 
 -- The loss's gradient by hand: logits with NaN, +-inf and huge values, long rows (300
 -- columns), the mul's operands full or one element, with and without the bias gradient: one
--- step, the bits of the passes off and of ALL off, at 1 and 2 threads.
+-- step, the bits of the passes off and of ALL off, at 1 and 2 threads; under high_precision
+-- and under high_performance (the default), where the fused step runs log_softmax's fast
+-- kernel (impl), as the unfused plan does.
 function TestFusionTrainingStep:test_log_softmax_grad_by_hand()
   local rows, cols = 37, 300
   local zs = flat(randn({ rows * cols }, 21, 5))
@@ -757,35 +759,57 @@ function TestFusionTrainingStep:test_log_softmax_grad_by_hand()
     if i % 101 == 0 then zs[i] = ({ 0 / 0, math.huge, -math.huge, 1e30 })[i // 101 % 4 + 1] end
   end
   local z0 = npu.tensor(zs):reshape({ rows, cols })
-  for _, form in ipairs({ "full", "one" }) do
-    for _, with_bias in ipairs({ false, true }) do
-      local what = form .. (with_bias and ", bias" or "")
-      local g = npu.Graph()
-      local z = g:placeholder("float32", { rows, cols }, "z")
-      local a = g:placeholder("float32", { rows, cols }, "a")
-      local b = form == "full" and g:placeholder("float32", { rows, cols }, "b") or g:const(-1 / 37, "b")
-      local d = npu.log_softmax_grad(npu.nn.log_softmax(z), a * b)
-      local fetch = with_bias and { d, npu.bias_add_grad(d) } or { d }
-      local feeds = { [z] = z0, [a] = randn({ rows, cols }, 22) }
-      if form == "full" then feeds[b] = randn({ rows, cols }, 23) end
-      local n0 = npu.core.n_threads()
-      npu.core.set_n_threads(1)
-      local on, e = session(g):run(fetch, feeds), session(g):explain(fetch, feeds)
-      local off = session(g, nil, ALL_OFF):run(fetch, feeds)
-      local pass_off = session(g, nil, TRAIN_OFF):run(fetch, feeds)
-      npu.core.set_n_threads(2)
-      local on2 = session(g):run(fetch, feeds)
-      npu.core.set_n_threads(n0)
-      lu.assertEquals(#e.steps, 1, what)
-      lu.assertEquals(e.steps[1].op, "fused_log_softmax_grad", what)
-      lu.assertEquals(#e.steps[1].absorbed, with_bias and 3 or 2, what)
-      for i = 1, #fetch do
-        assert_same_bits(on[i], off[i], what .. ", all off")
-        assert_same_bits(on[i], pass_off[i], what .. ", passes off")
-        assert_same_bits(on2[i], on[i], what .. ", 2 threads")
+  local differ = 0
+  for _, mode in ipairs({ "high_precision", "high_performance" }) do
+    local opts = { op_select_implmode = mode }
+    for _, form in ipairs({ "full", "one" }) do
+      for _, with_bias in ipairs({ false, true }) do
+        local what = mode .. ", " .. form .. (with_bias and ", bias" or "")
+        local g = npu.Graph()
+        local z = g:placeholder("float32", { rows, cols }, "z")
+        local a = g:placeholder("float32", { rows, cols }, "a")
+        local b = form == "full" and g:placeholder("float32", { rows, cols }, "b") or g:const(-1 / 37, "b")
+        local d = npu.log_softmax_grad(npu.nn.log_softmax(z), a * b)
+        local fetch = with_bias and { d, npu.bias_add_grad(d) } or { d }
+        local feeds = { [z] = z0, [a] = randn({ rows, cols }, 22) }
+        if form == "full" then feeds[b] = randn({ rows, cols }, 23) end
+        local n0 = npu.core.n_threads()
+        npu.core.set_n_threads(1)
+        local on, e = session(g, opts):run(fetch, feeds), session(g, opts):explain(fetch, feeds)
+        local off = session(g, opts, ALL_OFF):run(fetch, feeds)
+        local pass_off = session(g, opts, TRAIN_OFF):run(fetch, feeds)
+        npu.core.set_n_threads(2)
+        local on2 = session(g, opts):run(fetch, feeds)
+        npu.core.set_n_threads(n0)
+        lu.assertEquals(#e.steps, 1, what)
+        lu.assertEquals(e.steps[1].op, "fused_log_softmax_grad", what)
+        lu.assertEquals(e.steps[1].impl, mode, what)
+        lu.assertEquals(#e.steps[1].absorbed, with_bias and 3 or 2, what)
+        for i = 1, #fetch do
+          assert_same_bits(on[i], off[i], what .. ", all off")
+          assert_same_bits(on[i], pass_off[i], what .. ", passes off")
+          assert_same_bits(on2[i], on[i], what .. ", 2 threads")
+        end
       end
     end
   end
+  -- every row above holds a NaN, an infinity or 1e30 (sums of exactly 1): on ordinary logits
+  -- the two kernels round apart, and the default session is the fast one, fused or not
+  local g = npu.Graph()
+  local z = g:placeholder("float32", { rows, cols }, "z")
+  local a = g:placeholder("float32", { rows, cols }, "a")
+  local d = npu.log_softmax_grad(npu.nn.log_softmax(z), a * g:const(-1 / 37, "b"))
+  local feeds = { [z] = randn({ rows, cols }, 24, 5), [a] = randn({ rows, cols }, 22) }
+  local precise = flat(session(g):run(d, feeds))
+  local default = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+  lu.assertEquals(default:explain(d, feeds).steps[1].impl, "high_performance")
+  local fast = default:run(d, feeds)
+  assert_same_bits(fast, session(g, { op_select_implmode = "high_performance" }, ALL_OFF):run(d, feeds),
+    "default, all off")
+  for k, v in ipairs(flat(fast)) do
+    if v ~= precise[k] then differ = differ + 1 end
+  end
+  lu.assertTrue(differ > 0, "the fast log_softmax's bits differ from libm's somewhere")
 end
 
 -- conv + bias + relu + max_pool trained (the bias a variable): the bias gradient joins the
@@ -1087,12 +1111,15 @@ function TestFusionEltwise:test_ops_with_a_chosen_implementation_keep_their_step
   local feeds = { [x] = randn({ 4, 6 }, 3) }
   lu.assertEquals(shape_of(session(g):explain(y, feeds)),
     { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" })
-  local sess = session(g, { op_select_implmode = "high_performance" })
-  lu.assertEquals(shape_of(sess:explain(y, feeds)),
-    { "fused_matmul<MatMulBiasAddFusionPass:B>", "sigmoid", "fused_elementwise<TbeEltwiseFusionPass:R>" })
-  -- high_precision chosen explicitly, or high_performance for other ops only: fused as before
+  -- high_performance, set or by default (session() sets high_precision unless told)
+  local default = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+  for _, sess in ipairs({ session(g, { op_select_implmode = "high_performance" }), default }) do
+    lu.assertEquals(shape_of(sess:explain(y, feeds)),
+      { "fused_matmul<MatMulBiasAddFusionPass:B>", "sigmoid", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+  end
+  -- high_precision chosen explicitly, for every op or for sigmoid's type: fused as before
   for _, opts in ipairs({ { op_select_implmode = "high_precision" },
-    { op_select_implmode = "high_performance", optypelist_for_implmode = "Exp,SoftmaxV2" } }) do
+    { op_select_implmode = "high_precision", optypelist_for_implmode = "Sigmoid" } }) do
     lu.assertEquals(shape_of(session(g, opts):explain(y, feeds)),
       { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" })
   end

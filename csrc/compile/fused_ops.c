@@ -431,15 +431,16 @@ const npu_op_def npuP_op_fused_sgd_update = {
 /* ---- log_softmax + mul + log_softmax_grad (+ bias_add_grad) (LogSoftmaxGradFusionPass) ---- */
 
 /* in: log_softmax's z, the mul's two operands (z's shape, or one element: params); out: d =
-   log_softmax_grad(log_softmax(z), a * b) [, bias_add_grad(d)].  The pass checked float32 and
-   the shapes. */
+   log_softmax_grad(log_softmax(z), a * b) [, bias_add_grad(d)], log_softmax by its
+   high_performance kernel where the step's impl says so (the fusion pass sets it from the
+   log_softmax it absorbed).  The pass checked float32 and the shapes. */
 static npu_status lsx_grad_run(const npuX_call *c) {
   const npuP_fused_xent_grad *p = c->params;
   npu_status st = check_f32(c, "fused_log_softmax_grad");
   if (st) return st;
   const npu_tensor *z = c->in[0];
   int64_t cols = z->shape[z->ndim - 1], rows = cols ? z->numel / cols : 0;
-  npuK_log_softmax_xent_grad_f32(c->pool, rows, cols, z->data, c->in[1]->data, p->a_one,
+  npuK_log_softmax_xent_grad_f32(c->pool, c->impl, rows, cols, z->data, c->in[1]->data, p->a_one,
                                  c->in[2]->data, p->b_one, c->out[0]->data,
                                  c->n_outputs > 1 ? c->out[1]->data : NULL);
   return NPU_OK;

@@ -1316,7 +1316,8 @@ static int producer_step(const fuser *f, int v, int k) {
    the logits, the labels times -1/batch), float32 of one shape of rank >= 1 (a or b may be
    one element): one step computing the three row by row, y and dy never stored; a
    bias_add_grad of the result (the logits' bias) joins as a second output.  The step takes
-   log_softmax_grad's place.  Float32 precision only (log_softmax is block-listed). */
+   log_softmax_grad's place, with log_softmax's implementation mode as its impl.  Float32
+   precision only (log_softmax is block-listed). */
 static npu_status fuse_log_softmax_grad(fuser *f) {
   npuE_plan *p = f->p;
   if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
@@ -1327,9 +1328,11 @@ static npu_status fuse_log_softmax_grad(fuser *f) {
     int kl = producer_step(f, y, k), km = producer_step(f, dy, k);
     const npuE_step *ls = kl >= 0 ? &p->steps[kl] : NULL, *mul = km >= 0 ? &p->steps[km] : NULL;
     if (!ls || !mul || ls->def != &npuX_op_log_softmax || mul->def != &npuX_op_mul ||
-        ls->dynamic || mul->dynamic || mul->n_in != 2 || keeps_its_implementation(f, ls) ||
-        keeps_its_implementation(f, lg))
+        ls->dynamic || mul->dynamic || mul->n_in != 2 || keeps_its_implementation(f, lg))
       continue;
+    /* log_softmax's fast kernel has a twin in the fused one (its max and row sum), so a
+       high_performance log_softmax fuses too, and the step runs that kernel (impl) */
+    bool fast = keeps_its_implementation(f, ls);
     const npuG_value *dv = value(f, d);
     int z = ls->in[0], a = mul->in[0], b = mul->in[1];
     int ba = broadcast_of(f, a, dv), bb = broadcast_of(f, b, dv);
@@ -1356,6 +1359,7 @@ static npu_status fuse_log_softmax_grad(fuser *f) {
     }
     npu_status s = commit(f, &pt, &npuP_op_fused_xent_grad, params, 0);
     if (s) return s;
+    p->steps[k].impl = fast; /* commit put the step at k, log_softmax_grad's place */
   }
   return NPU_OK;
 }
