@@ -1102,26 +1102,54 @@ function TestFusionEltwise:test_precision_list_of_a_chain()
 end
 
 function TestFusionEltwise:test_ops_with_a_chosen_implementation_keep_their_step()
-  -- op_select_implmode picks sigmoid's implementation: sigmoid stays a step of its own, in a
-  -- chain and as an activation; relu still fuses
+  -- under high_performance (the default) sigmoid and tanh as a matmul's or a convolution's
+  -- activation fuse, the epilogue running their fast kernel: the unfused plan's bits; in an
+  -- elementwise chain a fast op (exp here) keeps a step of its own (the chain's kernel has only
+  -- the libm one); relu still fuses
   local g = npu.Graph()
   local x = g:placeholder("float32", { 4, 6 }, "x")
   local h = npu.nn.bias_add(x:matmul(g:const(randn({ 6, 3 }, 1))), g:const(randn({ 3 }, 2)), { name = "B" })
   local y = npu.relu(npu.sigmoid(h) * 2, { name = "R" })
-  local feeds = { [x] = randn({ 4, 6 }, 3) }
-  lu.assertEquals(shape_of(session(g):explain(y, feeds)),
-    { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+  local im = g:placeholder("float32", { 2, 6, 6, 3 }, "im")
+  local cv = npu.nn.bias_add(npu.nn.conv2d(im, g:const(randn({ 3, 3, 3, 8 }, 4)), { padding = "SAME" }),
+    g:const(randn({ 8 }, 5)), { name = "C" })
+  local yc = npu.tanh(cv)
+  local ye = npu.relu(npu.exp(x * g:const(npu.tensor({ 0.5 }))) * 2, { name = "E" })
+  local feeds = { [x] = randn({ 4, 6 }, 3), [im] = randn({ 2, 6, 6, 3 }, 6) }
+  local fused = { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" }
+  local conv = { "fused_conv2d<ConvBiasAddFusionPass:C,Tanh>" }
+  lu.assertEquals(shape_of(session(g):explain(y, feeds)), fused)
+  lu.assertEquals(shape_of(session(g):explain(yc, feeds)), conv)
+  lu.assertEquals(#session(g):explain(ye, feeds).steps, 1, "high_precision: one chain")
   -- high_performance, set or by default (session() sets high_precision unless told)
   local default = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+  local precise = session(g)
   for _, sess in ipairs({ session(g, { op_select_implmode = "high_performance" }), default }) do
-    lu.assertEquals(shape_of(sess:explain(y, feeds)),
-      { "fused_matmul<MatMulBiasAddFusionPass:B>", "sigmoid", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+    lu.assertEquals(shape_of(sess:explain(y, feeds)), fused)
+    lu.assertEquals(shape_of(sess:explain(yc, feeds)), conv)
+    local steps = sess:explain(ye, feeds).steps
+    lu.assertEquals(#steps, 3, "the exp between two chains")
+    lu.assertEquals(steps[2].op, "exp")
+    lu.assertEquals(steps[2].impl, "high_performance")
+    local off = session(g, { op_select_implmode = "high_performance" }, ALL_OFF)
+    for _, fetch in ipairs({ y, yc, ye }) do
+      local got = sess:run(fetch, feeds)
+      assert_same_bits(got, off:run(fetch, feeds), "fast, fused against unfused")
+      assert_close(got, precise:run(fetch, feeds), 1e-6, "fast against libm")
+    end
   end
+  -- the fast epilogues are not libm's: tanh over many values tells them apart
+  local many = { [x] = randn({ 4, 6 }, 3), [im] = randn({ 2, 6, 6, 3 }, 7, 3) }
+  local a, b = flat(default:run(yc, many)), flat(precise:run(yc, many))
+  local differ = 0
+  for i = 1, #a do
+    if a[i] ~= b[i] then differ = differ + 1 end
+  end
+  lu.assertTrue(differ > 0, "the fused tanh runs the fast kernel")
   -- high_precision chosen explicitly, for every op or for sigmoid's type: fused as before
   for _, opts in ipairs({ { op_select_implmode = "high_precision" },
     { op_select_implmode = "high_precision", optypelist_for_implmode = "Sigmoid" } }) do
-    lu.assertEquals(shape_of(session(g, opts):explain(y, feeds)),
-      { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+    lu.assertEquals(shape_of(session(g, opts):explain(y, feeds)), fused)
   end
 end
 

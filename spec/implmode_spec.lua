@@ -169,6 +169,21 @@ function TestImplMode:test_optypelist_limits_the_mode_to_the_listed_types()
     optypelist_for_implmode = "Exp" })), FAST)
 end
 
+-- The list still needs op_select_implmode set explicitly (options.c's REQUIRES rule): its
+-- default, high_performance, is what the unlisted types get, so a list without a mode is a
+-- mistake, not a request for the default.
+function TestImplMode:test_optypelist_needs_op_select_implmode_set()
+  local g = graph("float32")
+  local ok, err = pcall(npu.Session, { graph = g, options = { optypelist_for_implmode = "Exp" } })
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "NPU_ERR_CONFLICT")
+  lu.assertStrContains(tostring(err), "requires 'op_select_implmode' to be set")
+  -- set to its default value, it is set
+  local sess = npu.Session { graph = g, options = { op_select_implmode = "high_performance",
+    optypelist_for_implmode = "Exp" } }
+  lu.assertNotNil(sess)
+end
+
 function TestImplMode:test_unknown_type_in_optypelist_names_the_nearest()
   local g, x = graph("float32")
   local ok, err = pcall(npu.Session, { graph = g, options = { op_select_implmode = "high_performance",

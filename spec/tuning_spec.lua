@@ -532,6 +532,20 @@ function TestTuning:test_input_gradient_candidates_winograd_under_high_performan
   local _, recd = tuned(ddir)
   lu.assertTrue(algos(recd).winograd_2x3, "the default mode times Winograd")
   lu.assertEquals(recd.impl, "high_performance")
+  -- records are keyed by the step's mode: a default session applies the default's record and
+  -- not high_precision's (nor the other way round)
+  local function applied(wd, extra)
+    local opts = { export_compile_stat = 0, work_path = wd, op_compiler_cache_mode = "disable" }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    local sess <close> = npu.Session { graph = g, options = opts }
+    return step_of(sess:explain(dx, feeds), "dx").tuned
+  end
+  lu.assertEquals(applied(ddir), "record")
+  if rec0 then -- high_precision's record (threads only: none where one thread is all there is)
+    lu.assertEquals(applied(dir, { op_select_implmode = "high_precision" }), "record")
+  end
+  lu.assertNotEquals(applied(dir), "record")
+  lu.assertNotEquals(applied(ddir, { op_select_implmode = "high_precision" }), "record")
   -- high_performance: the op's own kernel and Winograd timed, the winner applied
   local hdir = dir .. "/hp"
   os.execute("mkdir -p " .. S.sh_quote(hdir))

@@ -2271,7 +2271,7 @@ static void test_depthwise_paths(void) {
                                   NPUK_ACT_LEAKY_RELU, NPUK_ACT_PRELU,   NPUK_ACT_SIGMOID};
   for (size_t a = 0; a < sizeof acts / sizeof *acts; a++)
     for (int with_bias = 0; with_bias <= 1; with_bias++) {
-      npuK_epilogue ep = {with_bias ? bias : NULL, acts[a], 0.2f, slope};
+      npuK_epilogue ep = {with_bias ? bias : NULL, acts[a], 0.2f, slope, 0};
       g = make_window(1, 5, 10, 37, 3, 3, 1, 1, 1, 1, 1);
       check_depthwise(&g, 1, &ep, 8);
       g = make_window(1, 5, 9, 13, 3, 3, 2, 2, 1, 1, 1);
@@ -2287,7 +2287,7 @@ static void test_depthwise_paths(void) {
     for (int i = 0; i < 16; i++) f[i] = i % 2 ? -2.0f : 2.0f;
     x[3] = NAN, x[5] = INFINITY, x[6] = -INFINITY;
     for (size_t a = 1; a < sizeof acts / sizeof *acts; a++) {
-      npuK_epilogue ep = {NULL, acts[a], 0.2f, slope};
+      npuK_epilogue ep = {NULL, acts[a], 0.2f, slope, 0};
       npuK_depthwise_conv2d_f32_ep(NULL, &h, 1, x, f, &ep, y1);
       npuK_depthwise_conv2d_f32_ref_ep(NULL, &h, 1, x, f, &ep, y2);
       CHECK(bits_equal(y1, y2, sizeof y1));
@@ -2360,8 +2360,40 @@ static void test_dtype_size(void) {
         npuK_dtype_size(NPUK_BOOL) == 1 && npuK_dtype_size(NPUK_DTYPE_COUNT) == 0);
 }
 
+/* An epilogue's fast sigmoid / tanh (npuK_epilogue.fast): the bits of the bias add, then the
+   high_performance kernel over the whole block, whether the rows are one run (ld = cols) or
+   one each (a GEMM's column slab), and not libm's everywhere. */
+static void test_fast_epilogue(void) {
+  const int64_t rows = 5, cols = 37, ld = 40;
+  const npuK_act acts[] = {NPUK_ACT_SIGMOID, NPUK_ACT_TANH};
+  const npuK_unop ops[] = {NPUK_UN_SIGMOID, NPUK_UN_TANH};
+  float *x = rand_f32(rows * ld), *bias = rand_f32(cols);
+  float *got = malloc((size_t)(rows * ld) * 4), *want = malloc((size_t)(rows * ld) * 4);
+  float *libm = malloc((size_t)(rows * ld) * 4);
+  for (int64_t i = 0; i < rows * ld; i++) x[i] *= 8.0f;
+  for (int a = 0; a < 2; a++)
+    for (int dense = 0; dense < 2; dense++) {
+      int64_t stride = dense ? cols : ld;
+      memcpy(got, x, (size_t)(rows * ld) * 4);
+      memcpy(want, x, (size_t)(rows * ld) * 4);
+      memcpy(libm, x, (size_t)(rows * ld) * 4);
+      npuK_epilogue fast = {.bias = bias, .act = acts[a], .fast = 1};
+      npuK_epilogue plain = {.bias = bias, .act = acts[a]};
+      npuK_epilogue bias_only = {.bias = bias, .act = NPUK_ACT_NONE};
+      npuK_epilogue_f32(&fast, rows, cols, stride, got);
+      npuK_epilogue_f32(&plain, rows, cols, stride, libm);
+      npuK_epilogue_f32(&bias_only, rows, cols, stride, want);
+      for (int64_t r = 0; r < rows; r++)
+        CHECK(npuK_unary_f32_fast(NULL, ops[a], cols, want + r * stride, want + r * stride) == 0);
+      CHECK(bits_equal(got, want, (size_t)(rows * ld) * 4));
+      CHECK(!bits_equal(got, libm, (size_t)(rows * ld) * 4));
+    }
+  free(x), free(bias), free(got), free(want), free(libm);
+}
+
 int main(void) {
   test_dtype_size();
+  test_fast_epilogue();
   test_half();
   test_matmul();
   test_matmul_small_m();

@@ -66,7 +66,8 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
   int64_t m = y->shape[0], n = y->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
   npuK_epilogue ep = {.bias = p->bias_input >= 0 ? c->in[p->bias_input]->data : NULL,
                       .act = p->act, .alpha = p->alpha,
-                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL};
+                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL,
+                      .fast = p->act_fast && !reference};
   if (reference)
     npuK_matmul_f32_ref_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                            &ep, y->data);
@@ -272,7 +273,8 @@ static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) 
   const float *filter = c->in[1]->data;
   npuK_epilogue ep = {.bias = p->bias_input >= 0 ? c->in[p->bias_input]->data : NULL,
                       .act = p->act, .alpha = p->alpha,
-                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL};
+                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL,
+                      .fast = p->act_fast && !reference};
   void *y = c->out[0]->data;
   if (depthwise && reference)
     npuK_depthwise_conv2d_f32_ref_ep(c->pool, &w, p->out_c, x, filter, &ep, y);

@@ -469,8 +469,10 @@ static const npuG_node *node_of(const fuser *f, const npuE_step *s) {
   return &f->b->graph->nodes[s->node];
 }
 
-/* A step that gets its high_performance implementation (compile/implmode.c) keeps its own
-   step: a fused kernel runs the high_precision one only. */
+/* Whether step s gets its high_performance implementation (compile/implmode.c).  Such a step
+   keeps its own step where the fused kernel has only the high_precision one (elementwise
+   programs); epilogues (sigmoid, tanh) and the cross-entropy gradient (log_softmax) run the
+   fast twin instead, told so by their params / impl. */
 static bool keeps_its_implementation(const fuser *f, const npuE_step *s) {
   return npuP_impl_is_fast(f->b->cfg, s->def, node_of(f, s)->name);
 }
@@ -486,13 +488,14 @@ static const struct {
 };
 
 /* Whether step s is an activation of value v (float32); *slope: prelu's slopes, one per
-   channel along the last dim (the only prelu an epilogue takes), else -1. */
+   channel along the last dim (the only prelu an epilogue takes), else -1; *fast: a sigmoid or
+   tanh under high_performance, which the epilogue runs by its fast kernel (kfast.h) too. */
 static bool activation_of(const fuser *f, const npuE_step *s, int v, npuK_act *act, float *alpha,
-                          int *slope) {
+                          int *slope, bool *fast) {
   *slope = -1;
   for (size_t i = 0; i < npu_countof(activations); i++)
-    if (s->def == activations[i].def && s->n_out == 1 && s->in[0] == v && is_f32(f, s->out[0]) &&
-        !keeps_its_implementation(f, s)) {
+    if (s->def == activations[i].def && s->n_out == 1 && s->in[0] == v && is_f32(f, s->out[0])) {
+      *fast = keeps_its_implementation(f, s);
       if (s->def == &npuX_op_prelu) {
         if (s->in[1] == v || !is_f32(f, s->in[1]) ||
             broadcast_of(f, s->in[1], value(f, v)) != NPUK_EW_ROW)
@@ -600,8 +603,9 @@ static npu_status fuse_matmul_bias(fuser *f) {
                   .out = p->steps[kb].out[0]};
     npuK_act act = NPUK_ACT_NONE;
     float alpha = 0;
+    bool fast = false;
     int ka = next_step(f, pt.out), slope = -1;
-    if (ka >= 0 && activation_of(f, &p->steps[ka], pt.out, &act, &alpha, &slope) &&
+    if (ka >= 0 && activation_of(f, &p->steps[ka], pt.out, &act, &alpha, &slope, &fast) &&
         foldable(f, pt.out, kb, ka)) {
       pt.steps[pt.n_steps++] = ka;
       pt.out = p->steps[ka].out[0];
@@ -609,6 +613,7 @@ static npu_status fuse_matmul_bias(fuser *f) {
     } else {
       act = NPUK_ACT_NONE;
       slope = -1;
+      fast = false;
     }
     npuP_fused_matmul *params = npuC_alloc(f->b->ctx, sizeof *params);
     if (!params) return NPU_ERR_NOMEM;
@@ -616,7 +621,7 @@ static npu_status fuse_matmul_bias(fuser *f) {
     *params = (npuP_fused_matmul){.transpose_a = attr_number(node, "transpose_a", 0) != 0,
                                   .transpose_b = attr_number(node, "transpose_b", 0) != 0,
                                   .bias_input = 2, .slope_input = slope >= 0 ? 3 : -1,
-                                  .act = act, .alpha = alpha};
+                                  .act = act, .alpha = alpha, .act_fast = fast};
     npu_status s = commit(f, &pt, &npuP_op_fused_matmul, params, 0);
     if (s) return s;
   }
@@ -757,7 +762,8 @@ typedef struct conv_link {
   int bcast;   /* NPUK_EW_ROW or NPUK_EW_SCALAR */
   npuK_act act;
   float alpha;
-  int slope; /* L_ACT prelu: its slopes */
+  int slope;     /* L_ACT prelu: its slopes */
+  bool act_fast; /* L_ACT sigmoid / tanh under high_performance */
 } conv_link;
 
 static bool affine_of(const fuser *f, const npuE_step *s, int v, conv_link *l) {
@@ -787,7 +793,7 @@ static int conv_links(const fuser *f, int k, conv_link *links) {
     if (kc < 0) break;
     const npuE_step *s = &f->p->steps[kc];
     conv_link l = {.step = kc, .operand = -1};
-    if (activation_of(f, s, v, &l.act, &l.alpha, &l.slope)) {
+    if (activation_of(f, s, v, &l.act, &l.alpha, &l.slope, &l.act_fast)) {
       l.kind = L_ACT;
       links[n++] = l;
       break;
@@ -924,6 +930,7 @@ static npu_status fuse_conv(fuser *f, bool bn) {
       if (l->kind == L_ACT) {
         pc->act = l->act;
         pc->alpha = l->alpha;
+        pc->act_fast = l->act_fast;
         slope = l->slope;
         continue;
       }

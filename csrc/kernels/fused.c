@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kfast.h"
 #include "kernels/kmath.h"
 #include "kernels/kutil.h"
 
@@ -201,8 +202,10 @@ void npuK_epilogue_f32(const npuK_epilogue *e, int64_t rows, int64_t cols, int64
   }
   for (int64_t r = 0; r < runs && e->act != NPUK_ACT_NONE; r++) {
     float *run = y + r * ld;
+    npuK_unop op = (npuK_unop)unop_of[e->act];
     if (e->act == NPUK_ACT_LEAKY_RELU) leaky_block(e->alpha, run_len, run, run);
-    else unary_block((npuK_unop)unop_of[e->act], run_len, run, run);
+    else if (!e->fast || npuK_unary_f32_fast(NULL, op, run_len, run, run) != 0)
+      unary_block(op, run_len, run, run);
   }
 }
 

@@ -572,6 +572,8 @@ typedef struct npuK_epilogue {
   npuK_act act;
   float alpha;        /* leaky_relu's slope */
   const float *slope; /* prelu's slopes (cols) */
+  int fast;           /* sigmoid, tanh: their high_performance kernels (kfast.h), the bits of
+                         the unfused fast step (each element's result is position-free) */
 } npuK_epilogue;
 void npuK_epilogue_f32(const npuK_epilogue *e, int64_t rows, int64_t cols, int64_t ld, float *y);
 
