@@ -48,9 +48,6 @@ static npu_status scenario(npu_context *ctx, session_handles *h, int mode, const
 
   TRY(npu_options_new(ctx, &h->o));
   TRY(npu_options_set_string(h->o, "precision_mode", "must_keep_origin_dtype"));
-  /* high_precision: relu and exp fuse into one step (under the default, high_performance,
-     exp keeps its fast kernel's step), whose naming the log line below checks */
-  TRY(npu_options_set_string(h->o, "op_select_implmode", "high_precision"));
   TRY(npu_options_set_string(h->o, "dump_path", dir));
   if (mode == MODE_DEBUG) {
     TRY(npu_options_set_bool(h->o, "enable_dump_debug", 1));

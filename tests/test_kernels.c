@@ -2389,6 +2389,23 @@ static void test_fast_epilogue(void) {
       CHECK(!bits_equal(got, libm, (size_t)(rows * ld) * 4));
     }
   free(x), free(bias), free(got), free(want), free(libm);
+  /* an elementwise program's UNARY_FAST (rows longer than a block, a partial one at the end):
+     the fast kernel's bits at any thread count; _ref runs libm's */
+  const int64_t er = 3, ec = NPUK_EW_BLOCK + 477;
+  float *ex = rand_f32(er * ec), *ey = malloc((size_t)(er * ec) * 4), *ew = malloc((size_t)(er * ec) * 4);
+  for (int64_t i = 0; i < er * ec; i++) ex[i] = ex[i] * 20.0f - 10.0f;
+  const npuK_ew_instr prog[] = {{.kind = NPUK_EW_LOAD, .operand = 0},
+                                {.kind = NPUK_EW_UNARY_FAST, .op = NPUK_UN_EXP, .operand = -1}};
+  const float *const eops[] = {ex};
+  npuK_unary_f32_fast(NULL, NPUK_UN_EXP, er * ec, ex, ew);
+  npuK_eltwise_f32(&pool_two, 2, prog, er, ec, eops, ey);
+  CHECK(bits_equal(ey, ew, (size_t)(er * ec) * 4));
+  npuK_eltwise_f32(&pool_odd, 2, prog, er, ec, eops, ey);
+  CHECK(bits_equal(ey, ew, (size_t)(er * ec) * 4));
+  npuK_unary_f32(NULL, NPUK_UN_EXP, er * ec, ex, ew);
+  npuK_eltwise_f32_ref(NULL, 2, prog, er, ec, eops, ey);
+  CHECK(bits_equal(ey, ew, (size_t)(er * ec) * 4));
+  free(ex), free(ey), free(ew);
 }
 
 int main(void) {

@@ -469,11 +469,11 @@ static const npuG_node *node_of(const fuser *f, const npuE_step *s) {
   return &f->b->graph->nodes[s->node];
 }
 
-/* Whether step s gets its high_performance implementation (compile/implmode.c).  Such a step
-   keeps its own step where the fused kernel has only the high_precision one (elementwise
-   programs); epilogues (sigmoid, tanh) and the cross-entropy gradient (log_softmax) run the
-   fast twin instead, told so by their params / impl. */
-static bool keeps_its_implementation(const fuser *f, const npuE_step *s) {
+/* Whether step s gets its high_performance implementation (compile/implmode.c).  The fused
+   kernels that take such a step run its fast twin, told so: elementwise programs
+   (NPUK_EW_UNARY_FAST), epilogues (sigmoid, tanh: act_fast) and the cross-entropy gradient
+   (log_softmax: the step's impl); the unfused plan's bits either way. */
+static bool fast_impl(const fuser *f, const npuE_step *s) {
   return npuP_impl_is_fast(f->b->cfg, s->def, node_of(f, s)->name);
 }
 
@@ -495,7 +495,7 @@ static bool activation_of(const fuser *f, const npuE_step *s, int v, npuK_act *a
   *slope = -1;
   for (size_t i = 0; i < npu_countof(activations); i++)
     if (s->def == activations[i].def && s->n_out == 1 && s->in[0] == v && is_f32(f, s->out[0])) {
-      *fast = keeps_its_implementation(f, s);
+      *fast = fast_impl(f, s);
       if (s->def == &npuX_op_prelu) {
         if (s->in[1] == v || !is_f32(f, s->in[1]) ||
             broadcast_of(f, s->in[1], value(f, v)) != NPUK_EW_ROW)
@@ -1105,8 +1105,7 @@ static const struct eltwise_op {
 };
 
 static const struct eltwise_op *eltwise_of(const fuser *f, const npuE_step *s) {
-  if (!live(s) || s->n_out != 1 || !is_f32(f, s->out[0]) || keeps_its_implementation(f, s))
-    return NULL;
+  if (!live(s) || s->n_out != 1 || !is_f32(f, s->out[0])) return NULL;
   for (size_t i = 0; i < npu_countof(eltwise_ops); i++)
     if (s->def == eltwise_ops[i].def) {
       for (int j = 0; j < s->n_in; j++)
@@ -1138,6 +1137,8 @@ static bool append(const fuser *f, chain *c, const npuE_step *s, const struct el
                    int v, const npuG_value *shape) {
   if (c->n_instr + 2 > MAX_CHAIN + 1 || !same_shape(value(f, s->out[0]), shape)) return false;
   npuK_ew_instr in = {.kind = e->kind, .op = e->op, .operand = -1};
+  /* exp, log, tanh, sigmoid under high_performance: the program runs their fast kernels */
+  if (e->kind == NPUK_EW_UNARY && fast_impl(f, s)) in.kind = NPUK_EW_UNARY_FAST;
   int load = -1;
   if (e->kind == NPUK_EW_PRELU) {
     int x = s->in[0], o = s->in[1], bc = broadcast_of(f, o, shape);
@@ -1211,6 +1212,10 @@ static npu_status fuse_eltwise(fuser *f) {
     npu_status s = commit(f, &c.pt, c.block ? &npuP_op_fused_eltwise_block : &npuP_op_fused_eltwise,
                           params, 0);
     if (s) return s;
+    /* commit put the step at the chain's last; its impl says (explain) that it runs a fast
+       kernel, the instructions which */
+    for (int i = 0; i < c.n_instr; i++)
+      if (c.prog[i].kind == NPUK_EW_UNARY_FAST) p->steps[c.pt.steps[c.pt.n_steps - 1]].impl = 1;
     f->effect += c.pt.n_steps - 2; /* commit counted one; each conv_link folded is an effect */
   }
   return NPU_OK;
@@ -1240,7 +1245,7 @@ static npu_status fuse_max_pool_grad_relu(fuser *f) {
     int v = mpg->out[0], kr = next_step(f, v);
     const npuE_step *rg = kr >= 0 ? &p->steps[kr] : NULL;
     if (!rg || rg->def != &npuX_op_relu_grad || rg->in[0] != v || rg->in[1] == v ||
-        rg->dynamic || keeps_its_implementation(f, mpg) || keeps_its_implementation(f, rg))
+        rg->dynamic || fast_impl(f, mpg) || fast_impl(f, rg))
       continue;
     bool f32 = true;
     for (int i = 0; i < 3; i++) f32 &= is_f32(f, mpg->in[i]);
@@ -1288,7 +1293,7 @@ static npu_status fuse_relu_grad_bias_grad(fuser *f) {
   for (int k = 0; k < p->n_steps; k++) {
     const npuE_step *rg = &p->steps[k];
     if (rg->def != &npuX_op_relu_grad || rg->dynamic || rg->n_in != 2 ||
-        keeps_its_implementation(f, rg))
+        fast_impl(f, rg))
       continue;
     int g = rg->out[0], kb = bias_grad_reader(f, g, k);
     if (kb < 0) continue;
@@ -1335,11 +1340,11 @@ static npu_status fuse_log_softmax_grad(fuser *f) {
     int kl = producer_step(f, y, k), km = producer_step(f, dy, k);
     const npuE_step *ls = kl >= 0 ? &p->steps[kl] : NULL, *mul = km >= 0 ? &p->steps[km] : NULL;
     if (!ls || !mul || ls->def != &npuX_op_log_softmax || mul->def != &npuX_op_mul ||
-        ls->dynamic || mul->dynamic || mul->n_in != 2 || keeps_its_implementation(f, lg))
+        ls->dynamic || mul->dynamic || mul->n_in != 2 || fast_impl(f, lg))
       continue;
     /* log_softmax's fast kernel has a twin in the fused one (its max and row sum), so a
        high_performance log_softmax fuses too, and the step runs that kernel (impl) */
-    bool fast = keeps_its_implementation(f, ls);
+    bool fast = fast_impl(f, ls);
     const npuG_value *dv = value(f, d);
     int z = ls->in[0], a = mul->in[0], b = mul->in[1];
     int ba = broadcast_of(f, a, dv), bb = broadcast_of(f, b, dv);

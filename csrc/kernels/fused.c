@@ -281,6 +281,11 @@ static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_
       if (j->reference) npuK_unary_f32(NULL, (npuK_unop)in->op, n, v, y);
       else unary_block((npuK_unop)in->op, n, v, y);
       break;
+    case NPUK_EW_UNARY_FAST:
+      if (j->reference) npuK_unary_f32(NULL, (npuK_unop)in->op, n, v, y);
+      else if (npuK_unary_f32_fast(NULL, (npuK_unop)in->op, n, v, y) != 0)
+        unary_block((npuK_unop)in->op, n, v, y); /* no fast twin: never made so by fusion.c */
+      break;
     case NPUK_EW_LEAKY_RELU:
       if (j->reference) npuK_leaky_relu_f32(NULL, n, in->alpha, v, y);
       else leaky_block(in->alpha, n, v, y);
