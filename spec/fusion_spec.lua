@@ -282,13 +282,13 @@ function TestFusionConvMaxPool:test_what_stays_unfused()
   lu.assertTrue(ops.max_pool and ops.max_pool_grad, "training: the pool stays")
 end
 
--- Winograd is opt-in: super_performance (op_precision_mode) runs conv2d by Winograd wherever
+-- Winograd by mode: super_performance (op_precision_mode) runs conv2d by Winograd wherever
 -- it takes the shape (3x3, stride 1, >= 8 channels in and out), pooled or not; the same bits
 -- at 1 and 2 threads; the unfused Winograd plan's bits; within rounding of the reference.
--- high_performance picks it only where it is measured faster (compile/implmode.c's rule:
--- not these small layers).  The default is the direct kernel (out_c a multiple of 8),
+-- high_performance (the default mode) picks it only where it is measured faster
+-- (compile/implmode.c's rule); high_precision runs the direct kernel (out_c a multiple of 8);
 -- Winograd never for one input channel.
-function TestFusionConvMaxPool:test_winograd_is_opt_in()
+function TestFusionConvMaxPool:test_winograd_by_implementation_mode()
   local n0 = npu.core.n_threads()
   local super = os.tmpname()
   write_file(super, "[ByOpType]\nConv2D=super_performance\n")
@@ -309,9 +309,12 @@ function TestFusionConvMaxPool:test_winograd_is_opt_in()
     lu.assertEquals(e.steps[1].algo, "winograd_2x3")
     lu.assertEquals(e.steps[1].impl, "high_performance")
     lu.assertEquals(e_off.steps[1].algo, "winograd_2x3")
-    lu.assertEquals(session(g):explain(p, feeds).steps[1].algo, "direct") -- the default
+    lu.assertEquals(session(g):explain(p, feeds).steps[1].algo, "direct") -- high_precision
     lu.assertEquals(session(g, { op_select_implmode = "high_performance" }):explain(p, feeds)
       .steps[1].algo, v[8])
+    -- the default mode is high_performance: its choice
+    local default = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+    lu.assertEquals(default:explain(p, feeds).steps[1].algo, v[8])
     assert_same_bits(y, y_off, "winograd fused / unfused")
     assert_same_bits(y2, y, "winograd, 2 threads")
     assert_close(y, session(g, { use_off_line = false }):run(p, feeds), 1e-5, "winograd, reference")
