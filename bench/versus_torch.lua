@@ -90,10 +90,12 @@ do
   end
 end
 
+-- "cnn ..." rows: the default session (op_select_implmode's default, high_performance:
+-- Winograd where its rule takes the layer); ", high_precision": the direct kernel
 local order = { "mlp b1 forward", "mlp b64 forward", "mlp b64 sgd step", "cnn b32 forward",
-  "cnn b32 forward, winograd", "cnn b32 train step", "cnn b32 train step, winograd" }
-local torch_of = { ["cnn b32 forward, winograd"] = "cnn b32 forward",
-  ["cnn b32 train step, winograd"] = "cnn b32 train step" }
+  "cnn b32 forward, high_precision", "cnn b32 train step", "cnn b32 train step, high_precision" }
+local torch_of = { ["cnn b32 forward, high_precision"] = "cnn b32 forward",
+  ["cnn b32 train step, high_precision"] = "cnn b32 train step" }
 
 local MIXED = "allow_mix_precision_bf16"
 

@@ -12,8 +12,12 @@ local U = 2 ^ -24
 
 local function randn(shape, seed) return npu.random.normal(shape, { seed = seed }) end
 
+-- high_precision: these specs are about the direct kernel (its bits against im2col's, the
+-- unfused plan's, other thread counts); the default, high_performance, gives some of their
+-- shapes to Winograd (compile/implmode.c: winograd_rule).  opts may set it.
 local function session(g, opts)
-  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0 }
+  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0,
+    op_select_implmode = "high_precision" }
   for k, v in pairs(opts or {}) do o[k] = v end
   return npu.Session { graph = g, options = o }
 end

@@ -282,13 +282,13 @@ function TestFusionConvMaxPool:test_what_stays_unfused()
   lu.assertTrue(ops.max_pool and ops.max_pool_grad, "training: the pool stays")
 end
 
--- Winograd is opt-in: super_performance (op_precision_mode) runs conv2d by Winograd wherever
+-- Winograd by mode: super_performance (op_precision_mode) runs conv2d by Winograd wherever
 -- it takes the shape (3x3, stride 1, >= 8 channels in and out), pooled or not; the same bits
 -- at 1 and 2 threads; the unfused Winograd plan's bits; within rounding of the reference.
--- high_performance picks it only where it is measured faster (compile/implmode.c's rule:
--- not these small layers).  The default is the direct kernel (out_c a multiple of 8),
+-- high_performance (the default mode) picks it only where it is measured faster
+-- (compile/implmode.c's rule); high_precision runs the direct kernel (out_c a multiple of 8);
 -- Winograd never for one input channel.
-function TestFusionConvMaxPool:test_winograd_is_opt_in()
+function TestFusionConvMaxPool:test_winograd_by_implementation_mode()
   local n0 = npu.core.n_threads()
   local super = os.tmpname()
   write_file(super, "[ByOpType]\nConv2D=super_performance\n")
@@ -309,9 +309,12 @@ function TestFusionConvMaxPool:test_winograd_is_opt_in()
     lu.assertEquals(e.steps[1].algo, "winograd_2x3")
     lu.assertEquals(e.steps[1].impl, "high_performance")
     lu.assertEquals(e_off.steps[1].algo, "winograd_2x3")
-    lu.assertEquals(session(g):explain(p, feeds).steps[1].algo, "direct") -- the default
+    lu.assertEquals(session(g):explain(p, feeds).steps[1].algo, "direct") -- high_precision
     lu.assertEquals(session(g, { op_select_implmode = "high_performance" }):explain(p, feeds)
       .steps[1].algo, v[8])
+    -- the default mode is high_performance: its choice
+    local default = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+    lu.assertEquals(default:explain(p, feeds).steps[1].algo, v[8])
     assert_same_bits(y, y_off, "winograd fused / unfused")
     assert_same_bits(y2, y, "winograd, 2 threads")
     assert_close(y, session(g, { use_off_line = false }):run(p, feeds), 1e-5, "winograd, reference")
@@ -749,7 +752,9 @@ end
 
 -- The loss's gradient by hand: logits with NaN, +-inf and huge values, long rows (300
 -- columns), the mul's operands full or one element, with and without the bias gradient: one
--- step, the bits of the passes off and of ALL off, at 1 and 2 threads.
+-- step, the bits of the passes off and of ALL off, at 1 and 2 threads; under high_precision
+-- and under high_performance (the default), where the fused step runs log_softmax's fast
+-- kernel (impl), as the unfused plan does.
 function TestFusionTrainingStep:test_log_softmax_grad_by_hand()
   local rows, cols = 37, 300
   local zs = flat(randn({ rows * cols }, 21, 5))
@@ -757,35 +762,57 @@ function TestFusionTrainingStep:test_log_softmax_grad_by_hand()
     if i % 101 == 0 then zs[i] = ({ 0 / 0, math.huge, -math.huge, 1e30 })[i // 101 % 4 + 1] end
   end
   local z0 = npu.tensor(zs):reshape({ rows, cols })
-  for _, form in ipairs({ "full", "one" }) do
-    for _, with_bias in ipairs({ false, true }) do
-      local what = form .. (with_bias and ", bias" or "")
-      local g = npu.Graph()
-      local z = g:placeholder("float32", { rows, cols }, "z")
-      local a = g:placeholder("float32", { rows, cols }, "a")
-      local b = form == "full" and g:placeholder("float32", { rows, cols }, "b") or g:const(-1 / 37, "b")
-      local d = npu.log_softmax_grad(npu.nn.log_softmax(z), a * b)
-      local fetch = with_bias and { d, npu.bias_add_grad(d) } or { d }
-      local feeds = { [z] = z0, [a] = randn({ rows, cols }, 22) }
-      if form == "full" then feeds[b] = randn({ rows, cols }, 23) end
-      local n0 = npu.core.n_threads()
-      npu.core.set_n_threads(1)
-      local on, e = session(g):run(fetch, feeds), session(g):explain(fetch, feeds)
-      local off = session(g, nil, ALL_OFF):run(fetch, feeds)
-      local pass_off = session(g, nil, TRAIN_OFF):run(fetch, feeds)
-      npu.core.set_n_threads(2)
-      local on2 = session(g):run(fetch, feeds)
-      npu.core.set_n_threads(n0)
-      lu.assertEquals(#e.steps, 1, what)
-      lu.assertEquals(e.steps[1].op, "fused_log_softmax_grad", what)
-      lu.assertEquals(#e.steps[1].absorbed, with_bias and 3 or 2, what)
-      for i = 1, #fetch do
-        assert_same_bits(on[i], off[i], what .. ", all off")
-        assert_same_bits(on[i], pass_off[i], what .. ", passes off")
-        assert_same_bits(on2[i], on[i], what .. ", 2 threads")
+  local differ = 0
+  for _, mode in ipairs({ "high_precision", "high_performance" }) do
+    local opts = { op_select_implmode = mode }
+    for _, form in ipairs({ "full", "one" }) do
+      for _, with_bias in ipairs({ false, true }) do
+        local what = mode .. ", " .. form .. (with_bias and ", bias" or "")
+        local g = npu.Graph()
+        local z = g:placeholder("float32", { rows, cols }, "z")
+        local a = g:placeholder("float32", { rows, cols }, "a")
+        local b = form == "full" and g:placeholder("float32", { rows, cols }, "b") or g:const(-1 / 37, "b")
+        local d = npu.log_softmax_grad(npu.nn.log_softmax(z), a * b)
+        local fetch = with_bias and { d, npu.bias_add_grad(d) } or { d }
+        local feeds = { [z] = z0, [a] = randn({ rows, cols }, 22) }
+        if form == "full" then feeds[b] = randn({ rows, cols }, 23) end
+        local n0 = npu.core.n_threads()
+        npu.core.set_n_threads(1)
+        local on, e = session(g, opts):run(fetch, feeds), session(g, opts):explain(fetch, feeds)
+        local off = session(g, opts, ALL_OFF):run(fetch, feeds)
+        local pass_off = session(g, opts, TRAIN_OFF):run(fetch, feeds)
+        npu.core.set_n_threads(2)
+        local on2 = session(g, opts):run(fetch, feeds)
+        npu.core.set_n_threads(n0)
+        lu.assertEquals(#e.steps, 1, what)
+        lu.assertEquals(e.steps[1].op, "fused_log_softmax_grad", what)
+        lu.assertEquals(e.steps[1].impl, mode, what)
+        lu.assertEquals(#e.steps[1].absorbed, with_bias and 3 or 2, what)
+        for i = 1, #fetch do
+          assert_same_bits(on[i], off[i], what .. ", all off")
+          assert_same_bits(on[i], pass_off[i], what .. ", passes off")
+          assert_same_bits(on2[i], on[i], what .. ", 2 threads")
+        end
       end
     end
   end
+  -- every row above holds a NaN, an infinity or 1e30 (sums of exactly 1): on ordinary logits
+  -- the two kernels round apart, and the default session is the fast one, fused or not
+  local g = npu.Graph()
+  local z = g:placeholder("float32", { rows, cols }, "z")
+  local a = g:placeholder("float32", { rows, cols }, "a")
+  local d = npu.log_softmax_grad(npu.nn.log_softmax(z), a * g:const(-1 / 37, "b"))
+  local feeds = { [z] = randn({ rows, cols }, 24, 5), [a] = randn({ rows, cols }, 22) }
+  local precise = flat(session(g):run(d, feeds))
+  local default = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+  lu.assertEquals(default:explain(d, feeds).steps[1].impl, "high_performance")
+  local fast = default:run(d, feeds)
+  assert_same_bits(fast, session(g, { op_select_implmode = "high_performance" }, ALL_OFF):run(d, feeds),
+    "default, all off")
+  for k, v in ipairs(flat(fast)) do
+    if v ~= precise[k] then differ = differ + 1 end
+  end
+  lu.assertTrue(differ > 0, "the fast log_softmax's bits differ from libm's somewhere")
 end
 
 -- conv + bias + relu + max_pool trained (the bias a variable): the bias gradient joins the
@@ -1077,24 +1104,60 @@ function TestFusionEltwise:test_precision_list_of_a_chain()
   assert_close(sess:run(y, feeds), session(g, nil, ALL_OFF):run(y, feeds), 0, "mixed")
 end
 
-function TestFusionEltwise:test_ops_with_a_chosen_implementation_keep_their_step()
-  -- op_select_implmode picks sigmoid's implementation: sigmoid stays a step of its own, in a
-  -- chain and as an activation; relu still fuses
+function TestFusionEltwise:test_ops_with_a_chosen_implementation_fuse_running_it()
+  -- under high_performance (the default) sigmoid and tanh as a matmul's or a convolution's
+  -- activation fuse, the epilogue running their fast kernel, and a fast op in an elementwise
+  -- chain (exp here) fuses, the program running its fast kernel: the unfused plan's bits
   local g = npu.Graph()
   local x = g:placeholder("float32", { 4, 6 }, "x")
   local h = npu.nn.bias_add(x:matmul(g:const(randn({ 6, 3 }, 1))), g:const(randn({ 3 }, 2)), { name = "B" })
   local y = npu.relu(npu.sigmoid(h) * 2, { name = "R" })
-  local feeds = { [x] = randn({ 4, 6 }, 3) }
-  lu.assertEquals(shape_of(session(g):explain(y, feeds)),
-    { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" })
-  local sess = session(g, { op_select_implmode = "high_performance" })
-  lu.assertEquals(shape_of(sess:explain(y, feeds)),
-    { "fused_matmul<MatMulBiasAddFusionPass:B>", "sigmoid", "fused_elementwise<TbeEltwiseFusionPass:R>" })
-  -- high_precision chosen explicitly, or high_performance for other ops only: fused as before
+  local im = g:placeholder("float32", { 2, 6, 6, 3 }, "im")
+  local cv = npu.nn.bias_add(npu.nn.conv2d(im, g:const(randn({ 3, 3, 3, 8 }, 4)), { padding = "SAME" }),
+    g:const(randn({ 8 }, 5)), { name = "C" })
+  local yc = npu.tanh(cv)
+  local ye = npu.relu(npu.exp(im * g:const(npu.tensor({ 0.5 }))) * 2, { name = "E" })
+  local feeds = { [x] = randn({ 4, 6 }, 3), [im] = randn({ 2, 6, 6, 3 }, 6) }
+  local fused = { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" }
+  local conv = { "fused_conv2d<ConvBiasAddFusionPass:C,Tanh>" }
+  lu.assertEquals(shape_of(session(g):explain(y, feeds)), fused)
+  lu.assertEquals(shape_of(session(g):explain(yc, feeds)), conv)
+  lu.assertEquals(#session(g):explain(ye, feeds).steps, 1, "high_precision: one chain")
+  -- high_performance, set or by default (session() sets high_precision unless told)
+  local default = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+  local precise = session(g)
+  for _, sess in ipairs({ session(g, { op_select_implmode = "high_performance" }), default }) do
+    lu.assertEquals(shape_of(sess:explain(y, feeds)), fused)
+    lu.assertEquals(shape_of(sess:explain(yc, feeds)), conv)
+    local steps = sess:explain(ye, feeds).steps
+    lu.assertEquals(#steps, 1, "one chain")
+    lu.assertEquals(steps[1].op, "fused_elementwise")
+    lu.assertEquals(steps[1].impl, "high_performance")
+    local off = session(g, { op_select_implmode = "high_performance" }, ALL_OFF)
+    for _, fetch in ipairs({ y, yc, ye }) do
+      local got = sess:run(fetch, feeds)
+      assert_same_bits(got, off:run(fetch, feeds), "fast, fused against unfused")
+      assert_close(got, precise:run(fetch, feeds), 1e-6, "fast against libm")
+    end
+  end
+  -- the fast epilogues are not libm's: tanh over many values tells them apart
+  local many = { [x] = randn({ 4, 6 }, 3), [im] = randn({ 2, 6, 6, 3 }, 7, 3) }
+  local a, b = flat(default:run(yc, many)), flat(precise:run(yc, many))
+  local differ = 0
+  for i = 1, #a do
+    if a[i] ~= b[i] then differ = differ + 1 end
+  end
+  lu.assertTrue(differ > 0, "the fused tanh runs the fast kernel")
+  a, b = flat(default:run(ye, many)), flat(precise:run(ye, many))
+  differ = 0
+  for i = 1, #a do
+    if a[i] ~= b[i] then differ = differ + 1 end
+  end
+  lu.assertTrue(differ > 0, "the chain runs the fast exp")
+  -- high_precision chosen explicitly, for every op or for sigmoid's type: fused as before
   for _, opts in ipairs({ { op_select_implmode = "high_precision" },
-    { op_select_implmode = "high_performance", optypelist_for_implmode = "Exp,SoftmaxV2" } }) do
-    lu.assertEquals(shape_of(session(g, opts):explain(y, feeds)),
-      { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>", "fused_elementwise<TbeEltwiseFusionPass:R>" })
+    { op_select_implmode = "high_precision", optypelist_for_implmode = "Sigmoid" } }) do
+    lu.assertEquals(shape_of(session(g, opts):explain(y, feeds)), fused)
   end
 end
 

@@ -100,17 +100,33 @@ local function changed(got)
   return list
 end
 
+-- The ops (node names) that have a high_performance kernel, sorted.
+local FAST = { "exp", "gelu", "gelu_tanh", "log", "log_softmax", "sigmoid", "softmax", "tanh", "tanh2" }
+
+-- FAST without the names given.
+local function fast_but(...)
+  local drop, list = {}, {}
+  for _, name in ipairs({ ... }) do drop[name] = true end
+  for _, name in ipairs(FAST) do
+    if not drop[name] then list[#list + 1] = name end
+  end
+  return list
+end
+
 TestImplMode = {}
 
-function TestImplMode:test_default_is_high_precision_bitwise_equal_to_the_reference_path()
-  lu.assertEquals(changed(run({})), {})
+-- 000: op_select_implmode's default is high_performance; high_precision, set explicitly, is
+-- the libm kernels, bitwise the reference path's.
+function TestImplMode:test_default_is_high_performance_and_high_precision_is_the_reference_path()
+  local default, fast = run({}), run({ op_select_implmode = "high_performance" })
+  lu.assertEquals(changed(default), FAST)
+  for name, ys in pairs(fast) do lu.assertTrue(same(default[name], ys), name) end
   lu.assertEquals(changed(run({ op_select_implmode = "high_precision" })), {})
 end
 
 function TestImplMode:test_high_performance_changes_exactly_the_ops_with_two_implementations()
   local got = run({ op_select_implmode = "high_performance" })
-  local want = { "exp", "gelu", "gelu_tanh", "log", "log_softmax", "sigmoid", "softmax", "tanh", "tanh2" }
-  lu.assertEquals(changed(got), want)
+  lu.assertEquals(changed(got), FAST)
 end
 
 -- The errors kfast.h states, against float64: k ulp <= k 2^-23 |exact|.  softmax and
@@ -120,7 +136,7 @@ local BOUND = { exp = 1, log = 1.5, tanh = 1.5, tanh2 = 1.5, sigmoid = 2.5, gelu
   gelu_tanh = 8, softmax = 12 }
 
 function TestImplMode:test_high_performance_is_within_the_stated_error()
-  local got = run({ op_select_implmode = "high_performance" })
+  local got = run({}) -- the default mode, high_performance
   for name, k in pairs(BOUND) do
     local worst = 0
     for i, exact in ipairs(EXACT[name]) do
@@ -136,19 +152,36 @@ function TestImplMode:test_high_performance_is_within_the_stated_error()
   end
 end
 
+-- 000: the listed types "use the mode specified by the op_select_implmode parameter"; the
+-- others keep the default, high_performance.  So the list matters with high_precision.
 function TestImplMode:test_optypelist_limits_the_mode_to_the_listed_types()
   local function with(list)
-    return changed(run({ op_select_implmode = "high_performance", optypelist_for_implmode = list }))
+    return changed(run({ op_select_implmode = "high_precision", optypelist_for_implmode = list }))
   end
-  lu.assertEquals(with("Exp"), { "exp" })
-  lu.assertEquals(with("SoftmaxV2"), { "softmax" })
-  lu.assertEquals(with("LogSoftmaxV2,sigmoid"), { "log_softmax", "sigmoid" })
-  lu.assertEquals(with("Tanh,Gelu"), { "gelu", "gelu_tanh", "tanh", "tanh2" })
+  lu.assertEquals(with("Exp"), fast_but("exp"))
+  lu.assertEquals(with("SoftmaxV2"), fast_but("softmax"))
+  lu.assertEquals(with("LogSoftmaxV2,sigmoid"), fast_but("log_softmax", "sigmoid"))
+  lu.assertEquals(with("Tanh,Gelu"), fast_but("gelu", "gelu_tanh", "tanh", "tanh2"))
   -- 000's other names: pools have one implementation, LRN and ROIAlign no op here
-  lu.assertEquals(with("Pooling,LRN,ROIAlign,MatMul"), {})
-  -- and the other way round: only the listed types take high_precision
-  lu.assertEquals(changed(run({ op_select_implmode = "high_precision",
-    optypelist_for_implmode = "Exp" })), {})
+  lu.assertEquals(with("Pooling,LRN,ROIAlign,MatMul"), FAST)
+  -- high_performance for the listed types is what the others get anyway
+  lu.assertEquals(changed(run({ op_select_implmode = "high_performance",
+    optypelist_for_implmode = "Exp" })), FAST)
+end
+
+-- The list still needs op_select_implmode set explicitly (options.c's REQUIRES rule): its
+-- default, high_performance, is what the unlisted types get, so a list without a mode is a
+-- mistake, not a request for the default.
+function TestImplMode:test_optypelist_needs_op_select_implmode_set()
+  local g = graph("float32")
+  local ok, err = pcall(npu.Session, { graph = g, options = { optypelist_for_implmode = "Exp" } })
+  lu.assertFalse(ok)
+  lu.assertStrContains(tostring(err), "NPU_ERR_CONFLICT")
+  lu.assertStrContains(tostring(err), "requires 'op_select_implmode' to be set")
+  -- set to its default value, it is set
+  local sess = npu.Session { graph = g, options = { op_select_implmode = "high_performance",
+    optypelist_for_implmode = "Exp" } }
+  lu.assertNotNil(sess)
 end
 
 function TestImplMode:test_unknown_type_in_optypelist_names_the_nearest()
@@ -175,15 +208,21 @@ function TestImplMode:test_op_precision_mode_by_node_name_beats_by_type()
   }, "\n"))
   local got = run({ op_precision_mode = path })
   os.remove(path)
-  lu.assertEquals(changed(got), { "exp", "gelu", "gelu_tanh", "tanh" })
+  -- tanh2 (its node) and softmax (keep_fp16) precise; log, sigmoid and log_softmax, which the
+  -- file does not name, take the default, high_performance
+  lu.assertEquals(changed(got), fast_but("softmax", "tanh2"))
 end
 
 function TestImplMode:test_op_precision_mode_wins_over_op_select_implmode()
-  local path = write("[ByOpType]\nSigmoid=high_performance\n")
-  local got = run({ op_precision_mode = path, op_select_implmode = "high_performance",
+  -- were op_select_implmode read, every op would run high_precision; the file makes sigmoid
+  -- precise and leaves the others to the default
+  local path = write("[ByOpType]\nSigmoid=high_precision\n")
+  local got = run({ op_precision_mode = path, op_select_implmode = "high_precision" })
+  lu.assertEquals(changed(got), fast_but("sigmoid"))
+  got = run({ op_precision_mode = path, op_select_implmode = "high_precision",
     optypelist_for_implmode = "Exp" })
   os.remove(path)
-  lu.assertEquals(changed(got), { "sigmoid" })
+  lu.assertEquals(changed(got), fast_but("sigmoid"))
 end
 
 function TestImplMode:test_super_performance_is_high_performance_and_the_other_modes_choose_nothing()
@@ -193,7 +232,9 @@ function TestImplMode:test_super_performance_is_high_performance_and_the_other_m
   local got = run({ op_precision_mode = path })
   os.remove(path)
   lu.assertTrue(same(got.exp, fast.exp))
-  lu.assertEquals(changed(got), { "exp" })
+  -- the four modes that choose nothing here run high_precision (tanh, tanh2: type Tanh;
+  -- sigmoid; softmax); the ops the file does not name run the default, high_performance
+  lu.assertEquals(changed(got), fast_but("sigmoid", "softmax", "tanh", "tanh2"))
 end
 
 function TestImplMode:test_ini_errors_name_file_and_line()
@@ -251,14 +292,15 @@ function TestImplMode:test_explain_shows_each_steps_implementation()
   local g = npu.Graph()
   local x = g:placeholder("float32", { 2, 3 }, "x")
   local y = npu.nn.softmax(npu.exp(x, { name = "e" }) + npu.tanh(x, { name = "t" }), { name = "s" })
-  local sess = npu.Session { graph = g, options = { op_select_implmode = "high_performance",
-    optypelist_for_implmode = "Exp,SoftmaxV2" } }
+  local sess = npu.Session { graph = g, options = { op_select_implmode = "high_precision",
+    optypelist_for_implmode = "Tanh" } }
   local e = sess:explain(y, { [x] = npu.zeros({ 2, 3 }) })
   local impl, pass = {}, {}
   for _, s in ipairs(e.steps) do impl[s.node], pass[s.node] = s.impl, s.pass end
-  -- tanh keeps high_precision, so it fuses with the add (a fused step runs high_precision)
+  -- tanh high_precision (listed); exp high_performance (the default) fuses with the add, the
+  -- fused step running the fast exp (its impl says so)
   lu.assertEquals(impl, { e = "high_performance", t = "high_precision", s = "high_performance" })
-  lu.assertEquals(pass, { t = "TbeEltwiseFusionPass" })
+  lu.assertEquals(pass, { e = "TbeEltwiseFusionPass" })
   lu.assertStrContains(tostring(e), "high_performance")
 end
 
@@ -488,23 +530,33 @@ local function SUPER() return { op_precision_mode = super_path } end
 function TestImplModeNested:setUp() super_path = write(SUPER_INI) end
 function TestImplModeNested:tearDown() os.remove(super_path) end
 
+-- The default (high_performance) and high_precision set explicitly, in every block: the
+-- direct kernel for these small convolutions either way, the fast or the libm exp and tanh.
 function TestImplModeNested:test_default_nested_convolutions_run_direct_with_the_top_levels_bits()
-  local got, steps = run_nested({})
-  for _, where in ipairs({ "top", "loop", "then" }) do
-    local s = steps[where .. "_conv"]
-    lu.assertEquals(s.algo, "direct", where)
-    lu.assertEquals(s.impl, "high_precision", where)
-    lu.assertEquals(s.depth, where == "top" and 0 or 1, where)
-    lu.assertEquals(steps[where .. "_exp"].impl, "high_precision", where)
+  local fast = run_nested({ op_select_implmode = "high_performance" })
+  for _, mode in ipairs({ "high_performance", "high_precision" }) do
+    local options = mode == "high_precision" and { op_select_implmode = mode } or {}
+    local got, steps = run_nested(options)
+    for _, where in ipairs({ "top", "loop", "then" }) do
+      local s = steps[where .. "_conv"]
+      lu.assertEquals(s.algo, "direct", where)
+      lu.assertEquals(s.impl, mode, where)
+      lu.assertEquals(s.depth, where == "top" and 0 or 1, where)
+      lu.assertEquals(steps[where .. "_exp"].impl, mode, where)
+    end
+    for _, op in ipairs({ "conv", "exp", "tanh" }) do
+      same_as(got, "loop_" .. op, "top_" .. op)
+      same_as(got, "then_" .. op, "top_" .. op)
+    end
+    if mode == "high_performance" then -- unset is high_performance, bit for bit
+      for _, name in ipairs(NAMES) do lu.assertTrue(same(got[name], fast[name]), name) end
+    else
+      -- the reference path's kernels: the same bits for exp and tanh, the conv within its sum's bound
+      local ref = run_nested({ use_off_line = false })
+      lu.assertTrue(same(got.loop_exp, ref.loop_exp) and same(got.loop_tanh, ref.loop_tanh))
+      for i, v in ipairs(ref.loop_conv) do lu.assertAlmostEquals(got.loop_conv[i], v, 1e-5) end
+    end
   end
-  for _, op in ipairs({ "conv", "exp", "tanh" }) do
-    same_as(got, "loop_" .. op, "top_" .. op)
-    same_as(got, "then_" .. op, "top_" .. op)
-  end
-  -- the reference path's kernels: the same bits for exp and tanh, the conv within its sum's bound
-  local ref = run_nested({ use_off_line = false })
-  lu.assertTrue(same(got.loop_exp, ref.loop_exp) and same(got.loop_tanh, ref.loop_tanh))
-  for i, v in ipairs(ref.loop_conv) do lu.assertAlmostEquals(got.loop_conv[i], v, 1e-5) end
 end
 
 function TestImplModeNested:test_high_performance_reaches_loops_and_branches()
@@ -527,9 +579,9 @@ function TestImplModeNested:test_high_performance_reaches_loops_and_branches()
     same_as(got, "loop_" .. op, "top_" .. op)
     same_as(got, "then_" .. op, "top_" .. op)
   end
-  local default = run_nested({})
-  lu.assertFalse(same(got.loop_conv, default.loop_conv), "Winograd's rounding is not the direct kernel's")
-  lu.assertFalse(same(got.loop_exp, default.loop_exp), "the fast exp is not libm's")
+  local precise = run_nested({ op_select_implmode = "high_precision" })
+  lu.assertFalse(same(got.loop_conv, precise.loop_conv), "Winograd's rounding is not the direct kernel's")
+  lu.assertFalse(same(got.loop_exp, precise.loop_exp), "the fast exp is not libm's")
   -- the explain listing names the nested step's algorithm
   local g, x, n, p, ys = nested_graph()
   local sess <close> = npu.Session { graph = g, options = SUPER() }
@@ -552,36 +604,39 @@ function TestImplModeNested:test_nested_winograd_meets_its_bound_against_float64
 end
 
 function TestImplModeNested:test_optypelist_names_types_inside_loops()
-  local got, steps = run_nested({ op_select_implmode = "high_performance", optypelist_for_implmode = "Exp" })
+  -- high_precision for the listed type, the default (high_performance) for the others
+  local got, steps = run_nested({ op_select_implmode = "high_precision", optypelist_for_implmode = "Tanh" })
   local fast = run_nested({ op_select_implmode = "high_performance" })
-  local default = run_nested({})
+  local precise = run_nested({ op_select_implmode = "high_precision" })
   for _, where in ipairs({ "loop", "then" }) do
     lu.assertEquals(steps[where .. "_exp"].impl, "high_performance", where)
     lu.assertEquals(steps[where .. "_tanh"].impl, "high_precision", where)
     lu.assertEquals(steps[where .. "_conv"].algo, "direct", where)
     lu.assertTrue(same(got[where .. "_exp"], fast.top_exp), where .. " exp: the fast kernel's bits")
-    lu.assertTrue(same(got[where .. "_tanh"], default.top_tanh), where .. " tanh: libm's bits")
-    lu.assertTrue(same(got[where .. "_conv"], default.top_conv), where .. " conv: the direct kernel's bits")
+    lu.assertTrue(same(got[where .. "_tanh"], precise.top_tanh), where .. " tanh: libm's bits")
+    lu.assertTrue(same(got[where .. "_conv"], precise.top_conv), where .. " conv: the direct kernel's bits")
   end
-  -- Conv2D listed: high_performance's choice for it, the direct kernel at this size
-  got, steps = run_nested({ op_select_implmode = "high_performance", optypelist_for_implmode = "Conv2D" })
+  -- Conv2D listed: high_precision for it (the direct kernel), the exp the default's
+  got, steps = run_nested({ op_select_implmode = "high_precision", optypelist_for_implmode = "Conv2D" })
   for _, where in ipairs({ "loop", "then" }) do
     lu.assertEquals(steps[where .. "_conv"].algo, "direct", where)
-    lu.assertEquals(steps[where .. "_conv"].impl, "high_performance", where)
-    lu.assertEquals(steps[where .. "_exp"].impl, "high_precision", where)
+    lu.assertEquals(steps[where .. "_conv"].impl, "high_precision", where)
+    lu.assertEquals(steps[where .. "_exp"].impl, "high_performance", where)
     lu.assertTrue(same(got[where .. "_conv"], fast.top_conv), where)
   end
 end
 
 function TestImplModeNested:test_op_precision_mode_names_a_node_inside_a_loop()
-  local path = write("[ByNodeName]\nloop_conv=super_performance\nthen_exp=high_performance\n")
+  local path = write("[ByNodeName]\nloop_conv=super_performance\nloop_exp=high_precision\n")
   local _, steps = run_nested({ op_precision_mode = path })
   os.remove(path)
   lu.assertEquals(steps.loop_conv.algo, "winograd_2x3")
   lu.assertEquals(steps.then_conv.algo, "direct")
   lu.assertEquals(steps.top_conv.algo, "direct")
-  lu.assertEquals(steps.then_exp.impl, "high_performance")
   lu.assertEquals(steps.loop_exp.impl, "high_precision")
+  -- nodes the file does not name: the default, high_performance
+  lu.assertEquals(steps.then_exp.impl, "high_performance")
+  lu.assertEquals(steps.top_exp.impl, "high_performance")
 end
 
 function TestImplModeNested:test_imported_functional_control_flow()
@@ -664,6 +719,7 @@ local function conv_case(n, h, c, oc, fed)
   return g, x, y, fed and f
 end
 
+-- opts nil: op_select_implmode = high_performance
 local function conv_algo(n, h, c, oc, opts, fed)
   local g, x, y, f = conv_case(n, h, c, oc, fed)
   local sess <close> = npu.Session { graph = g, options = opts or { op_select_implmode = "high_performance" } }
@@ -698,7 +754,10 @@ function TestWinogradRule:test_decisions_either_side_of_the_rule()
       local how = what .. (fed and ", fed filter" or ", constant filter")
       lu.assertEquals(algo, k[4 + j], how)
       lu.assertEquals(impl, "high_performance", how)
-      lu.assertEquals(conv_algo(k[1], k[2], k[3], k[4], {}, fed), "direct", how .. ", default mode")
+      -- unset: high_performance's decision; high_precision: the direct kernel
+      lu.assertEquals(conv_algo(k[1], k[2], k[3], k[4], {}, fed), k[4 + j], how .. ", default mode")
+      lu.assertEquals(conv_algo(k[1], k[2], k[3], k[4], { op_select_implmode = "high_precision" }, fed),
+        "direct", how .. ", high_precision")
     end
   end
   -- super_performance: Winograd wherever it takes the shape (>= 8 channels each side)
@@ -710,16 +769,18 @@ function TestWinogradRule:test_decisions_either_side_of_the_rule()
 end
 
 function TestWinogradRule:test_input_gradient_follows_the_rule()
-  local function algo(n, h, c, oc)
+  local function algo(n, h, c, oc, options)
     local g = npu.Graph()
     local dy = g:placeholder("float32", { n, h, h, oc }, "dy")
     local f = g:const(npu.random.normal({ 3, 3, c, oc }, { seed = 32, stddev = 0.1 }))
     local dx = g:op("conv2d_backprop_input", { f, dy }, { input_sizes = { n, h, h, c }, strides = 1,
       padding = "SAME" }, "rule_dx")
-    local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+    local sess <close> = npu.Session { graph = g, options = options or { op_select_implmode = "high_performance" } }
     return steps_by_node(sess:explain(dx, { [dy] = npu.zeros({ n, h, h, oc }) })).rule_dx.algo
   end
   lu.assertEquals(algo(8, 28, 32, 64), "winograd_2x3") -- dy's 64 channels -> dx's 32
+  lu.assertEquals(algo(8, 28, 32, 64, {}), "winograd_2x3") -- the default mode
+  lu.assertNil(algo(8, 28, 32, 64, { op_select_implmode = "high_precision" }))
   lu.assertNil(algo(8, 14, 32, 64)) -- 392 tiles at 64 -> 32: the default kernel
   lu.assertNil(algo(8, 28, 16, 16))
 end
@@ -732,7 +793,8 @@ function TestWinogradRule:test_a_winograd_step_is_within_its_bound()
   local g, x, y = conv_case(n, h, c, oc)
   local xs = npu.random.normal({ n, h, h, c }, { seed = 33 })
   local feeds = { [x] = xs }
-  local sess <close> = npu.Session { graph = g, options = { op_select_implmode = "high_performance" } }
+  -- the default session: high_performance, so Winograd for this shape
+  local sess <close> = npu.Session { graph = g }
   lu.assertEquals(steps_by_node(sess:explain(y, feeds)).rule_conv.algo, "winograd_2x3")
   local got = sess:run(y, feeds)
   local ref <close> = npu.Session { graph = g, options = { use_off_line = false } }

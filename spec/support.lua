@@ -488,7 +488,12 @@ local FUSION_ALL_OFF = '{"Switch":{"GraphFusion":{"ALL":"off"},"UBFusion":{"ALL"
 -- file is written to a temporary path and removed once the session has read it).
 local function fusion_session(g, opts, switches)
   local npu = require("npu")
-  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0 }
+  -- high_precision: the fusion specs compare fused steps with the reference path's kernels bit
+  -- for bit in places, expect the direct convolution, and use this session as the libm one;
+  -- the default mode (high_performance: fast kernels inside fused steps, Winograd) is checked
+  -- where a spec names it; opts may set it
+  local o = { precision_mode = "must_keep_origin_dtype", export_compile_stat = 0,
+    op_select_implmode = "high_precision" }
   for k, v in pairs(opts or {}) do o[k] = v end
   local path
   if switches then

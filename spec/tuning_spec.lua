@@ -523,9 +523,29 @@ function TestTuning:test_input_gradient_candidates_winograd_under_high_performan
     for _, c in ipairs(rec and rec.candidates or {}) do set[c.algo] = true end
     return set
   end
-  -- the default mode: no Winograd among the candidates (only the threads, where there are two)
-  local _, rec0 = tuned(dir)
+  -- high_precision: no Winograd among the candidates (only the threads, where there are two)
+  local _, rec0 = tuned(dir, { op_select_implmode = "high_precision" })
   lu.assertNil(algos(rec0).winograd_2x3)
+  -- the default mode is high_performance: Winograd among them
+  local ddir = dir .. "/default"
+  os.execute("mkdir -p " .. S.sh_quote(ddir))
+  local _, recd = tuned(ddir)
+  lu.assertTrue(algos(recd).winograd_2x3, "the default mode times Winograd")
+  lu.assertEquals(recd.impl, "high_performance")
+  -- records are keyed by the step's mode: a default session applies the default's record and
+  -- not high_precision's (nor the other way round)
+  local function applied(wd, extra)
+    local opts = { export_compile_stat = 0, work_path = wd, op_compiler_cache_mode = "disable" }
+    for k, v in pairs(extra or {}) do opts[k] = v end
+    local sess <close> = npu.Session { graph = g, options = opts }
+    return step_of(sess:explain(dx, feeds), "dx").tuned
+  end
+  lu.assertEquals(applied(ddir), "record")
+  if rec0 then -- high_precision's record (threads only: none where one thread is all there is)
+    lu.assertEquals(applied(dir, { op_select_implmode = "high_precision" }), "record")
+  end
+  lu.assertNotEquals(applied(dir), "record")
+  lu.assertNotEquals(applied(ddir, { op_select_implmode = "high_precision" }), "record")
   -- high_performance: the op's own kernel and Winograd timed, the winner applied
   local hdir = dir .. "/hp"
   os.execute("mkdir -p " .. S.sh_quote(hdir))
@@ -549,11 +569,11 @@ function TestTuning:test_input_gradient_candidates_winograd_under_high_performan
   lu.assertEquals(step_of(e2, "dx").algo, s.algo)
   lu.assertTrue(npu.allclose(again:run(dx, feeds), got, 0, 0), "the record's kernel, the same bits")
   again:close()
-  -- O1 widens the candidates to Winograd without high_performance
+  -- O1 widens the candidates to Winograd without high_performance (high_precision set)
   local wdir, cfg = dir .. "/wide", dir .. "/aoe.json"
   os.execute("mkdir -p " .. S.sh_quote(wdir))
   S.write(cfg, '{"tune_optimization_level": "O1", "tune_ops_type": ["Conv2DBackpropInput"]}')
-  local _, recw, gotw = tuned(wdir, { aoe_config_file = cfg })
+  local _, recw, gotw = tuned(wdir, { aoe_config_file = cfg, op_select_implmode = "high_precision" })
   lu.assertTrue(algos(recw).winograd_2x3, "O1: Winograd among the candidates")
   lu.assertTrue(recw.widened)
   d, peak = max_diff(gotw, want)
@@ -599,6 +619,7 @@ function TestTuning:test_constant_filter_winograd_timed_with_u_prepared()
       if mode == "O1" then
         S.write(wd .. "/aoe.json", '{"tune_optimization_level": "O1"}')
         opts.aoe_config_file = wd .. "/aoe.json"
+        opts.op_select_implmode = "high_precision" -- O1 without high_performance (the default)
       else
         opts.op_select_implmode = "high_performance"
       end

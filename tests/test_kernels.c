@@ -16,6 +16,7 @@
 #include "check.h"
 #include "core/half.h"
 #include "kernels/kernels.h"
+#include "kernels/kfast.h"
 #include "kernels/kgrad.h"
 #include "kernels/kmath.h"
 
@@ -1540,7 +1541,7 @@ static void test_fused_train_oracle(void) {
   float *z = rand_f32(lr * lc), *lab = rand_f32(lr * lc), sc = -0.125f;
   float *d = rand_f32(lr * lc), *ldb = rand_f32(lc);
   for (int64_t i = 0; i < lr * lc; i++) z[i] *= 8.0f, lab[i] = lab[i] > 0.9f ? 1.0f : 0.0f;
-  npuK_log_softmax_xent_grad_f32(&pool_odd, lr, lc, z, lab, 0, &sc, 1, d, ldb);
+  npuK_log_softmax_xent_grad_f32(&pool_odd, 0, lr, lc, z, lab, 0, &sc, 1, d, ldb);
   double *col = calloc((size_t)lc, sizeof *col), worst = 0;
   ok = 1;
   for (int64_t r = 0; r < lr; r++) {
@@ -1564,6 +1565,25 @@ static void test_fused_train_oracle(void) {
   for (int64_t c = 0; c < lc; c++)
     if (!near_ulp(col[c], ldb[c], 0.5)) ok = 0;
   CHECK(ok);
+  /* fast (a high_performance log_softmax absorbed): the bits of npuK_log_softmax_f32_fast, the
+     mul and npuK_log_softmax_grad_f32 run one after the other, at any thread count (on these
+     rows the two log_softmax kernels happen to round their log-sums alike: the spec
+     fusion_spec.lua tells them apart on a graph) */
+  {
+    float *y = malloc((size_t)(lr * lc) * 4), *ldy = malloc((size_t)(lr * lc) * 4);
+    float *want = malloc((size_t)(lr * lc) * 4), *fd = malloc((size_t)(lr * lc) * 4);
+    float *fdb = malloc((size_t)lc * 4), *wdb = malloc((size_t)lc * 4);
+    npuK_log_softmax_f32_fast(NULL, lr, lc, z, y);
+    for (int64_t i = 0; i < lr * lc; i++) ldy[i] = lab[i] * sc;
+    npuK_log_softmax_grad_f32(NULL, lr, lc, y, ldy, want);
+    npuK_bias_add_grad_f32(NULL, lr, lc, want, wdb);
+    npuK_log_softmax_xent_grad_f32(&pool_odd, 1, lr, lc, z, lab, 0, &sc, 1, fd, fdb);
+    CHECK(bits_equal(fd, want, (size_t)(lr * lc) * 4));
+    CHECK(bits_equal(fdb, wdb, (size_t)lc * 4));
+    npuK_log_softmax_xent_grad_f32(&pool_two, 1, lr, lc, z, lab, 0, &sc, 1, fd, fdb);
+    CHECK(bits_equal(fd, want, (size_t)(lr * lc) * 4));
+    free(y), free(ldy), free(want), free(fd), free(fdb), free(wdb);
+  }
 
   /* sgd: w - lr * d with the product rounded, exactly */
   const int64_t n = 4099;
@@ -2251,7 +2271,7 @@ static void test_depthwise_paths(void) {
                                   NPUK_ACT_LEAKY_RELU, NPUK_ACT_PRELU,   NPUK_ACT_SIGMOID};
   for (size_t a = 0; a < sizeof acts / sizeof *acts; a++)
     for (int with_bias = 0; with_bias <= 1; with_bias++) {
-      npuK_epilogue ep = {with_bias ? bias : NULL, acts[a], 0.2f, slope};
+      npuK_epilogue ep = {with_bias ? bias : NULL, acts[a], 0.2f, slope, 0};
       g = make_window(1, 5, 10, 37, 3, 3, 1, 1, 1, 1, 1);
       check_depthwise(&g, 1, &ep, 8);
       g = make_window(1, 5, 9, 13, 3, 3, 2, 2, 1, 1, 1);
@@ -2267,7 +2287,7 @@ static void test_depthwise_paths(void) {
     for (int i = 0; i < 16; i++) f[i] = i % 2 ? -2.0f : 2.0f;
     x[3] = NAN, x[5] = INFINITY, x[6] = -INFINITY;
     for (size_t a = 1; a < sizeof acts / sizeof *acts; a++) {
-      npuK_epilogue ep = {NULL, acts[a], 0.2f, slope};
+      npuK_epilogue ep = {NULL, acts[a], 0.2f, slope, 0};
       npuK_depthwise_conv2d_f32_ep(NULL, &h, 1, x, f, &ep, y1);
       npuK_depthwise_conv2d_f32_ref_ep(NULL, &h, 1, x, f, &ep, y2);
       CHECK(bits_equal(y1, y2, sizeof y1));
@@ -2340,8 +2360,57 @@ static void test_dtype_size(void) {
         npuK_dtype_size(NPUK_BOOL) == 1 && npuK_dtype_size(NPUK_DTYPE_COUNT) == 0);
 }
 
+/* An epilogue's fast sigmoid / tanh (npuK_epilogue.fast): the bits of the bias add, then the
+   high_performance kernel over the whole block, whether the rows are one run (ld = cols) or
+   one each (a GEMM's column slab), and not libm's everywhere. */
+static void test_fast_epilogue(void) {
+  const int64_t rows = 5, cols = 37, ld = 40;
+  const npuK_act acts[] = {NPUK_ACT_SIGMOID, NPUK_ACT_TANH};
+  const npuK_unop ops[] = {NPUK_UN_SIGMOID, NPUK_UN_TANH};
+  float *x = rand_f32(rows * ld), *bias = rand_f32(cols);
+  float *got = malloc((size_t)(rows * ld) * 4), *want = malloc((size_t)(rows * ld) * 4);
+  float *libm = malloc((size_t)(rows * ld) * 4);
+  for (int64_t i = 0; i < rows * ld; i++) x[i] *= 8.0f;
+  for (int a = 0; a < 2; a++)
+    for (int dense = 0; dense < 2; dense++) {
+      int64_t stride = dense ? cols : ld;
+      memcpy(got, x, (size_t)(rows * ld) * 4);
+      memcpy(want, x, (size_t)(rows * ld) * 4);
+      memcpy(libm, x, (size_t)(rows * ld) * 4);
+      npuK_epilogue fast = {.bias = bias, .act = acts[a], .fast = 1};
+      npuK_epilogue plain = {.bias = bias, .act = acts[a]};
+      npuK_epilogue bias_only = {.bias = bias, .act = NPUK_ACT_NONE};
+      npuK_epilogue_f32(&fast, rows, cols, stride, got);
+      npuK_epilogue_f32(&plain, rows, cols, stride, libm);
+      npuK_epilogue_f32(&bias_only, rows, cols, stride, want);
+      for (int64_t r = 0; r < rows; r++)
+        CHECK(npuK_unary_f32_fast(NULL, ops[a], cols, want + r * stride, want + r * stride) == 0);
+      CHECK(bits_equal(got, want, (size_t)(rows * ld) * 4));
+      CHECK(!bits_equal(got, libm, (size_t)(rows * ld) * 4));
+    }
+  free(x), free(bias), free(got), free(want), free(libm);
+  /* an elementwise program's UNARY_FAST (rows longer than a block, a partial one at the end):
+     the fast kernel's bits at any thread count; _ref runs libm's */
+  const int64_t er = 3, ec = NPUK_EW_BLOCK + 477;
+  float *ex = rand_f32(er * ec), *ey = malloc((size_t)(er * ec) * 4), *ew = malloc((size_t)(er * ec) * 4);
+  for (int64_t i = 0; i < er * ec; i++) ex[i] = ex[i] * 20.0f - 10.0f;
+  const npuK_ew_instr prog[] = {{.kind = NPUK_EW_LOAD, .operand = 0},
+                                {.kind = NPUK_EW_UNARY_FAST, .op = NPUK_UN_EXP, .operand = -1}};
+  const float *const eops[] = {ex};
+  npuK_unary_f32_fast(NULL, NPUK_UN_EXP, er * ec, ex, ew);
+  npuK_eltwise_f32(&pool_two, 2, prog, er, ec, eops, ey);
+  CHECK(bits_equal(ey, ew, (size_t)(er * ec) * 4));
+  npuK_eltwise_f32(&pool_odd, 2, prog, er, ec, eops, ey);
+  CHECK(bits_equal(ey, ew, (size_t)(er * ec) * 4));
+  npuK_unary_f32(NULL, NPUK_UN_EXP, er * ec, ex, ew);
+  npuK_eltwise_f32_ref(NULL, 2, prog, er, ec, eops, ey);
+  CHECK(bits_equal(ey, ew, (size_t)(er * ec) * 4));
+  free(ex), free(ey), free(ew);
+}
+
 int main(void) {
   test_dtype_size();
+  test_fast_epilogue();
   test_half();
   test_matmul();
   test_matmul_small_m();

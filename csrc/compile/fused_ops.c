@@ -54,7 +54,8 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
   int64_t m = y->shape[0], n = y->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
   npuK_epilogue ep = {.bias = p->bias_input >= 0 ? c->in[p->bias_input]->data : NULL,
                       .act = p->act, .alpha = p->alpha,
-                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL};
+                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL,
+                      .fast = p->act_fast && !reference};
   if (reference)
     npuK_matmul_f32_ref_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data,
                            &ep, y->data);
@@ -284,7 +285,8 @@ static npu_status conv_impl(const npuX_call *c, bool reference, bool depthwise) 
   const float *filter = c->in[1]->data;
   npuK_epilogue ep = {.bias = p->bias_input >= 0 ? c->in[p->bias_input]->data : NULL,
                       .act = p->act, .alpha = p->alpha,
-                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL};
+                      .slope = p->slope_input >= 0 ? c->in[p->slope_input]->data : NULL,
+                      .fast = p->act_fast && !reference};
   void *y = c->out[0]->data;
   if (depthwise && reference)
     npuK_depthwise_conv2d_f32_ref_ep(c->pool, &w, p->out_c, x, filter, &ep, y);
@@ -443,15 +445,16 @@ const npu_op_def npuP_op_fused_sgd_update = {
 /* ---- log_softmax + mul + log_softmax_grad (+ bias_add_grad) (LogSoftmaxGradFusionPass) ---- */
 
 /* in: log_softmax's z, the mul's two operands (z's shape, or one element: params); out: d =
-   log_softmax_grad(log_softmax(z), a * b) [, bias_add_grad(d)].  The pass checked float32 and
-   the shapes. */
+   log_softmax_grad(log_softmax(z), a * b) [, bias_add_grad(d)], log_softmax by its
+   high_performance kernel where the step's impl says so (the fusion pass sets it from the
+   log_softmax it absorbed).  The pass checked float32 and the shapes. */
 static npu_status lsx_grad_run(const npuX_call *c) {
   const npuP_fused_xent_grad *p = c->params;
   npu_status st = check_f32(c, "fused_log_softmax_grad");
   if (st) return st;
   const npu_tensor *z = c->in[0];
   int64_t cols = z->shape[z->ndim - 1], rows = cols ? z->numel / cols : 0;
-  npuK_log_softmax_xent_grad_f32(c->pool, rows, cols, z->data, c->in[1]->data, p->a_one,
+  npuK_log_softmax_xent_grad_f32(c->pool, c->impl, rows, cols, z->data, c->in[1]->data, p->a_one,
                                  c->in[2]->data, p->b_one, c->out[0]->data,
                                  c->n_outputs > 1 ? c->out[1]->data : NULL);
   return NPU_OK;

@@ -17,6 +17,7 @@ typedef struct npuP_fused_matmul {
   int slope_input; /* act prelu: the input of its slopes, else -1 */
   npuK_act act;
   float alpha;
+  bool act_fast;   /* act sigmoid / tanh by its high_performance kernel (the step it absorbed) */
 } npuP_fused_matmul;
 
 /* fused_apply_gradient_descent: an assign step (kind NPUX_KIND_ASSIGN with a kernel: the
@@ -44,6 +45,7 @@ typedef struct npuP_fused_conv {
   int slope_input;            /* act prelu: the input of its slopes, else -1 */
   npuK_act act;
   float alpha;
+  bool act_fast;              /* act sigmoid / tanh by its high_performance kernel */
   bool pooled;
   npuX_window_params pool;    /* pooled: max_pool's ksize, strides, padding */
 } npuP_fused_conv;

@@ -469,9 +469,11 @@ static const npuG_node *node_of(const fuser *f, const npuE_step *s) {
   return &f->b->graph->nodes[s->node];
 }
 
-/* A step that gets its high_performance implementation (compile/implmode.c) keeps its own
-   step: a fused kernel runs the high_precision one only. */
-static bool keeps_its_implementation(const fuser *f, const npuE_step *s) {
+/* Whether step s gets its high_performance implementation (compile/implmode.c).  The fused
+   kernels that take such a step run its fast twin, told so: elementwise programs
+   (NPUK_EW_UNARY_FAST), epilogues (sigmoid, tanh: act_fast) and the cross-entropy gradient
+   (log_softmax: the step's impl); the unfused plan's bits either way. */
+static bool fast_impl(const fuser *f, const npuE_step *s) {
   return npuP_impl_is_fast(f->b->cfg, s->def, node_of(f, s)->name);
 }
 
@@ -486,13 +488,14 @@ static const struct {
 };
 
 /* Whether step s is an activation of value v (float32); *slope: prelu's slopes, one per
-   channel along the last dim (the only prelu an epilogue takes), else -1. */
+   channel along the last dim (the only prelu an epilogue takes), else -1; *fast: a sigmoid or
+   tanh under high_performance, which the epilogue runs by its fast kernel (kfast.h) too. */
 static bool activation_of(const fuser *f, const npuE_step *s, int v, npuK_act *act, float *alpha,
-                          int *slope) {
+                          int *slope, bool *fast) {
   *slope = -1;
   for (size_t i = 0; i < npu_countof(activations); i++)
-    if (s->def == activations[i].def && s->n_out == 1 && s->in[0] == v && is_f32(f, s->out[0]) &&
-        !keeps_its_implementation(f, s)) {
+    if (s->def == activations[i].def && s->n_out == 1 && s->in[0] == v && is_f32(f, s->out[0])) {
+      *fast = fast_impl(f, s);
       if (s->def == &npuX_op_prelu) {
         if (s->in[1] == v || !is_f32(f, s->in[1]) ||
             broadcast_of(f, s->in[1], value(f, v)) != NPUK_EW_ROW)
@@ -600,8 +603,9 @@ static npu_status fuse_matmul_bias(fuser *f) {
                   .out = p->steps[kb].out[0]};
     npuK_act act = NPUK_ACT_NONE;
     float alpha = 0;
+    bool fast = false;
     int ka = next_step(f, pt.out), slope = -1;
-    if (ka >= 0 && activation_of(f, &p->steps[ka], pt.out, &act, &alpha, &slope) &&
+    if (ka >= 0 && activation_of(f, &p->steps[ka], pt.out, &act, &alpha, &slope, &fast) &&
         foldable(f, pt.out, kb, ka)) {
       pt.steps[pt.n_steps++] = ka;
       pt.out = p->steps[ka].out[0];
@@ -609,6 +613,7 @@ static npu_status fuse_matmul_bias(fuser *f) {
     } else {
       act = NPUK_ACT_NONE;
       slope = -1;
+      fast = false;
     }
     npuP_fused_matmul *params = npuC_alloc(f->b->ctx, sizeof *params);
     if (!params) return NPU_ERR_NOMEM;
@@ -616,7 +621,7 @@ static npu_status fuse_matmul_bias(fuser *f) {
     *params = (npuP_fused_matmul){.transpose_a = attr_number(node, "transpose_a", 0) != 0,
                                   .transpose_b = attr_number(node, "transpose_b", 0) != 0,
                                   .bias_input = 2, .slope_input = slope >= 0 ? 3 : -1,
-                                  .act = act, .alpha = alpha};
+                                  .act = act, .alpha = alpha, .act_fast = fast};
     npu_status s = commit(f, &pt, &npuP_op_fused_matmul, params, 0);
     if (s) return s;
   }
@@ -757,7 +762,8 @@ typedef struct conv_link {
   int bcast;   /* NPUK_EW_ROW or NPUK_EW_SCALAR */
   npuK_act act;
   float alpha;
-  int slope; /* L_ACT prelu: its slopes */
+  int slope;     /* L_ACT prelu: its slopes */
+  bool act_fast; /* L_ACT sigmoid / tanh under high_performance */
 } conv_link;
 
 static bool affine_of(const fuser *f, const npuE_step *s, int v, conv_link *l) {
@@ -787,7 +793,7 @@ static int conv_links(const fuser *f, int k, conv_link *links) {
     if (kc < 0) break;
     const npuE_step *s = &f->p->steps[kc];
     conv_link l = {.step = kc, .operand = -1};
-    if (activation_of(f, s, v, &l.act, &l.alpha, &l.slope)) {
+    if (activation_of(f, s, v, &l.act, &l.alpha, &l.slope, &l.act_fast)) {
       l.kind = L_ACT;
       links[n++] = l;
       break;
@@ -924,6 +930,7 @@ static npu_status fuse_conv(fuser *f, bool bn) {
       if (l->kind == L_ACT) {
         pc->act = l->act;
         pc->alpha = l->alpha;
+        pc->act_fast = l->act_fast;
         slope = l->slope;
         continue;
       }
@@ -1098,8 +1105,7 @@ static const struct eltwise_op {
 };
 
 static const struct eltwise_op *eltwise_of(const fuser *f, const npuE_step *s) {
-  if (!live(s) || s->n_out != 1 || !is_f32(f, s->out[0]) || keeps_its_implementation(f, s))
-    return NULL;
+  if (!live(s) || s->n_out != 1 || !is_f32(f, s->out[0])) return NULL;
   for (size_t i = 0; i < npu_countof(eltwise_ops); i++)
     if (s->def == eltwise_ops[i].def) {
       for (int j = 0; j < s->n_in; j++)
@@ -1131,6 +1137,8 @@ static bool append(const fuser *f, chain *c, const npuE_step *s, const struct el
                    int v, const npuG_value *shape) {
   if (c->n_instr + 2 > MAX_CHAIN + 1 || !same_shape(value(f, s->out[0]), shape)) return false;
   npuK_ew_instr in = {.kind = e->kind, .op = e->op, .operand = -1};
+  /* exp, log, tanh, sigmoid under high_performance: the program runs their fast kernels */
+  if (e->kind == NPUK_EW_UNARY && fast_impl(f, s)) in.kind = NPUK_EW_UNARY_FAST;
   int load = -1;
   if (e->kind == NPUK_EW_PRELU) {
     int x = s->in[0], o = s->in[1], bc = broadcast_of(f, o, shape);
@@ -1204,6 +1212,10 @@ static npu_status fuse_eltwise(fuser *f) {
     npu_status s = commit(f, &c.pt, c.block ? &npuP_op_fused_eltwise_block : &npuP_op_fused_eltwise,
                           params, 0);
     if (s) return s;
+    /* commit put the step at the chain's last; its impl says (explain) that it runs a fast
+       kernel, the instructions which */
+    for (int i = 0; i < c.n_instr; i++)
+      if (c.prog[i].kind == NPUK_EW_UNARY_FAST) p->steps[c.pt.steps[c.pt.n_steps - 1]].impl = 1;
     f->effect += c.pt.n_steps - 2; /* commit counted one; each conv_link folded is an effect */
   }
   return NPU_OK;
@@ -1233,7 +1245,7 @@ static npu_status fuse_max_pool_grad_relu(fuser *f) {
     int v = mpg->out[0], kr = next_step(f, v);
     const npuE_step *rg = kr >= 0 ? &p->steps[kr] : NULL;
     if (!rg || rg->def != &npuX_op_relu_grad || rg->in[0] != v || rg->in[1] == v ||
-        rg->dynamic || keeps_its_implementation(f, mpg) || keeps_its_implementation(f, rg))
+        rg->dynamic || fast_impl(f, mpg) || fast_impl(f, rg))
       continue;
     bool f32 = true;
     for (int i = 0; i < 3; i++) f32 &= is_f32(f, mpg->in[i]);
@@ -1281,7 +1293,7 @@ static npu_status fuse_relu_grad_bias_grad(fuser *f) {
   for (int k = 0; k < p->n_steps; k++) {
     const npuE_step *rg = &p->steps[k];
     if (rg->def != &npuX_op_relu_grad || rg->dynamic || rg->n_in != 2 ||
-        keeps_its_implementation(f, rg))
+        fast_impl(f, rg))
       continue;
     int g = rg->out[0], kb = bias_grad_reader(f, g, k);
     if (kb < 0) continue;
@@ -1316,7 +1328,8 @@ static int producer_step(const fuser *f, int v, int k) {
    the logits, the labels times -1/batch), float32 of one shape of rank >= 1 (a or b may be
    one element): one step computing the three row by row, y and dy never stored; a
    bias_add_grad of the result (the logits' bias) joins as a second output.  The step takes
-   log_softmax_grad's place.  Float32 precision only (log_softmax is block-listed). */
+   log_softmax_grad's place, with log_softmax's implementation mode as its impl.  Float32
+   precision only (log_softmax is block-listed). */
 static npu_status fuse_log_softmax_grad(fuser *f) {
   npuE_plan *p = f->p;
   if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
@@ -1327,9 +1340,11 @@ static npu_status fuse_log_softmax_grad(fuser *f) {
     int kl = producer_step(f, y, k), km = producer_step(f, dy, k);
     const npuE_step *ls = kl >= 0 ? &p->steps[kl] : NULL, *mul = km >= 0 ? &p->steps[km] : NULL;
     if (!ls || !mul || ls->def != &npuX_op_log_softmax || mul->def != &npuX_op_mul ||
-        ls->dynamic || mul->dynamic || mul->n_in != 2 || keeps_its_implementation(f, ls) ||
-        keeps_its_implementation(f, lg))
+        ls->dynamic || mul->dynamic || mul->n_in != 2 || fast_impl(f, lg))
       continue;
+    /* log_softmax's fast kernel has a twin in the fused one (its max and row sum), so a
+       high_performance log_softmax fuses too, and the step runs that kernel (impl) */
+    bool fast = fast_impl(f, ls);
     const npuG_value *dv = value(f, d);
     int z = ls->in[0], a = mul->in[0], b = mul->in[1];
     int ba = broadcast_of(f, a, dv), bb = broadcast_of(f, b, dv);
@@ -1356,6 +1371,7 @@ static npu_status fuse_log_softmax_grad(fuser *f) {
     }
     npu_status s = commit(f, &pt, &npuP_op_fused_xent_grad, params, 0);
     if (s) return s;
+    p->steps[k].impl = fast; /* commit put the step at k, log_softmax_grad's place */
   }
   return NPU_OK;
 }

@@ -1,8 +1,9 @@
 /*
  * implmode.c — operator implementation modes: which of an op's two implementations a step runs
- * (kernels/kfast.h): high_precision (libm-based, the default) or high_performance (vectorised
- * float32 approximations with the errors kfast.h states).  The ops that have both are those
- * of `dual` below, and conv2d and conv2d_backprop_input, whose high_performance is an
+ * (kernels/kfast.h): high_performance (vectorised float32 approximations with the errors
+ * kfast.h states; the default, as 000 gives op_select_implmode's) or high_precision
+ * (libm-based, the reference path's kernels, and the direct convolution).  The ops that have
+ * both are those of `dual` below, and conv2d and conv2d_backprop_input, whose high_performance is an
  * algorithm (npuE_step.algo): Winograd F(2x2, 3x3) where it takes the shape and is measured
  * faster than the direct kernel (winograd_rule, bench/bench_winograd.c), other rounding with
  * the bound of docs/numerics.md; for every other op the modes are accepted and change nothing.
@@ -17,11 +18,17 @@
  *                            which choose no implementation on this device (it has no HF32, no
  *                            float16 arithmetic, and gathers always check their indices): a node
  *                            or type given one of these runs high_precision.  Ops the file does
- *                            not name run high_precision.
- *   op_select_implmode       the mode of every op, or, with optypelist_for_implmode, of the
- *                            listed types only (the others high_precision).
- *   (nothing)                high_precision everywhere.  The reference's default is
- *                            high_performance; ours keeps results equal to the reference path.
+ *                            not name take the default (MODE_DEFAULT): the file lists
+ *                            exceptions, as optypelist_for_implmode does.
+ *   op_select_implmode       set explicitly: the mode of every op, or, with
+ *                            optypelist_for_implmode, of the listed types only (000: they "use
+ *                            the mode specified by the op_select_implmode parameter"), the others
+ *                            keeping the default.
+ *   (nothing)                high_performance everywhere: op_select_implmode's default in 000
+ *                            (MODE_DEFAULT; options.def gives the same text).  Until issue 14 it
+ *                            was high_precision; setting that explicitly gives the old results
+ *                            (bitwise the reference path's kernels, the direct convolution).
+ * A NULL config (nothing of the three set) is the default everywhere.
  * Op types are our op names, TensorFlow types (Exp, Softmax) or the Ascend names the reference
  * lists: SoftmaxV2 (softmax), LogSoftmaxV2, Pooling (max_pool and avg_pool: one implementation
  * each), LRN and ROIAlign (no such ops here: accepted, no effect).
@@ -64,6 +71,9 @@ static const struct {
 /* MODE_SUPER: high_performance's kernels, and Winograd wherever it takes the shape with at
    least 8 channels each side, whether or not it is the faster kernel here (winograd_rule) */
 enum { MODE_PRECISION = 0, MODE_PERFORMANCE = 1, MODE_SUPER = 2 };
+
+/* The mode of an op nothing names: op_select_implmode's default in 000 (options.def) */
+enum { MODE_DEFAULT = MODE_PERFORMANCE };
 
 static const struct {
   const char *name;
@@ -301,16 +311,18 @@ npu_status npuP_impl_config_new(npu_context *ctx, const npu_options *o,
                                 struct npuP_impl_config **out) {
   *out = NULL;
   bool by_file = npuO_is_set(o, NPUO_op_precision_mode);
-  if (!by_file && !npuO_is_set(o, NPUO_op_select_implmode)) return NPU_OK; /* all defaults */
+  /* none: every op MODE_DEFAULT (op_mode reads a NULL config so) */
+  if (!by_file && !npuO_is_set(o, NPUO_op_select_implmode)) return NPU_OK;
   struct npuP_impl_config *c = npuC_calloc(ctx, 1, sizeof *c);
   if (!c) return NPU_ERR_NOMEM;
   memset(c->by_op, -1, sizeof c->by_op);
+  c->fallback = MODE_DEFAULT; /* the types the list or the file does not name */
   npu_status s = NPU_OK;
   if (by_file) { /* wins over the other two (000) */
     s = load_ini(ctx, c, npuO_string(o, NPUO_op_precision_mode));
   } else {
     int mode = find_mode(npuO_string(o, NPUO_op_select_implmode)); /* ENUM-checked */
-    if (mode < 0) mode = MODE_PRECISION;
+    if (mode < 0) mode = MODE_DEFAULT;
     if (npuO_is_set(o, NPUO_optypelist_for_implmode))
       s = apply_type_list(ctx, c, npuO_string(o, NPUO_optypelist_for_implmode), mode);
     else
@@ -324,7 +336,9 @@ npu_status npuP_impl_config_new(npu_context *ctx, const npu_options *o,
   return NPU_OK;
 }
 
+/* The mode of op def at node; c NULL: nothing set, the default everywhere. */
 static int op_mode(const struct npuP_impl_config *c, const npu_op_def *def, const char *node) {
+  if (!c) return MODE_DEFAULT;
   int k = find_node(c, node);
   if (k >= 0) return c->nodes[k].mode;
   int id = npuX_find(def->name);
@@ -332,7 +346,7 @@ static int op_mode(const struct npuP_impl_config *c, const npu_op_def *def, cons
 }
 
 bool npuP_impl_is_fast(const npuP_config *cfg, const npu_op_def *def, const char *node) {
-  return cfg->impl && !cfg->reference && def->kind == NPUX_KIND_KERNEL && is_dual(def) &&
+  return !cfg->reference && def->kind == NPUX_KIND_KERNEL && is_dual(def) &&
          op_mode(cfg->impl, def, node) >= MODE_PERFORMANCE;
 }
 
@@ -600,7 +614,6 @@ static npu_status select_step(npuP_build *b, npuE_step *step, bool nested) {
     npu_status s = rescratch(b, step, nested);
     if (s) return s;
   }
-  if (!c) return NPU_OK;
   const char *node = step->node >= 0 ? b->graph->nodes[step->node].name : "";
   if (conv) { /* an algorithm to pick, by the convolution's mode (a fused step's node is its conv2d) */
     int mode = op_mode(c, &npuX_op_conv2d, node);

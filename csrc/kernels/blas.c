@@ -129,7 +129,7 @@ static void sgemm_block(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int ge
                 beta, c, ldc);
   if (ep && ep->act != NPUK_ACT_NONE) {
     npuK_epilogue act = {.act = ep->act, .alpha = ep->alpha,
-                         .slope = ep->slope ? ep->slope + col0 : NULL};
+                         .slope = ep->slope ? ep->slope + col0 : NULL, .fast = ep->fast};
     npuK_epilogue_f32(&act, m, n, ldc, c);
   }
 }
@@ -440,7 +440,7 @@ static void gemv_h_block(enum CBLAS_TRANSPOSE ta, int trans_b, int64_t m, int64_
   }
   if (ep && ep->act != NPUK_ACT_NONE) {
     npuK_epilogue act = {.act = ep->act, .alpha = ep->alpha,
-                         .slope = ep->slope ? ep->slope + col0 : NULL};
+                         .slope = ep->slope ? ep->slope + col0 : NULL, .fast = ep->fast};
     npuK_epilogue_f32(&act, m, n, ldc, c);
   }
 }

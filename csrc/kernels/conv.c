@@ -397,7 +397,8 @@ void npuK_conv2d_half_ep(const npuK_pool *pool, const npuK_window2d *w, int64_t 
       memset(blk, 0, sizeof blk);
       if (ep) {
         npuK_epilogue part = {.bias = ep->bias ? ep->bias + c0 : NULL, .act = ep->act,
-                              .alpha = ep->alpha, .slope = ep->slope ? ep->slope + c0 : NULL};
+                              .alpha = ep->alpha, .slope = ep->slope ? ep->slope + c0 : NULL,
+                              .fast = ep->fast};
         npuK_epilogue_f32(&part, 1, len, len, blk);
       }
       npuK_cast(NULL, len, NPUK_F32, blk, y_dtype, yh + c0);

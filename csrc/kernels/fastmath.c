@@ -335,6 +335,12 @@ CLONES static void softmax_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
+void npuK_log_softmax_row_f32_fast(const float *x, int64_t cols, float *max, float *log_sum) {
+  float m = row_max(x, cols);
+  *max = m;
+  *log_sum = logf((float)row_exp_sum(x, NULL, cols, m));
+}
+
 CLONES static void log_softmax_range(void *arg, int64_t begin, int64_t end) {
   const rows_job *j = arg;
   for (int64_t r = begin; r < end; r++) {

@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kfast.h"
 #include "kernels/kmath.h"
 #include "kernels/kutil.h"
 
@@ -201,8 +202,10 @@ void npuK_epilogue_f32(const npuK_epilogue *e, int64_t rows, int64_t cols, int64
   }
   for (int64_t r = 0; r < runs && e->act != NPUK_ACT_NONE; r++) {
     float *run = y + r * ld;
+    npuK_unop op = (npuK_unop)unop_of[e->act];
     if (e->act == NPUK_ACT_LEAKY_RELU) leaky_block(e->alpha, run_len, run, run);
-    else unary_block((npuK_unop)unop_of[e->act], run_len, run, run);
+    else if (!e->fast || npuK_unary_f32_fast(NULL, op, run_len, run, run) != 0)
+      unary_block(op, run_len, run, run);
   }
 }
 
@@ -277,6 +280,11 @@ static void ew_block(const ew_job *j, int64_t e0, int64_t nr, int64_t c0, int64_
     case NPUK_EW_UNARY:
       if (j->reference) npuK_unary_f32(NULL, (npuK_unop)in->op, n, v, y);
       else unary_block((npuK_unop)in->op, n, v, y);
+      break;
+    case NPUK_EW_UNARY_FAST:
+      if (j->reference) npuK_unary_f32(NULL, (npuK_unop)in->op, n, v, y);
+      else if (npuK_unary_f32_fast(NULL, (npuK_unop)in->op, n, v, y) != 0)
+        unary_block((npuK_unop)in->op, n, v, y); /* no fast twin: never made so by fusion.c */
       break;
     case NPUK_EW_LEAKY_RELU:
       if (j->reference) npuK_leaky_relu_f32(NULL, n, in->alpha, v, y);

@@ -155,7 +155,8 @@ static void store_tile(const bf_job *j, int64_t r0, int64_t j0, int64_t mr, int6
   const npuK_epilogue *ep = j->ep;
   if (ep && (ep->bias || ep->act != NPUK_ACT_NONE)) {
     npuK_epilogue e = {.bias = ep->bias ? ep->bias + j0 : NULL, .act = ep->act,
-                       .alpha = ep->alpha, .slope = ep->slope ? ep->slope + j0 : NULL};
+                       .alpha = ep->alpha, .slope = ep->slope ? ep->slope + j0 : NULL,
+                       .fast = ep->fast};
     npuK_epilogue_f32(&e, mr, nr, ld, t);
   }
   for (int64_t i = 0; i < mr; i++) {

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kfast.h"
 #include "kernels/kgrad.h"
 #include "kernels/kutil.h"
 #if defined(__SSE2__)
@@ -267,6 +268,7 @@ void npuK_relu_grad_bias_grad_f32(const npuK_pool *pool, int64_t rows, int64_t c
 typedef struct lsx_job {
   const float *z, *a, *b;
   int a_one, b_one; /* a (b) is one element */
+  int fast;         /* log_softmax's high_performance kernel (kfast.h) */
   float *d;
   int64_t cols;
 } lsx_job;
@@ -282,12 +284,17 @@ static void lsx_range(void *arg, int64_t begin, int64_t end) {
     const float *z = j->z + r * cols, *a = j->a_one ? j->a : j->a + r * cols;
     const float *b = j->b_one ? j->b : j->b + r * cols;
     const int64_t ai = j->a_one ? 0 : 1, bi = j->b_one ? 0 : 1;
-    float *d = j->d + r * cols, m = -INFINITY;
-    for (int64_t c = 0; c < cols; c++)
-      if (z[c] > m || z[c] != z[c]) m = z[c];
-    double sum = 0, dsum = 0;
-    for (int64_t c = 0; c < cols; c++) sum += (double)expf(z[c] - m);
-    float ls = logf((float)sum);
+    float *d = j->d + r * cols, m = -INFINITY, ls;
+    double dsum = 0;
+    if (j->fast) {
+      npuK_log_softmax_row_f32_fast(z, cols, &m, &ls);
+    } else {
+      for (int64_t c = 0; c < cols; c++)
+        if (z[c] > m || z[c] != z[c]) m = z[c];
+      double sum = 0;
+      for (int64_t c = 0; c < cols; c++) sum += (double)expf(z[c] - m);
+      ls = logf((float)sum);
+    }
     for (int64_t c = 0; c < cols; c++) dsum += (double)(a[c * ai] * b[c * bi]);
     float s = (float)dsum;
     for (int64_t c = 0; c < cols; c++) {
@@ -297,10 +304,11 @@ static void lsx_range(void *arg, int64_t begin, int64_t end) {
   }
 }
 
-void npuK_log_softmax_xent_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+void npuK_log_softmax_xent_grad_f32(const npuK_pool *pool, int fast, int64_t rows, int64_t cols,
                                     const float *z, const float *a, int a_one, const float *b,
                                     int b_one, float *d, float *db) {
-  lsx_job j = {.z = z, .a = a, .b = b, .a_one = a_one, .b_one = b_one, .d = d, .cols = cols};
+  lsx_job j = {.z = z, .a = a, .b = b, .a_one = a_one, .b_one = b_one, .fast = fast, .d = d,
+               .cols = cols};
   npuK_parallel_for(pool, rows, row_grain(cols), lsx_range, &j);
   if (db) npuK_bias_add_grad_f32(pool, rows, cols, d, db);
 }

@@ -576,6 +576,8 @@ typedef struct npuK_epilogue {
   npuK_act act;
   float alpha;        /* leaky_relu's slope */
   const float *slope; /* prelu's slopes (cols) */
+  int fast;           /* sigmoid, tanh: their high_performance kernels (kfast.h), the bits of
+                         the unfused fast step (each element's result is position-free) */
 } npuK_epilogue;
 void npuK_epilogue_f32(const npuK_epilogue *e, int64_t rows, int64_t cols, int64_t ld, float *y);
 
@@ -961,8 +963,11 @@ void npuK_depthwise_conv2d_f32_portable_ep(const npuK_pool *pool, const npuK_win
  * program while it is in cache, blocks split over the pool.  _ref: one instruction at a time
  * over the whole tensor with the _ref binary kernels.  operands must not overlap y. */
 #define NPUK_EW_BLOCK 1024
+/* UNARY_FAST: UNARY by its high_performance kernel (kfast.h: exp, log, tanh, sigmoid), the
+   bits of the unfused fast step (each element's result is position-free); _ref runs UNARY. */
 typedef enum npuK_ew_kind {
-  NPUK_EW_LOAD, NPUK_EW_UNARY, NPUK_EW_LEAKY_RELU, NPUK_EW_BINARY, NPUK_EW_PRELU
+  NPUK_EW_LOAD, NPUK_EW_UNARY, NPUK_EW_LEAKY_RELU, NPUK_EW_BINARY, NPUK_EW_PRELU,
+  NPUK_EW_UNARY_FAST
 } npuK_ew_kind;
 typedef enum npuK_ew_bcast { NPUK_EW_FULL, NPUK_EW_ROW, NPUK_EW_SCALAR } npuK_ew_bcast;
 typedef struct npuK_ew_instr {

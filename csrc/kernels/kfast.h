@@ -3,9 +3,10 @@
  * Two implementations of the transcendental ops exist, chosen per step by the implementation
  * modes (compile/implmode.c, options op_select_implmode, optypelist_for_implmode,
  * op_precision_mode):
- *   high_precision    the libm-based kernels of unary.c, nn.c and gelu.c (the default, and the
- *                     only ones the use_off_line=false reference path runs);
- *   high_performance  the float32 twins below: range reduction + polynomial, written so the
+ *   high_precision    the libm-based kernels of unary.c, nn.c and gelu.c (the only ones the
+ *                     use_off_line=false reference path runs);
+ *   high_performance  (the default, op_select_implmode's in the reference) the float32 twins
+ *                     below: range reduction + polynomial, written so the
  *                     compiler vectorises them (blocks of NPUK_FAST_BLOCK elements, no
  *                     branches, no libm calls per element).
  * float64 has one implementation (high_precision): the twins below are float32 only.
@@ -54,6 +55,9 @@ void npuK_softmax_f32_fast(const npuK_pool *pool, int64_t rows, int64_t cols, co
                            float *y);
 void npuK_log_softmax_f32_fast(const npuK_pool *pool, int64_t rows, int64_t cols,
                                const float *x, float *y);
+/* One row x (cols) of npuK_log_softmax_f32_fast: *max and *log_sum as it computes them, its
+   outputs being (x[c] - *max) - *log_sum (for fused kernels that recompute them). */
+void npuK_log_softmax_row_f32_fast(const float *x, int64_t cols, float *max, float *log_sum);
 
 /* ---------------------------------------------------------------- gelu (gelu.c, fastmath.c)
  * gelu: y = x * Phi(x), Phi the standard normal CDF (approximate = 0: exact,

@@ -53,9 +53,11 @@ void npuK_relu_grad_bias_grad_f32(const npuK_pool *pool, int64_t rows, int64_t c
 /* A cross-entropy loss's gradient in one row pass: z, d (rows, cols); dy = a * b elementwise
  * (a, b: (rows, cols), or one element where a_one / b_one), y = log_softmax(z), d =
  * log_softmax_grad(y, dy), each as its own kernel computes it (y and dy never stored): the bits
- * of the three kernels; with db (cols), also npuK_bias_add_grad(d) after.  d may be z, a or
- * b (each element is read before it is written). */
-void npuK_log_softmax_xent_grad_f32(const npuK_pool *pool, int64_t rows, int64_t cols,
+ * of the three kernels, log_softmax's being npuK_log_softmax_f32 or, where fast, its
+ * high_performance twin npuK_log_softmax_f32_fast (kfast.h); with db (cols), also
+ * npuK_bias_add_grad(d) after.  d may be z, a or b (each element is read before it is
+ * written). */
+void npuK_log_softmax_xent_grad_f32(const npuK_pool *pool, int fast, int64_t rows, int64_t cols,
                                     const float *z, const float *a, int a_one, const float *b,
                                     int b_one, float *d, float *db);
 
