@@ -1161,6 +1161,28 @@ function TestFusionEltwise:test_ops_with_a_chosen_implementation_fuse_running_it
   end
 end
 
+function TestFusionEltwise:test_fast_activations_fuse_into_our_float32_tiles()
+  -- the same under our float32 GEMM (f32tile: at least 8 rows and 32 columns, on an AVX-512F
+  -- CPU): its epilogue runs the fast sigmoid too, so the fused step keeps the unfused bits
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { 16, 40 }, "x")
+  local h = npu.nn.bias_add(x:matmul(g:const(randn({ 40, 64 }, 11))), g:const(randn({ 64 }, 12)), { name = "B" })
+  local y = npu.sigmoid(h)
+  local feeds = { [x] = randn({ 16, 40 }, 13, 4) }
+  local default = npu.Session { graph = g, options = { precision_mode = "must_keep_origin_dtype" } }
+  local steps = default:explain(y, feeds).steps
+  lu.assertEquals(shape_of(default:explain(y, feeds)), { "fused_matmul<MatMulBiasAddFusionPass:B,Sigmoid>" })
+  lu.assertEquals(steps[1].algo, support.f32tile_here() and "f32tile" or "sgemm")
+  local off = session(g, { op_select_implmode = "high_performance" }, ALL_OFF)
+  assert_same_bits(default:run(y, feeds), off:run(y, feeds), "fast sigmoid, fused against unfused")
+  local a, b = flat(default:run(y, feeds)), flat(session(g):run(y, feeds))
+  local differ = 0
+  for i = 1, #a do
+    if a[i] ~= b[i] then differ = differ + 1 end
+  end
+  lu.assertTrue(differ > 0, "the fused sigmoid runs the fast kernel")
+end
+
 -- ---------------------------------------------------------------- fusion_switch_file
 
 TestFusionSwitchFile = {}

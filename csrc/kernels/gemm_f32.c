@@ -106,7 +106,8 @@ static void epilogue_tile(const f32_job *j, int64_t r0, int64_t j0, int64_t mr, 
   const npuK_epilogue *ep = j->ep;
   if (!ep || (!ep->bias && ep->act == NPUK_ACT_NONE)) return;
   npuK_epilogue e = {.bias = ep->bias ? ep->bias + j0 : NULL, .act = ep->act,
-                     .alpha = ep->alpha, .slope = ep->slope ? ep->slope + j0 : NULL};
+                     .alpha = ep->alpha, .slope = ep->slope ? ep->slope + j0 : NULL,
+                     .fast = ep->fast};
   npuK_epilogue_f32(&e, mr, nr, j->n, j->c + r0 * j->n + j0);
 }
 
