@@ -1012,8 +1012,11 @@ typedef enum npu_session_stat_kind {
   NPU_SESSION_STAT_DYNAMIC_PLANS, /* cached plans compiled for feeds with unknown (-1) dims,
                                      which take any size there (compile_hybrid_mode,
                                      compile_dynamic_mode, shape_generalization_mode) */
-  NPU_SESSION_STAT_EMPTY_SKIPS    /* dynamic steps whose kernel was not called because all
+  NPU_SESSION_STAT_EMPTY_SKIPS,   /* dynamic steps whose kernel was not called because all
                                      their outputs were empty (all_tensor_not_empty False) */
+  NPU_SESSION_STAT_COPY_REUSES    /* Cast steps of a variable (a reduced-precision copy the
+                                     precision mode makes) not run because the copy the plan
+                                     kept was made from the variable's current value */
 } npu_session_stat_kind;
 /* The counter which of s; -1 for an unknown kind.  Thread rules: those of s. */
 NPU_API int64_t npu_session_stat(const npu_session *s, npu_session_stat_kind which);
