@@ -41,7 +41,9 @@
  * (identity, assign: variables keep their dtype), or a fetch (users get the graph's dtype).
  * Where a consumer wants another dtype than the one stored, a Cast step (op cast, pass
  * "precision") is inserted before the first consumer that needs it, once per value and dtype;
- * a constant (or folded) value is cast now, at compile time.  Kernels compute in float32.
+ * a constant (or folded) value is cast now, at compile time; a variable's Cast, in a plan
+ * that does not write the variable, becomes its kept copy (mark_variable_copies: made again
+ * only after the variable is written, docs/compiler.md).  Kernels compute in float32.
  * Elementwise steps (ops flagged NPUX_F_HALF_IO: unary, binary, the fused elementwise program)
  * read and write reduced operands themselves, widening and narrowing a block of ~1024 elements
  * at a time on the stack; steps that only move elements (NPUX_F_MOVES: reshape, pad, transpose,

@@ -1062,10 +1062,12 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
                  constant filter packed once; the stored filter is then not widened per run),
                  "bf16_weights" (a bf16dot matmul / fused matmul step's constant B, stored
                  bfloat16, packed once into the native GEMM's panels instead of per call)
-                 or null, "dynamic": false, "placement": "device" or "host"}, ...],
+                 or null, "copy_of": "w" (a precision Cast of variable w whose output the
+                 plan keeps between runs and makes again only after w is written) or null,
+                 "dynamic": false, "placement": "device" or "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "aliased_values": n,
-                 "live_peak_bytes": n, "own_bytes": n,
+                 "live_peak_bytes": n, "own_bytes": n, "variable_copy_bytes": n,
                  "fetched_bytes": n, "constant_bytes": n, "prepared_bytes": n, "variable_bytes": n,
                  "scratch_bytes": n, "round_bytes": n, "buffers_in_arena": true,
                  "total_bytes": n}}
@@ -1078,7 +1080,8 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
    with buffers_in_arena, the steps' scratch and float32 widening buffers, each live only
    during its step; planned_bytes is what those values take without planning, live_peak_bytes
    the most bytes live at one step (no arena can be smaller); own_bytes are kernel outputs with
-   buffers of their own (fetched, or OP_NO_REUSE_MEM); total_bytes = arena + own + the
+   buffers of their own (fetched, OP_NO_REUSE_MEM, or variables' kept reduced copies:
+   variable_copy_bytes of them, the steps with copy_of); total_bytes = arena + own + the
    constants the steps read (constant_bytes, which counts prepared_bytes: the Winograd filters
    transformed once from constant ones, direct_bf16's packed filters, bf16dot's packed B) + scratch and widening buffers when not in the arena.
    arena_shared: static_memory_policy 2/4, the arena is the session's (arena_bytes is this
