@@ -4,8 +4,10 @@
 -- batch 32, and a recurrent cell in a while loop (h = tanh(h W + b), 20 iterations, 256
 -- wide, batch 1: the weights read inside the loop body), each under float32 (must_keep_origin_dtype) and allow_mix_precision_bf16, with
 -- its weights as variables and frozen to consts.  Under bfloat16 a variable is cast to
--- bfloat16 at every run; a const is stored bfloat16 once, when the plan compiles, and a
--- constant convolution filter (direct_bf16) or GEMM B (bf16dot) is packed once per plan.
+-- bfloat16 once per write: the plan keeps the copy ("kept" casts, explain's copy_of) while
+-- nothing writes the variable; a const is stored bfloat16 once, when the plan compiles, and a
+-- constant convolution filter (direct_bf16) or GEMM B (bf16dot) is packed once per plan (a
+-- variable's kept copy is still packed at each call).
 -- One thread; the four sessions of a model timed in turn (CPU time), REPS rounds, medians;
 -- µs per run.
 -- Usage: lua5.4 bench/freeze.lua [reps]
@@ -63,12 +65,13 @@ local function sessions(build, batch)
     local fsess = npu.Session { graph = frozen, options = { precision_mode = mode } }
     for _, s in ipairs { sess, fsess } do
       local feeds = { ["x:0"] = xb }
-      local casts, algos = 0, {}
+      local casts, kept, algos = 0, 0, {}
       for _, st in ipairs(s:explain("probs:0", feeds).steps) do
         if st.op == "cast" then casts = casts + 1 end
+        if st.copy_of then kept = kept + 1 end
         if st.algo then algos[#algos + 1] = st.algo end
       end
-      list[#list + 1] = { sess = s, feeds = feeds, casts = casts, algos = table.concat(algos, ","),
+      list[#list + 1] = { sess = s, feeds = feeds, casts = casts, kept = kept, algos = table.concat(algos, ","),
                           name = (mode:match("bf16") and "bf16" or "f32") .. (s == sess and " variables" or " frozen"),
                           times = {} }
     end
@@ -96,8 +99,8 @@ local function bench(title, list, iters)
   for i, c in ipairs(list) do
     local t = median(c.times)
     local vs_var = i % 2 == 0 and ("  frozen/variables %.2f"):format(t / median(list[i - 1].times)) or ""
-    print(("  %-15s %9.1f µs  x%.2f of f32 variables%s  (%d casts%s%s)"):format(c.name, t * 1e6,
-      t / base, vs_var, c.casts, c.algos ~= "" and "; " .. c.algos or "",
+    print(("  %-15s %9.1f µs  x%.2f of f32 variables%s  (%d casts%s%s%s)"):format(c.name, t * 1e6,
+      t / base, vs_var, c.casts, c.kept > 0 and (", %d kept"):format(c.kept) or "", c.algos ~= "" and "; " .. c.algos or "",
       c.bits_equal ~= nil and ("; frozen bits %s"):format(c.bits_equal and "equal" or "DIFFER") or ""))
   end
 end

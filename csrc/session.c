@@ -177,8 +177,10 @@ static void free_run_state(npu_session *s) {
   npuE_iterators_free(ctx, &s->cur->state.iterators);
   for (int i = 0; i < s->cur->state.n_variables; i++) npu_tensor_release(s->cur->state.variables[i]);
   npuC_free(ctx, s->cur->state.variables);
+  npuC_free(ctx, s->cur->state.var_versions);
   for (int k = 0; k < s->n_lanes; k++) {
     s->lanes[k].state.variables = NULL;
+    s->lanes[k].state.var_versions = NULL;
     s->lanes[k].state.n_variables = 0;
   }
   npuP_fusion_session_end(ctx, s->compile.fusion); /* export_compile_stat 1: fusion_result.json */
@@ -249,17 +251,26 @@ int64_t npu_session_stat(const npu_session *s, npu_session_stat_kind which) {
     for (int i = 0; i < s->cur->n_plans; i++) n += s->cur->plans[i]->generic;
     return n;
   case NPU_SESSION_STAT_EMPTY_SKIPS: return s->cur->state.n_empty_skips;
+  case NPU_SESSION_STAT_COPY_REUSES: return s->cur->state.n_copy_reuses;
   }
   return -1;
 }
 
 /* Variables are stored by node id; the graph may have grown since the last run. */
 static npu_status reserve_variables(npu_session *s) {
-  int n = s->cur->state.graph->n_nodes;
-  if (n <= s->cur->state.n_variables) return NPU_OK;
-  npu_tensor **v = npuC_realloc(s->ctx, s->cur->state.variables, (size_t)n * sizeof *v);
+  int n = s->cur->state.graph->n_nodes, had = s->cur->state.n_variables;
+  if (n <= had) return NPU_OK;
+  /* the versions first: should the variables' array fail, the capacity stays `had` and the
+     larger versions' array is merely roomier than needed */
+  uint64_t *ver = npuC_realloc(s->ctx, s->cur->state.var_versions, (size_t)n * sizeof *ver);
+  if (ver) {
+    memset(ver + had, 0, (size_t)(n - had) * sizeof *ver);
+    for (int k = 0; k < s->n_lanes; k++) s->lanes[k].state.var_versions = ver;
+  }
+  npu_tensor **v = ver ? npuC_realloc(s->ctx, s->cur->state.variables, (size_t)n * sizeof *v)
+                       : NULL;
   if (!v) return NPU_ERR_NOMEM;
-  memset(v + s->cur->state.n_variables, 0, (size_t)(n - s->cur->state.n_variables) * sizeof *v);
+  memset(v + had, 0, (size_t)(n - had) * sizeof *v);
   for (int k = 0; k < s->n_lanes; k++) { /* the lanes share them */
     s->lanes[k].state.variables = v;
     s->lanes[k].state.n_variables = n;

@@ -4,7 +4,8 @@
  * a graph whose variable and "<name>/Assign" nodes come one by one (as an importer adds them)
  * lists the same; bad ids fail cleanly leaving the graph as it was; the op table read through
  * npu_op_get_info; the allocation-failure sweep over npu_graph_add_variable and
- * npu_graph_add_variables_initializer.
+ * npu_graph_add_variables_initializer; a variable's bfloat16 copy made once per write, with
+ * its sweeps.
  */
 #include <math.h>
 #include <string.h>
@@ -533,6 +534,130 @@ static void test_freeze_control_flow(void) {
   npu_context_release(ctx);
 }
 
+/* A variable's reduced-precision copy (compile/precision.c: mark_variable_copies): under
+   allow_mix_precision_bf16, y = x w with w a variable [4, 3] reads w through a Cast to
+   bfloat16 that the plan keeps and makes again only after w is written.  All values are small
+   integers, exact in bfloat16 and in the float32 sums, so y is known exactly: a stale copy
+   shows.  The copy's case: made on the first run, reused on the second (stat COPY_REUSES),
+   made again after an assign from a feed (the API's way to set it); then the sweep, and a
+   recovery sweep: a run failing at its n-th allocation (the Cast's output among them) leaves
+   no half-made copy taken for current by the next run. */
+typedef struct copy_case {
+  npu_graph *g;
+  npu_session *s;
+  int x, wv, w_in, set, y, init;
+} copy_case;
+
+static const float copy_x[4] = {1, 2, 3, 4};
+static const float copy_w0[12] = {1, 0, 2, 1, 1, 0, 0, 3, 1, 2, 0, 1};
+static const float copy_w1[12] = {3, 1, 0, 0, 2, 1, 1, 1, 4, 1, 0, 2};
+
+static npu_status copy_build(npu_context *ctx, copy_case *c) {
+  static const int64_t xs[] = {1, 4}, ws[] = {4, 3};
+  TRY(npu_graph_new(ctx, &c->g));
+  int w0;
+  TRY(const_f32(ctx, c->g, "w0", 2, ws, copy_w0, &w0));
+  TRY(npu_graph_add_variable(c->g, "w", w0, &c->wv));
+  TRY(graph_placeholder(c->g, "x", NPU_DTYPE_F32, 2, xs, &c->x));
+  TRY(graph_placeholder(c->g, "w_in", NPU_DTYPE_F32, 2, ws, &c->w_in));
+  TRY(binary(c->g, "matmul", c->x, c->wv, &c->y));
+  TRY(binary(c->g, "assign", c->wv, c->w_in, &c->set));
+  TRY(npu_graph_add_variables_initializer(c->g, NULL, &c->init));
+  npu_options *o;
+  TRY(npu_options_new(ctx, &o));
+  npu_status st = npu_options_set_string(o, "precision_mode", "allow_mix_precision_bf16");
+  if (!st) st = npu_session_new(ctx, c->g, o, &c->s);
+  npu_options_release(o);
+  return st ? st : npu_session_run(c->s, 0, NULL, NULL, 0, NULL, NULL, 1, &c->init);
+}
+
+static void copy_release(copy_case *c) {
+  npu_session_release(c->s);
+  npu_graph_release(c->g);
+  c->s = NULL;
+  c->g = NULL;
+}
+
+/* y = x w for the given w, checked exactly when check is set */
+static npu_status copy_run_y(npu_context *ctx, copy_case *c, const float *w, int check) {
+  npu_tensor *xt, *y = NULL;
+  TRY(npu_tensor_from_data(ctx, NPU_DTYPE_F32, 2, (int64_t[]){1, 4}, copy_x, sizeof copy_x, &xt));
+  npu_status st = npu_session_run(c->s, 1, &c->x, &xt, 1, &c->y, &y, 0, NULL);
+  npu_tensor_release(xt);
+  if (st) return st;
+  for (int j = 0; check && j < 3; j++) {
+    float want = 0;
+    for (int k = 0; k < 4; k++) want += copy_x[k] * w[k * 3 + j];
+    CHECK_EQ_I64((int64_t)((const float *)npu_tensor_data(y))[j], (int64_t)want);
+    CHECK(((const float *)npu_tensor_data(y))[j] == want);
+  }
+  npu_tensor_release(y);
+  return NPU_OK;
+}
+
+static npu_status copy_set_w(npu_context *ctx, copy_case *c, const float *w) {
+  npu_tensor *wt;
+  TRY(npu_tensor_from_data(ctx, NPU_DTYPE_F32, 2, (int64_t[]){4, 3}, w, 12 * sizeof *w, &wt));
+  int set_node = npu_graph_value_node(c->g, c->set);
+  npu_status st = npu_session_run(c->s, 1, &c->w_in, &wt, 0, NULL, NULL, 1, &set_node);
+  npu_tensor_release(wt);
+  return st;
+}
+
+static npu_status copy_play(npu_context *ctx, void *ud, int check) {
+  copy_case *c = ud;
+  TRY(copy_build(ctx, c));
+  TRY(copy_run_y(ctx, c, copy_w0, check));
+  if (check) CHECK_EQ_I64(npu_session_stat(c->s, NPU_SESSION_STAT_COPY_REUSES), 0);
+  TRY(copy_run_y(ctx, c, copy_w0, check));
+  if (check) CHECK_EQ_I64(npu_session_stat(c->s, NPU_SESSION_STAT_COPY_REUSES), 1);
+  TRY(copy_set_w(ctx, c, copy_w1));
+  TRY(copy_run_y(ctx, c, copy_w1, check)); /* made again: the assign wrote w */
+  if (check) CHECK_EQ_I64(npu_session_stat(c->s, NPU_SESSION_STAT_COPY_REUSES), 1);
+  TRY(copy_run_y(ctx, c, copy_w1, check));
+  if (check) CHECK_EQ_I64(npu_session_stat(c->s, NPU_SESSION_STAT_COPY_REUSES), 2);
+  return NPU_OK;
+}
+
+static void copy_play_release(void *ud) { copy_release(ud); }
+
+static void test_variable_copy(void) {
+  copy_case c = {0};
+  scenario_values_and_sweep(&(checked_scenario){.play = copy_play, .release = copy_play_release,
+                                                .ud = &c, .what = "variable copy",
+                                                .min_failures = 10});
+  /* recovery: the n-th allocation of a run fails; the next run, allocations working, must
+     see the variable's current value (before and after an assign) */
+  npu_context *ctx;
+  CHECK(npu_context_new(NULL, &ctx) == NPU_OK);
+  int failed = 0;
+  for (long n = 1; n < 200; n++) {
+    npu_status st = copy_build(ctx, &c);
+    CHECK(st == NPU_OK);
+    npu_context_fail_after(ctx, n);
+    npu_status first = copy_run_y(ctx, &c, copy_w0, 0);
+    npu_context_fail_after(ctx, 0);
+    CHECK(first == NPU_OK || first == NPU_ERR_NOMEM);
+    if (!st) st = copy_run_y(ctx, &c, copy_w0, 1);
+    if (!st) st = copy_set_w(ctx, &c, copy_w1);
+    npu_status second = NPU_OK;
+    if (!st) {
+      npu_context_fail_after(ctx, n);
+      second = copy_run_y(ctx, &c, copy_w1, 0);
+      npu_context_fail_after(ctx, 0);
+      CHECK(second == NPU_OK || second == NPU_ERR_NOMEM);
+    }
+    if (!st) st = copy_run_y(ctx, &c, copy_w1, 1);
+    CHECK(st == NPU_OK);
+    copy_release(&c);
+    CHECK_EQ_I64(npu_context_live_bytes(ctx), 0);
+    if (st || (first == NPU_OK && second == NPU_OK)) break;
+    failed++;
+  }
+  CHECK(failed >= 3); /* the runs' allocations were reached (compiling, the copy, the result) */
+  npu_context_release(ctx);
+}
+
 int main(void) {
   test_build_list_init_train();
   test_nodes_one_by_one();
@@ -540,5 +665,6 @@ int main(void) {
   test_allocation_failure_sweep();
   test_freeze();
   test_freeze_control_flow();
+  test_variable_copy();
   return check_summary("test_variables");
 }

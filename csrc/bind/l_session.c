@@ -104,13 +104,15 @@ static int l_session_n_plans(lua_State *L) {
   return 1;
 }
 
-/* sess:stats() -> {plans =, compiled =, dynamic_plans =, empty_skips =} (npu_session_stat). */
+/* sess:stats() -> {plans =, compiled =, dynamic_plans =, empty_skips =, copy_reuses =}
+   (npu_session_stat). */
 /***
 The session's counters.
 @function Session:stats
 @within Class Session
-@treturn table `{plans =, compiled =, dynamic_plans =, empty_skips =}`: plans cached, plans
-  compiled in all, plans compiled for dynamic shapes, runs skipped as having nothing to do
+@treturn table `{plans =, compiled =, dynamic_plans =, empty_skips =, copy_reuses =}`: plans
+  cached, plans compiled in all, plans compiled for dynamic shapes, runs skipped as having
+  nothing to do, variables' reduced-precision copies reused instead of cast again
 @raise NPU_ERR_STATE on a closed session
 */
 static int l_session_stats(lua_State *L) {
@@ -122,7 +124,8 @@ static int l_session_stats(lua_State *L) {
   } stats[] = {{"plans", NPU_SESSION_STAT_PLANS},
                {"compiled", NPU_SESSION_STAT_COMPILED},
                {"dynamic_plans", NPU_SESSION_STAT_DYNAMIC_PLANS},
-               {"empty_skips", NPU_SESSION_STAT_EMPTY_SKIPS}};
+               {"empty_skips", NPU_SESSION_STAT_EMPTY_SKIPS},
+               {"copy_reuses", NPU_SESSION_STAT_COPY_REUSES}};
   lua_createtable(L, 0, (int)(sizeof stats / sizeof stats[0]));
   for (size_t i = 0; i < sizeof stats / sizeof stats[0]; i++) {
     lua_pushinteger(L, (lua_Integer)npu_session_stat(s, stats[i].kind));

@@ -40,6 +40,15 @@ typedef struct npuE_step {
   int *out; /* value ids */
   size_t scratch_size;
   bool reads_variable; /* a VARIABLE step whose value something reads (not only assigns) */
+  /* A Cast step the precision pass made of a variable's value (through identities), in a
+     plan that writes no variable (compile/precision.c: mark_variable_copies): the variable's
+     node id + 1, else 0.  Its output keeps a buffer of its own (not the arena, memory.c), and
+     the executor runs it only when the variable was written since it last did
+     (npuE_state.var_versions; copy_version, run-time state of this plan's own step: the
+     version the copy was made from, 0 none yet).  A game's per-frame run with variable weights
+     then converts them once per change, not once per run. */
+  int copy_of;
+  uint64_t copy_version;
   /* Precision (compile/precision.c): the reduced dtype (float16, bfloat16) this step's graph
      float32 inputs / outputs are stored in, or -1; the kernel still computes in float32. */
   int round_in, round_out;

@@ -317,6 +317,11 @@ static void s_prepared(jw *w, const ex *e, const npuE_step *s) {
                  : s->algo == NPUK_CONV_DIRECT_BF16        ? "bf16_filter"
                                                            : "winograd_filter");
 }
+/* a Cast step making a variable's reduced-precision copy that the plan keeps between runs and
+   makes again only after the variable is written (npuE_step.copy_of): the variable's name */
+static void s_copy_of(jw *w, const ex *e, const npuE_step *s) {
+  str(w, s->copy_of ? e->g->nodes[s->copy_of - 1].name : NULL);
+}
 /* shaped when it runs: outputs and scratch sized from the actual inputs (exec.c run_dynamic) */
 static void s_dynamic(jw *w, const ex *e, const npuE_step *s) { (void)e, boolean(w, s->dynamic); }
 /* mixed computing (compile/mixed.c): "host" or "device" */
@@ -344,6 +349,7 @@ static const struct {
     {"tuned", s_tuned},
     {"index", s_index},
     {"prepared", s_prepared},
+    {"copy_of", s_copy_of},
     {"dynamic", s_dynamic},
     {"placement", s_placement},
 };
@@ -429,6 +435,25 @@ static int64_t prepared_bytes(const ex *e) {
   return n;
 }
 
+typedef struct copy_sum {
+  const npuE_plan *p;
+  int64_t bytes;
+} copy_sum;
+
+static void add_copy(void *ud, const npuE_step *s, int depth, const npuE_step *parent, int b) {
+  (void)depth, (void)parent, (void)b;
+  copy_sum *c = ud;
+  if (s->copy_of) c->bytes += (int64_t)value_bytes(c->p, s->out[0]);
+}
+
+/* The bytes of the variables' kept copies (npuE_step.copy_of): buffers of the plan's own, so
+   a part of own_bytes. */
+static int64_t copy_bytes(const ex *e) {
+  copy_sum c = {.p = e->p};
+  npuP_walk_steps(e->p->steps, e->p->n_steps, 0, NULL, 0, add_copy, &c);
+  return c.bytes;
+}
+
 /* The constants the plan reads and what it derived from them once (Winograd's U). */
 static int64_t constant_bytes(const ex *e) {
   return sum_kind(e, MEM_CONST, true) + prepared_bytes(e);
@@ -455,6 +480,7 @@ static void m_planned(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.planned
 static void m_live_peak(jw *w, const ex *e) { num(w, (int64_t)e->p->memory.live_peak_bytes); }
 static void m_n_aliased(jw *w, const ex *e) { num(w, e->p->memory.n_aliased); }
 static void m_own(jw *w, const ex *e) { num(w, sum_kind(e, MEM_OWN, false)); }
+static void m_copy(jw *w, const ex *e) { num(w, copy_bytes(e)); }
 static void m_fetched(jw *w, const ex *e) { num(w, fetched_bytes(e)); }
 static void m_const(jw *w, const ex *e) { num(w, constant_bytes(e)); }
 static void m_prepared(jw *w, const ex *e) { num(w, prepared_bytes(e)); }
@@ -475,6 +501,7 @@ static const struct {
     {"aliased_values", m_n_aliased},
     {"live_peak_bytes", m_live_peak},
     {"own_bytes", m_own},
+    {"variable_copy_bytes", m_copy},
     {"fetched_bytes", m_fetched},
     {"constant_bytes", m_const},
     {"prepared_bytes", m_prepared},

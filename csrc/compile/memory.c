@@ -5,6 +5,7 @@
  * writes it and nothing holds it past the run: not fetched (the caller keeps a reference), not
  * fed, not a constant, variable or iterator element (kernel steps never write those), not seen
  * through an identity whose output is fetched (identity outputs borrow their input's tensor),
+ * not a variable's kept reduced-precision copy (npuE_step.copy_of: it serves later runs too),
  * and not exempted by OP_NO_REUSE_MEM (node names or op types, 002 §7.4.5).  Every other
  * kernel output keeps a buffer of its own, as without planning.  The steps' working buffers —
  * kernel scratch and the float32 copies of operands stored in float16/bfloat16 (exec.c,
@@ -333,7 +334,7 @@ npu_status npuP_plan_memory(npuP_build *b) {
       int v = st->out[i];
       if (first[v] < 0) first[v] = k;
       if (last[v] < k) last[v] = k;
-      if (exempt) keep[v] = 1;
+      if (exempt || st->copy_of) keep[v] = 1; /* a variable's copy outlives the run */
     }
   }
   /* Held past the run: fetches (and the source of a fetched identity), feeds. */

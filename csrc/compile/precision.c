@@ -41,7 +41,9 @@
  * (identity, assign: variables keep their dtype), or a fetch (users get the graph's dtype).
  * Where a consumer wants another dtype than the one stored, a Cast step (op cast, pass
  * "precision") is inserted before the first consumer that needs it, once per value and dtype;
- * a constant (or folded) value is cast now, at compile time.  Kernels compute in float32.
+ * a constant (or folded) value is cast now, at compile time; a variable's Cast, in a plan
+ * that does not write the variable, becomes its kept copy (mark_variable_copies: made again
+ * only after the variable is written, docs/compiler.md).  Kernels compute in float32.
  * Elementwise steps (ops flagged NPUX_F_HALF_IO: unary, binary, the fused elementwise program)
  * read and write reduced operands themselves, widening and narrowing a block of ~1024 elements
  * at a time on the stack; steps that only move elements (NPUX_F_MOVES: reshape, pad, transpose,
@@ -532,6 +534,42 @@ static npu_status reserve_values(npuP_build *b, int n) {
   return NPU_OK;
 }
 
+/* The variable (its node id) whose value graph value v is, through identities; -1 when v is
+   no variable's (a value a pass made, a computed one). */
+static int variable_of(const npu_graph *g, int v) {
+  for (int hops = 0; v >= 0 && v < g->n_values && hops <= g->n_nodes; hops++) {
+    const npuG_node *n = &g->nodes[g->values[v].node];
+    npuX_kind k = npuX_op(n->op)->kind;
+    if (k == NPUX_KIND_VARIABLE) return g->values[v].node;
+    if (k != NPUX_KIND_IDENTITY || n->n_inputs < 1) return -1;
+    v = n->inputs[0];
+  }
+  return -1;
+}
+
+/* Whether some step of the n writes variable var (an assign, a fused update). */
+static bool writes_variable(const npu_graph *g, const npuE_step *steps, int n, int var) {
+  for (int k = 0; k < n; k++)
+    if (steps[k].def->kind == NPUX_KIND_ASSIGN && steps[k].n_in > 0 &&
+        variable_of(g, steps[k].in[0]) == var)
+      return true;
+  return false;
+}
+
+/* The Cast steps made here that convert a variable's value become the variable's kept copy
+   (npuE_step.copy_of): made again only after the variable is written, not at every run.  Not
+   where this plan writes the variable itself (a training step): every run would make it
+   again anyway, and the copy in the arena costs nothing beyond the plan's peak, while a kept
+   copy holds its own buffer.  (Plans with control steps have no casts: needs_pass.) */
+static void mark_variable_copies(const npu_graph *g, npuE_step *steps, int n) {
+  for (int k = 0; k < n; k++) {
+    npuE_step *c = &steps[k];
+    if (c->def != &npuX_op_cast || !c->pass || strcmp(c->pass, "precision") != 0) continue;
+    int var = variable_of(g, c->in[0]);
+    if (var >= 0 && !writes_variable(g, steps, n, var)) c->copy_of = var + 1;
+  }
+}
+
 static bool needs_pass(const npuP_build *b) {
   npuP_precision mode = (npuP_precision)b->cfg->precision;
   /* Plans with run-time shapes or control flow compute in their graph dtypes: the reduced
@@ -601,6 +639,7 @@ npu_status npuP_assign_precision(npuP_build *b) {
   npuC_free(ctx, p->steps);
   p->steps = r.steps;
   p->n_steps = r.n_steps;
+  if (!s) mark_variable_copies(r.g, p->steps, p->n_steps);
   npuC_free(ctx, r.state);
   npuC_free(ctx, r.rep);
   npuC_free(ctx, want);

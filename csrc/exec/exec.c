@@ -26,6 +26,24 @@ static npu_status prepare_output(npu_context *ctx, npuE_plan *p, int v) {
   return NPU_OK;
 }
 
+/* Every write of a variable's storage counts here, before the write (a kernel that fails
+   halfway has changed it too): the plans' reduced copies of it (npuE_step.copy_of) are stale
+   from now on.  Only the two assign paths below write variables. */
+static void variable_written(npuE_state *st, int var_node) { st->var_versions[var_node]++; }
+
+/* A Cast step of a variable whose output already holds the copy of the variable's current
+   value: nothing to do.  The slot is the plan's own (memory.c keeps it out of the arena), so
+   nothing else wrote it since; a version of 0 (never written: uninitialised) never matches. */
+static uint64_t copy_source_version(const npuE_state *st, const npuE_step *step) {
+  int var_node = step->copy_of - 1;
+  return var_node < st->n_variables ? st->var_versions[var_node] : 0;
+}
+
+static bool copy_current(const npuE_state *st, const npuE_plan *p, const npuE_step *step) {
+  uint64_t ver = copy_source_version(st, step);
+  return ver && step->copy_version == ver && p->slots[step->out[0]] && p->owned[step->out[0]];
+}
+
 /* assign: the variable's storage takes the value, copy-on-write if a fetched result or an
    earlier read still shares it. */
 static npu_status run_assign(npuE_state *st, npuE_plan *p, const npuE_step *step) {
@@ -33,6 +51,7 @@ static npu_status run_assign(npuE_state *st, npuE_plan *p, const npuE_step *step
   int var_node = g->values[step->in[0]].node;
   const npu_tensor *value = p->slots[step->in[1]];
   npu_tensor *cur = st->variables[var_node];
+  variable_written(st, var_node);
   if (!cur || atomic_load(&cur->refcount) != 1) {
     npu_tensor *fresh;
     npu_status s = npu_tensor_new(st->ctx, value->dtype, value->ndim, value->shape, &fresh);
@@ -57,6 +76,7 @@ static npu_status run_update(npuE_state *st, npuE_plan *p, const npuE_step *step
     return npuC_error(st->ctx, NPU_ERR_STATE, "variable '%s' is not initialised: run the "
                       "initializer (g:global_variables_initializer()) or an assign to it first",
                       st->graph->nodes[var_node].name);
+  variable_written(st, var_node);
   if (atomic_load(&cur->refcount) != 1) {
     npu_tensor *fresh;
     npu_status s = npu_tensor_new(st->ctx, cur->dtype, cur->ndim, cur->shape, &fresh);
@@ -439,6 +459,10 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
       if (s) kernel_failed(st, p, step, s);
       break;
     }
+    if (step->copy_of && copy_current(st, p, step)) {
+      st->n_copy_reuses++;
+      break;
+    }
     npu_tensor *out_stack[NPUX_MAX_OUTPUTS];
     npu_tensor **in = p->in_buf; /* sized at compile for the widest step: no allocation */
     for (int i = 0; i < step->n_in; i++) in[i] = p->slots[step->in[i]];
@@ -461,6 +485,9 @@ static npu_status run_kernel_step_on(npuE_state *st, npuE_plan *p, const npuE_st
                           node->name);
       if (s && fn) kernel_failed(st, p, step, s);
       if (!s && step->widen) narrow_outputs(pool, p, step, out_stack);
+      /* the plan's own step (plans run on one lane at a time): a copy made is remembered */
+      if (step->copy_of)
+        ((npuE_step *)step)->copy_version = s ? 0 : copy_source_version(st, step);
     }
     break;
   }

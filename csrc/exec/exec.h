@@ -24,6 +24,10 @@ typedef struct npuE_state {
   npu_context *ctx;
   npu_graph *graph;
   npu_tensor **variables; /* by node id; NULL = uninitialised */
+  /* by node id, as many: each variable's writes counted (run_assign, run_update; 0: never
+     written), so a plan's reduced copy of a variable (npuE_step.copy_of) knows whether the
+     value it was made from is still current.  Shared by the lanes, like variables. */
+  uint64_t *var_versions;
   int n_variables;        /* capacity */
   uint64_t n_iterations;  /* plan iterations run so far (npuX_call.step) */
   npuE_iterators iterators; /* one per iterator_get_next node, made on first use */
@@ -39,6 +43,7 @@ typedef struct npuE_state {
   struct npuE_profile *profile;
   npuE_nest nest;
   int64_t n_empty_skips; /* dynamic steps whose kernel was skipped: all outputs empty */
+  int64_t n_copy_reuses; /* Cast steps of variables skipped: their copy was current */
   /* the run's cancellation and deadlines (core/watch.c), armed by the session for a run;
      op_execute_ns: op_execute_timeout in ns (0: none), op_wait_ms: op_wait_timeout in ms
      (0: none), both from the session's options */

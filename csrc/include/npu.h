@@ -1012,8 +1012,11 @@ typedef enum npu_session_stat_kind {
   NPU_SESSION_STAT_DYNAMIC_PLANS, /* cached plans compiled for feeds with unknown (-1) dims,
                                      which take any size there (compile_hybrid_mode,
                                      compile_dynamic_mode, shape_generalization_mode) */
-  NPU_SESSION_STAT_EMPTY_SKIPS    /* dynamic steps whose kernel was not called because all
+  NPU_SESSION_STAT_EMPTY_SKIPS,   /* dynamic steps whose kernel was not called because all
                                      their outputs were empty (all_tensor_not_empty False) */
+  NPU_SESSION_STAT_COPY_REUSES    /* Cast steps of a variable (a reduced-precision copy the
+                                     precision mode makes) not run because the copy the plan
+                                     kept was made from the variable's current value */
 } npu_session_stat_kind;
 /* The counter which of s; -1 for an unknown kind.  Thread rules: those of s. */
 NPU_API int64_t npu_session_stat(const npu_session *s, npu_session_stat_kind which);
@@ -1061,10 +1064,13 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
                  "bf16_weights" (a bf16dot matmul / fused matmul step's constant B, stored
                  bfloat16, packed once into the native GEMM's panels instead of per call),
                  "f32_weights" (an f32tile matmul / fused matmul step's constant float32 B,
-                 packed once into the tiles' panels) or null, "dynamic": false, "placement": "device" or "host"}, ...],
+                 packed once into the tiles' panels) or null, "copy_of": "w" (a precision
+                 Cast of variable w whose output the plan keeps between runs and makes again
+                 only after w is written) or null, "dynamic": false, "placement": "device" or
+                 "host"}, ...],
       "memory": {"planning": true, "arena_bytes": n, "arena_shared": false,
                  "planned_values": n, "planned_bytes": n, "aliased_values": n,
-                 "live_peak_bytes": n, "own_bytes": n,
+                 "live_peak_bytes": n, "own_bytes": n, "variable_copy_bytes": n,
                  "fetched_bytes": n, "constant_bytes": n, "prepared_bytes": n, "variable_bytes": n,
                  "scratch_bytes": n, "round_bytes": n, "buffers_in_arena": true,
                  "total_bytes": n}}
@@ -1077,7 +1083,8 @@ NPU_API npu_status npu_session_freeze(npu_session *s, npu_graph *g, int n_output
    with buffers_in_arena, the steps' scratch and float32 widening buffers, each live only
    during its step; planned_bytes is what those values take without planning, live_peak_bytes
    the most bytes live at one step (no arena can be smaller); own_bytes are kernel outputs with
-   buffers of their own (fetched, or OP_NO_REUSE_MEM); total_bytes = arena + own + the
+   buffers of their own (fetched, OP_NO_REUSE_MEM, or variables' kept reduced copies:
+   variable_copy_bytes of them, the steps with copy_of); total_bytes = arena + own + the
    constants the steps read (constant_bytes, which counts prepared_bytes: the Winograd filters
    transformed once from constant ones, direct_bf16's packed filters, bf16dot's packed B) + scratch and widening buffers when not in the arena.
    arena_shared: static_memory_policy 2/4, the arena is the session's (arena_bytes is this

@@ -39,12 +39,14 @@ function M.tostring(e)
       e.iterations, e.iterations == 1 and "" or "s", tostring(e.precision_mode),
       e.reference and " (reference path)" or "",
       e.generic and ", dynamic shape (any size at the feeds' -1 dims)" or ""),
-    ("memory: arena %d B%s for %d values%s%s (%d B unplanned, live peak %d B%s), own %d B, constants %d B%s, scratch %d B, widening %d B, total %d B"):format(
+    ("memory: arena %d B%s for %d values%s%s (%d B unplanned, live peak %d B%s), own %d B%s, constants %d B%s, scratch %d B, widening %d B, total %d B"):format(
       m.arena_bytes or 0, m.arena_shared and " (the session's, shared)" or "", m.planned_values or 0,
       m.buffers_in_arena and " and the step buffers" or "",
       (m.aliased_values or 0) > 0 and (", %d of them aliases"):format(m.aliased_values) or "",
       m.planned_bytes or 0, m.live_peak_bytes or 0,
-      m.planning and "" or ", planning off", m.own_bytes or 0, m.constant_bytes or 0,
+      m.planning and "" or ", planning off", m.own_bytes or 0,
+      (m.variable_copy_bytes or 0) > 0 and (" (%d B variables' kept copies)"):format(m.variable_copy_bytes) or "",
+      m.constant_bytes or 0,
       (m.prepared_bytes or 0) > 0 and (" (%d B filters pre-transformed)"):format(m.prepared_bytes) or "",
       m.scratch_bytes or 0, m.round_bytes or 0, m.total_bytes or 0),
   }
@@ -67,6 +69,7 @@ function M.tostring(e)
       if s.impl == "high_performance" then notes = notes .. " high_performance" end
       if s.algo and s.algo ~= "im2col" then notes = notes .. " " .. s.algo end
       if s.prepared then notes = notes .. " (filter pre-transformed)" end
+      if s.copy_of then notes = notes .. " (kept: made again only when the variable is written)" end
       if s.dynamic then notes = notes .. " (shaped when it runs)" end
       if s.blocks and s.op == "while" then
         notes = notes .. (" maximum_iterations %s"):format(s.max_iterations or "none")
