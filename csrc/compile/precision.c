@@ -484,7 +484,8 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
                 ((st->def->flags & NPUX_F_MOVES) && moves_as_is(p, st, orig));
   /* NPUX_F_HALF_XY: the kernel takes x (input 0) and y (output 0) as stored, so its scratch
      (which now holds their blocks' float32 copies) is asked for again; so for
-     NPUX_F_BF16_DOT (its scratch: the bfloat16 kernel's) */
+     NPUX_F_BF16_DOT (its scratch: the bfloat16 kernel's) and NPUX_F_HALF_IO (the fused
+     max-pool gradient's float32 dx for overlapping windows) */
   bool xy_reduced = false;
   int n_widen = 0;
   size_t bytes = 0;
@@ -493,7 +494,7 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
     if (d->dtype == p->values[orig[i]].dtype) continue;
     int *first = i < st->n_in ? &st->round_in : &st->round_out;
     if (*first < 0) *first = (int)d->dtype;
-    if (kernel_takes_stored(p, st, i)) xy_reduced = true;
+    if (kernel_takes_stored(p, st, i) || (st->def->flags & NPUX_F_HALF_IO)) xy_reduced = true;
     if (direct || kernel_takes_stored(p, st, i)) continue;
     n_widen++;
     bytes += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);

@@ -7,6 +7,7 @@
  */
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "kernels/kgrad.h"
@@ -21,6 +22,14 @@ typedef struct wg_job {
   double *acc;    /* filter gradients: float64 accumulators, one per filter element (or NULL) */
   const float *relu; /* max_pool_grad: relu_grad's features (x's shape), or NULL */
   double *bias;      /* max_pool_grad: dx's column sums per image (n, c), or NULL */
+  /* max_pool_grad: x, dy, the relu features (or NULL) and dx as stored, their dtypes, and
+     dx's float32 copy (overlapping windows, dx stored reduced) */
+  const void *xv, *dyv, *reluv;
+  void *dxv;
+  float *dxf;
+  struct mpg_types {
+    npuK_dtype x, dy, relu, dx;
+  } types;
 } wg_job;
 
 static inline int64_t in_row(const npuK_window2d *w, int64_t oh, int64_t kh) {
@@ -50,6 +59,55 @@ static inline int64_t in_col(const npuK_window2d *w, int64_t ow, int64_t kw) {
 #define MPG_CB 64
 typedef float mpg_vec __attribute__((vector_size(MPG_VL * sizeof(float))));
 typedef int32_t mpg_ivec __attribute__((vector_size(MPG_VL * sizeof(float))));
+typedef uint32_t mpg_uvec __attribute__((vector_size(MPG_VL * sizeof(float))));
+typedef uint16_t mpg_hvec __attribute__((vector_size(MPG_VL * sizeof(uint16_t))));
+
+/* Operands stored float16 / bfloat16 (the precision pass's, read as stored: fused_ops.c) are
+   widened exactly as they are loaded and dx narrowed as it is stored, with half.h's rounding
+   (the executor's widen and narrow: kernels/cast.c gives the same bits), so the float32 code
+   below computes on the values it computed on from widened copies.  bfloat16 converts a vector
+   at a time (a shift; the round-to-nearest-even add, NaN kept quiet as npu_f32_to_bf16 does),
+   float16 a lane at a time (no float16 model trains here; it only has to be right).  dt is a
+   constant in each instantiation below, so the float32 one compiles to the code it was. */
+/* (vectors by pointer: a 32-byte vector passed by value changes the ABI without AVX) */
+static inline __attribute__((always_inline)) void mpg_load(mpg_vec *v, const void *p, int64_t i,
+                                                           npuK_dtype dt) {
+  if (dt == NPUK_F32) {
+    memcpy(v, (const float *)p + i, sizeof *v);
+  } else if (dt == NPUK_BF16) {
+    mpg_hvec h;
+    memcpy(&h, (const uint16_t *)p + i, sizeof h);
+    *v = (mpg_vec)(__builtin_convertvector(h, mpg_uvec) << 16);
+  } else {
+    for (int l = 0; l < MPG_VL; l++) (*v)[l] = npu_f16_to_f32(((const uint16_t *)p)[i + l]);
+  }
+}
+static inline __attribute__((always_inline)) void mpg_store(void *p, int64_t i,
+                                                            const mpg_vec *vp, npuK_dtype dt) {
+  const mpg_vec v = *vp;
+  if (dt == NPUK_F32) {
+    memcpy((float *)p + i, &v, sizeof v);
+  } else if (dt == NPUK_BF16) {
+    mpg_uvec u = (mpg_uvec)v, nan = (u & 0x7fffffffu) > 0x7f800000u;
+    mpg_uvec r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    r = (nan & ((u >> 16) | 0x40u)) | (~nan & r);
+    mpg_hvec h = __builtin_convertvector(r, mpg_hvec);
+    memcpy((uint16_t *)p + i, &h, sizeof h);
+  } else {
+    for (int l = 0; l < MPG_VL; l++) ((uint16_t *)p)[i + l] = npu_f32_to_f16(v[l]);
+  }
+}
+static inline __attribute__((always_inline)) float mpg_load1(const void *p, int64_t i,
+                                                             npuK_dtype dt) {
+  return dt == NPUK_F32    ? ((const float *)p)[i]
+         : dt == NPUK_BF16 ? npu_bf16_to_f32(((const uint16_t *)p)[i])
+                           : npu_f16_to_f32(((const uint16_t *)p)[i]);
+}
+static inline __attribute__((always_inline)) void mpg_store1(void *p, int64_t i, float v,
+                                                             npuK_dtype dt) {
+  if (dt == NPUK_F32) ((float *)p)[i] = v;
+  else ((uint16_t *)p)[i] = dt == NPUK_BF16 ? npu_f32_to_bf16(v) : npu_f32_to_f16(v);
+}
 
 static void window_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, int64_t dil,
                             int64_t in, int64_t *k0, int64_t *k1) {
@@ -60,9 +118,16 @@ static void window_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, i
   *k1 = b;
 }
 
+/* The dtypes of x, dy, the relu features and dx (npuK_max_pool_grad_relu_bias). */
+typedef struct mpg_types mpg_types;
+
+/* Windows that overlap add into dx: with dx stored reduced they add into a float32 copy of the
+   item's dx (j->dxf, the same offsets), narrowed once the item is done, as the executor
+   narrowed the float32 dx it let the kernel write. */
 static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_job *j,
                                                                        int64_t begin,
-                                                                       int64_t end) {
+                                                                       int64_t end,
+                                                                       mpg_types t) {
   const npuK_window2d *w = j->w;
   const int64_t c = w->c, n_cb = (c + MPG_CB - 1) / MPG_CB, pixels = w->in_h * w->in_w;
   /* disjoint: no two windows share a tap; tiled: besides, every pixel is some window's tap */
@@ -71,14 +136,16 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
   const int tiled = disjoint && w->k_h == w->stride_h && w->k_w == w->stride_w &&
                     w->pad_top == 0 && w->pad_left == 0 && w->out_h * w->stride_h == w->in_h &&
                     w->out_w * w->stride_w == w->in_w;
+  /* where the scattered adds go: dx itself, or its float32 copy (dx stored reduced) */
+  const npuK_dtype at_t = disjoint || t.dx == NPUK_F32 ? t.dx : NPUK_F32;
   for (int64_t item = begin; item < end; item++) {
     int64_t n = item / n_cb, c0 = item % n_cb * MPG_CB, c1 = c0 + MPG_CB < c ? c0 + MPG_CB : c;
-    const float *x = j->a + n * pixels * c;
-    const float *dy = j->b + n * w->out_h * w->out_w * c;
-    const float *relu = j->relu ? j->relu + n * pixels * c : NULL;
-    float *dx = j->out + n * pixels * c;
+    const int64_t xo = n * pixels * c, dyo = n * w->out_h * w->out_w * c;
+    void *dx = at_t == t.dx ? j->dxv : (void *)j->dxf;
+    const size_t esize = at_t == NPUK_F32 ? sizeof(float) : sizeof(uint16_t);
     if (!tiled)
-      for (int64_t p = 0; p < pixels; p++) memset(dx + p * c + c0, 0, (size_t)(c1 - c0) * sizeof *dx);
+      for (int64_t p = 0; p < pixels; p++)
+        memset((char *)dx + (size_t)(xo + p * c + c0) * esize, 0, (size_t)(c1 - c0) * esize);
     for (int64_t oh = 0; oh < w->out_h; oh++)
       for (int64_t ow = 0; ow < w->out_w; ow++) {
         int64_t kh0, kh1, kw0, kw1;
@@ -86,41 +153,43 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
         window_range_1d(ow, w->stride_w, w->pad_left, w->k_w, w->dilation_w, w->in_w, &kw0, &kw1);
         if (kh0 >= kh1 || kw0 >= kw1) continue;
         const int64_t ih0 = oh * w->stride_h - w->pad_top, iw0 = ow * w->stride_w - w->pad_left;
-        const float *dyp = dy + (oh * w->out_w + ow) * c;
+        const int64_t dyp = dyo + (oh * w->out_w + ow) * c;
         int64_t ci = c0;
         for (; ci + MPG_VL <= c1; ci += MPG_VL) {
           int32_t first = (int32_t)((ih0 + kh0 * w->dilation_h) * w->in_w + iw0 + kw0 * w->dilation_w);
           mpg_vec m;
-          memcpy(&m, x + first * c + ci, sizeof m);
+          mpg_load(&m, j->xv, xo + first * c + ci, t.x);
           mpg_ivec best = (mpg_ivec){0} + first;
           for (int64_t kh = kh0; kh < kh1; kh++)
             for (int64_t kw = kh == kh0 ? kw0 + 1 : kw0; kw < kw1; kw++) {
               int32_t at = (int32_t)((ih0 + kh * w->dilation_h) * w->in_w + iw0 + kw * w->dilation_w);
               mpg_vec v;
-              memcpy(&v, x + at * c + ci, sizeof v);
+              mpg_load(&v, j->xv, xo + at * c + ci, t.x);
               mpg_ivec take = (v > m) | ((v != v) & (m == m));
               m = (mpg_vec)((take & (mpg_ivec)v) | (~take & (mpg_ivec)m));
               best = (take & ((mpg_ivec){0} + at)) | (~take & best);
             }
           if (disjoint) {
             mpg_vec g;
-            memcpy(&g, dyp + ci, sizeof g);
+            mpg_load(&g, j->dyv, dyp + ci, t.dy);
             g = g + 0.0f; /* 0 + dy, as the add onto the zeroed dx: -0 stores +0 */
             for (int64_t kh = kh0; kh < kh1; kh++)
               for (int64_t kw = kw0; kw < kw1; kw++) {
                 int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
                 mpg_ivec hit = best == at;
-                if (relu) {
+                if (j->reluv) {
                   mpg_vec f;
-                  memcpy(&f, relu + at * c + ci, sizeof f);
+                  mpg_load(&f, j->reluv, xo + at * c + ci, t.relu);
                   hit &= f > 0;
                 }
                 mpg_vec v = (mpg_vec)(hit & (mpg_ivec)g);
-                memcpy(dx + at * c + ci, &v, sizeof v);
+                mpg_store(dx, xo + at * c + ci, &v, t.dx);
               }
             continue;
           }
-          for (int l = 0; l < MPG_VL; l++) dx[best[l] * c + ci + l] += dyp[ci + l];
+          float *dxf = dx;
+          for (int l = 0; l < MPG_VL; l++)
+            dxf[xo + best[l] * c + ci + l] += mpg_load1(j->dyv, dyp + ci + l, t.dy);
         }
         for (; ci < c1; ci++) {
           int64_t best = -1;
@@ -128,38 +197,61 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
           for (int64_t kh = kh0; kh < kh1; kh++)
             for (int64_t kw = kw0; kw < kw1; kw++) {
               int64_t at = (ih0 + kh * w->dilation_h) * w->in_w + iw0 + kw * w->dilation_w;
-              float v = x[at * c + ci];
+              float v = mpg_load1(j->xv, xo + at * c + ci, t.x);
               if (best < 0 || v > m || (v != v && m == m)) best = at, m = v;
-              if (tiled) dx[at * c + ci] = 0; /* not zeroed above: this window owns it */
+              if (tiled) mpg_store1(dx, xo + at * c + ci, 0, at_t); /* this window owns it */
             }
-          dx[best * c + ci] += dyp[ci];
+          int64_t o = xo + best * c + ci;
+          mpg_store1(dx, o, mpg_load1(dx, o, at_t) + mpg_load1(j->dyv, dyp + ci, t.dy), at_t);
         }
       }
-    /* the lanes added by scatter: all of them unless disjoint, else the channel tail */
-    if (relu)
+    /* the lanes added by scatter: all of them unless disjoint, else the channel tail; dx
+       narrowed from its float32 copy as they are masked */
+    if (j->reluv || at_t != t.dx)
       for (int64_t p = 0; p < pixels; p++)
         for (int64_t ci = disjoint ? c0 + (c1 - c0) / MPG_VL * MPG_VL : c0; ci < c1; ci++) {
-          float *o = dx + p * c + ci;
-          *o = relu[p * c + ci] > 0 ? *o : 0.0f;
+          int64_t o = xo + p * c + ci;
+          float v = mpg_load1(dx, o, at_t);
+          if (j->reluv) v = mpg_load1(j->reluv, o, t.relu) > 0 ? v : 0.0f;
+          mpg_store1(j->dxv, o, v, t.dx);
         }
-    if (j->bias) { /* the item's channels summed over its image while dx is in cache */
+    if (j->bias) { /* the item's channels (dx as stored) summed over its image while in cache */
       double *part = j->bias + n * c;
       for (int64_t ci = c0; ci < c1; ci++) part[ci] = 0;
       for (int64_t p = 0; p < pixels; p++)
-        for (int64_t ci = c0; ci < c1; ci++) part[ci] += (double)dx[p * c + ci];
+        for (int64_t ci = c0; ci < c1; ci++)
+          part[ci] += (double)mpg_load1(j->dxv, xo + p * c + ci, t.dx);
     }
   }
 }
 
+#define MPG_F32 ((mpg_types){NPUK_F32, NPUK_F32, NPUK_F32, NPUK_F32})
+#define MPG_BF16 ((mpg_types){NPUK_BF16, NPUK_BF16, NPUK_BF16, NPUK_BF16})
+
 static void max_pool_grad_range(void *arg, int64_t begin, int64_t end) {
-  max_pool_grad_items(arg, begin, end);
+  max_pool_grad_items(arg, begin, end, MPG_F32);
+}
+/* bfloat16 throughout (a mixed-precision CNN's backward pass); other mixes: the dtypes read
+   at run time, the same arithmetic */
+static void max_pool_grad_range_bf16(void *arg, int64_t begin, int64_t end) {
+  max_pool_grad_items(arg, begin, end, MPG_BF16);
+}
+static void max_pool_grad_range_any(void *arg, int64_t begin, int64_t end) {
+  const wg_job *j = arg;
+  max_pool_grad_items(arg, begin, end, j->types);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-/* The same code with 256-bit vectors: compares and selects only, so the same bits. */
+/* The same code with 256-bit vectors: compares, selects and integer conversions only, so the
+   same bits. */
 __attribute__((target("avx2"))) static void max_pool_grad_range_avx2(void *arg, int64_t begin,
                                                                      int64_t end) {
-  max_pool_grad_items(arg, begin, end);
+  max_pool_grad_items(arg, begin, end, MPG_F32);
+}
+__attribute__((target("avx2"))) static void max_pool_grad_range_bf16_avx2(void *arg,
+                                                                          int64_t begin,
+                                                                          int64_t end) {
+  max_pool_grad_items(arg, begin, end, MPG_BF16);
 }
 #endif
 
@@ -176,16 +268,44 @@ void npuK_max_pool_grad_relu_f32(const npuK_pool *pool, const npuK_window2d *w, 
 void npuK_max_pool_grad_relu_bias_f32(const npuK_pool *pool, const npuK_window2d *w,
                                       const float *x, const float *dy, const float *relu,
                                       float *dx, float *db, double *scratch) {
-  wg_job j = {.w = w, .a = x, .b = dy, .out = dx, .relu = relu, .bias = db ? scratch : NULL};
-  void (*range)(void *, int64_t, int64_t) = max_pool_grad_range;
+  npuK_max_pool_grad_relu_bias(pool, w, NPUK_F32, x, NPUK_F32, dy, NPUK_F32, relu, NPUK_F32,
+                               dx, db, scratch);
+}
+
+size_t npuK_max_pool_grad_relu_bias_scratch(const npuK_window2d *w, npuK_dtype dx_dtype,
+                                            int db) {
+  bool disjoint = w->k_h <= w->stride_h && w->k_w <= w->stride_w && w->dilation_h == 1 &&
+                  w->dilation_w == 1;
+  size_t bytes = db ? (size_t)(w->n * w->c) * sizeof(double) : 0;
+  if (!disjoint && dx_dtype != NPUK_F32)
+    bytes += (size_t)(w->n * w->in_h * w->in_w * w->c) * sizeof(float);
+  return bytes;
+}
+
+void npuK_max_pool_grad_relu_bias(const npuK_pool *pool, const npuK_window2d *w,
+                                  npuK_dtype x_dtype, const void *x, npuK_dtype dy_dtype,
+                                  const void *dy, npuK_dtype relu_dtype, const void *relu,
+                                  npuK_dtype dx_dtype, void *dx, float *db, void *scratch) {
+  wg_job j = {.w = w, .xv = x, .dyv = dy, .reluv = relu, .dxv = dx,
+              .types = {x_dtype, dy_dtype, relu ? relu_dtype : x_dtype, dx_dtype}};
+  char *s = scratch;
+  if (db) j.bias = (double *)s, s += (size_t)(w->n * w->c) * sizeof(double);
+  j.dxf = (float *)s; /* used only when windows overlap and dx is reduced (the scratch above) */
+  bool f32 = x_dtype == NPUK_F32 && dy_dtype == NPUK_F32 && dx_dtype == NPUK_F32 &&
+             (!relu || relu_dtype == NPUK_F32);
+  bool bf16 = x_dtype == NPUK_BF16 && dy_dtype == NPUK_BF16 && dx_dtype == NPUK_BF16 &&
+              (!relu || relu_dtype == NPUK_BF16);
+  void (*range)(void *, int64_t, int64_t) =
+      f32 ? max_pool_grad_range : bf16 ? max_pool_grad_range_bf16 : max_pool_grad_range_any;
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) range = max_pool_grad_range_avx2;
+  if (__builtin_cpu_supports("avx2") && (f32 || bf16))
+    range = f32 ? max_pool_grad_range_avx2 : max_pool_grad_range_bf16_avx2;
 #endif
   npuK_parallel_for(pool, w->n * ((w->c + MPG_CB - 1) / MPG_CB), 1, range, &j);
   for (int64_t ci = 0; db && ci < w->c; ci++) { /* the images' sums in order, then rounded */
     double sum = 0;
-    for (int64_t n = 0; n < w->n; n++) sum += scratch[n * w->c + ci];
+    for (int64_t n = 0; n < w->n; n++) sum += j.bias[n * w->c + ci];
     db[ci] = (float)sum;
   }
 }
