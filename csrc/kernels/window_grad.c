@@ -61,6 +61,7 @@ typedef float mpg_vec __attribute__((vector_size(MPG_VL * sizeof(float))));
 typedef int32_t mpg_ivec __attribute__((vector_size(MPG_VL * sizeof(float))));
 typedef uint32_t mpg_uvec __attribute__((vector_size(MPG_VL * sizeof(float))));
 typedef uint16_t mpg_hvec __attribute__((vector_size(MPG_VL * sizeof(uint16_t))));
+typedef int16_t mpg_shvec __attribute__((vector_size(MPG_VL * sizeof(uint16_t))));
 
 /* Operands stored float16 / bfloat16 (the precision pass's, read as stored: fused_ops.c) are
    widened exactly as they are loaded and dx narrowed as it is stored, with half.h's rounding
@@ -118,6 +119,13 @@ static void window_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, i
   *k1 = b;
 }
 
+/* p (stored as dt) advanced by i elements. */
+static inline __attribute__((always_inline)) const void *mpg_at(const void *p, int64_t i,
+                                                                npuK_dtype dt) {
+  return dt == NPUK_F32 ? (const void *)((const float *)p + i)
+                        : (const void *)((const uint16_t *)p + i);
+}
+
 /* The dtypes of x, dy, the relu features and dx (npuK_max_pool_grad_relu_bias). */
 typedef struct mpg_types mpg_types;
 
@@ -140,12 +148,16 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
   const npuK_dtype at_t = disjoint || t.dx == NPUK_F32 ? t.dx : NPUK_F32;
   for (int64_t item = begin; item < end; item++) {
     int64_t n = item / n_cb, c0 = item % n_cb * MPG_CB, c1 = c0 + MPG_CB < c ? c0 + MPG_CB : c;
-    const int64_t xo = n * pixels * c, dyo = n * w->out_h * w->out_w * c;
-    void *dx = at_t == t.dx ? j->dxv : (void *)j->dxf;
+    const int64_t xo = n * pixels * c, dyo = n * w->out_h * w->out_w * c; /* the image's */
+    /* the operands in locals: a store through memcpy may alias *j as far as the compiler knows */
+    const void *const xv = mpg_at(j->xv, xo, t.x), *const dyv = mpg_at(j->dyv, dyo, t.dy);
+    const void *const reluv = j->reluv ? mpg_at(j->reluv, xo, t.relu) : NULL;
+    void *const dxv = (void *)mpg_at(j->dxv, xo, t.dx);
+    void *dx = at_t == t.dx ? dxv : (void *)(j->dxf + xo);
     const size_t esize = at_t == NPUK_F32 ? sizeof(float) : sizeof(uint16_t);
     if (!tiled)
       for (int64_t p = 0; p < pixels; p++)
-        memset((char *)dx + (size_t)(xo + p * c + c0) * esize, 0, (size_t)(c1 - c0) * esize);
+        memset((char *)dx + (size_t)(p * c + c0) * esize, 0, (size_t)(c1 - c0) * esize);
     for (int64_t oh = 0; oh < w->out_h; oh++)
       for (int64_t ow = 0; ow < w->out_w; ow++) {
         int64_t kh0, kh1, kw0, kw1;
@@ -153,43 +165,65 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
         window_range_1d(ow, w->stride_w, w->pad_left, w->k_w, w->dilation_w, w->in_w, &kw0, &kw1);
         if (kh0 >= kh1 || kw0 >= kw1) continue;
         const int64_t ih0 = oh * w->stride_h - w->pad_top, iw0 = ow * w->stride_w - w->pad_left;
-        const int64_t dyp = dyo + (oh * w->out_w + ow) * c;
+        const int64_t dyp = (oh * w->out_w + ow) * c;
         int64_t ci = c0;
         for (; ci + MPG_VL <= c1; ci += MPG_VL) {
           int32_t first = (int32_t)((ih0 + kh0 * w->dilation_h) * w->in_w + iw0 + kw0 * w->dilation_w);
           mpg_vec m;
-          mpg_load(&m, j->xv, xo + first * c + ci, t.x);
+          mpg_load(&m, xv, first * c + ci, t.x);
           mpg_ivec best = (mpg_ivec){0} + first;
           for (int64_t kh = kh0; kh < kh1; kh++)
             for (int64_t kw = kh == kh0 ? kw0 + 1 : kw0; kw < kw1; kw++) {
               int32_t at = (int32_t)((ih0 + kh * w->dilation_h) * w->in_w + iw0 + kw * w->dilation_w);
               mpg_vec v;
-              mpg_load(&v, j->xv, xo + at * c + ci, t.x);
+              mpg_load(&v, xv, at * c + ci, t.x);
               mpg_ivec take = (v > m) | ((v != v) & (m == m));
               m = (mpg_vec)((take & (mpg_ivec)v) | (~take & (mpg_ivec)m));
               best = (take & ((mpg_ivec){0} + at)) | (~take & best);
             }
+          if (disjoint && t.dy == NPUK_BF16 && t.dx == NPUK_BF16) {
+            /* dy's bits go to dx as they are, so they are selected as stored: the value the
+               float32 path stores (0 + dy narrowed: exact) is dy's pattern with -0 made +0 and
+               a NaN's quiet bit set, as the add and npu_f32_to_bf16 do */
+            mpg_hvec g, nan;
+            memcpy(&g, (const uint16_t *)dyv + dyp + ci, sizeof g);
+            nan = (mpg_hvec)((g & 0x7fffu) > 0x7f80u);
+            g = (g & (mpg_hvec)(g != 0x8000u)) | (nan & 0x40u);
+            for (int64_t kh = kh0; kh < kh1; kh++)
+              for (int64_t kw = kw0; kw < kw1; kw++) {
+                int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
+                mpg_ivec hit = best == at;
+                if (reluv) {
+                  mpg_vec f;
+                  mpg_load(&f, reluv, at * c + ci, t.relu);
+                  hit &= f > 0;
+                }
+                mpg_hvec v = (mpg_hvec)__builtin_convertvector(hit, mpg_shvec) & g;
+                memcpy((uint16_t *)dx + at * c + ci, &v, sizeof v);
+              }
+            continue;
+          }
           if (disjoint) {
             mpg_vec g;
-            mpg_load(&g, j->dyv, dyp + ci, t.dy);
+            mpg_load(&g, dyv, dyp + ci, t.dy);
             g = g + 0.0f; /* 0 + dy, as the add onto the zeroed dx: -0 stores +0 */
             for (int64_t kh = kh0; kh < kh1; kh++)
               for (int64_t kw = kw0; kw < kw1; kw++) {
                 int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
                 mpg_ivec hit = best == at;
-                if (j->reluv) {
+                if (reluv) {
                   mpg_vec f;
-                  mpg_load(&f, j->reluv, xo + at * c + ci, t.relu);
+                  mpg_load(&f, reluv, at * c + ci, t.relu);
                   hit &= f > 0;
                 }
                 mpg_vec v = (mpg_vec)(hit & (mpg_ivec)g);
-                mpg_store(dx, xo + at * c + ci, &v, t.dx);
+                mpg_store(dx, at * c + ci, &v, t.dx);
               }
             continue;
           }
           float *dxf = dx;
           for (int l = 0; l < MPG_VL; l++)
-            dxf[xo + best[l] * c + ci + l] += mpg_load1(j->dyv, dyp + ci + l, t.dy);
+            dxf[best[l] * c + ci + l] += mpg_load1(dyv, dyp + ci + l, t.dy);
         }
         for (; ci < c1; ci++) {
           int64_t best = -1;
@@ -197,30 +231,30 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
           for (int64_t kh = kh0; kh < kh1; kh++)
             for (int64_t kw = kw0; kw < kw1; kw++) {
               int64_t at = (ih0 + kh * w->dilation_h) * w->in_w + iw0 + kw * w->dilation_w;
-              float v = mpg_load1(j->xv, xo + at * c + ci, t.x);
+              float v = mpg_load1(xv, at * c + ci, t.x);
               if (best < 0 || v > m || (v != v && m == m)) best = at, m = v;
-              if (tiled) mpg_store1(dx, xo + at * c + ci, 0, at_t); /* this window owns it */
+              if (tiled) mpg_store1(dx, at * c + ci, 0, at_t); /* this window owns it */
             }
-          int64_t o = xo + best * c + ci;
-          mpg_store1(dx, o, mpg_load1(dx, o, at_t) + mpg_load1(j->dyv, dyp + ci, t.dy), at_t);
+          int64_t o = best * c + ci;
+          mpg_store1(dx, o, mpg_load1(dx, o, at_t) + mpg_load1(dyv, dyp + ci, t.dy), at_t);
         }
       }
     /* the lanes added by scatter: all of them unless disjoint, else the channel tail; dx
        narrowed from its float32 copy as they are masked */
-    if (j->reluv || at_t != t.dx)
+    if (reluv || at_t != t.dx)
       for (int64_t p = 0; p < pixels; p++)
         for (int64_t ci = disjoint ? c0 + (c1 - c0) / MPG_VL * MPG_VL : c0; ci < c1; ci++) {
-          int64_t o = xo + p * c + ci;
+          int64_t o = p * c + ci;
           float v = mpg_load1(dx, o, at_t);
-          if (j->reluv) v = mpg_load1(j->reluv, o, t.relu) > 0 ? v : 0.0f;
-          mpg_store1(j->dxv, o, v, t.dx);
+          if (reluv) v = mpg_load1(reluv, o, t.relu) > 0 ? v : 0.0f;
+          mpg_store1(dxv, o, v, t.dx);
         }
     if (j->bias) { /* the item's channels (dx as stored) summed over its image while in cache */
       double *part = j->bias + n * c;
       for (int64_t ci = c0; ci < c1; ci++) part[ci] = 0;
       for (int64_t p = 0; p < pixels; p++)
         for (int64_t ci = c0; ci < c1; ci++)
-          part[ci] += (double)mpg_load1(j->dxv, xo + p * c + ci, t.dx);
+          part[ci] += (double)mpg_load1(dxv, p * c + ci, t.dx);
     }
   }
 }
