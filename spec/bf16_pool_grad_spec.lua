@@ -3,7 +3,12 @@
 -- mode: the step reads x, dy and the features as stored (bfloat16 / float16) and writes dx as
 -- stored (NPUX_F_HALF_IO), so the executor widens none of them (explain: widened = {}).
 -- Its results are the bits of the two unfused steps, which the executor runs on widened
--- copies (the pass switched off), at 1 and 2 threads.  Pools that tile the input, leave gaps,
+-- copies (the pass switched off), at 1 and 2 threads.  Under the mixed modes the bias
+-- gradient (bias_add_grad of dx) joins the step as a float32 second output summing dx as
+-- stored, as float32 plans have it: no Cast of dx to float32, no bias_add_grad step.  Its sum
+-- is grouped by image (kgrad.h), bias_add_grad's is one running sum: both float64 sums of the
+-- same terms rounded once to float32, so they differ by at most one float32 ulp of the
+-- largest |db| (the float64 error, n h w 2^-53 sum|dx|, is far below it at these sizes).  Pools that tile the input, leave gaps,
 -- pad and overlap (3x3 stride 2: dx added up in a float32 copy, narrowed once); channels off
 -- the 8-lane vectors.  tests/test_half_io.c checks the kernel itself on every dtype mix, with
 -- NaN, infinities and signed zeros.
@@ -69,10 +74,22 @@ function TestBf16PoolGrad:test_reads_and_writes_reduced_operands_as_stored_with_
       local nonzero = 0
       for _, e in ipairs(dx) do nonzero = nonzero + (e ~= 0 and 1 or 0) end
       lu.assertTrue(nonzero > 0, what .. ": the gradient is not all zero")
-      for i = 1, 2 do
-        support.assert_same_bits(a[i], b[i], what .. ", unfused, gradient " .. i)
-        support.assert_same_bits(a2[i], a[i], what .. ", 2 threads, gradient " .. i)
+      local n = {}
+      for _, s in ipairs(fused:explain(grads, feeds).steps) do n[s.op] = (n[s.op] or 0) + 1 end
+      if mode == "allow_mix_precision_bf16" then
+        lu.assertNil(n.bias_add_grad, what .. ": the bias gradient joined the step")
+        lu.assertEquals(#step.outputs, 2, what)
+      else
+        lu.assertEquals(n.bias_add_grad, 1, what .. ": force_fp16 keeps its own float16 step")
       end
+      support.assert_same_bits(a[1], b[1], what .. ", unfused, gradient of x")
+      local db, db_ref = a[2]:totable(), b[2]:totable()
+      local peak = 0
+      for _, e in ipairs(db_ref) do peak = math.max(peak, math.abs(e)) end
+      for k = 1, #db do
+        lu.assertTrue(math.abs(db[k] - db_ref[k]) <= 2 ^ -23 * peak, what .. ", bias gradient " .. k)
+      end
+      for i = 1, 2 do support.assert_same_bits(a2[i], a[i], what .. ", 2 threads, gradient " .. i) end
       fused:close(); unfused:close()
     end
   end

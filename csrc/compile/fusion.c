@@ -1250,8 +1250,10 @@ static npu_status fuse_max_pool_grad_relu(fuser *f) {
                   .in = {mpg->in[0], mpg->in[1], mpg->in[2], rg->in[1]}, .n_in = 4,
                   .out = rg->out[0]};
     /* a bias_add_grad of the result (the convolution's bias, backwards) joins as a second
-       output, summed while each image's dx is in cache; the step stays at relu_grad's place */
-    int kb = f->b->cfg->precision == NPUP_ORIGIN ? bias_grad_reader(f, rg->out[0], kr) : -1;
+       output, summed while each image's dx is in cache; the step stays at relu_grad's place.
+       Also under a mixed mode (sgd_mode): the sum reads dx as stored and stays float32, as
+       the block-listed bias_add_grad did after its Cast (precision.c: decide) */
+    int kb = sgd_mode(f) ? bias_grad_reader(f, rg->out[0], kr) : -1;
     if (kb >= 0 && is_f32(f, p->steps[kb].out[0])) {
       pt.steps[pt.n_steps++] = kb;
       pt.out2 = p->steps[kb].out[0];

@@ -355,9 +355,12 @@ static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept
     return NPU_OK;
   }
   npuX_prec list = m->mixed ? npuP_mix_list(r->mix, op) : base->prec;
-  /* a fused step is its base op, unless it absorbed a block-list op: then it is kept */
+  /* a fused step is its base op, unless it absorbed a block-list op: then it is kept; but a
+     fused max-pool gradient's bias_add_grad only keeps its own output float32 (below) */
+  const bool pool_bias = st->def == &npuP_op_fused_max_pool_grad_relu && st->n_out == 2;
   for (int i = 0; m->mixed && i < st->n_absorbed; i++)
-    if (npuP_mix_list(r->mix, r->g->nodes[st->absorbed[i]].op) == NPUX_PREC_BLOCK)
+    if (npuP_mix_list(r->mix, r->g->nodes[st->absorbed[i]].op) == NPUX_PREC_BLOCK &&
+        !(pool_bias && npuX_op(r->g->nodes[st->absorbed[i]].op) == &npuX_op_bias_add_grad))
       list = NPUX_PREC_BLOCK;
   if (st->def == &npuX_op_cast) {
     /* the graph's own conversion: never moved, but a block-listed Cast keeps what follows */
@@ -392,6 +395,10 @@ static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept
     npu_dtype dt = i < st->n_in ? in_dt : out_dt;
     if (want[i] == NPU_DTYPE_F32 && dt != NPU_DTYPE_COUNT) want[i] = dt;
   }
+  /* the bias gradient summed by a fused max-pool gradient (fusion.c, mixed modes): float32,
+     summing dx as stored, as bias_add_grad (block-listed) did after a Cast of dx; never lower
+     than the graph's even where modify_mixlist moved bias_add_grad off the block list */
+  if (pool_bias) want[st->n_in + 1] = p->values[st->out[1]].dtype;
   keep_epilogue_f32(p, st, want);
   const npuP_dtype_rule *rule =
       r->mode != NPUP_ORIGIN ? npuP_mix_rule(r->mix, node->name, op) : NULL;
@@ -470,6 +477,10 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
   for (int i = 0; i < st->n_in && !s; i++) s = need_rep(r, orig[i], want[i], &st->in[i]);
   if (s) return s;
   update_states(r, st, orig + st->n_in, want, kept, inherited);
+  /* a fused max-pool gradient's float32 bias gradient is kept, as block-listed bias_add_grad's
+     output was: gray ops downstream stay float32 as they did unfused */
+  if (st->def == &npuP_op_fused_max_pool_grad_relu && st->n_out == 2 && mode_rules[r->mode].mixed)
+    r->state[orig[st->n_in + 1]] = ST_KEPT;
   for (int j = 0; j < st->n_out; j++) {
     int v = orig[st->n_in + j];
     npu_dtype dt = want[st->n_in + j];
