@@ -58,6 +58,9 @@
  * inputs are bfloat16 and the CPU has AVX512_BF16 (npuK_bf16dot(); NPU_NO_AVX512BF16=1 turns
  * it off): they compute on bfloat16 by VDPBF16PS (kernels/conv_bwd_bf16.c, its own bounds)
  * rather than on widened copies; otherwise the executor widens them, as for the steps below.
+ * The fused max-pool gradient (fused_max_pool_grad_relu_grad) is NPUX_F_HALF_IO: it converts
+ * x, dy, the features and dx as it loads and stores them; under a mixed mode the bias_add_grad
+ * it absorbed (fusion.c) keeps only its own output float32, not the whole step (decide).
  * A host_func step keeps the graph's dtypes (its host returns Tout's; see decide).
  * The bias and prelu slopes of a fused convolution or matmul stay float32 in every mode
  * (keep_epilogue_f32).  For the other steps (softmax, batch_matmul, ...) and the other reduced
