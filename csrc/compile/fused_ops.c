@@ -361,11 +361,12 @@ const npu_op_def npuP_op_fused_eltwise_block = {
 /* in: max_pool_grad's x, y, dy, then relu_grad's features; params: max_pool_grad's window
    attributes; out: dx, and with a second output the bias gradient (bias_add_grad of dx: the
    images' float64 sums in scratch, n * c doubles).  The pass checked the shapes (features:
-   x's).  The data operands are float32, or float16 / bfloat16 as the precision pass stores
-   them (NPUX_F_HALF_IO: the kernel converts them as it loads and stores, the same bits as
-   widened copies; y is not read); the bias gradient is float32.  Overlapping windows with dx
-   stored reduced add into a float32 copy of dx in scratch (kgrad.h), so the precision pass
-   asks for the scratch again with the stored dtypes. */
+   x's).  The data operands are float32, or bfloat16 as stored where the precision pass stores
+   x, dy, the features and dx so (precision.c: kernel_takes_stored; float16 ones are widened by
+   the executor, the kernel's per-lane float16 conversion being slower than that): the kernel
+   converts them as it loads and stores, the same bits as widened copies; y is not read.  The
+   bias gradient is float32.  Overlapping windows with dx stored reduced add into a float32
+   copy of dx in scratch (kgrad.h), so the precision pass asks for the scratch again. */
 static npu_status pool_relu_grad_window(const npuX_call *c, npuK_window2d *w) {
   const npuX_window_params *p = c->params;
   for (int i = 0; i < c->n_inputs + c->n_outputs; i++) {
@@ -403,7 +404,7 @@ static npu_status pool_relu_grad_run(const npuX_call *c) {
 const npu_op_def npuP_op_fused_max_pool_grad_relu = {
     .name = "fused_max_pool_grad_relu_grad", .tf_type = "MaxPoolGrad", .min_inputs = 4,
     .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .fused = true,
-    .flags = NPUX_F_NO_FOLD | NPUX_F_HALF_IO, .scratch_size = pool_relu_grad_scratch,
+    .flags = NPUX_F_NO_FOLD, .scratch_size = pool_relu_grad_scratch,
     .run = pool_relu_grad_run};
 
 /* ---- relu_grad + bias_add_grad (ReluGradBiasAddGradFusionPass) ---- */

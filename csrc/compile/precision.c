@@ -58,9 +58,11 @@
  * inputs are bfloat16 and the CPU has AVX512_BF16 (npuK_bf16dot(); NPU_NO_AVX512BF16=1 turns
  * it off): they compute on bfloat16 by VDPBF16PS (kernels/conv_bwd_bf16.c, its own bounds)
  * rather than on widened copies; otherwise the executor widens them, as for the steps below.
- * The fused max-pool gradient (fused_max_pool_grad_relu_grad) is NPUX_F_HALF_IO: it converts
- * x, dy, the features and dx as it loads and stores them; under a mixed mode the bias_add_grad
- * it absorbed (fusion.c) keeps only its own output float32, not the whole step (decide).
+ * The fused max-pool gradient (fused_max_pool_grad_relu_grad) takes x, dy, the features and dx
+ * as stored when all four are bfloat16, converting as it loads and stores (float16 ones are
+ * widened: its per-lane float16 conversion is slower); under allow_mix_precision_bf16 the
+ * bias_add_grad it absorbed (fusion.c) keeps only its own output float32, not the whole step
+ * (decide).
  * A host_func step keeps the graph's dtypes (its host returns Tout's; see decide).
  * The bias and prelu slopes of a fused convolution or matmul stay float32 in every mode
  * (keep_epilogue_f32).  For the other steps (softmax, batch_matmul, ...) and the other reduced
@@ -454,9 +456,15 @@ static bool moves_as_is(const npuE_plan *p, const npuE_step *st, const int *orig
    NPUX_F_BF16_DOT when those inputs are stored bfloat16, the CPU computes on bfloat16
    (npuK_bf16dot(), off with NPU_NO_AVX512BF16=1) and the step runs on the device (a host step
    runs the float32 reference kernel); the GEMM operands of the fused gradient-descent update
-   and the gradient of the fused bias update. */
+   and the gradient of the fused bias update; the fused max-pool gradient's inputs and dx when
+   x, dy, the features and dx are all stored bfloat16 (y is not read). */
 static bool kernel_takes_stored(const npuE_plan *p, const npuE_step *st, int i) {
   if (st->def == &npuP_op_fused_sgd) return i == 1 || i == 2; /* its GEMM's A and B */
+  if (st->def == &npuP_op_fused_max_pool_grad_relu) /* all or none: x, dy, features, dx */
+    return i <= st->n_in && p->values[st->in[0]].dtype == NPU_DTYPE_BF16 &&
+           p->values[st->in[2]].dtype == NPU_DTYPE_BF16 &&
+           p->values[st->in[3]].dtype == NPU_DTYPE_BF16 &&
+           p->values[st->out[0]].dtype == NPU_DTYPE_BF16;
   if (st->def == &npuP_op_fused_sgd_update) return i == 1;    /* the gradient */
   unsigned f = st->def->flags;
   if (f & NPUX_F_BF16_DOT)
@@ -498,8 +506,8 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
                 ((st->def->flags & NPUX_F_MOVES) && moves_as_is(p, st, orig));
   /* NPUX_F_HALF_XY: the kernel takes x (input 0) and y (output 0) as stored, so its scratch
      (which now holds their blocks' float32 copies) is asked for again; so for
-     NPUX_F_BF16_DOT (its scratch: the bfloat16 kernel's) and NPUX_F_HALF_IO (the fused
-     max-pool gradient's float32 dx for overlapping windows) */
+     NPUX_F_BF16_DOT (its scratch: the bfloat16 kernel's) and the fused max-pool gradient
+     (its float32 dx for overlapping windows) */
   bool xy_reduced = false;
   int n_widen = 0;
   size_t bytes = 0;
@@ -508,7 +516,7 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
     if (d->dtype == p->values[orig[i]].dtype) continue;
     int *first = i < st->n_in ? &st->round_in : &st->round_out;
     if (*first < 0) *first = (int)d->dtype;
-    if (kernel_takes_stored(p, st, i) || (st->def->flags & NPUX_F_HALF_IO)) xy_reduced = true;
+    if (kernel_takes_stored(p, st, i)) xy_reduced = true;
     if (direct || kernel_takes_stored(p, st, i)) continue;
     n_widen++;
     bytes += (size_t)npuT_numel(d->ndim, d->shape) * sizeof(float);

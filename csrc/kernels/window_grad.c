@@ -72,7 +72,8 @@ typedef int16_t mpg_shvec __attribute__((vector_size(MPG_VL * sizeof(uint16_t)))
    (the executor's widen and narrow: kernels/cast.c gives the same bits), so the float32 code
    below computes on the values it computed on from widened copies.  bfloat16 converts a vector
    at a time (a shift; the round-to-nearest-even add, NaN kept quiet as npu_f32_to_bf16 does),
-   float16 a lane at a time (no float16 model trains here; it only has to be right).  dt is a
+   float16 a lane at a time (slow: the precision pass has the executor widen float16 for the
+   fused step instead, precision.c; here it only has to be right).  dt is a
    constant in each instantiation below, so the float32 one compiles to the code it was. */
 /* (vectors by pointer: a 32-byte vector passed by value changes the ABI without AVX) */
 static inline __attribute__((always_inline)) void mpg_load(mpg_vec *v, const void *p, int64_t i,
