@@ -17,6 +17,7 @@
 #include "core/half.h"
 #include "kernels/kernels.h"
 #include "kernels/kfast.h"
+#include "kernels/kgrad.h"
 
 /* A serial pool handing out ranges of 3 items: blocks of a range meet its ragged ends. */
 static void ragged_for(void *self, int64_t n, int64_t grain, npuK_range_fn fn, void *arg) {
@@ -813,6 +814,78 @@ static void test_pool_half(void) {
   }
 }
 
+/* max_pool_grad with relu_grad (and the bias gradient) on stored operands (the fused step
+   under a reduced precision mode, NPUX_F_HALF_IO): dx equals the float32 kernel's on the
+   widened operands, narrowed, bit for bit (NaN, infinities and signed zeros among the data);
+   db equals the float64 sums of that narrowed dx, per image in pixel order, then the images
+   in order (bit for bit; NaN where they are NaN).  Windows that tile, leave gaps, pad, and overlap (dx reduced: the float32 copy in
+   scratch); channels off the 8 lanes and over one 64-channel block; each dtype alone and
+   mixed; with and without features. */
+static void test_max_pool_grad_relu_half(void) {
+  /* n, in_h, in_w, c, k, stride, pad */
+  static const int64_t geo[][7] = {{2, 8, 8, 16, 2, 2, 0}, {3, 9, 7, 13, 2, 2, 1},
+                                   {2, 11, 10, 70, 3, 2, 1}, {1, 13, 13, 3, 3, 3, 0},
+                                   {2, 6, 6, 8, 3, 1, 1}};
+  static const npuK_dtype mix[][4] = {{NPUK_BF16, NPUK_BF16, NPUK_BF16, NPUK_BF16},
+                                      {NPUK_F16, NPUK_F16, NPUK_F16, NPUK_F16},
+                                      {NPUK_F32, NPUK_F32, NPUK_F32, NPUK_F32},
+                                      {NPUK_BF16, NPUK_F16, NPUK_F32, NPUK_BF16},
+                                      {NPUK_F32, NPUK_BF16, NPUK_BF16, NPUK_F16}};
+  for (size_t g = 0; g < sizeof geo / sizeof *geo; g++) {
+    const int64_t *q = geo[g];
+    npuK_window2d w = {.n = q[0], .in_h = q[1], .in_w = q[2], .c = q[3], .k_h = q[4], .k_w = q[4],
+                       .stride_h = q[5], .stride_w = q[5], .dilation_h = 1, .dilation_w = 1,
+                       .pad_top = q[6], .pad_left = q[6]};
+    w.out_h = (w.in_h + 2 * w.pad_top - w.k_h) / w.stride_h + 1;
+    w.out_w = (w.in_w + 2 * w.pad_left - w.k_w) / w.stride_w + 1;
+    const int64_t nx = w.n * w.in_h * w.in_w * w.c, ny = w.n * w.out_h * w.out_w * w.c;
+    for (size_t m = 0; m < sizeof mix / sizeof *mix; m++)
+      for (int with_relu = 0; with_relu < 2; with_relu++) {
+        const npuK_dtype *t = mix[m];
+        float *xw, *dyw, *rw;
+        void *x = rand_stored(nx, t[0], &xw), *dy = rand_stored(ny, t[1], &dyw);
+        void *relu = rand_stored(nx, t[2], &rw);
+        float *dxw = malloc((size_t)nx * sizeof *dxw), *dbw = malloc((size_t)w.c * sizeof *dbw);
+        double *s64 = malloc((size_t)(w.n * w.c) * sizeof *s64);
+        npuK_max_pool_grad_relu_bias_f32(NULL, &w, xw, dyw, with_relu ? rw : NULL, dxw, dbw, s64);
+        /* db of dx as stored: narrowed, widened, summed as the kernel documents */
+        void *dxs = alloc_out(nx, t[3]);
+        float *dxn = malloc((size_t)nx * sizeof *dxn);
+        npuK_cast(NULL, nx, NPUK_F32, dxw, t[3], dxs);
+        npuK_cast(NULL, nx, t[3], dxs, NPUK_F32, dxn);
+        const int64_t pixels = w.in_h * w.in_w;
+        for (int64_t ci = 0; ci < w.c; ci++) {
+          double sum = 0;
+          for (int64_t n = 0; n < w.n; n++) {
+            double part = 0;
+            for (int64_t p = 0; p < pixels; p++) part += (double)dxn[(n * pixels + p) * w.c + ci];
+            sum += part;
+          }
+          dbw[ci] = (float)sum;
+        }
+        for (int with_db = 0; with_db < 2; with_db++)
+          for (int p = 0; p < 2; p++) {
+            size_t bytes = npuK_max_pool_grad_relu_bias_scratch(&w, t[3], with_db);
+            CHECK((bytes > (size_t)(w.n * w.c) * sizeof(double)) ==
+                  (t[3] != NPUK_F32 && w.k_h > w.stride_h)); /* the float32 copy: overlap only */
+            void *scratch = malloc(bytes + 16);
+            void *dx = alloc_out(nx, t[3]);
+            float db[80];
+            npuK_max_pool_grad_relu_bias(pools[p], &w, t[0], x, t[1], dy, t[2],
+                                         with_relu ? relu : NULL, t[3], dx, with_db ? db : NULL,
+                                         scratch);
+            CHECK(narrowed_equal(dxw, nx, t[3], dx));
+            /* a NaN sum's sign and payload follow which operand the compiler put first */
+            for (int64_t k = 0; with_db && k < w.c; k++)
+              CHECK(isnan(db[k]) ? isnan(dbw[k]) : memcmp(&db[k], &dbw[k], sizeof *db) == 0);
+            free(dx), free(scratch);
+          }
+        free(x), free(dy), free(relu), free(xw), free(dyw), free(rw), free(dxw), free(dbw);
+        free(s64), free(dxs), free(dxn);
+      }
+  }
+}
+
 int main(void) {
   test_conversions();
   test_unary();
@@ -827,5 +900,6 @@ int main(void) {
   test_matmul_half();
   test_matmul_half_b();
   test_pool_half();
+  test_max_pool_grad_relu_half();
   return check_summary("test_half_io");
 }

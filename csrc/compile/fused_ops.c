@@ -374,30 +374,52 @@ const npu_op_def npuP_op_fused_eltwise_block = {
 
 /* in: max_pool_grad's x, y, dy, then relu_grad's features; params: max_pool_grad's window
    attributes; out: dx, and with a second output the bias gradient (bias_add_grad of dx: the
-   images' float64 sums in scratch, n * c doubles).  The pass checked float32 and the shapes
-   (features: x's). */
+   images' float64 sums in scratch, n * c doubles).  The pass checked the shapes (features:
+   x's).  The data operands are float32, or bfloat16 as stored where the precision pass stores
+   x, dy, the features and dx so (precision.c: kernel_takes_stored; float16 ones are widened by
+   the executor, the kernel's per-lane float16 conversion being slower than that): the kernel
+   converts them as it loads and stores, the same bits as widened copies; y is not read.  The
+   bias gradient is float32.  Overlapping windows with dx stored reduced add into a float32
+   copy of dx in scratch (kgrad.h), so the precision pass asks for the scratch again. */
+static npu_status pool_relu_grad_window(const npuX_call *c, npuK_window2d *w) {
+  const npuX_window_params *p = c->params;
+  for (int i = 0; i < c->n_inputs + c->n_outputs; i++) {
+    const npu_tensor *t = i < c->n_inputs ? c->in[i] : c->out[i - c->n_inputs];
+    if (t->dtype == NPU_DTYPE_F32 || (i != c->n_inputs + 1 && npuX_is_half(t->dtype))) continue;
+    return npuC_error(c->ctx, NPU_ERR_UNSUPPORTED,
+                      "fused_max_pool_grad_relu_grad '%s': its %s %d is %s (float32, float16 or "
+                      "bfloat16 data, a float32 bias gradient)",
+                      c->node->name, i < c->n_inputs ? "input" : "output",
+                      i < c->n_inputs ? i : i - c->n_inputs, npu_dtype_name(t->dtype));
+  }
+  return npuX_window_call(c, p->ksize[0], p->ksize[1], w);
+}
+
 static size_t pool_relu_grad_scratch(const npuX_call *c) {
-  const npu_tensor *x = c->in[0];
-  if (c->n_outputs < 2 || x->ndim != 4) return 0;
-  return (size_t)(x->shape[0] * x->shape[3]) * sizeof(double);
+  npuK_window2d w;
+  if (c->in[0]->ndim != 4 || npuX_window_call(c, ((const npuX_window_params *)c->params)->ksize[0],
+                                              ((const npuX_window_params *)c->params)->ksize[1], &w))
+    return 0;
+  return npuK_max_pool_grad_relu_bias_scratch(&w, (npuK_dtype)c->out[0]->dtype, c->n_outputs > 1);
 }
 
 static npu_status pool_relu_grad_run(const npuX_call *c) {
-  const npuX_window_params *p = c->params;
-  npu_status st = check_f32(c, "fused_max_pool_grad_relu_grad");
   npuK_window2d w;
-  if (!st) st = npuX_window_call(c, p->ksize[0], p->ksize[1], &w);
+  npu_status st = pool_relu_grad_window(c, &w);
   if (st) return st;
-  npuK_max_pool_grad_relu_bias_f32(c->pool, &w, c->in[0]->data, c->in[2]->data,
-                                   c->in[3]->data, c->out[0]->data,
-                                   c->n_outputs > 1 ? c->out[1]->data : NULL, c->scratch);
+  npuK_max_pool_grad_relu_bias(c->pool, &w, (npuK_dtype)c->in[0]->dtype, c->in[0]->data,
+                               (npuK_dtype)c->in[2]->dtype, c->in[2]->data,
+                               (npuK_dtype)c->in[3]->dtype, c->in[3]->data,
+                               (npuK_dtype)c->out[0]->dtype, c->out[0]->data,
+                               c->n_outputs > 1 ? c->out[1]->data : NULL, c->scratch);
   return NPU_OK;
 }
 
 const npu_op_def npuP_op_fused_max_pool_grad_relu = {
     .name = "fused_max_pool_grad_relu_grad", .tf_type = "MaxPoolGrad", .min_inputs = 4,
     .max_inputs = 4, .n_outputs = 1, .prec = NPUX_PREC_GRAY, .fused = true,
-    .flags = NPUX_F_NO_FOLD, .scratch_size = pool_relu_grad_scratch, .run = pool_relu_grad_run};
+    .flags = NPUX_F_NO_FOLD, .scratch_size = pool_relu_grad_scratch,
+    .run = pool_relu_grad_run};
 
 /* ---- relu_grad + bias_add_grad (ReluGradBiasAddGradFusionPass) ---- */
 

@@ -1262,8 +1262,12 @@ static npu_status fuse_max_pool_grad_relu(fuser *f) {
                   .in = {mpg->in[0], mpg->in[1], mpg->in[2], rg->in[1]}, .n_in = 4,
                   .out = rg->out[0]};
     /* a bias_add_grad of the result (the convolution's bias, backwards) joins as a second
-       output, summed while each image's dx is in cache; the step stays at relu_grad's place */
-    int kb = f->b->cfg->precision == NPUP_ORIGIN ? bias_grad_reader(f, rg->out[0], kr) : -1;
+       output, summed while each image's dx is in cache; the step stays at relu_grad's place.
+       Also under mixed bfloat16, where the kernel reads dx as stored: the sum (float32, as
+       the block-listed bias_add_grad's after its Cast: precision.c, decide) is of the
+       rounded dx.  Not under mixed float16, whose dx the executor narrows after the kernel */
+    int mode = f->b->cfg->precision;
+    int kb = mode == NPUP_ORIGIN || mode == NPUP_MIX_BF16 ? bias_grad_reader(f, rg->out[0], kr) : -1;
     if (kb >= 0 && is_f32(f, p->steps[kb].out[0])) {
       pt.steps[pt.n_steps++] = kb;
       pt.out2 = p->steps[kb].out[0];

@@ -60,6 +60,11 @@
  * inputs are bfloat16 and the CPU has AVX512_BF16 (npuK_bf16dot(); NPU_NO_AVX512BF16=1 turns
  * it off): they compute on bfloat16 by VDPBF16PS (kernels/conv_bwd_bf16.c, its own bounds)
  * rather than on widened copies; otherwise the executor widens them, as for the steps below.
+ * The fused max-pool gradient (fused_max_pool_grad_relu_grad) takes x, dy, the features and dx
+ * as stored when all four are bfloat16, converting as it loads and stores (float16 ones are
+ * widened: its per-lane float16 conversion is slower); under allow_mix_precision_bf16 the
+ * bias_add_grad it absorbed (fusion.c) keeps only its own output float32, not the whole step
+ * (decide).
  * A host_func step keeps the graph's dtypes (its host returns Tout's; see decide).
  * The bias and prelu slopes of a fused convolution or matmul stay float32 in every mode
  * (keep_epilogue_f32).  For the other steps (softmax, batch_matmul, ...) and the other reduced
@@ -357,9 +362,12 @@ static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept
     return NPU_OK;
   }
   npuX_prec list = m->mixed ? npuP_mix_list(r->mix, op) : base->prec;
-  /* a fused step is its base op, unless it absorbed a block-list op: then it is kept */
+  /* a fused step is its base op, unless it absorbed a block-list op: then it is kept; but a
+     fused max-pool gradient's bias_add_grad only keeps its own output float32 (below) */
+  const bool pool_bias = st->def == &npuP_op_fused_max_pool_grad_relu && st->n_out == 2;
   for (int i = 0; m->mixed && i < st->n_absorbed; i++)
-    if (npuP_mix_list(r->mix, r->g->nodes[st->absorbed[i]].op) == NPUX_PREC_BLOCK)
+    if (npuP_mix_list(r->mix, r->g->nodes[st->absorbed[i]].op) == NPUX_PREC_BLOCK &&
+        !(pool_bias && npuX_op(r->g->nodes[st->absorbed[i]].op) == &npuX_op_bias_add_grad))
       list = NPUX_PREC_BLOCK;
   if (st->def == &npuX_op_cast) {
     /* the graph's own conversion: never moved, but a block-listed Cast keeps what follows */
@@ -394,6 +402,10 @@ static npu_status decide(pr *r, const npuE_step *st, npu_dtype *want, bool *kept
     npu_dtype dt = i < st->n_in ? in_dt : out_dt;
     if (want[i] == NPU_DTYPE_F32 && dt != NPU_DTYPE_COUNT) want[i] = dt;
   }
+  /* the bias gradient summed by a fused max-pool gradient (fusion.c, mixed modes): float32,
+     summing dx as stored, as bias_add_grad (block-listed) did after a Cast of dx; never lower
+     than the graph's even where modify_mixlist moved bias_add_grad off the block list */
+  if (pool_bias) want[st->n_in + 1] = p->values[st->out[1]].dtype;
   keep_epilogue_f32(p, st, want);
   const npuP_dtype_rule *rule =
       r->mode != NPUP_ORIGIN ? npuP_mix_rule(r->mix, node->name, op) : NULL;
@@ -446,9 +458,15 @@ static bool moves_as_is(const npuE_plan *p, const npuE_step *st, const int *orig
    NPUX_F_BF16_DOT when those inputs are stored bfloat16, the CPU computes on bfloat16
    (npuK_bf16dot(), off with NPU_NO_AVX512BF16=1) and the step runs on the device (a host step
    runs the float32 reference kernel); the GEMM operands of the fused gradient-descent update
-   and the gradient of the fused bias update. */
+   and the gradient of the fused bias update; the fused max-pool gradient's inputs and dx when
+   x, dy, the features and dx are all stored bfloat16 (y is not read). */
 static bool kernel_takes_stored(const npuE_plan *p, const npuE_step *st, int i) {
   if (st->def == &npuP_op_fused_sgd) return i == 1 || i == 2; /* its GEMM's A and B */
+  if (st->def == &npuP_op_fused_max_pool_grad_relu) /* all or none: x, dy, features, dx */
+    return i <= st->n_in && p->values[st->in[0]].dtype == NPU_DTYPE_BF16 &&
+           p->values[st->in[2]].dtype == NPU_DTYPE_BF16 &&
+           p->values[st->in[3]].dtype == NPU_DTYPE_BF16 &&
+           p->values[st->out[0]].dtype == NPU_DTYPE_BF16;
   if (st->def == &npuP_op_fused_sgd_update) return i == 1;    /* the gradient */
   unsigned f = st->def->flags;
   if (f & NPUX_F_BF16_DOT)
@@ -472,6 +490,10 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
   for (int i = 0; i < st->n_in && !s; i++) s = need_rep(r, orig[i], want[i], &st->in[i]);
   if (s) return s;
   update_states(r, st, orig + st->n_in, want, kept, inherited);
+  /* a fused max-pool gradient's float32 bias gradient is kept, as block-listed bias_add_grad's
+     output was: gray ops downstream stay float32 as they did unfused */
+  if (st->def == &npuP_op_fused_max_pool_grad_relu && st->n_out == 2 && mode_rules[r->mode].mixed)
+    r->state[orig[st->n_in + 1]] = ST_KEPT;
   for (int j = 0; j < st->n_out; j++) {
     int v = orig[st->n_in + j];
     npu_dtype dt = want[st->n_in + j];
@@ -486,7 +508,8 @@ static npu_status place_step(pr *r, npuE_step *st, npu_dtype *want, int *orig) {
                 ((st->def->flags & NPUX_F_MOVES) && moves_as_is(p, st, orig));
   /* NPUX_F_HALF_XY: the kernel takes x (input 0) and y (output 0) as stored, so its scratch
      (which now holds their blocks' float32 copies) is asked for again; so for
-     NPUX_F_BF16_DOT (its scratch: the bfloat16 kernel's) */
+     NPUX_F_BF16_DOT (its scratch: the bfloat16 kernel's) and the fused max-pool gradient
+     (its float32 dx for overlapping windows) */
   bool xy_reduced = false;
   int n_widen = 0;
   size_t bytes = 0;

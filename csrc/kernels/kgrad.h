@@ -105,6 +105,18 @@ void npuK_max_pool_grad_relu_f32(const npuK_pool *pool, const npuK_window2d *w, 
 void npuK_max_pool_grad_relu_bias_f32(const npuK_pool *pool, const npuK_window2d *w,
                                       const float *x, const float *dy, const float *relu,
                                       float *dx, float *db, double *scratch);
+/* The same on operands stored float32, float16 or bfloat16, each its own dtype (the fused
+   step's, read as stored under a reduced precision mode): loaded widened exactly, dx narrowed
+   as it is stored (half.h's round to nearest even: the bits of widened copies, the float32
+   kernel and the executor's narrowing), db summed from dx as stored.  Overlapping windows
+   with dx reduced add into a float32 copy of dx in scratch, narrowed once.  scratch:
+   npuK_max_pool_grad_relu_bias_scratch bytes (the float64 image sums first, with db). */
+size_t npuK_max_pool_grad_relu_bias_scratch(const npuK_window2d *w, npuK_dtype dx_dtype,
+                                            int db);
+void npuK_max_pool_grad_relu_bias(const npuK_pool *pool, const npuK_window2d *w,
+                                  npuK_dtype x_dtype, const void *x, npuK_dtype dy_dtype,
+                                  const void *dy, npuK_dtype relu_dtype, const void *relu,
+                                  npuK_dtype dx_dtype, void *dx, float *db, void *scratch);
 void npuK_avg_pool_grad_f32(const npuK_pool *pool, const npuK_window2d *w, const float *dy,
                             float *dx);
 size_t npuK_filter_grad_f32_scratch_size(const npuK_window2d *w, int64_t out_c);
