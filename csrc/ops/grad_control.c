@@ -41,13 +41,6 @@
 
 /* ---- captures ---- */
 
-static void control_regions(const npuG_node *node, int r[2]) {
-  r[0] = r[1] = 0;
-  const npu_op_def *def = npuX_op(node->op);
-  if (def->kind == NPUX_KIND_COND) npuX_cond_regions(node, &r[0], &r[1]);
-  else if (def->kind == NPUX_KIND_WHILE) r[0] = npuX_while_region(node);
-}
-
 static bool in_regions(const npu_graph *g, const int r[2], int region) {
   for (int k = 0; k < 2; k++)
     if (r[k] && npuG_region_within(g, region, r[k])) return true;
@@ -93,7 +86,7 @@ npu_status npuX_control_inputs(const npu_graph *g, int node, int **list, int *n)
   *n = 0;
   const npuG_node *c = &g->nodes[node];
   int r[2];
-  control_regions(c, r);
+  npuX_control_regions(c, r);
   ilist l = {0};
   npu_status st = NPU_OK;
   for (int i = 0; i < c->n_inputs && !st; i++) {
@@ -164,7 +157,7 @@ static npu_status clone_node(cloner *c, int id) {
   }
   if (strncmp(def->name, "random", 6) == 0) return refuse(c, m, "would draw new numbers");
   int r[2];
-  control_regions(m, r);
+  npuX_control_regions(m, r);
   int nr[2] = {0, 0};
   npu_status st = NPU_OK;
   for (int k = 0; k < 2 && r[k] && !st; k++) {
@@ -227,7 +220,7 @@ static npu_status clone_region(cloner *c, int src, int n_res, const int *res) {
     if (!need[id]) continue;
     int *in = m->inputs, n_in = m->n_inputs, *owned = NULL;
     int r[2];
-    control_regions(m, r);
+    npuX_control_regions(m, r);
     if (r[0]) {
       st = npuX_control_inputs(g, id, &owned, &n_in);
       in = owned;
