@@ -129,8 +129,9 @@ size_t npuX_matmul_scratch(const npuX_call *c, bool transpose_a, bool transpose_
   if (a->ndim != 2 || y->ndim != 2) return 0;
   npuK_dtype a_dtype = (npuK_dtype)a->dtype, b_dtype = (npuK_dtype)c->in[1]->dtype;
   int64_t m = y->shape[0], n = y->shape[1], k = a->shape[transpose_a ? 0 : 1];
-  if (c->prepared && npuK_gemm_f32_takes(c->algo, a_dtype, b_dtype, (npuK_dtype)y->dtype))
-    return 0; /* f32tile on B packed once: no scratch */
+  if (npuK_gemm_f32_takes(c->algo, a_dtype, b_dtype, (npuK_dtype)y->dtype))
+    return c->prepared ? 0 /* f32tile on B packed once: no scratch */
+                       : npuK_gemm_f32_scratch_size(transpose_b, m, n, k, c->n_threads);
   if (npuK_gemm_bf16_takes(c->algo, a_dtype, b_dtype))
     return c->prepared /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
                ? npuK_gemm_bf16_packed_scratch_size(transpose_a, m, k)
