@@ -541,10 +541,9 @@ void npuK_matmul_half_b_algo_ep(const npuK_pool *pool, int trans_a, int trans_b,
                                 const void *b, npuK_dtype b_dtype, const npuK_epilogue *ep,
                                 void *c, npuK_dtype c_dtype, float *scratch, int n_slots,
                                 int algo) {
-  /* (a float32 GEMM asked for no scratch before F32TILE: without it, it runs as AUTO, unless
-     it needs none: B read in place) */
-  if (npuK_gemm_f32_takes(algo, a_dtype, b_dtype, c_dtype) &&
-      (scratch || !npuK_gemm_f32_scratch_size(trans_b, m, n, k, n_slots))) {
+  /* (a float32 GEMM asked for no scratch before F32TILE: without it, it runs as AUTO; the
+     matmul steps call the tiles themselves, with no scratch where B is read in place) */
+  if (npuK_gemm_f32_takes(algo, a_dtype, b_dtype, c_dtype) && scratch) {
     npuK_gemm_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, scratch, n_slots);
     return;
   }

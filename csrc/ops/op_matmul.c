@@ -81,6 +81,11 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
     /* a constant B packed once by the plan (plan.c): B itself is not read */
     npuK_gemm_f32_packed_level_ep(c->pool, p->transpose_a, m, n, k, a->data, c->prepared, NULL,
                                   y->data, c->n_threads, 1);
+  } else if (npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype,
+                                 (npuK_dtype)y->dtype)) {
+    /* B read in place (no scratch sized: c->scratch may be NULL) or packed into c->scratch */
+    npuK_gemm_f32_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, NULL,
+                     y->data, c->scratch, c->n_threads);
   } else if (c->prepared &&
              npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype)) {
     /* a constant B packed once by the plan (plan.c): B itself is not read */
