@@ -13,23 +13,7 @@ local support = dofile(SPEC_DIR .. "/support.lua")
 
 -- As source, so that the child process builds the very same graphs: for each case the
 -- operands, the fetched values (flat lists) and the GEMM steps' algorithms ("none": AUTO).
-local CASES = [==[
-local npu = require("npu")
-local function flat(t, out)
-  out = out or {}
-  if type(t) ~= "table" then out[#out + 1] = t return out end
-  for _, v in ipairs(t) do flat(v, out) end
-  return out
-end
-local function algos(sess, fetch, feeds)
-  local list = {}
-  for _, s in ipairs(sess:explain(fetch, feeds).steps) do
-    if s.op == "matmul" or s.op == "fused_matmul" or s.op == "fused_apply_gradient_descent" then
-      list[#list + 1] = s.algo or "none"
-    end
-  end
-  return list
-end
+local CASES = support.GEMM_CASES_PRELUDE .. [==[
 -- every transpose combination, shapes off the tiles' edges (m % 8, n % 32), odd k; the last
 -- with a bias and relu (fused_matmul); then batch one and ten columns (OpenBLAS's shapes)
 return function()
