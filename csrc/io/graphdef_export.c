@@ -814,10 +814,6 @@ static const char *export_type(const npuG_node *node) {
   return def->tf_type ? def->tf_type : def->name;
 }
 
-static bool inside(const npu_graph *g, const int r[2], int region) {
-  return (r[0] && npuG_region_within(g, region, r[0])) || (r[1] && npuG_region_within(g, region, r[1]));
-}
-
 /* The captures of control node `id` (see above), in first-use order; their count.  list NULL:
    only counts.  seen: scratch of n_values bytes. */
 static int captures_of(const npu_graph *g, int id, int *list, uint8_t *seen) {
@@ -829,11 +825,11 @@ static int captures_of(const npu_graph *g, int id, int *list, uint8_t *seen) {
   int first = is_while ? (node->n_inputs - 1) / 2 : 1; /* results (and a while's pred) */
   for (int k = 0; k < g->n_nodes; k++) {
     const npuG_node *m = &g->nodes[k];
-    bool mine = m->region && inside(g, r, m->region);
+    bool mine = m->region && npuX_within_control_regions(g, r, m->region);
     if (!mine && k != id) continue;
     for (int i = k == id ? first : 0; i < m->n_inputs; i++) {
       int v = m->inputs[i];
-      if (inside(g, r, g->nodes[g->values[v].node].region) || seen[v]) continue;
+      if (npuX_within_control_regions(g, r, g->nodes[g->values[v].node].region) || seen[v]) continue;
       seen[v] = 1;
       if (list) list[n] = v;
       n++;
@@ -1042,7 +1038,7 @@ static void mark_needs(const npu_graph *g, int region, int root, uint8_t *need) 
       npuX_control_regions(m, rr);
       for (int j = 0; j < k; j++) {
         const npuG_node *x = &g->nodes[j];
-        if (!x->region || !inside(g, rr, x->region)) continue;
+        if (!x->region || !npuX_within_control_regions(g, rr, x->region)) continue;
         for (int i = 0; i < x->n_inputs; i++) {
           int src = g->values[x->inputs[i]].node;
           if (g->nodes[src].region == region) need[src] = 1;

@@ -41,12 +41,6 @@
 
 /* ---- captures ---- */
 
-static bool in_regions(const npu_graph *g, const int r[2], int region) {
-  for (int k = 0; k < 2; k++)
-    if (r[k] && npuG_region_within(g, region, r[k])) return true;
-  return false;
-}
-
 typedef struct ilist {
   int *v;
   int n, cap;
@@ -71,10 +65,10 @@ static npu_status region_reads(const npu_graph *g, const int r[2], int before, i
   npu_status st = NPU_OK;
   for (int id = 0; id < before && !st; id++) {
     const npuG_node *m = &g->nodes[id];
-    if (!m->region || !in_regions(g, r, m->region)) continue;
+    if (!m->region || !npuX_within_control_regions(g, r, m->region)) continue;
     for (int i = 0; i < m->n_inputs && !st; i++) {
       int v = m->inputs[i];
-      if (!in_regions(g, r, g->nodes[g->values[v].node].region))
+      if (!npuX_within_control_regions(g, r, g->nodes[g->values[v].node].region))
         st = ilist_add(g->ctx, l, v, true);
     }
   }
@@ -91,7 +85,7 @@ npu_status npuX_control_inputs(const npu_graph *g, int node, int **list, int *n)
   npu_status st = NPU_OK;
   for (int i = 0; i < c->n_inputs && !st; i++) {
     int v = c->inputs[i];
-    if (!in_regions(g, r, g->nodes[g->values[v].node].region)) st = ilist_add(g->ctx, &l, v, true);
+    if (!npuX_within_control_regions(g, r, g->nodes[g->values[v].node].region)) st = ilist_add(g->ctx, &l, v, true);
   }
   if (!st) st = region_reads(g, r, node, &l);
   if (st) {
