@@ -23,7 +23,7 @@ static double shape(const char *what, int ta, int tb, int64_t m, int64_t n, int6
   float *c = malloc(sizeof(float) * (size_t)(m * n));
   for (int64_t i = 0; i < m * k; i++) a[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
   for (int64_t i = 0; i < k * n; i++) b[i] = (float)((i * 104729) % 1000) / 1000.0f - 0.5f;
-  void *scratch = malloc(npuK_gemm_f32_scratch_size(m, n, k, 1) + 64);
+  void *scratch = malloc(npuK_gemm_f32_scratch_size(1, m, n, k, 1) + 64);
   enum { R = 21 };
   double t[2][R];
   int iters = (int)(3e7 / (double)(m * n * k)) + 1;

@@ -11,27 +11,12 @@ local lu = require("luaunit")
 local npu = require("npu")
 
 -- Whether this process may use the native path: the CPU's flags and the environment.
-local native_here = dofile(SPEC_DIR .. "/support.lua").bf16dot_here
+local support = dofile(SPEC_DIR .. "/support.lua")
+local native_here = support.bf16dot_here
 
 -- The graphs, as source so that the child process builds the very same ones.  Each case
 -- returns its fetched tensors' values (flat lists) and the algorithms of its GEMM steps.
-local CASES = [==[
-local npu = require("npu")
-local function flat(t, out)
-  out = out or {}
-  if type(t) ~= "table" then out[#out + 1] = t return out end
-  for _, v in ipairs(t) do flat(v, out) end
-  return out
-end
-local function algos(sess, fetch, feeds)
-  local list = {}
-  for _, s in ipairs(sess:explain(fetch, feeds).steps) do
-    if s.op == "matmul" or s.op == "fused_matmul" or s.op == "fused_apply_gradient_descent" then
-      list[#list + 1] = s.algo or "none"
-    end
-  end
-  return list
-end
+local CASES = support.GEMM_CASES_PRELUDE .. [==[
 local cases = { _flat = flat }
 -- a matmul of every transpose combination, shapes off the tiles' edges, odd k
 function cases.matmul(opts)

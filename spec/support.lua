@@ -776,7 +776,30 @@ local function aoe_check_prepared(tune, algo, prepared)
   end
 end
 
+-- The start of the GEMM specs' case sources (gemm_f32_spec, bf16_gemm_spec), which run in this
+-- process and in a child with another CPU switch: npu, flat (a table's values in order) and
+-- algos (the algorithm of each GEMM step of a fetch, "none" for AUTO).
+local GEMM_CASES_PRELUDE = [==[
+local npu = require("npu")
+local function flat(t, out)
+  out = out or {}
+  if type(t) ~= "table" then out[#out + 1] = t return out end
+  for _, v in ipairs(t) do flat(v, out) end
+  return out
+end
+local function algos(sess, fetch, feeds)
+  local list = {}
+  for _, s in ipairs(sess:explain(fetch, feeds).steps) do
+    if s.op == "matmul" or s.op == "fused_matmul" or s.op == "fused_apply_gradient_descent" then
+      list[#list + 1] = s.algo or "none"
+    end
+  end
+  return list
+end
+]==]
+
 return {
+  GEMM_CASES_PRELUDE = GEMM_CASES_PRELUDE,
   json_decode = json_decode,
   tfjson = tfjson,
   CONTROL_GRAPH = CONTROL_GRAPH,

@@ -149,28 +149,37 @@ function TestTuning:test_results_stay_within_each_kernels_accuracy()
   local ref = npu.Session { graph = g, options = { use_off_line = false, export_compile_stat = 0 } }
   local want = ref:run(y, feed(x))
   ref:close()
-  -- default implementation mode: no Winograd among the candidates
+  -- high_precision (set: the default is high_performance, whose candidates include Winograd):
+  -- no Winograd among the candidates
+  local function has_winograd(path)
+    for _, r in ipairs(records(path)) do
+      for _, c in ipairs(r.candidates) do
+        if c.algo == "winograd_2x3" then return true end
+      end
+    end
+    return false
+  end
   local sess = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2",
-    work_path = dir, op_compiler_cache_mode = "disable" } }
+    work_path = dir, op_compiler_cache_mode = "disable", op_select_implmode = "high_precision" } }
   local e = sess:explain(y, feed(x))
   for _, s in ipairs(e.steps) do lu.assertNotEquals(s.algo, "winograd_2x3") end
+  lu.assertTrue(#records(dir .. "/" .. AOE_FILE) >= 2)
+  lu.assertFalse(has_winograd(dir .. "/" .. AOE_FILE), "high_precision: no Winograd candidate")
   local d, peak = max_diff(sess:run(y, feed(x)), want)
   lu.assertTrue(d <= 1e-5 * peak, ("tuned vs reference: %g of %g"):format(d, peak))
   sess:close()
-  -- O1 widens conv2d's candidates to Winograd: within its bound (docs/numerics.md; here, with
-  -- values of order one and c = 8, far below 1e-4 of the peak)
+  -- O1 widens high_precision's conv2d candidates to Winograd: within its bound
+  -- (docs/numerics.md; here, with values of order one and c = 8, far below 1e-4 of the peak)
   local cfg, wdir = dir .. "/aoe.json", dir .. "/wide"
   os.execute("mkdir -p " .. S.sh_quote(wdir))
   S.write(cfg, '{"tune_optimization_level": "O1", "tune_ops_type": ["Conv2D"]}')
   local wide = npu.Session { graph = g, options = { export_compile_stat = 0, aoe_mode = "2",
-    work_path = wdir, aoe_config_file = cfg, op_compiler_cache_mode = "disable" } }
+    work_path = wdir, aoe_config_file = cfg, op_compiler_cache_mode = "disable",
+    op_select_implmode = "high_precision" } }
   local ew = wide:explain(y, feed(x))
   local recs = records(wdir .. "/" .. AOE_FILE)
-  local saw_winograd = false
-  for _, r in ipairs(recs) do
-    for _, c in ipairs(r.candidates) do saw_winograd = saw_winograd or c.algo == "winograd_2x3" end
-  end
-  lu.assertTrue(saw_winograd, "the 8 -> 16 convolution had Winograd among its candidates")
+  lu.assertTrue(has_winograd(wdir .. "/" .. AOE_FILE),
+    "the 8 -> 16 convolution had Winograd among its candidates")
   for _, r in ipairs(recs) do lu.assertTrue(r.widened) end
   for _, s in ipairs(ew.steps) do -- tune_ops_type: only the convolutions were timed
     if s.tuned == "timed" then lu.assertStrContains(s.op, "conv2d") end

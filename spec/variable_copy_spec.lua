@@ -195,3 +195,33 @@ function TestVariableCopy:test_an_uninitialised_variable_is_still_an_error()
   lu.assertEquals(#sess:run(y, feeds):totable()[1], 3)
   lu.assertEquals(sess:stats().copy_reuses, 0)
 end
+
+-- A feed of a variable's value (or of an identity of it) overrides the variable for that run:
+-- its cast is of the feed, which may change at every run, so the plan keeps no copy of it.
+function TestVariableCopy:test_a_fed_variable_value_is_cast_at_every_run()
+  each_case(function(opts, what)
+    local m = variables_model(opts)
+    local fed = fed_model(opts)
+    local ident = npu.identity(m.w.w2)
+    local y2 = npu.matmul(npu.nn.relu(npu.nn.bias_add(npu.matmul(m.x, m.w.w1), m.w.b1)), ident)
+    local reuses0 = m.sess:stats().copy_reuses
+    for seed = 1, 3 do
+      local W1 = npu.random.normal(SHAPES.w1, { stddev = 0.3, seed = 40 + seed })
+      local W2 = npu.random.normal(SHAPES.w2, { stddev = 0.3, seed = 50 + seed })
+      local stored = m.sess:run({ m.w.b1, m.w.w2 })
+      local want = fed.sess:run(fed.y, { [fed.x] = XV, [fed.w.w1] = W1, [fed.w.b1] = stored[1],
+                                         [fed.w.w2] = stored[2] })
+      local y = m.sess:run(m.y, { [m.x] = XV, [m.w.w1] = W1 })
+      lu.assertEquals(bits(y), bits(want), ("%s, w1 fed, seed %d"):format(what, seed))
+      want = fed.sess:run(fed.y, { [fed.x] = XV, [fed.w.w1] = m.sess:run(m.w.w1),
+                                   [fed.w.b1] = stored[1], [fed.w.w2] = W2 })
+      y = m.sess:run(y2, { [m.x] = XV, [ident] = W2 })
+      lu.assertEquals(bits(y), bits(want), ("%s, identity of w2 fed, seed %d"):format(what, seed))
+    end
+    -- only the weight not fed keeps its copy (w2; then w1; b1 stays float32): 1 reuse a run
+    -- from the second run of each plan on
+    lu.assertEquals(m.sess:stats().copy_reuses - reuses0, 4, what)
+    local kept = casts(m.sess, m.y, { [m.x] = XV, [m.w.w1] = npu.zeros(SHAPES.w1) })
+    lu.assertEquals(kept, 1, what)
+  end)
+end

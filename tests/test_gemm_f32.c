@@ -72,10 +72,12 @@ static float *alloc_out(int64_t n) {
   return p;
 }
 
-static void *scratch_for(int64_t m, int64_t n, int64_t k, int slots) {
-  size_t sz = npuK_gemm_f32_scratch_size(m, n, k, slots);
-  void *s = malloc(sz ? sz : 1); /* exactly the size asked: a sanitizer build sees overruns */
-  memset(s, 0x5a, sz ? sz : 1);
+/* NULL where the size is 0 (B read in place): the kernel must not touch it then */
+static void *scratch_for(int tb, int64_t m, int64_t n, int64_t k, int slots) {
+  size_t sz = npuK_gemm_f32_scratch_size(tb, m, n, k, slots);
+  if (!sz) return NULL;
+  void *s = malloc(sz); /* exactly the size asked: a sanitizer build sees overruns */
+  memset(s, 0x5a, sz);
   return s;
 }
 
@@ -96,7 +98,7 @@ static void one(int ta, int tb, int64_t m, int64_t n, int64_t k, int special, in
   npuK_epilogue ep = {.bias = bias, .act = NPUK_ACT_RELU};
   const npuK_epilogue *e = with_ep ? &ep : NULL;
   float *c1 = alloc_out(m * n), *c0 = alloc_out(m * n), *c2 = alloc_out(m * n);
-  void *s1 = scratch_for(m, n, k, 1), *s3 = scratch_for(m, n, k, 3);
+  void *s1 = scratch_for(tb, m, n, k, 1), *s3 = scratch_for(tb, m, n, k, 3);
   npuK_gemm_f32_level_ep(NULL, ta, tb, m, n, k, a, b, e, c1, s1, 1, 1);
   npuK_gemm_f32_level_ep(NULL, ta, tb, m, n, k, a, b, e, c0, NULL, 1, 0);
   npuK_gemm_f32_level_ep(&two, ta, tb, m, n, k, a, b, e, c2, s3, 3, 1);
@@ -196,6 +198,13 @@ int main(void) {
   one(1, 1, 9, 17, 4099, 0, 1);
   all_positive = 0;
   one(0, 1, 11, 35, 4099, 0, 0);
+  one(0, 0, 9, 65, 4099, 0, 1); /* B stored (k, n) beyond L2: packed per call */
+  /* scratch: none where B is read in place (stored (k, n) within L2, or m <= 8), one panel
+     (k x 32 floats) a slot where it is packed */
+  CHECK(npuK_gemm_f32_scratch_size(0, 64, 256, 784, 2) == 0);
+  CHECK(npuK_gemm_f32_scratch_size(0, 8, 4096, 4096, 2) == 0);
+  CHECK(npuK_gemm_f32_scratch_size(1, 64, 256, 784, 2) == 2 * 784 * 32 * sizeof(float));
+  CHECK(npuK_gemm_f32_scratch_size(0, 9, 65, 4099, 3) == 3 * 4099 * 32 * sizeof(float));
   /* the switch: F32TILE runs only where npuK_avx512f(), which NPU_NO_AVX512 turns off */
   CHECK(npuK_gemm_f32_takes(NPUK_GEMM_F32TILE, NPUK_F32, NPUK_F32, NPUK_F32) == npuK_avx512f());
   CHECK(!npuK_gemm_f32_takes(NPUK_GEMM_AUTO, NPUK_F32, NPUK_F32, NPUK_F32));

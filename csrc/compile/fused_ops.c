@@ -64,6 +64,11 @@ static npu_status matmul_impl(const npuX_call *c, bool reference) {
     /* a constant B packed once by the plan (plan.c): B itself is not read */
     npuK_gemm_f32_packed_level_ep(c->pool, p->transpose_a, m, n, k, a->data, c->prepared, &ep,
                                   y->data, c->n_threads, 1);
+  else if (npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype,
+                               (npuK_dtype)y->dtype))
+    /* B read in place (no scratch sized: c->scratch may be NULL) or packed into c->scratch */
+    npuK_gemm_f32_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, &ep,
+                     y->data, c->scratch, c->n_threads);
   else if (c->prepared &&
            npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype))
     /* a constant B packed once by the plan (plan.c): B itself is not read */
@@ -94,7 +99,7 @@ static size_t sgd_scratch(const npuX_call *c) {
   int64_t m = w->shape[0], n = w->shape[1], k = a->shape[p->transpose_a ? 0 : 1];
   if (npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype,
                           (npuK_dtype)p->product_dtype)) /* B's panels only: no product */
-    return npuK_gemm_f32_scratch_size(m, n, k, c->n_threads);
+    return npuK_gemm_f32_scratch_size(p->transpose_b, m, n, k, c->n_threads);
   if (a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && p->product_dtype == NPU_DTYPE_F32)
     return npuK_matmul_sgd_scratch_size(m, n, k, c->n_threads);
   return npuK_matmul_half_sgd_scratch_size(m, n, k, c->n_threads, (npuK_dtype)a->dtype,

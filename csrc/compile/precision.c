@@ -557,10 +557,18 @@ static npu_status reserve_values(npuP_build *b, int n) {
   return NPU_OK;
 }
 
+static bool is_fed(const npuE_plan *p, int v) {
+  for (int i = 0; i < p->n_feeds; i++)
+    if (p->feeds[i] == v) return true;
+  return false;
+}
+
 /* The variable (its node id) whose value graph value v is, through identities; -1 when v is
-   no variable's (a value a pass made, a computed one). */
-static int variable_of(const npu_graph *g, int v) {
+   no variable's (a value a pass made, a computed one) or when the plan feeds v or a value on
+   the way (a feed overrides the variable for the run, and may differ at every run). */
+static int variable_of(const npu_graph *g, const npuE_plan *p, int v) {
   for (int hops = 0; v >= 0 && v < g->n_values && hops <= g->n_nodes; hops++) {
+    if (p && is_fed(p, v)) return -1;
     const npuG_node *n = &g->nodes[g->values[v].node];
     npuX_kind k = npuX_op(n->op)->kind;
     if (k == NPUX_KIND_VARIABLE) return g->values[v].node;
@@ -574,7 +582,7 @@ static int variable_of(const npu_graph *g, int v) {
 static bool writes_variable(const npu_graph *g, const npuE_step *steps, int n, int var) {
   for (int k = 0; k < n; k++)
     if (steps[k].def->kind == NPUX_KIND_ASSIGN && steps[k].n_in > 0 &&
-        variable_of(g, steps[k].in[0]) == var)
+        variable_of(g, NULL, steps[k].in[0]) == var)
       return true;
   return false;
 }
@@ -584,11 +592,12 @@ static bool writes_variable(const npu_graph *g, const npuE_step *steps, int n, i
    where this plan writes the variable itself (a training step): every run would make it
    again anyway, and the copy in the arena costs nothing beyond the plan's peak, while a kept
    copy holds its own buffer.  (Plans with control steps have no casts: needs_pass.) */
-static void mark_variable_copies(const npu_graph *g, npuE_step *steps, int n) {
+static void mark_variable_copies(const npu_graph *g, const npuE_plan *p, npuE_step *steps,
+                                 int n) {
   for (int k = 0; k < n; k++) {
     npuE_step *c = &steps[k];
     if (c->def != &npuX_op_cast || !c->pass || strcmp(c->pass, "precision") != 0) continue;
-    int var = variable_of(g, c->in[0]);
+    int var = variable_of(g, p, c->in[0]);
     if (var >= 0 && !writes_variable(g, steps, n, var)) c->copy_of = var + 1;
   }
 }
@@ -662,7 +671,7 @@ npu_status npuP_assign_precision(npuP_build *b) {
   npuC_free(ctx, p->steps);
   p->steps = r.steps;
   p->n_steps = r.n_steps;
-  if (!s) mark_variable_copies(r.g, p->steps, p->n_steps);
+  if (!s) mark_variable_copies(r.g, p, p->steps, p->n_steps);
   npuC_free(ctx, r.state);
   npuC_free(ctx, r.rep);
   npuC_free(ctx, want);

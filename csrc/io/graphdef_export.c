@@ -814,35 +814,22 @@ static const char *export_type(const npuG_node *node) {
   return def->tf_type ? def->tf_type : def->name;
 }
 
-static int control_regions(const npuG_node *node, int r[2]) {
-  if (npuX_op(node->op)->kind == NPUX_KIND_COND) {
-    npuX_cond_regions(node, &r[0], &r[1]);
-    return 2;
-  }
-  r[0] = npuX_while_region(node), r[1] = 0;
-  return 1;
-}
-
-static bool inside(const npu_graph *g, const int r[2], int region) {
-  return (r[0] && npuG_region_within(g, region, r[0])) || (r[1] && npuG_region_within(g, region, r[1]));
-}
-
 /* The captures of control node `id` (see above), in first-use order; their count.  list NULL:
    only counts.  seen: scratch of n_values bytes. */
 static int captures_of(const npu_graph *g, int id, int *list, uint8_t *seen) {
   const npuG_node *node = &g->nodes[id];
   int r[2], n = 0;
-  control_regions(node, r);
+  npuX_control_regions(node, r);
   memset(seen, 0, (size_t)g->n_values);
   bool is_while = npuX_op(node->op)->kind == NPUX_KIND_WHILE;
   int first = is_while ? (node->n_inputs - 1) / 2 : 1; /* results (and a while's pred) */
   for (int k = 0; k < g->n_nodes; k++) {
     const npuG_node *m = &g->nodes[k];
-    bool mine = m->region && inside(g, r, m->region);
+    bool mine = m->region && npuX_within_control_regions(g, r, m->region);
     if (!mine && k != id) continue;
     for (int i = k == id ? first : 0; i < m->n_inputs; i++) {
       int v = m->inputs[i];
-      if (inside(g, r, g->nodes[g->values[v].node].region) || seen[v]) continue;
+      if (npuX_within_control_regions(g, r, g->nodes[g->values[v].node].region) || seen[v]) continue;
       seen[v] = 1;
       if (list) list[n] = v;
       n++;
@@ -938,7 +925,7 @@ static npu_status put_control(npu_graph *g, npuI_pb_writer *w, int id, const fn_
   else put_input_name(w, g, fs, node->inputs[0]);
   for (int i = 0; i < n_caps; i++) put_input_name(w, g, fs, caps[i]);
   if (is_while) {
-    int outs[NPUX_MAX_OUTPUTS];
+    int outs[NPUX_MAX_OUTPUTS] = {0}; /* n <= NPUX_MAX_OUTPUTS; gcc cannot see it (-Werror) */
     for (int i = 0; i < n; i++) outs[i] = node->first_output + i;
     put_dtypes_attr(w, "T", g, n, outs, n_caps, caps);
     fn_name(node, id, "body", a, sizeof a);
@@ -946,7 +933,7 @@ static npu_status put_control(npu_graph *g, npuI_pb_writer *w, int id, const fn_
     fn_name(node, id, "cond", b, sizeof b);
     put_func_attr(w, "cond", b);
     int r[2];
-    control_regions(node, r);
+    npuX_control_regions(node, r);
     put_loop_shapes_attr(w, g, r[0], n, node->inputs, n_caps, caps);
     npu_attr pi = {.type = NPU_ATTR_INT, .u.i = 10};
     put_attr(w, "parallel_iterations", &pi, false);
@@ -954,7 +941,7 @@ static npu_status put_control(npu_graph *g, npuI_pb_writer *w, int id, const fn_
     npu_attr tc = {.type = NPU_ATTR_DTYPE, .u.i = g->values[node->inputs[0]].dtype};
     put_attr(w, "Tcond", &tc, false);
     put_dtypes_attr(w, "Tin", g, n_caps, caps, 0, NULL);
-    int outs[NPUX_MAX_OUTPUTS];
+    int outs[NPUX_MAX_OUTPUTS] = {0}; /* n <= NPUX_MAX_OUTPUTS; gcc cannot see it (-Werror) */
     for (int i = 0; i < n; i++) outs[i] = node->first_output + i;
     put_dtypes_attr(w, "Tout", g, n, outs, 0, NULL);
     fn_name(node, id, "else", a, sizeof a);
@@ -1048,10 +1035,10 @@ static void mark_needs(const npu_graph *g, int region, int root, uint8_t *need) 
     }
     if (is_control(m)) {
       int rr[2];
-      control_regions(m, rr);
+      npuX_control_regions(m, rr);
       for (int j = 0; j < k; j++) {
         const npuG_node *x = &g->nodes[j];
-        if (!x->region || !inside(g, rr, x->region)) continue;
+        if (!x->region || !npuX_within_control_regions(g, rr, x->region)) continue;
         for (int i = 0; i < x->n_inputs; i++) {
           int src = g->values[x->inputs[i]].node;
           if (g->nodes[src].region == region) need[src] = 1;
@@ -1073,7 +1060,7 @@ static npu_status put_functions(npu_graph *g, npuI_pb_writer *w, int id) {
   }
   int n_caps = captures_of(g, id, caps, seen);
   int n = (node->n_inputs - 1) / 2, r[2];
-  control_regions(node, r);
+  npuX_control_regions(node, r);
   char name[300];
   npu_status st = NPU_OK;
   if (!is_while) {
@@ -1084,7 +1071,7 @@ static npu_status put_functions(npu_graph *g, npuI_pb_writer *w, int id) {
     }
   } else {
     fn_scope fs = {.n_args = n_caps, .args = caps, .loop_region = r[0]};
-    int outs[NPUX_MAX_OUTPUTS];
+    int outs[NPUX_MAX_OUTPUTS] = {0}; /* n <= NPUX_MAX_OUTPUTS; gcc cannot see it (-Werror) */
     for (int i = 0; i < n; i++) outs[i] = node->first_output + i;
     uint8_t *need = seen + g->n_values;
     memset(need, 0, (size_t)g->n_nodes);

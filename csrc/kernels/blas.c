@@ -313,7 +313,7 @@ size_t npuK_matmul_half_b_scratch_size(int64_t m, int64_t n, int64_t k, int n_sl
                                        npuK_dtype a_dtype, npuK_dtype b_dtype,
                                        npuK_dtype c_dtype, int algo) {
   if (npuK_gemm_f32_takes(algo, a_dtype, b_dtype, c_dtype))
-    return npuK_gemm_f32_scratch_size(m, n, k, n_slots);
+    return npuK_gemm_f32_scratch_size(1, m, n, k, n_slots); /* a transposed B: the most */
   if (npuK_gemm_bf16_takes(algo, a_dtype, b_dtype)) { /* the most any transposes need */
     size_t s0 = npuK_gemm_bf16_scratch_size(1, 1, m, n, k, n_slots);
     size_t s1 = npuK_gemm_bf16_scratch_size(1, 0, m, n, k, n_slots);
@@ -541,7 +541,8 @@ void npuK_matmul_half_b_algo_ep(const npuK_pool *pool, int trans_a, int trans_b,
                                 const void *b, npuK_dtype b_dtype, const npuK_epilogue *ep,
                                 void *c, npuK_dtype c_dtype, float *scratch, int n_slots,
                                 int algo) {
-  /* (a float32 GEMM asked for no scratch before F32TILE: without it, it runs as AUTO) */
+  /* (a float32 GEMM asked for no scratch before F32TILE: without it, it runs as AUTO; the
+     matmul steps call the tiles themselves, with no scratch where B is read in place) */
   if (npuK_gemm_f32_takes(algo, a_dtype, b_dtype, c_dtype) && scratch) {
     npuK_gemm_f32_ep(pool, trans_a, trans_b, m, n, k, a, b, ep, c, scratch, n_slots);
     return;

@@ -79,8 +79,8 @@ static int64_t n_units_of(int64_t m, int64_t n) {
   return ((n + NR - 1) / NR) * ((m + MB - 1) / MB);
 }
 
-size_t npuK_gemm_f32_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots) {
-  if (m <= 0 || n <= 0 || k <= 0) return 0;
+size_t npuK_gemm_f32_scratch_size(int trans_b, int64_t m, int64_t n, int64_t k, int n_slots) {
+  if (m <= 0 || n <= 0 || k <= 0 || reads_b_in_place(trans_b, m, n, k)) return 0;
   int64_t units = n_units_of(m, n);
   int64_t slots = n_slots < 1 ? 1 : n_slots > units ? units : n_slots;
   return (size_t)(slots * panel_floats(k)) * sizeof(float);

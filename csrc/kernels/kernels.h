@@ -626,8 +626,9 @@ typedef enum npuK_gemm_algo {
  * the sum); NaN / Inf propagate.  The same bits at any thread count and tiling.  _level: 1 the
  * AVX-512F tiles (where the CPU has them, whatever NPU_NO_AVX512 says), 0 the portable twin
  * (fmaf: the same chains; tests).  _ep is level 1.  scratch: npuK_gemm_f32_scratch_size bytes
- * (B's panels, one per slot; level 0 reads none). */
-size_t npuK_gemm_f32_scratch_size(int64_t m, int64_t n, int64_t k, int n_slots);
+ * (B's panels, one per slot; level 0 reads none), 0 where B is read in place (a B stored
+ * (k, n) that fits L2, or m <= 8): scratch may then be NULL. */
+size_t npuK_gemm_f32_scratch_size(int trans_b, int64_t m, int64_t n, int64_t k, int n_slots);
 void npuK_gemm_f32_ep(const npuK_pool *pool, int trans_a, int trans_b, int64_t m, int64_t n,
                       int64_t k, const float *a, const float *b, const npuK_epilogue *ep,
                       float *c, void *scratch, int n_slots);

@@ -41,19 +41,6 @@
 
 /* ---- captures ---- */
 
-static void control_regions(const npuG_node *node, int r[2]) {
-  r[0] = r[1] = 0;
-  const npu_op_def *def = npuX_op(node->op);
-  if (def->kind == NPUX_KIND_COND) npuX_cond_regions(node, &r[0], &r[1]);
-  else if (def->kind == NPUX_KIND_WHILE) r[0] = npuX_while_region(node);
-}
-
-static bool in_regions(const npu_graph *g, const int r[2], int region) {
-  for (int k = 0; k < 2; k++)
-    if (r[k] && npuG_region_within(g, region, r[k])) return true;
-  return false;
-}
-
 typedef struct ilist {
   int *v;
   int n, cap;
@@ -78,10 +65,10 @@ static npu_status region_reads(const npu_graph *g, const int r[2], int before, i
   npu_status st = NPU_OK;
   for (int id = 0; id < before && !st; id++) {
     const npuG_node *m = &g->nodes[id];
-    if (!m->region || !in_regions(g, r, m->region)) continue;
+    if (!m->region || !npuX_within_control_regions(g, r, m->region)) continue;
     for (int i = 0; i < m->n_inputs && !st; i++) {
       int v = m->inputs[i];
-      if (!in_regions(g, r, g->nodes[g->values[v].node].region))
+      if (!npuX_within_control_regions(g, r, g->nodes[g->values[v].node].region))
         st = ilist_add(g->ctx, l, v, true);
     }
   }
@@ -93,12 +80,12 @@ npu_status npuX_control_inputs(const npu_graph *g, int node, int **list, int *n)
   *n = 0;
   const npuG_node *c = &g->nodes[node];
   int r[2];
-  control_regions(c, r);
+  npuX_control_regions(c, r);
   ilist l = {0};
   npu_status st = NPU_OK;
   for (int i = 0; i < c->n_inputs && !st; i++) {
     int v = c->inputs[i];
-    if (!in_regions(g, r, g->nodes[g->values[v].node].region)) st = ilist_add(g->ctx, &l, v, true);
+    if (!npuX_within_control_regions(g, r, g->nodes[g->values[v].node].region)) st = ilist_add(g->ctx, &l, v, true);
   }
   if (!st) st = region_reads(g, r, node, &l);
   if (st) {
@@ -164,7 +151,7 @@ static npu_status clone_node(cloner *c, int id) {
   }
   if (strncmp(def->name, "random", 6) == 0) return refuse(c, m, "would draw new numbers");
   int r[2];
-  control_regions(m, r);
+  npuX_control_regions(m, r);
   int nr[2] = {0, 0};
   npu_status st = NPU_OK;
   for (int k = 0; k < 2 && r[k] && !st; k++) {
@@ -227,7 +214,7 @@ static npu_status clone_region(cloner *c, int src, int n_res, const int *res) {
     if (!need[id]) continue;
     int *in = m->inputs, n_in = m->n_inputs, *owned = NULL;
     int r[2];
-    control_regions(m, r);
+    npuX_control_regions(m, r);
     if (r[0]) {
       st = npuX_control_inputs(g, id, &owned, &n_in);
       in = owned;

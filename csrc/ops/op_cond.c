@@ -111,3 +111,9 @@ void npuX_control_regions(const npuG_node *node, int r[2]) {
   if (def->kind == NPUX_KIND_COND) npuX_cond_regions(node, &r[0], &r[1]);
   else if (def->kind == NPUX_KIND_WHILE) r[0] = npuX_while_region(node);
 }
+
+bool npuX_within_control_regions(const npu_graph *g, const int r[2], int region) {
+  for (int k = 0; k < 2; k++)
+    if (r[k] && npuG_region_within(g, region, r[k])) return true;
+  return false;
+}

@@ -81,6 +81,11 @@ static npu_status run_impl(const npuX_call *c, bool reference) {
     /* a constant B packed once by the plan (plan.c): B itself is not read */
     npuK_gemm_f32_packed_level_ep(c->pool, p->transpose_a, m, n, k, a->data, c->prepared, NULL,
                                   y->data, c->n_threads, 1);
+  } else if (npuK_gemm_f32_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype,
+                                 (npuK_dtype)y->dtype)) {
+    /* B read in place (no scratch sized: c->scratch may be NULL) or packed into c->scratch */
+    npuK_gemm_f32_ep(c->pool, p->transpose_a, p->transpose_b, m, n, k, a->data, b->data, NULL,
+                     y->data, c->scratch, c->n_threads);
   } else if (c->prepared &&
              npuK_gemm_bf16_takes(c->algo, (npuK_dtype)a->dtype, (npuK_dtype)b->dtype)) {
     /* a constant B packed once by the plan (plan.c): B itself is not read */
@@ -129,8 +134,9 @@ size_t npuX_matmul_scratch(const npuX_call *c, bool transpose_a, bool transpose_
   if (a->ndim != 2 || y->ndim != 2) return 0;
   npuK_dtype a_dtype = (npuK_dtype)a->dtype, b_dtype = (npuK_dtype)c->in[1]->dtype;
   int64_t m = y->shape[0], n = y->shape[1], k = a->shape[transpose_a ? 0 : 1];
-  if (c->prepared && npuK_gemm_f32_takes(c->algo, a_dtype, b_dtype, (npuK_dtype)y->dtype))
-    return 0; /* f32tile on B packed once: no scratch */
+  if (npuK_gemm_f32_takes(c->algo, a_dtype, b_dtype, (npuK_dtype)y->dtype))
+    return c->prepared ? 0 /* f32tile on B packed once: no scratch */
+                       : npuK_gemm_f32_scratch_size(transpose_b, m, n, k, c->n_threads);
   if (npuK_gemm_bf16_takes(c->algo, a_dtype, b_dtype))
     return c->prepared /* B packed once (NPUX_F_PREPARED_FILTER): room for a transposed A only */
                ? npuK_gemm_bf16_packed_scratch_size(transpose_a, m, k)

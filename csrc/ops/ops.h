@@ -283,6 +283,8 @@ void npuX_cond_regions(const npuG_node *node, int *then_region, int *else_region
 int npuX_while_region(const npuG_node *node);
 /* The regions a cond (then, else) or while (its region, 0) node runs; 0, 0 for any other node. */
 void npuX_control_regions(const npuG_node *node, int r[2]);
+/* Whether region lies within one of those regions (r from npuX_control_regions; 0: none). */
+bool npuX_within_control_regions(const npu_graph *g, const int r[2], int region);
 int64_t npuX_while_max_iterations(const npuG_node *node);
 /* Build-time checks of control nodes (op_cond.c): region (attribute attr) can be run by the
    node being built; input i, a result of region, is visible inside it (what names it). */
