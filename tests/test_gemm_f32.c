@@ -199,12 +199,20 @@ int main(void) {
   all_positive = 0;
   one(0, 1, 11, 35, 4099, 0, 0);
   one(0, 0, 9, 65, 4099, 0, 1); /* B stored (k, n) beyond L2: packed per call */
+  /* C = A B^T with B the larger (dx = dy W^T): computed as C^T = B A^T, then transposed (the
+     shapes above with m (k + n) < n k take it too: 3 x 10 x 256, 13 x 70 x 129, ...) */
+  one(0, 1, 64, 256, 256, 0, 0);
+  one(0, 1, 40, 200, 300, 2, 0); /* rows and columns past the 16 x 16 blocks; NaN, Inf */
+  one(0, 1, 64, 256, 256, 0, 1); /* with an epilogue: packed per call as before */
   /* scratch: none where B is read in place (stored (k, n) within L2, or m <= 8), one panel
      (k x 32 floats) a slot where it is packed */
   CHECK(npuK_gemm_f32_scratch_size(0, 64, 256, 784, 2) == 0);
   CHECK(npuK_gemm_f32_scratch_size(0, 8, 4096, 4096, 2) == 0);
   CHECK(npuK_gemm_f32_scratch_size(1, 64, 256, 784, 2) == 2 * 784 * 32 * sizeof(float));
   CHECK(npuK_gemm_f32_scratch_size(0, 9, 65, 4099, 3) == 3 * 4099 * 32 * sizeof(float));
+  /* dx = dy W^T, 64 x 256 x 256: C^T (256 x 64) and a panel of dy^T a slot (2 panels) */
+  CHECK(npuK_gemm_f32_scratch_size(1, 64, 256, 256, 1) == (64 * 256 + 256 * 32) * sizeof(float));
+  CHECK(npuK_gemm_f32_scratch_size(1, 64, 256, 256, 3) == (64 * 256 + 2 * 256 * 32) * sizeof(float));
   /* the switch: F32TILE runs only where npuK_avx512f(), which NPU_NO_AVX512 turns off */
   CHECK(npuK_gemm_f32_takes(NPUK_GEMM_F32TILE, NPUK_F32, NPUK_F32, NPUK_F32) == npuK_avx512f());
   CHECK(!npuK_gemm_f32_takes(NPUK_GEMM_AUTO, NPUK_F32, NPUK_F32, NPUK_F32));

@@ -60,6 +60,18 @@ static int reads_b_in_place(int trans_b, int64_t m, int64_t n, int64_t k) {
   return !trans_b && (m <= MR || n * k <= RAW_MAX_B);
 }
 
+/* C = A B^T with B (n, k) the larger operand (dx = dy W^T in training, W changing every step,
+   so never packed once): packing B^T per call transposes n k floats (the 256 x 256 W: ~2 % of
+   the MLP's SGD step in perf, ~18 us).  Computed instead as C^T = B A^T, the same tiles with
+   B as the row-major A (broadcast in place) and A as the transposed B (packing m k floats),
+   into scratch, then C^T transposed into C: m (k + n) floats moved instead of n k.  The same
+   chains (fma(a, b, acc) = fma(b, a, acc) exactly), so the same bits.  Only where A' = B stays
+   in L2 (npuK_gemm_f32_wins's bound on A), without an epilogue, a packed B or w. */
+enum { SWAP_MAX_B = 1 << 17 };
+static int swaps_to_ct(int trans_b, int64_t m, int64_t n, int64_t k) {
+  return trans_b && n * k <= SWAP_MAX_B && m * (k + n) < n * k;
+}
+
 typedef struct f32_job {
   int trans_a, trans_b, level, raw;
   int64_t m, n, k, n_panels, n_mblocks, n_units, n_slots;
@@ -79,11 +91,25 @@ static int64_t n_units_of(int64_t m, int64_t n) {
   return ((n + NR - 1) / NR) * ((m + MB - 1) / MB);
 }
 
-size_t npuK_gemm_f32_scratch_size(int trans_b, int64_t m, int64_t n, int64_t k, int n_slots) {
+static size_t panels_size(int trans_b, int64_t m, int64_t n, int64_t k, int n_slots) {
   if (m <= 0 || n <= 0 || k <= 0 || reads_b_in_place(trans_b, m, n, k)) return 0;
   int64_t units = n_units_of(m, n);
   int64_t slots = n_slots < 1 ? 1 : n_slots > units ? units : n_slots;
   return (size_t)(slots * panel_floats(k)) * sizeof(float);
+}
+
+/* The swapped product's C^T, then its panels. */
+static size_t swap_size(int64_t m, int64_t n, int64_t k, int n_slots) {
+  return (size_t)(m * n) * sizeof(float) + panels_size(1, n, m, k, n_slots);
+}
+
+/* The most either way needs (the swap is decided with what this does not see: A's layout,
+   the epilogue, w). */
+size_t npuK_gemm_f32_scratch_size(int trans_b, int64_t m, int64_t n, int64_t k, int n_slots) {
+  size_t plain = panels_size(trans_b, m, n, k, n_slots);
+  if (m <= 0 || n <= 0 || k <= 0 || !swaps_to_ct(trans_b, m, n, k)) return plain;
+  size_t swap = swap_size(m, n, k, n_slots);
+  return swap > plain ? swap : plain;
 }
 
 size_t npuK_gemm_f32_packed_size(int64_t n, int64_t k) {
@@ -253,6 +279,32 @@ static const tile_fn tiles[MR][2][2][2] = {TILE_ENTRY(1), TILE_ENTRY(2), TILE_EN
 #undef TILE_ENTRY
 #undef TILE_V
 
+/* Rows r0..r0+15 of c (m, n) from ct (n, m): c[i][j] = ct[j][i], by 16 x 16 blocks
+   transposed in registers, masked past m and n. */
+typedef struct ct_job {
+  int64_t m, n;
+  const float *ct;
+  float *c;
+} ct_job;
+static void transpose_out_range(void *arg, int64_t b0, int64_t b1) {
+  const ct_job *t = arg;
+  for (int64_t bi = b0; bi < b1; bi++) {
+    const int64_t i0 = bi * 16, mi = t->m - i0 < 16 ? t->m - i0 : 16;
+    const __mmask16 ki = (__mmask16)(mi >= 16 ? 0xffff : (1u << mi) - 1);
+    for (int64_t j0 = 0; j0 < t->n; j0 += 16) {
+      const int64_t nj = t->n - j0 < 16 ? t->n - j0 : 16;
+      const __mmask16 kj = (__mmask16)(nj >= 16 ? 0xffff : (1u << nj) - 1);
+      __m512i r[16];
+      for (int e = 0; e < 16; e++) /* row j0 + e of ct, columns i0.. */
+        r[e] = e < nj ? _mm512_castps_si512(_mm512_maskz_loadu_ps(ki, t->ct + (j0 + e) * t->m + i0))
+                      : _mm512_setzero_si512();
+      k_transpose16x32(r);
+      for (int64_t e = 0; e < mi; e++)
+        _mm512_mask_storeu_ps(t->c + (i0 + e) * t->n + j0, kj, _mm512_castsi512_ps(r[e]));
+    }
+  }
+}
+
 static void tile_level1(const f32_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
                         const float *bp) {
   const float *a = j->trans_a ? j->a + r0 : j->a + r0 * j->k;
@@ -325,6 +377,16 @@ static void gemm_f32(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
     return;
   }
   if (!HAVE_F32_TILES || !cpu_has_avx512f()) level = 0;
+#if HAVE_F32_TILES
+  if (level > 0 && !trans_a && !w && !prepacked && (!ep || (!ep->bias && ep->act == NPUK_ACT_NONE)) &&
+      swaps_to_ct(trans_b, m, n, k)) {
+    float *ct = scratch;
+    gemm_f32(pool, 0, 1, n, m, k, b, a, NULL, ct, NULL, 0, ct + m * n, n_slots, level, NULL);
+    ct_job t = {.m = m, .n = n, .ct = ct, .c = c};
+    npuK_parallel_for(pool, (m + 15) / 16, 1, transpose_out_range, &t);
+    return;
+  }
+#endif
   f32_job j = {.trans_a = trans_a, .trans_b = trans_b, .level = level, .m = m, .n = n, .k = k,
                .a = a, .b = b, .ep = ep, .c = c, .w = w, .lr = lr, .pool = pool,
                .prepacked = prepacked};
