@@ -7,7 +7,8 @@
  * k - 1 acc = fma(a[i], b[i], acc) (one rounding a step, to nearest even).  So |c - exact| <=
  * k 2^-24 sum|a b| (first order, docs/numerics.md's form for float32 sums), NaN and Inf
  * propagate as in float32 arithmetic.  The epilogue (bias, then the activation:
- * npuK_epilogue_f32) runs on the stored sums: the bias is one more rounding, (k + 1) 2^-24
+ * npuK_epilogue_f32's bits; bias and relu applied in the tile's registers, the others on the
+ * stored sums): the bias is one more rounding, (k + 1) 2^-24
  * (|bias| + sum|a b|) with it.  The chain lives in a register from the first step to the
  * last (no blocking over k), so nothing but (a, b, k) decides an output's bits: not the tiles,
  * not the thread count, not the packing.  The portable twin (level 0) runs the same chains
@@ -16,7 +17,8 @@
  * Why not OpenBLAS: on the training step's shapes (64 x 256 x 784 and its gradients, ~77
  * MFLOP in all) OpenBLAS's sgemm runs 88-100 GFLOP/s on this CPU (Zen 4, one thread), these
  * tiles 111-115 where B is stored (k, n), ~97 where a transposed B is packed per call
- * (docs/training.md, "The floor"; bench/bench_gemm_f32.c).  Both operands stay in L2 at these
+ * (docs/training.md, "The floor"; bench/bench_gemm_f32.c); a transposed B larger than A is
+ * avoided by computing C^T = B A^T (swaps_to_ct).  Both operands stay in L2 at these
  * shapes, so neither packing A nor blocking over k buys anything; beyond them
  * (npuK_gemm_f32_wins) OpenBLAS keeps the product.
  *
@@ -55,7 +57,7 @@ enum { MR = 8, NR = 32, MB = 256 };
    (RAW_MAX_B floats: 1 MiB here); measured on Zen 4, one thread, B's loads masked in both:
    64 x 256 x 784 103 GFLOP/s in place against 95 packed per call, 8 x 256 x 784 98 against
    57, but 256 x 1024 x 1024 30 against 39 (B's rows 4 KiB apart and beyond L2).  A
-   transposed B is always packed. */
+   transposed B is always packed (or, the larger operand, swapped: swaps_to_ct). */
 enum { RAW_MAX_B = 1 << 18 };
 static int reads_b_in_place(int trans_b, int64_t m, int64_t n, int64_t k) {
   return !trans_b && (m <= MR || n * k <= RAW_MAX_B);
