@@ -19,9 +19,10 @@ local CASES = support.GEMM_CASES_PRELUDE .. [==[
 return function()
   local out = {}
   local shapes = { { 37, 45, 129 }, { 37, 45, 129 }, { 37, 45, 129 }, { 37, 45, 129 },
-                   { 19, 70, 300, bias = true }, { 1, 256, 784 }, { 64, 10, 256 } }
+                   { 19, 70, 300, bias = true }, { 1, 256, 784 }, { 64, 10, 256 },
+                   { 24, 96, 200, tb = true } } -- B^T the larger: run as (B A^T)^T
   for t, s in ipairs(shapes) do
-    local ta, tb = (t - 1) % 2 == 1 and t <= 4, t >= 3 and t <= 4
+    local ta, tb = (t - 1) % 2 == 1 and t <= 4, (t >= 3 and t <= 4) or s.tb == true
     local m, n, k = s[1], s[2], s[3]
     local A = npu.random.normal(ta and { k, m } or { m, k }, { seed = 1 + t })
     local B = npu.random.normal(tb and { n, k } or { k, n }, { seed = 9 + t })
@@ -98,6 +99,7 @@ function TestGemmF32:test_explain_names_f32tile_for_its_shapes_only()
   end
   lu.assertEquals(got[6].algos, { "none" }) -- batch one: matrix-vector products
   lu.assertEquals(got[7].algos, { "none" }) -- ten columns: OpenBLAS
+  lu.assertEquals(got[8].algos, { here and "f32tile" or "none" }, "case 8")
 end
 
 function TestGemmF32:test_within_bound_of_float64_and_of_the_openblas_path()

@@ -179,6 +179,28 @@ static void test_frozen_weights_session(void) {
   npu_context_release(ctx);
 }
 
+/* The epilogue in the tile's registers (bias, relu) against the portable twin's
+   npuK_epilogue_f32 on stored sums, bit for bit, where the selects matter: sums of +0 and -0
+   (A zero, or -0 times a positive B), NaN sums and biases, a -0 bias; bias only; relu only. */
+static void ep_in_registers(void) {
+  enum { M = 9, N = 40, K = 3 };
+  float a[M * K], b[K * N], bias[N], c0[M * N], c1[M * N];
+  for (int i = 0; i < M * K; i++) a[i] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : (float)(i % 5) - 2;
+  a[4] = NAN;
+  for (int i = 0; i < K * N; i++) b[i] = (float)(i % 7) - 3;
+  for (int i = 0; i < N; i++) bias[i] = i % 4 == 0 ? -0.0f : i % 4 == 1 ? 0.5f : i % 4 == 2 ? -1 : 0;
+  bias[7] = NAN;
+  npuK_epilogue eps[] = {{.bias = bias, .act = NPUK_ACT_RELU}, {.bias = bias},
+                         {.act = NPUK_ACT_RELU}, {.bias = bias, .act = NPUK_ACT_SIGMOID}};
+  for (size_t e = 0; e < sizeof eps / sizeof *eps; e++) {
+    npuK_gemm_f32_level_ep(NULL, 0, 0, M, N, K, a, b, &eps[e], c0, NULL, 1, 0);
+    npuK_gemm_f32_level_ep(NULL, 0, 0, M, N, K, a, b, &eps[e], c1, NULL, 1, 1);
+    CHECK(same_bits(c0, c1, M * N));
+  }
+  npuK_gemm_f32_level_ep(NULL, 0, 0, M, N, K, a, b, &eps[0], c1, NULL, 1, 1);
+  CHECK(signbit(c1[0]) == 0 && c1[0] == 0.0f); /* relu(-0 + -0) is +0 */
+}
+
 int main(void) {
   static const int64_t shapes[][3] = {
       {1, 1, 1},    {8, 32, 1},    {7, 33, 5},   {9, 31, 17},  {16, 16, 64}, {3, 10, 256},
@@ -199,18 +221,27 @@ int main(void) {
   all_positive = 0;
   one(0, 1, 11, 35, 4099, 0, 0);
   one(0, 0, 9, 65, 4099, 0, 1); /* B stored (k, n) beyond L2: packed per call */
+  /* C = A B^T with B the larger (dx = dy W^T): computed as C^T = B A^T, then transposed (the
+     shapes above with m (k + n) < n k take it too: 3 x 10 x 256, 13 x 70 x 129, ...) */
+  one(0, 1, 64, 256, 256, 0, 0);
+  one(0, 1, 40, 200, 300, 2, 0); /* rows and columns past the 16 x 16 blocks; NaN, Inf */
+  one(0, 1, 64, 256, 256, 0, 1); /* with an epilogue: packed per call as before */
   /* scratch: none where B is read in place (stored (k, n) within L2, or m <= 8), one panel
      (k x 32 floats) a slot where it is packed */
   CHECK(npuK_gemm_f32_scratch_size(0, 64, 256, 784, 2) == 0);
   CHECK(npuK_gemm_f32_scratch_size(0, 8, 4096, 4096, 2) == 0);
   CHECK(npuK_gemm_f32_scratch_size(1, 64, 256, 784, 2) == 2 * 784 * 32 * sizeof(float));
   CHECK(npuK_gemm_f32_scratch_size(0, 9, 65, 4099, 3) == 3 * 4099 * 32 * sizeof(float));
+  /* dx = dy W^T, 64 x 256 x 256: C^T (256 x 64) and a panel of dy^T a slot (2 panels) */
+  CHECK(npuK_gemm_f32_scratch_size(1, 64, 256, 256, 1) == (64 * 256 + 256 * 32) * sizeof(float));
+  CHECK(npuK_gemm_f32_scratch_size(1, 64, 256, 256, 3) == (64 * 256 + 2 * 256 * 32) * sizeof(float));
   /* the switch: F32TILE runs only where npuK_avx512f(), which NPU_NO_AVX512 turns off */
   CHECK(npuK_gemm_f32_takes(NPUK_GEMM_F32TILE, NPUK_F32, NPUK_F32, NPUK_F32) == npuK_avx512f());
   CHECK(!npuK_gemm_f32_takes(NPUK_GEMM_AUTO, NPUK_F32, NPUK_F32, NPUK_F32));
   CHECK(!npuK_gemm_f32_takes(NPUK_GEMM_F32TILE, NPUK_F16, NPUK_F32, NPUK_F32));
   CHECK(!npuK_gemm_f32_wins(1, 256, 784)); /* batch one keeps the matrix-vector products */
   CHECK(npuK_gemm_f32_wins(64, 256, 784) == npuK_avx512f());
+  ep_in_registers();
   test_frozen_weights_session();
   return check_summary("test_gemm_f32");
 }

@@ -7,7 +7,8 @@
  * k - 1 acc = fma(a[i], b[i], acc) (one rounding a step, to nearest even).  So |c - exact| <=
  * k 2^-24 sum|a b| (first order, docs/numerics.md's form for float32 sums), NaN and Inf
  * propagate as in float32 arithmetic.  The epilogue (bias, then the activation:
- * npuK_epilogue_f32) runs on the stored sums: the bias is one more rounding, (k + 1) 2^-24
+ * npuK_epilogue_f32's bits; bias and relu applied in the tile's registers, the others on the
+ * stored sums): the bias is one more rounding, (k + 1) 2^-24
  * (|bias| + sum|a b|) with it.  The chain lives in a register from the first step to the
  * last (no blocking over k), so nothing but (a, b, k) decides an output's bits: not the tiles,
  * not the thread count, not the packing.  The portable twin (level 0) runs the same chains
@@ -16,7 +17,8 @@
  * Why not OpenBLAS: on the training step's shapes (64 x 256 x 784 and its gradients, ~77
  * MFLOP in all) OpenBLAS's sgemm runs 88-100 GFLOP/s on this CPU (Zen 4, one thread), these
  * tiles 111-115 where B is stored (k, n), ~97 where a transposed B is packed per call
- * (docs/training.md, "The floor"; bench/bench_gemm_f32.c).  Both operands stay in L2 at these
+ * (docs/training.md, "The floor"; bench/bench_gemm_f32.c); a transposed B larger than A is
+ * avoided by computing C^T = B A^T (swaps_to_ct).  Both operands stay in L2 at these
  * shapes, so neither packing A nor blocking over k buys anything; beyond them
  * (npuK_gemm_f32_wins) OpenBLAS keeps the product.
  *
@@ -45,6 +47,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/kfast.h"
 #include "kernels/kutil.h"
 
 enum { MR = 8, NR = 32, MB = 256 };
@@ -54,10 +57,22 @@ enum { MR = 8, NR = 32, MB = 256 };
    (RAW_MAX_B floats: 1 MiB here); measured on Zen 4, one thread, B's loads masked in both:
    64 x 256 x 784 103 GFLOP/s in place against 95 packed per call, 8 x 256 x 784 98 against
    57, but 256 x 1024 x 1024 30 against 39 (B's rows 4 KiB apart and beyond L2).  A
-   transposed B is always packed. */
+   transposed B is always packed (or, the larger operand, swapped: swaps_to_ct). */
 enum { RAW_MAX_B = 1 << 18 };
 static int reads_b_in_place(int trans_b, int64_t m, int64_t n, int64_t k) {
   return !trans_b && (m <= MR || n * k <= RAW_MAX_B);
+}
+
+/* C = A B^T with B (n, k) the larger operand (dx = dy W^T in training, W changing every step,
+   so never packed once): packing B^T per call transposes n k floats (the 256 x 256 W: ~2 % of
+   the MLP's SGD step in perf, ~18 us).  Computed instead as C^T = B A^T, the same tiles with
+   B as the row-major A (broadcast in place) and A as the transposed B (packing m k floats),
+   into scratch, then C^T transposed into C: m (k + n) floats moved instead of n k.  The same
+   chains (fma(a, b, acc) = fma(b, a, acc) exactly), so the same bits.  Only where A' = B stays
+   in L2 (npuK_gemm_f32_wins's bound on A), without an epilogue, a packed B or w. */
+enum { SWAP_MAX_B = 1 << 17 };
+static int swaps_to_ct(int trans_b, int64_t m, int64_t n, int64_t k) {
+  return trans_b && n * k <= SWAP_MAX_B && m * (k + n) < n * k;
 }
 
 typedef struct f32_job {
@@ -68,6 +83,7 @@ typedef struct f32_job {
   float *c;
   float *w; /* npuK_gemm_f32_sgd_level: the variable updated instead of storing C */
   float lr;
+  int ep_regs; /* the epilogue (a bias, relu) applied in registers before the store */
   float *panels; /* scratch: each slot's panel (k, NR) */
   const float *prepacked; /* B's panels packed once (npuK_gemm_f32_pack_b), or NULL */
   const npuK_pool *pool;
@@ -79,11 +95,25 @@ static int64_t n_units_of(int64_t m, int64_t n) {
   return ((n + NR - 1) / NR) * ((m + MB - 1) / MB);
 }
 
-size_t npuK_gemm_f32_scratch_size(int trans_b, int64_t m, int64_t n, int64_t k, int n_slots) {
+static size_t panels_size(int trans_b, int64_t m, int64_t n, int64_t k, int n_slots) {
   if (m <= 0 || n <= 0 || k <= 0 || reads_b_in_place(trans_b, m, n, k)) return 0;
   int64_t units = n_units_of(m, n);
   int64_t slots = n_slots < 1 ? 1 : n_slots > units ? units : n_slots;
   return (size_t)(slots * panel_floats(k)) * sizeof(float);
+}
+
+/* The swapped product's C^T, then its panels. */
+static size_t swap_size(int64_t m, int64_t n, int64_t k, int n_slots) {
+  return (size_t)(m * n) * sizeof(float) + panels_size(1, n, m, k, n_slots);
+}
+
+/* The most either way needs (the swap is decided with what this does not see: A's layout,
+   the epilogue, w). */
+size_t npuK_gemm_f32_scratch_size(int trans_b, int64_t m, int64_t n, int64_t k, int n_slots) {
+  size_t plain = panels_size(trans_b, m, n, k, n_slots);
+  if (m <= 0 || n <= 0 || k <= 0 || !swaps_to_ct(trans_b, m, n, k)) return plain;
+  size_t swap = swap_size(m, n, k, n_slots);
+  return swap > plain ? swap : plain;
 }
 
 size_t npuK_gemm_f32_packed_size(int64_t n, int64_t k) {
@@ -221,6 +251,23 @@ static inline __attribute__((always_inline)) void tile_chains(const int mr, cons
     }
     return;
   }
+  if (j->ep_regs) { /* sum + bias (one float32 add), then relu's x <= 0 ? +0 : x (NaN kept):
+                      bin_fast's and un_fast's bits, without storing C twice */
+    const float *bias = j->ep->bias;
+    const int relu = j->ep->act == NPUK_ACT_RELU;
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias + j0) : zero;
+    __m512 bias1 = bias && nv > 1 ? _mm512_maskz_loadu_ps(m1, bias + j0 + 16) : zero;
+#pragma GCC unroll 8
+    for (int i = 0; i < mr; i++)
+#pragma GCC unroll 2
+      for (int v = 0; v < nv; v++) {
+        __m512 x = acc[i][v];
+        if (bias) x = _mm512_add_ps(x, v ? bias1 : bias0);
+        if (relu) x = _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LE_OQ), zero);
+        acc[i][v] = x;
+      }
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < mr; i++) {
     float *c = j->c + (r0 + i) * j->n + j0;
@@ -253,13 +300,40 @@ static const tile_fn tiles[MR][2][2][2] = {TILE_ENTRY(1), TILE_ENTRY(2), TILE_EN
 #undef TILE_ENTRY
 #undef TILE_V
 
+/* Rows r0..r0+15 of c (m, n) from ct (n, m): c[i][j] = ct[j][i], by 16 x 16 blocks
+   transposed in registers, masked past m and n.  Not npuK_transpose: measured in its place
+   (bench_gemm_f32 step, interleaved), dy W^T ran ~1.5 us slower (81.3-81.6 against 79.8 us). */
+typedef struct ct_job {
+  int64_t m, n;
+  const float *ct;
+  float *c;
+} ct_job;
+static void transpose_out_range(void *arg, int64_t b0, int64_t b1) {
+  const ct_job *t = arg;
+  for (int64_t bi = b0; bi < b1; bi++) {
+    const int64_t i0 = bi * 16, mi = t->m - i0 < 16 ? t->m - i0 : 16;
+    const __mmask16 ki = (__mmask16)(mi >= 16 ? 0xffff : (1u << mi) - 1);
+    for (int64_t j0 = 0; j0 < t->n; j0 += 16) {
+      const int64_t nj = t->n - j0 < 16 ? t->n - j0 : 16;
+      const __mmask16 kj = (__mmask16)(nj >= 16 ? 0xffff : (1u << nj) - 1);
+      __m512i r[16];
+      for (int e = 0; e < 16; e++) /* row j0 + e of ct, columns i0.. */
+        r[e] = e < nj ? _mm512_castps_si512(_mm512_maskz_loadu_ps(ki, t->ct + (j0 + e) * t->m + i0))
+                      : _mm512_setzero_si512();
+      k_transpose16x32(r);
+      for (int64_t e = 0; e < mi; e++)
+        _mm512_mask_storeu_ps(t->c + (i0 + e) * t->n + j0, kj, _mm512_castsi512_ps(r[e]));
+    }
+  }
+}
+
 static void tile_level1(const f32_job *j, int64_t r0, int64_t j0, int64_t mr, int64_t nr,
                         const float *bp) {
   const float *a = j->trans_a ? j->a + r0 : j->a + r0 * j->k;
   /* B read in place past n needs masked loads; a packed panel is zero there */
   const int nv = nr > 16 ? 2 : 1, masked = j->raw && nr < 16 * nv;
   tiles[mr - 1][j->trans_a][nv - 1][masked](j, a, bp, r0, j0, nr);
-  if (!j->w) epilogue_tile(j, r0, j0, mr, nr);
+  if (!j->w && !j->ep_regs) epilogue_tile(j, r0, j0, mr, nr);
 }
 
 #pragma GCC pop_options
@@ -325,6 +399,16 @@ static void gemm_f32(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
     return;
   }
   if (!HAVE_F32_TILES || !cpu_has_avx512f()) level = 0;
+#if HAVE_F32_TILES
+  if (level > 0 && !trans_a && !w && !prepacked && (!ep || (!ep->bias && ep->act == NPUK_ACT_NONE)) &&
+      swaps_to_ct(trans_b, m, n, k)) {
+    float *ct = scratch;
+    gemm_f32(pool, 0, 1, n, m, k, b, a, NULL, ct, NULL, 0, ct + m * n, n_slots, level, NULL);
+    ct_job t = {.m = m, .n = n, .ct = ct, .c = c};
+    npuK_parallel_for(pool, (m + 15) / 16, 1, transpose_out_range, &t);
+    return;
+  }
+#endif
   f32_job j = {.trans_a = trans_a, .trans_b = trans_b, .level = level, .m = m, .n = n, .k = k,
                .a = a, .b = b, .ep = ep, .c = c, .w = w, .lr = lr, .pool = pool,
                .prepacked = prepacked};
@@ -334,6 +418,11 @@ static void gemm_f32(const npuK_pool *pool, int trans_a, int trans_b, int64_t m,
   j.n_slots = n_slots < 1 ? 1 : n_slots > j.n_units ? j.n_units : n_slots;
   j.raw = level > 0 && !prepacked && reads_b_in_place(trans_b, m, n, k);
   j.panels = level > 0 && !prepacked ? scratch : NULL;
+  /* bias and relu in the tile's registers (perf: per-tile epilogue calls, 16 per 8 x 32 tile,
+     were ~1 % of the MLP's SGD step); the other activations keep npuK_epilogue_f32 */
+  j.ep_regs = level > 0 && !w && ep && (ep->bias || ep->act != NPUK_ACT_NONE) &&
+              (ep->act == NPUK_ACT_NONE ||
+               (ep->act == NPUK_ACT_RELU && (!ep->fast || !npuK_unary_has_fast(NPUK_UN_RELU))));
   npuK_parallel_for(pool, j.n_slots, 1, units_range, &j);
 }
 
