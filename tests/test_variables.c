@@ -397,6 +397,21 @@ static void test_freeze(void) {
     CHECK(npu_graph_freeze(c.m.g, 1, &loss_node, 1, &vidx, (npu_tensor *const[]){NULL}, &bad) ==
           NPU_ERR_ARG);
     CHECK(strstr(npu_context_errmsg(ctx), "'w'") != NULL && !bad);
+    /* a value of another shape, an index out of range, no outputs, a closed session */
+    npu_tensor *short_w = NULL;
+    CHECK(npu_tensor_new(ctx, NPU_DTYPE_F32, 1, (int64_t[]){2}, &short_w) == NPU_OK);
+    CHECK(npu_graph_freeze(c.m.g, 1, &loss_node, 1, &vidx, &short_w, &bad) == NPU_ERR_ARG);
+    CHECK(strstr(npu_context_errmsg(ctx), "another dtype or shape") != NULL && !bad);
+    npu_tensor_release(short_w);
+    int vbad = npu_graph_n_variables(c.m.g);
+    CHECK(npu_graph_freeze(c.m.g, 1, &loss_node, 1, &vbad, (npu_tensor *const[]){NULL}, &bad) ==
+          NPU_ERR_ARG);
+    CHECK(strstr(npu_context_errmsg(ctx), "is not a variable index") != NULL && !bad);
+    CHECK(npu_session_freeze(c.s, c.m.g, 0, &loss_node, NULL, &bad) == NPU_ERR_ARG && !bad);
+    CHECK(strstr(npu_context_errmsg(ctx), "no output nodes") != NULL);
+    npu_session_close(c.s);
+    CHECK(npu_session_freeze(c.s, c.m.g, 1, &loss_node, NULL, &bad) == NPU_ERR_STATE && !bad);
+    CHECK(strstr(npu_context_errmsg(ctx), "closed") != NULL);
   }
   freeze_after(ctx, st, &c);
   CHECK(npu_context_live_bytes(ctx) == 0);

@@ -42,9 +42,7 @@ typedef struct ctl {
 } ctl;
 
 static bool in_regions(const ctl *c, int region) {
-  for (int k = 0; k < 2; k++)
-    if (c->regions[k] && npuG_region_within(c->g, region, c->regions[k])) return true;
-  return false;
+  return npuX_within_control_regions(c->g, c->regions, region);
 }
 
 /* The values the control node reads from around it: its own inputs that are not its
@@ -222,8 +220,7 @@ npu_status npuP_emit_control(npuP_build *b, int id, npuE_step *step) {
   const npuG_node *node = &g->nodes[id];
   const npu_op_def *def = npuX_op(node->op);
   ctl c = {.b = b, .g = g, .id = id};
-  if (def->kind == NPUX_KIND_COND) npuX_cond_regions(node, &c.regions[0], &c.regions[1]);
-  else c.regions[0] = npuX_while_region(node);
+  npuX_control_regions(node, c.regions);
   step->node = id;
   step->def = def;
   step->params = node->params.bytes;
