@@ -132,6 +132,20 @@ static inline bool windows_disjoint(const npuK_window2d *w) {
          w->dilation_w == 1;
 }
 
+/* The lanes whose window's maximum is the tap at (best == at) and, with relu_grad's features
+   (stored as dt, element i the tap's), whose feature is > 0: where a disjoint window's dy
+   lands. */
+static inline __attribute__((always_inline)) void mpg_hit(mpg_ivec *hit, const mpg_ivec *best,
+                                                          int32_t at, const void *reluv,
+                                                          int64_t i, npuK_dtype dt) {
+  *hit = *best == at;
+  if (reluv) {
+    mpg_vec f;
+    mpg_load(&f, reluv, i, dt);
+    *hit &= f > 0;
+  }
+}
+
 /* p (stored as dt) advanced by i elements. */
 static inline __attribute__((always_inline)) const void *mpg_at(const void *p, int64_t i,
                                                                 npuK_dtype dt) {
@@ -256,12 +270,8 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
             for (int64_t kh = kh0; kh < kh1; kh++)
               for (int64_t kw = kw0; kw < kw1; kw++) {
                 int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
-                mpg_ivec hit = best == at;
-                if (reluv) {
-                  mpg_vec f;
-                  mpg_load(&f, reluv, at * c + ci, t.relu);
-                  hit &= f > 0;
-                }
+                mpg_ivec hit;
+                mpg_hit(&hit, &best, at, reluv, at * c + ci, t.relu);
                 mpg_hvec v = (mpg_hvec)__builtin_convertvector(hit, mpg_shvec) & g;
                 memcpy((uint16_t *)dx + at * c + ci, &v, sizeof v);
               }
@@ -274,12 +284,8 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
             for (int64_t kh = kh0; kh < kh1; kh++)
               for (int64_t kw = kw0; kw < kw1; kw++) {
                 int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
-                mpg_ivec hit = best == at;
-                if (reluv) {
-                  mpg_vec f;
-                  mpg_load(&f, reluv, at * c + ci, t.relu);
-                  hit &= f > 0;
-                }
+                mpg_ivec hit;
+                mpg_hit(&hit, &best, at, reluv, at * c + ci, t.relu);
                 mpg_vec v = (mpg_vec)(hit & (mpg_ivec)g);
                 mpg_store(dx, at * c + ci, &v, t.dx);
               }
