@@ -13,11 +13,6 @@
 #include "kernels/kernels.h"
 #include "bench.h"
 
-static int cmp(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return a < b ? -1 : a > b;
-}
-
 static double shape(const char *what, int ta, int tb, int64_t m, int64_t n, int64_t k) {
   float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
   float *c = malloc(sizeof(float) * (size_t)(m * n));
@@ -36,9 +31,7 @@ static double shape(const char *what, int ta, int tb, int64_t m, int64_t n, int6
                                    v ? NPUK_GEMM_F32TILE : NPUK_GEMM_AUTO);
       if (r >= 0) t[v][r] = (now() - t0) / iters;
     }
-  qsort(t[0], R, sizeof(double), cmp);
-  qsort(t[1], R, sizeof(double), cmp);
-  double f = 2.0 * (double)(m * n * k) * 1e-9, ob = t[0][R / 2], ours = t[1][R / 2];
+  double f = 2.0 * (double)(m * n * k) * 1e-9, ob = median(t[0], R), ours = median(t[1], R);
   printf("%-10s %s%s %5lld x %5lld x %5lld  openblas %6.1f GF/s %8.1f us   f32tile %6.1f GF/s "
          "%8.1f us   ratio %.2f%s\n",
          what, ta ? "T" : "N", tb ? "T" : "N", (long long)m, (long long)n, (long long)k,

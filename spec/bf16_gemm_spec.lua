@@ -130,21 +130,7 @@ local function bound(k, mag, exact)
 end
 
 -- Float64 sums of op(A) op(B) (A, B flat row-major lists) and their magnitudes.
-local function oracle(c)
-  local exact, mag = {}, {}
-  for r = 0, c.m - 1 do
-    for j = 0, c.n - 1 do
-      local s, a_s = 0, 0
-      for i = 0, c.k - 1 do
-        local a = c.ta and c.A[i * c.m + r + 1] or c.A[r * c.k + i + 1]
-        local b = c.tb and c.B[j * c.k + i + 1] or c.B[i * c.n + j + 1]
-        s, a_s = s + a * b, a_s + math.abs(a * b)
-      end
-      exact[#exact + 1], mag[#mag + 1] = s, a_s
-    end
-  end
-  return exact, mag
-end
+local oracle = support.gemm_float64
 
 TestBf16Gemm = {}
 

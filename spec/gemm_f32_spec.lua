@@ -71,20 +71,12 @@ end
 
 -- Float64 sums of op(A) op(B) (+ bias, relu) and the bound for each.
 local function oracle(c)
-  local exact, bound = {}, {}
-  for r = 0, c.m - 1 do
-    for j = 0, c.n - 1 do
-      local s, mag = 0, 0
-      for i = 0, c.k - 1 do
-        local a = c.ta and c.A[i * c.m + r + 1] or c.A[r * c.k + i + 1]
-        local b = c.tb and c.B[j * c.k + i + 1] or c.B[i * c.n + j + 1]
-        s, mag = s + a * b, mag + math.abs(a * b)
-      end
-      local k = c.k
-      if c.bias then s, mag, k = s + c.bias[j + 1], mag + math.abs(c.bias[j + 1]), k + 1 end
-      if c.bias and s < 0 then s = 0 end -- relu: 1-Lipschitz, the bound holds through it
-      exact[#exact + 1], bound[#bound + 1] = s, k * 2 ^ -24 * mag
-    end
+  local exact, bound = support.gemm_float64(c)
+  for i = 1, #exact do
+    local s, mag, k, j = exact[i], bound[i], c.k, (i - 1) % c.n
+    if c.bias then s, mag, k = s + c.bias[j + 1], mag + math.abs(c.bias[j + 1]), k + 1 end
+    if c.bias and s < 0 then s = 0 end -- relu: 1-Lipschitz, the bound holds through it
+    exact[i], bound[i] = s, k * 2 ^ -24 * mag
   end
   return exact, bound
 end

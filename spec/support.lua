@@ -798,8 +798,27 @@ local function algos(sess, fetch, feeds)
 end
 ]==]
 
+-- Float64 sums of op(A) op(B) for one case of GEMM_CASES_PRELUDE (A, B flat row-major lists,
+-- c.ta / c.tb the transposes), row-major, and each output's sum|a b| (the bounds' magnitude).
+local function gemm_float64(c)
+  local exact, mag = {}, {}
+  for r = 0, c.m - 1 do
+    for j = 0, c.n - 1 do
+      local s, a_s = 0, 0
+      for i = 0, c.k - 1 do
+        local a = c.ta and c.A[i * c.m + r + 1] or c.A[r * c.k + i + 1]
+        local b = c.tb and c.B[j * c.k + i + 1] or c.B[i * c.n + j + 1]
+        s, a_s = s + a * b, a_s + math.abs(a * b)
+      end
+      exact[#exact + 1], mag[#mag + 1] = s, a_s
+    end
+  end
+  return exact, mag
+end
+
 return {
   GEMM_CASES_PRELUDE = GEMM_CASES_PRELUDE,
+  gemm_float64 = gemm_float64,
   json_decode = json_decode,
   tfjson = tfjson,
   CONTROL_GRAPH = CONTROL_GRAPH,

@@ -124,6 +124,28 @@ static void window_range_1d(int64_t o, int64_t stride, int64_t pad, int64_t k, i
   *k1 = b;
 }
 
+/* No two windows share a tap (dilation 1, a window no larger than its stride): the gradient
+   is stored rather than added, and dx stored reduced needs no float32 copy (the kernel and its
+   scratch size decide with this one test). */
+static inline bool windows_disjoint(const npuK_window2d *w) {
+  return w->k_h <= w->stride_h && w->k_w <= w->stride_w && w->dilation_h == 1 &&
+         w->dilation_w == 1;
+}
+
+/* The lanes whose window's maximum is the tap at (best == at) and, with relu_grad's features
+   (stored as dt, element i the tap's), whose feature is > 0: where a disjoint window's dy
+   lands. */
+static inline __attribute__((always_inline)) void mpg_hit(mpg_ivec *hit, const mpg_ivec *best,
+                                                          int32_t at, const void *reluv,
+                                                          int64_t i, npuK_dtype dt) {
+  *hit = *best == at;
+  if (reluv) {
+    mpg_vec f;
+    mpg_load(&f, reluv, i, dt);
+    *hit &= f > 0;
+  }
+}
+
 /* p (stored as dt) advanced by i elements. */
 static inline __attribute__((always_inline)) const void *mpg_at(const void *p, int64_t i,
                                                                 npuK_dtype dt) {
@@ -195,9 +217,8 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
   const npuK_window2d *w = j->w;
   (void)avx2; /* (the AVX2 sums: x86-64 only) */
   const int64_t c = w->c, n_cb = (c + MPG_CB - 1) / MPG_CB, pixels = w->in_h * w->in_w;
-  /* disjoint: no two windows share a tap; tiled: besides, every pixel is some window's tap */
-  const int disjoint = w->k_h <= w->stride_h && w->k_w <= w->stride_w && w->dilation_h == 1 &&
-                       w->dilation_w == 1;
+  /* tiled: disjoint windows, and every pixel is some window's tap */
+  const int disjoint = windows_disjoint(w);
   const int tiled = disjoint && w->k_h == w->stride_h && w->k_w == w->stride_w &&
                     w->pad_top == 0 && w->pad_left == 0 && w->out_h * w->stride_h == w->in_h &&
                     w->out_w * w->stride_w == w->in_w;
@@ -249,12 +270,8 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
             for (int64_t kh = kh0; kh < kh1; kh++)
               for (int64_t kw = kw0; kw < kw1; kw++) {
                 int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
-                mpg_ivec hit = best == at;
-                if (reluv) {
-                  mpg_vec f;
-                  mpg_load(&f, reluv, at * c + ci, t.relu);
-                  hit &= f > 0;
-                }
+                mpg_ivec hit;
+                mpg_hit(&hit, &best, at, reluv, at * c + ci, t.relu);
                 mpg_hvec v = (mpg_hvec)__builtin_convertvector(hit, mpg_shvec) & g;
                 memcpy((uint16_t *)dx + at * c + ci, &v, sizeof v);
               }
@@ -267,12 +284,8 @@ static inline __attribute__((always_inline)) void max_pool_grad_items(const wg_j
             for (int64_t kh = kh0; kh < kh1; kh++)
               for (int64_t kw = kw0; kw < kw1; kw++) {
                 int32_t at = (int32_t)((ih0 + kh) * w->in_w + iw0 + kw);
-                mpg_ivec hit = best == at;
-                if (reluv) {
-                  mpg_vec f;
-                  mpg_load(&f, reluv, at * c + ci, t.relu);
-                  hit &= f > 0;
-                }
+                mpg_ivec hit;
+                mpg_hit(&hit, &best, at, reluv, at * c + ci, t.relu);
                 mpg_vec v = (mpg_vec)(hit & (mpg_ivec)g);
                 mpg_store(dx, at * c + ci, &v, t.dx);
               }
@@ -366,10 +379,8 @@ void npuK_max_pool_grad_relu_bias_f32(const npuK_pool *pool, const npuK_window2d
 
 size_t npuK_max_pool_grad_relu_bias_scratch(const npuK_window2d *w, npuK_dtype dx_dtype,
                                             int db) {
-  bool disjoint = w->k_h <= w->stride_h && w->k_w <= w->stride_w && w->dilation_h == 1 &&
-                  w->dilation_w == 1;
   size_t bytes = db ? (size_t)(w->n * w->c) * sizeof(double) : 0;
-  if (!disjoint && dx_dtype != NPUK_F32)
+  if (!windows_disjoint(w) && dx_dtype != NPUK_F32)
     bytes += (size_t)(w->n * w->in_h * w->in_w * w->c) * sizeof(float);
   return bytes;
 }
