@@ -9,29 +9,17 @@
 package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath
 local npu = require("npu")
-local median = dofile("bench/util.lua").median
+local util = dofile("bench/util.lua")
+local median = util.median
 local REPS = tonumber(arg[1]) or 9
 local CHILD = os.getenv("CNN_MIXED_BF16_CHILD")
 npu.core.set_n_threads(1)
 
 local B = 32
 local function model(mode)
-  local g = npu.Graph()
-  local x = g:placeholder("float32", { B, 28, 28, 1 }, "x")
-  local y = g:placeholder("int32", { B }, "y")
-  local init = npu.initializers.glorot_uniform
-  local h = npu.layers.conv2d(x, 32, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 1 } })
-  h = npu.nn.max_pool(h, 2, 2, "VALID")
-  h = npu.layers.conv2d(h, 64, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 2 } })
-  h = npu.nn.max_pool(h, 2, 2, "VALID")
-  local logits = npu.layers.dense(npu.reshape(h, { B, 7 * 7 * 64 }), 10, { kernel_initializer = init { seed = 3 } })
-  local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits { labels = y, logits = logits })
-  local train = npu.train.GradientDescentOptimizer(0.01):minimize(loss)
+  local g, _, _, train, feeds = util.cnn_sgd(npu, B)
   local sess = npu.Session { graph = g, options = { precision_mode = mode } }
   sess:run(g:global_variables_initializer())
-  local labels = {}
-  for k = 1, B do labels[k] = k % 10 end
-  local feeds = { [x] = npu.random.uniform({ B, 28, 28, 1 }, { seed = 8 }), [y] = npu.tensor(labels, "int32") }
   local algos = {}
   for _, s in ipairs(sess:explain(train, feeds).steps) do
     if s.op:find("^conv2d_backprop") then algos[#algos + 1] = s.algo or "widened" end

@@ -15,23 +15,10 @@ npu.core.set_n_threads(1)
 local out = os.tmpname()
 os.remove(out)
 local B = 32
-local g = npu.Graph()
-local x = g:placeholder("float32", { B, 28, 28, 1 }, "x")
-local y = g:placeholder("int32", { B }, "y")
-local init = npu.initializers.glorot_uniform
-local h = npu.layers.conv2d(x, 32, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 1 } })
-h = npu.nn.max_pool(h, 2, 2, "VALID")
-h = npu.layers.conv2d(h, 64, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 2 } })
-h = npu.nn.max_pool(h, 2, 2, "VALID")
-local logits = npu.layers.dense(npu.reshape(h, { B, 7 * 7 * 64 }), 10, { kernel_initializer = init { seed = 3 } })
-local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits { labels = y, logits = logits })
-local train = npu.train.GradientDescentOptimizer(0.01):minimize(loss)
+local g, _, _, train, feeds = dofile("bench/util.lua").cnn_sgd(npu, B)
 local sess = npu.Session { graph = g, options = { precision_mode = MODE, profiling_mode = true,
   profiling_options = '{"output":"' .. out .. '","task_trace":"l1","training_trace":"on"}' } }
 sess:run(g:global_variables_initializer())
-local labels = {}
-for k = 1, B do labels[k] = k % 10 end
-local feeds = { [x] = npu.random.uniform({ B, 28, 28, 1 }, { seed = 8 }), [y] = npu.tensor(labels, "int32") }
 local ex = sess:explain(train, feeds)
 for _ = 1, N do sess:run(train, feeds) end
 sess:close() -- writes op_summary.csv

@@ -15,29 +15,22 @@ package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
 package.cpath = "./?.so;" .. package.cpath
 local npu = require("npu")
 local now = os.clock -- CPU time: one thread on a shared machine (wall time counts the others)
-local median = dofile("bench/util.lua").median
+local util = dofile("bench/util.lua")
+local median = util.median
 local REPS = tonumber(arg[1]) or 15
 npu.core.set_n_threads(1)
 
-local init = npu.initializers.glorot_uniform
 local function mlp(batch)
   local g = npu.Graph()
   local x = g:placeholder("float32", { batch, 784 }, "x")
-  local h1 = npu.layers.dense(x, 256, { activation = "relu", kernel_initializer = init { seed = 1 } })
-  local h2 = npu.layers.dense(h1, 256, { activation = "relu", kernel_initializer = init { seed = 2 } })
-  npu.nn.softmax(npu.layers.dense(h2, 10, { kernel_initializer = init { seed = 3 } }), { name = "probs" })
+  npu.nn.softmax(util.mlp_logits(npu, x), { name = "probs" })
   return g, npu.random.uniform({ batch, 784 }, { seed = 8 })
 end
 
 local function cnn(batch)
   local g = npu.Graph()
   local x = g:placeholder("float32", { batch, 28, 28, 1 }, "x")
-  local h = npu.layers.conv2d(x, 32, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 1 } })
-  h = npu.nn.max_pool(h, 2, 2, "VALID")
-  h = npu.layers.conv2d(h, 64, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 2 } })
-  h = npu.nn.max_pool(h, 2, 2, "VALID")
-  local logits = npu.layers.dense(npu.reshape(h, { batch, 7 * 7 * 64 }), 10, { kernel_initializer = init { seed = 3 } })
-  npu.nn.softmax(logits, { name = "probs" })
+  npu.nn.softmax(util.cnn_logits(npu, x, batch), { name = "probs" })
   return g, npu.random.uniform({ batch, 28, 28, 1 }, { seed = 8 })
 end
 

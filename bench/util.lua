@@ -1,6 +1,6 @@
 -- bench/util.lua — what the Lua benchmarks share (loaded with dofile(ROOT .. "/bench/util.lua");
 -- not a benchmark itself): the median of a list of times, two things timed alternately, the
--- shared models that are there, and the MLP training graph.
+-- shared models that are there, and the MLP and CNN training graphs.
 local util = {}
 
 -- The median of the numbers in t (sorts t in place; the upper one of an even count's two).
@@ -42,6 +42,27 @@ function util.model_names(dir)
   return names
 end
 
+-- The MLP's logits of x (batch x 784): 784 -> 256 relu -> 256 relu -> 10, glorot_uniform
+-- weights, seeds 1, 2, 3 (bench_mlp.c's model; mlp_sgd trains it, freeze.lua runs it).
+function util.mlp_logits(npu, x)
+  local init = npu.initializers.glorot_uniform
+  local h1 = npu.layers.dense(x, 256, { activation = "relu", kernel_initializer = init { seed = 1 } })
+  local h2 = npu.layers.dense(h1, 256, { activation = "relu", kernel_initializer = init { seed = 2 } })
+  return npu.layers.dense(h2, 10, { kernel_initializer = init { seed = 3 } })
+end
+
+-- The CNN's logits of x (batch x 28x28x1): conv3x3x32 + relu -> max pool -> conv3x3x64 + relu
+-- -> max pool -> dense 10, glorot_uniform, seeds 1, 2, 3 (bench_cnn.c's model; cnn_sgd trains
+-- it, freeze.lua runs it).
+function util.cnn_logits(npu, x, batch)
+  local init = npu.initializers.glorot_uniform
+  local h = npu.layers.conv2d(x, 32, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 1 } })
+  h = npu.nn.max_pool(h, 2, 2, "VALID")
+  h = npu.layers.conv2d(h, 64, 3, { padding = "same", activation = "relu", kernel_initializer = init { seed = 2 } })
+  h = npu.nn.max_pool(h, 2, 2, "VALID")
+  return npu.layers.dense(npu.reshape(h, { batch, 7 * 7 * 64 }), 10, { kernel_initializer = init { seed = 3 } })
+end
+
 -- The MLP the benchmarks train (bench_mlp.c's): batch x 784 -> 256 relu -> 256 relu -> 10
 -- (glorot_uniform weights, seeds 1, 2, 3), the mean softmax cross-entropy against int32
 -- labels, gradient descent at lr 0.01, in a new graph of npu (the module under test, which
@@ -51,13 +72,25 @@ function util.mlp_sgd(npu, batch)
   local g = npu.Graph()
   local x = g:placeholder("float32", { batch, 784 }, "x")
   local labels = g:placeholder("int32", { batch }, "y")
-  local init = npu.initializers.glorot_uniform
-  local h1 = npu.layers.dense(x, 256, { activation = "relu", kernel_initializer = init { seed = 1 } })
-  local h2 = npu.layers.dense(h1, 256, { activation = "relu", kernel_initializer = init { seed = 2 } })
-  local logits = npu.layers.dense(h2, 10, { kernel_initializer = init { seed = 3 } })
   local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits {
-    labels = labels, logits = logits })
+    labels = labels, logits = util.mlp_logits(npu, x) })
   return g, x, labels, npu.train.GradientDescentOptimizer(0.01):minimize(loss)
+end
+
+-- The CNN the benchmarks train (bench_cnn.c's): batch x 28x28x1 -> conv3x3x32 + relu -> max
+-- pool -> conv3x3x64 + relu -> max pool -> dense 10 (glorot_uniform, seeds 1, 2, 3), the mean
+-- softmax cross-entropy against int32 labels, gradient descent at lr 0.01.  Returns the graph,
+-- the x and label placeholders, the train op and feeds (uniform x, seed 8; labels k % 10).
+function util.cnn_sgd(npu, batch)
+  local g = npu.Graph()
+  local x = g:placeholder("float32", { batch, 28, 28, 1 }, "x")
+  local y = g:placeholder("int32", { batch }, "y")
+  local loss = npu.reduce_mean(npu.nn.sparse_softmax_cross_entropy_with_logits {
+    labels = y, logits = util.cnn_logits(npu, x, batch) })
+  local labels = {}
+  for k = 1, batch do labels[k] = k % 10 end
+  local feeds = { [x] = npu.random.uniform({ batch, 28, 28, 1 }, { seed = 8 }), [y] = npu.tensor(labels, "int32") }
+  return g, x, y, npu.train.GradientDescentOptimizer(0.01):minimize(loss), feeds
 end
 
 return util

@@ -174,16 +174,8 @@ function TestBf16Weights:test_failed_allocations_while_packing_leak_nothing()
     local x = g:placeholder("float32", { 2, 33 }, "x")
     local w = g:const(npu.random.normal({ 33, 40 }, { seed = 5 }), "w")
     local y = g:op("matmul", { x, w }, {}, "mm")
-    local sess = npu.Session { graph = g, options = {
-      precision_mode = "allow_mix_precision_bf16", export_compile_stat = 0 } }
-    local feeds = { [x] = npu.random.normal({ 2, 33 }, { seed = 6 }) }
-    local steps = sess:explain(y, feeds).steps
-    local got = sess:run(y, feeds)
-    sess:close()
-    for _, s in ipairs(steps) do
-      if s.op == "matmul" then lu.assertEquals(s.prepared, "bf16_weights") end
-    end
-    return got
+    return S.run_prepared(g, y, { [x] = npu.random.normal({ 2, 33 }, { seed = 6 }) },
+      { precision_mode = "allow_mix_precision_bf16" }, "matmul", "bf16_weights")
   end
   f()
   S.sweep_allocations("matmul with B packed once", f)

@@ -145,16 +145,8 @@ function TestPrepared:test_failed_allocations_while_preparing_leak_nothing()
       local c = shape[4]
       local f = g:const(npu.random.normal({ 3, 3, c, c }, { seed = 5, stddev = 0.1 }), "w")
       local y = npu.nn.conv2d(x, f, { padding = "SAME", name = "pc" })
-      local sess = npu.Session { graph = g, options = { precision_mode = prec,
-        op_select_implmode = impl, export_compile_stat = 0 } }
-      local feeds = { [x] = npu.random.normal(shape, { seed = 6 }) }
-      local steps = sess:explain(y, feeds).steps
-      local got = sess:run(y, feeds)
-      sess:close()
-      for _, s in ipairs(steps) do
-        if s.op == "conv2d" then lu.assertEquals(s.prepared, want) end
-      end
-      return got
+      return S.run_prepared(g, y, { [x] = npu.random.normal(shape, { seed = 6 }) },
+        { precision_mode = prec, op_select_implmode = impl }, "conv2d", want)
     end
   end
   local cases = { { "winograd", case("must_keep_origin_dtype", "high_performance", { 1, 14, 14, 64 },

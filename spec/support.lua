@@ -776,6 +776,27 @@ local function aoe_check_prepared(tune, algo, prepared)
   end
 end
 
+-- y of graph g run once by a new session with options (export_compile_stat 0 added), then
+-- closed; each step of op must say `prepared = want` (the operand a plan prepares once).  The
+-- body of the allocation sweeps of prepared operands; returns the run's result.
+local function run_prepared(g, y, feeds, options, op, want)
+  local npu, lu = require("npu"), require("luaunit")
+  options.export_compile_stat = 0
+  local sess = npu.Session { graph = g, options = options }
+  local steps = sess:explain(y, feeds).steps
+  local got = sess:run(y, feeds)
+  sess:close()
+  local n = 0
+  for _, s in ipairs(steps) do
+    if s.op == op then
+      lu.assertEquals(s.prepared, want)
+      n = n + 1
+    end
+  end
+  lu.assertTrue(n > 0, "a " .. op .. " step")
+  return got
+end
+
 -- The start of the GEMM specs' case sources (gemm_f32_spec, bf16_gemm_spec), which run in this
 -- process and in a child with another CPU switch: npu, flat (a table's values in order) and
 -- algos (the algorithm of each GEMM step of a fetch, "none" for AUTO).
@@ -833,6 +854,7 @@ return {
   f32tile_here = f32tile_here,
   aoe_tune_bf16 = aoe_tune_bf16,
   aoe_check_prepared = aoe_check_prepared,
+  run_prepared = run_prepared,
   cpu_has_bf16dot = cpu_has_bf16dot,
   assert_same_bits = assert_same_bits,
   sh_quote = sh_quote,

@@ -1245,7 +1245,7 @@ static npu_status fuse_max_pool_grad_relu(fuser *f) {
     int v = mpg->out[0], kr = next_step(f, v);
     const npuE_step *rg = kr >= 0 ? &p->steps[kr] : NULL;
     if (!rg || rg->def != &npuX_op_relu_grad || rg->in[0] != v || rg->in[1] == v ||
-        rg->dynamic || fast_impl(f, mpg) || fast_impl(f, rg))
+        rg->dynamic) /* neither has a high_performance kernel (implmode.c's dual) */
       continue;
     bool f32 = true;
     for (int i = 0; i < 3; i++) f32 &= is_f32(f, mpg->in[i]);
@@ -1296,9 +1296,7 @@ static npu_status fuse_relu_grad_bias_grad(fuser *f) {
   if (f->b->cfg->precision != NPUP_ORIGIN) return NPU_OK;
   for (int k = 0; k < p->n_steps; k++) {
     const npuE_step *rg = &p->steps[k];
-    if (rg->def != &npuX_op_relu_grad || rg->dynamic || rg->n_in != 2 ||
-        fast_impl(f, rg))
-      continue;
+    if (rg->def != &npuX_op_relu_grad || rg->dynamic || rg->n_in != 2) continue;
     int g = rg->out[0], kb = bias_grad_reader(f, g, k);
     if (kb < 0) continue;
     const npuG_value *gv = value(f, g);
@@ -1344,7 +1342,7 @@ static npu_status fuse_log_softmax_grad(fuser *f) {
     int kl = producer_step(f, y, k), km = producer_step(f, dy, k);
     const npuE_step *ls = kl >= 0 ? &p->steps[kl] : NULL, *mul = km >= 0 ? &p->steps[km] : NULL;
     if (!ls || !mul || ls->def != &npuX_op_log_softmax || mul->def != &npuX_op_mul ||
-        ls->dynamic || mul->dynamic || mul->n_in != 2 || fast_impl(f, lg))
+        ls->dynamic || mul->dynamic || mul->n_in != 2)
       continue;
     /* log_softmax's fast kernel has a twin in the fused one (its max and row sum), so a
        high_performance log_softmax fuses too, and the step runs that kernel (impl) */

@@ -732,6 +732,21 @@ static npu_status prepare_bf16(const npuP_build *b, const npuE_step *s, void **p
   return NPU_OK;
 }
 
+/* A matmul / fused_matmul step's B when it is a 2-D constant known now (its value in
+   b->known), with *tb its transpose_b and (*n, *k) the product's columns and depth; else NULL.
+   The two GEMM packers below start from it. */
+static const npu_tensor *constant_b(const npuP_build *b, const npuE_step *s, bool *tb,
+                                    int64_t *n, int64_t *k) {
+  const npu_tensor *bt = s->n_in >= 2 && !s->host && !s->dynamic ? b->known[s->in[1]] : NULL;
+  if (!bt || bt->ndim != 2) return NULL;
+  const void *params = s->owned_params ? s->owned_params : s->params;
+  *tb = s->def == &npuP_op_fused_matmul ? ((const npuP_fused_matmul *)params)->transpose_b
+                                        : npuX_matmul_transpose_b(params);
+  *n = bt->shape[*tb ? 0 : 1];
+  *k = bt->shape[*tb ? 1 : 0];
+  return bt;
+}
+
 /* A bf16dot matmul / fused_matmul step whose B is a constant stored bfloat16 (a frozen
    graph's weights under a bfloat16 mode, cast once at compile time) gets B's panels packed
    once (kernels/gemm_bf16.c's layout): the kernel packed them on every call before, ~1/3 of
@@ -739,15 +754,13 @@ static npu_status prepare_bf16(const npuP_build *b, const npuE_step *s, void **p
    (npuK_gemm_bf16_takes), else the step runs another path and *packed stays NULL. */
 static npu_status prepare_bf16_b(const npuP_build *b, const npuE_step *s, void **packed,
                                  size_t *packed_bytes) {
-  const npu_tensor *bt = s->n_in >= 2 && !s->host && !s->dynamic ? b->known[s->in[1]] : NULL;
-  if (!bt || bt->ndim != 2 || bt->dtype != NPU_DTYPE_BF16 || (s->widen && s->widen[1]) ||
+  bool tb;
+  int64_t n, k;
+  const npu_tensor *bt = constant_b(b, s, &tb, &n, &k);
+  if (!bt || bt->dtype != NPU_DTYPE_BF16 || (s->widen && s->widen[1]) ||
       !npuK_gemm_bf16_takes(NPUK_GEMM_BF16DOT, (npuK_dtype)b->plan->values[s->in[0]].dtype,
                             NPUK_BF16))
     return NPU_OK;
-  const void *params = s->owned_params ? s->owned_params : s->params;
-  bool tb = s->def == &npuP_op_fused_matmul ? ((const npuP_fused_matmul *)params)->transpose_b
-                                            : npuX_matmul_transpose_b(params);
-  int64_t n = bt->shape[tb ? 0 : 1], k = bt->shape[tb ? 1 : 0];
   /* the panels' width follows the product's rows (shapes are static here: not s->dynamic) */
   const npuG_value *y = &b->plan->values[s->out[0]];
   int64_t m = y->ndim == 2 ? y->shape[0] : 0;
@@ -767,15 +780,13 @@ static npu_status prepare_bf16_b(const npuP_build *b, const npuE_step *s, void *
    takes (npuK_gemm_f32_takes), else *packed stays NULL. */
 static npu_status prepare_f32_b(const npuP_build *b, const npuE_step *s, void **packed,
                                 size_t *packed_bytes) {
-  const npu_tensor *bt = s->n_in >= 2 && !s->host && !s->dynamic ? b->known[s->in[1]] : NULL;
-  if (!bt || bt->ndim != 2 || s->widen ||
+  bool tb;
+  int64_t n, k;
+  const npu_tensor *bt = constant_b(b, s, &tb, &n, &k);
+  if (!bt || s->widen ||
       !npuK_gemm_f32_takes(NPUK_GEMM_F32TILE, (npuK_dtype)b->plan->values[s->in[0]].dtype,
                            (npuK_dtype)bt->dtype, (npuK_dtype)b->plan->values[s->out[0]].dtype))
     return NPU_OK;
-  const void *params = s->owned_params ? s->owned_params : s->params;
-  bool tb = s->def == &npuP_op_fused_matmul ? ((const npuP_fused_matmul *)params)->transpose_b
-                                            : npuX_matmul_transpose_b(params);
-  int64_t n = bt->shape[tb ? 0 : 1], k = bt->shape[tb ? 1 : 0];
   size_t bytes = npuK_gemm_f32_packed_size(n, k);
   if (!bytes) return NPU_OK; /* an empty B: nothing to pack */
   float *out = npuC_alloc(b->ctx, bytes);
