@@ -572,12 +572,11 @@ static bool bf16dot_takes(const npuE_plan *p, const npuE_step *s) {
          b->ndim == 2 && npuK_bf16dot();
 }
 
-/* A float32 matmul / fused_matmul step, shapes known now, none of its operands widened, of
-   the shapes where our AVX-512F tiles beat OpenBLAS here (npuK_gemm_f32_wins: the training
-   step's GEMMs, kernels/gemm_f32.c); the fused SGD step too (the gradient's GEMM on inputs 1
-   and 2 updates the variable from each tile, compile/fused_ops.c), when its product is
-   float32.  Its bound: k 2^-24 sum|a b|, OpenBLAS's form (docs/numerics.md). */
-static bool f32tile_takes(const npuE_plan *p, const npuE_step *s) {
+/* f32tile's operands (passes.h): a float32 matmul / fused_matmul step, shapes known now, none of
+   its operands widened; the fused SGD step too (the gradient's GEMM on inputs 1 and 2 updates
+   the variable from each tile, compile/fused_ops.c), when its product is float32.  Its bound:
+   k 2^-24 sum|a b|, OpenBLAS's form (docs/numerics.md). */
+bool npuP_f32tile_operands(const npuE_plan *p, const npuE_step *s) {
   const int ia = s->def == &npuP_op_fused_sgd ? 1 : 0;
   if ((s->def->tune != NPUX_TUNE_GEMM && !ia) || s->host || s->dynamic || s->n_in < ia + 2 ||
       s->widen || s->round_in >= 0 || s->round_out >= 0)
@@ -586,10 +585,18 @@ static bool f32tile_takes(const npuE_plan *p, const npuE_step *s) {
   if (ia && ((const npuP_fused_sgd *)prm)->product_dtype != NPU_DTYPE_F32) return false;
   const npuG_value *a = &p->values[s->in[ia]], *b = &p->values[s->in[ia + 1]],
                    *y = &p->values[s->out[0]];
-  if (a->dtype != NPU_DTYPE_F32 || b->dtype != NPU_DTYPE_F32 || y->dtype != NPU_DTYPE_F32 ||
-      a->ndim != 2 || b->ndim != 2 || y->ndim != 2)
-    return false;
+  return a->dtype == NPU_DTYPE_F32 && b->dtype == NPU_DTYPE_F32 && y->dtype == NPU_DTYPE_F32 &&
+         a->ndim == 2 && b->ndim == 2 && y->ndim == 2;
+}
+
+/* f32tile where its operands are and the measured rule says our AVX-512F tiles beat OpenBLAS
+   here (npuK_gemm_f32_wins: the training step's GEMMs, kernels/gemm_f32.c). */
+static bool f32tile_takes(const npuE_plan *p, const npuE_step *s) {
+  if (!npuP_f32tile_operands(p, s)) return false;
+  const int ia = s->def == &npuP_op_fused_sgd ? 1 : 0;
+  const void *prm = s->owned_params ? s->owned_params : s->params;
   const bool ta = *(const bool *)prm; /* the three params structs start with transpose_a */
+  const npuG_value *a = &p->values[s->in[ia]], *y = &p->values[s->out[0]];
   int64_t m = y->shape[0], n = y->shape[1], k = a->shape[ta ? 0 : 1];
   return m > 0 && n > 0 && k > 0 && npuK_gemm_f32_wins(m, n, k);
 }

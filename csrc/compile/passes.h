@@ -67,6 +67,11 @@ bool npuP_direct_fits(const npuE_plan *p, const npuE_step *s);
    which the precision pass keeps as it is), and npuK_bf16dot(): NPUK_CONV_DIRECT_BF16 takes
    it. */
 bool npuP_direct_bf16_fits(const npuP_build *b, const npuE_step *s);
+/* compile/implmode.c: whether step s's GEMM operands are f32tile's (kernels/gemm_f32.c): A, B
+   and C float32 matrices as stored, none widened or rounded, a fused SGD step's product float32
+   too (its A and B are inputs 1 and 2); the shapes where it wins are implmode's rule, the
+   tuner times it wherever this holds. */
+bool npuP_f32tile_operands(const npuE_plan *p, const npuE_step *s);
 /* compile/implmode.c: the filter of conv2d / fused conv2d step s when it is a float32 3x3
    constant (b->known) the step reads as it is (not widened; not a host or dynamic step): a
    Winograd step's U is then computed once (plan.c) and high_performance's rule is the

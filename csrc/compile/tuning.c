@@ -932,13 +932,6 @@ static void gemm_dims(const npuE_plan *p, const npuE_step *s, int64_t *m, int64_
   *m = y->shape[0], *n = y->shape[1], *k = a->shape[ta ? 0 : 1];
 }
 
-/* Whether a GEMM step's A, B and C are float32 values, none widened: F32TILE's operands. */
-static bool all_f32(const npuE_plan *p, const npuE_step *s) {
-  if (s->n_in < 2 || s->widen) return false;
-  return p->values[s->in[0]].dtype == NPU_DTYPE_F32 && p->values[s->in[1]].dtype == NPU_DTYPE_F32 &&
-         p->values[s->out[0]].dtype == NPU_DTYPE_F32;
-}
-
 /* The candidates of step s; candidate 0 is what the compiler chose. */
 static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, int T, bool widen,
                       cand *cs) {
@@ -971,7 +964,7 @@ static int candidates(const npuP_build *b, const npuE_step *s, npuX_tune kind, i
     /* our float32 tiles (kernels/gemm_f32.c): the compiler's choice first where it made it,
        else timed against OpenBLAS on any float32 GEMM with k > 0 on an AVX-512F CPU */
     bool f32 = s->algo != NPUK_GEMM_BF16DOT && k > 0 && npuK_avx512f() &&
-               all_f32(b->plan, s);
+               npuP_f32tile_operands(b->plan, s);
     if (f32 && s->algo == NPUK_GEMM_F32TILE) algos[n_algos++] = NPUK_GEMM_F32TILE;
     algos[n_algos++] = own;
     if (f32 && s->algo != NPUK_GEMM_F32TILE) algos[n_algos++] = NPUK_GEMM_F32TILE;
